@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+
+/** Every default of the service, read once from the environment. */
+export interface Config {
+  port: number;
+  host: string;
+  redisUrl: string | undefined;
+  mongoUrl: string | undefined;
+  dataDir: string;
+  logLevel: string;
+  /** Identifies this process among the frontends and workers (logs, leases, addressed replies). */
+  nodeId: string;
+  maxBodyBytes: number;
+  maxBulkBodyBytes: number;
+  rateLimitPerMinute: number;
+  rateLimitBurst: number;
+  relayHeartbeatTimeoutMs: number;
+  webhookAllowPrivate: boolean;
+  webhookRetryBaseMs: number;
+  messageRetryBaseMs: number;
+  runtime: RuntimeConfig;
+}
+
+export interface RuntimeConfig {
+  /** Prefix of every Redis key the runtime owns; tests use a random one. */
+  keyPrefix: string;
+  /** Streams per actor type unless the actor type says otherwise. */
+  defaultShards: number;
+  /** A handler that throws this many times sends the message to the dead-letter stream. */
+  maxDeliveries: number;
+  /** Pause between two deliveries of a message whose handler threw. */
+  redeliveryDelayMs: number;
+  /** A worker that stops renewing loses its shards after this long. */
+  leaseTtlMs: number;
+  leaseRenewMs: number;
+  /** How often a worker looks for free shards and its fair share of them. */
+  rebalanceMs: number;
+  /** How long a read on a shard stream blocks waiting for entries. */
+  readBlockMs: number;
+  readBatch: number;
+  /** How often the shard owner moves due timers into its stream. */
+  timerPollMs: number;
+  /** How long SIGTERM waits for in-flight handlers before leaving anyway. */
+  shutdownGraceMs: number;
+  askTimeoutMs: number;
+}
+
+type Env = Record<string, string | undefined>;
+
+function int(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
+  return n;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === '1') return true;
+  if (raw === 'false' || raw === '0') return false;
+  throw new Error(`${name} must be true or false, got "${raw}"`);
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  return {
+    port: int(env, 'PORT', 3000),
+    host: env.HOST || '0.0.0.0',
+    redisUrl: env.REDIS_URL || undefined,
+    mongoUrl: env.MONGODB_URL || undefined,
+    dataDir: env.DATA_DIR || './data',
+    logLevel: env.LOG_LEVEL || 'info',
+    nodeId: env.NODE_ID || `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
+    maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1024 * 1024),
+    maxBulkBodyBytes: int(env, 'MAX_BULK_BODY_BYTES', 10 * 1024 * 1024),
+    rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 100),
+    rateLimitBurst: int(env, 'RATE_LIMIT_BURST', 20),
+    relayHeartbeatTimeoutMs: int(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
+    webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
+    webhookRetryBaseMs: int(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
+    messageRetryBaseMs: int(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
+    runtime: {
+      keyPrefix: env.RUNTIME_KEY_PREFIX || 'rt',
+      defaultShards: int(env, 'RUNTIME_SHARDS', 16),
+      maxDeliveries: int(env, 'RUNTIME_MAX_DELIVERIES', 5),
+      redeliveryDelayMs: int(env, 'RUNTIME_REDELIVERY_DELAY_MS', 200),
+      leaseTtlMs: int(env, 'RUNTIME_LEASE_TTL_MS', 5_000),
+      leaseRenewMs: int(env, 'RUNTIME_LEASE_RENEW_MS', 1_000),
+      rebalanceMs: int(env, 'RUNTIME_REBALANCE_MS', 1_000),
+      readBlockMs: int(env, 'RUNTIME_READ_BLOCK_MS', 500),
+      readBatch: int(env, 'RUNTIME_READ_BATCH', 256),
+      timerPollMs: int(env, 'RUNTIME_TIMER_POLL_MS', 100),
+      shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000),
+      askTimeoutMs: int(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
+    },
+  };
+}

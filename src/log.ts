@@ -1,0 +1,13 @@
+import pino, { type Logger } from 'pino';
+
+export type { Logger };
+
+/** Field names that must never reach a log line, wherever they appear in a logged object. */
+const redactPaths = [
+  'password', '*.password', 'token', '*.token', 'refreshToken', '*.refreshToken', 'accessToken', '*.accessToken',
+  'key', '*.key', 'secret', '*.secret', 'authorization', '*.authorization', 'req.headers.authorization',
+];
+
+export function createLogger(level: string, name = 'relaybox'): Logger {
+  return pino({ name, level, redact: { paths: redactPaths, censor: '[redacted]' } });
+}

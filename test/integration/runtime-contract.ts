@@ -1,0 +1,178 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig, type RuntimeConfig } from '../../src/config.ts';
+import { AppError } from '../../src/errors.ts';
+import { sleep } from '../../src/runtime/actor-host.ts';
+import type { ActorDefinition, ActorMessage, Transport } from '../../src/runtime/types.ts';
+
+export type MakeTransport = (cfg: RuntimeConfig) => Promise<Transport>;
+
+/** A runtime config with timers short enough for tests; each call gets its own key prefix. */
+export function testRuntimeConfig(overrides: Partial<RuntimeConfig> = {}): RuntimeConfig {
+  return {
+    ...loadConfig({}).runtime,
+    keyPrefix: `rttest-${Math.random().toString(36).slice(2, 10)}`,
+    defaultShards: 4,
+    maxDeliveries: 3,
+    redeliveryDelayMs: 10,
+    leaseTtlMs: 1_000,
+    leaseRenewMs: 200,
+    rebalanceMs: 100,
+    readBlockMs: 100,
+    timerPollMs: 20,
+    shutdownGraceMs: 5_000,
+    askTimeoutMs: 2_000,
+    ...overrides,
+  };
+}
+
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+interface Observed {
+  order: Map<string, number[]>;
+  active: Map<string, number>;
+  maxConcurrentPerKey: number;
+  maxConcurrentOverall: number;
+  activeOverall: number;
+  fired: Map<string, number>;
+  failures: number;
+}
+
+function recordingActors(seen: Observed): ActorDefinition[] {
+  const enter = (key: string) => {
+    const now = (seen.active.get(key) ?? 0) + 1;
+    seen.active.set(key, now);
+    seen.activeOverall++;
+    seen.maxConcurrentPerKey = Math.max(seen.maxConcurrentPerKey, now);
+    seen.maxConcurrentOverall = Math.max(seen.maxConcurrentOverall, seen.activeOverall);
+  };
+  const leave = (key: string) => {
+    seen.active.set(key, (seen.active.get(key) ?? 1) - 1);
+    seen.activeOverall--;
+  };
+  return [
+    {
+      type: 'counter',
+      handlers: {
+        async add(ctx, msg: ActorMessage & { seq: number; pauseMs?: number }) {
+          enter(ctx.key);
+          try {
+            await sleep(msg.pauseMs ?? 0);
+            const list = seen.order.get(ctx.key) ?? [];
+            list.push(msg.seq);
+            seen.order.set(ctx.key, list);
+          } finally {
+            leave(ctx.key);
+          }
+        },
+        async echo(ctx, msg: ActorMessage & { value: string }) {
+          return { key: ctx.key, value: msg.value };
+        },
+        async stall(_ctx, msg: ActorMessage & { ms: number }) {
+          await sleep(msg.ms);
+          return 'late';
+        },
+        async tick(ctx) {
+          seen.fired.set(ctx.msgId, (seen.fired.get(ctx.msgId) ?? 0) + 1);
+        },
+        async explode() {
+          seen.failures++;
+          throw new Error('handler exploded');
+        },
+      },
+    },
+  ];
+}
+
+/** The behaviour every transport promises; run once per implementation. */
+export function runtimeContract(name: string, make: MakeTransport): void {
+  describe(`runtime contract: ${name}`, () => {
+    let rt: Transport;
+    let seen: Observed;
+    const cfg = testRuntimeConfig();
+
+    before(async () => {
+      seen = { order: new Map(), active: new Map(), maxConcurrentPerKey: 0, maxConcurrentOverall: 0, activeOverall: 0, fired: new Map(), failures: 0 };
+      rt = await make(cfg);
+      await rt.start(recordingActors(seen), { consume: true });
+    });
+
+    after(async () => {
+      await rt.stop();
+    });
+
+    test('keeps per-key order and handles one message at a time per actor', async () => {
+      const keys = Array.from({ length: 20 }, (_, i) => `order-${i}`);
+      const perKey = 25;
+      const sends: Promise<string>[] = [];
+      for (let seq = 1; seq <= perKey; seq++) {
+        for (const key of keys) sends.push(rt.send('counter', key, { kind: 'add', seq, pauseMs: seq % 5 === 0 ? 3 : 0 }));
+      }
+      await Promise.all(sends);
+      await waitFor(() => keys.every((k) => (seen.order.get(k)?.length ?? 0) >= perKey), 20_000, 'every message handled');
+      for (const key of keys) {
+        assert.deepEqual(seen.order.get(key), Array.from({ length: perKey }, (_, i) => i + 1), `order of ${key}`);
+      }
+      assert.equal(seen.maxConcurrentPerKey, 1, 'never two messages of one actor at once');
+      assert.ok(seen.maxConcurrentOverall > 1, 'different actors run concurrently');
+    });
+
+    test('ask returns the handler value', async () => {
+      const answer = await rt.ask<{ key: string; value: string }>('counter', 'asked', { kind: 'echo', value: 'hello' });
+      assert.deepEqual(answer, { key: 'asked', value: 'hello' });
+    });
+
+    test('ask rejects with service_unavailable after its timeout', async () => {
+      const started = Date.now();
+      await assert.rejects(rt.ask('counter', 'slow', { kind: 'stall', ms: 600 }, 150), (err: unknown) => {
+        assert.ok(err instanceof AppError);
+        assert.equal(err.code, 'service_unavailable');
+        return true;
+      });
+      assert.ok(Date.now() - started < 550, 'rejected at the timeout, not when the handler finished');
+    });
+
+    test('a timer fires once, not before its delay', async () => {
+      const sentAt = Date.now();
+      const id = await rt.send('counter', 'timer', { kind: 'tick' }, { delayMs: 300 });
+      await sleep(150);
+      assert.equal(seen.fired.get(id) ?? 0, 0, 'not fired early');
+      await waitFor(() => (seen.fired.get(id) ?? 0) > 0, 5_000, 'timer fired');
+      assert.ok(Date.now() - sentAt >= 300);
+      await sleep(400);
+      assert.equal(seen.fired.get(id), 1, 'fired exactly once');
+    });
+
+    test('a message that keeps failing goes to the dead letters after maxDeliveries', async () => {
+      const before = seen.failures;
+      const id = await rt.send('counter', 'doomed', { kind: 'explode' });
+      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope.id === id), 10_000, 'dead letter');
+      const dead = (await rt.deadLetters('counter')).find((d) => d.envelope.id === id)!;
+      assert.equal(seen.failures - before, cfg.maxDeliveries, 'delivered exactly maxDeliveries times');
+      assert.equal(dead.deliveries, cfg.maxDeliveries);
+      assert.match(dead.error, /handler exploded/);
+      assert.equal(dead.envelope.key, 'doomed');
+      const stats = await rt.stats();
+      assert.ok((stats.find((s) => s.type === 'counter')?.deadLetters ?? 0) >= 1);
+    });
+
+    test('a message for an unknown handler is dead-lettered without retries', async () => {
+      const id = await rt.send('counter', 'nohandler', { kind: 'no-such-kind' });
+      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope.id === id), 10_000, 'dead letter');
+      const dead = (await rt.deadLetters('counter')).find((d) => d.envelope.id === id)!;
+      assert.equal(dead.deliveries, 1);
+    });
+
+    test('messages after a dead letter still reach the same actor', async () => {
+      await rt.send('counter', 'doomed-then-ok', { kind: 'explode' });
+      await rt.send('counter', 'doomed-then-ok', { kind: 'add', seq: 1 });
+      await waitFor(() => (seen.order.get('doomed-then-ok')?.length ?? 0) === 1, 10_000, 'later message handled');
+    });
+  });
+}
