@@ -1,0 +1,90 @@
+/**
+ * The storage port. Every read and write takes a scope, and the adapters merge
+ * it into every filter and every stored document: there is no unscoped access.
+ */
+export interface Scope {
+  tenantId: string;
+  teamId?: string;
+}
+
+/**
+ * The one namespace that is not a customer tenant: platform lookups made before
+ * the tenant is known (a login by email, an API key by its hash).
+ */
+export const platformScope: Scope = { tenantId: '_platform' };
+
+export interface Doc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  teamId?: string;
+}
+
+/**
+ * A portable subset of the MongoDB query language that both adapters implement
+ * alike: equality (dotted paths, array elements), $eq $ne $in $nin $gt $gte
+ * $lt $lte $exists $all $regex (+ $options 'i'), $or, $and.
+ */
+export type Filter = Record<string, unknown>;
+
+/** $set $unset $inc $push $pull $addToSet $setOnInsert */
+export type Update = Partial<Record<'$set' | '$unset' | '$inc' | '$push' | '$pull' | '$addToSet' | '$setOnInsert', Record<string, unknown>>>;
+
+export type Sort = Record<string, 1 | -1>;
+
+export interface FindOptions {
+  sort?: Sort;
+  skip?: number;
+  limit?: number;
+}
+
+export interface IndexSpec {
+  keys: Record<string, 1 | -1>;
+  unique?: boolean;
+}
+
+export interface Collection<T extends Doc> {
+  readonly name: string;
+  insertOne(scope: Scope, doc: T): Promise<void>;
+  /** One round trip for many documents (group commit); stops at the first conflict. */
+  insertMany(scope: Scope, docs: T[]): Promise<void>;
+  findOne(scope: Scope, filter: Filter): Promise<T | null>;
+  find(scope: Scope, filter: Filter, opts?: FindOptions): Promise<T[]>;
+  count(scope: Scope, filter: Filter): Promise<number>;
+  /**
+   * Updates the first match and returns it as it is after the update, or null
+   * when nothing matched: the compare-and-set primitive (put the expected state
+   * in the filter).
+   */
+  updateOne(scope: Scope, filter: Filter, update: Update, opts?: { upsert?: boolean }): Promise<T | null>;
+  updateMany(scope: Scope, filter: Filter, update: Update): Promise<number>;
+  deleteOne(scope: Scope, filter: Filter): Promise<boolean>;
+  deleteMany(scope: Scope, filter: Filter): Promise<number>;
+}
+
+export interface Store {
+  readonly kind: 'mongodb' | 'embedded';
+  /** Declares a collection and its indexes; indexes are created by `init`. */
+  collection<T extends Doc>(name: string, indexes?: IndexSpec[]): Collection<T>;
+  init(): Promise<void>;
+  /** Throws when the database does not answer (readiness). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Matches `text` literally and case-insensitively: a search string is never run as a pattern. */
+export function literalContains(text: string): { $regex: string; $options: 'i' } {
+  return { $regex: text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), $options: 'i' };
+}
+
+export function scopedFilter(scope: Scope, filter: Filter): Filter {
+  const scoped: Filter = { ...filter, tenantId: scope.tenantId };
+  if (scope.teamId !== undefined) scoped.teamId = scope.teamId;
+  return scoped;
+}
+
+export function scopedDoc<T extends Doc>(scope: Scope, doc: T): T {
+  const scoped = { ...doc, tenantId: scope.tenantId };
+  if (scope.teamId !== undefined) scoped.teamId = scope.teamId;
+  return scoped;
+}

@@ -1,0 +1,15 @@
+import type { Logger } from '../log.ts';
+import type { Store } from './collection.ts';
+import { EmbeddedStore } from './embedded-store.ts';
+import { MongoStore } from './mongo-store.ts';
+
+export type { Store } from './collection.ts';
+
+/** MongoDB when a URL is given, otherwise the embedded file-backed store. */
+export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string }, log: Logger): Store {
+  if (opts.mongoUrl) {
+    log.debug({ component: 'store' }, 'using MongoDB');
+    return new MongoStore(opts.mongoUrl, opts.dbName);
+  }
+  return new EmbeddedStore(opts.dataDir);
+}

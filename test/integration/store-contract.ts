@@ -1,0 +1,145 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { AppError } from '../../src/errors.ts';
+import { literalContains, type Collection, type Doc, type Store } from '../../src/store/collection.ts';
+
+interface Item extends Doc {
+  name: string;
+  n?: number;
+  tags?: string[];
+  status?: string;
+  at?: string;
+  meta?: { color?: string };
+}
+
+const A = { tenantId: 'org_a' };
+const B = { tenantId: 'org_b' };
+const A1 = { tenantId: 'org_a', teamId: 'team_1' };
+const A2 = { tenantId: 'org_a', teamId: 'team_2' };
+
+/** The behaviour every store adapter promises; run once per adapter. */
+export function storeContract(name: string, open: () => Promise<{ store: Store; dispose(): Promise<void> }>): void {
+  describe(`store contract: ${name}`, () => {
+    let store: Store;
+    let dispose: () => Promise<void>;
+    let items: Collection<Item>;
+    let uniq: Collection<Item>;
+
+    before(async () => {
+      ({ store, dispose } = await open());
+      items = store.collection<Item>('items', [{ keys: { tenantId: 1, n: 1 } }]);
+      uniq = store.collection<Item>('uniq', [{ keys: { tenantId: 1, name: 1 }, unique: true }]);
+      await store.init();
+      await items.insertMany(A, [
+        { id: 'i1', tenantId: '', name: 'alpha', n: 3, tags: ['x', 'y'], status: 'queued', at: '2026-01-01T00:00:02.000Z', meta: { color: 'red' } },
+        { id: 'i2', tenantId: '', name: 'Beta (b.*)', n: 1, tags: ['y'], status: 'sent', at: '2026-01-01T00:00:01.000Z' },
+        { id: 'i3', tenantId: '', name: 'gamma', n: 2, tags: [], status: 'queued', at: '2026-01-01T00:00:03.000Z' },
+        { id: 'i4', tenantId: '', name: 'delta' },
+      ]);
+      await items.insertOne(B, { id: 'b1', tenantId: '', name: 'alpha', n: 3, tags: ['x'] });
+      await items.insertOne(A1, { id: 't1', tenantId: '', name: 'team one', n: 10 });
+      await items.insertOne(A2, { id: 't2', tenantId: '', name: 'team two', n: 20 });
+    });
+
+    after(async () => {
+      await dispose();
+    });
+
+    const ids = (docs: Item[]) => docs.map((d) => d.id);
+
+    test('find sorts, skips, limits and counts', async () => {
+      assert.deepEqual(ids(await items.find(A, { n: { $exists: true } }, { sort: { n: 1 } })), ['i2', 'i3', 'i1', 't1', 't2']);
+      assert.deepEqual(ids(await items.find(A, {}, { sort: { n: -1 }, skip: 1, limit: 2 })), ['t1', 'i1']);
+      assert.deepEqual(ids(await items.find(A, { at: { $exists: true } }, { sort: { at: -1 } })), ['i3', 'i1', 'i2']);
+      assert.equal(ids(await items.find(A, {}, { sort: { n: 1 } }))[0], 'i4', 'a missing field sorts first ascending');
+      assert.equal(await items.count(A, {}), 6);
+      assert.equal(await items.count(A, { status: 'queued' }), 2);
+    });
+
+    test('each filter operator', async () => {
+      const q = async (filter: Record<string, unknown>) => ids(await items.find(A, filter, { sort: { id: 1 } }));
+      assert.deepEqual(await q({ n: { $gt: 1, $lte: 3 } }), ['i1', 'i3']);
+      assert.deepEqual(await q({ n: { $gte: 3, $lt: 11 } }), ['i1', 't1']);
+      assert.deepEqual(await q({ status: { $in: ['sent', 'failed'] } }), ['i2']);
+      assert.deepEqual(await q({ status: { $nin: ['queued'] }, n: { $exists: true } }), ['i2', 't1', 't2']);
+      assert.deepEqual(await q({ status: { $ne: 'queued' }, n: { $lt: 5 } }), ['i2']);
+      assert.deepEqual(await q({ tags: 'y' }), ['i1', 'i2'], 'equality matches an array element');
+      assert.deepEqual(await q({ tags: { $all: ['x', 'y'] } }), ['i1']);
+      assert.deepEqual(await q({ 'meta.color': 'red' }), ['i1']);
+      assert.deepEqual(await q({ $or: [{ name: 'delta' }, { n: 1 }] }), ['i2', 'i4']);
+      assert.deepEqual(await q({ $and: [{ status: 'queued' }, { n: { $gt: 2 } }] }), ['i1']);
+      assert.deepEqual(await q({ name: { $regex: '^AL', $options: 'i' } }), ['i1']);
+      assert.deepEqual(await q({ name: { $eq: 'gamma' } }), ['i3']);
+    });
+
+    test('literalContains matches text literally, never as a pattern', async () => {
+      assert.deepEqual(ids(await items.find(A, { name: literalContains('(B.*)') })), ['i2']);
+      assert.deepEqual(ids(await items.find(A, { name: literalContains('.*') })), ['i2']);
+      assert.deepEqual(ids(await items.find(A, { name: literalContains('a.p') })), []);
+    });
+
+    test('each update operator, and updateOne as compare-and-set', async () => {
+      await items.insertOne(A, { id: 'u1', tenantId: '', name: 'upd', n: 1, tags: ['a'], status: 'queued' });
+      let doc = await items.updateOne(A, { id: 'u1', status: 'queued' }, { $set: { status: 'processing', 'meta.color': 'blue' }, $inc: { n: 2 } });
+      assert.equal(doc?.status, 'processing');
+      assert.equal(doc?.n, 3);
+      assert.equal(doc?.meta?.color, 'blue');
+      assert.equal(await items.updateOne(A, { id: 'u1', status: 'queued' }, { $set: { status: 'sent' } }), null, 'a stale expected state changes nothing');
+      assert.equal((await items.findOne(A, { id: 'u1' }))?.status, 'processing');
+      doc = await items.updateOne(A, { id: 'u1' }, { $push: { tags: 'b' } });
+      assert.deepEqual(doc?.tags, ['a', 'b']);
+      doc = await items.updateOne(A, { id: 'u1' }, { $addToSet: { tags: 'b' } });
+      assert.deepEqual(doc?.tags, ['a', 'b']);
+      doc = await items.updateOne(A, { id: 'u1' }, { $pull: { tags: 'a' }, $unset: { status: '' } });
+      assert.deepEqual(doc?.tags, ['b']);
+      assert.equal(doc?.status, undefined);
+      const up = await items.updateOne(A, { id: 'u2', name: 'fresh' }, { $set: { n: 7 }, $setOnInsert: { status: 'new' } }, { upsert: true });
+      assert.equal(up?.id, 'u2');
+      assert.equal(up?.name, 'fresh');
+      assert.equal(up?.status, 'new');
+      assert.equal(up?.tenantId, 'org_a');
+      const again = await items.updateOne(A, { id: 'u2', name: 'fresh' }, { $set: { n: 8 }, $setOnInsert: { status: 'other' } }, { upsert: true });
+      assert.equal(again?.status, 'new', '$setOnInsert only on insert');
+      assert.equal(await items.updateMany(A, { id: { $in: ['u1', 'u2'] } }, { $set: { status: 'done' } }), 2);
+      assert.equal(await items.deleteMany(A, { id: { $in: ['u1', 'u2'] } }), 2);
+    });
+
+    test('a unique index violation is a conflict', async () => {
+      await uniq.insertOne(A, { id: 'q1', tenantId: '', name: 'same' });
+      await assert.rejects(uniq.insertOne(A, { id: 'q2', tenantId: '', name: 'same' }), (e: unknown) => e instanceof AppError && e.code === 'conflict');
+      await assert.rejects(uniq.insertOne(A, { id: 'q1', tenantId: '', name: 'other' }), (e: unknown) => e instanceof AppError && e.code === 'conflict');
+      await uniq.insertOne(B, { id: 'q3', tenantId: '', name: 'same' });
+      await uniq.insertOne(A, { id: 'q4', tenantId: '', name: 'else' });
+      await assert.rejects(uniq.updateOne(A, { id: 'q4' }, { $set: { name: 'same' } }), (e: unknown) => e instanceof AppError && e.code === 'conflict');
+    });
+
+    test("a tenant never reads, changes or deletes another tenant's documents", async () => {
+      assert.equal(await items.findOne(B, { id: 'i1' }), null);
+      assert.deepEqual(ids(await items.find(B, {})), ['b1']);
+      assert.equal(await items.count(B, { name: 'alpha' }), 1);
+      assert.equal(await items.updateOne(B, { id: 'i1' }, { $set: { name: 'stolen' } }), null);
+      assert.equal(await items.updateMany(B, { id: 'i1' }, { $set: { name: 'stolen' } }), 0);
+      assert.equal(await items.deleteOne(B, { id: 'i1' }), false);
+      assert.equal(await items.deleteMany(B, { id: 'i1' }), 0);
+      assert.equal((await items.findOne(A, { id: 'i1' }))?.name, 'alpha');
+      assert.equal(await items.findOne(A, { tenantId: 'org_b', id: 'b1' }), null, 'a tenantId in the filter cannot widen the scope');
+    });
+
+    test('a team scope sees only its team', async () => {
+      assert.deepEqual(ids(await items.find(A1, {})), ['t1']);
+      assert.equal(await items.findOne(A1, { id: 't2' }), null);
+      assert.equal(await items.updateOne(A2, { id: 't1' }, { $set: { n: 0 } }), null);
+      assert.equal(await items.deleteOne(A2, { id: 't1' }), false);
+      const t1 = await items.findOne(A1, { id: 't1' });
+      assert.equal(t1?.teamId, 'team_1');
+    });
+
+    test('returned documents carry id, not _id, and are copies', async () => {
+      const doc = (await items.findOne(A, { id: 'i1' }))!;
+      assert.equal(doc.id, 'i1');
+      assert.equal('_id' in doc, false);
+      doc.tags!.push('mutated');
+      assert.deepEqual((await items.findOne(A, { id: 'i1' }))?.tags, ['x', 'y']);
+    });
+  });
+}
