@@ -1,0 +1,30 @@
+import { collectDefaultMetrics, Histogram, register } from 'prom-client';
+
+export { register as metricsRegistry };
+
+let defaultsCollected = false;
+
+export function collectProcessMetrics(): void {
+  if (defaultsCollected) return;
+  defaultsCollected = true;
+  collectDefaultMetrics({ register });
+}
+
+function singleton<T>(name: string, make: () => T): T {
+  return (register.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export const httpDuration = singleton('relaybox_http_request_duration_seconds', () => new Histogram({
+  name: 'relaybox_http_request_duration_seconds',
+  help: 'HTTP request duration by route pattern, method and status',
+  labelNames: ['route', 'method', 'status'],
+  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+}));
+
+/** Time spent in each stage of a request (auth, rate_limit, validate, handler; features add persist, enqueue). */
+export const stageDuration = singleton('relaybox_http_stage_duration_seconds', () => new Histogram({
+  name: 'relaybox_http_stage_duration_seconds',
+  help: 'Time spent in each stage of request handling, by route and stage',
+  labelNames: ['route', 'stage'],
+  buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
+}));

@@ -1,0 +1,307 @@
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+import type { Config } from '../config.ts';
+import { AppError, toHttpError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { collectProcessMetrics, httpDuration, metricsRegistry, stageDuration } from './metrics.ts';
+import { openApiDocument } from './openapi.ts';
+import type { AuthenticateHook, AuthorizeHook, Method, RateLimitHook, Reply, RequestContext, RouteDef } from './route.ts';
+import { compileValidator, type Validator } from './validation.ts';
+
+export interface ReadinessCheck {
+  name: string;
+  check(): Promise<void>;
+}
+
+export interface HttpServerOptions {
+  config: Config;
+  log: Logger;
+  routes: RouteDef[];
+  authenticate?: AuthenticateHook;
+  authorize?: AuthorizeHook;
+  rateLimit?: RateLimitHook;
+  readinessChecks?: ReadinessCheck[];
+}
+
+export interface HttpServer {
+  app: TemplatedApp;
+  routes: RouteDef[];
+  listen(host: string, port: number): Promise<number>;
+  close(): Promise<void>;
+}
+
+interface CompiledRoute {
+  def: RouteDef;
+  paramNames: string[];
+  params?: Validator;
+  query?: Validator;
+  body?: Validator;
+}
+
+const readinessTimeoutMs = 2_000;
+const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
+
+const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`;
+
+/** Wraps a uWS response so nothing is written after the client went away. */
+class Responder {
+  aborted = false;
+  done = false;
+  constructor(private readonly res: HttpResponse) {}
+
+  send(status: number, headers: Record<string, string>, body: string | Buffer, closeConnection = false): void {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      this.res.end(body, closeConnection);
+    });
+  }
+
+  async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+    });
+    for await (const chunk of chunks) {
+      if (this.aborted) return;
+      let ok = false;
+      this.res.cork(() => {
+        ok = this.res.write(chunk);
+      });
+      if (!ok) await new Promise<void>((resolve) => this.res.onWritable(() => (resolve(), true)));
+    }
+    if (!this.aborted) this.res.cork(() => this.res.end());
+  }
+}
+
+function readBody(res: HttpResponse, responder: Responder, limit: number): Promise<Buffer | 'too_large' | 'aborted'> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    res.onData((chunk, isLast) => {
+      if (responder.aborted) return resolve('aborted');
+      if (over) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        over = true;
+        return resolve('too_large');
+      }
+      // uWS reuses the chunk's memory after this callback: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      if (isLast) resolve(Buffer.concat(chunks, size));
+    });
+  });
+}
+
+export function createHttpServer(opts: HttpServerOptions): HttpServer {
+  const { config, log } = opts;
+  collectProcessMetrics();
+  const app = uWS.App();
+  const builtIns = builtInRoutes(opts);
+  const routes = [...builtIns, ...opts.routes];
+  const openapi = JSON.stringify(openApiDocument(routes.filter((r) => r.path.startsWith('/api/'))));
+  builtIns.push({ method: 'GET', path: '/api/v1/openapi.json', summary: 'This API description (OpenAPI 3.1)', auth: false, handler: () => ({ status: 200, body: openapi, headers: { 'content-type': 'application/json; charset=utf-8' } }) });
+  routes.push(builtIns[builtIns.length - 1]!);
+
+  for (const def of routes) {
+    const compiled: CompiledRoute = {
+      def,
+      paramNames: [...def.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!),
+      params: def.schema?.params ? compileValidator(def.schema.params, 'params') : undefined,
+      query: def.schema?.query ? compileValidator(def.schema.query, 'query') : undefined,
+      body: def.schema?.body ? compileValidator(def.schema.body, 'body') : undefined,
+    };
+    const uwsMethod = def.method === 'DELETE' ? 'del' : (def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch');
+    const register = app[uwsMethod].bind(app);
+    register(def.path, (res, req) => handle(res, req, compiled));
+  }
+  app.any('/*', (res, req) => handle(res, req, undefined));
+
+  function handle(res: HttpResponse, req: HttpRequest, route: CompiledRoute | undefined): void {
+    const responder = new Responder(res);
+    res.onAborted(() => {
+      responder.aborted = true;
+    });
+    // Everything needed from req is copied now: req is invalid after the first await.
+    const headers: Record<string, string> = {};
+    req.forEach((k, v) => {
+      headers[k] = v;
+    });
+    const incomingId = headers['x-request-id'];
+    const reqId = incomingId && requestIdPattern.test(incomingId) ? incomingId : randomUUID();
+    const method = req.getMethod().toUpperCase() as Method;
+    const params: Record<string, string> = {};
+    route?.paramNames.forEach((name, i) => {
+      params[name] = decodeURIComponent(req.getParameter(i) ?? '');
+    });
+    const ctx: RequestContext = {
+      reqId,
+      method,
+      path: req.getUrl(),
+      route: route?.def.path ?? 'unmatched',
+      params,
+      query: Object.fromEntries(new URLSearchParams(req.getQuery() ?? '')),
+      headers,
+      body: undefined,
+      rawBody: undefined,
+      ip: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      log: log.child({ reqId }),
+      principal: undefined,
+      responseHeaders: {},
+      startedAt: performance.now(),
+    };
+    const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
+    const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
+    const body = hasBody ? readBody(res, responder, limit) : undefined;
+    run(ctx, route, responder, body).catch((err) => ctx.log.error({ err }, 'failed to answer a request'));
+  }
+
+  async function run(ctx: RequestContext, route: CompiledRoute | undefined, responder: Responder, body: Promise<Buffer | 'too_large' | 'aborted'> | undefined): Promise<void> {
+    let reply: Reply;
+    let closeConnection = false;
+    try {
+      if (!route) throw new AppError('not_found', `no route ${ctx.method} ${ctx.path}`);
+      const raw = body ? await body : undefined;
+      if (raw === 'aborted') return;
+      if (raw === 'too_large') {
+        closeConnection = true;
+        throw new AppError('payload_too_large', `the body is larger than ${route.def.maxBodyBytes ?? config.maxBodyBytes} bytes`);
+      }
+      reply = await runRoute(ctx, route, raw);
+    } catch (err) {
+      const error = toHttpError(err);
+      if (error.statusCode >= 500) ctx.log.error({ err, route: ctx.route }, 'request failed');
+      const headers: Record<string, string> = {};
+      if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
+      reply = { status: error.statusCode, body: error.toBody(), headers };
+    }
+    if (responder.aborted) return;
+    const headers: Record<string, string> = { 'x-request-id': ctx.reqId, ...ctx.responseHeaders, ...reply.headers };
+    if (reply.stream) {
+      await responder.stream(reply.status, headers, reply.stream);
+    } else if (reply.body === undefined) {
+      responder.send(reply.status, headers, '', closeConnection);
+    } else {
+      const text = typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
+      headers['content-type'] ??= 'application/json; charset=utf-8';
+      responder.send(reply.status, headers, text, closeConnection);
+    }
+    const seconds = (performance.now() - ctx.startedAt) / 1000;
+    httpDuration.observe({ route: ctx.route, method: ctx.method, status: String(reply.status) }, seconds);
+    ctx.log.info({ method: ctx.method, route: ctx.route, status: reply.status, ms: Math.round(seconds * 1000 * 100) / 100 }, 'request');
+  }
+
+  async function runRoute(ctx: RequestContext, route: CompiledRoute, raw: Buffer | undefined): Promise<Reply> {
+    const def = route.def;
+    let mark = performance.now();
+    const stage = (name: string) => {
+      const now = performance.now();
+      stageDuration.observe({ route: def.path, stage: name }, (now - mark) / 1000);
+      mark = now;
+    };
+    if (def.auth !== false) {
+      if (!opts.authenticate) throw new AppError('unauthorized', 'missing or invalid credentials');
+      ctx.principal = await opts.authenticate(ctx);
+      if (def.minRole && opts.authorize) opts.authorize(ctx.principal, def.minRole);
+      stage('auth');
+      if (opts.rateLimit) {
+        const refused = await opts.rateLimit(ctx);
+        stage('rate_limit');
+        if (refused) throw refused;
+      }
+    }
+    if (route.params) ctx.params = route.params(ctx.params);
+    if (route.query) ctx.query = route.query(ctx.query);
+    ctx.rawBody = raw;
+    if (route.body) ctx.body = route.body(parseJson(ctx, raw));
+    stage('validate');
+    const reply = await def.handler(ctx);
+    stage('handler');
+    return reply;
+  }
+
+  function parseJson(ctx: RequestContext, raw: Buffer | undefined): unknown {
+    if (!raw || raw.length === 0) return {};
+    const type = ctx.headers['content-type'] ?? '';
+    if (!/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
+      throw new AppError('unsupported_media_type', 'the body must be application/json');
+    }
+    try {
+      return JSON.parse(raw.toString('utf8'));
+    } catch {
+      throw new AppError('validation_error', 'the body is not valid JSON', { details: [{ path: 'body', message: 'is not valid JSON' }] });
+    }
+  }
+
+  let listenSocket: us_listen_socket | undefined;
+  return {
+    app,
+    routes,
+    listen(host, port) {
+      return new Promise((resolve, reject) => {
+        app.listen(host, port, (socket) => {
+          if (!socket) return reject(new Error(`could not listen on ${host}:${port}`));
+          listenSocket = socket;
+          resolve(uWS.us_socket_local_port(socket));
+        });
+      });
+    },
+    async close() {
+      if (listenSocket) uWS.us_listen_socket_close(listenSocket);
+      listenSocket = undefined;
+    },
+  };
+}
+
+function builtInRoutes(opts: HttpServerOptions): RouteDef[] {
+  const checks = opts.readinessChecks ?? [];
+  return [
+    { method: 'GET', path: '/healthz', summary: 'The process is up', auth: false, handler: () => ({ status: 200, body: { status: 'ok' } }) },
+    {
+      method: 'GET',
+      path: '/readyz',
+      summary: 'The process and its backends answer',
+      auth: false,
+      async handler() {
+        const results = await Promise.all(checks.map(async (c) => {
+          try {
+            await withTimeout(c.check(), readinessTimeoutMs);
+            return [c.name, 'ok'] as const;
+          } catch (err) {
+            return [c.name, err instanceof Error ? err.message : 'failed'] as const;
+          }
+        }));
+        const failed = results.filter(([, r]) => r !== 'ok');
+        if (failed.length > 0) {
+          throw new AppError('service_unavailable', `not ready: ${failed.map(([n, r]) => `${n} (${r})`).join(', ')}`, { retryAfterSeconds: 1 });
+        }
+        return { status: 200, body: { status: 'ok', checks: Object.fromEntries(results) } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/metrics',
+      summary: 'Prometheus metrics',
+      auth: false,
+      async handler() {
+        return { status: 200, body: await metricsRegistry.metrics(), headers: { 'content-type': metricsRegistry.contentType } };
+      },
+    },
+  ];
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+    work.then(
+      (v) => (clearTimeout(timer), resolve(v)),
+      (e) => (clearTimeout(timer), reject(e)),
+    );
+  });
+}
