@@ -10,6 +10,8 @@ import { createHttpServer, type HttpServer } from '../../src/http/server.ts';
 import { strictObject } from '../../src/http/validation.ts';
 import { createLogger } from '../../src/log.ts';
 
+const json = async (res: Response): Promise<any> => res.json();
+
 const routes = [
   defineRoute({
     method: 'POST', path: '/api/v1/things', summary: 'create a thing', auth: false,
@@ -75,7 +77,7 @@ describe('HTTP server', () => {
   test('a valid body is accepted and every answer has a request id', async () => {
     const res = await post('/api/v1/things', JSON.stringify({ name: 'a', size: 2 }));
     assert.equal(res.status, 201);
-    assert.deepEqual(await res.json(), { name: 'a', size: 2 });
+    assert.deepEqual(await json(res), { name: 'a', size: 2 });
     assert.ok(res.headers.get('x-request-id'));
     const echoed = await fetch(base + '/healthz', { headers: { 'x-request-id': 'abc-123' } });
     assert.equal(echoed.headers.get('x-request-id'), 'abc-123');
@@ -86,7 +88,7 @@ describe('HTTP server', () => {
   test('malformed JSON is a 400 validation_error', async () => {
     const res = await post('/api/v1/things', '{"name": ');
     assert.equal(res.status, 400);
-    const body = await res.json();
+    const body = await json(res);
     assert.equal(body.error, 'validation_error');
     assert.equal(body.statusCode, 400);
     assert.ok(res.headers.get('x-request-id'));
@@ -96,7 +98,7 @@ describe('HTTP server', () => {
     const big = JSON.stringify({ name: 'x'.repeat(2000) });
     const res = await post('/api/v1/things', big);
     assert.equal(res.status, 413);
-    assert.equal((await res.json()).error, 'payload_too_large');
+    assert.equal((await json(res)).error, 'payload_too_large');
     assert.ok(res.headers.get('x-request-id'));
     const chunked = await new Promise<number>((resolve, reject) => {
       const req = http.request(base + '/api/v1/things', { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (r) => { r.resume(); resolve(r.statusCode!); });
@@ -108,38 +110,38 @@ describe('HTTP server', () => {
   });
 
   test('unknown fields, wrong types and missing fields are 400 naming the field', async () => {
-    let body = await (await post('/api/v1/things', JSON.stringify({ name: 'a', colour: 'red' }))).json();
+    let body = await (await json(post('/api/v1/things', JSON.stringify({ name: 'a', colour: 'red' }))));
     assert.equal(body.error, 'validation_error');
     assert.equal(body.details[0].path, 'colour');
-    body = await (await post('/api/v1/things', JSON.stringify({ size: 'big' }))).json();
+    body = await (await json(post('/api/v1/things', JSON.stringify({ size: 'big' }))));
     assert.deepEqual(body.details.map((d: { path: string }) => d.path).sort(), ['name', 'size']);
     const res = await fetch(base + '/api/v1/things?page=abc');
     assert.equal(res.status, 400);
-    assert.equal((await res.json()).details[0].path, 'page');
+    assert.equal((await json(res)).details[0].path, 'page');
   });
 
   test('a body that is not JSON is a 415', async () => {
     const res = await post('/api/v1/things', 'name=a', { 'content-type': 'application/x-www-form-urlencoded' });
     assert.equal(res.status, 415);
-    assert.equal((await res.json()).error, 'unsupported_media_type');
+    assert.equal((await json(res)).error, 'unsupported_media_type');
   });
 
   test('pagination defaults to page 1 limit 20 and refuses a limit above 100', async () => {
-    const body = await (await fetch(base + '/api/v1/things')).json();
+    const body = await (await json(fetch(base + '/api/v1/things')));
     assert.deepEqual(body.pagination, { page: 1, limit: 20, total: 1, totalPages: 1 });
     assert.equal((await fetch(base + '/api/v1/things?limit=100&page=3')).status, 200);
     const res = await fetch(base + '/api/v1/things?limit=101');
     assert.equal(res.status, 400);
-    assert.equal((await res.json()).details[0].path, 'limit');
+    assert.equal((await json(res)).details[0].path, 'limit');
     assert.equal((await fetch(base + '/api/v1/things?limit=0')).status, 400);
   });
 
   test('unknown routes are 404 not_found; params and DELETE routes work', async () => {
     const res = await fetch(base + '/api/v1/nowhere');
     assert.equal(res.status, 404);
-    assert.deepEqual(Object.keys(await res.json()).sort(), ['error', 'message', 'statusCode']);
+    assert.deepEqual(Object.keys(await json(res)).sort(), ['error', 'message', 'statusCode']);
     assert.ok(res.headers.get('x-request-id'));
-    assert.deepEqual(await (await fetch(base + '/api/v1/things/a%20b')).json(), { id: 'a b' });
+    assert.deepEqual(await json((await fetch(base + '/api/v1/things/a%20b'))), { id: 'a b' });
     assert.equal((await fetch(base + '/api/v1/things/x', { method: 'DELETE' })).status, 204);
   });
 
@@ -162,7 +164,7 @@ describe('HTTP server', () => {
   test('a route that needs a credential answers 401 without one', async () => {
     const res = await fetch(base + '/api/v1/private');
     assert.equal(res.status, 401);
-    assert.equal((await res.json()).error, 'unauthorized');
+    assert.equal((await json(res)).error, 'unauthorized');
   });
 
   test('1,000 requests with a third aborted by the client leave the server up and serving', async () => {
@@ -206,14 +208,14 @@ describe('HTTP server', () => {
     ready = false;
     const res = await fetch(base + '/readyz');
     assert.equal(res.status, 503);
-    const body = await res.json();
+    const body = await json(res);
     assert.equal(body.error, 'service_unavailable');
     assert.match(body.message, /store/);
     ready = true;
   });
 
   test('the OpenAPI document describes every route with its parameters', async () => {
-    const doc = await (await fetch(base + '/api/v1/openapi.json')).json();
+    const doc = await (await json(fetch(base + '/api/v1/openapi.json')));
     assert.equal(doc.openapi, '3.1.0');
     for (const r of routes) {
       const path = r.path.replace(/:([a-z]+)/g, '{$1}');
