@@ -110,10 +110,10 @@ describe('HTTP server', () => {
   });
 
   test('unknown fields, wrong types and missing fields are 400 naming the field', async () => {
-    let body = await (await json(post('/api/v1/things', JSON.stringify({ name: 'a', colour: 'red' }))));
+    let body = await (await json(await post('/api/v1/things', JSON.stringify({ name: 'a', colour: 'red' }))));
     assert.equal(body.error, 'validation_error');
     assert.equal(body.details[0].path, 'colour');
-    body = await (await json(post('/api/v1/things', JSON.stringify({ size: 'big' }))));
+    body = await (await json(await post('/api/v1/things', JSON.stringify({ size: 'big' }))));
     assert.deepEqual(body.details.map((d: { path: string }) => d.path).sort(), ['name', 'size']);
     const res = await fetch(base + '/api/v1/things?page=abc');
     assert.equal(res.status, 400);
@@ -127,7 +127,7 @@ describe('HTTP server', () => {
   });
 
   test('pagination defaults to page 1 limit 20 and refuses a limit above 100', async () => {
-    const body = await (await json(fetch(base + '/api/v1/things')));
+    const body = await (await json(await fetch(base + '/api/v1/things')));
     assert.deepEqual(body.pagination, { page: 1, limit: 20, total: 1, totalPages: 1 });
     assert.equal((await fetch(base + '/api/v1/things?limit=100&page=3')).status, 200);
     const res = await fetch(base + '/api/v1/things?limit=101');
@@ -215,7 +215,7 @@ describe('HTTP server', () => {
   });
 
   test('the OpenAPI document describes every route with its parameters', async () => {
-    const doc = await (await json(fetch(base + '/api/v1/openapi.json')));
+    const doc = await (await json(await fetch(base + '/api/v1/openapi.json')));
     assert.equal(doc.openapi, '3.1.0');
     for (const r of routes) {
       const path = r.path.replace(/:([a-z]+)/g, '{$1}');
