@@ -1,0 +1,396 @@
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { Gauge, register } from 'prom-client';
+import type { RuntimeConfig } from '../config.ts';
+import { AppError } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import { ActorHost, sleep, type DeliveryOutcome } from './actor-host.ts';
+import { KeyedSerial } from './keyed-serial.ts';
+import { askTimeout } from './local-transport.ts';
+import { withScripts, type ScriptedRedis } from './scripts.ts';
+import { shardOf } from './shard.ts';
+import type { ActorDefinition, ActorMessage, ActorTypeStats, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
+
+const group = 'workers';
+
+interface Shard {
+  type: string;
+  index: number;
+  stream: string;
+  timers: string;
+  lease: string;
+  /** Pending entries of the previous owner have been queued; new entries may be read now. */
+  ready: boolean;
+  draining: boolean;
+  inFlight: number;
+}
+
+type StreamEntry = [id: string, fields: string[]];
+
+const ownedShardsGauge = (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ?? new Gauge({
+  name: 'relaybox_runtime_owned_shards',
+  help: 'Shards this worker holds the lease of',
+});
+
+/**
+ * Actors on Redis Streams: one stream per actor type and shard, one consumer
+ * group, one worker per shard at a time through a lease. Delivery is
+ * at-least-once; see README "Delivery guarantees".
+ */
+export class RedisTransport implements Transport {
+  readonly name = 'redis' as const;
+  private readonly cmd: ScriptedRedis;
+  private reader: Redis | undefined;
+  private sub: Redis | undefined;
+  private host: ActorHost | undefined;
+  private readonly serial = new KeyedSerial();
+  private readonly owned = new Map<string, Shard>();
+  private readonly inFlightIds = new Set<string>();
+  private readonly asks = new Map<string, { resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout }>();
+  private readonly loops: NodeJS.Timeout[] = [];
+  private readLoopDone: Promise<void> = Promise.resolve();
+  private consuming = false;
+  private stopping = false;
+  private rebalancing = false;
+
+  constructor(private readonly url: string, private readonly config: RuntimeConfig, private readonly nodeId: string, private readonly log: Logger) {
+    this.cmd = withScripts(new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: true }));
+  }
+
+  private key(...parts: Array<string | number>): string {
+    return [this.config.keyPrefix, ...parts].join(':');
+  }
+
+  private streamOf(type: string, shard: number): string {
+    return this.key(type, shard);
+  }
+
+  private get membersKey(): string {
+    return this.key('members');
+  }
+
+  private get replyChannel(): string {
+    return this.key('reply', this.nodeId);
+  }
+
+  async start(actors: ActorDefinition[], opts: { consume: boolean }): Promise<void> {
+    this.host = new ActorHost(actors, this.config, this.log, (t, k, m, o) => this.send(t, k, m, o));
+    await this.cmd.connect();
+    this.sub = new Redis(this.url, { lazyConnect: true });
+    await this.sub.connect();
+    this.sub.on('message', (_channel: string, message: string) => this.onReply(message));
+    await this.sub.subscribe(this.replyChannel);
+    if (!opts.consume) return;
+    this.consuming = true;
+    this.reader = new Redis(this.url, { maxRetriesPerRequest: null, lazyConnect: true });
+    await this.reader.connect();
+    await this.heartbeat();
+    await this.rebalance();
+    this.every(this.config.leaseRenewMs, () => this.renewLeases());
+    this.every(this.config.rebalanceMs, () => this.rebalance());
+    this.every(this.config.timerPollMs, () => this.moveDueTimers());
+    this.readLoopDone = this.readLoop();
+  }
+
+  private every(ms: number, work: () => Promise<void>): void {
+    let running = false;
+    const timer = setInterval(() => {
+      if (running || this.stopping) return;
+      running = true;
+      work().catch((err) => this.log.warn({ err }, 'runtime background task failed')).finally(() => (running = false));
+    }, ms);
+    this.loops.push(timer);
+  }
+
+  async send(type: string, key: string, msg: ActorMessage, opts: SendOptions = {}): Promise<string> {
+    const env = this.envelope(type, key, msg, opts.id);
+    await this.enqueue(env, opts.delayMs);
+    return env.id;
+  }
+
+  ask<T = unknown>(type: string, key: string, msg: ActorMessage, timeoutMs = this.config.askTimeoutMs): Promise<T> {
+    const env = this.envelope(type, key, msg);
+    const askId = randomUUID();
+    env.replyTo = { node: this.nodeId, askId };
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.asks.delete(askId);
+        reject(askTimeout(type, timeoutMs));
+      }, timeoutMs);
+      this.asks.set(askId, { resolve: resolve as (v: unknown) => void, reject, timer });
+      this.enqueue(env).catch((err) => {
+        clearTimeout(timer);
+        this.asks.delete(askId);
+        reject(err);
+      });
+    });
+  }
+
+  private envelope(type: string, key: string, msg: ActorMessage, id?: string): Envelope {
+    if (this.stopping) throw new AppError('service_unavailable', 'runtime is shutting down');
+    if (!this.requireHost().has(type)) throw new Error(`unknown actor type "${type}"`);
+    return { id: id ?? randomUUID(), type, key, msg, sentAt: Date.now() };
+  }
+
+  private async enqueue(env: Envelope, delayMs?: number): Promise<void> {
+    const shard = shardOf(env.key, this.requireHost().shardsOf(env.type));
+    const stream = this.streamOf(env.type, shard);
+    if (delayMs && delayMs > 0) {
+      await this.cmd.zadd(`${stream}:timers`, Date.now() + delayMs, JSON.stringify(env));
+    } else {
+      await this.cmd.xadd(stream, '*', 'e', JSON.stringify(env));
+    }
+  }
+
+  private onReply(message: string): void {
+    let reply: { askId: string; ok: boolean; value?: unknown; error?: string };
+    try {
+      reply = JSON.parse(message);
+    } catch {
+      return;
+    }
+    const waiting = this.asks.get(reply.askId);
+    if (!waiting) return; // timed out already
+    this.asks.delete(reply.askId);
+    clearTimeout(waiting.timer);
+    if (reply.ok) waiting.resolve(reply.value);
+    else waiting.reject(new AppError('service_unavailable', `actor failed: ${reply.error}`));
+  }
+
+  // ---- consumption ----
+
+  private allShards(): Array<{ type: string; index: number }> {
+    const host = this.requireHost();
+    return host.types.flatMap((type) => Array.from({ length: host.shardsOf(type) }, (_, index) => ({ type, index })));
+  }
+
+  private async heartbeat(): Promise<void> {
+    const now = Date.now();
+    await this.cmd.multi().zadd(this.membersKey, now + this.config.leaseTtlMs, this.nodeId).zremrangebyscore(this.membersKey, '-inf', now).exec();
+  }
+
+  private async renewLeases(): Promise<void> {
+    await this.heartbeat();
+    for (const shard of [...this.owned.values()]) {
+      const renewed = await this.cmd.leaseRenew(shard.lease, this.nodeId, this.config.leaseTtlMs);
+      if (renewed === 0 && this.owned.get(shard.stream) === shard) {
+        // Another worker may own it now: stop reading it; what is in flight finishes and is acknowledged (at-least-once).
+        this.owned.delete(shard.stream);
+        this.log.warn({ stream: shard.stream }, 'shard lease lost');
+      }
+    }
+    ownedShardsGauge.set(this.owned.size);
+  }
+
+  /** Takes free shards up to this worker's fair share and gives back what is above it. */
+  private async rebalance(): Promise<void> {
+    if (this.rebalancing || this.stopping) return;
+    this.rebalancing = true;
+    try {
+      const shards = this.allShards();
+      const live = Math.max(1, await this.cmd.zcount(this.membersKey, Date.now(), '+inf'));
+      const share = Math.ceil(shards.length / live);
+      if (this.owned.size > share) {
+        const extra = [...this.owned.values()].slice(0, this.owned.size - share);
+        await Promise.all(extra.map((s) => this.release(s)));
+        return;
+      }
+      const free = shards.filter((s) => !this.owned.has(this.streamOf(s.type, s.index))).sort(() => Math.random() - 0.5);
+      for (const candidate of free) {
+        if (this.owned.size >= share || this.stopping) break;
+        await this.tryAcquire(candidate.type, candidate.index);
+      }
+    } finally {
+      this.rebalancing = false;
+      ownedShardsGauge.set(this.owned.size);
+    }
+  }
+
+  private async tryAcquire(type: string, index: number): Promise<void> {
+    const stream = this.streamOf(type, index);
+    const lease = `${this.key('lease', type, index)}`;
+    const got = await this.cmd.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
+    if (got !== 'OK') return;
+    const shard: Shard = { type, index, stream, timers: `${stream}:timers`, lease, ready: false, draining: false, inFlight: 0 };
+    this.owned.set(stream, shard);
+    try {
+      await this.cmd.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
+    } catch (err) {
+      if (!String(err).includes('BUSYGROUP')) throw err;
+    }
+    await this.takeOverPending(shard);
+    shard.ready = true;
+    this.log.debug({ stream }, 'shard acquired');
+  }
+
+  /**
+   * Claims every entry the previous owner read but did not acknowledge and
+   * queues them, oldest first, before any new entry of the shard is read: so
+   * per-actor order survives a takeover.
+   */
+  private async takeOverPending(shard: Shard): Promise<void> {
+    let cursor = '0-0';
+    const claimed: StreamEntry[] = [];
+    do {
+      const [next, entries] = (await this.cmd.xautoclaim(shard.stream, group, this.nodeId, 0, cursor, 'COUNT', 500)) as [string, Array<StreamEntry | null>, string[]];
+      for (const entry of entries) if (entry) claimed.push(entry);
+      cursor = next;
+    } while (cursor !== '0-0');
+    if (claimed.length === 0) return;
+    const deliveries = new Map<string, number>();
+    const pending = (await this.cmd.xpending(shard.stream, group, '-', '+', claimed.length + 100, this.nodeId)) as Array<[string, string, number, number]>;
+    for (const [id, , , count] of pending) deliveries.set(id, count);
+    this.log.info({ stream: shard.stream, entries: claimed.length }, 'took over pending entries');
+    for (const [id, fields] of claimed) this.handleEntry(shard, id, fields, Math.max(0, (deliveries.get(id) ?? 1) - 1));
+  }
+
+  private async release(shard: Shard): Promise<void> {
+    shard.draining = true;
+    const deadline = Date.now() + this.config.shutdownGraceMs;
+    while (shard.inFlight > 0 && Date.now() < deadline) await sleep(10);
+    this.owned.delete(shard.stream);
+    await this.cmd.leaseRelease(shard.lease, this.nodeId);
+    this.log.debug({ stream: shard.stream }, 'shard released');
+  }
+
+  private async readLoop(): Promise<void> {
+    const cap = this.config.readBatch * 2;
+    while (!this.stopping) {
+      const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
+      if (shards.length === 0 || this.serial.size >= cap) {
+        await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
+        continue;
+      }
+      let result: Array<[string, StreamEntry[]]> | null;
+      try {
+        result = (await this.reader!.xreadgroup(
+          'GROUP', group, this.nodeId, 'COUNT', this.config.readBatch, 'BLOCK', this.config.readBlockMs,
+          'STREAMS', ...shards.map((s) => s.stream), ...shards.map(() => '>'),
+        )) as Array<[string, StreamEntry[]]> | null;
+      } catch (err) {
+        if (this.stopping) break;
+        this.log.warn({ err }, 'stream read failed; retrying');
+        await sleep(500);
+        continue;
+      }
+      for (const [stream, entries] of result ?? []) {
+        const shard = this.owned.get(stream);
+        if (!shard) continue; // lease lost while reading: the next owner claims these
+        for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
+      }
+    }
+  }
+
+  private handleEntry(shard: Shard, id: string, fields: string[], previousDeliveries: number): void {
+    // Entry ids are unique within a stream only.
+    const entryKey = `${shard.stream}/${id}`;
+    if (this.inFlightIds.has(entryKey)) return;
+    const raw = fields[fields.indexOf('e') + 1];
+    let env: Envelope;
+    try {
+      env = JSON.parse(raw ?? '');
+    } catch {
+      void this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, raw ?? '', 'unreadable envelope', 0, new Date().toISOString());
+      return;
+    }
+    this.inFlightIds.add(entryKey);
+    shard.inFlight++;
+    void this.serial.run(`${env.type}\u0000${env.key}`, async () => {
+      try {
+        const outcome = await this.requireHost().deliver(env, previousDeliveries);
+        await this.settle(shard, id, env, outcome);
+      } catch (err) {
+        this.log.error({ err, stream: shard.stream, entry: id }, 'could not settle an entry; it will be delivered again');
+      } finally {
+        this.inFlightIds.delete(entryKey);
+        shard.inFlight--;
+      }
+    });
+  }
+
+  private async settle(shard: Shard, id: string, env: Envelope, outcome: DeliveryOutcome): Promise<void> {
+    if (outcome.ok) {
+      await this.cmd.ack(shard.stream, group, id);
+    } else {
+      const error = outcome.error || `delivered ${outcome.deliveries} times without finishing (worker crashes)`;
+      await this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, JSON.stringify(env), error, outcome.deliveries, new Date().toISOString());
+      this.log.error({ actor: `${env.type}:${env.key}`, msgId: env.id, error }, 'actor message dead-lettered');
+    }
+    if (env.replyTo) {
+      const reply = outcome.ok ? { askId: env.replyTo.askId, ok: true, value: outcome.value } : { askId: env.replyTo.askId, ok: false, error: outcome.error };
+      await this.cmd.publish(this.key('reply', env.replyTo.node), JSON.stringify(reply));
+    }
+  }
+
+  private async moveDueTimers(): Promise<void> {
+    const now = Date.now();
+    for (const shard of this.owned.values()) {
+      if (shard.ready && !shard.draining) await this.cmd.moveDueTimers(shard.timers, shard.stream, now, 500);
+    }
+  }
+
+  // ---- inspection and lifecycle ----
+
+  async deadLetters(type: string, limit = 100): Promise<DeadLetter[]> {
+    const entries = (await this.cmd.xrevrange(this.key(type, 'dlq'), '+', '-', 'COUNT', limit)) as StreamEntry[];
+    return entries.reverse().map(([, fields]) => {
+      const get = (name: string) => fields[fields.indexOf(name) + 1] ?? '';
+      return { envelope: JSON.parse(get('e') || 'null'), error: get('error'), deliveries: Number(get('deliveries')), failedAt: get('failedAt') };
+    });
+  }
+
+  async stats(): Promise<ActorTypeStats[]> {
+    const host = this.requireHost();
+    return Promise.all(host.types.map(async (type) => {
+      const pipeline = this.cmd.pipeline();
+      for (let i = 0; i < host.shardsOf(type); i++) pipeline.xlen(this.streamOf(type, i)).zcard(`${this.streamOf(type, i)}:timers`);
+      pipeline.xlen(this.key(type, 'dlq'));
+      const counts = ((await pipeline.exec()) ?? []).map(([, n]) => Number(n ?? 0));
+      const deadLetters = counts.pop() ?? 0;
+      return {
+        type,
+        pending: counts.filter((_, i) => i % 2 === 0).reduce((a, b) => a + b, 0),
+        timers: counts.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0),
+        deadLetters,
+      };
+    }));
+  }
+
+  async ping(): Promise<void> {
+    await Promise.race([
+      this.cmd.ping(),
+      sleep(1_000).then(() => {
+        throw new Error('redis did not answer within 1000 ms');
+      }),
+    ]);
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    for (const timer of this.loops) clearInterval(timer);
+    if (this.consuming) {
+      await this.readLoopDone;
+      // Leave time to release leases inside the overall shutdown budget.
+      const budget = Math.max(1_000, this.config.shutdownGraceMs - 2_000);
+      await Promise.race([this.serial.idle(), sleep(budget)]);
+      await Promise.all([...this.owned.values()].map((s) => this.cmd.leaseRelease(s.lease, this.nodeId).catch(() => 0)));
+      this.owned.clear();
+      await this.cmd.zrem(this.membersKey, this.nodeId).catch(() => 0);
+      ownedShardsGauge.set(0);
+    }
+    for (const [, waiting] of this.asks) {
+      clearTimeout(waiting.timer);
+      waiting.reject(new AppError('service_unavailable', 'runtime is shutting down'));
+    }
+    this.asks.clear();
+    this.reader?.disconnect();
+    this.sub?.disconnect();
+    await this.cmd.quit().catch(() => undefined);
+  }
+
+  private requireHost(): ActorHost {
+    if (!this.host) throw new Error('runtime not started');
+    return this.host;
+  }
+}

@@ -1,0 +1,34 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+
+const luaDir = new URL('./lua/', import.meta.url);
+
+/** `lease-renew-1.lua` becomes the command `leaseRenew` taking 1 key. */
+function commandName(file: string): { name: string; numberOfKeys: number } {
+  const match = /^(.+)-(\d+)\.lua$/.exec(file);
+  if (!match) throw new Error(`Lua script ${file} must be named <name>-<numKeys>.lua`);
+  return { name: match[1]!.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase()), numberOfKeys: Number(match[2]) };
+}
+
+const scripts = readdirSync(luaDir)
+  .filter((f) => f.endsWith('.lua'))
+  .map((file) => ({ ...commandName(file), lua: readFileSync(new URL(file, luaDir), 'utf8') }));
+
+export interface ScriptCommands {
+  leaseRenew(key: string, node: string, ttlMs: number): Promise<number>;
+  leaseRelease(key: string, node: string): Promise<number>;
+  ack(stream: string, group: string, id: string): Promise<number>;
+  deadLetter(stream: string, dlq: string, group: string, id: string, envelope: string, error: string, deliveries: number, failedAt: string): Promise<string>;
+  moveDueTimers(timers: string, stream: string, now: number, limit: number): Promise<number>;
+  gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
+}
+
+export type ScriptedRedis = Redis & ScriptCommands;
+
+/** Loads every Lua script once per connection (EVALSHA, falling back to EVAL after a script flush). */
+export function withScripts(redis: Redis): ScriptedRedis {
+  for (const { name, numberOfKeys, lua } of scripts) {
+    if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
+  }
+  return redis as ScriptedRedis;
+}

@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { sleep } from '../../src/runtime/actor-host.ts';
+import { LocalRateLimiter, RedisRateLimiter, type RateLimiter } from '../../src/runtime/rate-limiter.ts';
+import { serviceUrl } from '../support/services.ts';
+
+const policy = { perMinute: 100, burst: 20 };
+
+function rateLimitContract(name: string, make: () => Promise<{ limiter: RateLimiter; close(): Promise<void> } | undefined>): void {
+  describe(`GCRA rate limit: ${name}`, () => {
+    test('20 pass at once, the 21st is refused with a whole-second retry, then requests pass again', async (t) => {
+      const made = await make();
+      if (!made) return t.skip('backend not available');
+      t.after(() => made.close());
+      const budget = `org-${Math.random().toString(36).slice(2)}`;
+      const first = await Promise.all(Array.from({ length: 20 }, () => made.limiter.take(budget, policy)));
+      assert.ok(first.every((d) => d.allowed), 'the whole burst passes');
+      assert.deepEqual(first.map((d) => d.remaining).sort((a, b) => b - a), Array.from({ length: 20 }, (_, i) => 19 - i));
+      assert.ok(first.every((d) => d.limit === 20));
+      const refused = await made.limiter.take(budget, policy);
+      assert.equal(refused.allowed, false);
+      assert.equal(refused.remaining, 0);
+      assert.equal(refused.retryAfterSeconds, 1, '600 ms emission interval rounds up to 1 s');
+      assert.ok(refused.resetSeconds >= 11 && refused.resetSeconds <= 12, `reset ${refused.resetSeconds}`);
+      await sleep(refused.retryAfterSeconds * 1000);
+      const again = await made.limiter.take(budget, policy);
+      assert.equal(again.allowed, true, 'passes after Retry-After');
+      assert.equal((await made.limiter.take(budget, policy)).allowed, false, 'but only the one interval earned');
+    });
+
+    test('budgets are independent and follow their own policy', async (t) => {
+      const made = await make();
+      if (!made) return t.skip('backend not available');
+      t.after(() => made.close());
+      const a = `org-a-${Math.random().toString(36).slice(2)}`;
+      const b = `org-b-${Math.random().toString(36).slice(2)}`;
+      for (let i = 0; i < 3; i++) assert.ok((await made.limiter.take(a, { perMinute: 60, burst: 3 })).allowed);
+      assert.equal((await made.limiter.take(a, { perMinute: 60, burst: 3 })).allowed, false);
+      assert.ok((await made.limiter.take(b, { perMinute: 60, burst: 3 })).allowed, 'another budget is untouched');
+    });
+  });
+}
+
+rateLimitContract('in process', async () => ({ limiter: new LocalRateLimiter(), close: async () => {} }));
+
+describe('GCRA rate limit shared through Redis', () => {
+  test('two limiters on separate connections (two frontends) share one budget', async (t) => {
+    const url = serviceUrl(t, 'REDIS_URL', 'redis://127.0.0.1:6379');
+    if (!url) return;
+    const prefix = `rltest-${Math.random().toString(36).slice(2)}`;
+    const one = new Redis(url);
+    const two = new Redis(url);
+    t.after(async () => {
+      const keys = await one.keys(`${prefix}:*`);
+      if (keys.length) await one.del(...keys);
+      one.disconnect();
+      two.disconnect();
+    });
+    const frontendA = new RedisRateLimiter(one, prefix);
+    const frontendB = new RedisRateLimiter(two, prefix);
+    const decisions = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? frontendA : frontendB).take('org-shared', policy)));
+    assert.equal(decisions.filter((d) => d.allowed).length, 20, 'exactly the burst passes across both');
+  });
+});
+
+rateLimitContract('redis', async () => {
+  const url = process.env.REDIS_URL || (process.env.CI === 'true' ? undefined : 'redis://127.0.0.1:6379');
+  if (!url) throw new Error('REDIS_URL is not set: CI must run this test against a real service');
+  const redis = new Redis(url);
+  const prefix = `rltest-${Math.random().toString(36).slice(2)}`;
+  return {
+    limiter: new RedisRateLimiter(redis, prefix),
+    async close() {
+      const keys = await redis.keys(`${prefix}:*`);
+      if (keys.length) await redis.del(...keys);
+      redis.disconnect();
+    },
+  };
+});
