@@ -1,0 +1,33 @@
+/** A worker process for bench/runtime.ts: a no-op actor that records how long each message took from send to handled. */
+import { Redis } from 'ioredis';
+import { loadConfig } from '../src/config.ts';
+import { createLogger } from '../src/log.ts';
+import { RedisTransport } from '../src/runtime/redis-transport.ts';
+
+const config = loadConfig();
+const prefix = config.runtime.keyPrefix;
+const redis = new Redis(config.redisUrl!);
+const latencies: number[] = [];
+let handled = 0;
+
+const transport = new RedisTransport(config.redisUrl!, config.runtime, config.nodeId, createLogger('warn'));
+await transport.start([{
+  type: 'bench',
+  handlers: {
+    ping(_ctx, msg: { kind: string; t: number }) {
+      latencies.push(Date.now() - msg.t);
+      handled++;
+    },
+  },
+}], { consume: true });
+
+// Counts are flushed in batches so that recording does not dominate what is measured.
+setInterval(() => {
+  if (handled === 0) return;
+  const batch = latencies.splice(0);
+  const n = handled;
+  handled = 0;
+  void redis.multi().incrby(`${prefix}:bench:handled`, n).rpush(`${prefix}:bench:latency`, ...batch).exec();
+}, 50);
+process.stdout.write('ready\n');
+process.on('SIGTERM', () => void transport.stop().then(() => process.exit(0)));
