@@ -1,0 +1,98 @@
+import { pathToFileURL } from 'node:url';
+import { actors } from './actors/index.ts';
+import { loadConfig, type Config } from './config.ts';
+import { createHttpServer } from './http/server.ts';
+import { apiRoutes } from './http/api-routes.ts';
+import { createLogger, type Logger } from './log.ts';
+import { createTransport, type Transport } from './runtime/index.ts';
+import { createStore, type Store } from './store/index.ts';
+
+/** `web` serves HTTP and relay sockets, `worker` runs actors, `all` does both in one process. */
+export type Role = 'web' | 'worker' | 'all';
+
+export interface Service {
+  port: number | undefined;
+  stop(): Promise<void>;
+}
+
+export function parseRole(raw: string | undefined): Role {
+  const role = raw ?? 'all';
+  if (role === 'web' || role === 'worker' || role === 'all') return role;
+  throw new Error(`unknown role "${role}": use web, worker or all`);
+}
+
+export async function startService(role: Role, config: Config, log: Logger): Promise<Service> {
+  if (!config.redisUrl && role !== 'all') {
+    throw new Error(`role "${role}" needs REDIS_URL: without it everything runs in one process (role "all")`);
+  }
+  const store: Store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir }, log);
+  await store.init();
+  const runtime: Transport = createTransport(config, log);
+  await runtime.start(actors, { consume: role !== 'web' });
+
+  let http: Awaited<ReturnType<typeof createHttpServer>> | undefined;
+  let port: number | undefined;
+  if (role !== 'worker') {
+    http = createHttpServer({
+      config,
+      log,
+      routes: apiRoutes(),
+      readinessChecks: [
+        { name: runtime.name === 'redis' ? 'redis' : 'runtime', check: () => runtime.ping() },
+        { name: 'store', check: () => store.ping() },
+      ],
+    });
+    port = await http.listen(config.host, config.port);
+  }
+  log.info(
+    { role, port, transport: runtime.name, store: store.kind, dataDir: store.kind === 'embedded' ? config.dataDir : undefined },
+    port === undefined
+      ? `relaybox ${role} running (transport ${runtime.name}, store ${store.kind})`
+      : `relaybox ${role} listening on http://${config.host}:${port} (transport ${runtime.name}, store ${store.kind})`,
+  );
+
+  return {
+    port,
+    async stop() {
+      // Order matters: stop taking requests, let actors finish and ack, then close the store they write to.
+      await http?.close();
+      await runtime.stop();
+      await store.close();
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const log = createLogger(config.logLevel);
+  const role = parseRole(process.argv[2] ?? process.env.ROLE);
+  const service = await startService(role, config, log);
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => {
+      log.error('shutdown took longer than the grace period; exiting');
+      process.exit(1);
+    }, config.runtime.shutdownGraceMs);
+    force.unref();
+    service.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  main().catch((err) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
+}
