@@ -1,9 +1,13 @@
 import { Redis } from 'ioredis';
-import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { RuntimeConfig } from '../../src/config.ts';
+import { sleep } from '../../src/runtime/actor-host.ts';
+import type { ActorDefinition } from '../../src/runtime/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { serviceUrl } from '../support/services.ts';
-import { runtimeContract } from './runtime-contract.ts';
+import { runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
 
 export const redisUrl = process.env.REDIS_URL || (process.env.CI === 'true' ? undefined : 'redis://127.0.0.1:6379');
 
@@ -30,3 +34,68 @@ if (redisUrl) {
     serviceUrl(t, 'REDIS_URL');
   });
 }
+
+describe('redis transport: durability and shard ownership', () => {
+  const log = createLogger('silent');
+  const make = (cfg: RuntimeConfig, node: string) => new RedisTransport(redisUrl!, cfg, node, log);
+  const counting = (seen: string[]): ActorDefinition[] => [{ type: 'counter', handlers: { tick: (ctx) => { seen.push(ctx.msgId); } } }];
+
+  test('a timer set before a worker restart fires once after it', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig();
+    t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
+    const seen: string[] = [];
+    const first = make(cfg, 'w-before');
+    await first.start(counting(seen), { consume: true });
+    const id = await first.send('counter', 'k', { kind: 'tick' }, { delayMs: 800 });
+    await first.stop();
+    assert.deepEqual(seen, [], 'not fired while the first worker ran');
+    const second = make(cfg, 'w-after');
+    await second.start(counting(seen), { consume: true });
+    t.after(() => second.stop());
+    await waitFor(() => seen.includes(id), 5_000, 'timer fired after restart');
+    await sleep(300);
+    assert.deepEqual(seen, [id]);
+  });
+
+  test('two workers split the shards; graceful stop hands them over at once', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 8 });
+    t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
+    const redis = new Redis(redisUrl);
+    t.after(() => redis.disconnect());
+    const owners = async () => {
+      const values = await Promise.all(Array.from({ length: 8 }, (_, i) => redis.get(`${cfg.keyPrefix}:lease:counter:${i}`)));
+      const byOwner: Record<string, number> = {};
+      for (const v of values) if (v) byOwner[v] = (byOwner[v] ?? 0) + 1;
+      return byOwner;
+    };
+    const a = make(cfg, 'w-a');
+    const b = make(cfg, 'w-b');
+    await a.start(counting([]), { consume: true });
+    await b.start(counting([]), { consume: true });
+    await waitFor(async () => { const o = await owners(); return o['w-a'] === 4 && o['w-b'] === 4; }, 10_000, 'four shards each');
+    await a.stop();
+    assert.equal((await owners())['w-a'], undefined, 'leases released on stop');
+    await waitFor(async () => (await owners())['w-b'] === 8, 5_000, 'the survivor takes every shard');
+    await b.stop();
+  });
+
+  test("entries a dead worker read but never acknowledged are handled by the next owner", async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 1, leaseTtlMs: 600, leaseRenewMs: 100 });
+    t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
+    const stuck: ActorDefinition[] = [{ type: 'counter', handlers: { tick: () => new Promise(() => {}) } }];
+    const dying = make(cfg, 'w-dying');
+    await dying.start(stuck, { consume: true });
+    const id = await dying.send('counter', 'k', { kind: 'tick' });
+    await sleep(300); // read, never finished
+    // A crash: the worker stops renewing and never acknowledges; its connections just go.
+    (dying as unknown as { stopping: boolean }).stopping = true;
+    const seen: string[] = [];
+    const heir = make(cfg, 'w-heir');
+    await heir.start(counting(seen), { consume: true });
+    t.after(() => heir.stop());
+    await waitFor(() => seen.includes(id), 5_000, 'redelivered to the heir');
+  });
+});
