@@ -19,7 +19,21 @@ export interface Config {
   webhookAllowPrivate: boolean;
   webhookRetryBaseMs: number;
   messageRetryBaseMs: number;
+  identity: IdentityConfig;
   runtime: RuntimeConfig;
+}
+
+export interface IdentityConfig {
+  /** PEM keys (Ed25519) for signing access tokens; when absent a key pair is generated into dataDir. */
+  jwtPrivateKeyPem: string | undefined;
+  jwtPublicKeyPem: string | undefined;
+  jwtIssuer: string;
+  jwtAudience: string;
+  accessTokenTtlSeconds: number;
+  refreshTokenTtlMs: number;
+  /** How long a frontend trusts a cached API key or organization lookup: a revoke elsewhere takes effect within it. */
+  credentialCacheMs: number;
+  loginFailuresPerMinute: number;
 }
 
 export interface RuntimeConfig {
@@ -81,6 +95,16 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetryBaseMs: int(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
     messageRetryBaseMs: int(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
+    identity: {
+      jwtPrivateKeyPem: env.JWT_PRIVATE_KEY || undefined,
+      jwtPublicKeyPem: env.JWT_PUBLIC_KEY || undefined,
+      jwtIssuer: env.JWT_ISSUER || 'relaybox',
+      jwtAudience: env.JWT_AUDIENCE || 'relaybox-api',
+      accessTokenTtlSeconds: int(env, 'ACCESS_TOKEN_TTL_SECONDS', 15 * 60),
+      refreshTokenTtlMs: int(env, 'REFRESH_TOKEN_TTL_MS', 30 * 24 * 3600 * 1000),
+      credentialCacheMs: int(env, 'CREDENTIAL_CACHE_MS', 1_000),
+      loginFailuresPerMinute: int(env, 'LOGIN_FAILURES_PER_MINUTE', 5),
+    },
     runtime: {
       keyPrefix: env.RUNTIME_KEY_PREFIX || 'rt',
       defaultShards: int(env, 'RUNTIME_SHARDS', 16),

@@ -8,6 +8,8 @@ const redactPaths = [
   'key', '*.key', 'secret', '*.secret', 'authorization', '*.authorization', 'req.headers.authorization',
 ];
 
-export function createLogger(level: string, name = 'relaybox'): Logger {
-  return pino({ name, level, redact: { paths: redactPaths, censor: '[redacted]' } });
+/** `destination` lets a test read what would be logged. */
+export function createLogger(level: string, name = 'relaybox', destination?: pino.DestinationStream): Logger {
+  const options = { name, level, redact: { paths: redactPaths, censor: '[redacted]' } };
+  return destination ? pino(options, destination) : pino(options);
 }

@@ -1,11 +1,8 @@
 import { pathToFileURL } from 'node:url';
-import { actors } from './actors/index.ts';
+import { createApp } from './app.ts';
 import { loadConfig, type Config } from './config.ts';
-import { createHttpServer } from './http/server.ts';
-import { apiRoutes } from './http/api-routes.ts';
+import { createHttpServer, type HttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
-import { createTransport, type Transport } from './runtime/index.ts';
-import { createStore, type Store } from './store/index.ts';
 
 /** `web` serves HTTP and relay sockets, `worker` runs actors, `all` does both in one process. */
 export type Role = 'web' | 'worker' | 'all';
@@ -25,39 +22,37 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   if (!config.redisUrl && role !== 'all') {
     throw new Error(`role "${role}" needs REDIS_URL: without it everything runs in one process (role "all")`);
   }
-  const store: Store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir }, log);
-  await store.init();
-  const runtime: Transport = createTransport(config, log);
-  await runtime.start(actors, { consume: role !== 'web' });
-
-  let http: Awaited<ReturnType<typeof createHttpServer>> | undefined;
+  const app = await createApp(config, log, { consume: role !== 'web' });
+  let http: HttpServer | undefined;
   let port: number | undefined;
   if (role !== 'worker') {
     http = createHttpServer({
       config,
       log,
-      routes: apiRoutes(),
+      routes: app.routes,
+      ...app.hooks,
       readinessChecks: [
-        { name: runtime.name === 'redis' ? 'redis' : 'runtime', check: () => runtime.ping() },
-        { name: 'store', check: () => store.ping() },
+        { name: app.runtime.name === 'redis' ? 'redis' : 'runtime', check: () => app.runtime.ping() },
+        { name: 'store', check: () => app.store.ping() },
       ],
     });
     port = await http.listen(config.host, config.port);
   }
+  const store = app.store.kind;
+  const transport = app.runtime.name;
   log.info(
-    { role, port, transport: runtime.name, store: store.kind, dataDir: store.kind === 'embedded' ? config.dataDir : undefined },
+    { role, port, transport, store, dataDir: store === 'embedded' ? config.dataDir : undefined },
     port === undefined
-      ? `relaybox ${role} running (transport ${runtime.name}, store ${store.kind})`
-      : `relaybox ${role} listening on http://${config.host}:${port} (transport ${runtime.name}, store ${store.kind})`,
+      ? `relaybox ${role} running (transport ${transport}, store ${store})`
+      : `relaybox ${role} listening on http://${config.host}:${port} (transport ${transport}, store ${store})`,
   );
 
   return {
     port,
     async stop() {
-      // Order matters: stop taking requests, let actors finish and ack, then close the store they write to.
+      // Stop taking requests first; the app then lets actors finish before closing the store.
       await http?.close();
-      await runtime.stop();
-      await store.close();
+      await app.close();
     },
   };
 }

@@ -1,5 +1,6 @@
 import { errorCodes } from '../errors.ts';
 import type { RouteDef } from './route.ts';
+import { neededRole } from './roles-needed.ts';
 
 const errorSchema = {
   type: 'object',
@@ -17,6 +18,12 @@ const plain = (schema: unknown): Record<string, any> => JSON.parse(JSON.stringif
 
 function parameters(route: RouteDef) {
   const out: unknown[] = [];
+  if (route.auth !== false) {
+    out.push({ name: 'X-Team-Id', in: 'header', required: false, schema: { type: 'string', maxLength: 64 }, description: "The team the request acts in; default the organization's default team. Another organization's team: 404." });
+  }
+  if (route.method === 'POST' && /\/messages(\/bulk)?$/.test(route.path)) {
+    out.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'A repeat within 24 h replays the first answer; the same key with another body is 422 idempotency_mismatch.' });
+  }
   for (const where of ['params', 'query'] as const) {
     const schema = route.schema?.[where] ? plain(route.schema[where]) : undefined;
     for (const [name, prop] of Object.entries<Record<string, unknown>>(schema?.properties ?? {})) {
@@ -55,7 +62,7 @@ export function openApiDocument(routes: RouteDef[]) {
     paths[path]![route.method.toLowerCase()] = {
       summary: route.summary,
       tags: route.tags ?? [],
-      ...(route.minRole ? { description: `Needs the ${route.minRole} role or higher.` } : {}),
+      ...(route.auth === false ? {} : { description: `Needs the ${neededRole(route)} role or higher.${route.teamScoped ? ' Belongs to the team picked by X-Team-Id (default: the organization\'s default team).' : ''}` }),
       parameters: parameters(route),
       ...(route.schema?.body ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.schema.body) } } } } : {}),
       responses: responses(route),

@@ -51,7 +51,10 @@ export interface RouteDef {
   tags?: string[];
   /** Default true: the request must carry a valid credential. */
   auth?: boolean;
+  /** Needed role; default viewer for GET, member for writes. */
   minRole?: Role;
+  /** The resource belongs to a team (X-Team-Id): another team's id answers 404. */
+  teamScoped?: boolean;
   schema?: RouteSchema;
   maxBodyBytes?: number;
   /** Content types the body may have; default JSON only. */

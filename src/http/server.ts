@@ -6,6 +6,9 @@ import { AppError, toHttpError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { collectProcessMetrics, httpDuration, metricsRegistry, stageDuration } from './metrics.ts';
 import { openApiDocument } from './openapi.ts';
+import { neededRole } from './roles-needed.ts';
+
+export { neededRole };
 import type { AuthenticateHook, AuthorizeHook, Method, RateLimitHook, Reply, RequestContext, RouteDef } from './route.ts';
 import { compileValidator, type Validator } from './validation.ts';
 
@@ -208,13 +211,13 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     if (def.auth !== false) {
       if (!opts.authenticate) throw new AppError('unauthorized', 'missing or invalid credentials');
       ctx.principal = await opts.authenticate(ctx);
-      if (def.minRole && opts.authorize) opts.authorize(ctx.principal, def.minRole);
       stage('auth');
       if (opts.rateLimit) {
         const refused = await opts.rateLimit(ctx);
         stage('rate_limit');
         if (refused) throw refused;
       }
+      opts.authorize?.(ctx.principal, neededRole(def));
     }
     if (route.params) ctx.params = route.params(ctx.params);
     if (route.query) ctx.query = route.query(ctx.query);

@@ -1,14 +1,24 @@
+import { Redis } from 'ioredis';
 import type { Config } from '../config.ts';
 import type { Logger } from '../log.ts';
 import { LocalTransport } from './local-transport.ts';
+import { LocalRateLimiter, RedisRateLimiter, type RateLimiter } from './rate-limiter.ts';
 import { RedisTransport } from './redis-transport.ts';
 import type { Transport } from './types.ts';
 
 export type { Transport } from './types.ts';
+export type { RateLimiter } from './rate-limiter.ts';
 
 /** Redis Streams when REDIS_URL is set, otherwise everything in this process. */
 export function createTransport(config: Config, log: Logger): Transport {
   const runtimeLog = log.child({ component: 'runtime' });
   if (config.redisUrl) return new RedisTransport(config.redisUrl, config.runtime, config.nodeId, runtimeLog);
   return new LocalTransport(config.runtime, runtimeLog);
+}
+
+/** The GCRA limiter shared by every frontend on Redis, or this process's own on the embedded default. */
+export function createRateLimiter(config: Config): { limiter: RateLimiter; close(): Promise<void> } {
+  if (!config.redisUrl) return { limiter: new LocalRateLimiter(), close: async () => {} };
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
+  return { limiter: new RedisRateLimiter(redis, config.runtime.keyPrefix), close: async () => void (await redis.quit().catch(() => undefined)) };
 }

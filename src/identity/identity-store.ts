@@ -1,0 +1,95 @@
+import type { Store } from '../store/collection.ts';
+import type { Role } from './roles.ts';
+
+export interface OrganizationDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  name: string;
+  defaultTeamId: string;
+  /** Per-organization override of the rate limit defaults. */
+  rateLimit?: { perMinute: number; burst: number };
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface TeamDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  name: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface UserDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  email: string;
+  passwordHash: string;
+  role: Role;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ApiKeyDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  name: string;
+  role: Role;
+  prefix: string;
+  hash: string;
+  revokedAt?: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/**
+ * Platform lookups by a secret or an email, made before the tenant is known
+ * (login, API key, refresh token). They hold only pointers into the tenant's
+ * own records, which stay the truth.
+ */
+export interface LoginIndexDoc {
+  [field: string]: unknown;
+  id: string; // normalized email
+  tenantId: string;
+  orgId: string;
+  userId: string;
+}
+
+export interface ApiKeyIndexDoc {
+  [field: string]: unknown;
+  id: string; // sha-256 of the raw key
+  tenantId: string;
+  orgId: string;
+  keyId: string;
+}
+
+export interface RefreshTokenDoc {
+  [field: string]: unknown;
+  id: string; // sha-256 of the raw token
+  tenantId: string;
+  orgId: string;
+  userId: string;
+  familyId: string;
+  expiresAt: string;
+  usedAt?: string;
+  revokedAt?: string;
+  createdAt: string;
+}
+
+export function identityCollections(store: Store) {
+  return {
+    organizations: store.collection<OrganizationDoc>('organizations'),
+    teams: store.collection<TeamDoc>('teams', [{ keys: { tenantId: 1, name: 1 }, unique: true }]),
+    users: store.collection<UserDoc>('users', [{ keys: { tenantId: 1, email: 1 }, unique: true }]),
+    apiKeys: store.collection<ApiKeyDoc>('api_keys', [{ keys: { tenantId: 1, createdAt: -1 } }]),
+    loginIndex: store.collection<LoginIndexDoc>('login_index'),
+    apiKeyIndex: store.collection<ApiKeyIndexDoc>('api_key_index'),
+    refreshTokens: store.collection<RefreshTokenDoc>('refresh_tokens', [{ keys: { tenantId: 1, familyId: 1 } }]),
+  };
+}
+
+export type IdentityCollections = ReturnType<typeof identityCollections>;

@@ -1,0 +1,115 @@
+import { homedir, hostname } from 'node:os';
+import { join } from 'node:path';
+
+/** Every default of the relay agent, in one place, units in the names. */
+export interface AgentConfig {
+  /** ws(s)://host/api/v1/relays/connect */
+  serverUrl: string;
+  /** Single-use registration token; only needed until a credential is stored. */
+  registrationToken: string | undefined;
+  name: string;
+  stateDir: string;
+  chatDbPath: string;
+  simulate: boolean;
+  /** Sends the agent accepts in flight (`ready.capacity`). */
+  capacity: number;
+  /** How often chat.db is read for new rows and status changes. */
+  pollMs: number;
+  /**
+   * On first registration, forward the whole chat.db history as inbound rows.
+   * Off by default: the agent starts at the newest row, so years of old
+   * messages do not arrive as new ones (and trigger automations).
+   */
+  syncHistory: boolean;
+  logLevel: string;
+  sqlite3Program: string;
+  osascriptPath: string;
+  reconnectBaseMs: number;
+  reconnectCapMs: number;
+  /** A connection open this long resets the reconnect backoff. */
+  reconnectStableMs: number;
+  /** How long after handing a message to Messages its chat.db row may take to appear. */
+  matchWindowMs: number;
+  /** How long a sent row is watched for delivered/read before the agent stops looking. */
+  trackStatusMs: number;
+  /** Inbound rows read per poll. */
+  inboundBatch: number;
+  /** Inbound rows sent but not acked after which the agent waits for acks. */
+  maxUnackedInbound: number;
+  /** osascript runs longer than this are killed and the send fails. */
+  sendTimeoutMs: number;
+  attachmentsDir: string;
+  /** Messages reads a file after `send` returns, so downloads are kept this long. */
+  attachmentCleanupDelayMs: number;
+  /** Simulator: delay before an outgoing row is marked delivered (RELAY_SIM_DELIVERY_MS). */
+  simulatorDeliveryMs: number;
+  /** Simulator: delay after delivery before read; unset means never (RELAY_SIM_READ_MS). */
+  simulatorReadMs: number | undefined;
+  /** Sends remembered for dedupe after they finish. */
+  journalRetentionMs: number;
+}
+
+export const agentVersion = '0.1.0';
+
+export const defaultChatDbPath = join(homedir(), 'Library', 'Messages', 'chat.db');
+export const defaultStateDir = join(homedir(), '.relaybox-relay');
+
+type Env = Record<string, string | undefined>;
+
+function envInt(env: Env, name: string, fallback: number): number;
+function envInt(env: Env, name: string, fallback: undefined): number | undefined;
+function envInt(env: Env, name: string, fallback: number | undefined): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0) throw new ConfigError(`${name} must be a non-negative integer, got "${raw}"`);
+  return n;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface AgentFlags {
+  serverUrl: string;
+  registrationToken?: string | undefined;
+  name?: string | undefined;
+  stateDir?: string | undefined;
+  chatDbPath?: string | undefined;
+  simulate?: boolean | undefined;
+  capacity?: number | undefined;
+  pollMs?: number | undefined;
+  syncHistory?: boolean | undefined;
+}
+
+export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): AgentConfig {
+  const stateDir = flags.stateDir ?? defaultStateDir;
+  const simulate = flags.simulate ?? false;
+  return {
+    serverUrl: flags.serverUrl,
+    registrationToken: flags.registrationToken,
+    name: flags.name ?? hostname(),
+    stateDir,
+    chatDbPath: flags.chatDbPath ?? defaultChatDbPath,
+    simulate,
+    capacity: flags.capacity ?? 10,
+    pollMs: flags.pollMs ?? 1_000,
+    syncHistory: flags.syncHistory ?? false,
+    logLevel: env.LOG_LEVEL || 'info',
+    sqlite3Program: env.RELAY_SQLITE3 || 'sqlite3',
+    osascriptPath: env.RELAY_OSASCRIPT || '/usr/bin/osascript',
+    reconnectBaseMs: 500,
+    reconnectCapMs: 30_000,
+    reconnectStableMs: 10_000,
+    matchWindowMs: envInt(env, 'RELAY_MATCH_WINDOW_MS', 120_000),
+    trackStatusMs: 24 * 60 * 60 * 1000,
+    inboundBatch: 100,
+    maxUnackedInbound: 500,
+    sendTimeoutMs: 60_000,
+    attachmentsDir: join(stateDir, 'attachments'),
+    attachmentCleanupDelayMs: simulate ? 0 : 60_000,
+    simulatorDeliveryMs: envInt(env, 'RELAY_SIM_DELIVERY_MS', 500),
+    simulatorReadMs: envInt(env, 'RELAY_SIM_READ_MS', undefined),
+    journalRetentionMs: 7 * 24 * 60 * 60 * 1000,
+  };
+}

@@ -1,0 +1,135 @@
+import { resolve } from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { buildAgentConfig, defaultChatDbPath, type AgentConfig } from './agent-config.ts';
+
+export const usage = `Usage:
+  npm run relay -- --server ws://HOST:3000/api/v1/relays/connect --token TOKEN [options]
+  npm run relay -- simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
+  npm run relay -- simulate-failures --chat-db PATH --count N
+
+Options:
+  --server URL       relay WebSocket endpoint of the Relaybox server (ws:// or wss://)
+  --token TOKEN      registration token (first run only; later runs use the stored credential)
+  --name NAME        relay name shown in the dashboard (default: this computer's hostname)
+  --state-dir DIR    where the credential and send journal live (default: ~/.relaybox-relay)
+  --chat-db PATH     Messages database (default: ~/Library/Messages/chat.db)
+  --simulate         play the Messages app against --chat-db (created if absent) instead of sending
+  --capacity N       sends accepted in flight, 1..1000 (default 10)
+  --poll-ms N        how often chat.db is read, 50..60000 ms (default 1000)
+  --sync-history     on first registration, forward all existing inbound messages
+  -h, --help         show this help`;
+
+/** A mistake on the command line: printed with the usage, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export type CliCommand =
+  | { kind: 'help' }
+  | { kind: 'run'; config: AgentConfig }
+  | { kind: 'simulate-inbound'; chatDbPath: string; from: string; body: string; attributedBodyOnly: boolean; groupId: string | undefined }
+  | { kind: 'simulate-failures'; chatDbPath: string; count: number };
+
+const runOptions = {
+  server: { type: 'string' },
+  token: { type: 'string' },
+  name: { type: 'string' },
+  'state-dir': { type: 'string' },
+  'chat-db': { type: 'string' },
+  simulate: { type: 'boolean' },
+  capacity: { type: 'string' },
+  'poll-ms': { type: 'string' },
+  'sync-history': { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+const inboundOptions = {
+  'chat-db': { type: 'string' },
+  from: { type: 'string' },
+  body: { type: 'string' },
+  'attributed-only': { type: 'boolean' },
+  group: { type: 'string' },
+} as const;
+
+const failureOptions = { 'chat-db': { type: 'string' }, count: { type: 'string' } } as const;
+
+export function parseCli(argv: string[], env: Record<string, string | undefined> = process.env): CliCommand {
+  const [first, ...rest] = argv;
+  if (first === 'simulate-inbound') {
+    const { values } = parse(rest, inboundOptions);
+    return {
+      kind: 'simulate-inbound',
+      chatDbPath: simulatorDb(values['chat-db']),
+      from: required(values.from, '--from'),
+      body: values.body ?? requiredMissing('--body'),
+      attributedBodyOnly: values['attributed-only'] ?? false,
+      groupId: values.group,
+    };
+  }
+  if (first === 'simulate-failures') {
+    const { values } = parse(rest, failureOptions);
+    return { kind: 'simulate-failures', chatDbPath: simulatorDb(values['chat-db']), count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count') };
+  }
+  const { values } = parse(argv, runOptions);
+  if (values.help) return { kind: 'help' };
+  const serverUrl = required(values.server, '--server');
+  let url: URL;
+  try {
+    url = new URL(serverUrl);
+  } catch {
+    throw new UsageError(`--server is not a URL: ${serverUrl}`);
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError(`--server must be a ws:// or wss:// URL, got ${url.protocol}//`);
+  if (values.token !== undefined && values.token.trim() === '') throw new UsageError('--token is empty');
+  if (values.name !== undefined && (values.name.trim() === '' || values.name.length > 200)) throw new UsageError('--name must be 1..200 characters');
+  const chatDbPath = values.simulate ? simulatorDb(values['chat-db']) : values['chat-db'];
+  return {
+    kind: 'run',
+    config: buildAgentConfig(
+      {
+        serverUrl: url.href,
+        registrationToken: values.token,
+        name: values.name,
+        stateDir: values['state-dir'],
+        chatDbPath,
+        simulate: values.simulate,
+        capacity: integer(values.capacity, '--capacity', 1, 1000),
+        pollMs: integer(values['poll-ms'], '--poll-ms', 50, 60_000),
+        syncHistory: values['sync-history'],
+      },
+      env,
+    ),
+  };
+}
+
+function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false });
+  } catch (err) {
+    // parseArgs' messages name the flag ("Unknown option '--x'"); keep them, drop the error code.
+    throw new UsageError((err as Error).message.replace(/\. To specify a positional argument.*$/s, ''));
+  }
+}
+
+/** The simulator writes to its file, so it must be named and must not be the real Messages database. */
+function simulatorDb(value: string | undefined): string {
+  const path = required(value, '--chat-db');
+  if (resolve(path) === defaultChatDbPath) throw new UsageError(`the simulator must not write to the real Messages database ${defaultChatDbPath}`);
+  return path;
+}
+
+function required(value: string | undefined, flag: string): string {
+  if (value === undefined || value === '') return requiredMissing(flag);
+  return value;
+}
+
+function requiredMissing(flag: string): never {
+  throw new UsageError(`${flag} is required`);
+}
+
+function integer(raw: string | undefined, flag: string, min: number, max: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max}, got "${raw}"`);
+  return n;
+}

@@ -1,0 +1,115 @@
+/**
+ * The desktop relay agent's command line: `npm run relay -- --server URL --token T`.
+ * Every failure ends in one plain sentence on stderr and an exit code
+ * (2: bad arguments, 1: cannot run); never a stack trace.
+ */
+import { createLogger } from '../log.ts';
+import type { AgentConfig } from './agent-config.ts';
+import { AppleScriptSender } from './applescript-sender.ts';
+import { ChatDbReader } from './chat-db-reader.ts';
+import { parseCli, usage, UsageError } from './cli-args.ts';
+import type { MessageSender } from './message-sender.ts';
+import { RelayAgent } from './relay-agent.ts';
+import { RelayStateStore } from './relay-state.ts';
+import { SendJournal } from './send-journal.ts';
+import { SimulatedMessagesApp, simulateFailures, simulateInbound } from './simulated-messages-app.ts';
+import { SqliteCli, SqliteError } from './sqlite-cli.ts';
+import { readSystemInfo } from './system-info.ts';
+
+/** A failure the user can act on: printed as is, exit code 1. */
+class CannotRun extends Error {}
+
+async function main(argv: string[]): Promise<number> {
+  let command;
+  try {
+    command = parseCli(argv);
+  } catch (err) {
+    if (err instanceof UsageError || (err as Error).name === 'ConfigError') {
+      process.stderr.write(`relay: ${(err as Error).message}\n\n${usage}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  switch (command.kind) {
+    case 'help':
+      process.stdout.write(`${usage}\n`);
+      return 0;
+    case 'simulate-inbound': {
+      const row = await simulateInbound(command.chatDbPath, {
+        from: command.from, body: command.body, attributedBodyOnly: command.attributedBodyOnly, ...(command.groupId ? { groupId: command.groupId } : {}),
+      });
+      process.stdout.write(`${JSON.stringify(row)}\n`);
+      return 0;
+    }
+    case 'simulate-failures':
+      await simulateFailures(command.chatDbPath, command.count);
+      process.stdout.write(`the next ${command.count} simulated sends will fail\n`);
+      return 0;
+    case 'run':
+      return runAgent(command.config);
+  }
+}
+
+async function runAgent(config: AgentConfig): Promise<number> {
+  const logger = createLogger(config.logLevel, 'relay-agent');
+  if (!config.simulate && process.platform !== 'darwin') {
+    throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate --chat-db PATH');
+  }
+  try {
+    await new SqliteCli(config.chatDbPath, { readonly: true, program: config.sqlite3Program }).version();
+  } catch {
+    throw new CannotRun(`cannot run "${config.sqlite3Program}"; install the SQLite command-line program (macOS ships it as /usr/bin/sqlite3)`);
+  }
+
+  let simulator: SimulatedMessagesApp | undefined;
+  let sender: MessageSender;
+  if (config.simulate) {
+    simulator = await SimulatedMessagesApp.open(config.chatDbPath, {
+      deliveryDelayMs: config.simulatorDeliveryMs,
+      ...(config.simulatorReadMs !== undefined ? { readDelayMs: config.simulatorReadMs } : {}),
+      sqlite3Program: config.sqlite3Program,
+    });
+    sender = simulator;
+  } else {
+    sender = new AppleScriptSender({ osascriptPath: config.osascriptPath, timeoutMs: config.sendTimeoutMs });
+  }
+
+  const reader = new ChatDbReader(config.chatDbPath, { sqlite3Program: config.sqlite3Program });
+  try {
+    await reader.maxRowId();
+  } catch (err) {
+    if (err instanceof SqliteError && err.accessDenied && !config.simulate) {
+      throw new CannotRun(`cannot read ${config.chatDbPath}: give your terminal app Full Disk Access (System Settings → Privacy & Security → Full Disk Access), then restart it`);
+    }
+    throw new CannotRun(`cannot read ${config.chatDbPath}: ${(err as Error).message}`);
+  }
+
+  const journal = new SendJournal(config.stateDir, config.journalRetentionMs);
+  await journal.load();
+  const agent = new RelayAgent({
+    config, sender, reader, journal, logger, stateStore: new RelayStateStore(config.stateDir), systemInfo: await readSystemInfo(),
+  });
+  const onSignal = (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'stopping');
+    void agent.stop();
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  logger.info({ server: config.serverUrl, chatDb: config.chatDbPath, simulate: config.simulate, stateDir: config.stateDir }, 'relay agent starting');
+  const exit = await agent.run();
+  simulator?.close();
+  if (exit.reason === 'fatal') {
+    await agent.stop();
+    throw new CannotRun(exit.message);
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    const message = err instanceof CannotRun || err instanceof SqliteError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
+    process.stderr.write(`relay: ${message}\n`);
+    process.exit(1);
+  },
+);

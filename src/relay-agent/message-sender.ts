@@ -1,0 +1,37 @@
+/**
+ * The one seam between the agent and whatever actually sends: the Messages app
+ * through AppleScript on a Mac, or the simulator on any machine.
+ */
+export interface OutgoingMessage {
+  messageId: string;
+  /** Phone number or email address of the recipient. */
+  to: string;
+  /** Empty when the message is attachments only. */
+  body: string;
+  /** Local POSIX paths of files already downloaded. */
+  attachmentPaths: string[];
+}
+
+/** An expected failure is a value; a thrown error is a bug in the agent. */
+export type SendOutcome = { ok: true } | { ok: false; error: string };
+
+export interface MessageSender {
+  send(message: OutgoingMessage): Promise<SendOutcome>;
+}
+
+/**
+ * The form Messages stores a handle in (`handle.id`): emails lowercased, phone
+ * numbers reduced to digits with an optional leading `+`. Matching a send to
+ * its chat.db row compares these forms, so "+1 (555) 123-4567" finds "+15551234567".
+ */
+export function normalizeHandle(handle: string): string {
+  const trimmed = handle.trim();
+  if (trimmed.includes('@')) return trimmed.toLowerCase();
+  const digits = trimmed.replace(/[^\d]/g, '');
+  return trimmed.startsWith('+') ? `+${digits}` : digits;
+}
+
+/** Message text as compared for matching: line endings and surrounding space do not count. */
+export function normalizeBody(text: string): string {
+  return text.replace(/\r\n?/g, '\n').trim();
+}

@@ -1,0 +1,287 @@
+import { errorCodes } from '../errors.ts';
+import type { Logger } from '../log.ts';
+import type { AckFrame, AgentFrame, ErrorFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from '../relay-protocol/frames.ts';
+import { agentVersion, type AgentConfig } from './agent-config.ts';
+import type { ChatDbReader } from './chat-db-reader.ts';
+import { HealthSampler } from './health-sampler.ts';
+import { InboundForwarder } from './inbound-forwarder.ts';
+import type { MessageSender } from './message-sender.ts';
+import { OutgoingTracker } from './outgoing-tracker.ts';
+import { RelayConnection, type CloseInfo } from './relay-connection.ts';
+import type { RelayState, RelayStateStore } from './relay-state.ts';
+import { SendWorker } from './send-worker.ts';
+import type { SendJournal, SendRecord } from './send-journal.ts';
+import { SqliteError } from './sqlite-cli.ts';
+
+export interface RelayAgentDeps {
+  config: AgentConfig;
+  sender: MessageSender;
+  reader: ChatDbReader;
+  stateStore: RelayStateStore;
+  /** Already loaded. */
+  journal: SendJournal;
+  logger: Logger;
+  systemInfo: HelloFrame['systemInfo'];
+}
+
+export type AgentExit = { reason: 'stopped' } | { reason: 'fatal'; message: string };
+
+/** Inbound rows are not read while this much is still queued in the socket. */
+const maxBufferedBytes = 1024 * 1024;
+
+/**
+ * The relay agent: one connection to the server, one queue of sends into
+ * Messages, one poll loop over chat.db. Frames from the server are handled
+ * one at a time, in order.
+ */
+export class RelayAgent {
+  private readonly config: AgentConfig;
+  private readonly log: Logger;
+  private readonly connection: RelayConnection;
+  private readonly tracker: OutgoingTracker;
+  private readonly worker: SendWorker;
+  private readonly health = new HealthSampler();
+  private state: RelayState | undefined;
+  private welcomed = false;
+  private forwarder: InboundForwarder | undefined;
+  /** Per connection: how many of each send's status steps went out on it. */
+  private statusesSent = new Map<string, number>();
+  private frameChain: Promise<void> = Promise.resolve();
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private lastPollError = '';
+  /** A send finished since the last `ready`, so a credit is free. */
+  private readyOwed = false;
+  private stopped = false;
+  private exit!: (exit: AgentExit) => void;
+  private readonly exited = new Promise<AgentExit>((done) => (this.exit = done));
+
+  constructor(private readonly deps: RelayAgentDeps) {
+    this.config = deps.config;
+    this.log = deps.logger;
+    this.tracker = new OutgoingTracker(deps.journal, deps.reader, { matchWindowMs: this.config.matchWindowMs, trackStatusMs: this.config.trackStatusMs });
+    this.worker = new SendWorker(deps.journal, deps.sender, {
+      attachmentsDir: this.config.attachmentsDir,
+      attachmentCleanupDelayMs: this.config.attachmentCleanupDelayMs,
+      logger: this.log,
+      onChange: (record) => this.afterChange([record]),
+    });
+    deps.journal.onStep = (_record, step) => {
+      if (step.status === 'sent') this.health.recordSent();
+      if (step.status === 'sent' || step.status === 'failed') this.readyOwed = true;
+    };
+    this.connection = new RelayConnection(
+      this.config.serverUrl,
+      { onOpen: () => this.sayHello(), onFrame: (frame) => this.enqueueFrame(frame), onClose: (info) => this.onClose(info) },
+      { reconnectBaseMs: this.config.reconnectBaseMs, reconnectCapMs: this.config.reconnectCapMs, reconnectStableMs: this.config.reconnectStableMs, logger: this.log },
+    );
+  }
+
+  /** Runs until `stop()` or a fatal refusal by the server. */
+  async run(): Promise<AgentExit> {
+    this.state = await this.deps.stateStore.load();
+    if (!this.state && !this.config.registrationToken) {
+      return { reason: 'fatal', message: `no stored credential in ${this.deps.stateStore.path}; run once with --token <registration token>` };
+    }
+    if (this.state && this.state.serverUrl !== this.config.serverUrl) {
+      this.log.warn({ stored: this.state.serverUrl, server: this.config.serverUrl }, 'the stored credential was issued for another server URL');
+    }
+    await this.tracker.init();
+    this.connection.start();
+    this.worker.wake();
+    this.schedulePoll(0);
+    return this.exited;
+  }
+
+  async stop(exit: AgentExit = { reason: 'stopped' }): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.connection.stop();
+    this.endConnection();
+    clearTimeout(this.pollTimer);
+    await this.polling;
+    await this.worker.stop();
+    await this.frameChain;
+    await this.deps.journal.flush();
+    this.exit(exit);
+  }
+
+  // ------------------------------------------------------------ connection
+
+  private sayHello(): void {
+    const hello: HelloFrame = { type: 'hello', name: this.config.name, systemInfo: this.deps.systemInfo, agentVersion };
+    if (this.state) hello.credential = { relayId: this.state.relayId, secret: this.state.secret };
+    else hello.registrationToken = this.config.registrationToken;
+    this.log.info({ auth: this.state ? 'credential' : 'registration token', relayId: this.state?.relayId }, 'connected, saying hello');
+    this.send(hello);
+  }
+
+  private enqueueFrame(frame: ServerFrame): void {
+    this.frameChain = this.frameChain
+      .then(() => this.onFrame(frame))
+      .catch((err: unknown) => this.log.error({ err: (err as Error).message, frame: frame.type }, 'frame handling failed'));
+  }
+
+  private async onFrame(frame: ServerFrame): Promise<void> {
+    if (this.stopped) return;
+    switch (frame.type) {
+      case 'welcome': return this.onWelcome(frame);
+      case 'send': return this.onSend(frame);
+      case 'ack': return this.onAck(frame);
+      case 'error': return this.onError(frame);
+    }
+  }
+
+  private async onWelcome(frame: WelcomeFrame): Promise<void> {
+    if (frame.credential) {
+      const inboundFloor = this.state?.inboundFloor ?? (this.config.syncHistory ? 0 : await this.deps.reader.maxRowId());
+      this.state = { serverUrl: this.config.serverUrl, relayId: frame.credential.relayId, secret: frame.credential.secret, registeredAt: new Date().toISOString(), inboundFloor };
+      await this.deps.stateStore.save(this.state);
+      this.log.info({ relayId: frame.relayId, path: this.deps.stateStore.path }, 'registered; credential stored');
+    } else if (!this.state) {
+      this.log.error('the server accepted the registration token without issuing a credential; the next reconnect will fail');
+    }
+    const start = Math.max(frame.inboundCursor, this.state?.inboundFloor ?? 0);
+    this.forwarder = new InboundForwarder(start, this.deps.reader, { batch: this.config.inboundBatch, maxUnacked: this.config.maxUnackedInbound });
+    this.welcomed = true;
+    this.statusesSent = new Map();
+    this.log.info({ relayId: frame.relayId, inboundCursor: frame.inboundCursor, from: start }, 'welcomed');
+    this.connection.watchLiveness(frame.heartbeatIntervalMs);
+    clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = setInterval(() => this.sendHeartbeat(), frame.heartbeatIntervalMs);
+    this.sendHeartbeat();
+    this.sendReady();
+    for (const record of this.deps.journal.all()) if (record.acked < record.steps.length) this.sendStatuses(record);
+    this.schedulePoll(0);
+  }
+
+  private async onSend(frame: SendFrame): Promise<void> {
+    const journal = this.deps.journal;
+    const known = journal.get(frame.messageId);
+    if (known) {
+      // The server did not see this send finish: never send it again, report everything known about it again.
+      this.log.info({ msgId: frame.messageId, phase: known.phase }, 'repeated send not sent again');
+      this.statusesSent.set(known.messageId, 0);
+      this.sendStatuses(known);
+      return;
+    }
+    if (frame.fromNumber) this.log.debug({ msgId: frame.messageId }, 'fromNumber ignored: Messages sends from its default account');
+    const now = Date.now();
+    journal.add({
+      messageId: frame.messageId, to: frame.to, body: frame.body ?? '', attachmentUrls: frame.attachments ?? [],
+      phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0,
+    });
+    const unfinished = journal.unfinishedCount();
+    if (unfinished > this.config.capacity) this.log.warn({ unfinished, capacity: this.config.capacity }, 'server sent beyond the capacity; queued anyway');
+    await journal.flush();
+    this.worker.wake();
+  }
+
+  private onAck(frame: AckFrame): void {
+    if (frame.of === 'inbound') {
+      if (frame.cursor !== undefined) this.forwarder?.onAck(frame.cursor);
+      return;
+    }
+    const record = frame.messageId ? this.deps.journal.get(frame.messageId) : undefined;
+    if (record) this.deps.journal.markAcked(record);
+  }
+
+  private onError(frame: ErrorFrame): void {
+    this.log.warn({ code: frame.code, message: frame.message }, 'server error');
+    const known = (errorCodes as Record<string, { retryable: boolean } | undefined>)[frame.code];
+    // Refused before welcome and not worth retrying (bad token, revoked credential): the same hello would fail again.
+    if (!this.welcomed && !known?.retryable) {
+      const what = this.state ? 'the stored credential' : 'the registration token';
+      // Not awaited: stop() waits for the frame chain this handler is part of.
+      void this.stop({ reason: 'fatal', message: `the server refused ${what}: ${frame.code}: ${frame.message}` });
+    }
+  }
+
+  private onClose(info: CloseInfo): void {
+    const wasWelcomed = this.welcomed;
+    this.endConnection();
+    if (this.stopped) return;
+    this.log.info({ code: info.code, reason: info.reason, wasWelcomed }, 'disconnected');
+    if (info.httpStatus === 401 || info.httpStatus === 403) {
+      void this.stop({ reason: 'fatal', message: `the server refused the connection with HTTP ${info.httpStatus}` });
+    }
+  }
+
+  private endConnection(): void {
+    this.welcomed = false;
+    this.forwarder = undefined;
+    clearInterval(this.heartbeatTimer);
+    this.heartbeatTimer = undefined;
+  }
+
+  private send(frame: AgentFrame): boolean {
+    return this.connection.send(frame);
+  }
+
+  private sendHeartbeat(): void {
+    const queueDepth = this.deps.journal.inPhase('queued', 'sending').length;
+    this.send({ type: 'heartbeat', health: this.health.sample(queueDepth) });
+  }
+
+  private sendReady(): void {
+    if (this.welcomed) this.send({ type: 'ready', capacity: this.config.capacity });
+  }
+
+  /** Sends the steps of a record not yet sent on this connection, in order. */
+  private sendStatuses(record: SendRecord): void {
+    if (!this.welcomed) return;
+    let next = this.statusesSent.get(record.messageId) ?? record.acked;
+    while (next < record.steps.length) {
+      const step = record.steps[next]!;
+      const frame: StatusFrame = { type: 'status', messageId: record.messageId, status: step.status, at: step.at };
+      if (step.error !== undefined) frame.error = step.error;
+      if (record.guid) frame.guid = record.guid;
+      if (!this.send(frame)) return;
+      next += 1;
+      this.statusesSent.set(record.messageId, next);
+    }
+  }
+
+  // ------------------------------------------------------------ chat.db polling
+
+  private afterChange(records: SendRecord[]): void {
+    for (const record of records) this.sendStatuses(record);
+    if (this.readyOwed) {
+      this.readyOwed = false;
+      this.sendReady();
+    }
+  }
+
+  private schedulePoll(delayMs: number): void {
+    if (this.stopped || this.polling) return;
+    clearTimeout(this.pollTimer);
+    this.pollTimer = setTimeout(() => {
+      this.polling = this.pollOnce().finally(() => {
+        this.polling = undefined;
+        this.schedulePoll(this.config.pollMs);
+      });
+    }, delayMs);
+  }
+
+  private async pollOnce(): Promise<void> {
+    try {
+      this.afterChange(await this.tracker.poll());
+      const forwarder = this.forwarder;
+      if (forwarder && this.welcomed && this.connection.bufferedAmount < maxBufferedBytes) {
+        const frames = await forwarder.poll();
+        // A drop while reading means these rows belong to the next connection's replay.
+        if (this.forwarder === forwarder) for (const frame of frames) this.send(frame);
+      }
+      await this.deps.journal.flush();
+      this.lastPollError = '';
+    } catch (err) {
+      const message = (err as Error).message;
+      if (message !== this.lastPollError) {
+        const hint = err instanceof SqliteError && err.accessDenied ? 'give the terminal Full Disk Access (System Settings → Privacy & Security)' : undefined;
+        this.log.error({ err: message, hint }, 'reading chat.db failed');
+        this.lastPollError = message;
+      }
+    }
+  }
+}

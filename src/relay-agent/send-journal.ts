@@ -1,0 +1,168 @@
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { DeliveryStatus } from '../relay-protocol/frames.ts';
+import { ensurePrivateDir } from './relay-state.ts';
+
+/**
+ * Where a send is:
+ * - queued: accepted from the server, not yet handed to Messages
+ * - sending: handed to Messages (osascript running); written to disk *before*
+ *   osascript starts, so a crash never leads to a second send
+ * - orphaned: was `sending` when the agent stopped; the outcome is unknown
+ *   until its chat.db row is found
+ * - handed: Messages accepted it; waiting for its chat.db row
+ * - tracking: row found; watching it for delivered/read
+ * - closed: nothing more will be reported
+ */
+export type SendPhase = 'queued' | 'sending' | 'orphaned' | 'handed' | 'tracking' | 'closed';
+
+export interface StatusStep {
+  status: DeliveryStatus;
+  at: string;
+  error?: string;
+}
+
+export interface SendRecord {
+  messageId: string;
+  to: string;
+  /** Kept only until the row is matched (then emptied): the journal is not a message archive. */
+  body: string;
+  attachmentUrls: string[];
+  phase: SendPhase;
+  acceptedAtMs: number;
+  /** When the phase last changed. */
+  phaseAtMs: number;
+  rowId?: number;
+  guid?: string;
+  /** Statuses reported, in order. */
+  steps: StatusStep[];
+  /** How many of `steps` the server has acked. */
+  acked: number;
+}
+
+interface JournalFile {
+  /** Highest chat.db ROWID of outgoing rows already examined for matches. */
+  outgoingCursor: number | null;
+  records: SendRecord[];
+}
+
+/** A send counts against the server's credit until it is sent or failed. */
+export function isFinished(record: SendRecord): boolean {
+  return record.steps.some((s) => s.status === 'sent' || s.status === 'failed');
+}
+
+const maxRecords = 20_000;
+
+/**
+ * Every send the agent accepted, by messageId, kept on disk in
+ * `<state-dir>/sends.json`: it is how a `send` the server repeats (after a
+ * reconnect or a restart) is recognised and never sent twice, and how
+ * statuses the server has not acked are sent again.
+ */
+export class SendJournal {
+  readonly path: string;
+  private readonly records = new Map<string, SendRecord>();
+  outgoingCursor: number | null = null;
+  private writing: Promise<void> = Promise.resolve();
+  private dirty = false;
+
+  constructor(readonly stateDir: string, private readonly retentionMs: number) {
+    this.path = join(stateDir, 'sends.json');
+  }
+
+  async load(nowMs = Date.now()): Promise<void> {
+    let file: JournalFile;
+    try {
+      file = JSON.parse(await readFile(this.path, 'utf8')) as JournalFile;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw new Error(`cannot read ${this.path}: ${(err as Error).message}`);
+    }
+    this.outgoingCursor = file.outgoingCursor;
+    for (const record of file.records) {
+      // A send that was with osascript when the agent stopped may or may not have gone out.
+      if (record.phase === 'sending') Object.assign(record, { phase: 'orphaned', phaseAtMs: nowMs });
+      this.records.set(record.messageId, record);
+    }
+  }
+
+  get(messageId: string): SendRecord | undefined {
+    return this.records.get(messageId);
+  }
+
+  all(): IterableIterator<SendRecord> {
+    return this.records.values();
+  }
+
+  inPhase(...phases: SendPhase[]): SendRecord[] {
+    return [...this.records.values()].filter((r) => phases.includes(r.phase));
+  }
+
+  add(record: SendRecord): void {
+    this.records.set(record.messageId, record);
+    this.changed();
+  }
+
+  setPhase(record: SendRecord, phase: SendPhase, nowMs = Date.now()): void {
+    record.phase = phase;
+    record.phaseAtMs = nowMs;
+    if (phase === 'tracking' || phase === 'closed') record.body = '';
+    this.changed();
+  }
+
+  /** Called for every status step added, wherever it comes from. */
+  onStep: ((record: SendRecord, step: StatusStep) => void) | undefined;
+
+  addStep(record: SendRecord, step: StatusStep): void {
+    record.steps.push(step);
+    this.changed();
+    this.onStep?.(record, step);
+  }
+
+  markAcked(record: SendRecord): void {
+    if (record.acked < record.steps.length) record.acked += 1;
+    this.changed();
+  }
+
+  setOutgoingCursor(rowId: number): void {
+    if (this.outgoingCursor === rowId) return;
+    this.outgoingCursor = rowId;
+    this.changed();
+  }
+
+  /** Unfinished sends: what the server's credit counts. */
+  unfinishedCount(): number {
+    let n = 0;
+    for (const r of this.records.values()) if (!isFinished(r)) n += 1;
+    return n;
+  }
+
+  changed(): void {
+    this.dirty = true;
+  }
+
+  /** Writes the journal if anything changed; resolves once it is on disk. Writes never overlap. */
+  flush(nowMs = Date.now()): Promise<void> {
+    this.writing = this.writing.then(async () => {
+      if (!this.dirty) return;
+      this.dirty = false;
+      this.prune(nowMs);
+      const file: JournalFile = { outgoingCursor: this.outgoingCursor, records: [...this.records.values()] };
+      await ensurePrivateDir(this.stateDir);
+      const tmp = `${this.path}.${process.pid}.tmp`;
+      await writeFile(tmp, JSON.stringify(file), { mode: 0o600 });
+      await rename(tmp, this.path);
+    });
+    return this.writing;
+  }
+
+  /** Forgets closed, fully acked sends after the retention time, oldest first past the size cap. */
+  private prune(nowMs: number): void {
+    for (const [id, r] of this.records) {
+      if (r.phase === 'closed' && r.acked >= r.steps.length && nowMs - r.phaseAtMs > this.retentionMs) this.records.delete(id);
+    }
+    if (this.records.size <= maxRecords) return;
+    const closed = [...this.records.values()].filter((r) => r.phase === 'closed').sort((a, b) => a.phaseAtMs - b.phaseAtMs);
+    for (const r of closed.slice(0, this.records.size - maxRecords)) this.records.delete(r.messageId);
+  }
+}

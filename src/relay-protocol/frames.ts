@@ -1,0 +1,247 @@
+/**
+ * The relay WebSocket protocol: one JSON object per text frame, each with a
+ * `type`. These schemas are the validation, the static types and the
+ * documentation at once; the server (src/ws) and the desktop agent
+ * (src/relay-agent) both import them, so the two ends cannot drift.
+ *
+ * Delivery rules the schemas cannot say:
+ * - `ready.capacity` is a credit count: the server keeps at most `capacity`
+ *   sends unfinished (no terminal `status` yet) on one connection.
+ * - `inbound` rows are at-least-once: the agent sends every row after the
+ *   server's `welcome.inboundCursor` and moves its own cursor only on an
+ *   `ack` with `of: 'inbound'`; the server dedupes by `guid`.
+ */
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormatsImport from 'ajv-formats';
+
+const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
+
+/** Every size bound of the protocol in one place. */
+export const frameLimits = {
+  idLength: 128,
+  secretLength: 256,
+  tokenLength: 512,
+  nameLength: 200,
+  handleLength: 320,
+  guidLength: 200,
+  bodyLength: 20_000,
+  errorLength: 2_000,
+  attachments: 10,
+  urlLength: 2_048,
+  pathLength: 1_024,
+  maxCapacity: 1_000,
+  /** Largest text frame either end should accept (bodies are the bulk of it). */
+  maxFrameBytes: 1024 * 1024,
+} as const;
+
+const L = frameLimits;
+const str = (maxLength: number, minLength = 1) => Type.String({ minLength, maxLength });
+const isoTime = Type.String({ format: 'date-time', maxLength: 40 });
+const strict = { additionalProperties: false } as const;
+
+export const relayCredential = Type.Object(
+  { relayId: str(L.idLength), secret: str(L.secretLength) },
+  strict,
+);
+
+// ---------------------------------------------------------------- agent → server
+
+export const helloFrame = Type.Object(
+  {
+    type: Type.Literal('hello'),
+    registrationToken: Type.Optional(str(L.tokenLength)),
+    credential: Type.Optional(relayCredential),
+    name: str(L.nameLength),
+    systemInfo: Type.Object(
+      { hostOsVersion: str(L.nameLength, 0), hostname: str(L.nameLength, 0) },
+      strict,
+    ),
+    agentVersion: str(64),
+  },
+  {
+    ...strict,
+    // Exactly one way to authenticate: a first registration or a stored credential.
+    oneOf: [{ required: ['registrationToken'] }, { required: ['credential'] }],
+  },
+);
+
+export const heartbeatFrame = Type.Object(
+  {
+    type: Type.Literal('heartbeat'),
+    health: Type.Object(
+      {
+        cpuPercent: Type.Number({ minimum: 0, maximum: 100_000 }),
+        memoryUsedBytes: Type.Integer({ minimum: 0 }),
+        memoryTotalBytes: Type.Integer({ minimum: 0 }),
+        messagesPerMinute: Type.Number({ minimum: 0 }),
+        queueDepth: Type.Integer({ minimum: 0 }),
+      },
+      strict,
+    ),
+  },
+  strict,
+);
+
+export const readyFrame = Type.Object(
+  { type: Type.Literal('ready'), capacity: Type.Integer({ minimum: 0, maximum: L.maxCapacity }) },
+  strict,
+);
+
+export const deliveryStatus = Type.Union([
+  Type.Literal('sent'),
+  Type.Literal('delivered'),
+  Type.Literal('read'),
+  Type.Literal('failed'),
+]);
+
+export const statusFrame = Type.Object(
+  {
+    type: Type.Literal('status'),
+    messageId: str(L.idLength),
+    status: deliveryStatus,
+    at: isoTime,
+    error: Type.Optional(str(L.errorLength, 0)),
+    /** The Messages GUID of the outgoing chat.db row, once matched. */
+    guid: Type.Optional(str(L.guidLength)),
+  },
+  strict,
+);
+
+export const inboundFrame = Type.Object(
+  {
+    type: Type.Literal('inbound'),
+    /** chat.db message.ROWID: the replay cursor. */
+    rowId: Type.Integer({ minimum: 1 }),
+    guid: str(L.guidLength),
+    from: str(L.handleLength),
+    chatGuid: Type.Optional(str(L.guidLength)),
+    isGroup: Type.Boolean(),
+    body: str(L.bodyLength, 0),
+    receivedAt: isoTime,
+    attachments: Type.Optional(Type.Array(str(L.pathLength), { maxItems: L.attachments })),
+  },
+  strict,
+);
+
+// ---------------------------------------------------------------- server → agent
+
+export const welcomeFrame = Type.Object(
+  {
+    type: Type.Literal('welcome'),
+    relayId: str(L.idLength),
+    /** Present only on the first registration; the agent stores it. */
+    credential: Type.Optional(relayCredential),
+    /** Highest chat.db ROWID of inbound rows the server has durably stored; 0 if none. */
+    inboundCursor: Type.Integer({ minimum: 0 }),
+    heartbeatIntervalMs: Type.Integer({ minimum: 100, maximum: 3_600_000 }),
+  },
+  strict,
+);
+
+export const sendFrame = Type.Object(
+  {
+    type: Type.Literal('send'),
+    messageId: str(L.idLength),
+    to: str(L.handleLength),
+    body: Type.Optional(str(L.bodyLength, 0)),
+    /** http(s) URLs the agent downloads before sending. */
+    attachments: Type.Optional(Type.Array(str(L.urlLength), { maxItems: L.attachments })),
+    fromNumber: Type.Optional(str(L.handleLength)),
+  },
+  strict,
+);
+
+export const ackFrame = Type.Object(
+  {
+    type: Type.Literal('ack'),
+    of: Type.Union([Type.Literal('inbound'), Type.Literal('status')]),
+    /** For `of: 'inbound'`: the ROWID now durably stored. */
+    cursor: Type.Optional(Type.Integer({ minimum: 0 })),
+    messageId: Type.Optional(str(L.idLength)),
+  },
+  strict,
+);
+
+export const errorFrame = Type.Object(
+  { type: Type.Literal('error'), code: str(64), message: str(L.errorLength, 0) },
+  strict,
+);
+
+export const agentFrame = Type.Union([helloFrame, heartbeatFrame, readyFrame, statusFrame, inboundFrame]);
+export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorFrame]);
+
+export type RelayCredential = Static<typeof relayCredential>;
+export type HelloFrame = Static<typeof helloFrame>;
+export type HeartbeatFrame = Static<typeof heartbeatFrame>;
+export type ReadyFrame = Static<typeof readyFrame>;
+export type DeliveryStatus = Static<typeof deliveryStatus>;
+export type StatusFrame = Static<typeof statusFrame>;
+export type InboundFrame = Static<typeof inboundFrame>;
+export type WelcomeFrame = Static<typeof welcomeFrame>;
+export type SendFrame = Static<typeof sendFrame>;
+export type AckFrame = Static<typeof ackFrame>;
+export type ErrorFrame = Static<typeof errorFrame>;
+export type AgentFrame = Static<typeof agentFrame>;
+export type ServerFrame = Static<typeof serverFrame>;
+
+// ---------------------------------------------------------------- parsing
+
+export type ParseResult<T> = { ok: true; frame: T } | { ok: false; error: string };
+
+const ajv = addFormats(new Ajv({ allErrors: true, strict: false, coerceTypes: false, useDefaults: false }));
+const compiled = new WeakMap<TSchema, ValidateFunction>();
+
+function validatorFor(schema: TSchema): ValidateFunction {
+  let validate = compiled.get(schema);
+  if (!validate) {
+    validate = ajv.compile(schema);
+    compiled.set(schema, validate);
+  }
+  return validate;
+}
+
+// The frame unions are compiled at import, so a bad schema fails at start, not on the first frame.
+validatorFor(agentFrame);
+validatorFor(serverFrame);
+
+/**
+ * Parses one text frame against a schema (a single frame or one of the unions).
+ * Bad input is an expected outcome, so it is a returned value, not an exception.
+ */
+export function parseFrame<T extends TSchema>(text: string, schema: T): ParseResult<Static<T>> {
+  if (text.length > L.maxFrameBytes) return { ok: false, error: `frame is larger than ${L.maxFrameBytes} bytes` };
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { ok: false, error: 'frame is not valid JSON' };
+  }
+  const validate = validatorFor(schema);
+  if (validate(value)) return { ok: true, frame: value as Static<T> };
+  return { ok: false, error: describeErrors(schema, value, validate.errors ?? []) };
+}
+
+/** For a union, report the errors of the member whose `type` matches: "body too long", not "no anyOf matched". */
+function describeErrors(schema: TSchema, value: unknown, errors: ErrorObject[]): string {
+  const members = (schema as { anyOf?: TSchema[] }).anyOf;
+  const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
+  if (members) {
+    const member = members.find((m) => (m as { properties?: { type?: { const?: unknown } } }).properties?.type?.const === type);
+    if (!member) return `unknown frame type ${JSON.stringify(type ?? null).slice(0, 80)}`;
+    const validate = validatorFor(member);
+    validate(value);
+    return describeErrors(member, value, validate.errors ?? []);
+  }
+  return errors
+    // The branches of hello's oneOf each report a missing field; the oneOf error itself says it better.
+    .filter((e) => !e.schemaPath.startsWith('#/oneOf/'))
+    .slice(0, 5)
+    .map((e) => {
+      const path = e.instancePath || '/';
+      if (e.keyword === 'additionalProperties') return `${path}: unknown field ${(e.params as { additionalProperty: string }).additionalProperty}`;
+      if (e.keyword === 'oneOf') return `${path}: needs exactly one of registrationToken or credential`;
+      return `${path}: ${e.message ?? 'is invalid'}`;
+    })
+    .join('; ');
+}

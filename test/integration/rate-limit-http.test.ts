@@ -1,0 +1,64 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { sleep } from '../../src/runtime/actor-host.ts';
+import { eachBackend, signup, startTestApp } from '../support/test-app.ts';
+
+const limits = { RATE_LIMIT_PER_MINUTE: '100', RATE_LIMIT_BURST: '20' };
+
+eachBackend((backend) => {
+  describe(`rate limit per organization (${backend})`, () => {
+    test('20 pass at once, the 21st is 429 with Retry-After, then requests pass again; headers on every answer', async (t) => {
+      const app = await startTestApp(backend, limits);
+      t.after(() => app.stop());
+      const org = await signup(app);
+      const other = await signup(app, 'Unaffected');
+      const burst = await Promise.all(Array.from({ length: 20 }, () => app.request('GET', '/api/v1/me', { token: org.ownerToken })));
+      assert.deepEqual(burst.map((r) => r.status), Array(20).fill(200));
+      for (const res of burst) {
+        assert.equal(res.headers.get('ratelimit-limit'), '20');
+        assert.ok(res.headers.get('ratelimit-remaining') !== null && res.headers.get('ratelimit-reset') !== null);
+      }
+      const refused = await app.request('GET', '/api/v1/me', { token: org.ownerToken });
+      assert.equal(refused.status, 429);
+      assert.equal(refused.body.error, 'rate_limited');
+      assert.equal(refused.body.statusCode, 429);
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
+      assert.equal(refused.headers.get('ratelimit-remaining'), '0');
+      assert.equal((await app.request('GET', '/api/v1/me', { token: other.ownerToken })).status, 200, 'another organization has its own budget');
+      await sleep(retryAfter * 1000);
+      assert.equal((await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status, 200, 'passes again after Retry-After');
+    });
+
+    test('the organization\'s own limit overrides the default', async (t) => {
+      const app = await startTestApp(backend, limits);
+      t.after(() => app.stop());
+      const org = await signup(app);
+      await app.app.store.collection('organizations').updateOne({ tenantId: org.orgId }, { id: org.orgId }, { $set: { rateLimit: { perMinute: 60, burst: 3 } } });
+      await sleep(app.config.identity.credentialCacheMs + 50);
+      const statuses = [];
+      for (let i = 0; i < 4; i++) statuses.push((await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status);
+      assert.deepEqual(statuses, [200, 200, 200, 429]);
+    });
+  });
+});
+
+describe('two frontends share one budget', () => {
+  test('requests through two frontends on one Redis draw on one organization budget', async (t) => {
+    if (!process.env.REDIS_URL || !process.env.MONGODB_URL) {
+      if (process.env.CI === 'true') throw new Error('REDIS_URL and MONGODB_URL must be set in CI');
+      return t.skip('REDIS_URL/MONGODB_URL not set');
+    }
+    const one = await startTestApp('redis+mongo', limits);
+    t.after(() => one.stop());
+    // The second frontend shares the first one's Redis prefix and database: another process of the same deployment.
+    const twoEnv = { ...limits, RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix, MONGODB_URL: one.config.mongoUrl!, DATA_DIR: one.config.dataDir };
+    const two = await startTestApp('redis+mongo', twoEnv);
+    t.after(() => two.http.close().then(() => two.app.close()));
+    const org = await signup(one);
+    const results = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 ? one : two).request('GET', '/api/v1/me', { token: org.ownerToken })));
+    const passed = results.filter((r) => r.status === 200).length;
+    assert.equal(passed, 20, 'one burst of 20 across both frontends');
+    assert.equal(results.filter((r) => r.status === 429).length, 4);
+  });
+});

@@ -1,0 +1,134 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import { createApp, type App } from '../../src/app.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { createHttpServer, type HttpServer } from '../../src/http/server.ts';
+import { createLogger } from '../../src/log.ts';
+import { MongoStore } from '../../src/store/mongo-store.ts';
+
+export type Backend = 'embedded' | 'redis+mongo';
+
+/** The backends a suite runs on: always the embedded default; Redis + MongoDB wire when their URLs are set (required in CI). */
+export function backends(): Backend[] {
+  const ci = process.env.CI === 'true';
+  if (process.env.REDIS_URL && process.env.MONGODB_URL) return ['embedded', 'redis+mongo'];
+  if (ci) throw new Error('REDIS_URL and MONGODB_URL must be set in CI: the suites run on Redis + MongoDB wire too');
+  console.log('# REDIS_URL/MONGODB_URL not set: suites run on the embedded default only');
+  return ['embedded'];
+}
+
+export interface TestApp {
+  app: App;
+  http: HttpServer;
+  base: string;
+  config: Config;
+  /** fetch against the app; `body` objects are sent as JSON. */
+  request(method: string, path: string, opts?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<TestResponse>;
+  stop(): Promise<void>;
+}
+
+export interface TestResponse {
+  status: number;
+  body: any;
+  headers: Headers;
+  text: string;
+}
+
+/** Rate limits out of the way unless a test asks for them. */
+const generous = { RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000' };
+
+/** Starts the whole service in this process (all roles) on a fresh data dir, key prefix and database. */
+export async function startTestApp(backend: Backend, env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<TestApp> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-test-'));
+  const suffix = randomUUID().slice(0, 8);
+  const base: Record<string, string> = { ...generous, DATA_DIR: dataDir, LOG_LEVEL: 'silent', RUNTIME_KEY_PREFIX: `t${suffix}`, ...env };
+  if (backend === 'redis+mongo') {
+    base.REDIS_URL = process.env.REDIS_URL!;
+    base.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
+  }
+  const config = loadConfig({ ...base, ...env });
+  const lines = opts.logLines;
+  const log = lines ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) }) : createLogger(config.logLevel);
+  const app = await createApp(config, log, { consume: true });
+  const http = createHttpServer({ config, log, routes: app.routes, ...app.hooks });
+  const port = await http.listen('127.0.0.1', 0);
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    app,
+    http,
+    base: url,
+    config,
+    request: (method, path, opts = {}) => request(url, method, path, opts),
+    async stop() {
+      await http.close();
+      await app.close();
+      if (config.mongoUrl) {
+        const store = new MongoStore(config.mongoUrl);
+        await store.init();
+        await store.dropDatabase();
+        await store.close();
+      }
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function withDatabase(url: string, db: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${db}`;
+  return parsed.toString();
+}
+
+export async function request(base: string, method: string, path: string, opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<TestResponse> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`;
+  let body: string | undefined;
+  if (opts.body !== undefined) {
+    body = typeof opts.body === 'string' ? opts.body : JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(base + path, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    // not JSON
+  }
+  return { status: res.status, body: parsed, headers: res.headers, text };
+}
+
+export interface Org {
+  orgId: string;
+  teamId: string;
+  ownerToken: string;
+  refreshToken: string;
+  email: string;
+  password: string;
+}
+
+/** Signs up a fresh organization; its owner's access token comes back. */
+export async function signup(t: TestApp, name = 'Acme'): Promise<Org> {
+  const email = `owner-${randomUUID().slice(0, 8)}@example.com`;
+  const password = 'correct horse battery';
+  const res = await t.request('POST', '/api/v1/auth/signup', { body: { organizationName: name, email, password } });
+  if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${res.text}`);
+  return { orgId: res.body.organization.id, teamId: res.body.team.id, ownerToken: res.body.accessToken, refreshToken: res.body.refreshToken, email, password };
+}
+
+/** An API key of the given role in an organization. */
+export async function apiKey(t: TestApp, org: Org, role: 'owner' | 'admin' | 'member' | 'viewer'): Promise<string> {
+  const res = await t.request('POST', '/api/v1/api-keys', { token: org.ownerToken, body: { name: `${role} key`, role } });
+  if (res.status !== 201) throw new Error(`api key failed: ${res.status} ${res.text}`);
+  return res.body.key;
+}
+
+/** Runs `fn` once per backend with a fresh app, stopped afterwards. */
+export function eachBackend(fn: (backend: Backend) => void): void {
+  for (const backend of backends()) fn(backend);
+}
+
+export type { TestContext };
