@@ -85,7 +85,11 @@ async function runAgent(config: AgentConfig): Promise<number> {
   }
 
   const journal = new SendJournal(config.stateDir, config.journalRetentionMs);
-  await journal.load();
+  try {
+    await journal.load();
+  } catch (err) {
+    throw new CannotRun((err as Error).message);
+  }
   const agent = new RelayAgent({
     config, sender, reader, journal, logger, stateStore: new RelayStateStore(config.stateDir), systemInfo: await readSystemInfo(),
   });

@@ -5,8 +5,15 @@
  * (src/relay-agent) both import them, so the two ends cannot drift.
  *
  * Delivery rules the schemas cannot say:
- * - `ready.capacity` is a credit count: the server keeps at most `capacity`
- *   sends unfinished (no terminal `status` yet) on one connection.
+ * - `ready.capacity` is the credit window: the server keeps at most
+ *   `capacity` sends unfinished on one connection, where a send is finished
+ *   once the agent reports `sent` or `failed` (`delivered` and `read` come
+ *   later and hold no credit). The agent repeats `ready` whenever a send
+ *   finishes; the latest value is the window.
+ * - `send` is at-most-once on the agent: a `send` whose messageId the agent
+ *   already has is never sent again; the agent re-reports its statuses.
+ * - Each `status` frame is acked with `ack {of:'status', messageId}`; statuses
+ *   not acked are sent again after a reconnect, so the server may see one twice.
  * - `inbound` rows are at-least-once: the agent sends every row after the
  *   server's `welcome.inboundCursor` and moves its own cursor only on an
  *   `ack` with `of: 'inbound'`; the server dedupes by `guid`.

@@ -1,0 +1,234 @@
+/**
+ * The relay agent as a real process (the CLI, in simulator mode) against a
+ * tiny fake server that speaks the relay protocol: registration, credential
+ * storage, credits, statuses from the simulated chat.db, inbound rows and their
+ * replay after a drop, reconnects with the stored credential, and no message
+ * sent twice across a reconnect and a restart.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { agentFrame, parseFrame, type AgentFrame, type ServerFrame } from '../../src/relay-protocol/frames.ts';
+import { sendLogPath, simulateFailures, simulateInbound, type SendLogEntry } from '../../src/relay-agent/simulated-messages-app.ts';
+
+interface Received {
+  conn: number;
+  frame: AgentFrame;
+}
+
+/** Accepts agent connections, validates every frame against the shared schema, and lets the test wait for frames. */
+class FakeRelayServer {
+  readonly received: Received[] = [];
+  readonly sockets: WebSocket[] = [];
+  readonly invalid: string[] = [];
+  private waiters: Array<() => void> = [];
+
+  private constructor(private readonly wss: WebSocketServer) {
+    wss.on('connection', (socket) => {
+      const conn = this.sockets.push(socket) - 1;
+      socket.on('message', (data) => {
+        const parsed = parseFrame(data.toString(), agentFrame);
+        if (parsed.ok) this.received.push({ conn, frame: parsed.frame });
+        else this.invalid.push(parsed.error);
+        for (const wake of this.waiters.splice(0)) wake();
+      });
+    });
+  }
+
+  static async start(): Promise<FakeRelayServer> {
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, path: '/api/v1/relays/connect' });
+    await new Promise<void>((done) => wss.once('listening', done));
+    return new FakeRelayServer(wss);
+  }
+
+  get url(): string {
+    return `ws://127.0.0.1:${(this.wss.address() as AddressInfo).port}/api/v1/relays/connect`;
+  }
+
+  send(conn: number, frame: ServerFrame): void {
+    this.sockets[conn]!.send(JSON.stringify(frame));
+  }
+
+  /** Resolves with the first received frame (from index `from` on) that matches. */
+  async waitFor<T extends AgentFrame['type']>(
+    type: T,
+    match: (frame: Extract<AgentFrame, { type: T }>, conn: number) => boolean = () => true,
+    { from = 0, timeoutMs = 8_000 } = {},
+  ): Promise<{ conn: number; frame: Extract<AgentFrame, { type: T }>; index: number }> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const index = this.received.findIndex((r, i) => i >= from && r.frame.type === type && match(r.frame as Extract<AgentFrame, { type: T }>, r.conn));
+      if (index >= 0) return { conn: this.received[index]!.conn, frame: this.received[index]!.frame as Extract<AgentFrame, { type: T }>, index };
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no ${type} frame within the time limit; received: ${JSON.stringify(this.received.map((r) => r.frame.type))}`);
+      await new Promise<void>((wake) => {
+        const timer = setTimeout(wake, left);
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          wake();
+        });
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    for (const socket of this.sockets) socket.terminate();
+    await new Promise<void>((done) => this.wss.close(() => done()));
+  }
+}
+
+function startAgent(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/relay-agent/cli.ts', ...args], {
+    cwd: new URL('../..', import.meta.url).pathname,
+    env: { ...process.env, LOG_LEVEL: 'debug', RELAY_SIM_DELIVERY_MS: '300', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
+  return { child, output: () => output, exited };
+}
+
+async function sendLog(chatDb: string): Promise<SendLogEntry[]> {
+  const text = await readFile(sendLogPath(chatDb), 'utf8').catch(() => '');
+  return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as SendLogEntry);
+}
+
+const welcome = (over: Partial<Extract<ServerFrame, { type: 'welcome' }>> = {}): ServerFrame => ({
+  type: 'welcome', relayId: 'rly_test', inboundCursor: 0, heartbeatIntervalMs: 500, ...over,
+});
+
+test('agent registers, reports statuses, replays unacked inbound rows, reconnects with its credential and never sends twice', { timeout: 60_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-relay-agent-'));
+  const server = await FakeRelayServer.start();
+  const chatDb = join(dir, 'chat.db');
+  const stateDir = join(dir, 'state');
+  const args = ['--server', server.url, '--state-dir', stateDir, '--chat-db', chatDb, '--simulate', '--capacity', '5', '--poll-ms', '100', '--name', 'test relay'];
+  let agent = startAgent([...args, '--token', 'rtok_secret_registration']);
+  t.after(async () => {
+    agent.child.kill('SIGKILL');
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  // 1. Registration with the token; the credential from welcome is stored 0600.
+  const hello1 = await server.waitFor('hello');
+  assert.equal(hello1.frame.registrationToken, 'rtok_secret_registration');
+  assert.equal(hello1.frame.credential, undefined);
+  assert.equal(hello1.frame.name, 'test relay');
+  server.send(hello1.conn, welcome({ credential: { relayId: 'rly_test', secret: 'relay-secret-123' } }));
+  const ready = await server.waitFor('ready');
+  assert.equal(ready.frame.capacity, 5);
+  const state = JSON.parse(await readFile(join(stateDir, 'relay.json'), 'utf8')) as { relayId: string; secret: string };
+  assert.deepEqual([state.relayId, state.secret], ['rly_test', 'relay-secret-123']);
+  assert.equal((await stat(join(stateDir, 'relay.json'))).mode & 0o777, 0o600);
+  const heartbeat = await server.waitFor('heartbeat');
+  assert.ok(heartbeat.frame.health.memoryTotalBytes > 0);
+
+  // 2. A send is written by the simulator and reported sent, then delivered, with the row's guid.
+  server.send(0, { type: 'send', messageId: 'msg_one', to: '+1 (555) 000-1111', body: 'Hello "there" \\ friend' });
+  const sent = await server.waitFor('status', (f) => f.messageId === 'msg_one' && f.status === 'sent');
+  const delivered = await server.waitFor('status', (f) => f.messageId === 'msg_one' && f.status === 'delivered');
+  assert.ok(sent.index < delivered.index, 'sent before delivered');
+  const log1 = await sendLog(chatDb);
+  assert.equal(log1.length, 1);
+  assert.equal(sent.frame.guid, log1[0]!.guid);
+  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one' });
+  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one' });
+  await server.waitFor('ready', () => true, { from: ready.index + 1 }); // a credit came back
+
+  // 3. An injected failure becomes a failed status.
+  await simulateFailures(chatDb, 1);
+  server.send(0, { type: 'send', messageId: 'msg_fail', to: 'someone@example.com', body: 'will fail' });
+  const failed = await server.waitFor('status', (f) => f.messageId === 'msg_fail');
+  assert.equal(failed.frame.status, 'failed');
+  assert.match(failed.frame.error ?? '', /error 1/);
+  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_fail' });
+
+  // 3b. Attachments are downloaded, handed over as files and deleted; a bad URL fails the send.
+  const files = createServer((_req, res) => res.end('IMAGE'));
+  await new Promise<void>((done) => files.listen(0, '127.0.0.1', done));
+  t.after(() => files.close());
+  const fileUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}/pic.png`;
+  server.send(0, { type: 'send', messageId: 'msg_pic', to: '+15550001111', body: 'look', attachments: [fileUrl] });
+  server.send(0, { type: 'send', messageId: 'msg_badpic', to: '+15550001111', attachments: ['file:///etc/passwd'] });
+  await server.waitFor('status', (f) => f.messageId === 'msg_pic' && f.status === 'sent');
+  const badPic = await server.waitFor('status', (f) => f.messageId === 'msg_badpic');
+  assert.equal(badPic.frame.status, 'failed');
+  assert.match(badPic.frame.error ?? '', /only http and https/);
+  assert.equal((await sendLog(chatDb)).find((e) => e.messageId === 'msg_pic')?.attachments, 1);
+  assert.deepEqual(await readdir(join(stateDir, 'attachments')), [], 'downloads deleted after the send');
+
+  // 4. An inbound row is forwarded; the server does not ack it and drops the connection.
+  const row = await simulateInbound(chatDb, { from: '+15557654321', body: 'hi from outside', attributedBodyOnly: true });
+  const inbound = await server.waitFor('inbound', (f) => f.rowId === row.rowId);
+  assert.equal(inbound.frame.guid, row.guid);
+  assert.equal(inbound.frame.body, 'hi from outside');
+  assert.equal(inbound.frame.from, '+15557654321');
+  server.sockets[0]!.terminate();
+
+  // 5. The agent comes back with the stored credential, not the token, and replays the unacked row.
+  const hello2 = await server.waitFor('hello', (_f, conn) => conn === 1);
+  assert.equal(hello2.frame.registrationToken, undefined);
+  assert.deepEqual(hello2.frame.credential, { relayId: 'rly_test', secret: 'relay-secret-123' });
+  server.send(1, welcome());
+  const replayed = await server.waitFor('inbound', (f, conn) => conn === 1 && f.rowId === row.rowId);
+  assert.equal(replayed.frame.guid, row.guid);
+  server.send(1, { type: 'ack', of: 'inbound', cursor: row.rowId });
+
+  // 6. The server repeats a send it already gave: it is not sent again, its statuses are reported again.
+  server.send(1, { type: 'send', messageId: 'msg_one', to: '+15550001111', body: 'Hello "there" \\ friend' });
+  await server.waitFor('status', (f, conn) => conn === 1 && f.messageId === 'msg_one' && f.status === 'delivered');
+  assert.equal((await sendLog(chatDb)).filter((e) => e.messageId === 'msg_one').length, 1);
+
+  // 7. A clean stop, then a restart: credential again, the acked row is not replayed, and msg_one still goes out once.
+  agent.child.kill('SIGTERM');
+  assert.equal(await agent.exited, 0, agent.output());
+  const firstRunOutput = agent.output();
+  agent = startAgent(args);
+  const hello3 = await server.waitFor('hello', (_f, conn) => conn === 2);
+  assert.deepEqual(hello3.frame.credential, { relayId: 'rly_test', secret: 'relay-secret-123' });
+  server.send(2, welcome({ inboundCursor: row.rowId }));
+  server.send(2, { type: 'send', messageId: 'msg_one', to: '+15550001111', body: 'Hello "there" \\ friend' });
+  server.send(2, { type: 'send', messageId: 'msg_two', to: '+15550001111', body: 'second' });
+  await server.waitFor('status', (f, conn) => conn === 2 && f.messageId === 'msg_two' && f.status === 'delivered');
+  await server.waitFor('status', (f, conn) => conn === 2 && f.messageId === 'msg_one' && f.status === 'sent');
+  const log = await sendLog(chatDb);
+  assert.deepEqual(log.map((e) => e.messageId).sort(), ['msg_fail', 'msg_one', 'msg_pic', 'msg_two']);
+  assert.equal(server.received.some((r) => r.conn === 2 && r.frame.type === 'inbound'), false, 'acked row not replayed');
+
+  assert.deepEqual(server.invalid, [], 'every agent frame matched the schema');
+  assert.doesNotMatch(firstRunOutput + agent.output(), /relay-secret-123|rtok_secret_registration/, 'no secret in the logs');
+});
+
+test('a refused registration token stops the agent with a plain message and exit code 1', { timeout: 20_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-relay-agent-'));
+  const server = await FakeRelayServer.start();
+  t.after(async () => {
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const agent = startAgent(['--server', server.url, '--state-dir', join(dir, 'state'), '--chat-db', join(dir, 'chat.db'), '--simulate', '--token', 'rtok_expired']);
+  t.after(() => agent.child.kill('SIGKILL'));
+  const hello = await server.waitFor('hello');
+  server.send(hello.conn, { type: 'error', code: 'unauthorized', message: 'registration token expired' });
+  assert.equal(await agent.exited, 1);
+  assert.match(agent.output(), /relay: the server refused the registration token: unauthorized: registration token expired/);
+  assert.doesNotMatch(agent.output(), /\n\s+at /, 'no stack trace');
+  assert.equal(server.sockets.length, 1, 'no reconnect after a refusal');
+});
+
+test('without a stored credential or --token the agent explains what to do', { timeout: 20_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-relay-agent-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  const agent = startAgent(['--server', 'ws://127.0.0.1:9/api/v1/relays/connect', '--state-dir', join(dir, 'state'), '--chat-db', join(dir, 'chat.db'), '--simulate']);
+  assert.equal(await agent.exited, 1);
+  assert.match(agent.output(), /no stored credential in .*relay\.json; run once with --token/);
+});

@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { decodeAttributedBody, encodeAttributedBody } from '../../src/relay-agent/attributed-body.ts';
+
+/** An archive laid out as Messages writes one, with the string's length bytes given explicitly. */
+function blob(lengthBytes: number[], text: Buffer): Buffer {
+  return Buffer.concat([
+    Buffer.from([0x04, 0x0b]), Buffer.from('streamtyped'), Buffer.from([0x81, 0xe8, 0x03, 0x84, 0x01, 0x40, 0x84, 0x84, 0x84, 0x12]),
+    Buffer.from('NSAttributedString'), Buffer.from([0x00, 0x84, 0x84, 0x08]), Buffer.from('NSObject'),
+    Buffer.from([0x00, 0x85, 0x92, 0x84, 0x84, 0x84, 0x08]), Buffer.from('NSString'),
+    Buffer.from([0x01, 0x94, 0x84, 0x01, 0x2b]), Buffer.from(lengthBytes), text,
+    Buffer.from([0x86, 0x84, 0x02, 0x69, 0x49, 0x01, 0x05, 0x92, 0x84, 0x84, 0x84, 0x0c]), Buffer.from('NSDictionary'),
+  ]);
+}
+
+test('a short body follows NSString, the + tag and a one-byte length', () => {
+  const text = Buffer.from('Hello 👋 — ça va?', 'utf8');
+  assert.equal(decodeAttributedBody(blob([text.length], text)), 'Hello 👋 — ça va?');
+});
+
+test('a body of 128 bytes or more uses 0x81 and a two-byte little-endian length', () => {
+  const text = Buffer.from('x'.repeat(300) + ' end', 'utf8');
+  const length = text.length; // 304 = 0x0130
+  const decoded = decodeAttributedBody(blob([0x81, length & 0xff, length >> 8], text));
+  assert.equal(decoded, 'x'.repeat(300) + ' end');
+});
+
+test('the length is honoured: bytes after the string are not part of the body', () => {
+  const text = Buffer.from('exact', 'utf8');
+  assert.equal(decodeAttributedBody(blob([3], text)), 'exa');
+});
+
+test('blobs without the marker, or with a length past the end, decode to undefined', () => {
+  assert.equal(decodeAttributedBody(null), undefined);
+  assert.equal(decodeAttributedBody(Buffer.alloc(0)), undefined);
+  assert.equal(decodeAttributedBody(Buffer.from('streamtyped NSDictionary nothing here')), undefined);
+  const truncated = blob([0x81, 0xff, 0x00], Buffer.from('short'));
+  assert.equal(decodeAttributedBody(truncated.subarray(0, truncated.indexOf('short') + 5)), undefined);
+});
+
+test('the simulator encoder round-trips through the decoder, including long bodies', () => {
+  for (const text of ['', 'a', 'quote " and \\ backslash', 'é'.repeat(100), 'z'.repeat(70_000)]) {
+    assert.equal(decodeAttributedBody(encodeAttributedBody(text)), text);
+  }
+});
