@@ -1,5 +1,5 @@
-import { actorDefinitions } from './actors/index.ts';
 import type { Config } from './config.ts';
+import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
 import { apiRoutes } from './http/api-routes.ts';
 import type { RouteDef } from './http/route.ts';
 import { IdentityService } from './identity/identity-service.ts';
@@ -7,7 +7,11 @@ import { identityCollections } from './identity/identity-store.ts';
 import { loadAccessTokens } from './identity/jwt.ts';
 import { requestAuth } from './identity/request-auth.ts';
 import type { Logger } from './log.ts';
-import { createRateLimiter, createTransport, type RateLimiter, type Transport } from './runtime/index.ts';
+import { createEventStream, createRateLimiter, createTransport, type RateLimiter, type Transport } from './runtime/index.ts';
+import type { EventStream } from './events/event-stream.ts';
+import { createMessaging } from './messages/messaging.ts';
+import { messagingCollections } from './messages/message-store.ts';
+import { relayCollections } from './relays/relay-store.ts';
 import { createStore, type Store } from './store/index.ts';
 
 /** Everything a process of any role is made of, wired once; `main.ts` and the in-process tests both build it here. */
@@ -18,6 +22,10 @@ export interface App {
   runtime: Transport;
   limiter: RateLimiter;
   identity: IdentityService;
+  events: EventStream;
+  messaging: ReturnType<typeof createMessaging>;
+  /** Group recipients and participant names for messaging. */
+  contacts: ContactDirectory;
   routes: RouteDef[];
   hooks: ReturnType<typeof requestAuth>;
   close(): Promise<void>;
@@ -25,7 +33,12 @@ export interface App {
 
 export async function createApp(config: Config, log: Logger, opts: { consume: boolean }): Promise<App> {
   const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir }, log);
+  const runtime = createTransport(config, log);
+  // Collections declare their indexes before init creates them.
   const identityDb = identityCollections(store);
+  const db = { ...messagingCollections(store), ...relayCollections(store) };
+  const contactsDb = contactCollections(store);
+  const events = createEventStream(runtime, store, config.runtime.keyPrefix);
   await store.init();
   const rate = createRateLimiter(config);
   const tokens = await loadAccessTokens({
@@ -37,8 +50,9 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     dataDir: config.dataDir,
   });
   const identity = new IdentityService(identityDb, tokens, rate.limiter, config.identity, log.child({ component: 'identity' }));
-  const runtime = createTransport(config, log);
-  await runtime.start(actorDefinitions({ store, config, log }), { consume: opts.consume });
+  const contacts = createContacts(contactsDb);
+  const messaging = createMessaging({ config, log, db, runtime, events, tokens, contacts: contacts.directory });
+  await runtime.start([messaging.actor], { consume: opts.consume });
   return {
     config,
     log,
@@ -46,7 +60,10 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     runtime,
     limiter: rate.limiter,
     identity,
-    routes: apiRoutes({ identity }),
+    events,
+    messaging,
+    contacts: contacts.directory,
+    routes: apiRoutes({ identity, messaging, contacts }),
     hooks: requestAuth(identity, rate.limiter, config),
     async close() {
       // Let actors finish and acknowledge before closing the store they write to.

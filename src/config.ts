@@ -5,6 +5,8 @@ import { hostname } from 'node:os';
 export interface Config {
   port: number;
   host: string;
+  /** Where clients reach this API (signed download links); default: the request's Host. */
+  publicBaseUrl: string | undefined;
   redisUrl: string | undefined;
   mongoUrl: string | undefined;
   dataDir: string;
@@ -19,6 +21,14 @@ export interface Config {
   webhookAllowPrivate: boolean;
   webhookRetryBaseMs: number;
   messageRetryBaseMs: number;
+  /** Send attempts before a message fails for good (decisions: 3, backoff 2 s then 8 s). */
+  messageMaxAttempts: number;
+  /** A relay that has not reported on a send this long counts as a failed attempt. */
+  messageSendTimeoutMs: number;
+  /** How often a tenant's send queue is rebuilt from the store, healing anything a crash left behind. */
+  tenantSweepMs: number;
+  /** How many messages one group commit writes at most. */
+  sendBatchMax: number;
   identity: IdentityConfig;
   runtime: RuntimeConfig;
 }
@@ -82,6 +92,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port: int(env, 'PORT', 3000),
     host: env.HOST || '0.0.0.0',
+    publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, '') || undefined,
     redisUrl: env.REDIS_URL || undefined,
     mongoUrl: env.MONGODB_URL || undefined,
     dataDir: env.DATA_DIR || './data',
@@ -95,6 +106,10 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetryBaseMs: int(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
     messageRetryBaseMs: int(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
+    messageMaxAttempts: int(env, 'MESSAGE_MAX_ATTEMPTS', 3),
+    messageSendTimeoutMs: int(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
+    tenantSweepMs: int(env, 'TENANT_SWEEP_MS', 10_000),
+    sendBatchMax: int(env, 'SEND_BATCH_MAX', 512),
     identity: {
       jwtPrivateKeyPem: env.JWT_PRIVATE_KEY || undefined,
       jwtPublicKeyPem: env.JWT_PUBLIC_KEY || undefined,

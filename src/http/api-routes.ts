@@ -1,12 +1,17 @@
+import { contactRoutes, type ContactsDeps } from '../contacts/index.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import { identityRoutes } from '../identity/identity.routes.ts';
 import type { RouteDef } from './route.ts';
 
 export interface ApiDeps {
   identity: IdentityService;
+  /** Send path, history, conversations, phone numbers (src/messages/messaging.ts). */
+  messaging: { routes: RouteDef[] };
+  /** Contacts, import/export and contact groups (src/contacts). */
+  contacts: ContactsDeps;
 }
 
 /** Every /api/v1 route of the product, in one table: the server, the OpenAPI document and the route matrices read it. */
 export function apiRoutes(deps: ApiDeps): RouteDef[] {
-  return [...identityRoutes(deps.identity)];
+  return [...identityRoutes(deps.identity), ...deps.messaging.routes, ...contactRoutes(deps.contacts)];
 }

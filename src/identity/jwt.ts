@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { exportJWK, generateKeyPair, importJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type JWK } from 'jose';
@@ -26,11 +27,18 @@ export interface AccessTokens {
   sign(claims: AccessClaims): Promise<{ token: string; expiresIn: number }>;
   /** The claims of a valid token, or undefined for anything else (expired, forged, wrong audience...). */
   verify(token: string): Promise<AccessClaims | undefined>;
+  /**
+   * A secret for another purpose (signed download links), derived from the
+   * signing key: every process that shares the key agrees on it, and it
+   * changes when the key does.
+   */
+  deriveSecret(purpose: string): Buffer;
 }
 
 export async function loadAccessTokens(settings: JwtSettings): Promise<AccessTokens> {
-  const { privateKey, publicKey } = await loadKeys(settings);
+  const { privateKey, publicKey, material } = await loadKeys(settings);
   return {
+    deriveSecret: (purpose) => createHmac('sha256', material).update(`relaybox:${purpose}`).digest(),
     async sign(claims) {
       const token = await new SignJWT({ org: claims.org, role: claims.role })
         .setProtectedHeader({ alg: jwtAlgorithm, typ: 'JWT' })
@@ -61,15 +69,17 @@ export async function loadAccessTokens(settings: JwtSettings): Promise<AccessTok
 
 const keyFile = 'jwt-signing-key.json';
 
-async function loadKeys(settings: JwtSettings): Promise<{ privateKey: SigningKey; publicKey: SigningKey }> {
+async function loadKeys(settings: JwtSettings): Promise<{ privateKey: SigningKey; publicKey: SigningKey; material: string }> {
   if (settings.privateKeyPem && settings.publicKeyPem) {
     return {
+      material: settings.privateKeyPem,
       privateKey: await importPKCS8(settings.privateKeyPem, jwtAlgorithm),
       publicKey: await importSPKI(settings.publicKeyPem, jwtAlgorithm),
     };
   }
   const jwks = await readOrCreateKeyFile(settings.dataDir);
   return {
+    material: JSON.stringify(jwks.privateJwk),
     privateKey: (await importJWK(jwks.privateJwk, jwtAlgorithm)) as SigningKey,
     publicKey: (await importJWK(jwks.publicJwk, jwtAlgorithm)) as SigningKey,
   };

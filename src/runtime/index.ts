@@ -1,5 +1,9 @@
 import { Redis } from 'ioredis';
 import type { Config } from '../config.ts';
+import type { EventStream } from '../events/event-stream.ts';
+import { StoreEventStream } from '../events/store-event-stream.ts';
+import type { Store } from '../store/collection.ts';
+import { RedisEventStream } from './redis-event-stream.ts';
 import type { Logger } from '../log.ts';
 import { LocalTransport } from './local-transport.ts';
 import { LocalRateLimiter, RedisRateLimiter, type RateLimiter } from './rate-limiter.ts';
@@ -21,4 +25,10 @@ export function createRateLimiter(config: Config): { limiter: RateLimiter; close
   if (!config.redisUrl) return { limiter: new LocalRateLimiter(), close: async () => {} };
   const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
   return { limiter: new RedisRateLimiter(redis, config.runtime.keyPrefix), close: async () => void (await redis.quit().catch(() => undefined)) };
+}
+
+/** The durable event stream: a Redis stream beside the actors, or documents in the embedded store. */
+export function createEventStream(runtime: Transport, store: Store, keyPrefix: string): EventStream {
+  if (runtime instanceof RedisTransport) return new RedisEventStream(runtime.connection, `${keyPrefix}:events`);
+  return new StoreEventStream(store);
 }

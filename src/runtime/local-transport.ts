@@ -19,8 +19,20 @@ export class LocalTransport implements Transport {
   private readonly dead = new Map<string, DeadLetter[]>();
   private readonly pending = new Map<string, number>();
   private stopping = false;
+  private nodeHandler: ((payload: unknown) => void) | undefined;
+  readonly nodeId = 'local';
 
   constructor(private readonly config: RuntimeConfig, private readonly log: Logger) {}
+
+  async publishToNode(_node: string, payload: unknown): Promise<void> {
+    // One process is every node; a copy keeps sender and receiver from sharing objects, as on the wire.
+    const copy = structuredClone(payload);
+    queueMicrotask(() => this.nodeHandler?.(copy));
+  }
+
+  onNodeMessage(handler: (payload: unknown) => void): void {
+    this.nodeHandler = handler;
+  }
 
   async start(actors: ActorDefinition[]): Promise<void> {
     this.host = new ActorHost(actors, this.config, this.log, (t, k, m, o) => this.send(t, k, m, o));

@@ -52,8 +52,9 @@ export class RedisTransport implements Transport {
   private consuming = false;
   private stopping = false;
   private rebalancing = false;
+  private nodeHandler: ((payload: unknown) => void) | undefined;
 
-  constructor(private readonly url: string, private readonly config: RuntimeConfig, private readonly nodeId: string, private readonly log: Logger) {
+  constructor(private readonly url: string, private readonly config: RuntimeConfig, readonly nodeId: string, private readonly log: Logger) {
     this.cmd = withScripts(new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: true }));
   }
 
@@ -78,8 +79,11 @@ export class RedisTransport implements Transport {
     await this.cmd.connect();
     this.sub = new Redis(this.url, { lazyConnect: true });
     await this.sub.connect();
-    this.sub.on('message', (_channel: string, message: string) => this.onReply(message));
-    await this.sub.subscribe(this.replyChannel);
+    this.sub.on('message', (channel: string, message: string) => {
+      if (channel === this.replyChannel) this.onReply(message);
+      else this.onNodePayload(message);
+    });
+    await this.sub.subscribe(this.replyChannel, this.nodeChannel(this.nodeId));
     if (!opts.consume) return;
     this.consuming = true;
     this.reader = new Redis(this.url, { maxRetriesPerRequest: null, lazyConnect: true });
@@ -140,6 +144,31 @@ export class RedisTransport implements Transport {
     } else {
       await this.cmd.xadd(stream, '*', 'e', JSON.stringify(env));
     }
+  }
+
+  private nodeChannel(node: string): string {
+    return this.key('node', node);
+  }
+
+  async publishToNode(node: string, payload: unknown): Promise<void> {
+    await this.cmd.publish(this.nodeChannel(node), JSON.stringify(payload));
+  }
+
+  onNodeMessage(handler: (payload: unknown) => void): void {
+    this.nodeHandler = handler;
+  }
+
+  private onNodePayload(message: string): void {
+    try {
+      this.nodeHandler?.(JSON.parse(message));
+    } catch (err) {
+      this.log.warn({ err }, 'could not handle an addressed message');
+    }
+  }
+
+  /** The Redis connection for the other Redis-backed parts of a process (event stream). */
+  get connection(): Redis {
+    return this.cmd;
   }
 
   private onReply(message: string): void {

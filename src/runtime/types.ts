@@ -76,6 +76,16 @@ export interface Transport {
   ask<T = unknown>(type: string, key: string, msg: ActorMessage, timeoutMs?: number): Promise<T>;
   deadLetters(type: string, limit?: number): Promise<DeadLetter[]>;
   stats(): Promise<ActorTypeStats[]>;
+  /** This process's name: where addressed messages for it go. */
+  readonly nodeId: string;
+  /**
+   * Delivers a payload to one process (the frontend holding a relay's socket),
+   * not to every process. Best effort: a process that is gone misses it, and
+   * the sender's timers recover.
+   */
+  publishToNode(node: string, payload: unknown): Promise<void>;
+  /** Receives what other processes address to this one. */
+  onNodeMessage(handler: (payload: unknown) => void): void;
   /** Throws when the backend is unreachable (readiness). */
   ping(): Promise<void>;
   /** Stops reading, finishes in-flight handlers, acknowledges them and releases shards. */

@@ -68,7 +68,9 @@ eachBackend((backend) => {
     test("cross-team matrix: a team's credential on another team's resource is 404", async () => {
       const other = await t.request('POST', '/api/v1/teams', { token: a.ownerToken, body: { name: `Other ${Date.now()}` } });
       assert.equal(other.status, 201);
-      for (const route of routes.filter((r) => hasId(r) && r.teamScoped)) {
+      const teamRoutes = routes.filter((r) => hasId(r) && r.teamScoped);
+      assert.ok(teamRoutes.length >= 3, 'team-scoped routes with ids are found');
+      for (const route of teamRoutes) {
         const made = await routeFixtures[label(route)]!(t, a);
         const res = await t.request(route.method, fill(route.path, made.params), { token: a.ownerToken, body: made.body, headers: { 'x-team-id': other.body.id } });
         assert.equal(res.status, 404, `${label(route)} from another team`);

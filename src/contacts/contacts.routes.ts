@@ -1,0 +1,86 @@
+import { Type } from '@sinclair/typebox';
+import { pageSchema } from '../http/pagination.ts';
+import { defineRoute, type RouteDef } from '../http/route.ts';
+import { contactGroupRoutes } from './contact-groups.routes.ts';
+import type { ContactGroups } from './contact-groups.ts';
+import { exportContacts } from './contact-export.ts';
+import type { ContactImporter } from './contact-import.ts';
+import { importRows } from './contact-import-rows.ts';
+import {
+  contactCreateBody,
+  contactExportQuery,
+  contactListQuery,
+  contactSchema,
+  contactUpdateBody,
+  idParams,
+  importResultSchema,
+  parseTagFilter,
+} from './contact-schemas.ts';
+import type { ContactService } from './contact-service.ts';
+import { teamScope } from './contact-store.ts';
+import { importBodyMaxBytes, readImportUpload } from './contact-upload.ts';
+
+export interface ContactsDeps {
+  contacts: ContactService;
+  groups: ContactGroups;
+  importer: ContactImporter;
+}
+
+const tags = ['contacts'];
+
+/** Contacts, their import and export (spec 4.2), and contact groups (4.3). Everything belongs to the caller's team. */
+export function contactRoutes(deps: ContactsDeps): RouteDef[] {
+  const { contacts, importer } = deps;
+  return [
+    defineRoute({
+      method: 'POST', path: '/api/v1/contacts', summary: 'Create a contact', tags, teamScoped: true,
+      schema: { body: contactCreateBody, response: { 201: contactSchema } },
+      handler: async (ctx) => ({ status: 201, body: await contacts.create(teamScope(ctx.principal), ctx.body) }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/api/v1/contacts', summary: 'List contacts; search is literal and case-insensitive, tags must all match', tags, teamScoped: true,
+      schema: { query: contactListQuery, response: { 200: pageSchema(contactSchema) } },
+      handler: async (ctx) => ({
+        status: 200,
+        body: await contacts.list(teamScope(ctx.principal), { search: ctx.query.search, tags: parseTagFilter(ctx.query.tags), page: ctx.query.page, limit: ctx.query.limit }),
+      }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/api/v1/contacts/export', tags, teamScoped: true,
+      summary: 'Export contacts as a streamed CSV (the import columns, lists joined with ";", formula cells prefixed with \') or JSON array',
+      schema: { query: contactExportQuery },
+      handler: (ctx) => exportContacts(contacts, teamScope(ctx.principal), { format: ctx.query.format, search: ctx.query.search, tags: parseTagFilter(ctx.query.tags) }),
+    }),
+    defineRoute({
+      method: 'POST', path: '/api/v1/contacts/import', tags, teamScoped: true,
+      summary: 'Import a CSV or JSON file (multipart/form-data, field "file", up to 10 MiB); a row matching a phone number or email updates that contact',
+      bodyTypes: 'any', maxBodyBytes: importBodyMaxBytes,
+      // No body schema: the body is multipart, read from ctx.rawBody.
+      schema: { response: { 200: importResultSchema } },
+      handler: async (ctx) => {
+        const upload = await readImportUpload(ctx.rawBody, ctx.headers['content-type']);
+        const result = await importer.importRows(teamScope(ctx.principal), importRows(upload.format, upload.open()));
+        return { status: 200, body: result };
+      },
+    }),
+    defineRoute({
+      method: 'GET', path: '/api/v1/contacts/:id', summary: 'Get a contact', tags, teamScoped: true,
+      schema: { params: idParams, response: { 200: contactSchema } },
+      handler: async (ctx) => ({ status: 200, body: await contacts.get(teamScope(ctx.principal), ctx.params.id) }),
+    }),
+    defineRoute({
+      method: 'PUT', path: '/api/v1/contacts/:id', summary: 'Update a contact: only the given fields change', tags, teamScoped: true,
+      schema: { params: idParams, body: contactUpdateBody, response: { 200: contactSchema } },
+      handler: async (ctx) => ({ status: 200, body: await contacts.update(teamScope(ctx.principal), ctx.params.id, ctx.body) }),
+    }),
+    defineRoute({
+      method: 'DELETE', path: '/api/v1/contacts/:id', summary: 'Delete a contact and its group memberships', tags, teamScoped: true,
+      schema: { params: idParams, response: { 204: Type.Null() } },
+      handler: async (ctx) => {
+        await contacts.delete(teamScope(ctx.principal), ctx.params.id);
+        return { status: 204 };
+      },
+    }),
+    ...contactGroupRoutes(deps.groups),
+  ];
+}

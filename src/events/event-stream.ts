@@ -1,0 +1,41 @@
+import { newId, nowIso } from '../ids.ts';
+
+/** The events of spec section 6; webhooks and automations consume them with consumer groups of their own. */
+export const eventNames = ['message.queued', 'message.sent', 'message.failed', 'message.received', 'relay.online', 'relay.offline'] as const;
+export type EventName = (typeof eventNames)[number];
+
+export interface DomainEvent {
+  id: string;
+  event: EventName;
+  timestamp: string;
+  tenantId: string;
+  teamId: string | null;
+  /** The webhook payload's `data`: spec section 6, rules 4 and 5. */
+  data: Record<string, unknown>;
+}
+
+export interface ReadEvent {
+  /** Position in the stream, to acknowledge. */
+  position: string;
+  event: DomainEvent;
+}
+
+/**
+ * The internal, durable event stream. Appends are durable when they resolve;
+ * each consumer group reads every event at least once, in order, and
+ * acknowledges what it has handled.
+ */
+export interface EventStream {
+  append(events: DomainEvent[]): Promise<void>;
+  read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
+  ack(group: string, positions: string[]): Promise<void>;
+}
+
+export function domainEvent(event: EventName, scope: { tenantId: string; teamId?: string | null }, data: Record<string, unknown>): DomainEvent {
+  return { id: newId('evt'), event, timestamp: nowIso(), tenantId: scope.tenantId, teamId: scope.teamId ?? null, data };
+}
+
+/** data of message.* events (spec section 6, rule 4). */
+export function messageEventData(m: { id: string; to: string; from: string | null; body: string; status: string; conversationId: string }) {
+  return { id: m.id, to: m.to, from: m.from, body: m.body, status: m.status, conversationId: m.conversationId };
+}

@@ -1,0 +1,84 @@
+import { createHash } from 'node:crypto';
+import { AppError } from '../errors.ts';
+import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { nowIso } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import type { RelayLink } from '../relays/relay-link.ts';
+import type { RelayCollections } from '../relays/relay-store.ts';
+import { touchConversation } from './conversation-writer.ts';
+import type { MessageDoc, MessagingCollections } from './message-store.ts';
+import { conversationIdOf, normalizeParticipant } from './recipients.ts';
+
+export interface InboundReport {
+  relayId: string;
+  session: number;
+  rowId: number;
+  guid: string;
+  from: string;
+  chatGuid?: string;
+  isGroup: boolean;
+  body: string;
+  receivedAt: string;
+  attachments?: string[];
+}
+
+/**
+ * Stores what a relay read from its Messages database as received messages,
+ * once per Messages GUID, then acknowledges the relay's cursor so a
+ * reconnect replays only what was not stored.
+ */
+export class InboundRecorder {
+  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; events: EventStream; link: RelayLink; log: Logger }) {}
+
+  async record(orgId: string, report: InboundReport): Promise<void> {
+    const { db } = this.deps;
+    const relay = await db.relays.findOne({ tenantId: orgId }, { id: report.relayId });
+    if (!relay) return;
+    const teamId = relay.teamId;
+    const participant = report.chatGuid && report.isGroup ? `chat:${report.chatGuid}` : (normalizeParticipant(report.from) ?? report.from);
+    const now = nowIso();
+    const doc: MessageDoc = {
+      id: `msg_in_${createHash('sha256').update(`${orgId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
+      tenantId: orgId,
+      teamId,
+      direction: 'received',
+      status: 'delivered',
+      to: relay.phoneNumbers[0] ?? relay.name,
+      from: report.from,
+      participant,
+      conversationId: conversationIdOf(orgId, teamId, participant),
+      body: report.body,
+      attachments: report.attachments ?? [],
+      priority: 0,
+      fromNumber: null,
+      attempts: 0,
+      lastError: null,
+      relayId: relay.id,
+      guid: report.guid,
+      queuedAt: null,
+      sentAt: null,
+      deliveredAt: report.receivedAt,
+      readAt: null,
+      createdAt: report.receivedAt,
+      updatedAt: now,
+    };
+    let fresh = true;
+    try {
+      await db.messages.insertOne({ tenantId: orgId, teamId }, doc);
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'conflict')) throw err;
+      fresh = false; // replayed after a reconnect: stored already
+    }
+    if (fresh) {
+      await touchConversation(db.conversations, {
+        tenantId: orgId, teamId, conversationId: doc.conversationId, participant, isGroup: report.isGroup,
+        lastMessage: doc.body, lastMessageAt: doc.createdAt, unread: 1,
+      });
+      await this.deps.events.append([domainEvent('message.received', doc, messageEventData(doc))]);
+    }
+    await db.relays.updateOne({ tenantId: orgId }, { id: relay.id, inboundCursor: { $lt: report.rowId } }, { $set: { inboundCursor: report.rowId } });
+    if (relay.node && relay.session === report.session && relay.status === 'online') {
+      await this.deps.link.deliver({ id: relay.id, node: relay.node, session: relay.session }, { type: 'ack', of: 'inbound', cursor: report.rowId });
+    }
+  }
+}

@@ -1,0 +1,115 @@
+import { AppError } from '../errors.ts';
+import type { Principal } from '../identity/roles.ts';
+import { paginate, pageWindow } from '../http/pagination.ts';
+import type { Filter, Scope } from '../store/collection.ts';
+import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessagingCollections } from './message-store.ts';
+import { normalizeParticipant } from './recipients.ts';
+import type { ContactLookup } from './send-service.ts';
+
+const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
+
+/** The read side of messages and conversations, always within the caller's team. */
+export class MessageQueries {
+  constructor(private readonly deps: { db: MessagingCollections; contacts: ContactLookup }) {}
+
+  async list(p: Principal, q: { direction?: 'sent' | 'received'; participant?: string; page: number; limit: number }) {
+    const filter: Filter = { fanout: { $ne: true } };
+    if (q.direction) filter.direction = q.direction;
+    if (q.participant) filter.participant = normalizeParticipant(q.participant) ?? q.participant.trim();
+    return this.page(teamScope(p), filter, q.page, q.limit);
+  }
+
+  private async page(scope: Scope, filter: Filter, page: number, limit: number) {
+    const { skip } = pageWindow(page, limit);
+    const [docs, total] = await Promise.all([
+      this.deps.db.messages.find(scope, filter, { sort: { createdAt: -1 }, skip, limit }),
+      this.deps.db.messages.count(scope, filter),
+    ]);
+    return paginate(docs.map(publicMessage), total, page, limit);
+  }
+
+  async one(p: Principal, id: string): Promise<MessageDoc> {
+    const doc = await this.deps.db.messages.findOne(teamScope(p), { id });
+    if (!doc) throw new AppError('not_found', 'message not found');
+    return doc;
+  }
+
+  /** For a signed download link, which names its organization itself. */
+  oneInOrg(orgId: string, id: string): Promise<MessageDoc | null> {
+    return this.deps.db.messages.findOne({ tenantId: orgId }, { id });
+  }
+
+  /** A group send reports the furthest state all its members' messages have reached. */
+  async status(p: Principal, id: string) {
+    const doc = await this.one(p, id);
+    if (!doc.fanout) return statusRecord(doc);
+    const children = await this.deps.db.messages.find(teamScope(p), { parentId: id });
+    const order = ['failed', 'queued', 'processing', 'sent', 'delivered'] as const;
+    const least = children.reduce((acc, c) => (order.indexOf(c.status) < order.indexOf(acc) ? c.status : acc), 'delivered' as MessageDoc['status']);
+    const latest = (field: 'sentAt' | 'deliveredAt') => (children.every((c) => c[field]) ? children.map((c) => c[field]!).sort().pop()! : null);
+    return {
+      ...statusRecord(doc),
+      status: children.length ? least : doc.status,
+      attempts: Math.max(0, ...children.map((c) => c.attempts)),
+      lastError: children.find((c) => c.lastError)?.lastError ?? null,
+      sentAt: latest('sentAt'),
+      deliveredAt: latest('deliveredAt'),
+      recipients: children.map((c) => ({ id: c.id, to: c.to, status: c.status })),
+    };
+  }
+
+  /** Queue counts of the caller's whole organization. */
+  async queueStats(p: Principal) {
+    const scope = { tenantId: p.orgId };
+    const count = (filter: Filter) => this.deps.db.messages.count(scope, { direction: 'sent', fanout: { $ne: true }, ...filter });
+    const [pending, processing, failed, deadLetter] = await Promise.all([
+      count({ status: 'queued' }),
+      count({ status: 'processing' }),
+      count({ status: 'failed' }),
+      count({ status: 'failed', deadLettered: true }),
+    ]);
+    return { pending, processing, failed, deadLetter };
+  }
+
+  async conversations(p: Principal, q: { search?: string; page: number; limit: number }) {
+    const scope = teamScope(p);
+    let filter: Filter = {};
+    if (q.search) {
+      // Names live with contacts: a search matches participants directly or through the contacts whose name matches.
+      const needle = q.search.trim().toLowerCase();
+      const all = await this.deps.db.conversations.find(scope, {}, { sort: { lastMessageAt: -1 }, limit: 10_000 });
+      const names = await this.deps.contacts.namesFor(scope, all.map((c) => c.participant));
+      const ids = all.filter((c) => c.participant.toLowerCase().includes(needle) || (names.get(c.participant) ?? '').toLowerCase().includes(needle)).map((c) => c.id);
+      filter = { id: { $in: ids } };
+    }
+    const { skip } = pageWindow(q.page, q.limit);
+    const [docs, total] = await Promise.all([
+      this.deps.db.conversations.find(scope, filter, { sort: { lastMessageAt: -1 }, skip, limit: q.limit }),
+      this.deps.db.conversations.count(scope, filter),
+    ]);
+    return paginate(await this.withNames(scope, docs), total, q.page, q.limit);
+  }
+
+  /** One conversation with a page of its messages, newest first; reading it marks it read. */
+  async conversation(p: Principal, id: string, q: { page: number; limit: number }) {
+    const scope = teamScope(p);
+    const doc = await this.deps.db.conversations.updateOne(scope, { id }, { $set: { unreadCount: 0 } });
+    if (!doc) throw new AppError('not_found', 'conversation not found');
+    const [withName] = await this.withNames(scope, [doc]);
+    const messages = await this.page(scope, { conversationId: id, fanout: { $ne: true } }, q.page, q.limit);
+    return { ...withName, messages: messages.data, pagination: messages.pagination };
+  }
+
+  async lookup(p: Principal, participant: string) {
+    const scope = teamScope(p);
+    const normalized = normalizeParticipant(participant);
+    const doc = normalized ? await this.deps.db.conversations.findOne(scope, { participant: normalized }) : null;
+    if (!doc) throw new AppError('not_found', 'no conversation with this participant');
+    return (await this.withNames(scope, [doc]))[0];
+  }
+
+  private async withNames(scope: Scope, docs: ConversationDoc[]) {
+    const names = await this.deps.contacts.namesFor(scope, docs.map((d) => d.participant));
+    return docs.map(({ tenantId: _t, ...c }) => ({ ...c, participantName: names.get(c.participant) ?? null }));
+  }
+}

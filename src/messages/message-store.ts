@@ -1,0 +1,116 @@
+import type { Store } from '../store/collection.ts';
+
+export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
+export type MessageStatus = (typeof messageStatuses)[number];
+export type Direction = 'sent' | 'received';
+
+export interface MessageDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  teamId: string;
+  direction: Direction;
+  status: MessageStatus;
+  to: string;
+  from: string | null;
+  /** The other side of the conversation: `to` of a sent message, `from` of a received one. */
+  participant: string;
+  conversationId: string;
+  body: string;
+  attachments: string[];
+  priority: number;
+  fromNumber: string | null;
+  attempts: number;
+  lastError: string | null;
+  relayId: string | null;
+  /** A group send is not sent itself: its members' messages are, each pointing back with parentId. */
+  fanout?: boolean;
+  parentId?: string;
+  recipients?: number;
+  /** Failed after every retry: counted in the queue's dead letters. */
+  deadLettered?: boolean;
+  /** The Messages GUID (received messages, and sent ones once the relay saw them). */
+  guid?: string;
+  queuedAt: string | null;
+  processingAt?: string | null;
+  sentAt: string | null;
+  deliveredAt: string | null;
+  readAt: string | null;
+  failedAt?: string | null;
+  nextAttemptAt?: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ConversationDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  teamId: string;
+  participant: string;
+  isGroup: boolean;
+  lastMessage: string;
+  lastMessageAt: string;
+  unreadCount: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface PhoneNumberDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  number: string;
+  label: string | null;
+  metadata: Record<string, string>;
+  status: 'active' | 'deactivated';
+  deactivatedAt: string | null;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface IdempotencyDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  requestHash: string;
+  /** Absent while the first request is still being answered. */
+  response?: { status: number; body: unknown };
+  expiresAt: string;
+  createdAt: string;
+}
+
+export function messagingCollections(store: Store) {
+  return {
+    messages: store.collection<MessageDoc>('messages', [
+      { keys: { tenantId: 1, teamId: 1, createdAt: -1 } },
+      { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
+      { keys: { tenantId: 1, status: 1, priority: -1, createdAt: 1 } },
+      { keys: { tenantId: 1, guid: 1 } },
+    ]),
+    conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
+    phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),
+    idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
+  };
+}
+
+export type MessagingCollections = ReturnType<typeof messagingCollections>;
+
+/** What the API shows of a message: everything but the storage fields. */
+export function publicMessage(doc: MessageDoc) {
+  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, ...rest } = doc;
+  return rest;
+}
+
+export function statusRecord(doc: MessageDoc) {
+  return {
+    id: doc.id,
+    status: doc.status,
+    attempts: doc.attempts,
+    lastError: doc.lastError,
+    queuedAt: doc.queuedAt,
+    sentAt: doc.sentAt,
+    deliveredAt: doc.deliveredAt,
+    readAt: doc.readAt,
+  };
+}

@@ -1,0 +1,49 @@
+import { tenantActor } from '../actors/tenant.actor.ts';
+import type { Config } from '../config.ts';
+import type { EventStream } from '../events/event-stream.ts';
+import type { AccessTokens } from '../identity/jwt.ts';
+import type { Logger } from '../log.ts';
+import { RelayLink } from '../relays/relay-link.ts';
+import type { RelayCollections } from '../relays/relay-store.ts';
+import type { Transport } from '../runtime/types.ts';
+import { AttachmentLinks } from './attachment-links.ts';
+import { conversationRoutes } from './conversations.routes.ts';
+import { IdempotencyKeys } from './idempotency.ts';
+import { InboundRecorder } from './inbound-recorder.ts';
+import { MessageQueries } from './message-queries.ts';
+import type { MessagingCollections } from './message-store.ts';
+import { messageRoutes } from './messages.routes.ts';
+import { phoneNumberRoutes } from './phone-numbers.routes.ts';
+import { SendCommitter } from './send-committer.ts';
+import { SendService, type ContactLookup } from './send-service.ts';
+import { TenantDispatcher } from './tenant-dispatcher.ts';
+
+export interface MessagingDeps {
+  config: Config;
+  log: Logger;
+  db: MessagingCollections & RelayCollections;
+  runtime: Transport;
+  events: EventStream;
+  tokens: AccessTokens;
+  contacts: ContactLookup;
+}
+
+/** The send path, message history, conversations and phone numbers, wired: its routes and its actor. */
+export function createMessaging(deps: MessagingDeps) {
+  const log = deps.log.child({ component: 'messaging' });
+  const link = new RelayLink(deps.runtime);
+  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, events: deps.events, link, log });
+  const inbound = new InboundRecorder({ db: deps.db, events: deps.events, link, log });
+  const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, events: deps.events, log }, deps.config.sendBatchMax);
+  const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });
+  const queries = new MessageQueries({ db: deps.db, contacts: deps.contacts });
+  const links = new AttachmentLinks(deps.tokens.deriveSecret('attachment-links'));
+  const publicBaseUrl = (host: string | undefined) => deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
+  return {
+    link,
+    dispatcher,
+    queries,
+    actor: tenantActor(dispatcher, inbound),
+    routes: [...messageRoutes({ send, queries, links, publicBaseUrl }), ...conversationRoutes(queries), ...phoneNumberRoutes(deps.db.phoneNumbers)],
+  };
+}

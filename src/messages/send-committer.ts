@@ -1,0 +1,131 @@
+import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { stageDuration } from '../http/metrics.ts';
+import type { Logger } from '../log.ts';
+import type { Transport } from '../runtime/types.ts';
+import { touchConversation } from './conversation-writer.ts';
+import type { MessageDoc, MessagingCollections } from './message-store.ts';
+import { tenantActorType } from './tenant-dispatcher.ts';
+
+interface Submission {
+  docs: MessageDoc[];
+  done(err?: unknown): void;
+}
+
+const maxFlushesInFlight = 4;
+
+/**
+ * Group commit of accepted messages: everything submitted while a write is
+ * under way goes in the next one, so under load one database round trip, one
+ * actor message per tenant and one event append carry a whole batch.
+ * A submission resolves once its messages are stored and queued.
+ */
+export class SendCommitter {
+  private pending: Submission[] = [];
+  private pendingDocs = 0;
+  private flushing = 0;
+  private scheduled = false;
+
+  constructor(
+    private readonly deps: { db: MessagingCollections; runtime: Transport; events: EventStream; log: Logger },
+    private readonly batchMax: number,
+  ) {}
+
+  submit(docs: MessageDoc[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ docs, done: (err) => (err ? reject(err) : resolve()) });
+      this.pendingDocs += docs.length;
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.flushing >= maxFlushesInFlight || this.pending.length === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.flush();
+    });
+  }
+
+  private take(): Submission[] {
+    const batch: Submission[] = [];
+    let size = 0;
+    while (this.pending.length > 0 && (batch.length === 0 || size + this.pending[0]!.docs.length <= this.batchMax)) {
+      const next = this.pending.shift()!;
+      size += next.docs.length;
+      batch.push(next);
+    }
+    this.pendingDocs -= size;
+    return batch;
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.take();
+    if (batch.length === 0) return;
+    this.flushing++;
+    this.schedule();
+    const docs = batch.flatMap((s) => s.docs);
+    try {
+      const started = performance.now();
+      await this.persist(docs);
+      const persisted = performance.now();
+      await this.enqueue(docs);
+      const enqueued = performance.now();
+      for (const s of batch) {
+        stageDuration.observe({ route: '/api/v1/messages', stage: 'persist' }, (persisted - started) / 1000);
+        stageDuration.observe({ route: '/api/v1/messages', stage: 'enqueue' }, (enqueued - persisted) / 1000);
+        s.done();
+      }
+    } catch (err) {
+      for (const s of batch) s.done(err);
+    } finally {
+      this.flushing--;
+      this.schedule();
+    }
+  }
+
+  private async persist(docs: MessageDoc[]): Promise<void> {
+    const { messages, conversations } = this.deps.db;
+    await Promise.all([...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map((group) =>
+      messages.insertMany({ tenantId: group[0]!.tenantId, teamId: group[0]!.teamId }, group)));
+    const latest = new Map<string, MessageDoc>();
+    for (const d of docs) if (!d.fanout) latest.set(d.conversationId, d);
+    await Promise.all([...latest.values()].map((d) => touchConversation(conversations, {
+      tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
+      isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
+    })));
+  }
+
+  /**
+   * After this the messages are on their tenant's queue. A failure here
+   * leaves them stored as queued, where the tenant's sweep finds them: the
+   * request still succeeds, nothing is lost.
+   */
+  private async enqueue(docs: MessageDoc[]): Promise<void> {
+    const sendable = docs.filter((d) => !d.fanout);
+    try {
+      await Promise.all([...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>
+        this.deps.runtime.send(tenantActorType, tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber })) })));
+    } catch (err) {
+      this.deps.log.warn({ err, messages: sendable.length }, 'could not notify the send queue; the sweep will pick the messages up');
+    }
+    const events = docs.map((d) => domainEvent('message.queued', d, messageEventData(d)));
+    try {
+      await this.deps.events.append(events);
+    } catch (err) {
+      // The messages are stored and queued: failing the request now would invite a duplicate send.
+      this.deps.log.error({ err, events: events.length }, 'could not append message.queued events');
+    }
+  }
+}
+
+function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = groups.get(k);
+    if (list) list.push(item);
+    else groups.set(k, [item]);
+  }
+  return groups;
+}

@@ -1,0 +1,94 @@
+import { AppError, validationError } from '../errors.ts';
+import type { Principal } from '../identity/roles.ts';
+import { newId, nowIso } from '../ids.ts';
+import type { Scope } from '../store/collection.ts';
+import type { IdempotencyKeys } from './idempotency.ts';
+import { publicMessage, type MessageDoc, type MessagingCollections } from './message-store.ts';
+import { conversationIdOf, parseRecipient } from './recipients.ts';
+import type { SendCommitter } from './send-committer.ts';
+
+/** What the contacts side answers for `group:<id>` and for names in conversations. */
+export interface ContactLookup {
+  groupRecipients(scope: Scope, groupId: string): Promise<string[]>;
+  namesFor(scope: Scope, participants: string[]): Promise<Map<string, string>>;
+}
+
+export interface SendRequest {
+  to: string;
+  body?: string;
+  attachments?: string[];
+  priority: number;
+  fromNumber?: string;
+}
+
+/** The most messages one `group:<id>` send fans out to (the bulk job limit). */
+export const maxFanout = 10_000;
+
+/** The accept half of the send path: validate what the schema cannot, store, queue, answer. */
+export class SendService {
+  constructor(
+    private readonly deps: { db: MessagingCollections; committer: SendCommitter; idempotency: IdempotencyKeys; contacts: ContactLookup },
+  ) {}
+
+  send(principal: Principal, input: SendRequest, idempotencyKey: string | undefined) {
+    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () => this.accept(principal, input));
+  }
+
+  private async accept(principal: Principal, input: SendRequest): Promise<{ status: number; body: unknown }> {
+    const recipient = parseRecipient(input.to);
+    const attachments = input.attachments ?? [];
+    if ((input.body ?? '') === '' && attachments.length === 0) throw validationError('body', 'is required unless attachments are given');
+    if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.orgId, input.fromNumber);
+    const scope = { tenantId: principal.orgId, teamId: principal.teamId };
+    const now = nowIso();
+    const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}): MessageDoc => ({
+      id: newId('msg'),
+      tenantId: principal.orgId,
+      teamId: principal.teamId,
+      direction: 'sent',
+      status: 'queued',
+      to,
+      from: input.fromNumber ?? null,
+      participant,
+      conversationId: conversationIdOf(principal.orgId, principal.teamId, participant),
+      body: input.body ?? '',
+      attachments,
+      priority: input.priority,
+      fromNumber: input.fromNumber ?? null,
+      attempts: 0,
+      lastError: null,
+      relayId: null,
+      queuedAt: now,
+      sentAt: null,
+      deliveredAt: null,
+      readAt: null,
+      createdAt: now,
+      updatedAt: now,
+      ...extra,
+    });
+    if (recipient.kind !== 'group') {
+      const doc = message(input.to.trim(), recipient.participant);
+      await this.deps.committer.submit([doc]);
+      return { status: 201, body: publicMessage(doc) };
+    }
+    const members = [...new Set(await this.deps.contacts.groupRecipients(scope, recipient.groupId))];
+    if (members.length === 0) throw validationError('to', 'the group has no member with a phone number or email');
+    if (members.length > maxFanout) throw validationError('to', `the group has more than ${maxFanout} members`);
+    const parent = message(input.to.trim(), input.to.trim(), { fanout: true, recipients: members.length });
+    const children = members.map((m) => {
+      const r = parseRecipient(m);
+      return message(m, r.kind === 'group' ? m : r.participant, { parentId: parent.id });
+    });
+    await this.deps.committer.submit([parent, ...children]);
+    return { status: 201, body: { ...publicMessage(parent), messageIds: children.map((c) => c.id) } };
+  }
+
+  private async requireActiveNumber(orgId: string, number: string): Promise<void> {
+    const found = await this.deps.db.phoneNumbers.findOne({ tenantId: orgId }, { number, status: 'active' });
+    if (!found) throw validationError('fromNumber', 'is not an active registered phone number of the organization');
+  }
+}
+
+export function notFoundMessage(): AppError {
+  return new AppError('not_found', 'message not found');
+}
