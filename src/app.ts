@@ -12,6 +12,9 @@ import type { EventStream } from './events/event-stream.ts';
 import { createMessaging } from './messages/messaging.ts';
 import { messagingCollections } from './messages/message-store.ts';
 import { relayCollections } from './relays/relay-store.ts';
+import { RelayRegistry } from './relays/relay-registry.ts';
+import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
+import type { HttpServer } from './http/server.ts';
 import { createStore, type Store } from './store/index.ts';
 
 /** Everything a process of any role is made of, wired once; `main.ts` and the in-process tests both build it here. */
@@ -26,6 +29,9 @@ export interface App {
   messaging: ReturnType<typeof createMessaging>;
   /** Group recipients and participant names for messaging. */
   contacts: ContactDirectory;
+  relays: RelayRegistry;
+  /** The relay WebSocket gateway on a frontend's server (web and all roles). */
+  attachGateway(http: HttpServer): RelayGateway;
   routes: RouteDef[];
   hooks: ReturnType<typeof requestAuth>;
   close(): Promise<void>;
@@ -39,6 +45,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const db = { ...messagingCollections(store), ...relayCollections(store) };
   const contactsDb = contactCollections(store);
   const events = createEventStream(runtime, store, config.runtime.keyPrefix);
+  const relays = new RelayRegistry(store);
   await store.init();
   const rate = createRateLimiter(config);
   const tokens = await loadAccessTokens({
@@ -62,8 +69,10 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     identity,
     events,
     messaging,
+    relays,
     contacts: contacts.directory,
-    routes: apiRoutes({ identity, messaging, contacts }),
+    attachGateway: (http) => attachRelayGateway(http.app, { registry: relays, runtime, link: messaging.link, log }, { heartbeatIntervalMs: config.relayHeartbeatIntervalMs }),
+    routes: apiRoutes({ identity, messaging, contacts, relays }),
     hooks: requestAuth(identity, rate.limiter, config),
     async close() {
       // Let actors finish and acknowledge before closing the store they write to.

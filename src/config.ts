@@ -18,6 +18,8 @@ export interface Config {
   rateLimitPerMinute: number;
   rateLimitBurst: number;
   relayHeartbeatTimeoutMs: number;
+  /** How often relays are told to send a heartbeat. */
+  relayHeartbeatIntervalMs: number;
   webhookAllowPrivate: boolean;
   webhookRetryBaseMs: number;
   messageRetryBaseMs: number;
@@ -103,6 +105,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 100),
     rateLimitBurst: int(env, 'RATE_LIMIT_BURST', 20),
     relayHeartbeatTimeoutMs: int(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
+    relayHeartbeatIntervalMs: int(env, 'RELAY_HEARTBEAT_INTERVAL_MS', 10_000),
     webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
     webhookRetryBaseMs: int(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
     messageRetryBaseMs: int(env, 'MESSAGE_RETRY_BASE_MS', 2_000),

@@ -3,6 +3,7 @@ import { createApp } from './app.ts';
 import { loadConfig, type Config } from './config.ts';
 import { createHttpServer, type HttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
+import type { RelayGateway } from './ws/relay-gateway.ts';
 
 /** `web` serves HTTP and relay sockets, `worker` runs actors, `all` does both in one process. */
 export type Role = 'web' | 'worker' | 'all';
@@ -24,6 +25,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   }
   const app = await createApp(config, log, { consume: role !== 'web' });
   let http: HttpServer | undefined;
+  let gateway: RelayGateway | undefined;
   let port: number | undefined;
   if (role !== 'worker') {
     http = createHttpServer({
@@ -36,6 +38,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
         { name: 'store', check: () => app.store.ping() },
       ],
     });
+    gateway = app.attachGateway(http);
     port = await http.listen(config.host, config.port);
   }
   const store = app.store.kind;
@@ -52,6 +55,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     async stop() {
       // Stop taking requests first; the app then lets actors finish before closing the store.
       await http?.close();
+      // Relays are told goodbye while the runtime can still hand their messages back.
+      await gateway?.close();
       await app.close();
     },
   };

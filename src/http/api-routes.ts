@@ -1,6 +1,8 @@
 import { contactRoutes, type ContactsDeps } from '../contacts/index.ts';
 import type { IdentityService } from '../identity/identity-service.ts';
 import { identityRoutes } from '../identity/identity.routes.ts';
+import type { RelayRegistry } from '../relays/relay-registry.ts';
+import { relayRoutes } from '../relays/relays.routes.ts';
 import type { RouteDef } from './route.ts';
 
 export interface ApiDeps {
@@ -9,9 +11,10 @@ export interface ApiDeps {
   messaging: { routes: RouteDef[] };
   /** Contacts, import/export and contact groups (src/contacts). */
   contacts: ContactsDeps;
+  relays: RelayRegistry;
 }
 
 /** Every /api/v1 route of the product, in one table: the server, the OpenAPI document and the route matrices read it. */
 export function apiRoutes(deps: ApiDeps): RouteDef[] {
-  return [...identityRoutes(deps.identity), ...deps.messaging.routes, ...contactRoutes(deps.contacts)];
+  return [...identityRoutes(deps.identity), ...deps.messaging.routes, ...contactRoutes(deps.contacts), ...relayRoutes(deps.relays)];
 }

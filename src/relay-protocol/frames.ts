@@ -65,6 +65,8 @@ export const helloFrame = Type.Object(
       strict,
     ),
     agentVersion: str(64),
+    /** The phone numbers this relay's Messages account sends from: a message with one of them as fromNumber goes to this relay. */
+    phoneNumbers: Type.Optional(Type.Array(Type.String({ pattern: '^\\+[1-9][0-9]{7,14}$', maxLength: 16 }), { maxItems: 20 })),
   },
   {
     ...strict,

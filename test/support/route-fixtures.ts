@@ -1,3 +1,4 @@
+import { RelaySocket } from './relay-socket.ts';
 import type { Org, TestApp } from './test-app.ts';
 
 /** What one route needs to be called on a real resource of `org`: its path params and, for writes, a valid body. */
@@ -27,6 +28,15 @@ export const routeFixtures: Record<string, RouteFixture> = {
   },
   'PUT /api/v1/phone-numbers/:id': async (t, org) => ({ ...(await phoneNumber(t, org)), body: { label: 'fixture' } }),
   'DELETE /api/v1/phone-numbers/:id': phoneNumber,
+  'POST /api/v1/tenants/:tenantId/relay-tokens': async (_t, org) => ({ params: { tenantId: org.orgId }, body: {} }),
+  'GET /api/v1/relays/:id': async (t, org) => {
+    const { token } = await created(t, org, `/api/v1/tenants/${org.orgId}/relay-tokens`, {});
+    const socket = await RelaySocket.open(t.base);
+    socket.hello({ registrationToken: token });
+    const welcome = await socket.next('welcome');
+    socket.close();
+    return { params: { id: welcome.relayId } };
+  },
   'GET /api/v1/contacts/:id': async (t, org) => ({ params: { id: (await contact(t, org)).id } }),
   'PUT /api/v1/contacts/:id': async (t, org) => ({ params: { id: (await contact(t, org)).id }, body: { notes: 'fixture update' } }),
   'DELETE /api/v1/contacts/:id': async (t, org) => ({ params: { id: (await contact(t, org)).id } }),

@@ -54,6 +54,7 @@ export async function startTestApp(backend: Backend, env: Record<string, string>
   const log = lines ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) }) : createLogger(config.logLevel);
   const app = await createApp(config, log, { consume: true });
   const http = createHttpServer({ config, log, routes: app.routes, ...app.hooks });
+  const gateway = app.attachGateway(http);
   const port = await http.listen('127.0.0.1', 0);
   const url = `http://127.0.0.1:${port}`;
   return {
@@ -64,6 +65,7 @@ export async function startTestApp(backend: Backend, env: Record<string, string>
     request: (method, path, opts = {}) => request(url, method, path, opts),
     async stop() {
       await http.close();
+      await gateway.close();
       await app.close();
       if (config.mongoUrl) {
         const store = new MongoStore(config.mongoUrl);

@@ -1,0 +1,107 @@
+import { randomBytes } from 'node:crypto';
+import { AppError } from '../errors.ts';
+import { sameSecret, sha256 } from '../identity/secrets.ts';
+import type { Principal } from '../identity/roles.ts';
+import { newId, nowIso } from '../ids.ts';
+import type { HeartbeatFrame, HelloFrame, RelayCredential } from '../relay-protocol/frames.ts';
+import { platformScope, type Store } from '../store/collection.ts';
+import { relayCollections, type RelayDoc } from './relay-store.ts';
+
+export const registrationTokenTtlMs = 30 * 60 * 1000;
+const tokenPrefix = 'rbx_reg_';
+
+interface RelayIndexDoc {
+  [field: string]: unknown;
+  id: string; // relay id
+  tenantId: string;
+  orgId: string;
+}
+
+export type Registration =
+  | { ok: true; relay: RelayDoc; credential?: RelayCredential }
+  | { ok: false; code: 'unauthorized'; message: string };
+
+/**
+ * Relay identities: registration tokens (30 minutes, once, stored hashed),
+ * the credential a relay keeps after registering, and the relay records the
+ * gateway keeps up to date.
+ */
+export class RelayRegistry {
+  private readonly db;
+  private readonly index;
+
+  constructor(store: Store) {
+    this.db = relayCollections(store);
+    this.index = store.collection<RelayIndexDoc>('relay_index');
+  }
+
+  async createToken(principal: Principal, tenantId: string): Promise<{ token: string; expiresAt: string }> {
+    if (tenantId !== principal.orgId) throw new AppError('not_found', 'tenant not found');
+    const token = `${tokenPrefix}${randomBytes(32).toString('base64url')}`;
+    const expiresAt = new Date(Date.now() + registrationTokenTtlMs).toISOString();
+    await this.db.relayTokens.insertOne(platformScope, { id: sha256(token), tenantId: platformScope.tenantId, orgId: principal.orgId, teamId: principal.teamId, expiresAt, createdAt: nowIso() });
+    return { token, expiresAt };
+  }
+
+  /** A hello: a registration token is claimed once and becomes a new relay with a credential; a credential finds its relay. */
+  async register(hello: HelloFrame): Promise<Registration> {
+    if (hello.registrationToken) return this.claim(hello);
+    const credential = hello.credential!;
+    const entry = await this.index.findOne(platformScope, { id: credential.relayId });
+    const relay = entry ? await this.db.relays.findOne({ tenantId: entry.orgId }, { id: credential.relayId }) : null;
+    if (!relay || !sameSecret(relay.secretHash, sha256(credential.secret))) return { ok: false, code: 'unauthorized', message: 'unknown relay credential' };
+    return { ok: true, relay };
+  }
+
+  private async claim(hello: HelloFrame): Promise<Registration> {
+    const now = nowIso();
+    const token = await this.db.relayTokens.updateOne(platformScope, { id: sha256(hello.registrationToken!), usedAt: { $exists: false }, expiresAt: { $gt: now } }, { $set: { usedAt: now } });
+    if (!token) return { ok: false, code: 'unauthorized', message: 'registration token is unknown, expired or already used' };
+    const secret = randomBytes(32).toString('base64url');
+    const relay: RelayDoc = {
+      id: newId('relay'), tenantId: token.orgId, teamId: token.teamId, name: hello.name, status: 'offline', node: null, capacity: 0,
+      phoneNumbers: hello.phoneNumbers ?? [], lastHeartbeat: null, systemInfo: hello.systemInfo, health: null, secretHash: sha256(secret),
+      inboundCursor: 0, session: 0, registeredAt: now, createdAt: now, updatedAt: now,
+    };
+    await this.db.relays.insertOne({ tenantId: token.orgId }, relay);
+    await this.index.insertOne(platformScope, { id: relay.id, tenantId: platformScope.tenantId, orgId: token.orgId });
+    return { ok: true, relay, credential: { relayId: relay.id, secret } };
+  }
+
+  /** Marks the relay online on this node under a new session number; what an older connection reports afterwards is ignored. */
+  async connect(relay: RelayDoc, hello: HelloFrame, node: string): Promise<RelayDoc> {
+    const now = nowIso();
+    const doc = await this.db.relays.updateOne({ tenantId: relay.tenantId }, { id: relay.id }, {
+      $set: { status: 'online', node, capacity: 0, name: hello.name, systemInfo: hello.systemInfo, lastHeartbeat: now, updatedAt: now, ...(hello.phoneNumbers ? { phoneNumbers: hello.phoneNumbers } : {}) },
+      $inc: { session: 1 },
+    });
+    if (!doc) throw new Error(`relay ${relay.id} vanished`);
+    return doc;
+  }
+
+  async heartbeat(relay: { id: string; tenantId: string; session: number }, frame: HeartbeatFrame): Promise<void> {
+    const now = nowIso();
+    await this.db.relays.updateOne({ tenantId: relay.tenantId }, { id: relay.id, session: relay.session }, { $set: { lastHeartbeat: now, health: { ...frame.health, reportedAt: now } } });
+  }
+
+  async setCapacity(relay: { id: string; tenantId: string; session: number }, capacity: number): Promise<void> {
+    await this.db.relays.updateOne({ tenantId: relay.tenantId }, { id: relay.id, session: relay.session }, { $set: { capacity } });
+  }
+
+  async list(principal: Principal) {
+    return (await this.db.relays.find({ tenantId: principal.orgId }, {}, { sort: { registeredAt: 1 }, limit: 1000 })).map(publicRelay);
+  }
+
+  async one(principal: Principal, id: string) {
+    const doc = await this.db.relays.findOne({ tenantId: principal.orgId }, { id });
+    if (!doc) throw new AppError('not_found', 'relay not found');
+    return { ...publicRelay(doc), health: doc.health };
+  }
+}
+
+export function publicRelay(doc: RelayDoc) {
+  return {
+    id: doc.id, name: doc.name, status: doc.status, lastHeartbeat: doc.lastHeartbeat, systemInfo: doc.systemInfo, registeredAt: doc.registeredAt,
+    teamId: doc.teamId, phoneNumbers: doc.phoneNumbers, capacity: doc.capacity, createdAt: doc.createdAt, updatedAt: doc.updatedAt,
+  };
+}
