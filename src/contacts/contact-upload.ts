@@ -38,7 +38,7 @@ interface FilePart {
  * checks all run before a single row is imported.
  */
 export async function readImportUpload(raw: Buffer | undefined, contentType: string | undefined): Promise<ImportUpload> {
-  if (!contentType || !/^multipart\/form-data\s*;/i.test(contentType)) {
+  if (!contentType || !/^\s*multipart\/form-data\s*(;|$)/i.test(contentType)) {
     throw new AppError('unsupported_media_type', `the body must be multipart/form-data with the import file in the field "${importFieldName}"`);
   }
   const part = await filePart(raw ?? Buffer.alloc(0), contentType);
@@ -53,13 +53,16 @@ function filePart(raw: Buffer, contentType: string): Promise<FilePart> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
-      parser = busboy({ headers: { 'content-type': contentType }, limits: { fileSize: importFileMaxBytes, files: 5, fields: 20, parts: 25, fieldSize: 64 * 1024 } });
+      // Busboy reports reaching its limit, so the limit is one byte more than a file may have.
+      parser = busboy({ headers: { 'content-type': contentType }, limits: { fileSize: importFileMaxBytes + 1, files: 5, fields: 20, parts: 25, fieldSize: 64 * 1024 } });
     } catch (err) {
       return reject(malformed(err));
     }
     let found: FilePart | undefined;
     let tooLarge = false;
     parser.on('file', (name, stream, info) => {
+      // A broken body fails the file stream as well as the parser; the parser's error answers the request.
+      stream.on('error', () => {});
       if (name !== importFieldName || found) return void stream.resume();
       const part: FilePart = { filename: info.filename ?? '', mimeType: (info.mimeType ?? '').toLowerCase(), chunks: [] };
       found = part;
