@@ -13,6 +13,10 @@ export interface Service {
   stop(): Promise<void>;
 }
 
+function announce(log: Logger): Logger {
+  return log.isLevelEnabled('info') ? log : createLogger('info');
+}
+
 export function parseRole(raw: string | undefined): Role {
   const role = raw ?? 'all';
   if (role === 'web' || role === 'worker' || role === 'all') return role;
@@ -43,7 +47,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   }
   const store = app.store.kind;
   const transport = app.runtime.name;
-  log.info(
+  // Where it listens is printed whatever LOG_LEVEL says: operators and scripts read this line.
+  announce(log).info(
     { role, port, transport, store, dataDir: store === 'embedded' ? config.dataDir : undefined },
     port === undefined
       ? `relaybox ${role} running (transport ${transport}, store ${store})`
