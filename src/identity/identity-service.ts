@@ -24,9 +24,9 @@ const unauthorized = (message = 'missing or invalid credentials') => new AppErro
 const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
 
 export class IdentityService {
-  private readonly apiKeyCache = new Map<string, CachedLookup<Caller | undefined>>();
-  private readonly orgCache = new Map<string, CachedLookup<OrganizationDoc | undefined>>();
-  private readonly teamCache = new Map<string, CachedLookup<boolean>>();
+  private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
+  private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
+  private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
 
   constructor(
     private readonly db: IdentityCollections,
@@ -231,15 +231,20 @@ export class IdentityService {
     return this.cached(this.teamCache, `${orgId}/${teamId}`, async () => (await this.db.teams.findOne(orgScope(orgId), { id: teamId })) !== null);
   }
 
-  private async cached<T>(cache: Map<string, CachedLookup<T>>, key: string, load: () => Promise<T>): Promise<T> {
+  /** One load per key at a time: requests arriving while it loads share it (no stampede when an entry expires). */
+  private cached<T>(cache: Map<string, CachedLookup<Promise<T>>>, key: string, load: () => Promise<T>): Promise<T> {
     const now = Date.now();
     const hit = cache.get(key);
     if (hit && hit.expiresAt > now) return hit.value;
-    const value = await load();
+    const value = load();
     if (cache.size >= 50_000) cache.clear();
     cache.set(key, { value, expiresAt: now + this.settings.credentialCacheMs });
+    value.catch(() => {
+      if (cache.get(key)?.value === value) cache.delete(key);
+    });
     return value;
   }
+
 }
 
 function assertCanGrant(principal: Principal, role: Role): void {

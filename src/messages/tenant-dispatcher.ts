@@ -70,9 +70,8 @@ export class TenantDispatcher {
   private async rebuild(orgId: string, state: TenantState): Promise<void> {
     const { messages, relays } = this.deps.db;
     const scope = this.scope(orgId);
-    const now = nowIso();
     const [queued, processing, online] = await Promise.all([
-      messages.find(scope, { status: 'queued', fanout: { $ne: true }, $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: now } }] }, { sort: { priority: -1, createdAt: 1 } }),
+      messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 } }),
       messages.find(scope, { status: 'processing' }),
       relays.find(scope, { status: 'online' }),
     ]);
@@ -93,19 +92,50 @@ export class TenantDispatcher {
     await this.pump(ctx, orgId, state);
   }
 
+  /**
+   * The periodic check of a tenant: relays and orphaned sends are reconciled
+   * with the store every time; queued messages a lost actor message left
+   * behind are looked for only when a relay could take them and nothing is
+   * waiting in memory, so a long backlog costs nothing here.
+   */
   async sweep(ctx: ActorContext, orgId: string, chain: string): Promise<void> {
     const cold = !this.tenants.has(orgId);
     const state = await this.state(ctx, orgId);
     if (cold) state.sweepChain = chain;
     if (state.sweepChain !== chain) return;
-    if (!cold) await this.rebuild(orgId, state);
+    if (!cold) await this.reconcile(orgId, state);
     await this.pump(ctx, orgId, state);
-    const idle = state.queue.size === 0 && state.relays.size === 0 && (await this.deps.db.messages.count(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) === 0;
-    if (idle) {
+    const busy = state.queue.size > 0 || state.relays.size > 0 || (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !== null;
+    if (!busy) {
       this.tenants.delete(orgId);
       return;
     }
     await ctx.send(tenantActorType, orgId, { kind: 'sweep', chain }, { delayMs: this.deps.config.tenantSweepMs });
+  }
+
+  private async reconcile(orgId: string, state: TenantState): Promise<void> {
+    const { messages, relays } = this.deps.db;
+    const scope = this.scope(orgId);
+    const online = await relays.find(scope, { status: 'online' });
+    const onlineIds = online.map((r) => r.id);
+    for (const id of [...state.relays.keys()]) if (!onlineIds.includes(id)) state.relays.delete(id);
+    for (const doc of online) {
+      const known = state.relays.get(doc.id);
+      if (known && known.session === doc.session) {
+        known.capacity = doc.capacity;
+        continue;
+      }
+      const relay = onlineRelay(doc);
+      for (const m of await messages.find(scope, { status: 'processing', relayId: doc.id }, { limit: 10_000 })) relay.inFlight.add(m.id);
+      state.relays.set(doc.id, relay);
+    }
+    for (const m of await messages.find(scope, { status: 'processing', relayId: { $nin: onlineIds } }, { limit: 500 })) {
+      await this.handBack(orgId, state, m.id, m.relayId);
+    }
+    const canSend = [...state.relays.values()].some((r) => r.inFlight.size < r.capacity);
+    if (canSend && state.queue.size === 0) {
+      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 })) state.queue.push(queueItem(m));
+    }
   }
 
   async relayOnline(ctx: ActorContext, orgId: string, relayId: string, session: number): Promise<void> {
@@ -289,6 +319,11 @@ const byLoad = (a: OnlineRelay, b: OnlineRelay) => a.inFlight.size / Math.max(1,
 export function backoffMs(baseMs: number, attemptsMade: number): number {
   const nominal = baseMs * 4 ** Math.max(0, attemptsMade - 1);
   return Math.round(nominal * (0.8 + Math.random() * 0.4));
+}
+
+/** Queued messages that are not waiting for a retry's backoff. */
+function dueQueued() {
+  return { status: 'queued', fanout: { $ne: true }, $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: nowIso() } }] };
 }
 
 function queueItem(m: MessageDoc): QueuedMessage {

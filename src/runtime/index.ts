@@ -23,7 +23,7 @@ export function createTransport(config: Config, log: Logger): Transport {
 /** The GCRA limiter shared by every frontend on Redis, or this process's own on the embedded default. */
 export function createRateLimiter(config: Config): { limiter: RateLimiter; close(): Promise<void> } {
   if (!config.redisUrl) return { limiter: new LocalRateLimiter(), close: async () => {} };
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2 });
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
   return { limiter: new RedisRateLimiter(redis, config.runtime.keyPrefix), close: async () => void (await redis.quit().catch(() => undefined)) };
 }
 

@@ -55,7 +55,7 @@ export class RedisTransport implements Transport {
   private nodeHandler: ((payload: unknown) => void) | undefined;
 
   constructor(private readonly url: string, private readonly config: RuntimeConfig, readonly nodeId: string, private readonly log: Logger) {
-    this.cmd = withScripts(new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: true }));
+    this.cmd = withScripts(new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }));
   }
 
   private key(...parts: Array<string | number>): string {

@@ -225,6 +225,24 @@ eachBackend((backend) => {
       assert.ok(events.some((e) => e.event === 'relay.online' && e.data.id === second.id));
     });
 
+    test('the sweep dispatches a queued message whose actor message was lost, and hands back a send whose relay is gone', async () => {
+      const org = await signup(t);
+      const relay = relayFor(org, 5);
+      await relay.connect();
+      const template = (await send(org, { to: '+14155550100', body: 'template' })).body;
+      await waitFor(() => relay.sends.some((f) => f.messageId === template.id), 5_000, 'the template went out');
+      const messages = t.app.store.collection('messages');
+      const scope = { tenantId: org.orgId, teamId: org.teamId };
+      const stored = await messages.findOne(scope, { id: template.id });
+      const lost = { ...stored!, id: `msg_lost_${Date.now()}`, status: 'queued', relayId: null, attempts: 0, body: 'lost in transit' };
+      const orphan = { ...stored!, id: `msg_orphan_${Date.now()}`, status: 'processing', relayId: 'relay_gone', attempts: 1, body: 'relay vanished' };
+      await messages.insertOne(scope, lost);
+      await messages.insertOne(scope, orphan);
+      await waitFor(() => relay.sends.some((f) => f.messageId === lost.id), 5_000, 'the lost message is found by the sweep');
+      await waitFor(() => relay.sends.some((f) => f.messageId === orphan.id), 5_000, 'the orphaned send is handed back and sent again');
+      assert.equal((await statusOf(org, orphan.id)).attempts, 1, 'the interrupted attempt does not count');
+    });
+
     test('fromNumber: only an active registered number, sent through the relay that owns it', async () => {
       const org = await signup(t);
       const created = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number: '+14155550111', label: 'Sales' } });
