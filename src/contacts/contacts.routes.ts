@@ -54,7 +54,7 @@ export function contactRoutes(deps: ContactsDeps): RouteDef[] {
     defineRoute({
       method: 'POST', path: '/api/v1/contacts/import', tags, teamScoped: true,
       summary: 'Import a CSV or JSON file (multipart/form-data, field "file", up to 10 MiB); a row matching a phone number or email updates that contact',
-      bodyTypes: 'any', maxBodyBytes: importBodyMaxBytes,
+      bodyTypes: 'any', maxBodyBytes: importBodyMaxBytes, uploadField: 'file',
       // No body schema: the body is multipart, read from ctx.rawBody.
       schema: { response: { 200: importResultSchema } },
       handler: async (ctx) => {

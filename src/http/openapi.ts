@@ -65,6 +65,7 @@ export function openApiDocument(routes: RouteDef[]) {
       ...(route.auth === false ? {} : { description: `Needs the ${neededRole(route)} role or higher.${route.teamScoped ? ' Belongs to the team picked by X-Team-Id (default: the organization\'s default team).' : ''}` }),
       parameters: parameters(route),
       ...(route.schema?.body ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.schema.body) } } } } : {}),
+      ...(route.uploadField ? { requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: [route.uploadField], properties: { [route.uploadField]: { type: 'string', format: 'binary' } } } } } } } : {}),
       responses: responses(route),
       security: route.auth === false ? [] : [{ bearer: [] }],
     };

@@ -59,6 +59,8 @@ export interface RouteDef {
   maxBodyBytes?: number;
   /** Content types the body may have; default JSON only. */
   bodyTypes?: 'json' | 'any';
+  /** For a multipart upload (no JSON body schema): the form field that carries the file, for the API description. */
+  uploadField?: string;
   handler(ctx: RequestContext): Promise<Reply> | Reply;
 }
 

@@ -74,13 +74,19 @@ class Responder {
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
     });
-    for await (const chunk of chunks) {
-      if (this.aborted) return;
-      let ok = false;
-      this.res.cork(() => {
-        ok = this.res.write(chunk);
-      });
-      if (!ok) await new Promise<void>((resolve) => this.res.onWritable(() => (resolve(), true)));
+    try {
+      for await (const chunk of chunks) {
+        if (this.aborted) return;
+        let ok = false;
+        this.res.cork(() => {
+          ok = this.res.write(chunk);
+        });
+        if (!ok) await new Promise<void>((resolve) => this.res.onWritable(() => (resolve(), true)));
+      }
+    } catch (err) {
+      // The status line is out already: the only honest signal left is a connection cut before the end.
+      if (!this.aborted) this.res.close();
+      throw err;
     }
     if (!this.aborted) this.res.cork(() => this.res.end());
   }

@@ -37,6 +37,13 @@ const routes = [
     handler: async () => { await new Promise((r) => setTimeout(r, 30)); return { status: 200, body: { ok: true } }; },
   }),
   defineRoute({
+    method: 'GET', path: '/api/v1/broken-stream', summary: 'fails mid-stream', auth: false,
+    handler: () => ({
+      status: 200,
+      stream: (async function* () { yield 'first row\n'; await new Promise((r) => setTimeout(r, 10)); throw new Error('the store went away'); })(),
+    }),
+  }),
+  defineRoute({
     method: 'GET', path: '/api/v1/stream', summary: 'streams', auth: false,
     handler: () => ({
       status: 200,
@@ -188,6 +195,13 @@ describe('HTTP server', () => {
     assert.equal(res.status, 200);
     assert.equal((await fetch(base + '/healthz')).status, 200);
     assert.deepEqual(crashes, []);
+  });
+
+  test('a stream that fails midway cuts the connection instead of leaving the client waiting', async () => {
+    const res = await fetch(base + '/api/v1/broken-stream', { signal: AbortSignal.timeout(5_000) });
+    assert.equal(res.status, 200);
+    await assert.rejects(res.text(), (err: Error) => err.name !== 'TimeoutError', 'the body ends in an error, not a hang');
+    assert.equal((await fetch(base + '/healthz')).status, 200, 'still serving');
   });
 
   test('answers can be streamed', async () => {
