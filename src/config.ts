@@ -14,14 +14,11 @@ export interface Config {
   /** Identifies this process among the frontends and workers (logs, leases, addressed replies). */
   nodeId: string;
   maxBodyBytes: number;
-  maxBulkBodyBytes: number;
   rateLimitPerMinute: number;
   rateLimitBurst: number;
   relayHeartbeatTimeoutMs: number;
   /** How often relays are told to send a heartbeat. */
   relayHeartbeatIntervalMs: number;
-  webhookAllowPrivate: boolean;
-  webhookRetryBaseMs: number;
   messageRetryBaseMs: number;
   /** Send attempts before a message fails for good (decisions: 3, backoff 2 s then 8 s). */
   messageMaxAttempts: number;
@@ -82,14 +79,6 @@ function int(env: Env, name: string, fallback: number): number {
   return n;
 }
 
-function bool(env: Env, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (raw === 'true' || raw === '1') return true;
-  if (raw === 'false' || raw === '0') return false;
-  throw new Error(`${name} must be true or false, got "${raw}"`);
-}
-
 export function loadConfig(env: Env = process.env): Config {
   return {
     port: int(env, 'PORT', 3000),
@@ -101,13 +90,10 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: env.LOG_LEVEL || 'info',
     nodeId: env.NODE_ID || `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1024 * 1024),
-    maxBulkBodyBytes: int(env, 'MAX_BULK_BODY_BYTES', 10 * 1024 * 1024),
     rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 100),
     rateLimitBurst: int(env, 'RATE_LIMIT_BURST', 20),
     relayHeartbeatTimeoutMs: int(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
     relayHeartbeatIntervalMs: int(env, 'RELAY_HEARTBEAT_INTERVAL_MS', 10_000),
-    webhookAllowPrivate: bool(env, 'WEBHOOK_ALLOW_PRIVATE', false),
-    webhookRetryBaseMs: int(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
     messageRetryBaseMs: int(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
     messageMaxAttempts: int(env, 'MESSAGE_MAX_ATTEMPTS', 3),
     messageSendTimeoutMs: int(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
