@@ -43,7 +43,7 @@ eachBackend((backend) => {
   });
 });
 
-describe('two frontends share one budget', () => {
+describe('two frontends share one budget and see one revocation', () => {
   test('requests through two frontends on one Redis draw on one organization budget', async (t) => {
     if (!process.env.REDIS_URL || !process.env.MONGODB_URL) {
       if (process.env.CI === 'true') throw new Error('REDIS_URL and MONGODB_URL must be set in CI');
@@ -60,5 +60,29 @@ describe('two frontends share one budget', () => {
     const passed = results.filter((r) => r.status === 200).length;
     assert.equal(passed, 20, 'one burst of 20 across both frontends');
     assert.equal(results.filter((r) => r.status === 429).length, 4);
+  });
+
+  test('an API key revoked through one frontend fails on the other within one second', async (t) => {
+    if (!process.env.REDIS_URL || !process.env.MONGODB_URL) {
+      if (process.env.CI === 'true') throw new Error('REDIS_URL and MONGODB_URL must be set in CI');
+      return t.skip('REDIS_URL/MONGODB_URL not set');
+    }
+    const one = await startTestApp('redis+mongo');
+    t.after(() => one.stop());
+    const two = await startTestApp('redis+mongo', { RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix, MONGODB_URL: one.config.mongoUrl!, DATA_DIR: one.config.dataDir });
+    t.after(() => two.http.close().then(() => two.app.close()));
+    const org = await signup(one);
+    const created = await one.request('POST', '/api/v1/api-keys', { token: org.ownerToken, body: { name: 'to revoke' } });
+    assert.equal((await two.request('GET', '/api/v1/me', { token: created.body.key })).status, 200, 'the other frontend has it cached now');
+    assert.equal((await one.request('DELETE', `/api/v1/api-keys/${created.body.id}`, { token: org.ownerToken })).status, 204);
+    const revokedAt = Date.now();
+    assert.equal((await one.request('GET', '/api/v1/me', { token: created.body.key })).status, 401, 'at once on the frontend that revoked it');
+    let status = 200;
+    while (status === 200 && Date.now() - revokedAt < 3_000) {
+      status = (await two.request('GET', '/api/v1/me', { token: created.body.key })).status;
+      if (status === 200) await sleep(50);
+    }
+    assert.equal(status, 401);
+    assert.ok(Date.now() - revokedAt <= 1_100, `refused after ${Date.now() - revokedAt} ms`);
   });
 });
