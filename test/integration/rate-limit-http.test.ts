@@ -1,7 +1,18 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { describe, test } from 'node:test';
 import { sleep } from '../../src/runtime/actor-host.ts';
 import { eachBackend, signup, startTestApp } from '../support/test-app.ts';
+
+function runAdmin(args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c));
+    child.stderr.on('data', (c: Buffer) => (output += c));
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
 
 const limits = { RATE_LIMIT_PER_MINUTE: '100', RATE_LIMIT_BURST: '20' };
 
@@ -34,7 +45,17 @@ eachBackend((backend) => {
       const app = await startTestApp(backend, limits);
       t.after(() => app.stop());
       const org = await signup(app);
-      await app.app.store.collection('organizations').updateOne({ tenantId: org.orgId }, { id: org.orgId }, { $set: { rateLimit: { perMinute: 60, burst: 3 } } });
+      if (backend === 'redis+mongo') {
+        // The operator's command, as a process of its own against the same database.
+        const admin = await runAdmin(['rate-limit', '--org', org.orgId, '--per-minute', '60', '--burst', '3'], { MONGODB_URL: app.config.mongoUrl! });
+        assert.equal(admin.code, 0, admin.output);
+        assert.match(admin.output, /60 requests a minute, burst 3/);
+        assert.equal((await runAdmin(['rate-limit', '--org', org.orgId, '--per-minute', 'lots'], { MONGODB_URL: app.config.mongoUrl! })).code, 2);
+        assert.equal((await runAdmin(['rate-limit', '--org', 'org_missing', '--per-minute', '1', '--burst', '1'], { MONGODB_URL: app.config.mongoUrl! })).code, 1);
+      } else {
+        // The embedded store belongs to the running process: the same update the command makes, made in it.
+        await app.app.store.collection('organizations').updateOne({ tenantId: org.orgId }, { id: org.orgId }, { $set: { rateLimit: { perMinute: 60, burst: 3 } } });
+      }
       await sleep(app.config.identity.credentialCacheMs + 50);
       const statuses = [];
       for (let i = 0; i < 4; i++) statuses.push((await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status);

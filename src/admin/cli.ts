@@ -1,0 +1,59 @@
+import { parseArgs } from 'node:util';
+import { loadConfig } from '../config.ts';
+import { identityCollections } from '../identity/identity-store.ts';
+import { nowIso } from '../ids.ts';
+import { createLogger } from '../log.ts';
+import { createStore } from '../store/index.ts';
+
+const usage = `usage: npm run admin -- rate-limit --org <organization id> (--per-minute N --burst N | --default)
+
+Sets an organization's own rate limit, or gives it back the default
+(RATE_LIMIT_PER_MINUTE, RATE_LIMIT_BURST). Uses MONGODB_URL, or the embedded
+store in DATA_DIR (stop the service first: it owns those files while it runs).
+Frontends pick the change up within CREDENTIAL_CACHE_MS.`;
+
+/** Operator commands: what the platform decides for an organization, never the organization itself. */
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { org: { type: 'string' }, 'per-minute': { type: 'string' }, burst: { type: 'string' }, default: { type: 'boolean' } },
+  });
+  if (positionals[0] !== 'rate-limit' || !values.org) {
+    console.error(usage);
+    return 2;
+  }
+  const positive = (raw: string | undefined) => (raw !== undefined && /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : undefined);
+  const perMinute = positive(values['per-minute']);
+  const burst = positive(values.burst);
+  if (!values.default && (perMinute === undefined || burst === undefined)) {
+    console.error(`--per-minute and --burst must be whole numbers from 1\n\n${usage}`);
+    return 2;
+  }
+  const config = loadConfig();
+  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir }, createLogger('warn'));
+  const { organizations } = identityCollections(store);
+  await store.init();
+  try {
+    const update = values.default
+      ? { $unset: { rateLimit: '' }, $set: { updatedAt: nowIso() } }
+      : { $set: { rateLimit: { perMinute: perMinute!, burst: burst! }, updatedAt: nowIso() } };
+    const org = await organizations.updateOne({ tenantId: values.org }, { id: values.org }, update);
+    if (!org) {
+      console.error(`no organization ${values.org}`);
+      return 1;
+    }
+    console.log(values.default ? `${org.id} (${org.name}) uses the default rate limit` : `${org.id} (${org.name}): ${perMinute} requests a minute, burst ${burst}`);
+    return 0;
+  } finally {
+    await store.close();
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exit(1);
+  },
+);
