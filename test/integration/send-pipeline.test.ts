@@ -54,6 +54,10 @@ eachBackend((backend) => {
       const events = await eventsOf(org, `g-${org.orgId}`);
       const queued = events.filter((e) => e.event === 'message.queued');
       assert.deepEqual(queued.map((e) => e.data.id).sort(), [res.body.id, defaults.body.id].sort());
+      const metrics = await t.request('GET', '/metrics');
+      for (const stage of ['auth', 'rate_limit', 'validate', 'persist', 'enqueue']) {
+        assert.match(metrics.text, new RegExp(`relaybox_http_stage_duration_seconds_count\\{route="/api/v1/messages",stage="${stage}"\\} [1-9]`), `stage ${stage} in /metrics`);
+      }
       const first = queued.find((e) => e.data.id === res.body.id)!;
       assert.deepEqual(Object.keys(first.data).sort(), ['body', 'conversationId', 'from', 'id', 'status', 'to']);
       assert.equal(first.teamId, org.teamId);
