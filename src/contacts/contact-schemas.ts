@@ -57,8 +57,8 @@ export const listFields = ['phoneNumbers', 'emailAddresses', 'tags'] as const sa
 export type ListField = (typeof listFields)[number];
 
 const f = contactFieldSchemas;
-export const contactCreateBody = strictObject({
-  firstName: f.firstName,
+/** Every field but firstName is optional on create and update alike. */
+const optionalFields = {
   lastName: Type.Optional(f.lastName),
   phoneNumbers: Type.Optional(f.phoneNumbers),
   emailAddresses: Type.Optional(f.emailAddresses),
@@ -67,24 +67,12 @@ export const contactCreateBody = strictObject({
   jobTitle: Type.Optional(f.jobTitle),
   notes: Type.Optional(f.notes),
   platformId: Type.Optional(f.platformId),
-});
+};
+export const contactCreateBody = strictObject({ firstName: f.firstName, ...optionalFields });
 export type ContactInput = Static<typeof contactCreateBody>;
 
 /** Partial update: only the given fields change; at least one field. */
-export const contactUpdateBody = strictObject(
-  {
-    firstName: Type.Optional(f.firstName),
-    lastName: Type.Optional(f.lastName),
-    phoneNumbers: Type.Optional(f.phoneNumbers),
-    emailAddresses: Type.Optional(f.emailAddresses),
-    tags: Type.Optional(f.tags),
-    organization: Type.Optional(f.organization),
-    jobTitle: Type.Optional(f.jobTitle),
-    notes: Type.Optional(f.notes),
-    platformId: Type.Optional(f.platformId),
-  },
-  { minProperties: 1 },
-);
+export const contactUpdateBody = strictObject({ firstName: Type.Optional(f.firstName), ...optionalFields }, { minProperties: 1 });
 export type ContactChanges = Static<typeof contactUpdateBody>;
 
 const stamp = { id: Type.String(), createdAt: Type.String({ format: 'date-time' }), updatedAt: Type.String({ format: 'date-time' }) };

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { eachBackend, signup, startTestApp, type Org, type TestApp, type TestResponse } from '../support/test-app.ts';
+import { teamHeader } from '../support/test-app.ts';
 
 const MiB = 1024 * 1024;
 const csvHeader = 'firstName,lastName,phoneNumbers,emailAddresses,tags,organization,jobTitle,notes,platformId';
@@ -22,11 +23,7 @@ eachBackend((backend) => {
     });
     after(() => t.stop());
 
-    const newTeam = async (): Promise<Record<string, string>> => {
-      const res = await t.request('POST', '/api/v1/teams', { token: org.ownerToken, body: { name: `team ${Math.random()}` } });
-      assert.equal(res.status, 201);
-      return { 'x-team-id': res.body.id };
-    };
+    const newTeam = () => teamHeader(t, org);
 
     const parsed = async (res: Response): Promise<TestResponse> => {
       const text = await res.text();

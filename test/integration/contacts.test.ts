@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { apiKey, eachBackend, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
+import { teamHeader } from '../support/test-app.ts';
 
 eachBackend((backend) => {
   describe(`contacts (${backend})`, () => {
@@ -13,12 +14,7 @@ eachBackend((backend) => {
     });
     after(() => t.stop());
 
-    /** A fresh team of `org`, so list assertions see only what the test made. */
-    const newTeam = async (): Promise<Record<string, string>> => {
-      const res = await t.request('POST', '/api/v1/teams', { token: org.ownerToken, body: { name: `team ${Math.random()}` } });
-      assert.equal(res.status, 201);
-      return { 'x-team-id': res.body.id };
-    };
+    const newTeam = () => teamHeader(t, org);
     const create = async (body: Record<string, unknown>, headers: Record<string, string> = {}) => {
       const res = await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, body, headers });
       assert.equal(res.status, 201, res.text);

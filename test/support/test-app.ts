@@ -134,3 +134,10 @@ export function eachBackend(fn: (backend: Backend) => void): void {
 }
 
 export type { TestContext };
+
+/** A fresh team of `org`, as the X-Team-Id header that picks it: lists in it hold only what the test made. */
+export async function teamHeader(t: TestApp, org: Org): Promise<Record<string, string>> {
+  const res = await t.request('POST', '/api/v1/teams', { token: org.ownerToken, body: { name: `team ${randomUUID()}` } });
+  if (res.status !== 201) throw new Error(`team: ${res.status} ${res.text}`);
+  return { 'x-team-id': res.body.id };
+}
