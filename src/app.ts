@@ -38,7 +38,7 @@ export interface App {
 }
 
 export async function createApp(config: Config, log: Logger, opts: { consume: boolean }): Promise<App> {
-  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir }, log);
+  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, syncIntervalMs: config.storeSyncIntervalMs }, log);
   const runtime = createTransport(config, log);
   // Collections declare their indexes before init creates them.
   const identityDb = identityCollections(store);

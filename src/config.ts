@@ -10,6 +10,8 @@ export interface Config {
   redisUrl: string | undefined;
   mongoUrl: string | undefined;
   dataDir: string;
+  /** How often the embedded store syncs its logs to disk (writes are in the OS before they resolve; 0 = sync every write). */
+  storeSyncIntervalMs: number;
   logLevel: string;
   /** Identifies this process among the frontends and workers (logs, leases, addressed replies). */
   nodeId: string;
@@ -87,6 +89,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: env.REDIS_URL || undefined,
     mongoUrl: env.MONGODB_URL || undefined,
     dataDir: env.DATA_DIR || './data',
+    storeSyncIntervalMs: int(env, 'STORE_SYNC_INTERVAL_MS', 1_000),
     logLevel: env.LOG_LEVEL || 'info',
     nodeId: env.NODE_ID || `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1024 * 1024),

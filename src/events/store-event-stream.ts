@@ -19,12 +19,23 @@ interface CursorDoc {
 /**
  * The event stream of the embedded default: events are documents with a
  * sequence number in the store, and each group keeps the last sequence it
- * acknowledged. One process appends, so the sequence is a counter.
+ * acknowledged. One process appends, so the sequence is a counter, and the
+ * order of the stored events is kept in memory (loaded on first use): a read
+ * finds its cursor by binary search and fetches the events after it by id,
+ * and trimming deletes the oldest ids. Appends are durable through the store.
  */
 export class StoreEventStream implements EventStream {
   private readonly events: Collection<EventDoc>;
   private readonly cursors: Collection<CursorDoc>;
-  private seq: number | undefined;
+  /** Sequences and ids of the stored events, ascending, from `head` on: a deque trimmed at the front. */
+  private seqs: number[] = [];
+  private ids: string[] = [];
+  private head = 0;
+  private seq = 0;
+  /** The first sequence of each append not yet durable: a read stops before the oldest, so no cursor passes an event still on its way. */
+  private readonly inFlight: number[] = [];
+  private loading: Promise<void> | undefined;
+  private loaded = false;
   private appendsSinceTrim = 0;
 
   /** Keeps about the newest `keep` events; older ones have been read by every consumer or never will be. */
@@ -33,28 +44,58 @@ export class StoreEventStream implements EventStream {
     this.cursors = store.collection<CursorDoc>('event_cursors');
   }
 
-  private async nextSeq(): Promise<number> {
-    if (this.seq === undefined) {
-      const [last] = await this.events.find(platformScope, {}, { sort: { seq: -1 }, limit: 1 });
-      this.seq = last?.seq ?? 0;
-    }
-    return ++this.seq;
+  private ready(): Promise<void> {
+    this.loading ??= this.load().catch((err: unknown) => {
+      this.loading = undefined;
+      throw err;
+    });
+    return this.loading;
+  }
+
+  private async load(): Promise<void> {
+    const docs = await this.events.find(platformScope, {}, { sort: { seq: 1 } });
+    const cursors = await this.cursors.find(platformScope, {});
+    this.seqs = docs.map((d) => d.seq);
+    this.ids = docs.map((d) => d.id);
+    this.head = 0;
+    // A cursor can be ahead of every stored event (all trimmed); new events must still come after it.
+    this.seq = Math.max(this.seqs.at(-1) ?? 0, ...cursors.map((c) => c.seq));
+    this.loaded = true;
   }
 
   async append(events: DomainEvent[]): Promise<void> {
-    const docs: EventDoc[] = [];
-    for (const event of events) docs.push({ id: event.id, tenantId: platformScope.tenantId, seq: await this.nextSeq(), event });
-    await this.events.insertMany(platformScope, docs);
+    if (events.length === 0) return;
+    if (!this.loaded) await this.ready();
+    const docs: EventDoc[] = events.map((event) => ({ id: event.id, tenantId: platformScope.tenantId, seq: ++this.seq, event }));
+    const first = docs[0]!.seq;
+    this.inFlight.push(first);
+    try {
+      await this.events.insertMany(platformScope, docs);
+      this.remember(docs);
+    } catch (err) {
+      // insertMany stops at the first conflict: the events before it are stored.
+      const stored = await Promise.all(docs.map((d) => this.events.findOne(platformScope, { id: d.id })));
+      this.remember(docs.filter((d, i) => stored[i]?.seq === d.seq));
+      throw err;
+    } finally {
+      this.inFlight.splice(this.inFlight.indexOf(first), 1);
+    }
     this.appendsSinceTrim += docs.length;
-    if (this.appendsSinceTrim >= this.keep / 10 && this.seq !== undefined) {
+    if (this.appendsSinceTrim >= this.keep / 10) {
       this.appendsSinceTrim = 0;
-      await this.events.deleteMany(platformScope, { seq: { $lte: this.seq - this.keep } });
+      await this.trim();
     }
   }
 
   async read(group: string, _consumer: string, count: number): Promise<ReadEvent[]> {
-    const cursor = await this.cursors.findOne(platformScope, { id: group });
-    const docs = await this.events.find(platformScope, { seq: { $gt: cursor?.seq ?? 0 } }, { sort: { seq: 1 }, limit: count });
+    if (!this.loaded) await this.ready();
+    const cursor = (await this.cursors.findOne(platformScope, { id: group }))?.seq ?? 0;
+    const before = this.inFlight[0] ?? Infinity; // ascending: sequences are handed out in order
+    const ids: string[] = [];
+    for (let i = this.firstAfter(cursor); i < this.seqs.length && ids.length < count && this.seqs[i]! < before; i++) ids.push(this.ids[i]!);
+    if (ids.length === 0) return [];
+    // An event trimmed meanwhile is simply not found.
+    const docs = await this.events.find(platformScope, { id: { $in: ids } }, { sort: { seq: 1 } });
     return docs.map((d) => ({ position: String(d.seq), event: d.event }));
   }
 
@@ -62,5 +103,45 @@ export class StoreEventStream implements EventStream {
     const highest = Math.max(...positions.map(Number));
     if (!Number.isFinite(highest)) return;
     await this.cursors.updateOne(platformScope, { id: group }, { $set: { seq: highest } }, { upsert: true });
+  }
+
+  /** Index of the first event after `seq`. */
+  private firstAfter(seq: number): number {
+    let lo = this.head;
+    let hi = this.seqs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.seqs[mid]! <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Adds stored events in order; appends finish in order on the embedded store, so this is nearly always a push. */
+  private remember(docs: EventDoc[]): void {
+    for (const doc of docs) {
+      if (this.seqs.length === this.head || doc.seq > this.seqs[this.seqs.length - 1]!) {
+        this.seqs.push(doc.seq);
+        this.ids.push(doc.id);
+        continue;
+      }
+      const at = this.firstAfter(doc.seq);
+      this.seqs.splice(at, 0, doc.seq);
+      this.ids.splice(at, 0, doc.id);
+    }
+  }
+
+  /** Deletes all but the newest `keep` events, oldest first, by id. */
+  private async trim(): Promise<void> {
+    const excess = this.seqs.length - this.head - this.keep;
+    if (excess <= 0) return;
+    const oldest = this.ids.slice(this.head, this.head + excess);
+    this.head += excess;
+    if (this.head > 1_024 && this.head * 2 > this.seqs.length) {
+      this.seqs = this.seqs.slice(this.head);
+      this.ids = this.ids.slice(this.head);
+      this.head = 0;
+    }
+    await this.events.deleteMany(platformScope, { id: { $in: oldest } });
   }
 }
