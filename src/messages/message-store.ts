@@ -86,7 +86,6 @@ export function messagingCollections(store: Store) {
       { keys: { tenantId: 1, teamId: 1, createdAt: -1 } },
       { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
       { keys: { tenantId: 1, status: 1, priority: -1, createdAt: 1 } },
-      { keys: { tenantId: 1, guid: 1 } },
     ]),
     conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
     phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),

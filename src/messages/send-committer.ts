@@ -11,8 +11,12 @@ interface Submission {
   done(err?: unknown): void;
 }
 
-/** Few writes in flight let batches grow when the database is slow: a large batch costs far less per message. */
-const maxFlushesInFlight = 2;
+/**
+ * One write at a time: while it runs, the next batch gathers, so batches grow
+ * exactly as much as the database is slow (measured on MongoDB wire: 2 in
+ * flight gave 1.7k sends/s, 1 gave 2.2k; on the embedded store no difference).
+ */
+const maxFlushesInFlight = 1;
 const persistStage = stageDuration.labels('/api/v1/messages', 'persist');
 const enqueueStage = stageDuration.labels('/api/v1/messages', 'enqueue');
 
