@@ -105,6 +105,8 @@ export class TenantDispatcher {
     if (state.sweepChain !== chain) return;
     if (!cold) await this.reconcile(orgId, state);
     await this.pump(ctx, orgId, state);
+    // No TTL indexes on every MongoDB wire server: expired Idempotency-Keys are removed here.
+    await this.deps.db.idempotency.deleteMany(this.scope(orgId), { expiresAt: { $lte: nowIso() } });
     const busy = state.queue.size > 0 || state.relays.size > 0 || (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !== null;
     if (!busy) {
       this.tenants.delete(orgId);

@@ -122,6 +122,12 @@ eachBackend((backend) => {
       assert.equal(listed.body.data.filter((m: { body: string }) => m.body === 'race').length, 1);
       const tooLong = await send(org, { to: '+14155550100', body: 'x' }, { 'idempotency-key': 'k'.repeat(256) });
       assert.equal(tooLong.status, 400);
+      const keys = t.app.store.collection('idempotency_keys');
+      const past = new Date(Date.now() - 1000).toISOString();
+      assert.ok((await keys.updateMany({ tenantId: org.orgId }, {}, { $set: { expiresAt: past } })) >= 2);
+      const fresh = await send(org, { to: '+14155550100', body: 'once' }, key);
+      assert.notEqual(fresh.body.id, first.body.id, 'after 24 h the key is new again');
+      await waitFor(async () => (await keys.count({ tenantId: org.orgId }, { expiresAt: past })) === 0, 5_000, 'expired keys swept');
     });
 
     test('dispatch: higher priority first, first in first out within a priority, within the relay capacity', async () => {
