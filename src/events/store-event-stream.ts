@@ -24,6 +24,9 @@ interface CursorDoc {
  * finds its cursor by binary search and fetches the events after it by id,
  * and trimming deletes the oldest ids. Appends are durable through the store.
  */
+/** Old events are deleted this many at a time, so no single step holds the event loop long. */
+const trimChunk = 1_000;
+
 export class StoreEventStream implements EventStream {
   private readonly events: Collection<EventDoc>;
   private readonly cursors: Collection<CursorDoc>;
@@ -39,6 +42,8 @@ export class StoreEventStream implements EventStream {
   private appendsSinceTrim = 0;
 
   /** Keeps about the newest `keep` events; older ones have been read by every consumer or never will be. */
+  private trimming: Promise<void> | undefined;
+
   constructor(store: Store, private readonly keep = 100_000) {
     this.events = store.collection<EventDoc>('events', [{ keys: { tenantId: 1, seq: 1 }, unique: true }]);
     this.cursors = store.collection<CursorDoc>('event_cursors');
@@ -83,7 +88,13 @@ export class StoreEventStream implements EventStream {
     this.appendsSinceTrim += docs.length;
     if (this.appendsSinceTrim >= this.keep / 10) {
       this.appendsSinceTrim = 0;
-      await this.trim();
+      // In the background: an append (and the request waiting on it) never waits for old events to go.
+      if (!this.trimming) {
+        const running: Promise<void> = this.trim().catch(() => undefined).finally(() => {
+          if (this.trimming === running) this.trimming = undefined;
+        });
+        this.trimming = running;
+      }
     }
   }
 
@@ -131,17 +142,30 @@ export class StoreEventStream implements EventStream {
     }
   }
 
-  /** Deletes all but the newest `keep` events, oldest first, by id. */
+  /** Deletes all but the newest `keep` events, oldest first, by id, until appends made meanwhile are covered too. */
   private async trim(): Promise<void> {
-    const excess = this.seqs.length - this.head - this.keep;
-    if (excess <= 0) return;
-    const oldest = this.ids.slice(this.head, this.head + excess);
-    this.head += excess;
-    if (this.head > 1_024 && this.head * 2 > this.seqs.length) {
-      this.seqs = this.seqs.slice(this.head);
-      this.ids = this.ids.slice(this.head);
-      this.head = 0;
+    for (;;) {
+      const excess = this.seqs.length - this.head - this.keep;
+      if (excess <= 0) {
+        // Let the chain end before the next append looks at `trimming`, or an append between the two would be missed.
+        this.trimming = undefined;
+        return;
+      }
+      const oldest = this.ids.slice(this.head, this.head + excess);
+      this.head += excess;
+      if (this.head > 1_024 && this.head * 2 > this.seqs.length) {
+        this.seqs = this.seqs.slice(this.head);
+        this.ids = this.ids.slice(this.head);
+        this.head = 0;
+      }
+      for (let i = 0; i < oldest.length; i += trimChunk) {
+        await this.events.deleteMany(platformScope, { id: { $in: oldest.slice(i, i + trimChunk) } });
+      }
     }
-    await this.events.deleteMany(platformScope, { id: { $in: oldest } });
+  }
+
+  /** Resolves once no trimming is under way (tests, shutdown). */
+  async trimmed(): Promise<void> {
+    while (this.trimming) await this.trimming;
   }
 }

@@ -60,6 +60,7 @@ test('trimming keeps the newest `keep` events', async (t) => {
   const { store, stream } = await open(t, 10);
   for (let i = 1; i <= 25; i++) await stream.append(events(i, 1));
   await stream.append(events(26, 4));
+  await stream.trimmed();
   const read = await stream.read('late', 'c', 100);
   assert.deepEqual(ids(read), Array.from({ length: 10 }, (_, i) => `msg_${20 + i}`));
   assert.deepEqual(positions(read), Array.from({ length: 10 }, (_, i) => String(20 + i)));
@@ -68,6 +69,7 @@ test('trimming keeps the newest `keep` events', async (t) => {
   const behind = await stream.read('late', 'c', 3);
   await stream.ack('late', positions(behind));
   for (let i = 30; i <= 40; i++) await stream.append(events(i, 1));
+  await stream.trimmed();
   assert.deepEqual(ids(await stream.read('late', 'c', 100)), Array.from({ length: 10 }, (_, i) => `msg_${31 + i}`), 'a group behind the trim resumes at the oldest kept');
 });
 
