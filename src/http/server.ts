@@ -217,7 +217,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       responder.send(reply.status, headers, text, closeConnection);
     }
     const seconds = (performance.now() - ctx.startedAt) / 1000;
-    httpDuration.observe({ route: ctx.route, method: ctx.method, status: String(reply.status) }, seconds);
+    durationOf(ctx.route, ctx.method, reply.status).observe(seconds);
     log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, ms: Math.round(seconds * 1000 * 100) / 100 }, 'request');
   }
 
@@ -318,6 +318,19 @@ function builtInRoutes(opts: HttpServerOptions): RouteDef[] {
       },
     },
   ];
+}
+
+const durationChildren = new Map<string, { observe(seconds: number): void }>();
+
+/** The duration histogram's child for a route, method and status, resolved once (label hashing per request shows in profiles). */
+function durationOf(route: string, method: string, status: number) {
+  const key = `${method} ${status} ${route}`;
+  let child = durationChildren.get(key);
+  if (!child) {
+    child = httpDuration.labels(route, method, String(status));
+    if (durationChildren.size < 10_000) durationChildren.set(key, child);
+  }
+  return child;
 }
 
 function queryOf(raw: string | undefined): Record<string, string> {

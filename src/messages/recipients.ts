@@ -39,5 +39,15 @@ export function normalizeParticipant(raw: string): string | undefined {
  * knows it without a lookup and concurrent writers agree on it.
  */
 export function conversationIdOf(tenantId: string, teamId: string, participant: string): string {
-  return `conv_${createHash('sha256').update(`${tenantId}\u0000${teamId}\u0000${participant}`).digest('base64url').slice(0, 24)}`;
+  const key = `${tenantId}\u0000${teamId}\u0000${participant}`;
+  let id = recentConversationIds.get(key);
+  if (id === undefined) {
+    id = `conv_${createHash('sha256').update(key).digest('base64url').slice(0, 24)}`;
+    if (recentConversationIds.size >= 10_000) recentConversationIds.clear();
+    recentConversationIds.set(key, id);
+  }
+  return id;
 }
+
+/** A busy sender writes to the same few participants over and over: their ids are kept rather than hashed again. */
+const recentConversationIds = new Map<string, string>();
