@@ -276,13 +276,15 @@ export class TenantDispatcher {
       if (relay.inFlight.size >= relay.capacity) open = open.filter((r) => r !== relay);
       return true;
     });
-    for (const item of taken) {
+    // The claims go to the store side by side (one round trip of latency for the whole handful); the sends then go out in queue order.
+    const now = nowIso();
+    const claimed = await Promise.all(taken.map((item) => this.deps.db.messages.updateOne(this.scope(orgId), { id: item.id, status: 'queued' }, {
+      $set: { status: 'processing', relayId: planned.get(item.id)!.id, processingAt: now, nextAttemptAt: null, updatedAt: now },
+      $inc: { attempts: 1 },
+    })));
+    for (const [i, item] of taken.entries()) {
       const relay = planned.get(item.id)!;
-      const now = nowIso();
-      const doc = await this.deps.db.messages.updateOne(this.scope(orgId), { id: item.id, status: 'queued' }, {
-        $set: { status: 'processing', relayId: relay.id, processingAt: now, nextAttemptAt: null, updatedAt: now },
-        $inc: { attempts: 1 },
-      });
+      const doc = claimed[i];
       if (!doc) {
         relay.inFlight.delete(item.id); // cancelled, or handled already
         continue;
