@@ -15,6 +15,7 @@ import { relayCollections } from './relays/relay-store.ts';
 import { RelayRegistry } from './relays/relay-registry.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
 import type { HttpServer } from './http/server.ts';
+import { exposeRuntimeStats } from './http/metrics.ts';
 import { createStore, type Store } from './store/index.ts';
 
 /** Everything a process of any role is made of, wired once; `main.ts` and the in-process tests both build it here. */
@@ -60,6 +61,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contacts = createContacts(contactsDb);
   const messaging = createMessaging({ config, log, db, runtime, events, tokens, contacts: contacts.directory });
   await runtime.start([messaging.actor], { consume: opts.consume });
+  exposeRuntimeStats(() => runtime.stats());
   return {
     config,
     log,

@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Histogram, register } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Histogram, register } from 'prom-client';
 
 export { register as metricsRegistry };
 
@@ -28,3 +28,26 @@ export const stageDuration = singleton('relaybox_http_stage_duration_seconds', (
   labelNames: ['route', 'stage'],
   buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
 }));
+
+/**
+ * Actor backlog and dead letters by actor type, read from the transport when
+ * Prometheus scrapes (not on every message).
+ */
+export function exposeRuntimeStats(stats: () => Promise<Array<{ type: string; pending: number; deadLetters: number; timers: number }>>): void {
+  const names = ['relaybox_runtime_pending_messages', 'relaybox_runtime_dead_letters', 'relaybox_runtime_timers'];
+  for (const name of names) register.removeSingleMetric(name);
+  let latest: ReturnType<typeof stats> | undefined;
+  const read = () => (latest ??= stats().finally(() => setTimeout(() => (latest = undefined), 500)));
+  const gauge = (name: string, help: string, field: 'pending' | 'deadLetters' | 'timers') =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['type'],
+      async collect() {
+        for (const s of await read()) this.set({ type: s.type }, s[field]);
+      },
+    });
+  gauge(names[0]!, 'Actor messages sent and not yet handled, by actor type', 'pending');
+  gauge(names[1]!, 'Actor messages in the dead-letter stream, by actor type', 'deadLetters');
+  gauge(names[2]!, 'Durable timers not yet due, by actor type', 'timers');
+}

@@ -58,6 +58,8 @@ eachBackend((backend) => {
       for (const stage of ['auth', 'rate_limit', 'validate', 'persist', 'enqueue']) {
         assert.match(metrics.text, new RegExp(`relaybox_http_stage_duration_seconds_count\\{route="/api/v1/messages",stage="${stage}"\\} [1-9]`), `stage ${stage} in /metrics`);
       }
+      assert.match(metrics.text, /relaybox_runtime_pending_messages\{type="tenant"\} \d+/, 'actor backlog in /metrics');
+      assert.match(metrics.text, /relaybox_runtime_dead_letters\{type="tenant"\} 0/);
       const first = queued.find((e) => e.data.id === res.body.id)!;
       assert.deepEqual(Object.keys(first.data).sort(), ['body', 'conversationId', 'from', 'id', 'status', 'to']);
       assert.equal(first.teamId, org.teamId);
