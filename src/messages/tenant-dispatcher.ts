@@ -144,9 +144,9 @@ export class TenantDispatcher {
     const state = await this.state(ctx, orgId);
     const doc = await this.deps.db.relays.findOne(this.scope(orgId), { id: relayId, session, status: 'online' });
     if (!doc) return; // an older connection's news
-    const previous = state.relays.get(relayId);
     const relay = onlineRelay(doc);
-    if (previous && previous.session === session) relay.inFlight = previous.inFlight;
+    // A reconnecting agent still holds what it was given before (it re-reports those statuses): they keep their credit.
+    for (const m of await this.deps.db.messages.find(this.scope(orgId), { status: 'processing', relayId }, { limit: 10_000 })) relay.inFlight.add(m.id);
     state.relays.set(relayId, relay);
     await this.deps.events.append([domainEvent('relay.online', { tenantId: orgId, teamId: doc.teamId }, relayEventData(doc))]);
     await ctx.send(tenantActorType, orgId, { kind: 'relay-check', relayId, session }, { delayMs: this.deps.config.relayHeartbeatTimeoutMs });

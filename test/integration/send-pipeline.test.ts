@@ -255,6 +255,21 @@ eachBackend((backend) => {
       assert.equal((await statusOf(org, orphan.id)).attempts, 1, 'the interrupted attempt does not count');
     });
 
+    test('a relay that reconnects keeps its in-flight sends against its capacity and can still report them', async () => {
+      const org = await signup(t);
+      const relay = relayFor(org, 1);
+      await relay.connect();
+      const first = (await send(org, { to: '+14155550100', body: 'before the reconnect' })).body.id;
+      await waitFor(() => relay.sends.some((f) => f.messageId === first), 5_000, 'first dispatched');
+      await relay.connect();
+      const second = (await send(org, { to: '+14155550100', body: 'after the reconnect' })).body.id;
+      await sleep(300);
+      assert.ok(!relay.sends.some((f) => f.messageId === second), 'capacity 1 is still taken by the first send');
+      await relay.report(first, 'sent');
+      await waitFor(() => relay.sends.some((f) => f.messageId === second), 5_000, 'second dispatched once the first is reported');
+      assert.equal((await statusOf(org, first)).status, 'sent');
+    });
+
     test('fromNumber: only an active registered number, sent through the relay that owns it', async () => {
       const org = await signup(t);
       const created = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number: '+14155550111', label: 'Sales' } });
