@@ -7,6 +7,7 @@ import type { Logger } from '../log.ts';
 import { ActorHost, sleep, type DeliveryOutcome } from './actor-host.ts';
 import { KeyedSerial } from './keyed-serial.ts';
 import { askTimeout } from './local-transport.ts';
+import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { withScripts, type ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
 import type { ActorDefinition, ActorMessage, ActorTypeStats, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
@@ -360,29 +361,14 @@ export class RedisTransport implements Transport {
 
   // ---- inspection and lifecycle ----
 
-  async deadLetters(type: string, limit = 100): Promise<DeadLetter[]> {
-    const entries = (await this.cmd.xrevrange(this.key(type, 'dlq'), '+', '-', 'COUNT', limit)) as StreamEntry[];
-    return entries.reverse().map(([, fields]) => {
-      const get = (name: string) => fields[fields.indexOf(name) + 1] ?? '';
-      return { envelope: JSON.parse(get('e') || 'null'), error: get('error'), deliveries: Number(get('deliveries')), failedAt: get('failedAt') };
-    });
+  deadLetters(type: string, limit = 100): Promise<DeadLetter[]> {
+    return readDeadLetters(this.cmd, this.key(type, 'dlq'), limit);
   }
 
-  async stats(): Promise<ActorTypeStats[]> {
+  stats(): Promise<ActorTypeStats[]> {
     const host = this.requireHost();
-    return Promise.all(host.types.map(async (type) => {
-      const pipeline = this.cmd.pipeline();
-      for (let i = 0; i < host.shardsOf(type); i++) pipeline.xlen(this.streamOf(type, i)).zcard(`${this.streamOf(type, i)}:timers`);
-      pipeline.xlen(this.key(type, 'dlq'));
-      const counts = ((await pipeline.exec()) ?? []).map(([, n]) => Number(n ?? 0));
-      const deadLetters = counts.pop() ?? 0;
-      return {
-        type,
-        pending: counts.filter((_, i) => i % 2 === 0).reduce((a, b) => a + b, 0),
-        timers: counts.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0),
-        deadLetters,
-      };
-    }));
+    return Promise.all(host.types.map((type) =>
+      readTypeStats(this.cmd, type, Array.from({ length: host.shardsOf(type) }, (_, i) => this.streamOf(type, i)), this.key(type, 'dlq'))));
   }
 
   async ping(): Promise<void> {
