@@ -157,7 +157,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const method = req.getMethod().toUpperCase() as Method;
     const params: Record<string, string> = {};
     route?.paramNames.forEach((name, i) => {
-      params[name] = decodeURIComponent(req.getParameter(i) ?? '');
+      params[name] = decodePathSegment(req.getParameter(i) ?? '');
     });
     const ctx: RequestContext = {
       reqId,
@@ -331,6 +331,15 @@ function durationOf(route: string, method: string, status: number) {
     if (durationChildren.size < 10_000) durationChildren.set(key, child);
   }
   return child;
+}
+
+/** A malformed escape stays as it came, so the route answers 400 or 404 rather than throwing here. */
+function decodePathSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
 }
 
 function queryOf(raw: string | undefined): Record<string, string> {

@@ -197,6 +197,15 @@ describe('HTTP server', () => {
     assert.deepEqual(crashes, []);
   });
 
+  test('a malformed escape in a path or query is an answer, not a crash', async () => {
+    const path = await fetch(base + '/api/v1/things/%E0%A4%A');
+    assert.equal(path.status, 200);
+    assert.equal((await json(path)).id, '%E0%A4%A');
+    const query = await fetch(base + '/api/v1/things?kind=%E0%A4%A');
+    assert.ok(query.status === 200 || query.status === 400, `query answered ${query.status}`);
+    assert.equal((await fetch(base + '/healthz')).status, 200, 'still serving');
+  });
+
   test('a stream that fails midway cuts the connection instead of leaving the client waiting', async () => {
     const res = await fetch(base + '/api/v1/broken-stream', { signal: AbortSignal.timeout(5_000) });
     assert.equal(res.status, 200);
