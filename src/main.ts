@@ -91,6 +91,8 @@ async function main(): Promise<void> {
       },
     );
   };
+  // A promise nobody awaited failed: a bug to fix, logged with its stack, not a reason to drop every connection.
+  process.on('unhandledRejection', (err) => log.error({ err }, 'unhandled rejection'));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
 }
