@@ -54,14 +54,26 @@ export class TenantDispatcher {
     return { tenantId: orgId };
   }
 
-  private async state(ctx: ActorContext, orgId: string): Promise<TenantState> {
+  /**
+   * The tenant's live state, rebuilt from the store on first use. Only a
+   * fully rebuilt state is kept, and it always has a sweep chain: a sweep
+   * timer that arrives for a tenant with none is adopted as its chain.
+   */
+  private async state(ctx: ActorContext, orgId: string, adoptChain?: string): Promise<TenantState> {
     let state = this.tenants.get(orgId);
     if (!state) {
-      state = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined };
-      this.tenants.set(orgId, state);
-      await this.rebuild(orgId, state);
-      state.sweepChain = ctx.msgId;
-      await ctx.send(tenantActorType, orgId, { kind: 'sweep', chain: state.sweepChain }, { delayMs: this.deps.config.tenantSweepMs });
+      const fresh: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined };
+      await this.rebuild(orgId, fresh);
+      this.tenants.set(orgId, fresh);
+      state = fresh;
+    }
+    if (state.sweepChain === undefined) {
+      if (adoptChain !== undefined) {
+        state.sweepChain = adoptChain;
+      } else {
+        await ctx.send(tenantActorType, orgId, { kind: 'sweep', chain: ctx.msgId }, { delayMs: this.deps.config.tenantSweepMs });
+        state.sweepChain = ctx.msgId;
+      }
     }
     return state;
   }
@@ -100,8 +112,7 @@ export class TenantDispatcher {
    */
   async sweep(ctx: ActorContext, orgId: string, chain: string): Promise<void> {
     const cold = !this.tenants.has(orgId);
-    const state = await this.state(ctx, orgId);
-    if (cold) state.sweepChain = chain;
+    const state = await this.state(ctx, orgId, chain);
     if (state.sweepChain !== chain) return;
     if (!cold) await this.reconcile(orgId, state);
     await this.pump(ctx, orgId, state);
