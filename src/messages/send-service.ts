@@ -1,4 +1,4 @@
-import { AppError, validationError } from '../errors.ts';
+import { validationError } from '../errors.ts';
 import type { Principal } from '../identity/roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Scope } from '../store/collection.ts';
@@ -87,8 +87,4 @@ export class SendService {
     const found = await this.deps.db.phoneNumbers.findOne({ tenantId: orgId }, { number, status: 'active' });
     if (!found) throw validationError('fromNumber', 'is not an active registered phone number of the organization');
   }
-}
-
-export function notFoundMessage(): AppError {
-  return new AppError('not_found', 'message not found');
 }

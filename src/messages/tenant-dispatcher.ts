@@ -138,9 +138,7 @@ export class TenantDispatcher {
         known.capacity = doc.capacity;
         continue;
       }
-      const relay = onlineRelay(doc);
-      for (const m of await messages.find(scope, { status: 'processing', relayId: doc.id }, { limit: 10_000 })) relay.inFlight.add(m.id);
-      state.relays.set(doc.id, relay);
+      state.relays.set(doc.id, await this.withInFlight(orgId, doc));
     }
     for (const m of await messages.find(scope, { status: 'processing', relayId: { $nin: onlineIds } }, { limit: 500 })) {
       await this.handBack(orgId, state, m.id, m.relayId);
@@ -155,10 +153,8 @@ export class TenantDispatcher {
     const state = await this.state(ctx, orgId);
     const doc = await this.deps.db.relays.findOne(this.scope(orgId), { id: relayId, session, status: 'online' });
     if (!doc) return; // an older connection's news
-    const relay = onlineRelay(doc);
     // A reconnecting agent still holds what it was given before (it re-reports those statuses): they keep their credit.
-    for (const m of await this.deps.db.messages.find(this.scope(orgId), { status: 'processing', relayId }, { limit: 10_000 })) relay.inFlight.add(m.id);
-    state.relays.set(relayId, relay);
+    state.relays.set(relayId, await this.withInFlight(orgId, doc));
     await this.deps.events.append([domainEvent('relay.online', { tenantId: orgId, teamId: doc.teamId }, relayEventData(doc))]);
     await ctx.send(tenantActorType, orgId, { kind: 'relay-check', relayId, session }, { delayMs: this.deps.config.relayHeartbeatTimeoutMs });
     await this.pump(ctx, orgId, state);
@@ -194,6 +190,13 @@ export class TenantDispatcher {
     for (const m of inFlight) await this.handBack(orgId, state, m.id, report.relayId);
     await this.deps.events.append([domainEvent('relay.offline', { tenantId: orgId, teamId: doc.teamId }, relayEventData(doc))]);
     await this.pump(ctx, orgId, state);
+  }
+
+  /** An online relay with the sends the store says it holds, each taking a credit. */
+  private async withInFlight(orgId: string, doc: RelayDoc): Promise<OnlineRelay> {
+    const relay = onlineRelay(doc);
+    for (const m of await this.deps.db.messages.find(this.scope(orgId), { status: 'processing', relayId: doc.id }, { limit: 10_000 })) relay.inFlight.add(m.id);
+    return relay;
   }
 
   /** A message in flight on a relay that went away is queued again; the attempt it was on does not count. */
