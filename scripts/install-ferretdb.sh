@@ -13,7 +13,11 @@ version=v1.24.2
 gobin=${GOBIN:-$(go env GOPATH)/bin}
 target="$gobin/ferretdb"
 
-if [ -x "$target" ] && "$target" --version 2>/dev/null | grep -q "version: $version"; then
+# Output is captured before it is matched: under pipefail, `grep -q` or `head`
+# closing the pipe early would fail the script with SIGPIPE (exit 141).
+installed_version() { "$target" --version 2>/dev/null || true; }
+
+if [ -x "$target" ] && [[ "$(installed_version)" == *"version: $version"* ]]; then
   echo "ferretdb $version already at $target"
   exit 0
 fi
@@ -47,5 +51,9 @@ go mod tidy
 mkdir -p "$gobin"
 echo "building ferretdb..."
 go build -trimpath -o "$target" github.com/FerretDB/FerretDB/cmd/ferretdb
-"$target" --version | head -1
-echo "ferretdb installed at $target"
+built=$(installed_version)
+if [[ "$built" != *"version: $version"* ]]; then
+  echo "the ferretdb built at $target does not report $version" >&2
+  exit 1
+fi
+echo "ferretdb $version installed at $target"
