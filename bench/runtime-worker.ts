@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { RedisTransport } from '../src/runtime/redis-transport.ts';
+import { benchActor } from './runtime-protocol.ts';
 
 const config = loadConfig();
 const prefix = config.runtime.keyPrefix;
@@ -11,15 +12,10 @@ const latencies: number[] = [];
 let handled = 0;
 
 const transport = new RedisTransport(config.redisUrl!, config.runtime, config.nodeId, createLogger('warn'));
-await transport.start([{
-  type: 'bench',
-  handlers: {
-    ping(_ctx, msg: { kind: string; t: number }) {
-      latencies.push(Date.now() - msg.t);
-      handled++;
-    },
-  },
-}], { consume: true });
+await transport.start([benchActor((t) => {
+  latencies.push(Date.now() - t);
+  handled++;
+})], { consume: true });
 
 // Counts are flushed in batches so that recording does not dominate what is measured.
 setInterval(() => {

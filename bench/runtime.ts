@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
 import { sleep } from '../src/runtime/actor-host.ts';
+import { benchActor } from './runtime-protocol.ts';
 import { RedisTransport } from '../src/runtime/redis-transport.ts';
 
 const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
@@ -35,7 +36,7 @@ async function run(workerCount: number) {
   await sleep(1_500); // let the workers settle their shares of the shards
   const config = { ...loadConfig({ ...env }).runtime };
   const sender = new RedisTransport(url, config, `${prefix}-sender`, createLogger('warn'));
-  await sender.start([{ type: 'bench', handlers: {} }], { consume: false });
+  await sender.start([benchActor(() => {})], { consume: false });
 
   const started = Date.now();
   const inFlightSends = 500;

@@ -12,6 +12,7 @@
  * every service process write a V8 CPU profile there, BENCH_ONLY=ceiling,embedded,all,split
  * runs only those targets.
  */
+import { loadConfig } from '../src/config.ts';
 import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -112,7 +113,7 @@ async function benchRedisMongo(topology: Topology): Promise<void> {
   try {
     await withDataDir((dataDir) => benchService(`redis + mongo wire (${topology})`, topology, { ...env, DATA_DIR: dataDir }));
   } finally {
-    const store = new MongoStore(database.toString());
+    const store = new MongoStore(database.toString(), undefined, loadConfig({}).storePingTimeoutMs);
     await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch((err) => console.error('could not drop the bench database:', err));
     const redis = new Redis(redisUrl!);
     let cursor = '0';

@@ -5,8 +5,12 @@ import { hostname } from 'node:os';
 export interface Config {
   port: number;
   host: string;
+  /** Answers at least this large are compressed when the client accepts gzip or br (streamed answers always are). */
+  compressMinBytes: number;
   /** Where clients reach this API (signed download links); default: the request's Host. */
   publicBaseUrl: string | undefined;
+  /** The web role serves the dashboard at / and the API reference at /docs (DASHBOARD=false turns both off). */
+  dashboard: boolean;
   redisUrl: string | undefined;
   mongoUrl: string | undefined;
   dataDir: string;
@@ -16,11 +20,34 @@ export interface Config {
   /** Identifies this process among the frontends and workers (logs, leases, addressed replies). */
   nodeId: string;
   maxBodyBytes: number;
+  /** A bulk job's request body (decisions: 10 MiB). */
+  bulkMaxBodyBytes: number;
+  /** How often a running bulk job's progress is looked at (counts in the job list, completion). */
+  jobTrackMs: number;
+  /** What one send is assumed to take on a relay, for a job's estimated completion before it has a throughput of its own. */
+  jobAssumedSendMs: number;
+  /** Reverse proxies in front that append the client's address to X-Forwarded-For (0: the socket's peer is the client). */
+  trustedProxyHops: number;
+  /** Header fields larger than this together are answered 431 (uWS itself accepts far more). */
+  maxHeaderBytes: number;
   rateLimitPerMinute: number;
   rateLimitBurst: number;
+  /** Signup, login and refresh per client address (they are unauthenticated; signup and login each cost a password hash). */
+  authRateLimitPerMinute: number;
+  authRateLimitBurst: number;
   relayHeartbeatTimeoutMs: number;
   /** How often relays are told to send a heartbeat. */
   relayHeartbeatIntervalMs: number;
+  /** A relay socket that has not said hello this long is closed. */
+  relayHelloTimeoutMs: number;
+  /** Bad frames a relay connection may send before it is closed. */
+  relayMaxBadFrames: number;
+  /** Bytes queued for a relay that is not reading before it is disconnected. */
+  relayMaxBackpressureBytes: number;
+  /** How long /readyz waits for each dependency's answer. */
+  readinessTimeoutMs: number;
+  /** How long a store ping (readiness) may take. */
+  storePingTimeoutMs: number;
   messageRetryBaseMs: number;
   /** Send attempts before a message fails for good (decisions: 3, backoff 2 s then 8 s). */
   messageMaxAttempts: number;
@@ -30,8 +57,32 @@ export interface Config {
   tenantSweepMs: number;
   /** How many messages one group commit writes at most. */
   sendBatchMax: number;
+  /** How long the organization's events stay readable through GET /api/v1/events. */
+  eventRetentionDays: number;
+  /** An event stream entry a dead consumer read and never acknowledged is taken over after this long. */
+  eventClaimIdleMs: number;
   identity: IdentityConfig;
   runtime: RuntimeConfig;
+  webhook: WebhookConfig;
+  /** Automated replies (send_reply) one conversation receives per rolling hour; beyond it the action is logged as skipped. */
+  automationRepliesPerConversationPerHour: number;
+}
+
+export interface WebhookConfig {
+  /** Lifts the address check (loopback, private, ...) for local development and tests; never in production. */
+  allowPrivate: boolean;
+  /** First retry delay; each further one is 4 times longer (decisions: 5 s, factor 4, 6 h cap, 8 attempts). */
+  retryBaseMs: number;
+  retryCapMs: number;
+  maxAttempts: number;
+  /** An endpoint that has not answered this long fails the attempt. */
+  timeoutMs: number;
+  /** Attempts in flight to one webhook at once. */
+  concurrency: number;
+  /** 32 bytes (base64 or hex) encrypting webhook secrets at rest; when absent one is generated into dataDir. */
+  secretKey: string | undefined;
+  /** How often a webhook with pending deliveries looks for ones whose attempt was lost (a worker died). */
+  sweepMs: number;
 }
 
 export interface IdentityConfig {
@@ -69,62 +120,122 @@ export interface RuntimeConfig {
   /** How long SIGTERM waits for in-flight handlers before leaving anyway. */
   shutdownGraceMs: number;
   askTimeoutMs: number;
+  /** How long a Redis ping (readiness) may take. */
+  pingTimeoutMs: number;
+  /** An actor key's activated state is dropped after this long without messages. */
+  actorIdleMs: number;
+  /** How long a message or event id emitted by a handler is remembered, so a redelivery does not emit it again. */
+  dedupeTtlMs: number;
+  /** How long a broadcast (a revoked API key) waits for every process to confirm it. */
+  broadcastConfirmMs: number;
 }
 
 type Env = Record<string, string | undefined>;
 
-function int(env: Env, name: string, fallback: number): number {
+/** An integer setting of at least `min` (0 unless said otherwise); anything else stops the process at start, naming the variable. */
+function int(env: Env, name: string, fallback: number, min = 0): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got "${raw}"`);
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer of at least ${min}, got "${raw}"`);
   return n;
 }
 
+/** Durations, counts and sizes for which 0 makes no sense. */
+const positive = (env: Env, name: string, fallback: number) => int(env, name, fallback, 1);
+
+function logLevel(env: Env): string {
+  const level = env.LOG_LEVEL || 'info';
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) throw new Error(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${level}"`);
+  return level;
+}
+
+/** Settings that are each valid alone but not together. */
+function checkTogether(config: Config): Config {
+  const rt = config.runtime;
+  if (rt.leaseRenewMs >= rt.leaseTtlMs) throw new Error(`RUNTIME_LEASE_RENEW_MS (${rt.leaseRenewMs}) must be shorter than RUNTIME_LEASE_TTL_MS (${rt.leaseTtlMs}), or leases lapse between renewals`);
+  if (config.relayHeartbeatIntervalMs >= config.relayHeartbeatTimeoutMs) {
+    throw new Error(`RELAY_HEARTBEAT_INTERVAL_MS (${config.relayHeartbeatIntervalMs}) must be shorter than RELAY_HEARTBEAT_TIMEOUT_MS (${config.relayHeartbeatTimeoutMs})`);
+  }
+  return config;
+}
+
 export function loadConfig(env: Env = process.env): Config {
-  return {
+  return checkTogether({
     port: int(env, 'PORT', 3000),
     host: env.HOST || '0.0.0.0',
+    compressMinBytes: int(env, 'COMPRESS_MIN_BYTES', 1024),
     publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, '') || undefined,
+    dashboard: env.DASHBOARD !== 'false',
     redisUrl: env.REDIS_URL || undefined,
     mongoUrl: env.MONGODB_URL || undefined,
     dataDir: env.DATA_DIR || './data',
     storeSyncIntervalMs: int(env, 'STORE_SYNC_INTERVAL_MS', 1_000),
-    logLevel: env.LOG_LEVEL || 'info',
+    logLevel: logLevel(env),
     nodeId: env.NODE_ID || `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
-    maxBodyBytes: int(env, 'MAX_BODY_BYTES', 1024 * 1024),
-    rateLimitPerMinute: int(env, 'RATE_LIMIT_PER_MINUTE', 100),
-    rateLimitBurst: int(env, 'RATE_LIMIT_BURST', 20),
-    relayHeartbeatTimeoutMs: int(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
-    relayHeartbeatIntervalMs: int(env, 'RELAY_HEARTBEAT_INTERVAL_MS', 10_000),
-    messageRetryBaseMs: int(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
-    messageMaxAttempts: int(env, 'MESSAGE_MAX_ATTEMPTS', 3),
-    messageSendTimeoutMs: int(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
-    tenantSweepMs: int(env, 'TENANT_SWEEP_MS', 10_000),
-    sendBatchMax: int(env, 'SEND_BATCH_MAX', 512),
+    maxBodyBytes: positive(env, 'MAX_BODY_BYTES', 1024 * 1024),
+    maxHeaderBytes: positive(env, 'MAX_HEADER_BYTES', 16 * 1024),
+    trustedProxyHops: int(env, 'TRUSTED_PROXY_HOPS', 0),
+    bulkMaxBodyBytes: positive(env, 'BULK_MAX_BODY_BYTES', 10 * 1024 * 1024),
+    jobTrackMs: positive(env, 'JOB_TRACK_MS', 1_000),
+    jobAssumedSendMs: positive(env, 'JOB_ASSUMED_SEND_MS', 2_000),
+    rateLimitPerMinute: positive(env, 'RATE_LIMIT_PER_MINUTE', 100),
+    rateLimitBurst: positive(env, 'RATE_LIMIT_BURST', 20),
+    authRateLimitPerMinute: positive(env, 'AUTH_RATE_LIMIT_PER_MINUTE', 20),
+    authRateLimitBurst: positive(env, 'AUTH_RATE_LIMIT_BURST', 10),
+    relayHeartbeatTimeoutMs: positive(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
+    relayHeartbeatIntervalMs: positive(env, 'RELAY_HEARTBEAT_INTERVAL_MS', 10_000),
+    relayHelloTimeoutMs: positive(env, 'RELAY_HELLO_TIMEOUT_MS', 10_000),
+    relayMaxBadFrames: positive(env, 'RELAY_MAX_BAD_FRAMES', 5),
+    relayMaxBackpressureBytes: positive(env, 'RELAY_MAX_BACKPRESSURE_BYTES', 1024 * 1024),
+    readinessTimeoutMs: positive(env, 'READINESS_TIMEOUT_MS', 2_000),
+    storePingTimeoutMs: positive(env, 'STORE_PING_TIMEOUT_MS', 2_000),
+    messageRetryBaseMs: positive(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
+    messageMaxAttempts: positive(env, 'MESSAGE_MAX_ATTEMPTS', 3),
+    messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
+    tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
+    sendBatchMax: positive(env, 'SEND_BATCH_MAX', 512),
+    eventRetentionDays: positive(env, 'EVENT_RETENTION_DAYS', 30),
+    eventClaimIdleMs: positive(env, 'EVENT_CLAIM_IDLE_MS', 30_000),
+    webhook: {
+      allowPrivate: env.WEBHOOK_ALLOW_PRIVATE === 'true',
+      retryBaseMs: positive(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
+      retryCapMs: positive(env, 'WEBHOOK_RETRY_CAP_MS', 6 * 3600 * 1000),
+      maxAttempts: positive(env, 'WEBHOOK_MAX_ATTEMPTS', 8),
+      timeoutMs: positive(env, 'WEBHOOK_TIMEOUT_MS', 10_000),
+      concurrency: positive(env, 'WEBHOOK_CONCURRENCY', 8),
+      secretKey: env.WEBHOOK_SECRET_KEY || undefined,
+      sweepMs: positive(env, 'WEBHOOK_SWEEP_MS', 30_000),
+    },
+    automationRepliesPerConversationPerHour: int(env, 'AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR', 5),
     identity: {
       jwtPrivateKeyPem: env.JWT_PRIVATE_KEY || undefined,
       jwtPublicKeyPem: env.JWT_PUBLIC_KEY || undefined,
       jwtIssuer: env.JWT_ISSUER || 'relaybox',
       jwtAudience: env.JWT_AUDIENCE || 'relaybox-api',
-      accessTokenTtlSeconds: int(env, 'ACCESS_TOKEN_TTL_SECONDS', 15 * 60),
-      refreshTokenTtlMs: int(env, 'REFRESH_TOKEN_TTL_MS', 30 * 24 * 3600 * 1000),
+      accessTokenTtlSeconds: positive(env, 'ACCESS_TOKEN_TTL_SECONDS', 15 * 60),
+      refreshTokenTtlMs: positive(env, 'REFRESH_TOKEN_TTL_MS', 30 * 24 * 3600 * 1000),
       credentialCacheMs: int(env, 'CREDENTIAL_CACHE_MS', 1_000),
-      loginFailuresPerMinute: int(env, 'LOGIN_FAILURES_PER_MINUTE', 5),
+      loginFailuresPerMinute: positive(env, 'LOGIN_FAILURES_PER_MINUTE', 5),
     },
     runtime: {
       keyPrefix: env.RUNTIME_KEY_PREFIX || 'rt',
-      defaultShards: int(env, 'RUNTIME_SHARDS', 16),
-      maxDeliveries: int(env, 'RUNTIME_MAX_DELIVERIES', 5),
+      defaultShards: positive(env, 'RUNTIME_SHARDS', 16),
+      maxDeliveries: positive(env, 'RUNTIME_MAX_DELIVERIES', 5),
       redeliveryDelayMs: int(env, 'RUNTIME_REDELIVERY_DELAY_MS', 200),
-      leaseTtlMs: int(env, 'RUNTIME_LEASE_TTL_MS', 5_000),
-      leaseRenewMs: int(env, 'RUNTIME_LEASE_RENEW_MS', 1_000),
-      rebalanceMs: int(env, 'RUNTIME_REBALANCE_MS', 1_000),
-      readBlockMs: int(env, 'RUNTIME_READ_BLOCK_MS', 500),
-      readBatch: int(env, 'RUNTIME_READ_BATCH', 256),
-      timerPollMs: int(env, 'RUNTIME_TIMER_POLL_MS', 100),
-      shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 10_000),
-      askTimeoutMs: int(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
+      leaseTtlMs: positive(env, 'RUNTIME_LEASE_TTL_MS', 5_000),
+      leaseRenewMs: positive(env, 'RUNTIME_LEASE_RENEW_MS', 1_000),
+      rebalanceMs: positive(env, 'RUNTIME_REBALANCE_MS', 1_000),
+      readBlockMs: positive(env, 'RUNTIME_READ_BLOCK_MS', 500),
+      readBatch: positive(env, 'RUNTIME_READ_BATCH', 256),
+      timerPollMs: positive(env, 'RUNTIME_TIMER_POLL_MS', 100),
+      shutdownGraceMs: positive(env, 'SHUTDOWN_GRACE_MS', 10_000),
+      askTimeoutMs: positive(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
+      broadcastConfirmMs: positive(env, 'RUNTIME_BROADCAST_CONFIRM_MS', 1_000),
+      pingTimeoutMs: positive(env, 'RUNTIME_PING_TIMEOUT_MS', 1_000),
+      actorIdleMs: positive(env, 'ACTOR_IDLE_MS', 60_000),
+      // Far beyond a redelivery (lease TTL plus retries), small enough to keep the ids in memory.
+      dedupeTtlMs: positive(env, 'RUNTIME_DEDUPE_TTL_MS', 10 * 60_000),
     },
-  };
+  });
 }

@@ -5,13 +5,17 @@
  */
 export const errorCodes = {
   validation_error: { status: 400, retryable: false },
+  /** The request itself is malformed or ambiguous (framing, an id header): answered before any handler runs. */
+  bad_request: { status: 400, retryable: false },
   unauthorized: { status: 401, retryable: false },
   forbidden: { status: 403, retryable: false },
   not_found: { status: 404, retryable: false },
+  method_not_allowed: { status: 405, retryable: false },
   conflict: { status: 409, retryable: false },
   payload_too_large: { status: 413, retryable: false },
   unsupported_media_type: { status: 415, retryable: false },
   idempotency_mismatch: { status: 422, retryable: false },
+  header_fields_too_large: { status: 431, retryable: false },
   rate_limited: { status: 429, retryable: true },
   internal_error: { status: 500, retryable: true },
   service_unavailable: { status: 503, retryable: true },
@@ -68,4 +72,44 @@ export function validationError(path: string, message: string): AppError {
 export function toHttpError(err: unknown): AppError {
   if (err instanceof AppError) return err;
   return new AppError('internal_error', 'internal error', { cause: err });
+}
+
+/**
+ * How an actor handler says a failure will never succeed: the message goes
+ * to the dead letters at its first failure, with this message as the reason.
+ */
+export class TerminalError extends Error {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'TerminalError';
+  }
+}
+
+/** A failure worth another delivery, no sooner than `retryAfterMs` when given. */
+export class RetryableError extends Error {
+  readonly retryAfterMs: number | undefined;
+
+  constructor(message: string, opts: { retryAfterMs?: number; cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'RetryableError';
+    this.retryAfterMs = opts.retryAfterMs;
+  }
+}
+
+export type FailurePolicy = { retry: false } | { retry: true; afterMs: number | undefined };
+
+/**
+ * Whether a failed actor delivery is tried again, decided once from the
+ * error: TerminalError never, RetryableError after its delay, an AppError by
+ * its registry entry (retryAfterSeconds as its delay), anything else (a bug,
+ * a lost connection) is retried up to the runtime's delivery limit.
+ */
+export function failurePolicy(err: unknown): FailurePolicy {
+  if (err instanceof TerminalError) return { retry: false };
+  if (err instanceof RetryableError) return { retry: true, afterMs: err.retryAfterMs };
+  if (err instanceof AppError) {
+    if (!err.retryable) return { retry: false };
+    return { retry: true, afterMs: err.retryAfterSeconds === undefined ? undefined : err.retryAfterSeconds * 1000 };
+  }
+  return { retry: true, afterMs: undefined };
 }

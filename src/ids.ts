@@ -19,3 +19,10 @@ export function newId(prefix: string): string {
 export function nowIso(): string {
   return new Date().toISOString();
 }
+
+const idSuffix = /^[A-Za-z0-9_-]{22}$/;
+
+/** Whether `value` is exactly an id `newId(prefix)` could have made (no padding, no other byte). */
+export function isId(prefix: string, value: string): boolean {
+  return value.startsWith(`${prefix}_`) && idSuffix.test(value.slice(prefix.length + 1));
+}

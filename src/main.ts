@@ -1,6 +1,8 @@
 import { pathToFileURL } from 'node:url';
 import { createApp } from './app.ts';
 import { loadConfig, type Config } from './config.ts';
+import { buildDashboardAssets } from './dashboard/assets.ts';
+import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
 import { createHttpServer, type HttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { RelayGateway } from './ws/relay-gateway.ts';
@@ -32,10 +34,11 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   let gateway: RelayGateway | undefined;
   let port: number | undefined;
   if (role !== 'worker') {
+    const pages = config.dashboard ? dashboardRoutes(await buildDashboardAssets()) : [];
     http = createHttpServer({
       config,
       log,
-      routes: app.routes,
+      routes: [...app.routes, ...pages],
       ...app.hooks,
       readinessChecks: [
         { name: app.runtime.name === 'redis' ? 'redis' : 'runtime', check: () => app.runtime.ping() },

@@ -1,37 +1,65 @@
-import type { QueuedMessage } from '../messages/send-queue.ts';
-import { tenantActorType, type RelayReport, type StatusReport, type TenantDispatcher } from '../messages/tenant-dispatcher.ts';
-import type { InboundReport, InboundRecorder } from '../messages/inbound-recorder.ts';
-import type { ActorDefinition } from '../runtime/types.ts';
+import { Type } from '@sinclair/typebox';
+import type { TenantDispatcher, TenantState } from '../messages/tenant-dispatcher.ts';
+import { deliveryStatus, frameLimits } from '../relay-protocol/frames.ts';
+import { defineActor, defineProtocol, type ActorContext } from '../runtime/actor.ts';
 
-/** Messages of the tenant actor (`tenant:<orgId>`), by kind. */
-export interface TenantMessages {
-  enqueue: { kind: 'enqueue'; items: QueuedMessage[] };
-  sweep: { kind: 'sweep'; chain: string };
-  'relay-online': { kind: 'relay-online' } & RelayReport;
-  'relay-ready': { kind: 'relay-ready'; capacity: number } & RelayReport;
-  'relay-check': { kind: 'relay-check' } & RelayReport;
-  'relay-offline': { kind: 'relay-offline'; reason: string } & RelayReport;
-  status: { kind: 'status' } & StatusReport;
-  'send-timeout': { kind: 'send-timeout'; messageId: string; relayId: string; attempt: number };
-  retry: { kind: 'retry'; messageId: string };
-  inbound: { kind: 'inbound' } & InboundReport;
-}
+const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
+const text = (maxLength: number) => Type.String({ maxLength });
+const relayReport = { relayId: id, session: Type.Integer({ minimum: 0 }) };
 
-type Handlers = { [K in keyof TenantMessages]: (ctx: Parameters<ActorDefinition['handlers'][string]>[0], msg: TenantMessages[K]) => unknown };
+/** Messages of the tenant actor (`tenant:<orgId>`): the organization's send queue and dispatch. */
+export const tenantProtocol = defineProtocol('tenant', {
+  enqueue: {
+    items: Type.Array(Type.Object({
+      id,
+      priority: Type.Integer({ minimum: 0, maximum: 100 }),
+      fromNumber: Type.Union([text(32), Type.Null()]),
+      /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
+      source: Type.Optional(text(64)),
+    }), { maxItems: 10_000 }),
+  },
+  /** The periodic reconciliation with the store; `chain` names the one live chain of sweep timers. */
+  sweep: { chain: text(128) },
+  'relay-online': relayReport,
+  'relay-ready': { ...relayReport, capacity: Type.Integer({ minimum: 0, maximum: frameLimits.maxCapacity }) },
+  'relay-offline': { ...relayReport, reason: text(200) },
+  status: {
+    ...relayReport,
+    messageId: id,
+    status: deliveryStatus,
+    at: text(40),
+    error: Type.Optional(text(frameLimits.errorLength)),
+    guid: Type.Optional(text(frameLimits.guidLength)),
+    /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
+    attempt: Type.Integer({ minimum: 1 }),
+  },
+  /** A timer: the relay has not reported on an attempt in time. */
+  'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },
+  /** A timer: a message's backoff is over. */
+  retry: { messageId: id },
+});
 
-/** One actor per organization: its send queue, its relays' credits, and what its relays report. */
-export function tenantActor(dispatcher: TenantDispatcher, inbound: InboundRecorder): ActorDefinition {
-  const handlers: Handlers = {
-    enqueue: (ctx, m) => dispatcher.enqueue(ctx, ctx.key, m.items),
-    sweep: (ctx, m) => dispatcher.sweep(ctx, ctx.key, m.chain),
-    'relay-online': (ctx, m) => dispatcher.relayOnline(ctx, ctx.key, m.relayId, m.session),
-    'relay-ready': (ctx, m) => dispatcher.relayReady(ctx, ctx.key, m),
-    'relay-check': (ctx, m) => dispatcher.relayCheck(ctx, ctx.key, m),
-    'relay-offline': (ctx, m) => dispatcher.relayOffline(ctx, ctx.key, m, m.reason),
-    status: (ctx, m) => dispatcher.status(ctx, ctx.key, m),
-    'send-timeout': (ctx, m) => dispatcher.sendTimeout(ctx, ctx.key, m.messageId, m.relayId, m.attempt),
-    retry: (ctx, m) => dispatcher.retry(ctx, ctx.key, m.messageId),
-    inbound: (ctx, m) => inbound.record(ctx.key, m),
+/** One actor per organization: its send queue, and the dispatch of it to its online relays within their capacity. */
+export function tenantActor(dispatcher: TenantDispatcher) {
+  // After its first message, nothing in the state is fresh any more.
+  const settled = <M>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<void>) => async (ctx: ActorContext<TenantState>, m: M) => {
+    try {
+      await handle(ctx, m);
+    } finally {
+      ctx.state.fresh = false;
+    }
   };
-  return { type: tenantActorType, handlers: handlers as ActorDefinition['handlers'] };
+  return defineActor<typeof tenantProtocol, TenantState>(tenantProtocol, {
+    activate: (ctx) => dispatcher.activate(ctx),
+    handlers: {
+      enqueue: settled((ctx, m) => dispatcher.enqueue(ctx, m.items)),
+      sweep: settled((ctx, m) => dispatcher.sweep(ctx, m.chain)),
+      'relay-online': settled((ctx, m) => dispatcher.relayOnline(ctx, m.relayId, m.session)),
+      'relay-ready': settled((ctx, m) => dispatcher.relayReady(ctx, m)),
+      'relay-offline': settled((ctx, m) => dispatcher.relayOffline(ctx, m, m.reason)),
+      status: settled((ctx, m) => dispatcher.status(ctx, m)),
+      'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
+      retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
+    },
+  });
 }

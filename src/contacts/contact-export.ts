@@ -1,5 +1,4 @@
 import { stringify } from 'csv-stringify/sync';
-import type { Reply } from '../http/route.ts';
 import { csvColumns, toCsvRecord } from './contact-csv.ts';
 import type { ContactService } from './contact-service.ts';
 import { contactFieldsOf, type ContactDoc, type ContactQuery, type TeamScope } from './contact-store.ts';
@@ -17,7 +16,7 @@ const contentTypes: Record<ExportFormat, string> = {
  * carry the import's fields only (no id or timestamps), so an export imports
  * back into the same contacts, in this team or another.
  */
-export function exportContacts(contacts: ContactService, scope: TeamScope, query: ContactQuery & { format: ExportFormat }): Reply {
+export function exportContacts(contacts: ContactService, scope: TeamScope, query: ContactQuery & { format: ExportFormat }): { status: 200; headers: Record<string, string>; stream: AsyncIterable<string> } {
   const pages = contacts.pages(scope, query);
   const date = new Date().toISOString().slice(0, 10);
   return {

@@ -61,13 +61,16 @@ export class ContactGroups {
   /** The member contacts in the order they were added; throws not_found for an unknown group. */
   async memberContacts(scope: TeamScope, groupId: string): Promise<ContactDoc[]> {
     await this.find(scope, groupId);
-    const memberships = await this.db.memberships.find(scope, { groupId }, { sort: { createdAt: 1, id: 1 } });
-    const ids = memberships.map((m) => m.contactId);
-    const byId = new Map<string, ContactDoc>();
-    for (let i = 0; i < ids.length; i += lookupChunk) {
-      for (const doc of await this.db.contacts.find(scope, { id: { $in: ids.slice(i, i + lookupChunk) } })) byId.set(doc.id, doc);
+    const members: ContactDoc[] = [];
+    for await (const memberships of this.db.memberships.scan(scope, { groupId }, { sort: { createdAt: 1, id: 1 }, pageSize: lookupChunk })) {
+      const byId = new Map<string, ContactDoc>();
+      for (const doc of await this.db.contacts.find(scope, { id: { $in: memberships.map((m) => m.contactId) } })) byId.set(doc.id, doc);
+      for (const m of memberships) {
+        const doc = byId.get(m.contactId);
+        if (doc) members.push(doc);
+      }
     }
-    return ids.map((id) => byId.get(id)).filter((doc): doc is ContactDoc => doc !== undefined);
+    return members;
   }
 
   private async find(scope: TeamScope, id: string): Promise<ContactGroupDoc> {

@@ -1,9 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { validationError } from '../errors.ts';
 import { paginationQuery } from '../http/pagination.ts';
-import { strictObject } from '../http/validation.ts';
+import { named } from '../http/route.ts';
+import { phoneNumberField, strictObject } from '../http/validation.ts';
 
-/** E.164: a plus, a non-zero digit, then 7 to 14 digits (decisions: `+` and 8 to 15 digits). */
+/** E.164, the form phone numbers are stored in: a plus, a non-zero digit, then 7 to 14 digits. */
 export const e164Pattern = '^\\+[1-9]\\d{7,14}$';
 export const e164 = new RegExp(e164Pattern);
 
@@ -42,7 +43,7 @@ const tag = Type.String({
 export const contactFieldSchemas = {
   firstName: Type.String({ minLength: 1, maxLength: contactLimits.nameLength, pattern: '\\S' }),
   lastName: text(contactLimits.nameLength, 'family name'),
-  phoneNumbers: Type.Array(Type.String({ pattern: e164Pattern, maxLength: 16, description: 'E.164' }), { maxItems: contactLimits.phoneNumbers }),
+  phoneNumbers: Type.Array(phoneNumberField(), { maxItems: contactLimits.phoneNumbers }),
   emailAddresses: Type.Array(Type.String({ format: 'email', maxLength: contactLimits.emailLength }), { maxItems: contactLimits.emailAddresses }),
   tags: Type.Array(tag, { maxItems: contactLimits.tags, description: 'used for filtering and grouping' }),
   organization: text(contactLimits.textLength, 'company name'),
@@ -54,7 +55,6 @@ export const contactFieldSchemas = {
 export type ContactField = keyof typeof contactFieldSchemas;
 export const contactFields = Object.keys(contactFieldSchemas) as ContactField[];
 export const listFields = ['phoneNumbers', 'emailAddresses', 'tags'] as const satisfies readonly ContactField[];
-export type ListField = (typeof listFields)[number];
 
 const f = contactFieldSchemas;
 /** Every field but firstName is optional on create and update alike. */
@@ -78,7 +78,7 @@ export type ContactChanges = Static<typeof contactUpdateBody>;
 const stamp = { id: Type.String(), createdAt: Type.String({ format: 'date-time' }), updatedAt: Type.String({ format: 'date-time' }) };
 
 /** The contact as the API answers it: the create fields plus id, createdAt, updatedAt; unset text fields are absent. */
-export const contactSchema = Type.Object({
+export const contactSchema = named('Contact', Type.Object({
   id: stamp.id,
   firstName: Type.String(),
   lastName: Type.Optional(Type.String()),
@@ -91,7 +91,7 @@ export const contactSchema = Type.Object({
   platformId: Type.Optional(Type.String()),
   createdAt: stamp.createdAt,
   updatedAt: stamp.updatedAt,
-});
+}));
 export type Contact = Static<typeof contactSchema>;
 
 const filterQuery = {
@@ -104,19 +104,29 @@ export const contactExportQuery = strictObject({
   format: Type.Union([Type.Literal('json'), Type.Literal('csv')], { default: 'json' }),
 });
 
-export const importResultSchema = Type.Object({
+/** An export: the import's fields only, so it imports back unchanged. */
+export const contactExportAnswer = {
+  description: 'the contacts, streamed; the file name is in Content-Disposition',
+  content: {
+    'application/json': Type.Array(contactCreateBody),
+    'text/csv': Type.String({ description: 'a header row of the import columns, then one row per contact (RFC 4180)' }),
+  },
+  headers: { 'content-disposition': { description: 'attachment; filename="contacts-<date>.<format>"', required: true } },
+};
+
+export const importResultSchema = named('ContactImportResult', Type.Object({
   created: Type.Integer(),
   updated: Type.Integer(),
   failed: Type.Integer(),
   errors: Type.Array(Type.Object({ row: Type.Integer({ description: 'data row, counted from 1' }), error: Type.String() }), { description: 'the first 1,000 failed rows' }),
-});
+}));
 
 export const idParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 export const memberParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }), contactId: Type.String({ minLength: 1, maxLength: 64 }) });
 
 export const groupCreateBody = strictObject({ name: Type.String({ minLength: 1, maxLength: contactLimits.groupNameLength, pattern: '\\S' }) });
 export const memberBody = strictObject({ contactId: Type.String({ minLength: 1, maxLength: 64 }) });
-export const groupSchema = Type.Object({ id: stamp.id, name: Type.String(), memberCount: Type.Integer(), createdAt: stamp.createdAt, updatedAt: stamp.updatedAt });
+export const groupSchema = named('ContactGroup', Type.Object({ id: stamp.id, name: Type.String(), memberCount: Type.Integer(), createdAt: stamp.createdAt, updatedAt: stamp.updatedAt }));
 export const groupWithMembersSchema = Type.Object({ ...groupSchema.properties, members: Type.Array(contactSchema) });
 
 /** The `tags` filter: comma-separated, blanks dropped, each a valid tag. */

@@ -56,7 +56,7 @@ export function contactCollections(store: Store) {
   const team = { tenantId: 1, teamId: 1 } as const;
   return {
     contacts: store.collection<ContactDoc>('contacts', [
-      { keys: { ...team, createdAt: -1 } },
+      { keys: { ...team, createdAt: -1, id: -1 } },
       { keys: { ...team, phoneNumbers: 1 } },
       { keys: { ...team, emailKeys: 1 } },
       { keys: { ...team, tagKeys: 1 } },
@@ -65,6 +65,7 @@ export function contactCollections(store: Store) {
     memberships: store.collection<GroupMembershipDoc>('contact_group_members', [
       { keys: { ...team, groupId: 1, contactId: 1 }, unique: true },
       { keys: { ...team, contactId: 1 } },
+      { keys: { ...team, groupId: 1, createdAt: 1, id: 1 } },
     ]),
   };
 }

@@ -26,13 +26,20 @@ export interface ReadEvent {
  * acknowledges what it has handled.
  */
 export interface EventStream {
-  append(events: DomainEvent[]): Promise<void>;
+  /**
+   * With `once`, an event whose id was appended before (within the runtime's
+   * dedupe window on Redis; ever on the embedded store) is not appended
+   * again: actors append with ids derived from the actor message, so a
+   * redelivered message stores its events once.
+   */
+  append(events: DomainEvent[], opts?: { once?: boolean }): Promise<void>;
   read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
   ack(group: string, positions: string[]): Promise<void>;
 }
 
-export function domainEvent(event: EventName, scope: { tenantId: string; teamId?: string | null }, data: Record<string, unknown>): DomainEvent {
-  return { id: newId('evt'), event, timestamp: nowIso(), tenantId: scope.tenantId, teamId: scope.teamId ?? null, data };
+/** `id` is given by actors (`ctx.derivedId`), so the same actor message always makes the same event. */
+export function domainEvent(event: EventName, scope: { tenantId: string; teamId?: string | null }, data: Record<string, unknown>, id = newId('evt')): DomainEvent {
+  return { id, event, timestamp: nowIso(), tenantId: scope.tenantId, teamId: scope.teamId ?? null, data };
 }
 
 /** data of message.* events (spec section 6, rule 4). */

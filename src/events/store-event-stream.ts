@@ -58,19 +58,27 @@ export class StoreEventStream implements EventStream {
   }
 
   private async load(): Promise<void> {
-    const docs = await this.events.find(platformScope, {}, { sort: { seq: 1 } });
+    const seqs: number[] = [];
+    const ids: string[] = [];
+    for await (const page of this.events.scan(platformScope, {}, { sort: { seq: 1 } })) {
+      for (const doc of page) {
+        seqs.push(doc.seq);
+        ids.push(doc.id);
+      }
+    }
     const cursors = await this.cursors.find(platformScope, {});
-    this.seqs = docs.map((d) => d.seq);
-    this.ids = docs.map((d) => d.id);
+    this.seqs = seqs;
+    this.ids = ids;
     this.head = 0;
     // A cursor can be ahead of every stored event (all trimmed); new events must still come after it.
     this.seq = Math.max(this.seqs.at(-1) ?? 0, ...cursors.map((c) => c.seq));
     this.loaded = true;
   }
 
-  async append(events: DomainEvent[]): Promise<void> {
-    if (events.length === 0) return;
+  async append(all: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (!this.loaded) await this.ready();
+    const events = opts.once ? await this.unseen(all) : all;
+    if (events.length === 0) return;
     const docs: EventDoc[] = events.map((event) => ({ id: event.id, tenantId: platformScope.tenantId, seq: ++this.seq, event }));
     const first = docs[0]!.seq;
     this.inFlight.push(first);
@@ -96,6 +104,12 @@ export class StoreEventStream implements EventStream {
         this.trimming = running;
       }
     }
+  }
+
+  private async unseen(events: DomainEvent[]): Promise<DomainEvent[]> {
+    const stored = await this.events.find(platformScope, { id: { $in: events.map((e) => e.id) } });
+    const seen = new Set(stored.map((d) => d.id));
+    return events.filter((e) => !seen.has(e.id));
   }
 
   async read(group: string, _consumer: string, count: number): Promise<ReadEvent[]> {

@@ -43,8 +43,9 @@ export function exposeRuntimeStats(stats: () => Promise<Array<{ type: string; pe
       name,
       help,
       labelNames: ['type'],
+      // A transport that cannot answer keeps the last figures: one unreadable gauge must not fail the whole scrape.
       async collect() {
-        for (const s of await read()) this.set({ type: s.type }, s[field]);
+        for (const s of (await read().catch(() => [])) ?? []) this.set({ type: s.type }, s[field]);
       },
     });
   gauge(names[0]!, 'Actor messages sent and not yet handled, by actor type', 'pending');

@@ -1,36 +1,57 @@
 import { errorCodes } from '../errors.ts';
-import type { RouteDef } from './route.ts';
+import { errorSchema, headerComponents, plain, responsesOf } from './openapi-responses.ts';
+import { schemaNameKey, type RouteDef } from './route.ts';
 import { neededRole } from './roles-needed.ts';
 
-const errorSchema = {
-  type: 'object',
-  required: ['error', 'message', 'statusCode'],
-  properties: {
-    error: { type: 'string', enum: Object.keys(errorCodes) },
-    message: { type: 'string' },
-    statusCode: { type: 'integer' },
-    details: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
-  },
-};
+/** `:id` → `{id}` */
+export const openApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 
-/** TypeBox schemas are JSON Schema; this drops TypeBox's symbol keys. */
-const plain = (schema: unknown): Record<string, any> => JSON.parse(JSON.stringify(schema));
+/** The route's own operationId, or one made from its method and path (getMessagesByIdStatus): unique as long as routes are. */
+export function operationIdOf(route: RouteDef): string {
+  if (route.operationId) return route.operationId;
+  const words = route.path.replace(/^\/api\/v1\//, '').split('/').flatMap((segment) => {
+    const param = /^:(.+)$/.exec(segment);
+    return param ? ['by', param[1]!] : segment.split(/[^A-Za-z0-9]+/);
+  });
+  return route.method.toLowerCase() + words.filter(Boolean).map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
+}
+
+/**
+ * A request schema as a client sees it: a field with a default may be left
+ * out (the server fills it in), so it is not required. Applied to nested
+ * objects too.
+ */
+export function requestView(schema: unknown): any {
+  if (Array.isArray(schema)) return schema.map(requestView);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Record<string, any> = {};
+  for (const [k, v] of Object.entries(schema)) out[k] = k === 'default' || k === 'const' || k === 'enum' ? v : requestView(v);
+  if (Array.isArray(out.required) && out.properties) {
+    const required = out.required.filter((name: string) => out.properties[name]?.default === undefined);
+    if (required.length > 0) out.required = required;
+    else delete out.required;
+  }
+  return out;
+}
+
+const requiredFields = (schema: Record<string, any>): string[] => schema.required ?? [];
 
 function parameters(route: RouteDef) {
   const out: unknown[] = [];
   if (route.auth !== false) {
     out.push({ name: 'X-Team-Id', in: 'header', required: false, schema: { type: 'string', maxLength: 64 }, description: "The team the request acts in; default the organization's default team. Another organization's team: 404." });
   }
-  if (route.method === 'POST' && /\/messages(\/bulk)?$/.test(route.path)) {
-    out.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', maxLength: 255 }, description: 'A repeat within 24 h replays the first answer; the same key with another body is 422 idempotency_mismatch.' });
+  if (route.idempotent) {
+    out.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 }, description: 'A repeat within 24 h replays the first answer (with Idempotent-Replayed: true); the same key with another body is 422 idempotency_mismatch.' });
   }
+  out.push({ name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' }, description: 'Kept as the request id of the answer and the logs when valid; otherwise one is made.' });
   for (const where of ['params', 'query'] as const) {
-    const schema = route.schema?.[where] ? plain(route.schema[where]) : undefined;
+    const schema = route.schema[where] ? requestView(plain(route.schema[where])) : undefined;
     for (const [name, prop] of Object.entries<Record<string, unknown>>(schema?.properties ?? {})) {
       out.push({
         name,
         in: where === 'params' ? 'path' : 'query',
-        required: where === 'params' || (schema?.required ?? []).includes(name),
+        required: where === 'params' || requiredFields(schema!).includes(name),
         schema: prop,
         ...(prop.description ? { description: prop.description } : {}),
       });
@@ -39,52 +60,137 @@ function parameters(route: RouteDef) {
   return out;
 }
 
-function responses(route: RouteDef) {
-  const out: Record<string, unknown> = {};
-  for (const [status, schema] of Object.entries(route.schema?.response ?? { 200: undefined })) {
-    out[status] = schema
-      ? { description: 'success', content: { 'application/json': { schema: plain(schema) } } }
-      : { description: 'success' };
+function requestBody(route: RouteDef) {
+  if (route.uploadField) {
+    const field = route.uploadField;
+    return { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: [field], properties: { [field]: { type: 'string', format: 'binary' } } } } } };
   }
-  const errors = route.auth === false ? ['400', '429', '500'] : ['400', '401', '403', '404', '429', '500'];
-  for (const status of errors) {
-    out[status] ??= { description: 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
-  }
-  return out;
+  if (!route.schema.body) return undefined;
+  const schema = requestView(plain(route.schema.body));
+  // A body with nothing required may be left out altogether (an empty body reads as {}).
+  return { required: requiredFields(schema).length > 0, content: { 'application/json': { schema } } };
 }
 
-/** The OpenAPI 3.1 description, generated from the route table so it cannot drift from the code. */
-export function openApiDocument(routes: RouteDef[]) {
+function describe(route: RouteDef): string | undefined {
+  if (route.auth === false) return undefined;
+  const team = route.teamScoped ? " Belongs to the team picked by X-Team-Id (default: the organization's default team)." : '';
+  return `Needs the ${neededRole(route)} role or higher.${team}`;
+}
+
+/** What each group of operations is about; a tag not listed here still gets a plain description. */
+const tagDescriptions: Record<string, string> = {
+  auth: 'Sign-up, log-in, sessions and the caller',
+  'api-keys': 'Long-lived credentials for servers (admin only)',
+  members: 'The users of an organization',
+  teams: 'Teams: every message, conversation and contact belongs to one',
+  messages: 'Sending messages, their history, delivery status and attachments',
+  conversations: 'Conversations, kept up to date by every sent and received message',
+  'phone-numbers': 'The sender numbers registered to the organization',
+  contacts: 'Contacts, their import and export',
+  'contact-groups': 'Contact groups; a message to group:<id> goes to each member',
+  relays: 'Desktop relays: registration tokens and status (the WebSocket protocol is in /api/v1/asyncapi.json)',
+  meta: 'Descriptions of this API',
+};
+
+export interface DocumentOptions {
+  /** Where clients reach the API, when the deployment says so (PUBLIC_BASE_URL). */
+  publicBaseUrl?: string;
+}
+
+/** The OpenAPI 3.1 description, generated from the route table and the routes' TypeBox schemas, so it cannot drift from the code. */
+export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) {
   const paths: Record<string, Record<string, unknown>> = {};
+  const tags = new Set<string>();
   for (const route of routes) {
-    const path = route.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    const path = openApiPath(route.path);
+    for (const tag of route.tags ?? []) tags.add(tag);
+    const body = requestBody(route);
+    const description = describe(route);
     paths[path] ??= {};
     paths[path]![route.method.toLowerCase()] = {
+      operationId: operationIdOf(route),
       summary: route.summary,
+      ...(description ? { description } : {}),
       tags: route.tags ?? [],
-      ...(route.auth === false ? {} : { description: `Needs the ${neededRole(route)} role or higher.${route.teamScoped ? ' Belongs to the team picked by X-Team-Id (default: the organization\'s default team).' : ''}` }),
       parameters: parameters(route),
-      ...(route.schema?.body ? { requestBody: { required: true, content: { 'application/json': { schema: plain(route.schema.body) } } } } : {}),
-      ...(route.uploadField ? { requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: [route.uploadField], properties: { [route.uploadField]: { type: 'string', format: 'binary' } } } } } } } : {}),
-      responses: responses(route),
+      ...(body ? { requestBody: body } : {}),
+      responses: responsesOf(route),
       security: route.auth === false ? [] : [{ bearer: [] }],
     };
   }
+  const schemas = collectNamedSchemas(paths);
+  const servers = [
+    ...(opts.publicBaseUrl ? [{ url: opts.publicBaseUrl, description: 'this deployment' }] : []),
+    { url: '/', description: 'the host that serves this document' },
+  ];
   return {
     openapi: '3.1.0',
     info: {
       title: 'Relaybox messaging API',
       version: '1.0.0',
       description: [
-        'Every error answer has the body {error, message, statusCode} (validation errors add details).',
+        'Every error answer has the body {error, message, statusCode}; validation errors add details, one entry per violation.',
         'Error codes: ' + Object.entries(errorCodes).map(([code, { status }]) => `${code} (${status})`).join(', ') + '.',
-        'Every answer carries X-Request-Id and the RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers; 429 adds Retry-After.',
+        'Every answer carries X-Request-Id. Answers of authenticated routes and of signup, login and refresh carry RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining and RateLimit-Reset; 429 and 503 add Retry-After.',
+        'Answers over 1 KiB are compressed (gzip or br) when the request accepts it (Accept-Encoding).',
+        'Desktop relays connect over a WebSocket at /api/v1/relays/connect; its protocol is described in AsyncAPI at /api/v1/asyncapi.json.',
       ].join('\n'),
     },
+    servers,
+    tags: [...tags].sort().map((name) => ({ name, description: tagDescriptions[name] ?? `Operations on ${name.replace(/-/g, ' ')}` })),
     components: {
-      schemas: { Error: errorSchema },
+      schemas: { ...schemas, Error: errorSchema },
+      headers: headerComponents,
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' } },
     },
     paths,
   };
+}
+
+/**
+ * Replaces every schema marked with `named()` by a reference to one entry of
+ * components.schemas. A name given to two different shapes stays inline in
+ * both places rather than describing one of them wrongly.
+ */
+function collectNamedSchemas(paths: Record<string, unknown>): Record<string, unknown> {
+  const found = new Map<string, { text: string; schema: Record<string, unknown> } | 'ambiguous'>();
+  const strip = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(strip);
+    if (node === null || typeof node !== 'object') return node;
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(node)) if (k !== schemaNameKey) out[k] = strip(v);
+    return out;
+  };
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(visit);
+    if (node === null || typeof node !== 'object') return;
+    const record = node as Record<string, unknown>;
+    const name = record[schemaNameKey];
+    if (typeof name === 'string') {
+      const text = JSON.stringify(strip(record));
+      const seen = found.get(name);
+      if (!seen) found.set(name, { text, schema: record });
+      else if (seen !== 'ambiguous' && seen.text !== text) found.set(name, 'ambiguous');
+    }
+    Object.values(record).forEach(visit);
+  };
+  visit(paths);
+  const replace = (node: unknown): unknown => {
+    if (Array.isArray(node)) return node.map(replace);
+    if (node === null || typeof node !== 'object') return node;
+    const record = node as Record<string, unknown>;
+    const name = record[schemaNameKey];
+    if (typeof name === 'string' && found.get(name) !== 'ambiguous') return { $ref: `#/components/schemas/${name}` };
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(record)) if (k !== schemaNameKey) out[k] = replace(v);
+    return out;
+  };
+  for (const [path, item] of Object.entries(paths)) paths[path] = replace(item);
+  const schemas: Record<string, unknown> = {};
+  for (const [name, entry] of [...found].sort(([a], [b]) => a.localeCompare(b))) {
+    if (entry === 'ambiguous') continue;
+    const { [schemaNameKey]: _name, ...body } = entry.schema;
+    schemas[name] = replace(body);
+  }
+  return schemas;
 }

@@ -1,9 +1,10 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type TSchema } from '@sinclair/typebox';
+import { named } from './route.ts';
 
 /** Query fields of every paginated list: page from 1, limit 1 to 100 (default 20). */
 export const paginationQuery = {
-  page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+  page: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1, description: 'page number, from 1' }),
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'items per page' }),
 };
 
 export interface Page<T> {
@@ -19,9 +20,11 @@ export function pageWindow(page: number, limit: number): { skip: number; limit: 
   return { skip: (page - 1) * limit, limit };
 }
 
-export function pageSchema(item: ReturnType<typeof Type.Object> | ReturnType<typeof Type.Any>) {
+const paginationSchema = named('Pagination', Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), totalPages: Type.Integer() }));
+
+export function pageSchema<T extends TSchema>(item: T) {
   return Type.Object({
     data: Type.Array(item),
-    pagination: Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), totalPages: Type.Integer() }),
+    pagination: paginationSchema,
   });
 }

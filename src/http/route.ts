@@ -1,5 +1,5 @@
-import type { TSchema } from '@sinclair/typebox';
-import type { AppError } from '../errors.ts';
+import { Kind, Type, type Static, type TSchema } from '@sinclair/typebox';
+import type { AppError, ErrorCode } from '../errors.ts';
 import type { Role } from '../identity/roles.ts';
 import type { Logger } from '../log.ts';
 
@@ -37,36 +37,100 @@ export interface Reply {
   stream?: AsyncIterable<string | Buffer>;
 }
 
+/**
+ * An answer that is not one JSON body: no body at all (204, a redirect), or
+ * other media types (`content`, e.g. a CSV export), with the headers it sets.
+ */
+export interface AnswerSpec {
+  description: string;
+  /** Media type → schema; absent: the answer has no body. */
+  content?: Record<string, TSchema>;
+  /** Answer headers this status sets, beyond the ones every answer carries. */
+  headers?: Record<string, { description: string; required?: boolean }>;
+}
+
+/** A status's answer: a TypeBox schema is a JSON body of that shape. */
+export type ResponseSpec = TSchema | AnswerSpec;
+
+export const isSchema = (spec: ResponseSpec): spec is TSchema => Kind in spec;
+
+/** 204: the answer has no body (a 204 declared as `Type.Null()` is read the same way). */
+export const noContent: AnswerSpec = { description: 'done; no body' };
+
 export interface RouteSchema {
   params?: TSchema;
   query?: TSchema;
   body?: TSchema;
-  response?: Record<number, TSchema>;
+  /** Every success status the handler answers, with its body. */
+  response: Record<number, ResponseSpec>;
 }
 
-export interface RouteDef {
+type StaticOf<T> = T extends TSchema ? Static<T> : undefined;
+
+/** The reply a handler may give for one declared status: its JSON body is the schema's static type. */
+type ReplyFor<Status extends number, Spec> = Spec extends TSchema
+  ? Static<Spec> extends null
+    ? { status: Status; body?: null; headers?: Record<string, string> }
+    : { status: Status; body: Static<Spec>; headers?: Record<string, string> }
+  : Spec extends { content: Record<string, TSchema> }
+    ? { status: Status; body?: string | Buffer | Static<Spec['content'][keyof Spec['content']]>; stream?: AsyncIterable<string | Buffer>; headers?: Record<string, string> }
+    : { status: Status; body?: undefined; headers?: Record<string, string> };
+
+export type TypedReply<R extends Record<number, ResponseSpec>> = { [S in keyof R & number]: ReplyFor<S, R[S]> }[keyof R & number];
+
+interface RouteOptions {
   method: Method;
   path: string;
   summary: string;
+  /** Stable name for generated clients; default derived from the method and path. */
+  operationId?: string;
   tags?: string[];
   /** Default true: the request must carry a valid credential. */
   auth?: boolean;
+  /** On a route without `auth`: charged to the client address's budget (each such request is costly to serve). */
+  limitPerAddress?: boolean;
   /** Needed role; default viewer for GET, member for writes. */
   minRole?: Role;
   /** The resource belongs to a team (X-Team-Id): another team's id answers 404. */
   teamScoped?: boolean;
-  schema?: RouteSchema;
+  /** The route honours an Idempotency-Key header (a repeat replays the first answer). */
+  idempotent?: boolean;
+  /** Errors the handler itself can answer, beyond those the route's shape implies (see openapi-errors.ts). */
+  errors?: ErrorCode[];
   maxBodyBytes?: number;
   /** Content types the body may have; default JSON only. */
   bodyTypes?: 'json' | 'any';
   /** For a multipart upload (no JSON body schema): the form field that carries the file, for the API description. */
   uploadField?: string;
+}
+
+export interface RouteDef extends RouteOptions {
+  schema: RouteSchema;
   handler(ctx: RequestContext): Promise<Reply> | Reply;
 }
 
-export function defineRoute(route: RouteDef): RouteDef {
-  return route;
+/** A route whose handler's input and output types come from its schemas, so the code and the API description cannot drift. */
+export interface TypedRouteDef<S extends RouteSchema> extends RouteOptions {
+  schema: S;
+  // NoInfer: S is read from `schema` alone; the handler is then checked against it. A handler without
+  // parameters is typed before S is known and loses its status literal: write `(_ctx) =>` there.
+  handler: NoInfer<(ctx: RequestContext<StaticOf<S['body']>, StaticOf<S['query']>, StaticOf<S['params']>>) => Promise<TypedReply<S['response']>> | TypedReply<S['response']>>;
 }
+
+export function defineRoute<const S extends RouteSchema>(route: TypedRouteDef<S>): RouteDef {
+  return route as RouteDef;
+}
+
+/** Marks a schema as a named type of the API: the OpenAPI document lists it once under components.schemas. */
+export const schemaNameKey = 'x-schema-name';
+
+/** A schema as a named type (Message, Contact...): generated clients get one type for it wherever it appears. */
+export function named<T extends TSchema>(name: string, schema: T): T {
+  return { ...schema, [schemaNameKey]: name };
+}
+
+/** Any JSON object: for answers whose shape is described elsewhere (the API documents themselves). */
+export const anyObject = Type.Object({}, { additionalProperties: true });
 
 export type AuthenticateHook = (ctx: RequestContext) => Promise<unknown>;
 export type AuthorizeHook = (principal: unknown, minRole: Role) => void;

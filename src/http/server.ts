@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import { Type } from '@sinclair/typebox';
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import type { Config } from '../config.ts';
-import { AppError, toHttpError } from '../errors.ts';
+import { AppError, toHttpError, type ErrorDetail } from '../errors.ts';
 import type { Logger } from '../log.ts';
+import { encodeAnswer } from './compression.ts';
 import { collectProcessMetrics, httpDuration, metricsRegistry, stageDuration } from './metrics.ts';
-import { openApiDocument } from './openapi.ts';
+import { apiDocumentRoutes } from './api-documents.ts';
+import { allowedMethods, clientAddress, copyHeaders } from './request-guard.ts';
 import { neededRole } from './roles-needed.ts';
 
 export { neededRole };
-import type { AuthenticateHook, AuthorizeHook, Method, RateLimitHook, Reply, RequestContext, RouteDef } from './route.ts';
-import { compileValidator, type Validator } from './validation.ts';
+import { anyObject, type AuthenticateHook, type AuthorizeHook, type Method, type RateLimitHook, type Reply, type RequestContext, type RouteDef } from './route.ts';
+import { compileValidator, validationFailure, type Validator } from './validation.ts';
 
 export interface ReadinessCheck {
   name: string;
@@ -24,6 +27,8 @@ export interface HttpServerOptions {
   authenticate?: AuthenticateHook;
   authorize?: AuthorizeHook;
   rateLimit?: RateLimitHook;
+  /** Charges a `limitPerAddress` route to the client address's budget. */
+  limitAddress?: RateLimitHook;
   readinessChecks?: ReadinessCheck[];
 }
 
@@ -46,7 +51,6 @@ interface CompiledRoute {
   body?: Validator;
 }
 
-const readinessTimeoutMs = 2_000;
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
 
 const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`;
@@ -55,12 +59,31 @@ const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`
 class Responder {
   aborted = false;
   done = false;
+  private paused = false;
   constructor(private readonly res: HttpResponse) {}
+
+  /**
+   * Stops reading the connection once the request is complete, until it is
+   * answered: uWS closes a connection on which a request arrives while the
+   * previous answer is pending, so a pipelined request that comes in a later
+   * read waits in the socket instead, and is answered in order.
+   */
+  pauseReading(): void {
+    if (this.aborted || this.done || this.paused) return;
+    this.paused = true;
+    this.res.pause();
+  }
+
+  private resumeReading(): void {
+    if (this.paused) this.res.resume();
+    this.paused = false;
+  }
 
   send(status: number, headers: Record<string, string>, body: string | Buffer, closeConnection = false): void {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
+      this.resumeReading();
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
       this.res.end(body, closeConnection);
@@ -71,6 +94,7 @@ class Responder {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
+      this.resumeReading();
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
     });
@@ -107,7 +131,10 @@ function readBody(res: HttpResponse, responder: Responder, limit: number): Promi
       }
       // uWS reuses the chunk's memory after this callback: copy it.
       chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-      if (isLast) resolve(Buffer.concat(chunks, size));
+      if (isLast) {
+        responder.pauseReading();
+        resolve(Buffer.concat(chunks, size));
+      }
     });
   });
 }
@@ -118,9 +145,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   const app = uWS.App();
   const builtIns = builtInRoutes(opts);
   const routes = [...builtIns, ...opts.routes];
-  const openapi = JSON.stringify(openApiDocument(routes.filter((r) => r.path.startsWith('/api/'))));
-  builtIns.push({ method: 'GET', path: '/api/v1/openapi.json', summary: 'This API description (OpenAPI 3.1)', auth: false, handler: () => ({ status: 200, body: openapi, headers: { 'content-type': 'application/json; charset=utf-8' } }) });
-  routes.push(builtIns[builtIns.length - 1]!);
+  routes.push(...apiDocumentRoutes(routes, { publicBaseUrl: config.publicBaseUrl }));
 
   for (const def of routes) {
     const compiled: CompiledRoute = {
@@ -141,17 +166,25 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     register(def.path, (res, req) => handle(res, req, compiled));
   }
   app.any('/*', (res, req) => handle(res, req, undefined));
+  const methodsServing = allowedMethods(routes);
+
+  /**
+   * Set while uWS finishes parsing the read that held a refused request head:
+   * uWS keeps parsing after an answer that closes the connection, so bytes
+   * after an ambiguous head would otherwise still reach a handler. The peer's
+   * address stands for the connection (uWS does not expose which it is).
+   */
+  let closingPeer: string | undefined;
 
   function handle(res: HttpResponse, req: HttpRequest, route: CompiledRoute | undefined): void {
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+    if (peer === closingPeer) return closeAfterThisRead(res);
     const responder = new Responder(res);
     res.onAborted(() => {
       responder.aborted = true;
     });
     // Everything needed from req is copied now: req is invalid after the first await.
-    const headers: Record<string, string> = {};
-    req.forEach((k, v) => {
-      headers[k] = v;
-    });
+    const { headers, refusal } = copyHeaders(req, config.maxHeaderBytes);
     const incomingId = headers['x-request-id'];
     const reqId = incomingId && requestIdPattern.test(incomingId) ? incomingId : randomUUID();
     const method = req.getMethod().toUpperCase() as Method;
@@ -169,7 +202,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       headers,
       body: undefined,
       rawBody: undefined,
-      ip: Buffer.from(res.getRemoteAddressAsText()).toString(),
+      ip: clientAddress(peer, headers['x-forwarded-for'], config.trustedProxyHops),
       get log() {
         // Made on first use: most requests never log beyond the access line.
         const child = log.child({ reqId });
@@ -180,9 +213,15 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       responseHeaders: {},
       startedAt: performance.now(),
     };
+    if (refusal) {
+      closingPeer = peer;
+      setImmediate(() => (closingPeer = undefined));
+      return refuseBeforeReading(ctx, responder, refusal);
+    }
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
     const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
     const body = hasBody ? readBody(res, responder, limit) : undefined;
+    if (!hasBody) responder.pauseReading();
     run(ctx, route, responder, body).catch((err) => ctx.log.error({ err }, 'failed to answer a request'));
   }
 
@@ -190,9 +229,10 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     let reply: Reply;
     let closeConnection = false;
     try {
-      if (!route) throw new AppError('not_found', `no route ${ctx.method} ${ctx.path}`);
+      if (!route) throw noRoute(ctx);
       const raw = body ? await body : undefined;
       if (raw === 'aborted') return;
+      if (!safeMethods.has(ctx.method) && !(await stillConnected(responder))) return;
       if (raw === 'too_large') {
         closeConnection = true;
         throw new AppError('payload_too_large', `the body is larger than ${route.def.maxBodyBytes ?? config.maxBodyBytes} bytes`);
@@ -201,20 +241,20 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     } catch (err) {
       const error = toHttpError(err);
       if (error.statusCode >= 500) ctx.log.error({ err, route: ctx.route }, 'request failed');
-      const headers: Record<string, string> = {};
-      if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
-      reply = { status: error.statusCode, body: error.toBody(), headers };
+      reply = errorReply(error);
     }
     if (responder.aborted) return;
     const headers: Record<string, string> = { 'x-request-id': ctx.reqId, ...ctx.responseHeaders, ...reply.headers };
     if (reply.stream) {
-      await responder.stream(reply.status, headers, reply.stream);
+      const encoded = await encodeAnswer(ctx.headers['accept-encoding'], headers, { stream: reply.stream }, config.compressMinBytes);
+      await responder.stream(reply.status, headers, encoded.stream!);
     } else if (reply.body === undefined) {
       responder.send(reply.status, headers, '', closeConnection);
     } else {
       const text = typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
       headers['content-type'] ??= 'application/json; charset=utf-8';
-      responder.send(reply.status, headers, text, closeConnection);
+      const encoded = await encodeAnswer(ctx.headers['accept-encoding'], headers, { body: text }, config.compressMinBytes);
+      responder.send(reply.status, headers, encoded.body!, closeConnection);
     }
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     durationOf(ctx.route, ctx.method, reply.status).observe(seconds);
@@ -239,15 +279,47 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
         if (refused) throw refused;
       }
       opts.authorize?.(ctx.principal, neededRole(def));
+    } else if (def.limitPerAddress && opts.limitAddress) {
+      const refused = await opts.limitAddress(ctx);
+      stage('rate_limit');
+      if (refused) throw refused;
     }
-    if (route.params) ctx.params = route.params(ctx.params);
-    if (route.query) ctx.query = route.query(ctx.query);
     ctx.rawBody = raw;
-    if (route.body) ctx.body = route.body(parseJson(ctx, raw));
+    // Path, query and body are all checked before answering, so one 400 lists every violation.
+    const violations: ErrorDetail[] = [];
+    const checked = <T>(check: () => T, fallback: T): T => {
+      try {
+        return check();
+      } catch (err) {
+        if (!(err instanceof AppError) || err.code !== 'validation_error') throw err;
+        violations.push(...(err.details ?? []));
+        return fallback;
+      }
+    };
+    if (route.params) ctx.params = checked(() => route.params!(ctx.params), ctx.params);
+    if (route.query) ctx.query = checked(() => route.query!(ctx.query), ctx.query);
+    if (route.body) ctx.body = checked(() => route.body!(parseJson(ctx, raw)), undefined);
+    if (violations.length > 0) throw validationFailure('request', violations);
     stage('validate');
     const reply = await def.handler(ctx);
     stage('handler');
     return reply;
+  }
+
+  /** A request whose head is refused: answered at once, the connection closed, its body never read. */
+  function refuseBeforeReading(ctx: RequestContext, responder: Responder, error: AppError): void {
+    const reply = errorReply(error);
+    responder.send(reply.status, { 'x-request-id': ctx.reqId, 'content-type': 'application/json; charset=utf-8', ...reply.headers }, JSON.stringify(reply.body), true);
+    durationOf(ctx.route, ctx.method, reply.status).observe((performance.now() - ctx.startedAt) / 1000);
+    log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, reason: error.message }, 'request refused');
+  }
+
+  /** 405 with the methods that serve the path, or 404 when none does. */
+  function noRoute(ctx: RequestContext): AppError {
+    const allowed = methodsServing(ctx.path);
+    if (allowed.length === 0) return new AppError('not_found', `no route ${ctx.method} ${ctx.path}`);
+    ctx.responseHeaders.allow = allowed.join(', ');
+    return new AppError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`);
   }
 
   function parseJson(ctx: RequestContext, raw: Buffer | undefined): unknown {
@@ -286,16 +358,17 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 function builtInRoutes(opts: HttpServerOptions): RouteDef[] {
   const checks = opts.readinessChecks ?? [];
   return [
-    { method: 'GET', path: '/healthz', summary: 'The process is up', auth: false, handler: () => ({ status: 200, body: { status: 'ok' } }) },
+    { method: 'GET', path: '/healthz', summary: 'The process is up', auth: false, schema: { response: { 200: anyObject } }, handler: () => ({ status: 200, body: { status: 'ok' } }) },
     {
       method: 'GET',
       path: '/readyz',
       summary: 'The process and its backends answer',
       auth: false,
+      schema: { response: { 200: anyObject } },
       async handler() {
         const results = await Promise.all(checks.map(async (c) => {
           try {
-            await withTimeout(c.check(), readinessTimeoutMs);
+            await withTimeout(c.check(), opts.config.readinessTimeoutMs);
             return [c.name, 'ok'] as const;
           } catch (err) {
             return [c.name, err instanceof Error ? err.message : 'failed'] as const;
@@ -313,11 +386,38 @@ function builtInRoutes(opts: HttpServerOptions): RouteDef[] {
       path: '/metrics',
       summary: 'Prometheus metrics',
       auth: false,
+      schema: { response: { 200: { description: 'the metrics', content: { 'text/plain': Type.String() } } } },
       async handler() {
         return { status: 200, body: await metricsRegistry.metrics(), headers: { 'content-type': metricsRegistry.contentType } };
       },
     },
   ];
+}
+
+/** Closes the connection without answering, once uWS has sent what is already answered on it (a refusal). */
+function closeAfterThisRead(res: HttpResponse): void {
+  let aborted = false;
+  res.onAborted(() => (aborted = true));
+  setImmediate(() => aborted || res.close());
+}
+
+function errorReply(error: AppError): Reply {
+  const headers: Record<string, string> = {};
+  if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
+  return { status: error.statusCode, body: error.toBody(), headers };
+}
+
+const safeMethods = new Set<string>(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * uWS does not answer a request pipelined behind one whose answer is still
+ * pending: when it parses the next request head it closes the connection.
+ * Waiting one turn of the event loop lets it finish parsing what it has read,
+ * so a write request that has lost its connection is dropped before it runs
+ * (a client's retry then cannot do it twice) instead of running unanswered.
+ */
+function stillConnected(responder: Responder): Promise<boolean> {
+  return new Promise((resolve) => setImmediate(() => resolve(!responder.aborted)));
 }
 
 const durationChildren = new Map<string, { observe(seconds: number): void }>();

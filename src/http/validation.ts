@@ -2,6 +2,7 @@ import { Type, type TObject, type TProperties, type TSchema, type ObjectOptions 
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
 import { AppError, type ErrorDetail } from '../errors.ts';
+import { phoneNumberFormat, phoneNumberMaxLength, phoneNumberRule, toE164 } from '../phone-number.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -10,24 +11,73 @@ export function strictObject<T extends TProperties>(properties: T, options: Obje
   return Type.Object(properties, { additionalProperties: false, ...options });
 }
 
-const bodyAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false }));
-const queryAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: true }));
+/** A phone number field: any formatting a person types, checked against the numbering plan, handed to the handler as E.164. */
+export const phoneNumberField = (description = phoneNumberRule) =>
+  Type.String({ format: phoneNumberFormat, minLength: 2, maxLength: phoneNumberMaxLength, description });
+
+// verbose: an error carries the value and its schema, so its detail can say what was expected.
+const bodyAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false, verbose: true }));
+const queryAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: true, verbose: true }));
+const formatMessages = new Map<string, (value: string) => string>();
+
+/** A string format checked by code (a phone number, a message recipient), known to every validator, with the message a bad value gets. */
+export function defineFormat(name: string, check: (value: string) => boolean, message: (value: string) => string): void {
+  for (const ajv of [bodyAjv, queryAjv]) ajv.addFormat(name, { type: 'string', validate: check });
+  formatMessages.set(name, message);
+}
+
+defineFormat(phoneNumberFormat, (value) => toE164(value) !== undefined, () => `is not a valid phone number: use ${phoneNumberRule}`);
 
 export type Validator = (value: unknown) => unknown;
 
-/** Compiles once at start; the returned function throws a 400 naming every bad field. */
+/** Compiles once at start; the returned function throws a 400 naming every bad field, and hands on phone numbers as E.164. */
 export function compileValidator(schema: TSchema, where: 'body' | 'query' | 'params'): Validator {
   const validate: ValidateFunction = (where === 'body' ? bodyAjv : queryAjv).compile(schema);
+  const phones = mayHoldPhoneNumbers(schema);
   return (value) => {
-    if (validate(value)) return value;
-    const details = (validate.errors ?? []).map((e) => toDetail(e, where));
-    const first = details[0];
-    throw new AppError('validation_error', first ? `${first.path}: ${first.message}` : `invalid ${where}`, { details });
+    if (validate(value)) return phones ? normalizePhoneNumbers(schema, value) : value;
+    throw validationFailure(where, detailsOf(validate.errors ?? [], where));
   };
 }
 
+/** A 400 lists at most this many violations (a large array body can have thousands). */
+export const maxListedViolations = 100;
+
+/**
+ * Says what a schema-level rule (an `anyOf` over whole objects, such as "a
+ * body or attachments") means, for the detail of a request that breaks it.
+ */
+export const violationKey = 'x-violation';
+export type ViolationNote = { path: string; message: string };
+
+/**
+ * The ajv errors as details: one per violation, each with its path, without
+ * repeats. The errors of each alternative of an `anyOf` are left out: the
+ * `anyOf` error itself says what was expected.
+ */
+export function detailsOf(errors: ErrorObject[], where: string): ErrorDetail[] {
+  const seen = new Set<string>();
+  const out: ErrorDetail[] = [];
+  for (const e of errors) {
+    if (out.length >= maxListedViolations) break;
+    if (/\/anyOf\/\d+\//.test(e.schemaPath)) continue;
+    const detail = toDetail(e, where);
+    const key = `${detail.path}\u0000${detail.message}`;
+    if (!seen.has(key)) seen.add(key), out.push(detail);
+  }
+  return out;
+}
+
+/** One 400 for all the violations found in a request; its message names the first and counts the others. */
+export function validationFailure(where: string, found: ErrorDetail[]): AppError {
+  const details = found.slice(0, maxListedViolations);
+  const first = details[0];
+  const more = found.length > 1 ? ` (and ${found.length - 1} more${found.length > details.length ? `, the first ${details.length} in details` : ': see details'})` : '';
+  return new AppError('validation_error', first ? `${first.path}: ${first.message}${more}` : `invalid ${where}`, { details });
+}
+
 function toDetail(e: ErrorObject, where: string): ErrorDetail {
-  const base = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+  const base = e.instancePath.replace(/^\//, '').replace(/\//g, '.').replace(/~1/g, '/').replace(/~0/g, '~');
   const join = (field: string) => (base ? `${base}.${field}` : field);
   if (e.keyword === 'additionalProperties') {
     const field = (e.params as { additionalProperty: string }).additionalProperty;
@@ -36,5 +86,49 @@ function toDetail(e: ErrorObject, where: string): ErrorDetail {
   if (e.keyword === 'required') {
     return { path: join((e.params as { missingProperty: string }).missingProperty), message: 'is required' };
   }
+  if (e.keyword === 'anyOf') return alternativesDetail(e, base, where);
+  // A pattern means little to a client; the schema's description says the rule in words.
+  const rule = (e.parentSchema as { description?: string } | undefined)?.description;
+  if (e.keyword === 'pattern' && rule) return { path: base || where, message: `must be ${rule}` };
+  const formatMessage = e.keyword === 'format' ? formatMessages.get((e.params as { format: string }).format) : undefined;
+  if (formatMessage) return { path: base || where, message: formatMessage(String(e.data)) };
   return { path: base || where, message: e.message ?? 'is invalid' };
+}
+
+function alternativesDetail(e: ErrorObject, base: string, where: string): ErrorDetail {
+  const path = base || where;
+  const parent = (e.parentSchema ?? {}) as { anyOf?: Array<{ const?: unknown; type?: string }>; [violationKey]?: ViolationNote };
+  const note = parent[violationKey];
+  if (note) return { path: base ? `${base}.${note.path}` : note.path, message: note.message };
+  const options = parent.anyOf ?? [];
+  if (options.length > 0 && options.every((o) => o.const !== undefined)) return { path, message: `must be one of: ${options.map((o) => String(o.const)).join(', ')}` };
+  if (options.length > 0 && options.every((o) => typeof o.type === 'string')) return { path, message: `must be ${options.map((o) => o.type).join(' or ')}` };
+  return { path, message: 'matches none of the allowed forms' };
+}
+
+/** Replaces every phone-number field of a valid value by its E.164 form, following the schema into objects and arrays. */
+function normalizePhoneNumbers(schema: TSchema, value: unknown): unknown {
+  const s = schema as { format?: string; type?: string; properties?: Record<string, TSchema>; items?: TSchema };
+  if (s.format === phoneNumberFormat && typeof value === 'string') return toE164(value) ?? value;
+  if (s.properties && value && typeof value === 'object' && !Array.isArray(value)) {
+    const record = value as Record<string, unknown>;
+    for (const [key, sub] of Object.entries(s.properties)) {
+      if (record[key] !== undefined && mayHoldPhoneNumbers(sub)) record[key] = normalizePhoneNumbers(sub, record[key]);
+    }
+  } else if (s.items && Array.isArray(value) && mayHoldPhoneNumbers(s.items)) {
+    return value.map((v) => normalizePhoneNumbers(s.items!, v));
+  }
+  return value;
+}
+
+const phoneBearing = new WeakMap<object, boolean>();
+
+/** Whether a schema has a phone-number field anywhere below it; remembered, since it is asked on every request. */
+function mayHoldPhoneNumbers(schema: TSchema): boolean {
+  let known = phoneBearing.get(schema);
+  if (known === undefined) {
+    known = JSON.stringify(schema).includes(`"format":"${phoneNumberFormat}"`);
+    phoneBearing.set(schema, known);
+  }
+  return known;
 }

@@ -1,7 +1,8 @@
 import type { IdentityConfig } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { newId, nowIso } from '../ids.ts';
+import { isId, newId, nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
+import type { Broadcast } from '../runtime/broadcast.ts';
 import type { RateLimiter } from '../runtime/rate-limiter.ts';
 import { platformScope, type Scope } from '../store/collection.ts';
 import type { IdentityCollections, OrganizationDoc, TeamDoc, UserDoc } from './identity-store.ts';
@@ -22,6 +23,8 @@ interface CachedLookup<T> {
 
 const unauthorized = (message = 'missing or invalid credentials') => new AppError('unauthorized', message);
 const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+/** The broadcast channel on which every process hears of a revoked API key (by its hash). */
+export const apiKeyRevokedChannel = 'api-key-revoked';
 
 export class IdentityService {
   private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
@@ -34,7 +37,16 @@ export class IdentityService {
     private readonly limiter: RateLimiter,
     private readonly settings: IdentitySettings,
     private readonly log: Logger,
+    private readonly broadcast?: Broadcast,
   ) {}
+
+  /** Every process drops a revoked key from its cache before the revoke answers; the cache expiry stays the fallback. */
+  async listenForRevocations(): Promise<void> {
+    await this.broadcast?.subscribe(apiKeyRevokedChannel, (payload) => {
+      const hash = (payload as { hash?: unknown }).hash;
+      if (typeof hash === 'string') this.apiKeyCache.delete(hash);
+    });
+  }
 
   async signup(input: { organizationName: string; email: string; password: string }) {
     const email = normalizeEmail(input.email);
@@ -92,6 +104,12 @@ export class IdentityService {
     return this.issueSession(user, stored.familyId);
   }
 
+  /** Ends the session the token belongs to, whoever holds it (the dashboard's sign-out, where the cookie is the credential). */
+  async endSession(rawToken: string): Promise<void> {
+    const stored = await this.db.refreshTokens.findOne(platformScope, { id: sha256(rawToken) });
+    if (stored) await this.revokeFamily(stored.familyId);
+  }
+
   /** Ends the session the token belongs to, if it is the caller's organization's; otherwise does nothing, saying nothing. */
   async logout(rawToken: string, principal: Principal): Promise<void> {
     const stored = await this.db.refreshTokens.findOne(platformScope, { id: sha256(rawToken) });
@@ -113,11 +131,13 @@ export class IdentityService {
     return { orgId: claims.org, role: claims.role, userId: claims.sub };
   }
 
-  /** The team a request acts in: the `X-Team-Id` header's, or the organization's default team. */
+  /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team. */
   async resolveTeam(caller: Caller, teamHeader: string | undefined): Promise<Principal> {
     const org = await this.organization(caller.orgId);
     if (!org) throw unauthorized();
-    if (!teamHeader) return { ...caller, teamId: org.defaultTeamId };
+    if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
+    // Present but empty or not exactly an id (extra bytes, other characters) is the client's error, never the default team.
+    if (!isId('team', teamHeader)) throw new AppError('bad_request', 'X-Team-Id is not a team id', { details: [{ path: 'headers.x-team-id', message: 'is not a team id' }] });
     if (!(await this.teamExists(caller.orgId, teamHeader))) throw new AppError('not_found', 'team not found');
     return { ...caller, teamId: teamHeader };
   }
@@ -163,6 +183,7 @@ export class IdentityService {
     if (!key) throw new AppError('not_found', 'api key not found');
     await this.db.apiKeyIndex.deleteOne(platformScope, { id: key.hash });
     this.apiKeyCache.delete(key.hash);
+    await this.broadcast?.publish(apiKeyRevokedChannel, { hash: key.hash });
   }
 
   async createMember(principal: Principal, input: { email: string; password: string; role: Role }) {

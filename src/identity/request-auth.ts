@@ -1,21 +1,26 @@
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import type { AuthenticateHook, AuthorizeHook, RateLimitHook } from '../http/route.ts';
-import type { RateLimiter } from '../runtime/rate-limiter.ts';
+import type { AuthenticateHook, AuthorizeHook, RateLimitHook, RequestContext } from '../http/route.ts';
+import type { RateLimiter, RateLimitPolicy } from '../runtime/rate-limiter.ts';
 import type { IdentityService } from './identity-service.ts';
 import { requireRole, type Principal } from './roles.ts';
+
+type LimitSettings = Pick<Config, 'rateLimitPerMinute' | 'rateLimitBurst' | 'authRateLimitPerMinute' | 'authRateLimitBurst'>;
 
 /**
  * The one authentication step of every authenticated route: the credential
  * (API key or access token) gives the caller, `X-Team-Id` the team; then the
- * organization's rate budget is charged.
+ * organization's rate budget is charged. Routes open to anyone (signup, login,
+ * refresh) are charged to the client's address instead.
  */
-export function requestAuth(identity: IdentityService, limiter: RateLimiter, config: Pick<Config, 'rateLimitPerMinute' | 'rateLimitBurst'>): {
+export function requestAuth(identity: IdentityService, limiter: RateLimiter, config: LimitSettings): {
   authenticate: AuthenticateHook;
   authorize: AuthorizeHook;
   rateLimit: RateLimitHook;
+  limitAddress: RateLimitHook;
 } {
   const defaults = { perMinute: config.rateLimitPerMinute, burst: config.rateLimitBurst };
+  const perAddress = { perMinute: config.authRateLimitPerMinute, burst: config.authRateLimitBurst };
   return {
     async authenticate(ctx) {
       const caller = await identity.authenticate(ctx.headers.authorization);
@@ -27,12 +32,26 @@ export function requestAuth(identity: IdentityService, limiter: RateLimiter, con
     async rateLimit(ctx) {
       const orgId = (ctx.principal as Principal).orgId;
       const policy = (await identity.rateLimitOf(orgId)) ?? defaults;
-      const decision = await limiter.take(`org:${orgId}`, policy);
-      ctx.responseHeaders['ratelimit-limit'] = String(decision.limit);
-      ctx.responseHeaders['ratelimit-remaining'] = String(decision.remaining);
-      ctx.responseHeaders['ratelimit-reset'] = String(decision.resetSeconds);
-      if (decision.allowed) return undefined;
-      return new AppError('rate_limited', `rate limit of ${policy.perMinute} requests a minute (burst ${policy.burst}) exceeded`, { retryAfterSeconds: decision.retryAfterSeconds });
+      return charge(limiter, ctx, `org:${orgId}`, policy, `rate limit of ${policy.perMinute} requests a minute (burst ${policy.burst}) exceeded`);
+    },
+    async limitAddress(ctx) {
+      const what = `${ctx.method} ${ctx.route}`;
+      return charge(limiter, ctx, `addr:${ctx.route}:${ctx.ip}`, perAddress, `rate limit of ${perAddress.perMinute} ${what} requests a minute (burst ${perAddress.burst}) per client address exceeded`);
     },
   };
+}
+
+/**
+ * Takes one request from a budget and states it in the answer: `RateLimit-Limit`
+ * is the quota per 60 s window the 429 text names, `RateLimit-Policy` the quota,
+ * window and burst, `RateLimit-Remaining` what may be sent at once now.
+ */
+async function charge(limiter: RateLimiter, ctx: RequestContext, budget: string, policy: RateLimitPolicy, refusal: string): Promise<AppError | undefined> {
+  const decision = await limiter.take(budget, policy);
+  ctx.responseHeaders['ratelimit-limit'] = String(policy.perMinute);
+  ctx.responseHeaders['ratelimit-policy'] = `${policy.perMinute};w=60;burst=${policy.burst}`;
+  ctx.responseHeaders['ratelimit-remaining'] = String(decision.remaining);
+  ctx.responseHeaders['ratelimit-reset'] = String(decision.resetSeconds);
+  if (decision.allowed) return undefined;
+  return new AppError('rate_limited', refusal, { retryAfterSeconds: decision.retryAfterSeconds });
 }

@@ -3,29 +3,28 @@ import { defineRoute, type RouteDef } from '../http/route.ts';
 import { paginationQuery } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
 import type { MessageQueries } from './message-queries.ts';
+import { conversationPageSchema, conversationSchema, conversationWithMessagesSchema } from './message-schemas.ts';
 
-const conversation = Type.Object({
-  id: Type.String(), teamId: Type.String(), participant: Type.String(), participantName: Type.Union([Type.String(), Type.Null()]),
-  lastMessage: Type.String(), lastMessageAt: Type.String(), unreadCount: Type.Integer(), isGroup: Type.Boolean(),
-  createdAt: Type.String(), updatedAt: Type.String(),
-});
 
 /** Spec 4.4: conversations, kept up to date by every sent and received message. */
 export function conversationRoutes(queries: MessageQueries): RouteDef[] {
   return [
     defineRoute({
       method: 'GET', path: '/api/v1/conversations', summary: 'Conversations, most recent activity first', tags: ['conversations'], teamScoped: true,
-      schema: { query: strictObject({ ...paginationQuery, search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'participant name, phone or email' })) }) },
+      operationId: 'listConversations',
+      schema: { query: strictObject({ ...paginationQuery, search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'participant name, phone or email' })) }), response: { 200: conversationPageSchema } },
       handler: async (ctx) => ({ status: 200, body: await queries.conversations(ctx.principal, ctx.query) }),
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/conversations/lookup', summary: 'The conversation with a participant; 404 when there is none', tags: ['conversations'], teamScoped: true,
-      schema: { query: strictObject({ participant: Type.String({ minLength: 1, maxLength: 320, description: 'phone number or email' }) }), response: { 200: conversation } },
+      operationId: 'lookUpConversation',
+      schema: { query: strictObject({ participant: Type.String({ minLength: 1, maxLength: 320, description: 'phone number or email' }) }), response: { 200: conversationSchema } },
       handler: async (ctx) => ({ status: 200, body: await queries.lookup(ctx.principal, ctx.query.participant) }),
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/conversations/:id', summary: 'A conversation with a page of its messages (newest first); marks it read', tags: ['conversations'], teamScoped: true,
-      schema: { params: strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) }), query: strictObject(paginationQuery) },
+      operationId: 'getConversation',
+      schema: { params: strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) }), query: strictObject(paginationQuery), response: { 200: conversationWithMessagesSchema } },
       handler: async (ctx) => ({ status: 200, body: await queries.conversation(ctx.principal, ctx.params.id, ctx.query) }),
     }),
   ];

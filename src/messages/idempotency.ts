@@ -5,11 +5,7 @@ import { sleep } from '../runtime/actor-host.ts';
 import type { Collection } from '../store/collection.ts';
 import type { IdempotencyDoc } from './message-store.ts';
 
-export interface IdempotentAnswer {
-  status: number;
-  body: unknown;
-  replayed: boolean;
-}
+export type IdempotentAnswer<A> = A & { replayed: boolean };
 
 const keepMs = 24 * 3600 * 1000;
 const waitForFirstMs = 5_000;
@@ -23,14 +19,15 @@ const waitForFirstMs = 5_000;
 export class IdempotencyKeys {
   constructor(private readonly keys: Collection<IdempotencyDoc>) {}
 
-  async run(orgId: string, key: string | undefined, body: unknown, work: () => Promise<{ status: number; body: unknown }>): Promise<IdempotentAnswer> {
+  /** A replayed answer is the stored answer of the same `work`, so it has the work's type. */
+  async run<A extends { status: number; body: unknown }>(orgId: string, key: string | undefined, body: unknown, work: () => Promise<A>): Promise<IdempotentAnswer<A>> {
     if (key === undefined) return { ...(await work()), replayed: false };
     if (key.length === 0 || key.length > 255) throw new AppError('validation_error', 'Idempotency-Key must be 1 to 255 characters', { details: [{ path: 'Idempotency-Key', message: 'must be 1 to 255 characters' }] });
     const scope = { tenantId: orgId };
     const id = sha256(`${orgId}\u0000${key}`);
     const requestHash = sha256(JSON.stringify(body));
     const claimed = await this.claim(scope, id, requestHash);
-    if (!claimed) return this.replay(scope, id, requestHash);
+    if (!claimed) return this.replay<A>(scope, id, requestHash);
     try {
       const answer = await work();
       await this.keys.updateOne(scope, { id }, { $set: { response: answer } });
@@ -54,13 +51,13 @@ export class IdempotencyKeys {
     }
   }
 
-  private async replay(scope: { tenantId: string }, id: string, requestHash: string): Promise<IdempotentAnswer> {
+  private async replay<A>(scope: { tenantId: string }, id: string, requestHash: string): Promise<IdempotentAnswer<A>> {
     const deadline = Date.now() + waitForFirstMs;
     for (;;) {
       const first = await this.keys.findOne(scope, { id });
       if (!first) throw new AppError('conflict', 'the first request with this Idempotency-Key failed; send it again');
       if (first.requestHash !== requestHash) throw new AppError('idempotency_mismatch', 'this Idempotency-Key was used with a different request body');
-      if (first.response) return { status: first.response.status, body: first.response.body, replayed: true };
+      if (first.response) return { ...(first.response as A), replayed: true };
       if (Date.now() > deadline) throw new AppError('conflict', 'a request with this Idempotency-Key is still being processed');
       await sleep(25);
     }

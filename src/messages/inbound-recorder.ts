@@ -2,9 +2,9 @@ import { createHash } from 'node:crypto';
 import { AppError } from '../errors.ts';
 import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
 import { nowIso } from '../ids.ts';
-import type { Logger } from '../log.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
+import type { ActorContext } from '../runtime/actor.ts';
 import { touchConversation } from './conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
 import { conversationIdOf, normalizeParticipant } from './recipients.ts';
@@ -25,12 +25,13 @@ export interface InboundReport {
 /**
  * Stores what a relay read from its Messages database as received messages,
  * once per Messages GUID, then acknowledges the relay's cursor so a
- * reconnect replays only what was not stored.
+ * reconnect replays only what was not stored. Run by the relay actor, the
+ * one writer of the relay's document (its cursor).
  */
 export class InboundRecorder {
-  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; events: EventStream; link: RelayLink; log: Logger }) {}
+  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; events: EventStream; link: RelayLink }) {}
 
-  async record(orgId: string, report: InboundReport): Promise<void> {
+  async record(ctx: ActorContext<unknown>, orgId: string, report: InboundReport): Promise<void> {
     const { db } = this.deps;
     const relay = await db.relays.findOne({ tenantId: orgId }, { id: report.relayId });
     if (!relay) return;
@@ -74,7 +75,10 @@ export class InboundRecorder {
         tenantId: orgId, teamId, conversationId: doc.conversationId, participant, isGroup: report.isGroup,
         lastMessage: doc.body, lastMessageAt: doc.createdAt, unread: 1,
       });
-      await this.deps.events.append([domainEvent('message.received', doc, messageEventData(doc))]);
+    }
+    // A redelivery may have stored the message and died before its event: the derived id makes the event appear once either way.
+    if (fresh || ctx.delivery > 1) {
+      await this.deps.events.append([domainEvent('message.received', doc, messageEventData(doc), ctx.derivedId('message.received'))], { once: true });
     }
     await db.relays.updateOne({ tenantId: orgId }, { id: relay.id, inboundCursor: { $lt: report.rowId } }, { $set: { inboundCursor: report.rowId } });
     if (relay.node && relay.session === report.session && relay.status === 'online') {

@@ -1,4 +1,5 @@
-import { AppError } from '../errors.ts';
+import { AppError, validationError } from '../errors.ts';
+import { phoneNumberRule } from '../phone-number.ts';
 import type { Principal } from '../identity/roles.ts';
 import { paginate, pageWindow } from '../http/pagination.ts';
 import type { Filter, Scope } from '../store/collection.ts';
@@ -8,6 +9,14 @@ import type { ContactLookup } from './send-service.ts';
 
 const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
 
+/** A participant filter: a phone number must be a valid one (and is matched as E.164); other values are matched as given. */
+function participantOf(raw: string): string {
+  const normalized = normalizeParticipant(raw);
+  if (normalized) return normalized;
+  if (raw.trim().startsWith('+')) throw validationError('participant', `is not a valid phone number: use ${phoneNumberRule}`);
+  return raw.trim();
+}
+
 /** The read side of messages and conversations, always within the caller's team. */
 export class MessageQueries {
   constructor(private readonly deps: { db: MessagingCollections; contacts: ContactLookup }) {}
@@ -15,7 +24,7 @@ export class MessageQueries {
   async list(p: Principal, q: { direction?: 'sent' | 'received'; participant?: string; page: number; limit: number }) {
     const filter: Filter = { fanout: { $ne: true } };
     if (q.direction) filter.direction = q.direction;
-    if (q.participant) filter.participant = normalizeParticipant(q.participant) ?? q.participant.trim();
+    if (q.participant) filter.participant = participantOf(q.participant);
     return this.page(teamScope(p), filter, q.page, q.limit);
   }
 
@@ -43,7 +52,8 @@ export class MessageQueries {
   async status(p: Principal, id: string) {
     const doc = await this.one(p, id);
     if (!doc.fanout) return statusRecord(doc);
-    const children = await this.deps.db.messages.find(teamScope(p), { parentId: id });
+    const children: MessageDoc[] = [];
+    for await (const page of this.deps.db.messages.scan(teamScope(p), { parentId: id }, { sort: { createdAt: 1, id: 1 } })) children.push(...page);
     const order = ['failed', 'queued', 'processing', 'sent', 'delivered'] as const;
     const least = children.reduce((acc, c) => (order.indexOf(c.status) < order.indexOf(acc) ? c.status : acc), 'delivered' as MessageDoc['status']);
     const latest = (field: 'sentAt' | 'deliveredAt') => (children.every((c) => c[field]) ? children.map((c) => c[field]!).sort().pop()! : null);
@@ -77,9 +87,11 @@ export class MessageQueries {
     if (q.search) {
       // Names live with contacts: a search matches participants directly or through the contacts whose name matches.
       const needle = q.search.trim().toLowerCase();
-      const all = await this.deps.db.conversations.find(scope, {}, { sort: { lastMessageAt: -1 }, limit: 10_000 });
-      const names = await this.deps.contacts.namesFor(scope, all.map((c) => c.participant));
-      const ids = all.filter((c) => c.participant.toLowerCase().includes(needle) || (names.get(c.participant) ?? '').toLowerCase().includes(needle)).map((c) => c.id);
+      const ids: string[] = [];
+      for await (const page of this.deps.db.conversations.scan(scope, {}, { sort: { lastMessageAt: -1, id: -1 } })) {
+        const names = await this.deps.contacts.namesFor(scope, page.map((c) => c.participant));
+        for (const c of page) if (c.participant.toLowerCase().includes(needle) || (names.get(c.participant) ?? '').toLowerCase().includes(needle)) ids.push(c.id);
+      }
       filter = { id: { $in: ids } };
     }
     const { skip } = pageWindow(q.page, q.limit);
@@ -95,17 +107,21 @@ export class MessageQueries {
     const scope = teamScope(p);
     const doc = await this.deps.db.conversations.updateOne(scope, { id }, { $set: { unreadCount: 0 } });
     if (!doc) throw new AppError('not_found', 'conversation not found');
-    const [withName] = await this.withNames(scope, [doc]);
+    const withName = await this.withName(scope, doc);
     const messages = await this.page(scope, { conversationId: id, fanout: { $ne: true } }, q.page, q.limit);
     return { ...withName, messages: messages.data, pagination: messages.pagination };
   }
 
   async lookup(p: Principal, participant: string) {
     const scope = teamScope(p);
-    const normalized = normalizeParticipant(participant);
-    const doc = normalized ? await this.deps.db.conversations.findOne(scope, { participant: normalized }) : null;
+    const doc = await this.deps.db.conversations.findOne(scope, { participant: participantOf(participant) });
     if (!doc) throw new AppError('not_found', 'no conversation with this participant');
-    return (await this.withNames(scope, [doc]))[0];
+    return this.withName(scope, doc);
+  }
+
+  private async withName(scope: Scope, { tenantId: _t, ...c }: ConversationDoc) {
+    const names = await this.deps.contacts.namesFor(scope, [c.participant]);
+    return { ...c, participantName: names.get(c.participant) ?? null };
   }
 
   private async withNames(scope: Scope, docs: ConversationDoc[]) {

@@ -1,10 +1,11 @@
+import type { OutboxFields } from '../events/outbox.ts';
 import type { Store } from '../store/collection.ts';
 
 export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
 export type MessageStatus = (typeof messageStatuses)[number];
 export type Direction = 'sent' | 'received';
 
-export interface MessageDoc {
+export interface MessageDoc extends OutboxFields {
   [field: string]: unknown;
   id: string;
   tenantId: string;
@@ -29,6 +30,11 @@ export interface MessageDoc {
   recipients?: number;
   /** Failed after every retry: counted in the queue's dead letters. */
   deadLettered?: boolean;
+  /** A message of a bulk job, and its entry's position in the request. */
+  jobId?: string;
+  jobIndex?: number;
+  /** Failed because its job was cancelled before a relay had it: not a dead letter. */
+  cancelled?: boolean;
   /** The Messages GUID (received messages, and sent ones once the relay saw them). */
   guid?: string;
   queuedAt: string | null;
@@ -86,8 +92,11 @@ export function messagingCollections(store: Store) {
       { keys: { tenantId: 1, teamId: 1, createdAt: -1 } },
       { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
       { keys: { tenantId: 1, status: 1, priority: -1, createdAt: 1 } },
+      { keys: { tenantId: 1, jobId: 1, jobIndex: 1 } },
+      { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 } },
+      { keys: { tenantId: 1, outboxAt: 1 } },
     ]),
-    conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
+    conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
     phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),
     idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
   };
@@ -97,7 +106,7 @@ export type MessagingCollections = ReturnType<typeof messagingCollections>;
 
 /** What the API shows of a message: everything but the storage fields. */
 export function publicMessage(doc: MessageDoc) {
-  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, ...rest } = doc;
+  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
   return rest;
 }
 
@@ -105,6 +114,7 @@ export function statusRecord(doc: MessageDoc) {
   return {
     id: doc.id,
     status: doc.status,
+    jobId: doc.jobId ?? null,
     attempts: doc.attempts,
     lastError: doc.lastError,
     queuedAt: doc.queuedAt,

@@ -1,10 +1,13 @@
+import { relayActor } from '../actors/relay.actor.ts';
 import { tenantActor } from '../actors/tenant.actor.ts';
 import type { Config } from '../config.ts';
 import type { EventStream } from '../events/event-stream.ts';
+import { Outbox } from '../events/outbox.ts';
 import type { AccessTokens } from '../identity/jwt.ts';
 import type { Logger } from '../log.ts';
 import { RelayLink } from '../relays/relay-link.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
+import { RelaySessions } from '../relays/relay-sessions.ts';
 import type { Transport } from '../runtime/types.ts';
 import { AttachmentLinks } from './attachment-links.ts';
 import { conversationRoutes } from './conversations.routes.ts';
@@ -28,22 +31,24 @@ export interface MessagingDeps {
   contacts: ContactLookup;
 }
 
-/** The send path, message history, conversations and phone numbers, wired: its routes and its actor. */
+/** The send path, message history, conversations, phone numbers and relay sessions, wired: their routes and their actors. */
 export function createMessaging(deps: MessagingDeps) {
   const log = deps.log.child({ component: 'messaging' });
   const link = new RelayLink(deps.runtime);
-  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, events: deps.events, link, log });
-  const inbound = new InboundRecorder({ db: deps.db, events: deps.events, link, log });
-  const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, events: deps.events, log }, deps.config.sendBatchMax);
+  const outbox = new Outbox(deps.events, log);
+  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, events: deps.events, outbox, link });
+  const inbound = new InboundRecorder({ db: deps.db, events: deps.events, link });
+  const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox, log }, deps.config.sendBatchMax);
   const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });
   const queries = new MessageQueries({ db: deps.db, contacts: deps.contacts });
   const links = new AttachmentLinks(deps.tokens.deriveSecret('attachment-links'));
   const publicBaseUrl = (host: string | undefined) => deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
+  const sessions = new RelaySessions({ db: deps.db, events: deps.events, heartbeatTimeoutMs: deps.config.relayHeartbeatTimeoutMs });
   return {
     link,
-    dispatcher,
-    queries,
-    actor: tenantActor(dispatcher, inbound),
+    /** The send path, for replies automations send. */
+    send,
+    actors: [tenantActor(dispatcher), relayActor(sessions, inbound)],
     routes: [...messageRoutes({ send, queries, links, publicBaseUrl }), ...conversationRoutes(queries), ...phoneNumberRoutes(deps.db.phoneNumbers)],
   };
 }

@@ -1,34 +1,26 @@
 import { createHash } from 'node:crypto';
 import { validationError } from '../errors.ts';
+import { defineFormat } from '../http/validation.ts';
+import { toE164 } from '../phone-number.ts';
+import { chatGuid, email, recipientOf, recipientProblem, type Recipient } from './recipient-rules.ts';
 
-export const e164Pattern = '^\\+[1-9][0-9]{7,14}$';
-const e164 = new RegExp(e164Pattern);
-const email = /^[^\s@]{1,64}@[^\s@]{1,255}\.[^\s@]{1,63}$/;
-const groupId = /^group:([A-Za-z0-9_-]{1,64})$/;
-const chatGuid = /^chat:([A-Za-z0-9_;:+.@-]{1,200})$/;
+export { recipientRule, type Recipient } from './recipient-rules.ts';
 
-/** Where a message goes, as the `to` field of decisions.md ("Messages and jobs") allows it. */
-export type Recipient =
-  | { kind: 'phone'; participant: string }
-  | { kind: 'email'; participant: string }
-  | { kind: 'group'; groupId: string }
-  | { kind: 'chat'; participant: string };
+/** `to` as a JSON Schema format, so a bad recipient is listed with the request's other violations. */
+export const recipientFormat = 'message-recipient';
+defineFormat(recipientFormat, (value) => recipientOf(value) !== undefined, recipientProblem);
 
 /** Parses `to`, or throws a 400 naming `field`. */
 export function parseRecipient(raw: string, field = 'to'): Recipient {
-  const to = raw.trim();
-  if (e164.test(to)) return { kind: 'phone', participant: to };
-  if (email.test(to)) return { kind: 'email', participant: to.toLowerCase() };
-  const group = groupId.exec(to);
-  if (group) return { kind: 'group', groupId: group[1]! };
-  if (chatGuid.test(to)) return { kind: 'chat', participant: to };
-  throw validationError(field, 'must be an E.164 phone number (+ and 8 to 15 digits), an email address, group:<id> or chat:<guid>');
+  const recipient = recipientOf(raw);
+  if (!recipient) throw validationError(field, recipientProblem(raw));
+  return recipient;
 }
 
-/** A participant as conversations key it: E.164 as is, emails lower-cased; anything else is not a participant. */
+/** A participant as conversations key it: phone numbers in E.164, emails lower-cased; anything else is not a participant. */
 export function normalizeParticipant(raw: string): string | undefined {
   const value = raw.trim();
-  if (e164.test(value)) return value;
+  if (value.startsWith('+')) return toE164(value);
   if (email.test(value)) return value.toLowerCase();
   if (chatGuid.test(value)) return value;
   return undefined;

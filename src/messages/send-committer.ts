@@ -1,10 +1,12 @@
-import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { domainEvent, messageEventData } from '../events/event-stream.ts';
+import { withOutbox, type Outbox, type Outboxed } from '../events/outbox.ts';
 import { stageDuration } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
 import { touchConversation } from './conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
-import { tenantActorType } from './tenant-dispatcher.ts';
+import { tenantProtocol } from '../actors/tenant.actor.ts';
+import { actorClient } from '../runtime/actor.ts';
 
 interface Submission {
   docs: MessageDoc[];
@@ -31,11 +33,14 @@ export class SendCommitter {
   private pendingDocs = 0;
   private flushing = 0;
   private scheduled = false;
+  private readonly tenants;
 
   constructor(
-    private readonly deps: { db: MessagingCollections; runtime: Transport; events: EventStream; log: Logger },
+    private readonly deps: { db: MessagingCollections; runtime: Transport; outbox: Outbox; log: Logger },
     private readonly batchMax: number,
-  ) {}
+  ) {
+    this.tenants = actorClient(deps.runtime, tenantProtocol);
+  }
 
   submit(docs: MessageDoc[]): Promise<void> {
     return new Promise((resolve, reject) => {
@@ -74,9 +79,9 @@ export class SendCommitter {
     const docs = batch.flatMap((s) => s.docs);
     try {
       const started = performance.now();
-      await this.persist(docs);
+      const outboxed = await this.persist(docs);
       const persisted = performance.now();
-      await this.enqueue(docs);
+      await this.enqueue(docs, outboxed);
       const enqueued = performance.now();
       // Once per batch: every message in it waited the same time.
       persistStage.observe((persisted - started) / 1000);
@@ -90,19 +95,26 @@ export class SendCommitter {
     }
   }
 
-  private async persist(docs: MessageDoc[]): Promise<void> {
+  /** Each message is stored with its message.queued event in its outbox: one write, so neither exists without the other. */
+  private async persist(docs: MessageDoc[]): Promise<Map<string, Outboxed[]>> {
     const { messages, conversations } = this.deps.db;
     const latest = new Map<string, MessageDoc>();
     for (const d of docs) if (!d.fanout) latest.set(d.conversationId, d);
+    const outboxed = new Map<string, Outboxed[]>();
+    const groups = [...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`)].map(([key, group]) => {
+      const written = group.map((d) => withOutbox(d, [domainEvent('message.queued', d, messageEventData(d))]));
+      outboxed.set(key, written.map((w) => w.entry));
+      return written.map((w) => w.doc);
+    });
     // Messages and their conversations are written side by side: neither needs the other first.
     await Promise.all([
-      ...[...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map((group) =>
-        messages.insertMany({ tenantId: group[0]!.tenantId, teamId: group[0]!.teamId }, group)),
+      ...groups.map((group) => messages.insertMany({ tenantId: group[0]!.tenantId, teamId: group[0]!.teamId }, group)),
       ...[...latest.values()].map((d) => touchConversation(conversations, {
         tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
         isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
       })),
     ]);
+    return outboxed;
   }
 
   /**
@@ -110,20 +122,19 @@ export class SendCommitter {
    * leaves them stored as queued, where the tenant's sweep finds them: the
    * request still succeeds, nothing is lost.
    */
-  private async enqueue(docs: MessageDoc[]): Promise<void> {
+  private async enqueue(docs: MessageDoc[], outboxed: Map<string, Outboxed[]>): Promise<void> {
+    // Published before the tenant actor hears of the messages, so its status writes never race the outbox's removal.
+    // A failed publish leaves the events in the messages' outboxes, where the tenant's sweep publishes them.
+    await Promise.all([...outboxed].map(([key, entries]) => {
+      const [tenantId, teamId] = key.split('\u0000') as [string, string];
+      return this.deps.outbox.publish(this.deps.db.messages, { tenantId, teamId }, entries);
+    }));
     const sendable = docs.filter((d) => !d.fanout);
     try {
       await Promise.all([...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>
-        this.deps.runtime.send(tenantActorType, tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber })) })));
+        this.tenants.send(tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, ...(d.parentId ? { source: d.parentId } : {}) })) })));
     } catch (err) {
       this.deps.log.warn({ err, messages: sendable.length }, 'could not notify the send queue; the sweep will pick the messages up');
-    }
-    const events = docs.map((d) => domainEvent('message.queued', d, messageEventData(d)));
-    try {
-      await this.deps.events.append(events);
-    } catch (err) {
-      // The messages are stored and queued: failing the request now would invite a duplicate send.
-      this.deps.log.error({ err, events: events.length }, 'could not append message.queued events');
     }
   }
 }

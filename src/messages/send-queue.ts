@@ -2,16 +2,63 @@ export interface QueuedMessage {
   id: string;
   priority: number;
   fromNumber: string | null;
+  /** Where it came from: its bulk job or group send; absent for a single send. */
+  source?: string;
 }
 
 const levels = 101;
+/** The source every single send shares. */
+const singleSends = '';
+/** A FIFO's consumed head is dropped once it is this long and at least half the array. */
+const compactAfter = 1_024;
+
+/** First in, first out, cheap at the head: taking from the front moves an index, not the array. */
+class Fifo {
+  items: QueuedMessage[] = [];
+  head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  pushFront(item: QueuedMessage): void {
+    if (this.head > 0) this.items[--this.head] = item;
+    else this.items.unshift(item);
+  }
+
+  /** Removes the items at these absolute positions (ascending). */
+  remove(positions: number[]): void {
+    if (positions.length === 0) return;
+    const prefix = positions.every((p, i) => p === this.head + i);
+    if (prefix) {
+      this.head += positions.length;
+      if (this.head >= compactAfter && this.head * 2 >= this.items.length) {
+        this.items = this.items.slice(this.head);
+        this.head = 0;
+      }
+      return;
+    }
+    const gone = new Set(positions);
+    this.items = this.items.filter((_, i) => i >= this.head && !gone.has(i));
+    this.head = 0;
+  }
+}
+
+/** One priority level: a FIFO per source, served in turn. */
+interface Level {
+  sources: Map<string, Fifo>;
+  /** The source served last: the next scan starts after it. */
+  last: string | undefined;
+}
 
 /**
- * A tenant's send queue: higher priority first, first in first out within a
- * priority. One FIFO per priority level (0 to 100) keeps every operation cheap.
+ * A tenant's send queue: higher priority first. Within a priority, the
+ * sources (each bulk job, each group send, and all single sends together)
+ * take turns, one message each, first in first out within a source: a single
+ * send waits behind at most one message of each job, not behind whole jobs.
  */
 export class SendQueue {
-  private readonly buckets: QueuedMessage[][] = Array.from({ length: levels }, () => []);
+  private readonly levels: Level[] = Array.from({ length: levels }, () => ({ sources: new Map(), last: undefined }));
   private readonly ids = new Set<string>();
 
   get size(): number {
@@ -25,56 +72,88 @@ export class SendQueue {
   push(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
     this.ids.add(item.id);
-    this.buckets[clamp(item.priority)]!.push(item);
+    this.fifo(item).items.push(item);
   }
 
-  /** Back to the head of its priority: a message handed back by a relay goes before younger ones. */
+  /** Back to the head of its source: a message handed back by a relay goes before younger ones. */
   pushFront(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
     this.ids.add(item.id);
-    this.buckets[clamp(item.priority)]!.unshift(item);
+    this.fifo(item).pushFront(item);
+  }
+
+  private fifo(item: QueuedMessage): Fifo {
+    const level = this.levels[clamp(item.priority)]!;
+    const source = item.source ?? singleSends;
+    let fifo = level.sources.get(source);
+    if (!fifo) level.sources.set(source, (fifo = new Fifo()));
+    return fifo;
   }
 
   /**
    * Removes and returns, in queue order, the messages `pick` accepts; `pick`
    * returns 'stop' to end the scan. At most `scanLimit` messages are looked at.
+   * Queue order: priority, then the sources in turn, then first in first out.
    */
   take(pick: (item: QueuedMessage) => boolean | 'stop', scanLimit = 10_000): QueuedMessage[] {
     const taken: QueuedMessage[] = [];
     let scanned = 0;
-    for (let level = levels - 1; level >= 0; level--) {
-      const bucket = this.buckets[level]!;
-      if (bucket.length === 0) continue;
-      const kept: QueuedMessage[] = [];
-      let stopped = false;
-      for (let i = 0; i < bucket.length; i++) {
-        const item = bucket[i]!;
-        if (stopped || scanned >= scanLimit) {
-          kept.push(item);
-          continue;
+    let stopped = false;
+    for (let p = levels - 1; p >= 0 && !stopped && scanned < scanLimit; p--) {
+      const level = this.levels[p]!;
+      if (level.sources.size === 0) continue;
+      const order = turnOrder(level);
+      const cursor = new Map(order.map((source) => [source, level.sources.get(source)!.head]));
+      const removed = new Map<string, number[]>(order.map((source) => [source, []]));
+      let active = order;
+      while (active.length > 0 && !stopped && scanned < scanLimit) {
+        const stillActive: string[] = [];
+        for (const source of active) {
+          if (scanned >= scanLimit) break;
+          const fifo = level.sources.get(source)!;
+          const at = cursor.get(source)!;
+          const item = fifo.items[at]!;
+          scanned++;
+          const verdict = pick(item);
+          if (verdict === 'stop') {
+            stopped = true;
+            break;
+          }
+          if (verdict) {
+            taken.push(item);
+            this.ids.delete(item.id);
+            removed.get(source)!.push(at);
+            level.last = source;
+          }
+          cursor.set(source, at + 1);
+          if (at + 1 < fifo.items.length) stillActive.push(source);
         }
-        scanned++;
-        const verdict = pick(item);
-        if (verdict === 'stop') {
-          stopped = true;
-          kept.push(item);
-        } else if (verdict) {
-          taken.push(item);
-          this.ids.delete(item.id);
-        } else {
-          kept.push(item);
-        }
+        active = stillActive;
       }
-      if (kept.length !== bucket.length) this.buckets[level] = kept;
-      if (stopped || scanned >= scanLimit) break;
+      for (const [source, positions] of removed) {
+        const fifo = level.sources.get(source)!;
+        fifo.remove(positions);
+        if (fifo.length === 0) level.sources.delete(source);
+      }
     }
     return taken;
   }
 
   clear(): void {
-    for (const bucket of this.buckets) bucket.length = 0;
+    for (const level of this.levels) {
+      level.sources.clear();
+      level.last = undefined;
+    }
     this.ids.clear();
   }
+}
+
+/** The level's sources, starting with the one after the source served last. */
+function turnOrder(level: Level): string[] {
+  const sources = [...level.sources.keys()];
+  const after = level.last === undefined ? -1 : sources.indexOf(level.last);
+  if (after < 0) return sources;
+  return [...sources.slice(after + 1), ...sources.slice(0, after + 1)];
 }
 
 function clamp(priority: number): number {

@@ -1,10 +1,12 @@
+import type { Static } from '@sinclair/typebox';
 import { validationError } from '../errors.ts';
 import type { Principal } from '../identity/roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Scope } from '../store/collection.ts';
 import type { IdempotencyKeys } from './idempotency.ts';
+import type { sentMessageSchema } from './message-schemas.ts';
 import { publicMessage, type MessageDoc, type MessagingCollections } from './message-store.ts';
-import { conversationIdOf, parseRecipient } from './recipients.ts';
+import { conversationIdOf, normalizeParticipant, parseRecipient } from './recipients.ts';
 import type { SendCommitter } from './send-committer.ts';
 
 /** What the contacts side answers for `group:<id>` and for names in conversations. */
@@ -21,8 +23,42 @@ export interface SendRequest {
   fromNumber?: string;
 }
 
+export interface AutomationOrigin {
+  automationId: string;
+  executionId: string;
+}
+
 /** The most messages one `group:<id>` send fans out to (the bulk job limit). */
 export const maxFanout = 10_000;
+
+/** A new outgoing message, queued as of `now`. */
+export function sentMessage(principal: Principal, input: SendRequest, to: string, participant: string, now: string, extra: Partial<MessageDoc> = {}): MessageDoc {
+  return {
+    id: newId('msg'),
+    tenantId: principal.orgId,
+    teamId: principal.teamId,
+    direction: 'sent',
+    status: 'queued',
+    to,
+    from: input.fromNumber ?? null,
+    participant,
+    conversationId: conversationIdOf(principal.orgId, principal.teamId, participant),
+    body: input.body ?? '',
+    attachments: input.attachments ?? [],
+    priority: input.priority,
+    fromNumber: input.fromNumber ?? null,
+    attempts: 0,
+    lastError: null,
+    relayId: null,
+    queuedAt: now,
+    sentAt: null,
+    deliveredAt: null,
+    readAt: null,
+    createdAt: now,
+    updatedAt: now,
+    ...extra,
+  };
+}
 
 /** The accept half of the send path: validate what the schema cannot, store, queue, answer. */
 export class SendService {
@@ -34,40 +70,21 @@ export class SendService {
     return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () => this.accept(principal, input));
   }
 
-  private async accept(principal: Principal, input: SendRequest): Promise<{ status: number; body: unknown }> {
+  /** A reply an automation sends: the same path, marked with its origin so that automations never run on it. */
+  sendForAutomation(principal: Principal, input: SendRequest, origin: AutomationOrigin) {
+    return this.accept(principal, input, { automationId: origin.automationId, automationExecutionId: origin.executionId });
+  }
+
+  private async accept(principal: Principal, input: SendRequest, origin: Partial<MessageDoc> = {}): Promise<{ status: 201; body: Static<typeof sentMessageSchema> }> {
     const recipient = parseRecipient(input.to);
     const attachments = input.attachments ?? [];
     if ((input.body ?? '') === '' && attachments.length === 0) throw validationError('body', 'is required unless attachments are given');
     if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.orgId, input.fromNumber);
     const scope = { tenantId: principal.orgId, teamId: principal.teamId };
     const now = nowIso();
-    const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}): MessageDoc => ({
-      id: newId('msg'),
-      tenantId: principal.orgId,
-      teamId: principal.teamId,
-      direction: 'sent',
-      status: 'queued',
-      to,
-      from: input.fromNumber ?? null,
-      participant,
-      conversationId: conversationIdOf(principal.orgId, principal.teamId, participant),
-      body: input.body ?? '',
-      attachments,
-      priority: input.priority,
-      fromNumber: input.fromNumber ?? null,
-      attempts: 0,
-      lastError: null,
-      relayId: null,
-      queuedAt: now,
-      sentAt: null,
-      deliveredAt: null,
-      readAt: null,
-      createdAt: now,
-      updatedAt: now,
-      ...extra,
-    });
+    const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}) => sentMessage(principal, input, to, participant, now, { ...origin, ...extra });
     if (recipient.kind !== 'group') {
-      const doc = message(input.to.trim(), recipient.participant);
+      const doc = message(recipient.kind === 'phone' ? recipient.participant : input.to.trim(), recipient.participant);
       await this.deps.committer.submit([doc]);
       return { status: 201, body: publicMessage(doc) };
     }
@@ -75,10 +92,7 @@ export class SendService {
     if (members.length === 0) throw validationError('to', 'the group has no member with a phone number or email');
     if (members.length > maxFanout) throw validationError('to', `the group has more than ${maxFanout} members`);
     const parent = message(input.to.trim(), input.to.trim(), { fanout: true, recipients: members.length });
-    const children = members.map((m) => {
-      const r = parseRecipient(m);
-      return message(m, r.kind === 'group' ? m : r.participant, { parentId: parent.id });
-    });
+    const children = members.map((m) => message(m, normalizeParticipant(m) ?? m, { parentId: parent.id }));
     await this.deps.committer.submit([parent, ...children]);
     return { status: 201, body: { ...publicMessage(parent), messageIds: children.map((c) => c.id) } };
   }

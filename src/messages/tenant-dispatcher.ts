@@ -1,41 +1,45 @@
 import type { Config } from '../config.ts';
 import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { outboxGraceMs, type Outbox } from '../events/outbox.ts';
 import { nowIso } from '../ids.ts';
-import type { Logger } from '../log.ts';
 import type { RelayCollections, RelayDoc } from '../relays/relay-store.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
+import { tenantProtocol } from '../actors/tenant.actor.ts';
 import type { ActorContext } from '../runtime/types.ts';
+import { backoffMs } from './backoff.ts';
+import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
 import { SendQueue, type QueuedMessage } from './send-queue.ts';
 
-export const tenantActorType = 'tenant';
-
-interface OnlineRelay {
-  id: string;
+interface OnlineRelay extends RelayCredit {
   node: string;
   session: number;
-  capacity: number;
-  phoneNumbers: string[];
-  inFlight: Set<string>;
 }
 
-interface TenantState {
+export interface TenantState {
   queue: SendQueue;
   relays: Map<string, OnlineRelay>;
   /** The one live chain of sweep timers; a timer of another chain is dropped. */
   sweepChain: string | undefined;
+  /** When the messages' outboxes were last swept. */
+  outboxSweptAt?: number;
+  /** Activated by the message being handled: nothing in it predates this message. */
+  fresh: boolean;
 }
 
+type TenantContext = ActorContext<TenantState>;
+
 export type RelayReport = { relayId: string; session: number };
-export type StatusReport = RelayReport & { messageId: string; status: 'sent' | 'delivered' | 'read' | 'failed'; at: string; error?: string; guid?: string };
+export type StatusReport = RelayReport & { messageId: string; attempt: number; status: 'sent' | 'delivered' | 'read' | 'failed'; at: string; error?: string; guid?: string };
 
 type Deps = {
-  config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'relayHeartbeatTimeoutMs'>;
+  config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs'>;
   db: MessagingCollections & RelayCollections;
   events: EventStream;
+  /** Sweeps message.queued events the send path stored and could not publish (events/outbox.ts). */
+  outbox: Outbox;
   link: RelayLink;
-  log: Logger;
 };
 
 /**
@@ -54,25 +58,43 @@ export class TenantDispatcher {
     return { tenantId: orgId };
   }
 
+  /** The tenant's state, built from the store when the runtime activates the key. */
+  async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
+    const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true };
+    await this.rebuild(ctx.key, state);
+    await this.armSendTimeouts(ctx, state);
+    return state;
+  }
+
   /**
-   * The tenant's live state, rebuilt from the store on first use. Only a
-   * fully rebuilt state is kept, and it always has a sweep chain: a sweep
-   * timer that arrives for a tenant with none is adopted as its chain.
+   * A worker that died between claiming a message and setting its send
+   * timeout (or sending its frame) leaves it `processing` with nothing to
+   * move it on: every activation sets the timeout of each send in flight
+   * again, due when its attempt's would have been. A timer for an attempt
+   * already settled finds nothing to do.
    */
-  private async state(ctx: ActorContext, orgId: string, adoptChain?: string): Promise<TenantState> {
-    let state = this.tenants.get(orgId);
-    if (!state) {
-      const fresh: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined };
-      await this.rebuild(orgId, fresh);
-      this.tenants.set(orgId, fresh);
-      state = fresh;
+  private async armSendTimeouts(ctx: ActorContext<undefined>, state: TenantState): Promise<void> {
+    const timeoutMs = this.deps.config.messageSendTimeoutMs;
+    const inFlight = await this.deps.db.messages.find(this.scope(ctx.key), { status: 'processing' }, { limit: 10_000 });
+    for (const m of inFlight) {
+      if (!m.relayId || !state.relays.get(m.relayId)?.inFlight.has(m.id)) continue;
+      const since = Date.parse(String(m.processingAt ?? m.updatedAt)) || Date.now();
+      await ctx.send(tenantProtocol, ctx.key, { kind: 'send-timeout', messageId: m.id, relayId: m.relayId, attempt: m.attempts }, { delayMs: Math.max(0, since + timeoutMs - Date.now()) });
     }
+  }
+
+  /**
+   * Every activated state has one sweep chain: a sweep timer that arrives for
+   * a state with none is adopted as its chain; any other first message starts one.
+   */
+  private async state(ctx: TenantContext, adoptChain?: string): Promise<TenantState> {
+    const state = ctx.state;
     if (state.sweepChain === undefined) {
       if (adoptChain !== undefined) {
         state.sweepChain = adoptChain;
       } else {
-        await ctx.send(tenantActorType, orgId, { kind: 'sweep', chain: ctx.msgId }, { delayMs: this.deps.config.tenantSweepMs });
-        state.sweepChain = ctx.msgId;
+        await ctx.send(tenantProtocol, ctx.key, { kind: 'sweep', chain: ctx.id }, { delayMs: this.deps.config.tenantSweepMs });
+        state.sweepChain = ctx.id;
       }
     }
     return state;
@@ -82,9 +104,15 @@ export class TenantDispatcher {
   private async rebuild(orgId: string, state: TenantState): Promise<void> {
     const { messages, relays } = this.deps.db;
     const scope = this.scope(orgId);
+    // A bulk job can leave thousands queued: read by keyset pages, the event loop free between them.
+    const readAll = async (filter: Parameters<typeof messages.scan>[1], sort: Record<string, 1 | -1>) => {
+      const all: MessageDoc[] = [];
+      for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
+      return all;
+    };
     const [queued, processing, online] = await Promise.all([
-      messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 } }),
-      messages.find(scope, { status: 'processing' }),
+      readAll(dueQueued(), { priority: -1, createdAt: 1 }),
+      readAll({ status: 'processing' }, { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
     ]);
     state.queue.clear();
@@ -98,8 +126,9 @@ export class TenantDispatcher {
     }
   }
 
-  async enqueue(ctx: ActorContext, orgId: string, items: QueuedMessage[]): Promise<void> {
-    const state = await this.state(ctx, orgId);
+  async enqueue(ctx: TenantContext, items: QueuedMessage[]): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     for (const item of items) state.queue.push(item);
     await this.pump(ctx, orgId, state);
   }
@@ -110,20 +139,29 @@ export class TenantDispatcher {
    * behind are looked for only when a relay could take them and nothing is
    * waiting in memory, so a long backlog costs nothing here.
    */
-  async sweep(ctx: ActorContext, orgId: string, chain: string): Promise<void> {
-    const cold = !this.tenants.has(orgId);
-    const state = await this.state(ctx, orgId, chain);
+  async sweep(ctx: TenantContext, chain: string): Promise<void> {
+    const orgId = ctx.key;
+    const cold = ctx.state.fresh;
+    const state = await this.state(ctx, chain);
     if (state.sweepChain !== chain) return;
     if (!cold) await this.reconcile(orgId, state);
     await this.pump(ctx, orgId, state);
     // No TTL indexes on every MongoDB wire server: expired Idempotency-Keys are removed here.
     await this.deps.db.idempotency.deleteMany(this.scope(orgId), { expiresAt: { $lte: nowIso() } });
-    const busy = state.queue.size > 0 || state.relays.size > 0 || (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !== null;
+    // Events a writer stored and could not publish (it died, or the stream failed) go out now; no more often than they can be due.
+    if (Date.now() - (state.outboxSweptAt ?? 0) >= outboxGraceMs) {
+      state.outboxSweptAt = Date.now();
+      await this.deps.outbox.sweep(this.deps.db.messages, this.scope(orgId));
+    }
+    const busy = state.queue.size > 0 || state.relays.size > 0
+      || (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !== null
+      || (await this.deps.db.messages.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null;
     if (!busy) {
-      this.tenants.delete(orgId);
+      // The chain ends here; the next message activates the tenant again and starts a new one.
+      ctx.deactivate();
       return;
     }
-    await ctx.send(tenantActorType, orgId, { kind: 'sweep', chain }, { delayMs: this.deps.config.tenantSweepMs });
+    await ctx.send(tenantProtocol, orgId, { kind: 'sweep', chain }, { delayMs: this.deps.config.tenantSweepMs });
   }
 
   private async reconcile(orgId: string, state: TenantState): Promise<void> {
@@ -149,46 +187,41 @@ export class TenantDispatcher {
     }
   }
 
-  async relayOnline(ctx: ActorContext, orgId: string, relayId: string, session: number): Promise<void> {
-    const state = await this.state(ctx, orgId);
+  /** The relay actor says a relay connected: it joins the dispatch with the sends the store says it still holds. */
+  async relayOnline(ctx: TenantContext, relayId: string, session: number): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     const doc = await this.deps.db.relays.findOne(this.scope(orgId), { id: relayId, session, status: 'online' });
     if (!doc) return; // an older connection's news
     // A reconnecting agent still holds what it was given before (it re-reports those statuses): they keep their credit.
     state.relays.set(relayId, await this.withInFlight(orgId, doc));
-    await this.deps.events.append([domainEvent('relay.online', { tenantId: orgId, teamId: doc.teamId }, relayEventData(doc))]);
-    await ctx.send(tenantActorType, orgId, { kind: 'relay-check', relayId, session }, { delayMs: this.deps.config.relayHeartbeatTimeoutMs });
     await this.pump(ctx, orgId, state);
   }
 
-  async relayReady(ctx: ActorContext, orgId: string, report: RelayReport & { capacity: number }): Promise<void> {
-    const state = await this.state(ctx, orgId);
+  async relayReady(ctx: TenantContext, report: RelayReport & { capacity: number }): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     const relay = state.relays.get(report.relayId);
     if (!relay || relay.session !== report.session) return;
     relay.capacity = report.capacity;
     await this.pump(ctx, orgId, state);
   }
 
-  /** A heartbeat timer: a relay whose last heartbeat is older than the timeout goes offline. */
-  async relayCheck(ctx: ActorContext, orgId: string, report: RelayReport): Promise<void> {
-    const doc = await this.deps.db.relays.findOne(this.scope(orgId), { id: report.relayId, session: report.session, status: 'online' });
-    if (!doc) return;
-    const silentMs = Date.now() - Date.parse(doc.lastHeartbeat ?? doc.updatedAt);
-    const timeout = this.deps.config.relayHeartbeatTimeoutMs;
-    if (silentMs >= timeout) return this.relayOffline(ctx, orgId, report, 'heartbeat timeout');
-    await ctx.send(tenantActorType, orgId, { kind: 'relay-check', ...report }, { delayMs: Math.max(50, timeout - silentMs) });
-  }
-
-  async relayOffline(ctx: ActorContext, orgId: string, report: RelayReport, reason: string): Promise<void> {
-    const state = await this.state(ctx, orgId);
-    const now = nowIso();
-    const doc = await this.deps.db.relays.updateOne(this.scope(orgId), { id: report.relayId, session: report.session, status: 'online' }, { $set: { status: 'offline', node: null, updatedAt: now } });
+  /**
+   * The relay actor took a session offline (closed socket or heartbeat
+   * timeout): what it held goes back to the queue. It says so after the
+   * session's own statuses, which reach this actor first.
+   */
+  async relayOffline(ctx: TenantContext, report: RelayReport, reason: string): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     const relay = state.relays.get(report.relayId);
     if (relay && relay.session === report.session) state.relays.delete(report.relayId);
-    if (!doc) return;
-    this.deps.log.info({ tenantId: orgId, relayId: report.relayId, reason }, 'relay offline');
+    const current = await this.deps.db.relays.findOne(this.scope(orgId), { id: report.relayId });
+    if (current && current.status === 'online' && current.session > report.session) return; // back already, holding its sends
+    ctx.log.info({ tenantId: orgId, relayId: report.relayId, reason }, 'relay left the dispatch');
     const inFlight = await this.deps.db.messages.find(this.scope(orgId), { status: 'processing', relayId: report.relayId });
     for (const m of inFlight) await this.handBack(orgId, state, m.id, report.relayId);
-    await this.deps.events.append([domainEvent('relay.offline', { tenantId: orgId, teamId: doc.teamId }, relayEventData(doc))]);
     await this.pump(ctx, orgId, state);
   }
 
@@ -209,46 +242,52 @@ export class TenantDispatcher {
     if (doc) state.queue.pushFront(queueItem(doc));
   }
 
-  async status(ctx: ActorContext, orgId: string, report: StatusReport): Promise<void> {
-    const state = await this.state(ctx, orgId);
+  async status(ctx: TenantContext, report: StatusReport): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     const { messages } = this.deps.db;
     const scope = this.scope(orgId);
+    // Only the message's current attempt on this relay counts: a late report of an earlier attempt
+    // (re-sent after a reconnect) must neither free a credit nor settle the retry now in flight.
+    const attempt = { id: report.messageId, relayId: report.relayId, attempts: report.attempt };
+    if (!(await messages.findOne(scope, attempt))) return;
     const at = report.at;
     const guid = report.guid ? { guid: report.guid } : {};
     // Sent, delivered or failed: the relay is done with the send, so its credit is free again.
     const released = report.status !== 'read' && (state.relays.get(report.relayId)?.inFlight.delete(report.messageId) ?? false);
     if (report.status === 'sent') {
-      const doc = await messages.updateOne(scope, { id: report.messageId, relayId: report.relayId, status: 'processing' }, { $set: { status: 'sent', sentAt: at, lastError: null, updatedAt: nowIso(), ...guid } });
-      if (doc) await this.deps.events.append([domainEvent('message.sent', doc, messageEventData(doc))]);
+      const doc = await messages.updateOne(scope, { ...attempt, status: 'processing' }, { $set: { status: 'sent', sentAt: at, lastError: null, updatedAt: nowIso(), ...guid } });
+      if (doc) await this.deps.events.append([domainEvent('message.sent', doc, messageEventData(doc), ctx.derivedId('message.sent'))], { once: true });
     } else if (report.status === 'delivered') {
-      const doc = await messages.updateOne(scope, { id: report.messageId, relayId: report.relayId, status: { $in: ['processing', 'sent'] } }, { $set: { status: 'delivered', deliveredAt: at, updatedAt: nowIso(), ...guid } });
+      const doc = await messages.updateOne(scope, { ...attempt, status: { $in: ['processing', 'sent'] } }, { $set: { status: 'delivered', deliveredAt: at, updatedAt: nowIso(), ...guid } });
       if (doc && doc.sentAt === null) {
         // Delivered with no sent report before it: it was sent, so say so once.
         const sent = await messages.updateOne(scope, { id: doc.id, sentAt: null }, { $set: { sentAt: at } });
-        if (sent) await this.deps.events.append([domainEvent('message.sent', sent, messageEventData(sent))]);
+        if (sent) await this.deps.events.append([domainEvent('message.sent', sent, messageEventData(sent), ctx.derivedId('message.sent'))], { once: true });
       }
     } else if (report.status === 'read') {
-      await messages.updateOne(scope, { id: report.messageId, relayId: report.relayId, status: { $in: ['sent', 'delivered'] }, readAt: null }, { $set: { readAt: at, updatedAt: nowIso() } });
+      await messages.updateOne(scope, { ...attempt, status: { $in: ['sent', 'delivered'] }, readAt: null }, { $set: { readAt: at, updatedAt: nowIso() } });
     } else {
-      await this.failAttempt(ctx, orgId, report.messageId, report.relayId, report.error ?? 'the relay could not send it');
+      await this.failAttempt(ctx, orgId, report.messageId, report.relayId, report.attempt, report.error ?? 'the relay could not send it');
     }
     if (released || report.status === 'failed') await this.pump(ctx, orgId, state);
   }
 
-  async sendTimeout(ctx: ActorContext, orgId: string, messageId: string, relayId: string, attempt: number): Promise<void> {
-    const state = await this.state(ctx, orgId);
+  async sendTimeout(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     const doc = await this.deps.db.messages.findOne(this.scope(orgId), { id: messageId, status: 'processing', relayId, attempts: attempt });
     if (!doc) return;
     state.relays.get(relayId)?.inFlight.delete(messageId);
-    await this.failAttempt(ctx, orgId, messageId, relayId, `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`);
+    await this.failAttempt(ctx, orgId, messageId, relayId, attempt, `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`);
     await this.pump(ctx, orgId, state);
   }
 
   /** Retries with backoff (base, then 4x, with jitter) until the attempts run out; then failed, dead-lettered, message.failed. */
-  private async failAttempt(ctx: ActorContext, orgId: string, messageId: string, relayId: string, error: string): Promise<void> {
+  private async failAttempt(ctx: TenantContext, orgId: string, messageId: string, relayId: string, attempt: number, error: string): Promise<void> {
     const { messages } = this.deps.db;
     const scope = this.scope(orgId);
-    const current = await messages.findOne(scope, { id: messageId, status: 'processing', relayId });
+    const current = await messages.findOne(scope, { id: messageId, status: 'processing', relayId, attempts: attempt });
     if (!current) return;
     const now = nowIso();
     if (current.attempts < this.deps.config.messageMaxAttempts) {
@@ -256,27 +295,28 @@ export class TenantDispatcher {
       const retry = await messages.updateOne(scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
         $set: { status: 'queued', relayId: null, lastError: error, nextAttemptAt: new Date(Date.now() + delayMs).toISOString(), updatedAt: now },
       });
-      if (retry) await ctx.send(tenantActorType, orgId, { kind: 'retry', messageId }, { delayMs });
+      if (retry) await ctx.send(tenantProtocol, orgId, { kind: 'retry', messageId }, { delayMs });
       return;
     }
     const failed = await messages.updateOne(scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
       $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
     });
     if (failed) {
-      this.deps.log.warn({ tenantId: orgId, msgId: messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
-      await this.deps.events.append([domainEvent('message.failed', failed, { ...messageEventData(failed), error })]);
+      ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
+      await this.deps.events.append([domainEvent('message.failed', failed, { ...messageEventData(failed), error }, ctx.derivedId(`message.failed\u0000${messageId}`))], { once: true });
     }
   }
 
-  async retry(ctx: ActorContext, orgId: string, messageId: string): Promise<void> {
-    const state = await this.state(ctx, orgId);
+  async retry(ctx: TenantContext, messageId: string): Promise<void> {
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
     const doc = await this.deps.db.messages.updateOne(this.scope(orgId), { id: messageId, status: 'queued' }, { $set: { nextAttemptAt: null } });
     if (doc) state.queue.push(queueItem(doc));
     await this.pump(ctx, orgId, state);
   }
 
   /** Hands queued messages to relays with free credit, highest priority first. */
-  private async pump(ctx: ActorContext, orgId: string, state: TenantState): Promise<void> {
+  private async pump(ctx: TenantContext, orgId: string, state: TenantState): Promise<void> {
     const free = () => [...state.relays.values()].filter((r) => r.inFlight.size < r.capacity);
     let open = free();
     if (open.length === 0 || state.queue.size === 0) return;
@@ -296,47 +336,29 @@ export class TenantDispatcher {
       $set: { status: 'processing', relayId: planned.get(item.id)!.id, processingAt: now, nextAttemptAt: null, updatedAt: now },
       $inc: { attempts: 1 },
     })));
+    let unclaimed = 0;
     for (const [i, item] of taken.entries()) {
       const relay = planned.get(item.id)!;
       const doc = claimed[i];
       if (!doc) {
         relay.inFlight.delete(item.id); // cancelled, or handled already
+        unclaimed++;
         continue;
       }
-      await ctx.send(tenantActorType, orgId, { kind: 'send-timeout', messageId: doc.id, relayId: relay.id, attempt: doc.attempts }, { delayMs: this.deps.config.messageSendTimeoutMs });
+      await ctx.send(tenantProtocol, orgId, { kind: 'send-timeout', messageId: doc.id, relayId: relay.id, attempt: doc.attempts }, { delayMs: this.deps.config.messageSendTimeoutMs });
       await this.deps.link.deliver(relay, {
         type: 'send',
         messageId: doc.id,
+        attempt: doc.attempts,
         to: doc.to,
         ...(doc.body ? { body: doc.body } : {}),
         ...(doc.attachments.length > 0 ? { attachments: doc.attachments } : {}),
         ...(doc.fromNumber ? { fromNumber: doc.fromNumber } : {}),
       });
     }
+    // The credit of a message nobody could claim (a cancelled job's) goes to the next in the queue now, not at the next report.
+    if (unclaimed > 0) await this.pump(ctx, orgId, state);
   }
-
-  /** Test and metrics view of a tenant's live state. */
-  snapshot(orgId: string): { queued: number; relays: Array<{ id: string; inFlight: number; capacity: number }> } | undefined {
-    const state = this.tenants.get(orgId);
-    if (!state) return undefined;
-    return { queued: state.queue.size, relays: [...state.relays.values()].map((r) => ({ id: r.id, inFlight: r.inFlight.size, capacity: r.capacity })) };
-  }
-}
-
-/** The relay that owns `fromNumber` when one online relay does; otherwise the least busy with credit. */
-function pickRelay(open: OnlineRelay[], fromNumber: string | null, online: OnlineRelay[]): OnlineRelay | undefined {
-  if (fromNumber) {
-    const owners = online.filter((r) => r.phoneNumbers.includes(fromNumber));
-    if (owners.length > 0) return open.filter((r) => owners.includes(r)).sort(byLoad)[0];
-  }
-  return [...open].sort(byLoad)[0];
-}
-
-const byLoad = (a: OnlineRelay, b: OnlineRelay) => a.inFlight.size / Math.max(1, a.capacity) - b.inFlight.size / Math.max(1, b.capacity);
-
-export function backoffMs(baseMs: number, attemptsMade: number): number {
-  const nominal = baseMs * 4 ** Math.max(0, attemptsMade - 1);
-  return Math.round(nominal * (0.8 + Math.random() * 0.4));
 }
 
 /** Queued messages that are not waiting for a retry's backoff. */
@@ -345,13 +367,10 @@ function dueQueued() {
 }
 
 function queueItem(m: MessageDoc): QueuedMessage {
-  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber };
+  const source = m.jobId ?? m.parentId;
+  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, ...(source ? { source } : {}) };
 }
 
 function onlineRelay(doc: RelayDoc): OnlineRelay {
   return { id: doc.id, node: doc.node ?? '', session: doc.session, capacity: doc.capacity, phoneNumbers: doc.phoneNumbers, inFlight: new Set() };
-}
-
-export function relayEventData(doc: RelayDoc) {
-  return { id: doc.id, name: doc.name, status: doc.status };
 }

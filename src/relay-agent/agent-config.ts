@@ -22,6 +22,10 @@ export interface AgentConfig {
    */
   syncHistory: boolean;
   logLevel: string;
+  /** `pretty`: one human-readable line per event; `json`: pino's JSON lines. */
+  logFormat: LogFormat;
+  /** How often the one-line summary is logged; 0: never (RELAY_SUMMARY_MS). */
+  summaryIntervalMs: number;
   sqlite3Program: string;
   osascriptPath: string;
   reconnectBaseMs: number;
@@ -50,6 +54,9 @@ export interface AgentConfig {
 }
 
 export const agentVersion = '0.1.0';
+
+export type LogFormat = 'pretty' | 'json';
+export const logFormats: readonly LogFormat[] = ['pretty', 'json'];
 
 export const defaultChatDbPath = join(homedir(), 'Library', 'Messages', 'chat.db');
 export const defaultStateDir = join(homedir(), '.relaybox-relay');
@@ -80,6 +87,7 @@ export interface AgentFlags {
   capacity?: number | undefined;
   pollMs?: number | undefined;
   syncHistory?: boolean | undefined;
+  logFormat?: LogFormat | undefined;
 }
 
 export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): AgentConfig {
@@ -87,7 +95,8 @@ export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): Age
   const simulate = flags.simulate ?? false;
   return {
     serverUrl: flags.serverUrl,
-    registrationToken: flags.registrationToken,
+    // From the environment, the token stays out of `ps` and the shell history.
+    registrationToken: flags.registrationToken ?? (env.RELAYBOX_TOKEN || undefined),
     name: flags.name ?? hostname(),
     stateDir,
     chatDbPath: flags.chatDbPath ?? defaultChatDbPath,
@@ -96,6 +105,9 @@ export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): Age
     pollMs: flags.pollMs ?? 1_000,
     syncHistory: flags.syncHistory ?? false,
     logLevel: env.LOG_LEVEL || 'info',
+    // A person at a terminal reads lines; a service manager or log shipper gets JSON.
+    logFormat: flags.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'),
+    summaryIntervalMs: envInt(env, 'RELAY_SUMMARY_MS', 60_000),
     sqlite3Program: env.RELAY_SQLITE3 || 'sqlite3',
     osascriptPath: env.RELAY_OSASCRIPT || '/usr/bin/osascript',
     reconnectBaseMs: 500,

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { buildAgentConfig, defaultChatDbPath, type AgentConfig } from './agent-config.ts';
+import { buildAgentConfig, defaultChatDbPath, logFormats, type AgentConfig, type LogFormat } from './agent-config.ts';
 
 export const usage = `Usage:
   npm run relay -- --server ws://HOST:3000/api/v1/relays/connect --token TOKEN [options]
@@ -8,16 +8,33 @@ export const usage = `Usage:
   npm run relay -- simulate-failures --chat-db PATH --count N
 
 Options:
-  --server URL       relay WebSocket endpoint of the Relaybox server (ws:// or wss://)
-  --token TOKEN      registration token (first run only; later runs use the stored credential)
-  --name NAME        relay name shown in the dashboard (default: this computer's hostname)
-  --state-dir DIR    where the credential and send journal live (default: ~/.relaybox-relay)
-  --chat-db PATH     Messages database (default: ~/Library/Messages/chat.db)
-  --simulate         play the Messages app against --chat-db (created if absent) instead of sending
-  --capacity N       sends accepted in flight, 1..1000 (default 10)
-  --poll-ms N        how often chat.db is read, 50..60000 ms (default 1000)
-  --sync-history     on first registration, forward all existing inbound messages
-  -h, --help         show this help`;
+  --server URL         relay WebSocket endpoint of the Relaybox server (ws:// or wss://)
+  --token TOKEN        registration token, first run only (later runs use the stored credential);
+                       or set RELAYBOX_TOKEN so it stays out of ps and the shell history
+  --name NAME          relay name returned by GET /api/v1/relays (default: this computer's hostname)
+  --state-dir DIR      where the credential and send journal live (default: ~/.relaybox-relay)
+  --chat-db PATH       Messages database (default: ~/Library/Messages/chat.db)
+  --simulate           play the Messages app against --chat-db (created if absent) instead of sending
+  --capacity N         sends accepted in flight, 1..1000 (default 10)
+  --poll-ms N          how often chat.db is read, 50..60000 ms (default 1000)
+  --sync-history       on first registration, forward all existing received messages
+  --log-format FORMAT  pretty (one line per event) or json (default: pretty on a terminal, json otherwise)
+  -h, --help           show this help
+
+simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
+attributedBody; --group ID: into a group chat); simulate-failures makes its next N sends fail.
+
+Environment:
+  RELAYBOX_TOKEN         registration token (instead of --token)
+  LOG_LEVEL              debug, info (default), warn, error
+  RELAY_SUMMARY_MS       how often the one-line summary is logged (default 60000; 0: never)
+  RELAY_MATCH_WINDOW_MS  how long a sent message's chat.db row may take to appear (default 120000)
+  RELAY_SIM_DELIVERY_MS  simulator: delay before a sent message is delivered (default 500)
+  RELAY_SIM_READ_MS      simulator: delay after delivery before it is read (default: never)
+  RELAY_SQLITE3          sqlite3 program (default: sqlite3 on the PATH)
+  RELAY_OSASCRIPT        osascript program (default: /usr/bin/osascript)
+
+Exit codes: 0 stopped, 1 cannot run (the message says why), 2 bad arguments.`;
 
 /** A mistake on the command line: printed with the usage, exit code 2. */
 export class UsageError extends Error {
@@ -40,6 +57,7 @@ const runOptions = {
   capacity: { type: 'string' },
   'poll-ms': { type: 'string' },
   'sync-history': { type: 'boolean' },
+  'log-format': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -81,6 +99,8 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   }
   if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError(`--server must be a ws:// or wss:// URL, got ${url.protocol}//`);
   if (values.token !== undefined && values.token.trim() === '') throw new UsageError('--token is empty');
+  const logFormat = values['log-format'];
+  if (logFormat !== undefined && !logFormats.includes(logFormat as LogFormat)) throw new UsageError(`--log-format must be one of ${logFormats.join(', ')}, got "${logFormat}"`);
   if (values.name !== undefined && (values.name.trim() === '' || values.name.length > 200)) throw new UsageError('--name must be 1..200 characters');
   const chatDbPath = values.simulate ? simulatorDb(values['chat-db']) : values['chat-db'];
   return {
@@ -96,6 +116,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
         capacity: integer(values.capacity, '--capacity', 1, 1000),
         pollMs: integer(values['poll-ms'], '--poll-ms', 50, 60_000),
         syncHistory: values['sync-history'],
+        logFormat: logFormat as LogFormat | undefined,
       },
       env,
     ),

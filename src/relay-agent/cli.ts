@@ -3,8 +3,8 @@
  * Every failure ends in one plain sentence on stderr and an exit code
  * (2: bad arguments, 1: cannot run); never a stack trace.
  */
-import { createLogger } from '../log.ts';
 import type { AgentConfig } from './agent-config.ts';
+import { createAgentLogger } from './agent-logger.ts';
 import { AppleScriptSender } from './applescript-sender.ts';
 import { ChatDbReader } from './chat-db-reader.ts';
 import { parseCli, usage, UsageError } from './cli-args.ts';
@@ -51,7 +51,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 async function runAgent(config: AgentConfig): Promise<number> {
-  const logger = createLogger(config.logLevel, 'relay-agent');
+  const logger = createAgentLogger(config.logLevel, config.logFormat);
   if (!config.simulate && process.platform !== 'darwin') {
     throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate --chat-db PATH');
   }
@@ -94,12 +94,15 @@ async function runAgent(config: AgentConfig): Promise<number> {
     config, sender, reader, journal, logger, stateStore: new RelayStateStore(config.stateDir), systemInfo: await readSystemInfo(),
   });
   const onSignal = (signal: NodeJS.Signals) => {
-    logger.info({ signal }, 'stopping');
+    logger.info({ event: 'stopping', signal }, `${signal}: stopping`);
     void agent.stop();
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
-  logger.info({ server: config.serverUrl, chatDb: config.chatDbPath, simulate: config.simulate, stateDir: config.stateDir }, 'relay agent starting');
+  logger.info(
+    { event: 'starting', server: config.serverUrl, chatDb: config.chatDbPath, simulate: config.simulate, stateDir: config.stateDir },
+    `relay agent starting: server ${config.serverUrl}, ${config.simulate ? 'simulated Messages on' : 'Messages database'} ${config.chatDbPath}, state in ${config.stateDir}`,
+  );
   const exit = await agent.run();
   simulator?.close();
   if (exit.reason === 'fatal') {

@@ -4,6 +4,7 @@
  */
 export interface OutgoingMessage {
   messageId: string;
+  attempt: number;
   /** Phone number or email address of the recipient. */
   to: string;
   /** Empty when the message is attachments only. */

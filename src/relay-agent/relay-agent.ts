@@ -6,11 +6,12 @@ import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { InboundForwarder } from './inbound-forwarder.ts';
 import type { MessageSender } from './message-sender.ts';
+import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
 import { RelayConnection, type CloseInfo } from './relay-connection.ts';
 import type { RelayState, RelayStateStore } from './relay-state.ts';
 import { SendWorker } from './send-worker.ts';
-import type { SendJournal, SendRecord } from './send-journal.ts';
+import { attemptKey, type SendJournal, type SendRecord } from './send-journal.ts';
 import { SqliteError } from './sqlite-cli.ts';
 
 export interface RelayAgentDeps {
@@ -41,13 +42,15 @@ export class RelayAgent {
   private readonly tracker: OutgoingTracker;
   private readonly worker: SendWorker;
   private readonly health = new HealthSampler();
+  private readonly operator: OperatorLog;
   private state: RelayState | undefined;
   private welcomed = false;
   private forwarder: InboundForwarder | undefined;
-  /** Per connection: how many of each send's status steps went out on it. */
+  /** Per connection: how many of each send attempt's status steps went out on it, by attempt key. */
   private statusesSent = new Map<string, number>();
   private frameChain: Promise<void> = Promise.resolve();
   private heartbeatTimer: NodeJS.Timeout | undefined;
+  private summaryTimer: NodeJS.Timeout | undefined;
   private pollTimer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private lastPollError = '';
@@ -60,6 +63,7 @@ export class RelayAgent {
   constructor(private readonly deps: RelayAgentDeps) {
     this.config = deps.config;
     this.log = deps.logger;
+    this.operator = new OperatorLog(deps.logger);
     this.tracker = new OutgoingTracker(deps.journal, deps.reader, { matchWindowMs: this.config.matchWindowMs, trackStatusMs: this.config.trackStatusMs });
     this.worker = new SendWorker(deps.journal, deps.sender, {
       attachmentsDir: this.config.attachmentsDir,
@@ -67,13 +71,19 @@ export class RelayAgent {
       logger: this.log,
       onChange: (record) => this.afterChange([record]),
     });
-    deps.journal.onStep = (_record, step) => {
+    deps.journal.onStep = (record, step) => {
+      this.operator.step(record, step);
       if (step.status === 'sent') this.health.recordSent();
       if (step.status === 'sent' || step.status === 'failed') this.readyOwed = true;
     };
     this.connection = new RelayConnection(
       this.config.serverUrl,
-      { onOpen: () => this.sayHello(), onFrame: (frame) => this.enqueueFrame(frame), onClose: (info) => this.onClose(info) },
+      {
+        onOpen: () => this.sayHello(),
+        onFrame: (frame) => this.enqueueFrame(frame),
+        onClose: (info) => this.onClose(info),
+        onReconnectScheduled: (delayMs, attempt) => this.operator.reconnecting(delayMs, attempt),
+      },
       { reconnectBaseMs: this.config.reconnectBaseMs, reconnectCapMs: this.config.reconnectCapMs, reconnectStableMs: this.config.reconnectStableMs, logger: this.log },
     );
   }
@@ -91,12 +101,16 @@ export class RelayAgent {
     this.connection.start();
     this.worker.wake();
     this.schedulePoll(0);
+    if (this.config.summaryIntervalMs > 0) {
+      this.summaryTimer = setInterval(() => this.operator.summary(this.snapshot()), this.config.summaryIntervalMs);
+    }
     return this.exited;
   }
 
   async stop(exit: AgentExit = { reason: 'stopped' }): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    clearInterval(this.summaryTimer);
     this.connection.stop();
     this.endConnection();
     clearTimeout(this.pollTimer);
@@ -113,7 +127,7 @@ export class RelayAgent {
     const hello: HelloFrame = { type: 'hello', name: this.config.name, systemInfo: this.deps.systemInfo, agentVersion };
     if (this.state) hello.credential = { relayId: this.state.relayId, secret: this.state.secret };
     else hello.registrationToken = this.config.registrationToken;
-    this.log.info({ auth: this.state ? 'credential' : 'registration token', relayId: this.state?.relayId }, 'connected, saying hello');
+    this.operator.connected(this.config.serverUrl, this.state ? 'credential' : 'registration token');
     this.send(hello);
   }
 
@@ -138,7 +152,7 @@ export class RelayAgent {
       const inboundFloor = this.state?.inboundFloor ?? (this.config.syncHistory ? 0 : await this.deps.reader.maxRowId());
       this.state = { serverUrl: this.config.serverUrl, relayId: frame.credential.relayId, secret: frame.credential.secret, registeredAt: new Date().toISOString(), inboundFloor };
       await this.deps.stateStore.save(this.state);
-      this.log.info({ relayId: frame.relayId, path: this.deps.stateStore.path }, 'registered; credential stored');
+      this.log.info({ event: 'credential-stored', relayId: frame.relayId, path: this.deps.stateStore.path }, `credential stored in ${this.deps.stateStore.path}`);
     } else if (!this.state) {
       this.log.error('the server accepted the registration token without issuing a credential; the next reconnect will fail');
     }
@@ -146,7 +160,7 @@ export class RelayAgent {
     this.forwarder = new InboundForwarder(start, this.deps.reader, { batch: this.config.inboundBatch, maxUnacked: this.config.maxUnackedInbound });
     this.welcomed = true;
     this.statusesSent = new Map();
-    this.log.info({ relayId: frame.relayId, inboundCursor: frame.inboundCursor, from: start }, 'welcomed');
+    this.operator.online(frame.relayId, frame.credential !== undefined, start);
     this.connection.watchLiveness(frame.heartbeatIntervalMs);
     clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = setInterval(() => this.sendHeartbeat(), frame.heartbeatIntervalMs);
@@ -158,20 +172,22 @@ export class RelayAgent {
 
   private async onSend(frame: SendFrame): Promise<void> {
     const journal = this.deps.journal;
-    const known = journal.get(frame.messageId);
+    const known = journal.get(frame.messageId, frame.attempt);
     if (known) {
-      // The server did not see this send finish: never send it again, report everything known about it again.
-      this.log.info({ msgId: frame.messageId, phase: known.phase }, 'repeated send not sent again');
-      this.statusesSent.set(known.messageId, 0);
+      // The server did not see this attempt finish: never send it again, report everything known about it again.
+      this.operator.sendRepeated(known);
+      this.statusesSent.set(attemptKey(known.messageId, known.attempt), 0);
       this.sendStatuses(known);
       return;
     }
-    if (frame.fromNumber) this.log.debug({ msgId: frame.messageId }, 'fromNumber ignored: Messages sends from its default account');
+    if (frame.fromNumber) this.log.debug({ messageId: frame.messageId }, 'fromNumber ignored: Messages sends from its default account');
     const now = Date.now();
-    journal.add({
-      messageId: frame.messageId, to: frame.to, body: frame.body ?? '', attachmentUrls: frame.attachments ?? [],
+    const record: SendRecord = {
+      messageId: frame.messageId, attempt: frame.attempt, to: frame.to, body: frame.body ?? '', attachmentUrls: frame.attachments ?? [],
       phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0,
-    });
+    };
+    journal.add(record);
+    this.operator.sendAccepted(record, journal.inPhase('queued').length);
     const unfinished = journal.unfinishedCount();
     if (unfinished > this.config.capacity) this.log.warn({ unfinished, capacity: this.config.capacity }, 'server sent beyond the capacity; queued anyway');
     await journal.flush();
@@ -183,18 +199,20 @@ export class RelayAgent {
       if (frame.cursor !== undefined) this.forwarder?.onAck(frame.cursor);
       return;
     }
-    const record = frame.messageId ? this.deps.journal.get(frame.messageId) : undefined;
+    const record = frame.messageId && frame.attempt ? this.deps.journal.get(frame.messageId, frame.attempt) : undefined;
     if (record) this.deps.journal.markAcked(record);
   }
 
   private onError(frame: ErrorFrame): void {
-    this.log.warn({ code: frame.code, message: frame.message }, 'server error');
+    this.log.warn({ event: 'server-error', code: frame.code, message: frame.message }, `the server answered ${frame.code}: ${frame.message}`);
     const known = (errorCodes as Record<string, { retryable: boolean } | undefined>)[frame.code];
     // Refused before welcome and not worth retrying (bad token, revoked credential): the same hello would fail again.
     if (!this.welcomed && !known?.retryable) {
       const what = this.state ? 'the stored credential' : 'the registration token';
+      const message = `the server refused ${what}: ${frame.code}: ${frame.message}`;
+      this.operator.refused(message);
       // Not awaited: stop() waits for the frame chain this handler is part of.
-      void this.stop({ reason: 'fatal', message: `the server refused ${what}: ${frame.code}: ${frame.message}` });
+      void this.stop({ reason: 'fatal', message });
     }
   }
 
@@ -202,9 +220,11 @@ export class RelayAgent {
     const wasWelcomed = this.welcomed;
     this.endConnection();
     if (this.stopped) return;
-    this.log.info({ code: info.code, reason: info.reason, wasWelcomed }, 'disconnected');
+    this.operator.disconnected(info.code, info.reason, wasWelcomed);
     if (info.httpStatus === 401 || info.httpStatus === 403) {
-      void this.stop({ reason: 'fatal', message: `the server refused the connection with HTTP ${info.httpStatus}` });
+      const message = `the server refused the connection with HTTP ${info.httpStatus}`;
+      this.operator.refused(message);
+      void this.stop({ reason: 'fatal', message });
     }
   }
 
@@ -231,16 +251,27 @@ export class RelayAgent {
   /** Sends the steps of a record not yet sent on this connection, in order. */
   private sendStatuses(record: SendRecord): void {
     if (!this.welcomed) return;
-    let next = this.statusesSent.get(record.messageId) ?? record.acked;
+    const key = attemptKey(record.messageId, record.attempt);
+    let next = this.statusesSent.get(key) ?? record.acked;
     while (next < record.steps.length) {
       const step = record.steps[next]!;
-      const frame: StatusFrame = { type: 'status', messageId: record.messageId, status: step.status, at: step.at };
+      const frame: StatusFrame = { type: 'status', messageId: record.messageId, attempt: record.attempt, status: step.status, at: step.at };
       if (step.error !== undefined) frame.error = step.error;
       if (record.guid) frame.guid = record.guid;
       if (!this.send(frame)) return;
       next += 1;
-      this.statusesSent.set(record.messageId, next);
+      this.statusesSent.set(key, next);
     }
+  }
+
+  private snapshot() {
+    return {
+      relayId: this.state?.relayId,
+      connected: this.welcomed,
+      queued: this.deps.journal.inPhase('queued').length,
+      unfinished: this.deps.journal.inPhase('sending', 'handed', 'orphaned').length,
+      inboundUnacked: this.forwarder?.waitingForAck ?? 0,
+    };
   }
 
   // ------------------------------------------------------------ chat.db polling
@@ -271,7 +302,9 @@ export class RelayAgent {
       if (forwarder && this.welcomed && this.connection.bufferedAmount < maxBufferedBytes) {
         const frames = await forwarder.poll();
         // A drop while reading means these rows belong to the next connection's replay.
-        if (this.forwarder === forwarder) for (const frame of frames) this.send(frame);
+        if (this.forwarder === forwarder) {
+          for (const frame of frames) if (this.send(frame)) this.operator.inboundForwarded(frame);
+        }
       }
       await this.deps.journal.flush();
       this.lastPollError = '';

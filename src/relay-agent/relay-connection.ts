@@ -17,6 +17,7 @@ export interface ConnectionHandlers {
   onFrame(frame: ServerFrame): void;
   /** The socket is gone. Calling `stop()` in here prevents the reconnect. */
   onClose(info: CloseInfo): void;
+  onReconnectScheduled(delayMs: number, attempt: number): void;
 }
 
 export interface RelayConnectionOptions {
@@ -149,7 +150,7 @@ export class RelayConnection {
   private scheduleReconnect(): void {
     if (this.stopped) return;
     const delayMs = this.backoff.nextDelayMs();
-    this.options.logger.info({ delayMs, attempt: this.backoff.attempts }, 'reconnecting');
+    this.handlers.onReconnectScheduled(delayMs, this.backoff.attempts);
     this.reconnectTimer = setTimeout(() => this.connect(), delayMs);
   }
 

@@ -24,6 +24,8 @@ export interface StatusStep {
 
 export interface SendRecord {
   messageId: string;
+  /** The server's attempt number: a retry is a new record, a repeated `send` of the same attempt is not. */
+  attempt: number;
   to: string;
   /** Kept only until the row is matched (then emptied): the journal is not a message archive. */
   body: string;
@@ -46,6 +48,11 @@ interface JournalFile {
   records: SendRecord[];
 }
 
+/** The journal key of one send attempt. */
+export function attemptKey(messageId: string, attempt: number): string {
+  return `${messageId}#${attempt}`;
+}
+
 /** A send counts against the server's credit until it is sent or failed. */
 export function isFinished(record: SendRecord): boolean {
   return record.steps.some((s) => s.status === 'sent' || s.status === 'failed');
@@ -54,10 +61,12 @@ export function isFinished(record: SendRecord): boolean {
 const maxRecords = 20_000;
 
 /**
- * Every send the agent accepted, by messageId, kept on disk in
- * `<state-dir>/sends.json`: it is how a `send` the server repeats (after a
- * reconnect or a restart) is recognised and never sent twice, and how
- * statuses the server has not acked are sent again.
+ * Every send attempt the agent accepted, by (messageId, attempt), kept on disk
+ * in `<state-dir>/sends.json`: it is how a `send` the server repeats for the
+ * same attempt (after a reconnect or a restart) is recognised and never sent
+ * twice, while the server's retry of a failed attempt (the next attempt
+ * number) is a new send; and how statuses the server has not acked are sent
+ * again.
  */
 export class SendJournal {
   readonly path: string;
@@ -82,12 +91,14 @@ export class SendJournal {
     for (const record of file.records) {
       // A send that was with osascript when the agent stopped may or may not have gone out.
       if (record.phase === 'sending') Object.assign(record, { phase: 'orphaned', phaseAtMs: nowMs });
-      this.records.set(record.messageId, record);
+      // Journals written before attempts were numbered hold first attempts only.
+      record.attempt ??= 1;
+      this.records.set(attemptKey(record.messageId, record.attempt), record);
     }
   }
 
-  get(messageId: string): SendRecord | undefined {
-    return this.records.get(messageId);
+  get(messageId: string, attempt: number): SendRecord | undefined {
+    return this.records.get(attemptKey(messageId, attempt));
   }
 
   all(): IterableIterator<SendRecord> {
@@ -99,7 +110,7 @@ export class SendJournal {
   }
 
   add(record: SendRecord): void {
-    this.records.set(record.messageId, record);
+    this.records.set(attemptKey(record.messageId, record.attempt), record);
     this.changed();
   }
 
@@ -163,6 +174,6 @@ export class SendJournal {
     }
     if (this.records.size <= maxRecords) return;
     const closed = [...this.records.values()].filter((r) => r.phase === 'closed').sort((a, b) => a.phaseAtMs - b.phaseAtMs);
-    for (const r of closed.slice(0, this.records.size - maxRecords)) this.records.delete(r.messageId);
+    for (const r of closed.slice(0, this.records.size - maxRecords)) this.records.delete(attemptKey(r.messageId, r.attempt));
   }
 }

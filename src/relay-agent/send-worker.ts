@@ -52,14 +52,14 @@ export class SendWorker {
         await this.sendOne(next);
       } catch (err) {
         // A bug or a disk error; fail this one send rather than stall the queue.
-        this.options.logger.error({ msgId: next.messageId, err: (err as Error).message }, 'send crashed');
+        this.options.logger.error({ messageId: next.messageId, err: (err as Error).message }, 'send crashed');
         if (next.phase === 'queued' || next.phase === 'sending') this.fail(next, `relay agent error: ${(err as Error).message}`);
       }
     }
   }
 
   private async sendOne(record: SendRecord): Promise<void> {
-    const log = this.options.logger.child({ msgId: record.messageId });
+    const log = this.options.logger.child({ messageId: record.messageId });
     let attachmentPaths: string[] = [];
     let cleanup: (() => Promise<void>) | undefined;
     if (record.attachmentUrls.length > 0) {
@@ -78,11 +78,11 @@ export class SendWorker {
     const started = Date.now();
     let outcome;
     try {
-      outcome = await this.sender.send({ messageId: record.messageId, to: record.to, body: record.body, attachmentPaths });
+      outcome = await this.sender.send({ messageId: record.messageId, attempt: record.attempt, to: record.to, body: record.body, attachmentPaths });
     } finally {
       if (cleanup) this.scheduleCleanup(cleanup);
     }
-    log.info({ ok: outcome.ok, ms: Date.now() - started }, 'handed to Messages');
+    log.debug({ ok: outcome.ok, ms: Date.now() - started }, 'handed to Messages');
     if (!outcome.ok) {
       // The tracker may already have found the row (it can appear before osascript exits); its view wins.
       if (record.phase === 'sending') this.fail(record, outcome.error);

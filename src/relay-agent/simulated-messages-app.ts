@@ -65,6 +65,7 @@ export function sendLogPath(dbPath: string): string {
 export interface SendLogEntry {
   at: string;
   messageId: string;
+  attempt: number;
   to: string;
   rowId: number;
   guid: string;
@@ -99,7 +100,7 @@ SELECT ROWID AS rowId, error FROM message WHERE guid = ${q(guid)};
 COMMIT;`);
     if (!row) throw new Error('simulator: the outgoing row was not written');
     const entry: SendLogEntry = {
-      at: new Date().toISOString(), messageId: message.messageId, to: handle, rowId: row.rowId, guid, error: row.error, attachments: message.attachmentPaths.length,
+      at: new Date().toISOString(), messageId: message.messageId, attempt: message.attempt, to: handle, rowId: row.rowId, guid, error: row.error, attachments: message.attachmentPaths.length,
     };
     await appendFile(sendLogPath(this.dbPath), `${JSON.stringify(entry)}\n`);
     if (row.error === 0) this.later(this.options.deliveryDelayMs ?? 500, () => this.markDelivered(row.rowId));

@@ -10,10 +10,16 @@
  *   once the agent reports `sent` or `failed` (`delivered` and `read` come
  *   later and hold no credit). The agent repeats `ready` whenever a send
  *   finishes; the latest value is the window.
- * - `send` is at-most-once on the agent: a `send` whose messageId the agent
- *   already has is never sent again; the agent re-reports its statuses.
- * - Each `status` frame is acked with `ack {of:'status', messageId}`; statuses
- *   not acked are sent again after a reconnect, so the server may see one twice.
+ * - A send attempt is identified by (messageId, attempt) end to end: the
+ *   `send` frame, the agent's journal, every `status` and its `ack` carry both.
+ *   A retry of a failed attempt comes with the next attempt number and is sent
+ *   again; a `send` for an attempt the agent already has (a reconnect, a
+ *   redelivered frame) is never sent twice: the agent re-reports its statuses.
+ * - The server applies a `status` only to the message's current attempt on
+ *   that relay; a late report of an earlier attempt changes nothing.
+ * - Each `status` frame is acked with `ack {of:'status', messageId, attempt}`;
+ *   statuses not acked are sent again after a reconnect, so the server may see
+ *   one twice.
  * - `inbound` rows are at-least-once: the agent sends every row after the
  *   server's `welcome.inboundCursor` and moves its own cursor only on an
  *   `ack` with `of: 'inbound'`; the server dedupes by `guid`.
@@ -38,6 +44,7 @@ export const frameLimits = {
   urlLength: 2_048,
   pathLength: 1_024,
   maxCapacity: 1_000,
+  maxAttempt: 1_000,
   /** Largest text frame either end should accept (bodies are the bulk of it). */
   maxFrameBytes: 1024 * 1024,
 } as const;
@@ -45,6 +52,8 @@ export const frameLimits = {
 const L = frameLimits;
 const str = (maxLength: number, minLength = 1) => Type.String({ minLength, maxLength });
 const isoTime = Type.String({ format: 'date-time', maxLength: 40 });
+/** Which attempt at sending a message, counted from 1 by the server. */
+const attemptNumber = Type.Integer({ minimum: 1, maximum: L.maxAttempt });
 const strict = { additionalProperties: false } as const;
 
 export const relayCredential = Type.Object(
@@ -108,6 +117,7 @@ export const statusFrame = Type.Object(
   {
     type: Type.Literal('status'),
     messageId: str(L.idLength),
+    attempt: attemptNumber,
     status: deliveryStatus,
     at: isoTime,
     error: Type.Optional(str(L.errorLength, 0)),
@@ -152,6 +162,7 @@ export const sendFrame = Type.Object(
   {
     type: Type.Literal('send'),
     messageId: str(L.idLength),
+    attempt: attemptNumber,
     to: str(L.handleLength),
     body: Type.Optional(str(L.bodyLength, 0)),
     /** http(s) URLs the agent downloads before sending. */
@@ -167,7 +178,9 @@ export const ackFrame = Type.Object(
     of: Type.Union([Type.Literal('inbound'), Type.Literal('status')]),
     /** For `of: 'inbound'`: the ROWID now durably stored. */
     cursor: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** For `of: 'status'`: the status's message and attempt. */
     messageId: Type.Optional(str(L.idLength)),
+    attempt: Type.Optional(attemptNumber),
   },
   strict,
 );
@@ -183,7 +196,6 @@ export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorF
 export type RelayCredential = Static<typeof relayCredential>;
 export type HelloFrame = Static<typeof helloFrame>;
 export type HeartbeatFrame = Static<typeof heartbeatFrame>;
-export type ReadyFrame = Static<typeof readyFrame>;
 export type DeliveryStatus = Static<typeof deliveryStatus>;
 export type StatusFrame = Static<typeof statusFrame>;
 export type InboundFrame = Static<typeof inboundFrame>;

@@ -3,7 +3,7 @@ import { AppError } from '../errors.ts';
 import { sameSecret, sha256 } from '../identity/secrets.ts';
 import type { Principal } from '../identity/roles.ts';
 import { newId, nowIso } from '../ids.ts';
-import type { HeartbeatFrame, HelloFrame, RelayCredential } from '../relay-protocol/frames.ts';
+import type { HelloFrame, RelayCredential } from '../relay-protocol/frames.ts';
 import { platformScope, type Store } from '../store/collection.ts';
 import { relayCollections, type RelayDoc } from './relay-store.ts';
 
@@ -18,13 +18,20 @@ interface RelayIndexDoc {
 }
 
 export type Registration =
-  | { ok: true; relay: RelayDoc; credential?: RelayCredential }
+  | {
+      ok: true;
+      relayId: string;
+      tenantId: string;
+      /** A first registration: the relay actor creates the relay with these on connect. */
+      registration?: { teamId: string; secretHash: string };
+      credential?: RelayCredential;
+    }
   | { ok: false; code: 'unauthorized'; message: string };
 
 /**
  * Relay identities: registration tokens (30 minutes, once, stored hashed),
- * the credential a relay keeps after registering, and the relay records the
- * gateway keeps up to date.
+ * the credential a relay keeps after registering, and reads of the relay
+ * records (the relay actor is their one writer).
  */
 export class RelayRegistry {
   private readonly db;
@@ -50,7 +57,7 @@ export class RelayRegistry {
     const entry = await this.index.findOne(platformScope, { id: credential.relayId });
     const relay = entry ? await this.db.relays.findOne({ tenantId: entry.orgId }, { id: credential.relayId }) : null;
     if (!relay || !sameSecret(relay.secretHash, sha256(credential.secret))) return { ok: false, code: 'unauthorized', message: 'unknown relay credential' };
-    return { ok: true, relay };
+    return { ok: true, relayId: relay.id, tenantId: relay.tenantId };
   }
 
   private async claim(hello: HelloFrame): Promise<Registration> {
@@ -58,34 +65,9 @@ export class RelayRegistry {
     const token = await this.db.relayTokens.updateOne(platformScope, { id: sha256(hello.registrationToken!), usedAt: { $exists: false }, expiresAt: { $gt: now } }, { $set: { usedAt: now } });
     if (!token) return { ok: false, code: 'unauthorized', message: 'registration token is unknown, expired or already used' };
     const secret = randomBytes(32).toString('base64url');
-    const relay: RelayDoc = {
-      id: newId('relay'), tenantId: token.orgId, teamId: token.teamId, name: hello.name, status: 'offline', node: null, capacity: 0,
-      phoneNumbers: hello.phoneNumbers ?? [], lastHeartbeat: null, systemInfo: hello.systemInfo, health: null, secretHash: sha256(secret),
-      inboundCursor: 0, session: 0, registeredAt: now, createdAt: now, updatedAt: now,
-    };
-    await this.db.relays.insertOne({ tenantId: token.orgId }, relay);
-    await this.index.insertOne(platformScope, { id: relay.id, tenantId: platformScope.tenantId, orgId: token.orgId });
-    return { ok: true, relay, credential: { relayId: relay.id, secret } };
-  }
-
-  /** Marks the relay online on this node under a new session number; what an older connection reports afterwards is ignored. */
-  async connect(relay: RelayDoc, hello: HelloFrame, node: string): Promise<RelayDoc> {
-    const now = nowIso();
-    const doc = await this.db.relays.updateOne({ tenantId: relay.tenantId }, { id: relay.id }, {
-      $set: { status: 'online', node, capacity: 0, name: hello.name, systemInfo: hello.systemInfo, lastHeartbeat: now, updatedAt: now, ...(hello.phoneNumbers ? { phoneNumbers: hello.phoneNumbers } : {}) },
-      $inc: { session: 1 },
-    });
-    if (!doc) throw new Error(`relay ${relay.id} vanished`);
-    return doc;
-  }
-
-  async heartbeat(relay: { id: string; tenantId: string; session: number }, frame: HeartbeatFrame): Promise<void> {
-    const now = nowIso();
-    await this.db.relays.updateOne({ tenantId: relay.tenantId }, { id: relay.id, session: relay.session }, { $set: { lastHeartbeat: now, health: { ...frame.health, reportedAt: now } } });
-  }
-
-  async setCapacity(relay: { id: string; tenantId: string; session: number }, capacity: number): Promise<void> {
-    await this.db.relays.updateOne({ tenantId: relay.tenantId }, { id: relay.id, session: relay.session }, { $set: { capacity } });
+    const relayId = newId('relay');
+    await this.index.insertOne(platformScope, { id: relayId, tenantId: platformScope.tenantId, orgId: token.orgId });
+    return { ok: true, relayId, tenantId: token.orgId, registration: { teamId: token.teamId, secretHash: sha256(secret) }, credential: { relayId, secret } };
   }
 
   async list(principal: Principal) {

@@ -1,22 +1,35 @@
-import { Counter, Histogram, register } from 'prom-client';
+import { Counter, Gauge, Histogram, register } from 'prom-client';
+import { AppError, failurePolicy } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import type { ActorDefinition, ActorMessage, Envelope, SendOptions } from './types.ts';
+import type { ActorContext, ActorDefinition, ActorProtocol, EmitOptions, MessageOf } from './actor.ts';
+import { derivedId, MessageValidators, type Envelope } from './envelope.ts';
+import { ActorStates } from './actor-states.ts';
+import type { ActorMessage, AskFailure, SendOptions } from './types.ts';
 
 export type DeliveryOutcome =
   | { ok: true; value: unknown }
-  | { ok: false; error: string; deliveries: number };
+  | {
+      ok: false;
+      error: string;
+      deliveries: number;
+      /** What an `ask` caller is told: the AppError the handler threw, if it threw one. */
+      answer: AskFailure | undefined;
+      /** False when the failure is an answer to an `ask` (a non-retryable AppError): the caller has it, so it is no dead letter. */
+      deadLetter: boolean;
+    };
 
 export interface ActorHostOptions {
   defaultShards: number;
   maxDeliveries: number;
   redeliveryDelayMs: number;
+  actorIdleMs: number;
 }
 
 type SendFn = (type: string, key: string, msg: ActorMessage, opts?: SendOptions) => Promise<string>;
 
 const handled = singleton('relaybox_runtime_messages_handled_total', () => new Counter({
   name: 'relaybox_runtime_messages_handled_total',
-  help: 'Actor messages handled, by actor type and outcome (ok, retried, dead_letter)',
+  help: 'Actor messages handled, by actor type and outcome (ok, retried, dead_letter, answered_error)',
   labelNames: ['type', 'outcome'],
 }));
 
@@ -27,20 +40,27 @@ const handlerSeconds = singleton('relaybox_runtime_handler_duration_seconds', ()
   buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
 }));
 
+const liveStatesGauge = singleton('relaybox_runtime_live_actor_states', () => new Gauge({
+  name: 'relaybox_runtime_live_actor_states',
+  help: 'Actor keys whose activated state this process holds',
+}));
+
 /** Metrics live on the process-wide registry; tests create several runtimes in one process. */
 function singleton<T>(name: string, make: () => T): T {
   return (register.getSingleMetric(name) as T | undefined) ?? make();
 }
 
-class TerminalDeliveryError extends Error {}
-
 /**
- * Runs an envelope's handler, both transports alike: a handler that throws is
- * run again after `redeliveryDelayMs`, up to `maxDeliveries` deliveries in all;
- * a message no actor can handle fails at once.
+ * Runs an envelope's handler, both transports alike. The envelope's message
+ * is validated against its actor type's schema first (a malformed one fails
+ * at once). The key's state is activated before the handler and kept for the
+ * next message; a failure drops it. Whether a failure is tried again is the
+ * error's to say (`failurePolicy`), within `maxDeliveries` deliveries in all.
  */
 export class ActorHost {
   private readonly actors = new Map<string, ActorDefinition>();
+  private readonly validators = new MessageValidators();
+  readonly states: ActorStates;
 
   constructor(
     defs: ActorDefinition[],
@@ -48,7 +68,11 @@ export class ActorHost {
     private readonly log: Logger,
     private readonly send: SendFn,
   ) {
-    for (const def of defs) this.actors.set(def.type, def);
+    for (const def of defs) {
+      this.actors.set(def.protocol.type, def);
+      this.validators.add(def.protocol);
+    }
+    this.states = new ActorStates(opts.actorIdleMs, (n) => liveStatesGauge.set(n));
   }
 
   get types(): string[] {
@@ -56,7 +80,7 @@ export class ActorHost {
   }
 
   shardsOf(type: string): number {
-    return this.actors.get(type)?.shards ?? this.opts.defaultShards;
+    return this.actors.get(type)?.protocol.shards ?? this.opts.defaultShards;
   }
 
   has(type: string): boolean {
@@ -65,9 +89,10 @@ export class ActorHost {
 
   /** `previousDeliveries` counts deliveries already made elsewhere (a reclaimed entry). */
   async deliver(env: Envelope, previousDeliveries = 0): Promise<DeliveryOutcome> {
+    const problem = this.validators.problem(env);
+    if (problem) return this.failed(env, problem, Math.max(1, previousDeliveries), undefined, true);
     let delivery = previousDeliveries;
-    let lastError = '';
-    while (delivery < this.opts.maxDeliveries) {
+    for (;;) {
       delivery++;
       const started = performance.now();
       try {
@@ -76,26 +101,72 @@ export class ActorHost {
         handled.inc({ type: env.type, outcome: 'ok' });
         return { ok: true, value };
       } catch (err) {
-        lastError = err instanceof Error ? err.message : String(err);
-        if (err instanceof TerminalDeliveryError) break;
-        this.log.warn({ actor: `${env.type}:${env.key}`, msgId: env.id, delivery, err }, 'actor handler failed');
-        if (delivery < this.opts.maxDeliveries) {
-          handled.inc({ type: env.type, outcome: 'retried' });
-          await sleep(this.opts.redeliveryDelayMs);
+        const error = err instanceof Error ? err.message : String(err);
+        const policy = failurePolicy(err);
+        const answer = err instanceof AppError ? { code: err.code, message: err.message } : undefined;
+        if (!policy.retry) {
+          // A caller who asked has the error as its answer; nobody else needs a record of it.
+          const asked = env.replyTo !== undefined && err instanceof AppError;
+          return this.failed(env, error, delivery, answer, !asked);
         }
+        this.log.warn({ actor: env.type, actorKey: env.key, actorMessageId: env.id, delivery, err }, 'actor handler failed');
+        if (delivery >= this.opts.maxDeliveries) return this.failed(env, error, delivery, answer, true);
+        handled.inc({ type: env.type, outcome: 'retried' });
+        await sleep(policy.afterMs ?? this.opts.redeliveryDelayMs);
       }
     }
-    handled.inc({ type: env.type, outcome: 'dead_letter' });
-    return { ok: false, error: lastError, deliveries: delivery };
+  }
+
+  private failed(env: Envelope, error: string, deliveries: number, answer: AskFailure | undefined, deadLetter: boolean): DeliveryOutcome {
+    handled.inc({ type: env.type, outcome: deadLetter ? 'dead_letter' : 'answered_error' });
+    return { ok: false, error, deliveries, answer, deadLetter };
   }
 
   private async runOnce(env: Envelope, delivery: number): Promise<unknown> {
-    const def = this.actors.get(env.type);
-    if (!def) throw new TerminalDeliveryError(`no actor type "${env.type}"`);
-    const handler = def.handlers[env.msg.kind];
-    if (!handler) throw new TerminalDeliveryError(`actor type "${env.type}" has no handler for "${env.msg.kind}"`);
-    const log = this.log.child({ actor: `${env.type}:${env.key}`, msgId: env.id });
-    return handler({ type: env.type, key: env.key, msgId: env.id, delivery, log, send: this.send }, env.msg);
+    const def = this.actors.get(env.type)!;
+    const handler = def.handlers[env.msg.kind]!;
+    let deactivate = false;
+    const ctx = this.context(env, delivery, () => (deactivate = true));
+    const entry = this.states.begin(env.type, env.key);
+    try {
+      if (!entry.activated) {
+        const state = def.activate ? await def.activate(ctx as ActorContext<undefined>) : undefined;
+        this.states.activate(entry, state);
+      }
+      ctx.state = entry.state;
+      const value = await handler(ctx, env.msg);
+      if (deactivate) this.states.drop(env.type, env.key);
+      return value;
+    } catch (err) {
+      // The state may be half-changed: the next message builds it again from the store.
+      this.states.drop(env.type, env.key);
+      throw err;
+    } finally {
+      this.states.end(entry);
+    }
+  }
+
+  private context(env: Envelope, delivery: number, deactivate: () => void): ActorContext<unknown> {
+    const sent = new Map<string, number>();
+    const send = this.send;
+    return {
+      type: env.type,
+      key: env.key,
+      id: env.id,
+      delivery,
+      log: this.log.child({ actor: env.type, actorKey: env.key, actorMessageId: env.id }),
+      state: undefined,
+      derivedId: (label) => derivedId(env.id, label),
+      deactivate,
+      send<P extends ActorProtocol>(to: P, key: string, msg: MessageOf<P>, opts: EmitOptions = {}) {
+        // The nth send of this very message to this actor: a redelivery that sends it again gets the same id,
+        // while a different message (another send-timeout, say) never takes the id of one sent before.
+        const label = `send\u0000${to.type}\u0000${key}\u0000${JSON.stringify(msg)}`;
+        const n = (sent.get(label) ?? 0) + 1;
+        sent.set(label, n);
+        return send(to.type, key, msg, { ...opts, onceId: derivedId(env.id, `${label}\u0000${n}`) });
+      },
+    };
   }
 }
 

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { AppError } from '../errors.ts';
+import { AppError, errorCodes, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeConfig } from '../config.ts';
 import { ActorHost } from './actor-host.ts';
 import { KeyedSerial } from './keyed-serial.ts';
-import type { ActorDefinition, ActorMessage, ActorTypeStats, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
+import { RecentIds } from './recent-ids.ts';
+import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
 
 /**
  * The embedded default: every actor runs in this process. Timers are
@@ -20,9 +21,12 @@ export class LocalTransport implements Transport {
   private readonly pending = new Map<string, number>();
   private stopping = false;
   private nodeHandler: ((payload: unknown) => void) | undefined;
+  private readonly sentOnce: RecentIds;
   readonly nodeId = 'local';
 
-  constructor(private readonly config: RuntimeConfig, private readonly log: Logger) {}
+  constructor(private readonly config: RuntimeConfig, private readonly log: Logger) {
+    this.sentOnce = new RecentIds(config.dedupeTtlMs);
+  }
 
   async publishToNode(_node: string, payload: unknown): Promise<void> {
     // One process is every node; a copy keeps sender and receiver from sharing objects, as on the wire.
@@ -34,12 +38,18 @@ export class LocalTransport implements Transport {
     this.nodeHandler = handler;
   }
 
-  async start(actors: ActorDefinition[]): Promise<void> {
+  async start(actors: ActorDefinition[], _opts?: { consume: boolean }): Promise<void> {
     this.host = new ActorHost(actors, this.config, this.log, (t, k, m, o) => this.send(t, k, m, o));
+    this.host.states.start();
+  }
+
+  liveStates(): number {
+    return this.host?.states.size ?? 0;
   }
 
   async send(type: string, key: string, msg: ActorMessage, opts: SendOptions = {}): Promise<string> {
-    const env = this.envelope(type, key, msg, opts.id);
+    const env = this.envelope(type, key, msg, opts.onceId);
+    if (opts.onceId && !this.sentOnce.add(opts.onceId)) return env.id;
     if (opts.delayMs && opts.delayMs > 0) {
       const timer = setTimeout(() => {
         this.timers.delete(timer);
@@ -54,12 +64,13 @@ export class LocalTransport implements Transport {
 
   ask<T = unknown>(type: string, key: string, msg: ActorMessage, timeoutMs = this.config.askTimeoutMs): Promise<T> {
     const env = this.envelope(type, key, msg);
+    env.replyTo = { node: this.nodeId, askId: env.id };
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => reject(askTimeout(type, timeoutMs)), timeoutMs);
       void this.dispatch(env, (outcome) => {
         clearTimeout(timer);
         if (outcome.ok) resolve(outcome.value as T);
-        else reject(new AppError('service_unavailable', `actor ${type} failed: ${outcome.error}`));
+        else reject(askError(type, outcome.error, outcome.answer));
       });
     });
   }
@@ -85,10 +96,12 @@ export class LocalTransport implements Transport {
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     await this.serial.idle();
+    this.host?.states.stop();
   }
 
+  /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
   private envelope(type: string, key: string, msg: ActorMessage, id?: string): Envelope {
-    if (this.stopping) throw new AppError('service_unavailable', 'runtime is shutting down');
+    if (this.stopping && id === undefined) throw new AppError('service_unavailable', 'runtime is shutting down');
     const host = this.requireHost();
     if (!host.has(type)) throw new Error(`unknown actor type "${type}"`);
     return { id: id ?? randomUUID(), type, key, msg, sentAt: Date.now() };
@@ -100,16 +113,16 @@ export class LocalTransport implements Transport {
     return this.serial.run(`${env.type}\u0000${env.key}`, async () => {
       const outcome = await host.deliver(env);
       this.pending.set(env.type, (this.pending.get(env.type) ?? 1) - 1);
-      if (!outcome.ok) this.deadLetter(env, outcome.error, outcome.deliveries);
+      if (!outcome.ok && outcome.deadLetter) this.deadLetter(env, outcome.error, outcome.deliveries);
       reply?.(outcome);
     });
   }
 
   private deadLetter(envelope: Envelope, error: string, deliveries: number): void {
     const list = this.dead.get(envelope.type) ?? [];
-    list.push({ envelope, error, deliveries, failedAt: new Date().toISOString() });
+    list.push({ envelope, raw: JSON.stringify(envelope), error, deliveries, failedAt: new Date().toISOString() });
     this.dead.set(envelope.type, list);
-    this.log.error({ actor: `${envelope.type}:${envelope.key}`, msgId: envelope.id, error }, 'actor message dead-lettered');
+    this.log.error({ actor: envelope.type, actorKey: envelope.key, actorMessageId: envelope.id, error }, 'actor message dead-lettered');
   }
 
   private requireHost(): ActorHost {
@@ -120,4 +133,10 @@ export class LocalTransport implements Transport {
 
 export function askTimeout(type: string, timeoutMs: number): AppError {
   return new AppError('service_unavailable', `actor ${type} did not answer within ${timeoutMs} ms`, { retryAfterSeconds: 1 });
+}
+
+/** What an `ask` caller gets for a failed handler: the handler's own AppError, or 503 when it had none. */
+export function askError(type: string, error: string, answer: AskFailure | undefined): AppError {
+  if (answer && answer.code in errorCodes) return new AppError(answer.code as ErrorCode, answer.message);
+  return new AppError('service_unavailable', `actor ${type} failed: ${error}`);
 }

@@ -1,18 +1,33 @@
-import type { Redis } from 'ioredis';
+import type { ScriptedRedis } from './scripts.ts';
 import type { DomainEvent, EventStream, ReadEvent } from '../events/event-stream.ts';
 
 type StreamEntry = [id: string, fields: string[]];
 
-/** The event stream on Redis: one stream, trimmed to about `maxLength` entries, read through consumer groups. */
+/**
+ * The event stream on Redis: one stream, trimmed to about `maxLength` entries,
+ * read through consumer groups. Entries a consumer read and never
+ * acknowledged (its process died) are taken over by another consumer of the
+ * group once they have been idle `claimIdleMs`.
+ */
 export class RedisEventStream implements EventStream {
   private readonly groups = new Set<string>();
+  private readonly lastClaim = new Map<string, number>();
 
-  constructor(private readonly redis: Redis, private readonly key: string, private readonly maxLength = 1_000_000) {}
+  constructor(
+    private readonly redis: ScriptedRedis,
+    private readonly key: string,
+    private readonly dedupeTtlMs: number,
+    private readonly maxLength = 1_000_000,
+    private readonly claimIdleMs = 30_000,
+  ) {}
 
-  async append(events: DomainEvent[]): Promise<void> {
+  async append(events: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
-    const pipeline = this.redis.pipeline();
-    for (const event of events) pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
+    const pipeline = this.redis.pipeline() as ReturnType<ScriptedRedis['pipeline']> & Pick<ScriptedRedis, 'appendEventOnce'>;
+    for (const event of events) {
+      if (opts.once) pipeline.appendEventOnce(this.key, `${this.key}:seen:${event.id}`, this.dedupeTtlMs, this.maxLength, JSON.stringify(event));
+      else pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
+    }
     const results = (await pipeline.exec()) ?? [];
     const failed = results.find(([err]) => err);
     if (failed) throw failed[0];
@@ -31,6 +46,8 @@ export class RedisEventStream implements EventStream {
 
   async read(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
     await this.ensureGroup(group);
+    const claimed = await this.claimAbandoned(group, consumer, count);
+    if (claimed.length > 0) return claimed;
     // Entries this consumer read before and never acknowledged come first.
     for (const from of ['0', '>']) {
       const result = (await this.redis.xreadgroup('GROUP', group, consumer, 'COUNT', count, 'STREAMS', this.key, from)) as Array<[string, StreamEntry[]]> | null;
@@ -38,6 +55,15 @@ export class RedisEventStream implements EventStream {
       if (entries.length > 0) return entries.map(([id, fields]) => ({ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }));
     }
     return [];
+  }
+
+  private async claimAbandoned(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
+    const now = Date.now();
+    if (now - (this.lastClaim.get(group) ?? 0) < this.claimIdleMs / 2) return [];
+    const [, entries] = (await this.redis.xautoclaim(this.key, group, consumer, this.claimIdleMs, '0-0', 'COUNT', count)) as [string, Array<StreamEntry | null>];
+    // A full batch may have more behind it: look again on the next read.
+    if (entries.length < count) this.lastClaim.set(group, now);
+    return entries.filter((e): e is StreamEntry => Array.isArray(e)).map(([id, fields]) => ({ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }));
   }
 
   async ack(group: string, positions: string[]): Promise<void> {

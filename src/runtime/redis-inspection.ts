@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { readEnvelope } from './envelope.ts';
 import type { ActorTypeStats, DeadLetter } from './types.ts';
 
 type StreamEntry = [id: string, fields: string[]];
@@ -8,7 +9,8 @@ export async function readDeadLetters(redis: Redis, dlq: string, limit: number):
   const entries = (await redis.xrevrange(dlq, '+', '-', 'COUNT', limit)) as StreamEntry[];
   return entries.reverse().map(([, fields]) => {
     const get = (name: string) => fields[fields.indexOf(name) + 1] ?? '';
-    return { envelope: JSON.parse(get('e') || 'null'), error: get('error'), deliveries: Number(get('deliveries')), failedAt: get('failedAt') };
+    const read = readEnvelope(get('e'));
+    return { envelope: read.ok ? read.envelope : null, raw: get('e'), error: get('error'), deliveries: Number(get('deliveries')), failedAt: get('failedAt') };
   });
 }
 

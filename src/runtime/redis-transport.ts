@@ -6,11 +6,12 @@ import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { ActorHost, sleep, type DeliveryOutcome } from './actor-host.ts';
 import { KeyedSerial } from './keyed-serial.ts';
-import { askTimeout } from './local-transport.ts';
+import { askError, askTimeout } from './local-transport.ts';
+import { readEnvelope } from './envelope.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { withScripts, type ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
-import type { ActorDefinition, ActorMessage, ActorTypeStats, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
+import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
 
 const group = 'workers';
 
@@ -77,6 +78,7 @@ export class RedisTransport implements Transport {
 
   async start(actors: ActorDefinition[], opts: { consume: boolean }): Promise<void> {
     this.host = new ActorHost(actors, this.config, this.log, (t, k, m, o) => this.send(t, k, m, o));
+    this.host.states.start();
     await this.cmd.connect();
     this.sub = new Redis(this.url, { lazyConnect: true });
     await this.sub.connect();
@@ -107,9 +109,13 @@ export class RedisTransport implements Transport {
     this.loops.push(timer);
   }
 
+  liveStates(): number {
+    return this.host?.states.size ?? 0;
+  }
+
   async send(type: string, key: string, msg: ActorMessage, opts: SendOptions = {}): Promise<string> {
-    const env = this.envelope(type, key, msg, opts.id);
-    await this.enqueue(env, opts.delayMs);
+    const env = this.envelope(type, key, msg, opts.onceId);
+    await this.enqueue(env, opts.delayMs, opts.onceId !== undefined);
     return env.id;
   }
 
@@ -131,17 +137,21 @@ export class RedisTransport implements Transport {
     });
   }
 
+  /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
   private envelope(type: string, key: string, msg: ActorMessage, id?: string): Envelope {
-    if (this.stopping) throw new AppError('service_unavailable', 'runtime is shutting down');
+    if (this.stopping && id === undefined) throw new AppError('service_unavailable', 'runtime is shutting down');
     if (!this.requireHost().has(type)) throw new Error(`unknown actor type "${type}"`);
     return { id: id ?? randomUUID(), type, key, msg, sentAt: Date.now() };
   }
 
-  private async enqueue(env: Envelope, delayMs?: number): Promise<void> {
+  private async enqueue(env: Envelope, delayMs?: number, once = false): Promise<void> {
     const shard = shardOf(env.key, this.requireHost().shardsOf(env.type));
     const stream = this.streamOf(env.type, shard);
-    if (delayMs && delayMs > 0) {
-      await this.cmd.zadd(`${stream}:timers`, Date.now() + delayMs, JSON.stringify(env));
+    const dueAt = delayMs && delayMs > 0 ? Date.now() + delayMs : 0;
+    if (once) {
+      await this.cmd.enqueueOnce(this.key('sent', env.id), stream, `${stream}:timers`, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
+    } else if (dueAt > 0) {
+      await this.cmd.zadd(`${stream}:timers`, dueAt, JSON.stringify(env));
     } else {
       await this.cmd.xadd(stream, '*', 'e', JSON.stringify(env));
     }
@@ -168,12 +178,12 @@ export class RedisTransport implements Transport {
   }
 
   /** The Redis connection for the other Redis-backed parts of a process (event stream). */
-  get connection(): Redis {
+  get connection(): ScriptedRedis {
     return this.cmd;
   }
 
   private onReply(message: string): void {
-    let reply: { askId: string; ok: boolean; value?: unknown; error?: string };
+    let reply: { askId: string; ok: boolean; value?: unknown; error?: string; answer?: AskFailure };
     try {
       reply = JSON.parse(message);
     } catch {
@@ -184,7 +194,7 @@ export class RedisTransport implements Transport {
     this.asks.delete(reply.askId);
     clearTimeout(waiting.timer);
     if (reply.ok) waiting.resolve(reply.value);
-    else waiting.reject(new AppError('service_unavailable', `actor failed: ${reply.error}`));
+    else waiting.reject(askError('actor', reply.error ?? 'failed', reply.answer));
   }
 
   // ---- consumption ----
@@ -206,6 +216,7 @@ export class RedisTransport implements Transport {
       if (renewed === 0 && this.owned.get(shard.stream) === shard) {
         // Another worker may own it now: stop reading it; what is in flight finishes and is acknowledged (at-least-once).
         this.owned.delete(shard.stream);
+        this.dropStates(shard);
         this.log.warn({ stream: shard.stream }, 'shard lease lost');
       }
     }
@@ -243,6 +254,8 @@ export class RedisTransport implements Transport {
     if (got !== 'OK') return;
     const shard: Shard = { type, index, stream, timers: `${stream}:timers`, lease, ready: false, draining: false, inFlight: 0 };
     this.owned.set(stream, shard);
+    // Whatever this worker held of these keys dates from before another worker may have run them.
+    this.dropStates(shard);
     try {
       await this.cmd.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
     } catch (err) {
@@ -279,8 +292,15 @@ export class RedisTransport implements Transport {
     const deadline = Date.now() + this.config.shutdownGraceMs;
     while (shard.inFlight > 0 && Date.now() < deadline) await sleep(10);
     this.owned.delete(shard.stream);
+    this.dropStates(shard);
     await this.cmd.leaseRelease(shard.lease, this.nodeId);
     this.log.debug({ stream: shard.stream }, 'shard released');
+  }
+
+  /** The activated states of a shard's keys go when the shard leaves this worker (or comes back to it). */
+  private dropStates(shard: Shard): void {
+    const shards = this.requireHost().shardsOf(shard.type);
+    this.requireHost().states.dropWhere(shard.type, (key) => shardOf(key, shards) === shard.index);
   }
 
   private async readLoop(): Promise<void> {
@@ -316,13 +336,14 @@ export class RedisTransport implements Transport {
     const entryKey = `${shard.stream}/${id}`;
     if (this.inFlightIds.has(entryKey)) return;
     const raw = fields[fields.indexOf('e') + 1];
-    let env: Envelope;
-    try {
-      env = JSON.parse(raw ?? '');
-    } catch {
-      void this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, raw ?? '', 'unreadable envelope', 0, new Date().toISOString());
+    const read = readEnvelope(raw);
+    if (!read.ok) {
+      this.log.error({ stream: shard.stream, entry: id, error: read.reason }, 'actor message dead-lettered');
+      void this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, raw ?? '', read.reason, previousDeliveries + 1, new Date().toISOString())
+        .catch((err) => this.log.warn({ err, stream: shard.stream, entry: id }, 'could not dead-letter a malformed entry'));
       return;
     }
+    const env = read.envelope;
     this.inFlightIds.add(entryKey);
     shard.inFlight++;
     void this.serial.run(`${env.type}\u0000${env.key}`, async () => {
@@ -339,15 +360,17 @@ export class RedisTransport implements Transport {
   }
 
   private async settle(shard: Shard, id: string, env: Envelope, outcome: DeliveryOutcome): Promise<void> {
-    if (outcome.ok) {
+    if (outcome.ok || !outcome.deadLetter) {
       await this.cmd.ack(shard.stream, group, id);
     } else {
       const error = outcome.error || `delivered ${outcome.deliveries} times without finishing (worker crashes)`;
       await this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, JSON.stringify(env), error, outcome.deliveries, new Date().toISOString());
-      this.log.error({ actor: `${env.type}:${env.key}`, msgId: env.id, error }, 'actor message dead-lettered');
+      this.log.error({ actor: env.type, actorKey: env.key, actorMessageId: env.id, error }, 'actor message dead-lettered');
     }
     if (env.replyTo) {
-      const reply = outcome.ok ? { askId: env.replyTo.askId, ok: true, value: outcome.value } : { askId: env.replyTo.askId, ok: false, error: outcome.error };
+      const reply = outcome.ok
+        ? { askId: env.replyTo.askId, ok: true, value: outcome.value }
+        : { askId: env.replyTo.askId, ok: false, error: outcome.error, answer: outcome.answer };
       await this.cmd.publish(this.key('reply', env.replyTo.node), JSON.stringify(reply));
     }
   }
@@ -374,8 +397,8 @@ export class RedisTransport implements Transport {
   async ping(): Promise<void> {
     await Promise.race([
       this.cmd.ping(),
-      sleep(1_000).then(() => {
-        throw new Error('redis did not answer within 1000 ms');
+      sleep(this.config.pingTimeoutMs).then(() => {
+        throw new Error(`redis did not answer within ${this.config.pingTimeoutMs} ms`);
       }),
     ]);
   }
@@ -399,6 +422,7 @@ export class RedisTransport implements Transport {
       waiting.reject(new AppError('service_unavailable', 'runtime is shutting down'));
     }
     this.asks.clear();
+    this.host?.states.stop();
     this.reader?.disconnect();
     this.sub?.disconnect();
     await this.cmd.quit().catch(() => undefined);

@@ -20,6 +20,8 @@ export interface ScriptCommands {
   ack(stream: string, group: string, id: string): Promise<number>;
   deadLetter(stream: string, dlq: string, group: string, id: string, envelope: string, error: string, deliveries: number, failedAt: string): Promise<string>;
   moveDueTimers(timers: string, stream: string, now: number, limit: number): Promise<number>;
+  enqueueOnce(marker: string, stream: string, timers: string, ttlMs: number, envelope: string, dueAt: number): Promise<number>;
+  appendEventOnce(stream: string, marker: string, ttlMs: number, maxLength: number, event: string): Promise<number>;
   gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
 }
 

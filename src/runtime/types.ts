@@ -1,52 +1,29 @@
-import type { Logger } from '../log.ts';
+import type { ActorDefinition } from './actor.ts';
+import type { Envelope } from './envelope.ts';
 
-/** A message to an actor; `kind` picks the handler in the actor's handler map. */
+export type { ActorContext, ActorDefinition, ActorProtocol, ActorClient, MessageOf } from './actor.ts';
+export type { Envelope } from './envelope.ts';
+
+/** A message to an actor at the transport level; senders use a typed `ActorClient` instead. */
 export interface ActorMessage {
   kind: string;
   [field: string]: unknown;
 }
 
-/** What travels on a transport: one message to one actor `(type, key)`. */
-export interface Envelope {
-  /** Unique per send; handlers deduplicate redeliveries by it. */
-  id: string;
-  type: string;
-  key: string;
-  msg: ActorMessage;
-  /** Epoch ms when the message was sent (or its timer was set). */
-  sentAt: number;
-  /** Set by `ask`: where the handler's answer goes. */
-  replyTo?: { node: string; askId: string };
-}
-
-export interface ActorContext {
-  type: string;
-  key: string;
-  msgId: string;
-  /** 1 on the first delivery; higher after a handler error or a reclaimed crash. */
-  delivery: number;
-  log: Logger;
-  send(type: string, key: string, msg: ActorMessage, opts?: SendOptions): Promise<string>;
-}
-
-export type Handler<M extends ActorMessage = ActorMessage> = (ctx: ActorContext, msg: M) => unknown;
-
-export interface ActorDefinition {
-  type: string;
-  /** Streams this actor type is spread over; defaults to config.runtime.defaultShards. */
-  shards?: number;
-  handlers: Record<string, Handler<any>>;
-}
-
 export interface SendOptions {
   /** Deliver no earlier than this many ms from now (a durable timer on the redis transport). */
   delayMs?: number;
-  /** A caller-chosen message id, so a retried send is recognisable as the same message. */
-  id?: string;
+  /**
+   * The message's id, derived by `ctx.send` from the actor message that sends
+   * it: a second send with the same id within `RUNTIME_DEDUPE_TTL_MS` is dropped.
+   */
+  onceId?: string;
 }
 
 export interface DeadLetter {
-  envelope: Envelope;
+  /** Null when what was read was no valid envelope; `raw` holds it as it was. */
+  envelope: Envelope | null;
+  raw: string;
   error: string;
   deliveries: number;
   failedAt: string;
@@ -60,22 +37,33 @@ export interface ActorTypeStats {
   timers: number;
 }
 
+/** An error answered to an `ask` caller: rebuilt as the same AppError on the asking side. */
+export interface AskFailure {
+  code: string;
+  message: string;
+}
+
 /**
  * How actors are reached. Delivery is at-least-once: a message whose handler
- * has not finished when its worker dies is delivered again, so handlers are
- * idempotent by `ctx.msgId`. Per actor, messages are handled one at a time in
- * the order they were sent.
+ * has not finished when its worker dies is delivered again, with the same id;
+ * what its handler emits derives its ids from it, so nothing is emitted twice.
+ * Per actor, messages are handled one at a time in the order they were sent.
  */
 export interface Transport {
   readonly name: 'local' | 'redis';
   /** Registers the actor types; with `consume`, this process also runs them (the worker role). */
   start(actors: ActorDefinition[], opts: { consume: boolean }): Promise<void>;
-  /** Resolves once the message is durably accepted, with its id. */
+  /** Resolves once the message is durably accepted, with its id. Use a typed `actorClient` rather than this. */
   send(type: string, key: string, msg: ActorMessage, opts?: SendOptions): Promise<string>;
-  /** Sends and waits for the handler's return value; rejects with `service_unavailable` after timeoutMs. */
+  /**
+   * Sends and waits for the handler's return value. An AppError the handler
+   * throws rejects here with its own code; a timeout is `service_unavailable`.
+   */
   ask<T = unknown>(type: string, key: string, msg: ActorMessage, timeoutMs?: number): Promise<T>;
   deadLetters(type: string, limit?: number): Promise<DeadLetter[]>;
   stats(): Promise<ActorTypeStats[]>;
+  /** Actor keys whose state is held in this process right now. */
+  liveStates(): number;
   /** This process's name: where addressed messages for it go. */
   readonly nodeId: string;
   /**

@@ -38,6 +38,26 @@ export interface FindOptions {
   limit?: number;
 }
 
+/**
+ * Documents per page of a scan: large enough that the per-page round trip is
+ * noise, small enough that one page (read, cloned, written out) holds the
+ * event loop for a few milliseconds.
+ */
+export const scanPageSize = 500;
+
+export interface ScanOptions {
+  /** The order pages follow; `id` is added as the last key when absent, so the order is total. Pick an order a declared index covers. */
+  sort: Sort;
+  pageSize?: number;
+}
+
+/** `sort` made total: `id` (in the last key's direction) ends it unless it is there already. */
+export function totalOrder(sort: Sort): Sort {
+  if ('id' in sort) return sort;
+  const dirs = Object.values(sort);
+  return { ...sort, id: dirs[dirs.length - 1] ?? 1 };
+}
+
 export interface IndexSpec {
   keys: Record<string, 1 | -1>;
   unique?: boolean;
@@ -51,6 +71,14 @@ export interface Collection<T extends Doc> {
   findOne(scope: Scope, filter: Filter): Promise<T | null>;
   find(scope: Scope, filter: Filter, opts?: FindOptions): Promise<T[]>;
   count(scope: Scope, filter: Filter): Promise<number>;
+  /**
+   * Every match, a page at a time, in `sort` order: the way to read "all of
+   * them". Each page continues from where the previous one ended (never by
+   * offset), so a whole scan costs O(n), and the event loop runs between
+   * pages. A document whose sort keys do not change comes at most once; one
+   * written while the scan runs may or may not come.
+   */
+  scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncIterable<T[]>;
   /**
    * Updates the first match and returns it as it is after the update, or null
    * when nothing matched: the compare-and-set primitive (put the expected state

@@ -1,6 +1,7 @@
 import { AppError } from '../errors.ts';
-import { scopedDoc, scopedFilter, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type Scope, type Update } from './collection.ts';
+import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
 import { EqualityIndex, TenantIndex, indexable, sizeOf, sortedPage, valueAt } from './memory-index.ts';
+import { sortedPages } from './memory-scan.ts';
 import { applyUpdate, equalityFields, matches } from './query.ts';
 
 export type Change = { op: 'put'; doc: Doc } | { op: 'del'; id: string };
@@ -134,6 +135,17 @@ export class MemoryCollection<T extends Doc> implements Collection<T> {
    * order is promised for them: MongoDB promises none either).
    */
   private matching(scope: Scope, filter: Filter, max = Infinity, anyOrder = false): T[] {
+    const { candidates, test } = this.plan(scope, filter, anyOrder);
+    const out: T[] = [];
+    for (const doc of candidates) {
+      if (out.length >= max) break;
+      if (test(doc)) out.push(doc);
+    }
+    return out;
+  }
+
+  /** The candidates of `matching` and the test of what their selection does not already guarantee. */
+  private plan(scope: Scope, filter: Filter, anyOrder: boolean): { candidates: Iterable<T>; test: (doc: T) => boolean } {
     const scoped = scopedFilter(scope, filter);
     let candidates: Iterable<T>;
     let rest: Filter = scoped;
@@ -168,12 +180,7 @@ export class MemoryCollection<T extends Doc> implements Collection<T> {
       else others[key] = cond;
     }
     const checkOthers = Object.keys(others).length > 0;
-    const out: T[] = [];
-    for (const doc of candidates) {
-      if (out.length >= max) break;
-      if (equalities.every((e) => equals(valueAt(doc, e.path), e.value)) && (!checkOthers || matches(doc, others))) out.push(doc);
-    }
-    return out;
+    return { candidates, test: (doc) => equalities.every((e) => equals(valueAt(doc, e.path), e.value)) && (!checkOthers || matches(doc, others)) };
   }
 
   /** The changes made before a failure are kept (and awaited) too. */
@@ -208,6 +215,12 @@ export class MemoryCollection<T extends Doc> implements Collection<T> {
     const end = opts.limit ? start + opts.limit : undefined;
     const page = opts.sort ? sortedPage(this.matching(scope, filter, Infinity, true), opts.sort, start, end) : this.matching(scope, filter, end).slice(start);
     return page.map((d) => cloneDoc(d));
+  }
+
+  /** A point-in-time read: the matches as stored when the scan starts (stored documents are never changed in place). */
+  async *scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncGenerator<T[]> {
+    const { candidates, test } = this.plan(scope, filter, true);
+    for await (const page of sortedPages(Array.from(candidates), test, totalOrder(opts.sort), opts.pageSize ?? scanPageSize)) yield page.map((d) => cloneDoc(d));
   }
 
   async count(scope: Scope, filter: Filter): Promise<number> {
@@ -316,10 +329,6 @@ export function cloneDoc<V>(value: V): V {
     else out[key] = v;
   }
   return out as V;
-}
-
-export function uniqueKey(doc: Record<string, unknown>, spec: IndexSpec): string {
-  return JSON.stringify(Object.keys(spec.keys).map((k) => valueAt(doc, k.split('.')) ?? null));
 }
 
 export function conflict(collection: string, spec: IndexSpec): AppError {

@@ -1,8 +1,11 @@
 import { MongoClient, MongoServerError, type Db, type Document } from 'mongodb';
 import { AppError } from '../errors.ts';
-import { scopedDoc, scopedFilter, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type Scope, type Store, type Update } from './collection.ts';
+import { getPath } from './query.ts';
+import { withTransientRetry } from './transient-errors.ts';
+import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update } from './collection.ts';
 
 const duplicateKey = 11000;
+const cursorNotFound = 43;
 
 /** Port field `id` is MongoDB's `_id`; nothing outside this file sees `_id`. */
 function toMongoFilter(filter: Filter): Document {
@@ -25,11 +28,17 @@ function fromMongo<T extends Doc>(doc: Document | null): T | null {
   return { id: _id as string, ...rest } as T;
 }
 
-/** FerretDB 1.x answers a unique violation inside findAndModify with its SQLite message instead of code 11000. */
+/**
+ * FerretDB 1.x answers a unique violation inside findAndModify with its backend's
+ * own message instead of code 11000: SQLite's or PostgreSQL's.
+ */
+const backendDuplicateKeyMessages = ['UNIQUE constraint failed', 'duplicate key value violates unique constraint'];
+
 function isDuplicateKey(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const { code, message } = err as { code?: unknown; message?: unknown };
-  return code === duplicateKey || (err instanceof MongoServerError && typeof message === 'string' && message.includes('UNIQUE constraint failed'));
+  if (code === duplicateKey) return true;
+  return err instanceof MongoServerError && typeof message === 'string' && backendDuplicateKeyMessages.some((text) => message.includes(text));
 }
 
 function translateError(err: unknown, collection: string): unknown {
@@ -44,9 +53,10 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.db.collection(this.name);
   }
 
-  private async guard<R>(work: () => Promise<R>): Promise<R> {
+  /** Every operation goes through here: a duplicate key is a 409, a transient failure retried where safe or a 503. */
+  private async guard<R>(work: () => Promise<R>, idempotent = false): Promise<R> {
     try {
-      return await work();
+      return await withTransientRetry(this.name, idempotent, work);
     } catch (err) {
       throw translateError(err, this.name);
     }
@@ -65,20 +75,61 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     });
   }
 
-  async findOne(scope: Scope, filter: Filter): Promise<T | null> {
-    return fromMongo<T>(await this.col.findOne(toMongoFilter(scopedFilter(scope, filter))));
+  findOne(scope: Scope, filter: Filter): Promise<T | null> {
+    return this.guard(async () => fromMongo<T>(await this.col.findOne(toMongoFilter(scopedFilter(scope, filter)))), true);
   }
 
-  async find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
-    let cursor = this.col.find(toMongoFilter(scopedFilter(scope, filter)));
-    if (opts.sort) cursor = cursor.sort(toMongoFilter(opts.sort) as Record<string, 1 | -1>);
-    if (opts.skip) cursor = cursor.skip(opts.skip);
-    if (opts.limit) cursor = cursor.limit(opts.limit);
-    return (await cursor.toArray()).map((d) => fromMongo<T>(d)!);
+  find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
+    return this.guard(async () => {
+      let cursor = this.col.find(toMongoFilter(scopedFilter(scope, filter)));
+      if (opts.sort) cursor = cursor.sort(toMongoFilter(opts.sort) as Record<string, 1 | -1>);
+      if (opts.skip) cursor = cursor.skip(opts.skip);
+      if (opts.limit) cursor = cursor.limit(opts.limit);
+      return (await cursor.toArray()).map((d) => fromMongo<T>(d)!);
+    }, true);
   }
 
   count(scope: Scope, filter: Filter): Promise<number> {
-    return this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter)));
+    return this.guard(() => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter))), true);
+  }
+
+  /**
+   * One server cursor walks the sort order (an index's, when one covers it),
+   * fetching a page per round trip. If the server drops the cursor (idle too
+   * long behind a slow reader), the scan goes on with a fresh one from after
+   * the last document it gave out.
+   */
+  async *scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncGenerator<T[]> {
+    const sort = totalOrder(opts.sort);
+    const pageSize = opts.pageSize ?? scanPageSize;
+    const scoped = scopedFilter(scope, filter);
+    let last: T | undefined;
+    for (;;) {
+      const query = last ? { $and: [scoped, afterKey(sort, last)] } : scoped;
+      const cursor = this.col.find(toMongoFilter(query)).sort(toMongoFilter(sort) as Record<string, 1 | -1>).batchSize(pageSize);
+      const readPage = async (): Promise<T[]> => {
+        const page: T[] = [];
+        while (page.length < pageSize) {
+          const raw = await cursor.next();
+          if (!raw) break;
+          page.push(fromMongo<T>(raw)!);
+        }
+        return page;
+      };
+      try {
+        for (;;) {
+          const page = await this.guard(readPage, true);
+          if (page.length === 0) return;
+          last = page[page.length - 1];
+          yield page;
+          if (page.length < pageSize) return;
+        }
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== cursorNotFound) throw err;
+      } finally {
+        await cursor.close();
+      }
+    }
   }
 
   updateOne(scope: Scope, filter: Filter, update: Update, opts: { upsert?: boolean } = {}): Promise<T | null> {
@@ -95,13 +146,26 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.guard(async () => (await this.col.updateMany(toMongoFilter(scopedFilter(scope, filter)), update as Document)).modifiedCount);
   }
 
-  async deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
-    return (await this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter)))).deletedCount === 1;
+  deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
+    return this.guard(async () => (await this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter)))).deletedCount === 1);
   }
 
-  async deleteMany(scope: Scope, filter: Filter): Promise<number> {
-    return (await this.col.deleteMany(toMongoFilter(scopedFilter(scope, filter)))).deletedCount;
+  deleteMany(scope: Scope, filter: Filter): Promise<number> {
+    return this.guard(async () => (await this.col.deleteMany(toMongoFilter(scopedFilter(scope, filter)))).deletedCount);
   }
+}
+
+/** The documents after `doc` in `sort` order (keyset): `(a, b) > (x, y)` is `a > x or (a = x and b > y)`. */
+function afterKey(sort: Sort, doc: Doc): Filter {
+  const keys = Object.entries(sort);
+  return {
+    $or: keys.map(([key, dir], i) => {
+      const branch: Filter = {};
+      for (const [before] of keys.slice(0, i)) branch[before] = getPath(doc, before);
+      branch[key] = { [dir === 1 ? '$gt' : '$lt']: getPath(doc, key) };
+      return branch;
+    }),
+  };
 }
 
 /** MongoDB 6+ through the official driver; also FerretDB 1.x, so no transactions, change streams, $lookup or TTL indexes. */
@@ -111,7 +175,7 @@ export class MongoStore implements Store {
   private readonly db: Db;
   private readonly declared = new Map<string, IndexSpec[]>();
 
-  constructor(url: string, dbName?: string) {
+  constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number) {
     this.client = new MongoClient(url, { serverSelectionTimeoutMS: 3_000, connectTimeoutMS: 3_000, maxPoolSize: 50 });
     this.db = this.client.db(dbName);
   }
@@ -132,7 +196,7 @@ export class MongoStore implements Store {
   }
 
   async ping(): Promise<void> {
-    await this.db.command({ ping: 1 }, { timeoutMS: 2_000 });
+    await this.db.command({ ping: 1 }, { timeoutMS: this.pingTimeoutMs });
   }
 
   async close(): Promise<void> {

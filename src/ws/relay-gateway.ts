@@ -4,6 +4,10 @@ import type { Logger } from '../log.ts';
 import { agentFrame, frameLimits, parseFrame, type AgentFrame, type HelloFrame, type ServerFrame } from '../relay-protocol/frames.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
+import { relayProtocol } from '../actors/relay.actor.ts';
+import { tenantProtocol } from '../actors/tenant.actor.ts';
+import type { ConnectedRelay } from '../relays/relay-sessions.ts';
+import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
 
 export const relaySocketPath = '/api/v1/relays/connect';
@@ -21,11 +25,11 @@ interface RelaySocket {
 export interface RelayGatewayOptions {
   heartbeatIntervalMs: number;
   /** A socket that has not said hello this long is closed. */
-  helloTimeoutMs?: number;
+  helloTimeoutMs: number;
   /** Bad frames a connection may send before it is closed. */
-  maxBadFrames?: number;
+  maxBadFrames: number;
   /** Bytes queued for a relay that is not reading before it is disconnected. */
-  maxBackpressureBytes?: number;
+  maxBackpressureBytes: number;
 }
 
 const onlineGauge = (register.getSingleMetric('relaybox_relays_connected') as Gauge | undefined) ?? new Gauge({
@@ -44,10 +48,12 @@ export function attachRelayGateway(
   opts: RelayGatewayOptions,
 ) {
   const log = deps.log.child({ component: 'relay-gateway' });
+  const tenants = actorClient(deps.runtime, tenantProtocol);
+  const relays = actorClient(deps.runtime, relayProtocol);
   const sockets = new Map<string, WebSocket<RelaySocket>>();
   const pending = new Set<Promise<unknown>>();
-  const maxBadFrames = opts.maxBadFrames ?? 5;
-  const backpressureCap = opts.maxBackpressureBytes ?? 1024 * 1024;
+  const maxBadFrames = opts.maxBadFrames;
+  const backpressureCap = opts.maxBackpressureBytes;
 
   const track = <T>(p: Promise<T>): Promise<T> => {
     pending.add(p);
@@ -81,26 +87,34 @@ export function attachRelayGateway(
     const registration = await deps.registry.register(frame);
     if (state.closed) return;
     if (!registration.ok) return refuse(ws, registration.code, registration.message);
-    const relay = await deps.registry.connect(registration.relay, frame, deps.runtime.nodeId);
+    const { relayId, tenantId } = registration;
+    const relay = await relays.ask<ConnectedRelay>(relayId, {
+      kind: 'connect',
+      tenantId,
+      node: deps.runtime.nodeId,
+      name: frame.name,
+      systemInfo: frame.systemInfo,
+      ...(frame.phoneNumbers ? { phoneNumbers: frame.phoneNumbers } : {}),
+      ...(registration.registration ? { registration: registration.registration } : {}),
+    });
     if (state.closed) {
-      await deps.runtime.send('tenant', relay.tenantId, { kind: 'relay-offline', relayId: relay.id, session: relay.session, reason: 'closed during hello' });
+      await relays.send(relayId, { kind: 'disconnect', tenantId, session: relay.session, reason: 'closed during hello' });
       return;
     }
     clearTimeout(state.helloTimer);
-    state.relay = { id: relay.id, tenantId: relay.tenantId, session: relay.session };
-    const previous = sockets.get(relay.id);
-    sockets.set(relay.id, ws);
+    state.relay = { id: relayId, tenantId, session: relay.session };
+    const previous = sockets.get(relayId);
+    sockets.set(relayId, ws);
     onlineGauge.set(sockets.size);
     if (previous && previous !== ws) previous.end(4002, 'replaced by a newer connection');
     write(ws, {
       type: 'welcome',
-      relayId: relay.id,
+      relayId,
       ...(registration.credential ? { credential: registration.credential } : {}),
       inboundCursor: relay.inboundCursor,
       heartbeatIntervalMs: opts.heartbeatIntervalMs,
     });
-    await deps.runtime.send('tenant', relay.tenantId, { kind: 'relay-online', relayId: relay.id, session: relay.session });
-    log.info({ tenantId: relay.tenantId, relayId: relay.id, session: relay.session }, 'relay connected');
+    log.info({ tenantId, relayId, session: relay.session }, 'relay connected');
   }
 
   async function handle(ws: WebSocket<RelaySocket>, frame: AgentFrame): Promise<void> {
@@ -111,23 +125,21 @@ export function attachRelayGateway(
     }
     const relay = state.relay;
     if (!relay) return refuse(ws, 'unauthorized', 'say hello first');
-    const report = { relayId: relay.id, session: relay.session };
+    const session = { tenantId: relay.tenantId, session: relay.session };
     switch (frame.type) {
       case 'heartbeat':
-        return deps.registry.heartbeat(relay, frame);
+        return void (await relays.send(relay.id, { kind: 'heartbeat', ...session, health: frame.health }));
       case 'ready':
-        await deps.registry.setCapacity(relay, frame.capacity);
-        await deps.runtime.send('tenant', relay.tenantId, { kind: 'relay-ready', ...report, capacity: frame.capacity });
-        return;
+        return void (await relays.send(relay.id, { kind: 'ready', ...session, capacity: frame.capacity }));
       case 'status': {
         const { type: _type, ...status } = frame;
-        await deps.runtime.send('tenant', relay.tenantId, { kind: 'status', ...report, ...status });
-        return write(ws, { type: 'ack', of: 'status', messageId: frame.messageId });
+        await tenants.send(relay.tenantId, { kind: 'status', relayId: relay.id, session: relay.session, ...status });
+        return write(ws, { type: 'ack', of: 'status', messageId: frame.messageId, attempt: frame.attempt });
       }
       case 'inbound': {
-        // The tenant actor acknowledges the cursor once the message is stored.
+        // The relay actor acknowledges the cursor once the message is stored.
         const { type: _type, ...inbound } = frame;
-        await deps.runtime.send('tenant', relay.tenantId, { kind: 'inbound', ...report, ...inbound });
+        await relays.send(relay.id, { kind: 'inbound', ...session, ...inbound });
         return;
       }
     }
@@ -152,7 +164,7 @@ export function attachRelayGateway(
       const state = ws.getUserData();
       state.helloTimer = setTimeout(() => {
         if (!state.relay && !state.closed) refuse(ws, 'unauthorized', 'no hello in time');
-      }, opts.helloTimeoutMs ?? 10_000);
+      }, opts.helloTimeoutMs);
     },
     message(ws, message, isBinary) {
       const state = ws.getUserData();
@@ -177,7 +189,7 @@ export function attachRelayGateway(
       if (sockets.get(relay.id) === ws) sockets.delete(relay.id);
       onlineGauge.set(sockets.size);
       // After this socket's own frames, so its last statuses are in before its messages are handed back.
-      track(state.work.then(() => deps.runtime.send('tenant', relay.tenantId, { kind: 'relay-offline', ...{ relayId: relay.id, session: relay.session }, reason: 'socket closed' }))
+      track(state.work.then(() => relays.send(relay.id, { kind: 'disconnect', tenantId: relay.tenantId, session: relay.session, reason: 'socket closed' }))
         .catch((err) => log.warn({ err, relayId: relay.id }, 'could not report a relay offline; its heartbeat timeout will')));
     },
   });

@@ -8,6 +8,8 @@ import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
 import { sleep } from '../../src/runtime/actor-host.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
+import { counterProtocol } from './counter-protocol.ts';
+import { defineActor } from '../../src/runtime/actor.ts';
 
 const countOnce = `
 local last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
@@ -30,15 +32,14 @@ redis.defineCommand('countOnce', { numberOfKeys: 3, lua: countOnce });
 const counted = redis as Redis & { countOnce(...args: Array<string | number>): Promise<number> };
 
 const transport = new RedisTransport(config.redisUrl!, config.runtime, config.nodeId, createLogger(config.logLevel));
-await transport.start([{
-  type: 'counter',
+await transport.start([defineActor(counterProtocol, {
   handlers: {
-    async add(ctx, msg: { kind: string; seq: number }) {
+    async add(ctx, msg) {
       await sleep(1); // leaves messages in flight when the process is killed
       await counted.countOnce(`${prefix}:chaos:last`, `${prefix}:chaos:counts`, `${prefix}:chaos:stats`, ctx.key, msg.seq);
     },
   },
-}], { consume: true });
+})], { consume: true });
 process.stdout.write('ready\n');
 process.on('SIGTERM', () => {
   void transport.stop().then(() => process.exit(0));

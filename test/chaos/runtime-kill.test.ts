@@ -8,6 +8,7 @@ import { createLogger } from '../../src/log.ts';
 import { sleep } from '../../src/runtime/actor-host.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { serviceUrl } from '../support/services.ts';
+import { counterSender } from './counter-protocol.ts';
 
 const keys = 1_000;
 const perKey = 10;
@@ -50,7 +51,7 @@ test('10,000 messages over 2 workers, one killed with SIGKILL mid-run: nothing l
 
   workers.push(await startWorker({ ...env, NODE_ID: `${prefix}-w1` }));
   workers.push(await startWorker({ ...env, NODE_ID: `${prefix}-w2` }));
-  await sender.start([{ type: 'counter', handlers: {} }], { consume: false });
+  await sender.start([counterSender], { consume: false });
   const stat = async (field: string) => Number((await redis.hget(`${prefix}:chaos:stats`, field)) ?? 0);
 
   let acknowledged = 0;

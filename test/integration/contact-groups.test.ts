@@ -70,7 +70,7 @@ eachBackend((backend) => {
 
     test('members: adding is idempotent, GET lists them, removing answers 204 then 404', async () => {
       const g = await group('Team A');
-      const ada = await contact({ firstName: 'Ada', phoneNumbers: ['+15550001000'] });
+      const ada = await contact({ firstName: 'Ada', phoneNumbers: ['+4915150001000'] });
       const bob = await contact({ firstName: 'Bob', emailAddresses: ['bob@example.com'] });
       const added = await call('POST', `/contact-groups/${g.id}/members`, { contactId: ada });
       assert.equal(added.status, 201);
@@ -155,25 +155,25 @@ eachBackend((backend) => {
       const scope = { tenantId: org.orgId, teamId };
       const g = await group('Broadcast', team);
       const members = [
-        await contact({ firstName: 'Phone', lastName: 'First', phoneNumbers: ['+15550003001', '+15550003002'], emailAddresses: ['phone@example.com'] }, team),
+        await contact({ firstName: 'Phone', lastName: 'First', phoneNumbers: ['+4915150003001', '+4915150003002'], emailAddresses: ['phone@example.com'] }, team),
         await contact({ firstName: 'Email', lastName: 'Only', emailAddresses: ['Email.Only@Example.com', 'second@example.com'] }, team),
         await contact({ firstName: 'Nobody' }, team),
-        await contact({ firstName: 'Same', phoneNumbers: ['+15550003001'] }, team),
+        await contact({ firstName: 'Same', phoneNumbers: ['+4915150003001'] }, team),
       ];
       for (const id of members) await call('POST', `/contact-groups/${g.id}/members`, { contactId: id }, team);
-      assert.deepEqual(await t.app.contacts.groupRecipients(scope, g.id), ['+15550003001', 'Email.Only@Example.com']);
+      assert.deepEqual(await t.app.contacts.groupRecipients(scope, g.id), ['+4915150003001', 'Email.Only@Example.com']);
       assert.deepEqual(await t.app.contacts.groupRecipients(scope, (await group('Empty', team)).id), []);
       await assert.rejects(t.app.contacts.groupRecipients(scope, 'grp_unknown'), (err) => err instanceof AppError && err.code === 'not_found');
       await assert.rejects(t.app.contacts.groupRecipients({ tenantId: org.orgId, teamId: org.teamId }, g.id), (err) => err instanceof AppError && err.code === 'not_found', "another team's group");
 
-      const names = await t.app.contacts.namesFor(scope, ['+15550003002', 'email.only@EXAMPLE.com', 'second@example.com', '+19999999999', 'nobody@example.com']);
+      const names = await t.app.contacts.namesFor(scope, ['+4915150003002', 'email.only@EXAMPLE.com', 'second@example.com', '+19999999999', 'nobody@example.com']);
       assert.deepEqual(Object.fromEntries(names), {
-        '+15550003002': 'Phone First',
+        '+4915150003002': 'Phone First',
         'email.only@EXAMPLE.com': 'Email Only',
         'second@example.com': 'Email Only',
       });
-      assert.equal((await t.app.contacts.namesFor(scope, ['+15550003001'])).get('+15550003001'), 'Phone First', 'the oldest contact wins');
-      assert.equal((await t.app.contacts.namesFor({ tenantId: org.orgId, teamId: org.teamId }, ['+15550003002'])).size, 0, 'names come from the same team only');
+      assert.equal((await t.app.contacts.namesFor(scope, ['+4915150003001'])).get('+4915150003001'), 'Phone First', 'the oldest contact wins');
+      assert.equal((await t.app.contacts.namesFor({ tenantId: org.orgId, teamId: org.teamId }, ['+4915150003002'])).size, 0, 'names come from the same team only');
       assert.equal((await t.app.contacts.namesFor(scope, [])).size, 0);
     });
   });

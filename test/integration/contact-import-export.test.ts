@@ -65,7 +65,7 @@ eachBackend((backend) => {
         name: 'contacts.csv',
         type: 'text/csv',
         content: csv(
-          'Ada,Lovelace,+442071234567;+15551234567,ada@example.com,vip; math ,Engines,Programmer,"First, of her kind",ada-id',
+          'Ada,Lovelace,+442071234567;+4915151234567,ada@example.com,vip; math ,Engines,Programmer,"First, of her kind",ada-id',
           ',NoFirstName,,,,,,,',
           'Bad,Phone,555-1234,,,,,,',
           '',
@@ -86,7 +86,7 @@ eachBackend((backend) => {
       assert.match(res.body.errors[3].error, /emailAddresses\.0/);
       const stored = await allContacts(team);
       const ada = stored.find((c) => c.firstName === 'Ada')!;
-      assert.deepEqual(ada.phoneNumbers, ['+442071234567', '+15551234567']);
+      assert.deepEqual(ada.phoneNumbers, ['+442071234567', '+4915151234567']);
       assert.deepEqual(ada.emailAddresses, ['ada@example.com']);
       assert.deepEqual(ada.tags, ['vip', 'math']);
       assert.equal(ada.notes, 'First, of her kind');
@@ -100,7 +100,7 @@ eachBackend((backend) => {
 
     test('importing the same file twice creates nothing new the second time', async () => {
       const team = await newTeam();
-      const file = { name: 'same.csv', content: csv('One,A,+15550000001,,,,,,', 'Two,B,,two@example.com,,,,,', 'Three,C,+15550000003,three@example.com,,,,,', 'Broken,,bad,,,,,,') };
+      const file = { name: 'same.csv', content: csv('One,A,+4915150000001,,,,,,', 'Two,B,,two@example.com,,,,,', 'Three,C,+4915150000003,three@example.com,,,,,', 'Broken,,bad,,,,,,') };
       const first = await upload(file, team);
       assert.deepEqual([first.body.created, first.body.updated, first.body.failed], [3, 0, 1]);
       const second = await upload(file, team);
@@ -116,10 +116,10 @@ eachBackend((backend) => {
         headers: team,
         body: { firstName: 'Old', lastName: 'Name', emailAddresses: ['Person@Example.com'], notes: 'keep me', tags: ['old'] },
       });
-      const byPhone = await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body: { firstName: 'Phone', phoneNumbers: ['+15559990000'] } });
+      const byPhone = await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body: { firstName: 'Phone', phoneNumbers: ['+4915159990000'] } });
       const res = await upload({
         name: 'merge.csv',
-        content: csv('New,,,person@example.COM,new,,,,', 'Phoned,Person,+15559990000,,,,,,', 'Later,Row,+15559990000,,,,CTO,,'),
+        content: csv('New,,,person@example.COM,new,,,,', 'Phoned,Person,+4915159990000,,,,,,', 'Later,Row,+4915159990000,,,,CTO,,'),
       }, team);
       assert.deepEqual([res.body.created, res.body.updated, res.body.failed], [0, 3, 0], JSON.stringify(res.body));
       const merged = (await t.request('GET', `/api/v1/contacts/${existing.body.id}`, { token: org.ownerToken, headers: team })).body;
@@ -138,15 +138,15 @@ eachBackend((backend) => {
     test('rows in one file that share an address merge into one contact', async () => {
       const team = await newTeam();
       const res = await upload({ name: 'dupes.json', content: JSON.stringify([
-        { firstName: 'First', phoneNumbers: ['+15551110000'] },
-        { firstName: 'Second', phoneNumbers: ['+15551110000'], emailAddresses: ['x@example.com'] },
+        { firstName: 'First', phoneNumbers: ['+4915151110000'] },
+        { firstName: 'Second', phoneNumbers: ['+4915151110000'], emailAddresses: ['x@example.com'] },
         { firstName: 'Third', emailAddresses: ['X@EXAMPLE.COM'], tags: ['t'] },
       ]) }, team);
       assert.deepEqual([res.body.created, res.body.updated, res.body.failed], [1, 2, 0]);
       const [only, ...rest] = await allContacts(team);
       assert.equal(rest.length, 0);
       assert.equal(only!.firstName, 'Third');
-      assert.deepEqual(only!.phoneNumbers, ['+15551110000']);
+      assert.deepEqual(only!.phoneNumbers, ['+4915151110000']);
       assert.deepEqual(only!.tags, ['t']);
     });
 
@@ -156,7 +156,7 @@ eachBackend((backend) => {
         name: 'contacts.json',
         type: 'application/json',
         content: JSON.stringify([
-          { firstName: 'Json', lastName: 'One', phoneNumbers: ['+15552220001'], tags: ['a'] },
+          { firstName: 'Json', lastName: 'One', phoneNumbers: ['+4915152220001'], tags: ['a'] },
           { lastName: 'no first name' },
           { firstName: 'Unknown', nickname: 'x' },
           'not an object',
@@ -196,7 +196,7 @@ eachBackend((backend) => {
       const team = await newTeam();
       const cases: Array<[string, RegExp]> = [
         ['firstName,nickname\r\nA,B\r\n', /unknown column "nickname"/],
-        ['lastName,phoneNumbers\r\nA,+15551234567\r\n', /firstName column/],
+        ['lastName,phoneNumbers\r\nA,+4915151234567\r\n', /firstName column/],
         ['firstName,firstName\r\nA,B\r\n', /twice/],
         ['', /empty/],
       ];
@@ -206,7 +206,7 @@ eachBackend((backend) => {
         assert.equal(res.body.error, 'validation_error');
         assert.match(res.body.message, message);
       }
-      const relaxed = await upload({ name: 'h.csv', content: '\uFEFF FIRSTNAME ,Phonenumbers\r\nCased,+15553330000\r\n' }, team);
+      const relaxed = await upload({ name: 'h.csv', content: '\uFEFF FIRSTNAME ,Phonenumbers\r\nCased,+4915153330000\r\n' }, team);
       assert.equal(relaxed.status, 200, 'header names match case-insensitively, a BOM is skipped');
       assert.equal(relaxed.body.created, 1);
       assert.equal((await allContacts(team)).length, 1);
@@ -283,7 +283,7 @@ eachBackend((backend) => {
       const team = await newTeam();
       /** A valid first row, then one row padded to make the file `size` bytes. */
       const fileOf = (size: number) => {
-        const head = `${csvHeader}\r\nEarly,,+15556660000,,,,,,\r\nBig,,,,,,,"`;
+        const head = `${csvHeader}\r\nEarly,,+4915156660000,,,,,,\r\nBig,,,,,,,"`;
         const tail = '",\r\n';
         return head + 'x'.repeat(size - head.length - tail.length) + tail;
       };
@@ -306,7 +306,7 @@ eachBackend((backend) => {
       const body = {
         firstName: '=HYPERLINK("http://evil.example","x")',
         lastName: '+SUM(A1:A2)',
-        phoneNumbers: ['+15551234567', '+442071234567'],
+        phoneNumbers: ['+4915151234567', '+442071234567'],
         emailAddresses: ['a@example.com', 'b@example.com'],
         tags: ['-minus', 'plain'],
         organization: '@cmd',
@@ -315,7 +315,7 @@ eachBackend((backend) => {
         platformId: '-1+2',
       };
       assert.equal((await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body })).status, 201);
-      await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body: { firstName: 'Quote "me"', lastName: 'Comma, Inc', notes: 'line one\nline two', organization: '+15551234567' } });
+      await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body: { firstName: 'Quote "me"', lastName: 'Comma, Inc', notes: 'line one\nline two', organization: '+4915151234567' } });
       const res = await exportAs('csv', team);
       assert.equal(res.status, 200);
       assert.equal(res.headers.get('content-type'), 'text/csv; charset=utf-8');
@@ -324,9 +324,9 @@ eachBackend((backend) => {
       assert.equal(lines[0], csvHeader);
       assert.equal(
         lines[1],
-        `"'=HYPERLINK(""http://evil.example"",""x"")",'+SUM(A1:A2),+15551234567;+442071234567,a@example.com;b@example.com,'-minus;plain,'@cmd,'\tTabbed,''=already quoted,'-1+2`,
+        `"'=HYPERLINK(""http://evil.example"",""x"")",'+SUM(A1:A2),+4915151234567;+442071234567,a@example.com;b@example.com,'-minus;plain,'@cmd,'\tTabbed,''=already quoted,'-1+2`,
       );
-      assert.equal(lines[2], '"Quote ""me""","Comma, Inc",,,,+15551234567,,"line one\nline two",');
+      assert.equal(lines[2], '"Quote ""me""","Comma, Inc",,,,+4915151234567,,"line one\nline two",');
       assert.equal(lines[3], '', 'the file ends with CRLF');
       assert.equal(lines.length, 4);
     });
@@ -334,7 +334,7 @@ eachBackend((backend) => {
     test('round trip: a CSV export imports back to the same contacts, and again into an update', async () => {
       const source = await newTeam();
       const contacts = [
-        { firstName: '=Formula', lastName: 'Person', phoneNumbers: ['+15550100001'], tags: ['-dash', '@at', 'multi word'], notes: '+plus\r\nand lines' },
+        { firstName: '=Formula', lastName: 'Person', phoneNumbers: ['+4915150100001'], tags: ['-dash', '@at', 'multi word'], notes: '+plus\r\nand lines' },
         { firstName: 'Zoë', lastName: 'Ünïcode', emailAddresses: ['zoe@example.com', 'Zoe.Work@Example.com'], organization: 'Caf\u00e9; "Quoted", Ltd', jobTitle: "'leading quote" },
         { firstName: 'Only' },
         { firstName: 'Tabs', notes: '\tstarts with a tab', platformId: "''=two quotes", phoneNumbers: ['+442071230000', '+33140000000'] },
@@ -352,7 +352,7 @@ eachBackend((backend) => {
     test('round trip: a JSON export imports back to the same contacts', async () => {
       const source = await newTeam();
       for (const body of [
-        { firstName: 'J1', phoneNumbers: ['+15550200001'], tags: ['x'], notes: '=not escaped in JSON' },
+        { firstName: 'J1', phoneNumbers: ['+4915150200001'], tags: ['x'], notes: '=not escaped in JSON' },
         { firstName: 'J2', lastName: 'Two', emailAddresses: ['j2@example.com'], organization: 'Org', jobTitle: 'Job', platformId: 'pid' },
       ]) await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: source, body });
       const exported = await exportAs('json', source);
@@ -370,7 +370,7 @@ eachBackend((backend) => {
 
     test('export: json by default, filtered by search and tags, every page streamed once', async () => {
       const team = await newTeam();
-      const rows = Array.from({ length: 1_200 }, (_, i) => `Bulk${i},,+1555${String(i).padStart(7, '0')},,${i % 3 === 0 ? 'third;all' : 'all'},,,,`);
+      const rows = Array.from({ length: 1_200 }, (_, i) => `Bulk${i},,+491515${String(i).padStart(7, '0')},,${i % 3 === 0 ? 'third;all' : 'all'},,,,`);
       const imported = await upload({ name: 'bulk.csv', content: csv(...rows) }, team);
       assert.deepEqual([imported.body.created, imported.body.failed], [1_200, 0]);
       const all = await fetch(`${t.base}/api/v1/contacts/export`, { headers: { authorization: `Bearer ${org.ownerToken}`, ...team } });
@@ -392,10 +392,10 @@ eachBackend((backend) => {
 
     test("export and import act in the caller's team only", async () => {
       const team = await newTeam();
-      await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body: { firstName: 'Secret', phoneNumbers: ['+15558880000'] } });
+      await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, headers: team, body: { firstName: 'Secret', phoneNumbers: ['+4915158880000'] } });
       const other = await newTeam();
       assert.deepEqual((await exportAs('json', other)).body, []);
-      const imported = await upload({ name: 'c.csv', content: csv('Mine,,+15558880000,,,,,,') }, other);
+      const imported = await upload({ name: 'c.csv', content: csv('Mine,,+4915158880000,,,,,,') }, other);
       assert.deepEqual([imported.body.created, imported.body.updated], [1, 0], "another team's contact is not matched");
       const stranger = await signup(t, 'Stranger');
       const res = await fetch(`${t.base}/api/v1/contacts/export`, { headers: { authorization: `Bearer ${stranger.ownerToken}` } });

@@ -1,3 +1,5 @@
+import { relayProtocol } from '../../src/actors/relay.actor.ts';
+import { actorClient } from '../../src/runtime/actor.ts';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sleep } from '../../src/runtime/actor-host.ts';
@@ -21,7 +23,7 @@ eachBackend((backend) => {
     const send = (org: Org, body: Record<string, unknown>) => t.request('POST', '/api/v1/messages', { token: org.ownerToken, body });
     /** A received message, as the gateway reports one. */
     const receive = async (org: Org, relay: StandInRelay, from: string, body: string, rowId: number) => {
-      await t.app.runtime.send('tenant', org.orgId, { kind: 'inbound', relayId: relay.id, session: relay.session, rowId, guid: `GUID-${org.orgId}-${rowId}`, from, isGroup: false, body, receivedAt: new Date().toISOString() });
+      await actorClient(t.app.runtime, relayProtocol).send(relay.id, { kind: 'inbound', tenantId: org.orgId, session: relay.session, rowId, guid: `GUID-${org.orgId}-${rowId}`, from, isGroup: false, body, receivedAt: new Date().toISOString() });
     };
     const connectedRelay = async (org: Org) => {
       const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 0 });

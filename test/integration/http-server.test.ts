@@ -5,47 +5,65 @@ import { Type } from '@sinclair/typebox';
 import { loadConfig } from '../../src/config.ts';
 import { AppError } from '../../src/errors.ts';
 import { paginate, paginationQuery } from '../../src/http/pagination.ts';
-import { defineRoute } from '../../src/http/route.ts';
+import { anyObject, defineRoute, noContent } from '../../src/http/route.ts';
 import { createHttpServer, type HttpServer } from '../../src/http/server.ts';
 import { strictObject } from '../../src/http/validation.ts';
 import { createLogger } from '../../src/log.ts';
+import { httpRequest, rawExchange } from '../support/raw-http.ts';
 
+const streamed = { description: 'text', content: { 'text/plain': Type.String() } };
 const json = async (res: Response): Promise<any> => res.json();
+
+let slowWrites = 0;
 
 const routes = [
   defineRoute({
     method: 'POST', path: '/api/v1/things', summary: 'create a thing', auth: false,
-    schema: { body: strictObject({ name: Type.String({ maxLength: 50 }), size: Type.Optional(Type.Integer({ minimum: 0 })) }) },
+    schema: { body: strictObject({ name: Type.String({ maxLength: 50 }), size: Type.Optional(Type.Integer({ minimum: 0 })) }), response: { 201: anyObject } },
     handler: (ctx) => ({ status: 201, body: { ...ctx.body } }),
   }),
   defineRoute({
     method: 'GET', path: '/api/v1/things', summary: 'list things', auth: false,
-    schema: { query: strictObject({ ...paginationQuery, kind: Type.Optional(Type.String({ maxLength: 20 })) }) },
+    schema: { query: strictObject({ ...paginationQuery, kind: Type.Optional(Type.String({ maxLength: 20 })) }), response: { 200: anyObject } },
     handler: (ctx) => ({ status: 200, body: paginate([ctx.query], 1, ctx.query.page, ctx.query.limit) }),
   }),
   defineRoute({
     method: 'GET', path: '/api/v1/things/:id', summary: 'one thing', auth: false,
-    schema: { params: strictObject({ id: Type.String({ maxLength: 64 }) }) },
+    schema: { params: strictObject({ id: Type.String({ maxLength: 64 }) }), response: { 200: anyObject } },
     handler: (ctx) => ({ status: 200, body: { id: ctx.params.id } }),
   }),
-  defineRoute({ method: 'DELETE', path: '/api/v1/things/:id', summary: 'delete', auth: false, handler: () => ({ status: 204 }) }),
-  defineRoute({ method: 'GET', path: '/api/v1/boom', summary: 'throws', auth: false, handler: () => { throw new Error('secret internals at /srv/app.ts:42'); } }),
-  defineRoute({ method: 'GET', path: '/api/v1/busy', summary: 'throws a 429', auth: false, handler: () => { throw new AppError('rate_limited', 'slow down', { retryAfterSeconds: 2.2 }); } }),
-  defineRoute({ method: 'GET', path: '/api/v1/private', summary: 'needs auth', handler: () => ({ status: 200, body: {} }) }),
   defineRoute({
-    method: 'GET', path: '/api/v1/slow', summary: 'answers late', auth: false,
-    handler: async () => { await new Promise((r) => setTimeout(r, 30)); return { status: 200, body: { ok: true } }; },
+    method: 'POST', path: '/api/v1/things/:id/parts', summary: 'params, query and body at once', auth: false,
+    schema: {
+      params: strictObject({ id: Type.String({ pattern: '^t_' }) }),
+      query: strictObject({ dryRun: Type.Optional(Type.Boolean()) }),
+      body: strictObject({ name: Type.String({ maxLength: 5 }), sizes: Type.Array(Type.Integer({ minimum: 0 }), { maxItems: 3 }) }),
+      response: { 201: anyObject },
+    },
+    handler: (ctx) => ({ status: 201, body: { id: ctx.params.id, dryRun: ctx.query.dryRun ?? false, ...ctx.body } }),
+  }),
+  defineRoute({ method: 'DELETE', path: '/api/v1/things/:id', summary: 'delete', auth: false, schema: { response: { 204: noContent } }, handler: (_ctx) => ({ status: 204 }) }),
+  defineRoute({ method: 'GET', path: '/api/v1/boom', summary: 'throws', auth: false, schema: { response: {} }, handler: () => { throw new Error('secret internals at /srv/app.ts:42'); } }),
+  defineRoute({ method: 'GET', path: '/api/v1/busy', summary: 'throws a 429', auth: false, schema: { response: {} }, handler: () => { throw new AppError('rate_limited', 'slow down', { retryAfterSeconds: 2.2 }); } }),
+  defineRoute({ method: 'GET', path: '/api/v1/private', summary: 'needs auth', schema: { response: { 200: anyObject } }, handler: (_ctx) => ({ status: 200, body: {} }) }),
+  defineRoute({
+    method: 'GET', path: '/api/v1/slow', summary: 'answers late', auth: false, schema: { response: { 200: anyObject } },
+    handler: async (_ctx) => { await new Promise((r) => setTimeout(r, 30)); return { status: 200, body: { ok: true } }; },
   }),
   defineRoute({
-    method: 'GET', path: '/api/v1/broken-stream', summary: 'fails mid-stream', auth: false,
-    handler: () => ({
+    method: 'POST', path: '/api/v1/slow-writes', summary: 'records a write, answers late', auth: false, schema: { response: { 201: anyObject } },
+    handler: async (_ctx) => { slowWrites++; await new Promise((r) => setTimeout(r, 400)); return { status: 201, body: { ok: true } }; },
+  }),
+  defineRoute({
+    method: 'GET', path: '/api/v1/broken-stream', summary: 'fails mid-stream', auth: false, schema: { response: { 200: streamed } },
+    handler: (_ctx) => ({
       status: 200,
       stream: (async function* () { yield 'first row\n'; await new Promise((r) => setTimeout(r, 10)); throw new Error('the store went away'); })(),
     }),
   }),
   defineRoute({
-    method: 'GET', path: '/api/v1/stream', summary: 'streams', auth: false,
-    handler: () => ({
+    method: 'GET', path: '/api/v1/stream', summary: 'streams', auth: false, schema: { response: { 200: streamed } },
+    handler: (_ctx) => ({
       status: 200,
       headers: { 'content-type': 'text/csv' },
       stream: (async function* () { for (let i = 0; i < 2000; i++) yield `row-${i},${'x'.repeat(100)}\n`; })(),
@@ -90,6 +108,20 @@ describe('HTTP server', () => {
     assert.equal(echoed.headers.get('x-request-id'), 'abc-123');
     const refused = await fetch(base + '/healthz', { headers: { 'x-request-id': 'not a valid id, has spaces' } });
     assert.notEqual(refused.headers.get('x-request-id'), 'not a valid id, has spaces');
+  });
+
+  test('a 400 lists every violation of the path, the query and the body in details, each with its path', async () => {
+    const res = await post('/api/v1/things/x_1/parts?dryRun=maybe&extra=1', JSON.stringify({ name: 'too long a name', sizes: [1, -2, 3, -4], colour: 'red' }));
+    assert.equal(res.status, 400);
+    const body = await json(res);
+    assert.equal(body.error, 'validation_error');
+    const paths = body.details.map((d: { path: string }) => d.path).sort();
+    assert.deepEqual(paths, ['colour', 'dryRun', 'extra', 'id', 'name', 'sizes', 'sizes.1', 'sizes.3']);
+    assert.ok(body.details.every((d: { message: string }) => d.message.length > 0));
+    assert.match(body.message, /and 7 more/);
+    const good = await post('/api/v1/things/t_1/parts?dryRun=true', JSON.stringify({ name: 'ok', sizes: [1] }));
+    assert.equal(good.status, 201);
+    assert.deepEqual(await json(good), { id: 't_1', dryRun: true, name: 'ok', sizes: [1] });
   });
 
   test('malformed JSON is a 400 validation_error', async () => {
@@ -213,6 +245,15 @@ describe('HTTP server', () => {
     assert.equal((await fetch(base + '/healthz')).status, 200, 'still serving');
   });
 
+  test('a request pipelined in a later read, while a write is still being handled, waits and is answered after it, in order', async () => {
+    const before = slowWrites;
+    const write = httpRequest('POST', '/api/v1/slow-writes', [['Host', 'x'], ['Content-Length', '0']]);
+    const next = httpRequest('GET', '/api/v1/things/one', [['Host', 'x']]);
+    const res = await rawExchange(base, [write, next, next], 3_000, 150);
+    assert.deepEqual(res.statuses, [201, 200, 200], res.text);
+    assert.equal(slowWrites - before, 1);
+  });
+
   test('answers can be streamed', async () => {
     const res = await fetch(base + '/api/v1/stream');
     assert.equal(res.status, 200);
@@ -245,9 +286,11 @@ describe('HTTP server', () => {
       assert.ok(doc.paths[path]?.[r.method.toLowerCase()], `${r.method} ${path} documented`);
     }
     const one = doc.paths['/api/v1/things/{id}'].get;
-    assert.deepEqual(one.parameters.map((p: { name: string; in: string }) => [p.name, p.in]), [['id', 'path']]);
+    const own = (params: Array<{ in: string }>) => params.filter((p) => p.in === 'path' || p.in === 'query');
+    assert.deepEqual(own(one.parameters).map((p: any) => [p.name, p.in]), [['id', 'path']]);
     const list = doc.paths['/api/v1/things'].get;
-    assert.deepEqual(list.parameters.map((p: { name: string }) => p.name).sort(), ['kind', 'limit', 'page']);
+    assert.deepEqual(own(list.parameters).map((p: any) => p.name).sort(), ['kind', 'limit', 'page']);
+    assert.deepEqual(own(list.parameters).filter((p: any) => p.required), [], 'page and limit have defaults: not required');
     assert.ok(doc.paths['/api/v1/things'].post.requestBody);
   });
 });

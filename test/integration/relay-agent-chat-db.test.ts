@@ -31,10 +31,10 @@ async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDe
   /** Sends through the simulator the way SendWorker does: `sending` on record first, `handed` after. */
   const send = async (messageId: string, to: string, body: string): Promise<SendRecord> => {
     const now = Date.now();
-    const record: SendRecord = { messageId, to, body, attachmentUrls: [], phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0 };
+    const record: SendRecord = { messageId, attempt: 1, to, body, attachmentUrls: [], phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0 };
     journal.add(record);
     journal.setPhase(record, 'sending');
-    assert.deepEqual(await app.send({ messageId, to, body, attachmentPaths: [] }), { ok: true });
+    assert.deepEqual(await app.send({ messageId, attempt: 1, to, body, attachmentPaths: [] }), { ok: true });
     if (record.phase === 'sending') journal.setPhase(record, 'handed');
     return record;
   };
@@ -78,7 +78,7 @@ test('an injected failure gives a failed status and is never delivered', async (
 
 test('equal sends get distinct rows in order, and rows typed by hand on the Mac match no send', async (t) => {
   const { tracker, send, app } = await setup(t, { deliveryDelayMs: 10_000 });
-  await app.send({ messageId: 'typed-by-hand', to: '+15550003333', body: 'something else', attachmentPaths: [] });
+  await app.send({ messageId: 'typed-by-hand', attempt: 1, to: '+15550003333', body: 'something else', attachmentPaths: [] });
   const a = await send('msg_a', '+15550003333', 'same words');
   const b = await send('msg_b', '+15550003333', 'same words');
   await tracker.poll();
@@ -90,7 +90,7 @@ test('equal sends get distinct rows in order, and rows typed by hand on the Mac 
 test('inbound rows are read after the cursor, in order, with group, attachments and bodies from attributedBody', async (t) => {
   const { reader, dbPath, app } = await setup(t);
   const first = await simulateInbound(dbPath, { from: '+15551110000', body: 'plain text' });
-  await app.send({ messageId: 'out', to: '+15551110000', body: 'outgoing is not inbound', attachmentPaths: [] });
+  await app.send({ messageId: 'out', attempt: 1, to: '+15551110000', body: 'outgoing is not inbound', attachmentPaths: [] });
   const archived = await simulateInbound(dbPath, { from: '+15551110000', body: 'only in attributedBody ✓', attributedBodyOnly: true });
   const group = await simulateInbound(dbPath, { from: 'Friend@Example.com', body: 'to the group', groupId: 'chat900', attachments: ['/Users/me/Library/Messages/Attachments/a.jpg'] });
 

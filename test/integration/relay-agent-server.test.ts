@@ -133,32 +133,32 @@ test('agent registers, reports statuses, replays unacked inbound rows, reconnect
   assert.ok(heartbeat.frame.health.memoryTotalBytes > 0);
 
   // 2. A send is written by the simulator and reported sent, then delivered, with the row's guid.
-  server.send(0, { type: 'send', messageId: 'msg_one', to: '+1 (555) 000-1111', body: 'Hello "there" \\ friend' });
+  server.send(0, { type: 'send', messageId: 'msg_one', attempt: 1, to: '+1 (555) 000-1111', body: 'Hello "there" \\ friend' });
   const sent = await server.waitFor('status', (f) => f.messageId === 'msg_one' && f.status === 'sent');
   const delivered = await server.waitFor('status', (f) => f.messageId === 'msg_one' && f.status === 'delivered');
   assert.ok(sent.index < delivered.index, 'sent before delivered');
   const log1 = await sendLog(chatDb);
   assert.equal(log1.length, 1);
   assert.equal(sent.frame.guid, log1[0]!.guid);
-  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one' });
-  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one' });
+  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one', attempt: 1 });
+  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one', attempt: 1 });
   await server.waitFor('ready', () => true, { from: ready.index + 1 }); // a credit came back
 
   // 3. An injected failure becomes a failed status.
   await simulateFailures(chatDb, 1);
-  server.send(0, { type: 'send', messageId: 'msg_fail', to: 'someone@example.com', body: 'will fail' });
+  server.send(0, { type: 'send', messageId: 'msg_fail', attempt: 1, to: 'someone@example.com', body: 'will fail' });
   const failed = await server.waitFor('status', (f) => f.messageId === 'msg_fail');
   assert.equal(failed.frame.status, 'failed');
   assert.match(failed.frame.error ?? '', /error 1/);
-  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_fail' });
+  server.send(0, { type: 'ack', of: 'status', messageId: 'msg_fail', attempt: 1 });
 
   // 3b. Attachments are downloaded, handed over as files and deleted; a bad URL fails the send.
   const files = createServer((_req, res) => res.end('IMAGE'));
   await new Promise<void>((done) => files.listen(0, '127.0.0.1', done));
   t.after(() => files.close());
   const fileUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}/pic.png`;
-  server.send(0, { type: 'send', messageId: 'msg_pic', to: '+15550001111', body: 'look', attachments: [fileUrl] });
-  server.send(0, { type: 'send', messageId: 'msg_badpic', to: '+15550001111', attachments: ['file:///etc/passwd'] });
+  server.send(0, { type: 'send', messageId: 'msg_pic', attempt: 1, to: '+15550001111', body: 'look', attachments: [fileUrl] });
+  server.send(0, { type: 'send', messageId: 'msg_badpic', attempt: 1, to: '+15550001111', attachments: ['file:///etc/passwd'] });
   await server.waitFor('status', (f) => f.messageId === 'msg_pic' && f.status === 'sent');
   const badPic = await server.waitFor('status', (f) => f.messageId === 'msg_badpic');
   assert.equal(badPic.frame.status, 'failed');
@@ -184,7 +184,7 @@ test('agent registers, reports statuses, replays unacked inbound rows, reconnect
   server.send(1, { type: 'ack', of: 'inbound', cursor: row.rowId });
 
   // 6. The server repeats a send it already gave: it is not sent again, its statuses are reported again.
-  server.send(1, { type: 'send', messageId: 'msg_one', to: '+15550001111', body: 'Hello "there" \\ friend' });
+  server.send(1, { type: 'send', messageId: 'msg_one', attempt: 1, to: '+15550001111', body: 'Hello "there" \\ friend' });
   await server.waitFor('status', (f, conn) => conn === 1 && f.messageId === 'msg_one' && f.status === 'delivered');
   assert.equal((await sendLog(chatDb)).filter((e) => e.messageId === 'msg_one').length, 1);
 
@@ -196,13 +196,25 @@ test('agent registers, reports statuses, replays unacked inbound rows, reconnect
   const hello3 = await server.waitFor('hello', (_f, conn) => conn === 2);
   assert.deepEqual(hello3.frame.credential, { relayId: 'rly_test', secret: 'relay-secret-123' });
   server.send(2, welcome({ inboundCursor: row.rowId }));
-  server.send(2, { type: 'send', messageId: 'msg_one', to: '+15550001111', body: 'Hello "there" \\ friend' });
-  server.send(2, { type: 'send', messageId: 'msg_two', to: '+15550001111', body: 'second' });
+  server.send(2, { type: 'send', messageId: 'msg_one', attempt: 1, to: '+15550001111', body: 'Hello "there" \\ friend' });
+  server.send(2, { type: 'send', messageId: 'msg_two', attempt: 1, to: '+15550001111', body: 'second' });
   await server.waitFor('status', (f, conn) => conn === 2 && f.messageId === 'msg_two' && f.status === 'delivered');
   await server.waitFor('status', (f, conn) => conn === 2 && f.messageId === 'msg_one' && f.status === 'sent');
   const log = await sendLog(chatDb);
   assert.deepEqual(log.map((e) => e.messageId).sort(), ['msg_fail', 'msg_one', 'msg_pic', 'msg_two']);
   assert.equal(server.received.some((r) => r.conn === 2 && r.frame.type === 'inbound'), false, 'acked row not replayed');
+
+  // 8. The server's retry of the failed send (attempt 2) is sent again; a repeat of attempt 1 is only re-reported.
+  const beforeRetry = server.received.length;
+  server.send(2, { type: 'send', messageId: 'msg_fail', attempt: 1, to: 'someone@example.com', body: 'will fail' });
+  const refailed = await server.waitFor('status', (f, conn) => conn === 2 && f.messageId === 'msg_fail', { from: beforeRetry });
+  assert.deepEqual([refailed.frame.attempt, refailed.frame.status], [1, 'failed'], 'attempt 1 re-reported, not sent again');
+  server.send(2, { type: 'send', messageId: 'msg_fail', attempt: 2, to: 'someone@example.com', body: 'will fail' });
+  const retried = await server.waitFor('status', (f, conn) => conn === 2 && f.messageId === 'msg_fail' && f.attempt === 2 && f.status === 'delivered', { from: beforeRetry });
+  assert.ok(retried.frame.guid);
+  assert.equal(server.received.slice(beforeRetry).some((r) => r.frame.type === 'status' && r.frame.messageId === 'msg_fail' && r.frame.attempt === 2 && r.frame.status === 'failed'), false);
+  const failLog = (await sendLog(chatDb)).filter((e) => e.messageId === 'msg_fail');
+  assert.deepEqual(failLog.map((e) => [e.attempt, e.error]), [[1, 1], [2, 0]], 'two sends: the failed attempt and its retry');
 
   assert.deepEqual(server.invalid, [], 'every agent frame matched the schema');
   assert.doesNotMatch(firstRunOutput + agent.output(), /relay-secret-123|rtok_secret_registration/, 'no secret in the logs');
@@ -232,3 +244,60 @@ test('without a stored credential or --token the agent explains what to do', { t
   assert.equal(await agent.exited, 1);
   assert.match(agent.output(), /no stored credential in .*relay\.json; run once with --token/);
 });
+
+test('the agent tells its operator what it does, in plain lines with --log-format pretty, and takes the token from RELAYBOX_TOKEN', { timeout: 30_000 }, async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-relay-agent-'));
+  const server = await FakeRelayServer.start();
+  const chatDb = join(dir, 'chat.db');
+  const agent = startAgent(
+    ['--server', server.url, '--state-dir', join(dir, 'state'), '--chat-db', chatDb, '--simulate', '--poll-ms', '100', '--log-format', 'pretty'],
+    { LOG_LEVEL: 'info', RELAYBOX_TOKEN: 'rtok_from_the_environment', RELAY_SUMMARY_MS: '300' },
+  );
+  t.after(async () => {
+    agent.child.kill('SIGKILL');
+    await server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  const hello = await server.waitFor('hello');
+  assert.equal(hello.frame.registrationToken, 'rtok_from_the_environment');
+  server.send(hello.conn, welcome({ credential: { relayId: 'rly_test', secret: 'relay-secret-123' } }));
+  await simulateFailures(chatDb, 1);
+  server.send(hello.conn, { type: 'send', messageId: 'msg_a', attempt: 1, to: '+15550001111', body: 'private words' });
+  await server.waitFor('status', (f) => f.messageId === 'msg_a' && f.status === 'failed');
+  server.send(hello.conn, { type: 'send', messageId: 'msg_a', attempt: 2, to: '+15550001111', body: 'private words' });
+  await server.waitFor('status', (f) => f.messageId === 'msg_a' && f.attempt === 2 && f.status === 'delivered');
+  const row = await simulateInbound(chatDb, { from: '+15557654321', body: 'hello back' });
+  await server.waitFor('inbound', (f) => f.rowId === row.rowId);
+  await waitForOutput(agent.output, /online as rly_test; last .*: \d+ accepted/);
+  server.sockets[hello.conn]!.terminate();
+  await server.waitFor('hello', (_f, conn) => conn === 1);
+  await waitForOutput(agent.output, /authenticating with the credential/);
+
+  const out = agent.output();
+  const expected = [
+    /connected to ws:\/\/127\.0\.0\.1:\d+\/api\/v1\/relays\/connect, authenticating with the registration token/,
+    /registered and online as relay rly_test/,
+    /send msg_a attempt 1 to \+15550001111 accepted/,
+    /WARN.*send msg_a attempt 1 failed: Messages reported error 1/,
+    /send msg_a attempt 2 to \+15550001111 accepted/,
+    /send msg_a attempt 2 sent/,
+    /send msg_a attempt 2 delivered/,
+    new RegExp(`received message from \\+15557654321 forwarded \\(chat.db row ${row.rowId}\\)`),
+    /disconnected \(1006: the connection was lost\) after [\d.]+ (ms|s) online/,
+    /reconnecting in [\d.]+ (ms|s) \(try 1\)/,
+    /connected to .*, authenticating with the credential/,
+  ];
+  for (const line of expected) assert.match(out, line);
+  const lines = out.split('\n').filter(Boolean);
+  assert.ok(lines.every((l) => /^\[\d\d:\d\d:\d\d\] (INFO|WARN|ERROR|DEBUG)/.test(l)), `every line is a timed, human line:\n${out}`);
+  assert.doesNotMatch(out, /private words|hello back/, 'no message body in the log');
+  assert.doesNotMatch(out, /rtok_from_the_environment|relay-secret-123/, 'no secret in the log');
+});
+
+async function waitForOutput(output: () => string, pattern: RegExp, timeoutMs = 8_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pattern.test(output())) {
+    if (Date.now() > deadline) throw new Error(`no output matching ${pattern} within ${timeoutMs} ms:\n${output()}`);
+    await new Promise((done) => setTimeout(done, 50));
+  }
+}

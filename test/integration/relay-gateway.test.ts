@@ -108,10 +108,10 @@ eachBackend((backend) => {
       const firstSend = await s.next('send');
       await sleep(150);
       assert.equal(s.frames.filter((f) => f.type === 'send').length, 1, 'capacity 1: one at a time');
-      s.send({ type: 'status', messageId: firstSend.messageId, status: 'sent', at: new Date().toISOString(), guid: 'GUID-1' });
-      assert.equal((await s.next('ack', (a) => a.of === 'status' && a.messageId === firstSend.messageId)).of, 'status');
+      s.send({ type: 'status', messageId: firstSend.messageId, attempt: firstSend.attempt, status: 'sent', at: new Date().toISOString(), guid: 'GUID-1' });
+      assert.equal((await s.next('ack', (a) => a.of === 'status' && a.messageId === firstSend.messageId)).attempt, firstSend.attempt);
       await s.next('send', (f) => f.messageId !== firstSend.messageId);
-      s.send({ type: 'status', messageId: firstSend.messageId, status: 'delivered', at: new Date().toISOString() });
+      s.send({ type: 'status', messageId: firstSend.messageId, attempt: firstSend.attempt, status: 'delivered', at: new Date().toISOString() });
       await waitFor(async () => (await t.request('GET', `/api/v1/messages/${firstSend.messageId}/status`, { token: org.ownerToken })).body.status === 'delivered', 3_000, 'delivered');
       const status = (await t.request('GET', `/api/v1/messages/${firstSend.messageId}/status`, { token: org.ownerToken })).body;
       assert.ok(status.sentAt && status.deliveredAt);

@@ -3,7 +3,18 @@ import { after, before, describe, test } from 'node:test';
 import { loadConfig, type RuntimeConfig } from '../../src/config.ts';
 import { AppError } from '../../src/errors.ts';
 import { sleep } from '../../src/runtime/actor-host.ts';
-import type { ActorDefinition, ActorMessage, Transport } from '../../src/runtime/types.ts';
+import { Type } from '@sinclair/typebox';
+import { defineActor, defineProtocol } from '../../src/runtime/actor.ts';
+import type { ActorDefinition, Transport } from '../../src/runtime/types.ts';
+
+/** The contract's test actor. */
+export const counterProtocol = defineProtocol('counter', {
+  add: { seq: Type.Integer(), pauseMs: Type.Optional(Type.Integer()) },
+  echo: { value: Type.String({ maxLength: 100 }) },
+  stall: { ms: Type.Integer() },
+  tick: {},
+  explode: {},
+});
 
 export type MakeTransport = (cfg: RuntimeConfig) => Promise<Transport>;
 
@@ -57,10 +68,9 @@ function recordingActors(seen: Observed): ActorDefinition[] {
     seen.activeOverall--;
   };
   return [
-    {
-      type: 'counter',
+    defineActor(counterProtocol, {
       handlers: {
-        async add(ctx, msg: ActorMessage & { seq: number; pauseMs?: number }) {
+        async add(ctx, msg) {
           enter(ctx.key);
           try {
             await sleep(msg.pauseMs ?? 0);
@@ -71,22 +81,22 @@ function recordingActors(seen: Observed): ActorDefinition[] {
             leave(ctx.key);
           }
         },
-        async echo(ctx, msg: ActorMessage & { value: string }) {
+        async echo(ctx, msg) {
           return { key: ctx.key, value: msg.value };
         },
-        async stall(_ctx, msg: ActorMessage & { ms: number }) {
+        async stall(_ctx, msg) {
           await sleep(msg.ms);
           return 'late';
         },
         async tick(ctx) {
-          seen.fired.set(ctx.msgId, (seen.fired.get(ctx.msgId) ?? 0) + 1);
+          seen.fired.set(ctx.id, (seen.fired.get(ctx.id) ?? 0) + 1);
         },
         async explode() {
           seen.failures++;
           throw new Error('handler exploded');
         },
       },
-    },
+    }),
   ];
 }
 
@@ -152,20 +162,20 @@ export function runtimeContract(name: string, make: MakeTransport): void {
     test('a message that keeps failing goes to the dead letters after maxDeliveries', async () => {
       const before = seen.failures;
       const id = await rt.send('counter', 'doomed', { kind: 'explode' });
-      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope.id === id), 10_000, 'dead letter');
-      const dead = (await rt.deadLetters('counter')).find((d) => d.envelope.id === id)!;
+      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope?.id === id), 10_000, 'dead letter');
+      const dead = (await rt.deadLetters('counter')).find((d) => d.envelope?.id === id)!;
       assert.equal(seen.failures - before, cfg.maxDeliveries, 'delivered exactly maxDeliveries times');
       assert.equal(dead.deliveries, cfg.maxDeliveries);
       assert.match(dead.error, /handler exploded/);
-      assert.equal(dead.envelope.key, 'doomed');
+      assert.equal(dead.envelope?.key, 'doomed');
       const stats = await rt.stats();
       assert.ok((stats.find((s) => s.type === 'counter')?.deadLetters ?? 0) >= 1);
     });
 
     test('a message for an unknown handler is dead-lettered without retries', async () => {
       const id = await rt.send('counter', 'nohandler', { kind: 'no-such-kind' });
-      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope.id === id), 10_000, 'dead letter');
-      const dead = (await rt.deadLetters('counter')).find((d) => d.envelope.id === id)!;
+      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope?.id === id), 10_000, 'dead letter');
+      const dead = (await rt.deadLetters('counter')).find((d) => d.envelope?.id === id)!;
       assert.equal(dead.deliveries, 1);
     });
 

@@ -7,7 +7,8 @@ import type { ActorDefinition } from '../../src/runtime/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { serviceUrl } from '../support/services.ts';
-import { runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
+import { counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
+import { defineActor } from '../../src/runtime/actor.ts';
 
 export const redisUrl = process.env.REDIS_URL || (process.env.CI === 'true' ? undefined : 'redis://127.0.0.1:6379');
 
@@ -38,7 +39,9 @@ if (redisUrl) {
 describe('redis transport: durability and shard ownership', () => {
   const log = createLogger('silent');
   const make = (cfg: RuntimeConfig, node: string) => new RedisTransport(redisUrl!, cfg, node, log);
-  const counting = (seen: string[]): ActorDefinition[] => [{ type: 'counter', handlers: { tick: (ctx) => { seen.push(ctx.msgId); } } }];
+  const counting = (seen: string[]): ActorDefinition[] => [defineActor(counterProtocol, { handlers: {
+    tick: (ctx) => { seen.push(ctx.id); }, add: () => {}, echo: () => {}, stall: () => {}, explode: () => {},
+  } })];
 
   test('a timer set before a worker restart fires once after it', async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
@@ -85,7 +88,9 @@ describe('redis transport: durability and shard ownership', () => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
     const cfg = testRuntimeConfig({ defaultShards: 1, leaseTtlMs: 600, leaseRenewMs: 100 });
     t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
-    const stuck: ActorDefinition[] = [{ type: 'counter', handlers: { tick: () => new Promise(() => {}) } }];
+    const stuck: ActorDefinition[] = [defineActor(counterProtocol, { handlers: {
+      tick: () => new Promise(() => {}), add: () => {}, echo: () => {}, stall: () => {}, explode: () => {},
+    } })];
     const dying = make(cfg, 'w-dying');
     await dying.start(stuck, { consume: true });
     const id = await dying.send('counter', 'k', { kind: 'tick' });

@@ -141,5 +141,40 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       doc.tags!.push('mutated');
       assert.deepEqual((await items.findOne(A, { id: 'i1' }))?.tags, ['x', 'y']);
     });
+
+    test('scan reads every match in pages, in sort order with id breaking ties, and lets other work run between pages', async () => {
+      const scanned = store.collection<Item>('scanned', [{ keys: { tenantId: 1, at: 1, id: 1 } }]);
+      await store.init();
+      const docs: Item[] = [];
+      // Three documents share each timestamp, so a page boundary falls inside a run of equal keys.
+      for (let i = 0; i < 23; i++) docs.push({ id: `s${String(22 - i).padStart(2, '0')}`, tenantId: '', name: `n${i}`, n: i % 2, at: `2026-01-01T00:00:0${Math.floor(i / 3)}.000Z` });
+      await scanned.insertMany(A, docs);
+      await scanned.insertOne(B, { id: 'other', tenantId: '', name: 'other tenant', n: 1, at: '2026-01-01T00:00:00.000Z' });
+      await scanned.insertOne(A1, { id: 'team', tenantId: '', name: 'in a team', n: 1, at: '2026-01-01T00:00:00.000Z' });
+      const byKey = (dir: 1 | -1) => (a: Item, b: Item) => (a.at! < b.at! ? -dir : a.at! > b.at! ? dir : a.id < b.id ? -dir : a.id > b.id ? dir : 0);
+
+      const read = async (scope: typeof A, filter: Record<string, unknown>, dir: 1 | -1) => {
+        const pages: string[][] = [];
+        let ran = true;
+        for await (const page of scanned.scan(scope, filter, { sort: { at: dir }, pageSize: 5 })) {
+          assert.ok(ran, 'the event loop ran between two pages');
+          ran = false;
+          setImmediate(() => (ran = true));
+          pages.push(ids(page));
+        }
+        return pages;
+      };
+      const ascending = await read(A, {}, 1);
+      assert.deepEqual(ascending.map((p) => p.length), [5, 5, 5, 5, 4]);
+      assert.deepEqual(ascending.flat(), ids([...docs, { id: 'team', tenantId: '', name: '', at: '2026-01-01T00:00:00.000Z' }].sort(byKey(1))));
+      const descending = await read(A, { n: 1 }, -1);
+      assert.deepEqual(descending.flat(), ids([...docs.filter((d) => d.n === 1), { id: 'team', tenantId: '', name: '', at: '2026-01-01T00:00:00.000Z' }].sort(byKey(-1))));
+      assert.deepEqual(await read(A1, {}, 1), [['team']]);
+      assert.deepEqual(await read(B, { n: 0 }, 1), []);
+
+      const page = (await scanned.scan(A, { id: 's00' }, { sort: { at: 1 } })[Symbol.asyncIterator]().next()).value as Item[];
+      page[0]!.name = 'changed';
+      assert.equal((await scanned.findOne(A, { id: 's00' }))?.name, 'n22', 'scanned documents are copies');
+    });
   });
 }

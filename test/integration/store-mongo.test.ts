@@ -1,3 +1,4 @@
+import { loadConfig } from '../../src/config.ts';
 import { test } from 'node:test';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { serviceUrl } from '../support/services.ts';
@@ -6,7 +7,7 @@ import { storeContract } from './store-contract.ts';
 const url = process.env.MONGODB_URL;
 if (url) {
   storeContract('mongodb wire', async () => {
-    const store = new MongoStore(url, `relaybox_store_${Math.random().toString(36).slice(2, 10)}`);
+    const store = new MongoStore(url, `relaybox_store_${Math.random().toString(36).slice(2, 10)}`, loadConfig({}).storePingTimeoutMs);
     return { store, dispose: async () => { await store.dropDatabase(); await store.close(); } };
   });
 } else {

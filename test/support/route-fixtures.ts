@@ -18,7 +18,14 @@ const message = async (t: TestApp, org: Org) => ({ params: { id: (await created(
 let numberSeq = 0;
 const phoneNumber = async (t: TestApp, org: Org) => ({ params: { id: (await created(t, org, '/api/v1/phone-numbers', { number: `+1415555${String(1000 + (numberSeq++ % 9000)).padStart(4, '0')}` })).id } });
 
+const bulkJob = async (t: TestApp, org: Org) => ({
+  params: { jobId: (await created(t, org, '/api/v1/messages/bulk', { messages: [{ to: '+14155550125', body: 'fixture' }], scheduledAt: new Date(Date.now() + 3600_000).toISOString() })).jobId },
+});
+
 export const routeFixtures: Record<string, RouteFixture> = {
+  'GET /api/v1/messages/bulk/:jobId': bulkJob,
+  'GET /api/v1/messages/bulk/:jobId/results': bulkJob,
+  'POST /api/v1/messages/bulk/:jobId/cancel': bulkJob,
   'DELETE /api/v1/api-keys/:id': async (t, org) => ({ params: { id: (await created(t, org, '/api/v1/api-keys', { name: 'fixture' })).id } }),
   'GET /api/v1/messages/:id/status': message,
   'GET /api/v1/messages/:id/attachments': message,
@@ -49,9 +56,41 @@ export const routeFixtures: Record<string, RouteFixture> = {
     if (added.status !== 201) throw new Error(`fixture add member: ${added.status} ${added.text}`);
     return { params: { id: group.id, contactId: member.id } };
   },
+  'GET /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) } }),
+  'PUT /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) }, body: { events: ['message.sent'] } }),
+  'DELETE /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) } }),
+  'PATCH /api/v1/webhooks/:id/toggle': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
+  'GET /api/v1/webhooks/:id/deliveries': async (t, org) => ({ params: { id: await webhook(t, org) } }),
+  'POST /api/v1/webhooks/:id/test': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
+  'POST /api/v1/webhooks/:id/deliveries/:deliveryId/retry': async (t, org) => {
+    const id = await webhook(t, org);
+    const tested = await t.request('POST', `/api/v1/webhooks/${id}/test`, { token: org.ownerToken, body: {} });
+    if (tested.status !== 200) throw new Error(`fixture webhook test: ${tested.status} ${tested.text}`);
+    return { params: { id, deliveryId: tested.body.id }, body: {} };
+  },
+  'GET /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) } }),
+  'PUT /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) }, body: automationBody }),
+  'DELETE /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) } }),
+  'PATCH /api/v1/automations/:id/toggle': async (t, org) => ({ params: { id: await automation(t, org) }, body: {} }),
+  'POST /api/v1/automations/:id/test': async (t, org) => ({ params: { id: await automation(t, org) }, body: { message: { body: 'STOP', from: '+14155550100' } } }),
+  'GET /api/v1/automations/:id/executions': async (t, org) => ({ params: { id: await automation(t, org) } }),
 };
 
-const contact = (t: TestApp, org: Org) => created(t, org, '/api/v1/contacts', { firstName: 'Fixture', phoneNumbers: ['+15550000001'] });
+/** An automation that only creates contacts: the matrices make no outbound request and send nothing. */
+const automationBody = { name: 'Fixture', trigger: 'message_received', actions: [{ type: 'create_contact', config: {} }] };
+const automation = async (t: TestApp, org: Org): Promise<string> => (await created(t, org, '/api/v1/automations', automationBody)).id;
+
+/**
+ * A webhook whose stored URL is then pointed at a loopback address: the guard
+ * refuses every attempt to it, so the matrices make no outbound request.
+ */
+async function webhook(t: TestApp, org: Org): Promise<string> {
+  const { id } = await created(t, org, '/api/v1/webhooks', { url: 'https://93.184.216.34/hook', events: ['message.sent'] });
+  await t.app.store.collection('webhooks').updateOne({ tenantId: org.orgId }, { id }, { $set: { url: 'http://127.0.0.1:9/hook' } });
+  return id;
+}
+
+const contact = (t: TestApp, org: Org) => created(t, org, '/api/v1/contacts', { firstName: 'Fixture', phoneNumbers: ['+4915150000001'] });
 const contactGroup = (t: TestApp, org: Org) => created(t, org, '/api/v1/contact-groups', { name: 'Fixture group' });
 
 export { created };

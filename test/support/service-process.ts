@@ -21,7 +21,11 @@ export async function startServiceProcess(role: 'all' | 'web' | 'worker', env: R
   let stderr = '';
   child.stderr!.on('data', (chunk) => (stderr += chunk));
   const ready = new Promise<number | undefined>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`service ${role} did not start in ${timeoutMs} ms\n${lines.join('\n')}\n${stderr}`)), timeoutMs);
+    // A process that did not start is not left running: nothing else holds its id to stop it.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`service ${role} did not start in ${timeoutMs} ms\n${lines.join('\n')}\n${stderr}`));
+    }, timeoutMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`service ${role} exited with ${code} before it started\n${lines.join('\n')}\n${stderr}`));

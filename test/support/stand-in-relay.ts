@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerFrame, SendFrame } from '../../src/relay-protocol/frames.ts';
-import type { RelayDoc } from '../../src/relays/relay-store.ts';
+import { relayProtocol } from '../../src/actors/relay.actor.ts';
+import { tenantProtocol } from '../../src/actors/tenant.actor.ts';
+import type { ConnectedRelay } from '../../src/relays/relay-sessions.ts';
+import { actorClient } from '../../src/runtime/actor.ts';
 import type { TestApp } from './test-app.ts';
 
 /**
- * A relay at the actor level: it registers with the tenant actor and receives
+ * A relay at the actor level: it connects through the relay actor and receives
  * its frames through the same addressed delivery the WebSocket gateway uses,
  * and reports statuses as the gateway would.
  */
@@ -24,30 +27,42 @@ export class StandInRelay {
     return this.frames.filter((f): f is SendFrame => f.type === 'send');
   }
 
-  async connect(): Promise<void> {
-    this.session++;
-    const now = new Date().toISOString();
-    const relays = this.t.app.store.collection<RelayDoc>('relays');
-    const doc: RelayDoc = {
-      id: this.id, tenantId: this.orgId, teamId: this.teamId, name: this.opts.name ?? this.id, status: 'online', node: this.t.app.runtime.nodeId,
-      capacity: this.opts.capacity, phoneNumbers: this.opts.phoneNumbers ?? [], lastHeartbeat: now, systemInfo: { hostOsVersion: '15.1', hostname: 'stand-in' },
-      health: null, secretHash: 'x', inboundCursor: 0, session: this.session, registeredAt: now, createdAt: now, updatedAt: now,
-    };
-    const existing = await relays.updateOne({ tenantId: this.orgId }, { id: this.id }, { $set: { status: 'online', node: doc.node, session: this.session, lastHeartbeat: now } });
-    if (!existing) await relays.insertOne({ tenantId: this.orgId }, doc);
-    await this.t.app.runtime.send('tenant', this.orgId, { kind: 'relay-online', relayId: this.id, session: this.session });
+  private get relays() {
+    return actorClient(this.t.app.runtime, relayProtocol);
   }
 
-  report(messageId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string): Promise<string> {
-    return this.t.app.runtime.send('tenant', this.orgId, { kind: 'status', relayId: this.id, session: this.session, messageId, status, at: new Date().toISOString(), ...(error ? { error } : {}) });
+  /** Connects as the gateway does on a hello: the relay actor creates the relay the first time and opens a new session. */
+  async connect(): Promise<void> {
+    const connected = await this.relays.ask<ConnectedRelay>(this.id, {
+      kind: 'connect', tenantId: this.orgId, node: this.t.app.runtime.nodeId, name: this.opts.name ?? this.id,
+      systemInfo: { hostOsVersion: '15.1', hostname: 'stand-in' }, phoneNumbers: this.opts.phoneNumbers ?? [],
+      registration: { teamId: this.teamId, secretHash: 'x' },
+    });
+    this.session = connected.session;
+    if (this.opts.capacity > 0) await this.ready(this.opts.capacity);
+  }
+
+  /** Reports on the latest attempt this relay was given, as the agent would, unless `attempt` names another. */
+  report(messageId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string, attempt = this.lastAttempt(messageId)): Promise<string> {
+    return actorClient(this.t.app.runtime, tenantProtocol).send(this.orgId, { kind: 'status', relayId: this.id, session: this.session, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}) });
+  }
+
+  lastAttempt(messageId: string): number {
+    const send = this.sends.filter((f) => f.messageId === messageId).at(-1);
+    if (!send) throw new Error(`stand-in relay ${this.id} was never given ${messageId}`);
+    return send.attempt;
   }
 
   ready(capacity: number): Promise<string> {
-    return this.t.app.runtime.send('tenant', this.orgId, { kind: 'relay-ready', relayId: this.id, session: this.session, capacity });
+    return this.relays.send(this.id, { kind: 'ready', tenantId: this.orgId, session: this.session, capacity });
+  }
+
+  heartbeat(): Promise<string> {
+    return this.relays.send(this.id, { kind: 'heartbeat', tenantId: this.orgId, session: this.session, health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 } });
   }
 
   disconnect(reason = 'closed'): Promise<string> {
-    return this.t.app.runtime.send('tenant', this.orgId, { kind: 'relay-offline', relayId: this.id, session: this.session, reason });
+    return this.relays.send(this.id, { kind: 'disconnect', tenantId: this.orgId, session: this.session, reason });
   }
 
   close(): void {

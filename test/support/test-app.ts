@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { recordAnswer } from './answer-recorder.ts';
 import { createApp, type App } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createHttpServer, type HttpServer } from '../../src/http/server.ts';
 import { createLogger } from '../../src/log.ts';
-import { MongoStore } from '../../src/store/mongo-store.ts';
+import { discardRunData } from './discard-data.ts';
 
 export type Backend = 'embedded' | 'redis+mongo';
 
@@ -38,7 +39,7 @@ export interface TestResponse {
 }
 
 /** Rate limits out of the way unless a test asks for them. */
-const generous = { RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000' };
+const generous = { RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', AUTH_RATE_LIMIT_PER_MINUTE: '6000000', AUTH_RATE_LIMIT_BURST: '1000000' };
 
 /** Starts the whole service in this process (all roles) on a fresh data dir, key prefix and database. */
 export async function startTestApp(backend: Backend, env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<TestApp> {
@@ -67,13 +68,7 @@ export async function startTestApp(backend: Backend, env: Record<string, string>
       await http.close();
       await gateway.close();
       await app.close();
-      if (config.mongoUrl) {
-        const store = new MongoStore(config.mongoUrl);
-        await store.init();
-        await store.dropDatabase();
-        await store.close();
-      }
-      await rm(dataDir, { recursive: true, force: true });
+      await discardRunData(config, dataDir);
     },
   };
 }
@@ -100,6 +95,7 @@ export async function request(base: string, method: string, path: string, opts: 
   } catch {
     // not JSON
   }
+  recordAnswer({ method, path, status: res.status, contentType: res.headers.get('content-type'), body: parsed, text });
   return { status: res.status, body: parsed, headers: res.headers, text };
 }
 

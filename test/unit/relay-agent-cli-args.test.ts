@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { parseCli, UsageError } from '../../src/relay-agent/cli-args.ts';
+import { parseCli, usage, UsageError } from '../../src/relay-agent/cli-args.ts';
 import { ReconnectBackoff } from '../../src/relay-agent/reconnect-backoff.ts';
 
 const server = ['--server', 'ws://localhost:3000/api/v1/relays/connect'];
@@ -46,6 +46,7 @@ test('bad arguments are usage errors naming the flag', () => {
     [[...server, '--simulate', '--chat-db', join(homedir(), 'Library', 'Messages', 'chat.db')], /real Messages database/],
     [['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1'], /--body is required/],
     [['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '-1'], /--count/],
+    [[...server, '--log-format', 'xml'], /--log-format must be one of pretty, json/],
   ];
   for (const [argv, message] of cases) {
     assert.throws(() => parseCli(argv, {}), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));
@@ -67,4 +68,57 @@ test('reconnect delays are full-jitter exponential from 500 ms, capped at 30 s, 
   assert.equal(top.nextDelayMs(), 499);
   const bottom = new ReconnectBackoff(500, 30_000, () => 0);
   assert.equal(bottom.nextDelayMs(), 0, 'full jitter reaches down to zero');
+});
+
+test('the registration token can come from RELAYBOX_TOKEN; --token wins when both are given', () => {
+  const fromEnv = parseCli(server, { RELAYBOX_TOKEN: 'rtok_env' });
+  assert.ok(fromEnv.kind === 'run');
+  assert.equal(fromEnv.config.registrationToken, 'rtok_env');
+  const both = parseCli([...server, '--token', 'rtok_flag'], { RELAYBOX_TOKEN: 'rtok_env' });
+  assert.ok(both.kind === 'run');
+  assert.equal(both.config.registrationToken, 'rtok_flag');
+  const none = parseCli(server, { RELAYBOX_TOKEN: '' });
+  assert.ok(none.kind === 'run');
+  assert.equal(none.config.registrationToken, undefined);
+});
+
+test('--log-format picks the log format; the summary interval comes from RELAY_SUMMARY_MS', () => {
+  const json = parseCli([...server, '--log-format', 'json'], {});
+  const pretty = parseCli([...server, '--log-format', 'pretty'], { RELAY_SUMMARY_MS: '0' });
+  assert.ok(json.kind === 'run' && pretty.kind === 'run');
+  assert.equal(json.config.logFormat, 'json');
+  assert.equal(json.config.summaryIntervalMs, 60_000);
+  assert.equal(pretty.config.logFormat, 'pretty');
+  assert.equal(pretty.config.summaryIntervalMs, 0);
+});
+
+test('--help names only flags and environment variables that exist', () => {
+  const values: Record<string, string> = {
+    '--server': 'ws://h/api/v1/relays/connect', '--token': 't', '--name': 'n', '--state-dir': '/tmp/s', '--chat-db': '/tmp/c.db', '--capacity': '5',
+    '--poll-ms': '100', '--log-format': 'json', '--from': '+15551234567', '--body': 'b', '--group': 'g', '--count': '1',
+  };
+  const flags = new Set([...usage.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
+  assert.ok(flags.size >= 15, [...flags].join(' '));
+  const contexts = [[...server, '--simulate', '--chat-db', '/tmp/c.db'], ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'], ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1']];
+  for (const flag of flags) {
+    const args = flag in values ? [flag, values[flag]!] : [flag];
+    const accepted = contexts.some((context) => {
+      try {
+        parseCli([...context, ...args], {});
+        return true;
+      } catch (err) {
+        return !/Unknown option/.test((err as Error).message);
+      }
+    });
+    assert.ok(accepted, `${flag} is named in --help but no command accepts it`);
+  }
+
+  const envValues: Record<string, string> = { LOG_LEVEL: 'debug', RELAYBOX_TOKEN: 'x', RELAY_SQLITE3: '/x/sqlite3', RELAY_OSASCRIPT: '/x/osascript' };
+  const variables = [...new Set([...usage.matchAll(/\b(RELAY[A-Z0-9_]*|LOG_LEVEL)\b/g)].map((m) => m[1]!))];
+  assert.ok(variables.length >= 8, variables.join(' '));
+  const base = parseCli(server, {});
+  for (const name of variables) {
+    const withVar = parseCli(server, { [name]: envValues[name] ?? '7' });
+    assert.notDeepEqual(withVar, base, `${name} is named in --help but changes nothing`);
+  }
 });

@@ -1,0 +1,27 @@
+import { defineActor, defineProtocol } from '../runtime/actor.ts';
+import { Type } from '@sinclair/typebox';
+import type { AutomationRunner } from '../automations/automation-runner.ts';
+
+const id = Type.String({ minLength: 1, maxLength: 64 });
+
+/**
+ * Messages of the automation actor (`automation:<conversationId>`). Keyed by
+ * conversation so that the executions of one conversation run one at a
+ * time: the hourly reply cap is then a count in the store, never raced.
+ */
+export const automationProtocol = defineProtocol('automation', {
+  /** An execution was stored (state running): perform its pending actions. */
+  run: { orgId: id, executionId: id },
+  /** A timer: the next HTTP attempt of a call_webhook or log_to_crm action is due. */
+  retry: { orgId: id, executionId: id, index: Type.Integer({ minimum: 0, maximum: 9 }) },
+});
+
+/** Stateless: every message reads its execution from the store, the one truth about what was done. */
+export function automationActor(runner: AutomationRunner) {
+  return defineActor<typeof automationProtocol, undefined>(automationProtocol, {
+    handlers: {
+      run: (ctx, m) => runner.run(ctx, m.orgId, m.executionId),
+      retry: (ctx, m) => runner.retry(ctx, m.orgId, m.executionId, m.index),
+    },
+  });
+}

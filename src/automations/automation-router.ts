@@ -1,0 +1,92 @@
+import { automationProtocol } from '../actors/automation.actor.ts';
+import type { DomainEvent, ReadEvent } from '../events/event-stream.ts';
+import { nowIso } from '../ids.ts';
+import type { MessagingCollections } from '../messages/message-store.ts';
+import { normalizeParticipant } from '../messages/recipients.ts';
+import { actorClient } from '../runtime/actor.ts';
+import type { Transport } from '../runtime/types.ts';
+import { insertNew } from '../webhooks/webhook-store.ts';
+import { executionOutcomes } from './automation-metrics.ts';
+import type { Trigger } from './automation-schemas.ts';
+import { executionId, orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type TriggeringMessage } from './automation-store.ts';
+import { evaluate } from './conditions.ts';
+
+const triggerOf: Partial<Record<DomainEvent['event'], Trigger>> = { 'message.received': 'message_received', 'message.sent': 'message_sent' };
+
+/**
+ * Turns message events of the durable stream (the `automations` consumer
+ * group, read at least once) into executions: one per enabled automation of
+ * the message's organization with that trigger, under an id derived from
+ * automation and message, so a batch read again stores nothing twice and an
+ * execution already done is not run again. Matched executions go to the
+ * automation actor of the message's conversation. Replies sent by
+ * automations are never a trigger.
+ */
+export class AutomationRouter {
+  private readonly automations;
+
+  constructor(private readonly deps: { db: AutomationCollections; messages: MessagingCollections['messages']; runtime: Transport }) {
+    this.automations = actorClient(deps.runtime, automationProtocol);
+  }
+
+  async route(batch: ReadEvent[]): Promise<void> {
+    const byOrg = new Map<string, DomainEvent[]>();
+    for (const { event } of batch) {
+      if (!triggerOf[event.event] || !event.teamId) continue;
+      const list = byOrg.get(event.tenantId);
+      if (list) list.push(event);
+      else byOrg.set(event.tenantId, [event]);
+    }
+    await Promise.all([...byOrg].map(([orgId, events]) => this.routeOrg(orgId, events)));
+  }
+
+  private async routeOrg(orgId: string, events: DomainEvent[]): Promise<void> {
+    const rules = await this.deps.db.automations.find(orgScope(orgId), { enabled: true });
+    if (rules.length === 0) return;
+    const automated = await this.automatedReplies(orgId, events);
+    const now = nowIso();
+    const docs: ExecutionDoc[] = [];
+    for (const e of events) {
+      const trigger = triggerOf[e.event]!;
+      const message = triggeringMessage(e);
+      if (automated.has(message.id)) continue;
+      for (const rule of rules) if (rule.trigger === trigger) docs.push(newExecution(rule, message, trigger, now));
+    }
+    const inserted = new Set((await insertNew(this.deps.db.executions, orgScope(orgId), docs)).map((d) => d.id));
+    for (const d of docs) if (inserted.has(d.id) && !d.matched) executionOutcomes.inc({ outcome: 'not_matched' });
+    const matched = docs.filter((d) => d.matched);
+    const stored = matched.filter((d) => !inserted.has(d.id));
+    // Read again (the consumer died before acknowledging): only executions not yet done are handed on.
+    const unfinished = stored.length === 0 ? new Set<string>()
+      : new Set((await this.deps.db.executions.find(orgScope(orgId), { id: { $in: stored.map((d) => d.id) }, state: 'running' })).map((d) => d.id));
+    await Promise.all(matched.filter((d) => inserted.has(d.id) || unfinished.has(d.id))
+      .map((d) => this.automations.send(d.message.conversationId, { kind: 'run', orgId, executionId: d.id })));
+  }
+
+  /** Message ids among these events that are replies sent by an automation. */
+  private async automatedReplies(orgId: string, events: DomainEvent[]): Promise<Set<string>> {
+    const sent = events.filter((e) => e.event === 'message.sent').map((e) => String(e.data.id));
+    if (sent.length === 0) return new Set();
+    const docs = await this.deps.messages.find(orgScope(orgId), { id: { $in: sent }, automationId: { $exists: true } });
+    return new Set(docs.map((d) => d.id));
+  }
+}
+
+function triggeringMessage(e: DomainEvent): TriggeringMessage {
+  const d = e.data as { id: string; to: string; from: string | null; body: string; status: string; conversationId: string };
+  const other = e.event === 'message.received' ? (d.from ?? '') : d.to;
+  return {
+    id: d.id, teamId: e.teamId!, conversationId: d.conversationId, from: d.from, to: d.to, body: d.body ?? '', status: d.status,
+    participant: normalizeParticipant(other) ?? other,
+  };
+}
+
+function newExecution(rule: AutomationDoc, message: TriggeringMessage, trigger: Trigger, now: string): ExecutionDoc {
+  const { matched, actionsWouldExecute } = evaluate(rule, message);
+  return {
+    id: executionId(rule.id, message.id), tenantId: rule.tenantId, automationId: rule.id, messageId: message.id, trigger, matched,
+    state: matched ? 'running' : 'done',
+    actions: actionsWouldExecute.map((type) => ({ type, status: 'pending' as const, error: null, ...(type === 'call_webhook' || type === 'log_to_crm' ? { attempts: 0 } : {}) })),
+    message, createdAt: now, updatedAt: now,
+  };
+}

@@ -1,0 +1,139 @@
+import type { WebhookConfig } from '../config.ts';
+import { notFound, validationError } from '../errors.ts';
+import { paginate, pageWindow, type Page } from '../http/pagination.ts';
+import { newId, nowIso } from '../ids.ts';
+import { parseWebhookUrl, resolveTarget } from '../webhooks/address-guard.ts';
+import type { SecretBox } from '../webhooks/secret-box.ts';
+import { maxAutomationsPerOrg, type AutomationInput, type AutomationView, type ExecutionView } from './automation-schemas.ts';
+import { orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type StoredAction } from './automation-store.ts';
+import { checkPattern, evaluate, type Evaluation, type SampleMessage } from './conditions.ts';
+
+/** Executions shown with GET /automations/:id. */
+const recentExecutions = 20;
+
+export function automationView(d: AutomationDoc): AutomationView {
+  return {
+    id: d.id, name: d.name, trigger: d.trigger, logic: d.logic, conditions: d.conditions,
+    actions: d.actions.map(actionView), enabled: d.enabled,
+    createdAt: d.createdAt, updatedAt: d.updatedAt, lastExecutedAt: d.lastExecutedAt, executionCount: d.executionCount,
+  };
+}
+
+function actionView(a: StoredAction): AutomationView['actions'][number] {
+  const { apiKeySealed, secretSealed, ...config } = a.config;
+  const view: Record<string, unknown> = { ...config };
+  if (a.type === 'log_to_crm') view.hasApiKey = apiKeySealed !== undefined;
+  if (a.type === 'call_webhook' || a.type === 'log_to_crm') view.hasSecret = secretSealed !== undefined;
+  return { type: a.type, config: view };
+}
+
+export function executionView(d: ExecutionDoc): ExecutionView {
+  return {
+    id: d.id, automationId: d.automationId, messageId: d.messageId, trigger: d.trigger, matched: d.matched,
+    actions: d.actions.map((a) => ({ type: a.type, status: a.status, error: a.error })), createdAt: d.createdAt,
+  };
+}
+
+/** Spec 4.8: an organization's automations, their dry run and their execution log. */
+export class AutomationService {
+  constructor(private readonly deps: { db: AutomationCollections; box: SecretBox; webhook: WebhookConfig }) {}
+
+  async create(orgId: string, body: AutomationInput): Promise<AutomationView> {
+    const fields = await this.fields(body);
+    if ((await this.deps.db.automations.count(orgScope(orgId), {})) >= maxAutomationsPerOrg) {
+      throw validationError('automations', `an organization has at most ${maxAutomationsPerOrg} automations`);
+    }
+    const now = nowIso();
+    const doc: AutomationDoc = { id: newId('aut'), tenantId: orgId, ...fields, createdAt: now, updatedAt: now, lastExecutedAt: null, executionCount: 0 };
+    await this.deps.db.automations.insertOne(orgScope(orgId), doc);
+    return automationView(doc);
+  }
+
+  async list(orgId: string, q: { page: number; limit: number }): Promise<Page<AutomationView>> {
+    const { skip, limit } = pageWindow(q.page, q.limit);
+    const [docs, total] = await Promise.all([
+      this.deps.db.automations.find(orgScope(orgId), {}, { sort: { createdAt: 1, id: 1 }, skip, limit }),
+      this.deps.db.automations.count(orgScope(orgId), {}),
+    ]);
+    return paginate(docs.map(automationView), total, q.page, q.limit);
+  }
+
+  async get(orgId: string, id: string): Promise<AutomationView & { executions: ExecutionView[] }> {
+    const doc = await this.load(orgId, id);
+    const executions = await this.deps.db.executions.find(orgScope(orgId), { automationId: id }, { sort: { createdAt: -1, id: 1 }, limit: recentExecutions });
+    return { ...automationView(doc), executions: executions.map(executionView) };
+  }
+
+  /** Full replacement: every field not given takes its default (conditions none, logic and, enabled true). */
+  async replace(orgId: string, id: string, body: AutomationInput): Promise<AutomationView> {
+    const fields = await this.fields(body);
+    const doc = await this.deps.db.automations.updateOne(orgScope(orgId), { id }, { $set: { ...fields, updatedAt: nowIso() } });
+    if (!doc) throw notFound('automation');
+    return automationView(doc);
+  }
+
+  /** Its execution log goes first: a delete cut short leaves the automation, which the retried delete removes. */
+  async delete(orgId: string, id: string): Promise<void> {
+    await this.load(orgId, id);
+    await this.deps.db.executions.deleteMany(orgScope(orgId), { automationId: id });
+    if (!(await this.deps.db.automations.deleteOne(orgScope(orgId), { id }))) throw notFound('automation');
+  }
+
+  /** Compare-and-set on the flag read, so two toggles at once flip twice, never once. */
+  async toggle(orgId: string, id: string): Promise<AutomationView> {
+    for (;;) {
+      const doc = await this.load(orgId, id);
+      const updated = await this.deps.db.automations.updateOne(orgScope(orgId), { id, enabled: doc.enabled }, { $set: { enabled: !doc.enabled, updatedAt: nowIso() } });
+      if (updated) return automationView(updated);
+    }
+  }
+
+  /** The dry run: the evaluation a real run makes, on a sample message; nothing is sent, created or called. */
+  async test(orgId: string, id: string, message: SampleMessage): Promise<Evaluation> {
+    return evaluate(await this.load(orgId, id), message);
+  }
+
+  async executions(orgId: string, id: string, q: { page: number; limit: number }): Promise<Page<ExecutionView>> {
+    await this.load(orgId, id);
+    const { skip, limit } = pageWindow(q.page, q.limit);
+    const [docs, total] = await Promise.all([
+      this.deps.db.executions.find(orgScope(orgId), { automationId: id }, { sort: { createdAt: -1, id: 1 }, skip, limit }),
+      this.deps.db.executions.count(orgScope(orgId), { automationId: id }),
+    ]);
+    return paginate(docs.map(executionView), total, q.page, q.limit);
+  }
+
+  private async load(orgId: string, id: string): Promise<AutomationDoc> {
+    const doc = await this.deps.db.automations.findOne(orgScope(orgId), { id });
+    if (!doc) throw notFound('automation');
+    return doc;
+  }
+
+  /** What the schema cannot check: patterns (linear-time engine, length) and action URLs (the webhook address guard). */
+  private async fields(body: AutomationInput): Promise<Pick<AutomationDoc, 'name' | 'trigger' | 'logic' | 'conditions' | 'actions' | 'enabled'>> {
+    const conditions = body.conditions ?? [];
+    conditions.forEach((c, i) => {
+      if (c.operator === 'matches_regex') checkPattern(c.value, `conditions.${i}.value`);
+    });
+    const actions: StoredAction[] = [];
+    for (const [i, a] of body.actions.entries()) {
+      if (a.type === 'call_webhook' || a.type === 'log_to_crm') {
+        await this.checkUrl(a.config.url, `actions.${i}.config.url`);
+        const config: StoredAction['config'] = { url: a.config.url };
+        if (a.config.secret !== undefined) config.secretSealed = this.deps.box.seal(a.config.secret);
+        if (a.type === 'log_to_crm' && a.config.apiKey !== undefined) config.apiKeySealed = this.deps.box.seal(a.config.apiKey);
+        actions.push({ type: a.type, config });
+      } else {
+        actions.push({ type: a.type, config: { ...a.config } });
+      }
+    }
+    return { name: body.name, trigger: body.trigger, logic: body.logic ?? 'and', conditions, actions, enabled: body.enabled ?? true };
+  }
+
+  private async checkUrl(raw: string, path: string): Promise<void> {
+    const parsed = parseWebhookUrl(raw);
+    if (!parsed.ok) throw validationError(path, parsed.reason);
+    const target = await resolveTarget(parsed.url, this.deps.webhook.allowPrivate);
+    if (!target.ok) throw validationError(path, target.reason);
+  }
+}

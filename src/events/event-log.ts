@@ -1,0 +1,86 @@
+import { paginate, pageWindow, type Page } from '../http/pagination.ts';
+import type { Collection, Filter, Store } from '../store/collection.ts';
+import { insertNew } from '../webhooks/webhook-store.ts';
+import type { ReadEvent } from './event-stream.ts';
+
+export interface OrgEventDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  event: string;
+  timestamp: string;
+  data: Record<string, unknown>;
+  /** Sortable position in the event stream: the order events were appended in. */
+  cursor: string;
+}
+
+export interface OrgEventView {
+  id: string;
+  event: string;
+  timestamp: string;
+  data: Record<string, unknown>;
+  cursor: string;
+}
+
+/** A retention sweep per organization at most this often; reads hide expired events meanwhile. */
+const trimEveryMs = 3600_000;
+
+export function eventLogCollection(store: Store): Collection<OrgEventDoc> {
+  return store.collection<OrgEventDoc>('org_events', [{ keys: { tenantId: 1, cursor: 1 } }, { keys: { tenantId: 1, event: 1, cursor: 1 } }]);
+}
+
+/** Stream positions as strings that sort in stream order: Redis ids (`ms-seq`) or the embedded stream's sequence numbers. */
+export function sortableCursor(position: string): string {
+  const [ms, seq] = position.split('-');
+  return seq === undefined ? ms!.padStart(24, '0') : `${ms!.padStart(15, '0')}-${seq.padStart(8, '0')}`;
+}
+
+/**
+ * Each organization's events, copied from the internal stream by a consumer
+ * group of its own, kept `retentionDays`: what GET /api/v1/events pages
+ * through, so a receiver that was down can catch up and see what it missed.
+ */
+export class EventLog {
+  private readonly trimmedAt = new Map<string, number>();
+
+  constructor(private readonly events: Collection<OrgEventDoc>, private readonly retentionDays: number) {}
+
+  private cutoff(): string {
+    return new Date(Date.now() - this.retentionDays * 86_400_000).toISOString();
+  }
+
+  async record(batch: ReadEvent[]): Promise<void> {
+    const byOrg = new Map<string, OrgEventDoc[]>();
+    for (const { position, event } of batch) {
+      const doc: OrgEventDoc = { id: event.id, tenantId: event.tenantId, event: event.event, timestamp: event.timestamp, data: event.data, cursor: sortableCursor(position) };
+      const list = byOrg.get(event.tenantId);
+      if (list) list.push(doc);
+      else byOrg.set(event.tenantId, [doc]);
+    }
+    await Promise.all([...byOrg].map(async ([orgId, docs]) => {
+      await insertNew(this.events, { tenantId: orgId }, docs);
+      await this.trim(orgId);
+    }));
+  }
+
+  private async trim(orgId: string): Promise<void> {
+    const last = this.trimmedAt.get(orgId) ?? 0;
+    if (Date.now() - last < trimEveryMs) return;
+    this.trimmedAt.set(orgId, Date.now());
+    await this.events.deleteMany({ tenantId: orgId }, { timestamp: { $lt: this.cutoff() } });
+  }
+
+  /** Newest first; with `after`, the events after that cursor, oldest first. */
+  async list(orgId: string, q: { type?: string; after?: string; page: number; limit: number }): Promise<Page<OrgEventView>> {
+    const filter: Filter = { timestamp: { $gte: this.cutoff() } };
+    if (q.type) filter.event = q.type;
+    if (q.after !== undefined) filter.cursor = { $gt: q.after };
+    const { skip, limit } = pageWindow(q.page, q.limit);
+    const scope = { tenantId: orgId };
+    const [docs, total] = await Promise.all([
+      this.events.find(scope, filter, { sort: { cursor: q.after === undefined ? -1 : 1 }, skip, limit }),
+      this.events.count(scope, filter),
+    ]);
+    return paginate(docs.map((d) => ({ id: d.id, event: d.event, timestamp: d.timestamp, data: d.data, cursor: d.cursor })), total, q.page, q.limit);
+  }
+}

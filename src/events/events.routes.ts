@@ -1,0 +1,30 @@
+import { Type } from '@sinclair/typebox';
+import { pageSchema, paginationQuery } from '../http/pagination.ts';
+import { defineRoute, type RouteDef } from '../http/route.ts';
+import { strictObject } from '../http/validation.ts';
+import type { EventLog } from './event-log.ts';
+import { eventNames } from './event-stream.ts';
+
+const eventSchema = Type.Object({
+  id: Type.String(), event: Type.String(), timestamp: Type.String(),
+  data: Type.Record(Type.String(), Type.Unknown()),
+  cursor: Type.String({ description: 'Pass as `after` to read the events that came later' }),
+});
+
+export const eventListQuery = strictObject({
+  ...paginationQuery,
+  type: Type.Optional(Type.Union(eventNames.map((n) => Type.Literal(n)))),
+  after: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9-]+$' })),
+});
+
+/** The organization's events of the last EVENT_RETENTION_DAYS (30 by default). */
+export function eventRoutes(log: EventLog): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'GET', path: '/api/v1/events', tags: ['events'],
+      summary: "The organization's events, newest first; with `after=<cursor>` the ones after it, oldest first (catching up). Kept 30 days",
+      schema: { query: eventListQuery, response: { 200: pageSchema(eventSchema) } },
+      handler: async (ctx) => ({ status: 200, body: await log.list(ctx.principal.orgId, ctx.query) }),
+    }),
+  ];
+}

@@ -1,0 +1,114 @@
+import { nowIso } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import type { Collection, Doc, Scope } from '../store/collection.ts';
+import type { DomainEvent, EventStream } from './event-stream.ts';
+
+/**
+ * The transactional outbox, without transactions: the events a state change
+ * causes are written into the changed document by the same write
+ * (`outbox.<eventId>`), so they are durable exactly when the change is. Then
+ * they are appended to the event stream (once per id) and removed from the
+ * document. A writer that dies in between leaves them in the document, where
+ * the owner's periodic sweep finds them by `outboxAt` and publishes them.
+ * Event ids are fixed when written, so a publish repeated by a sweep is
+ * recognised downstream as the same event.
+ */
+export interface OutboxFields {
+  outbox?: Record<string, DomainEvent>;
+  /** Set by every write that adds events: its time (so a sweep finds old ones) and a token unique to that write. */
+  outboxAt?: string;
+}
+
+export interface Outboxed {
+  docId: string;
+  events: DomainEvent[];
+  token: string;
+  /** Nothing else was in the document's outbox after the write: its publisher may remove the marker too. */
+  exclusive: boolean;
+}
+
+/** A document that stays in the outbox this long is published by the sweep (its writer died or its publish failed). */
+export const outboxGraceMs = 5_000;
+
+function newToken(events: DomainEvent[]): string {
+  return `${nowIso()}|${events[0]?.id ?? ''}`;
+}
+
+/** `$set` fields that put `events` into a document's outbox with the same update as the state change. */
+export function outboxSet(events: DomainEvent[]): { set: Record<string, unknown>; token: string } {
+  const token = newToken(events);
+  const set: Record<string, unknown> = { outboxAt: token };
+  for (const e of events) set[`outbox.${e.id}`] = e;
+  return { set, token };
+}
+
+/** What to publish after an update that used `outboxSet`, from the document the update returned. */
+export function outboxed(doc: (Doc & OutboxFields) | null, events: DomainEvent[], token: string): Outboxed[] {
+  if (!doc) return [];
+  return [{ docId: doc.id, events, token, exclusive: Object.keys(doc.outbox ?? {}).length === events.length }];
+}
+
+/** Everything in a document's outbox as read: all of it under the token read, so its publisher may remove the marker if no write came since. */
+export function pendingEvents(doc: Doc & OutboxFields): Outboxed[] {
+  const events = Object.values(doc.outbox ?? {});
+  return events.length === 0 || !doc.outboxAt ? [] : [{ docId: doc.id, events, token: doc.outboxAt, exclusive: true }];
+}
+
+/** A new document carrying its events in its outbox, for an insert. */
+export function withOutbox<T extends Doc>(doc: T, events: DomainEvent[]): { doc: T & OutboxFields; entry: Outboxed } {
+  const token = newToken(events);
+  return { doc: { ...doc, outbox: Object.fromEntries(events.map((e) => [e.id, e])), outboxAt: token }, entry: { docId: doc.id, events, token, exclusive: true } };
+}
+
+export class Outbox {
+  constructor(private readonly stream: EventStream, private readonly log: Logger) {}
+
+  /**
+   * Appends the events and clears them from their documents. A failure
+   * leaves them where the sweep finds them: the caller's change stands.
+   */
+  async publish<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, entries: Outboxed[]): Promise<boolean> {
+    if (entries.length === 0) return true;
+    try {
+      await this.stream.append(entries.flatMap((e) => e.events), { once: true });
+      await this.clear(collection, scope, entries);
+      return true;
+    } catch (err) {
+      this.log.warn({ err, events: entries.length }, 'events stay in the outbox until the next sweep');
+      return false;
+    }
+  }
+
+  /**
+   * Removes published events. The `outboxAt` marker goes too only where this
+   * write's events were all the outbox held and no later write added any (the
+   * token is still ours); otherwise it stays for the sweep, so an event of a
+   * writer that died is never left without the marker that finds it.
+   */
+  private async clear<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, entries: Outboxed[]): Promise<void> {
+    const exclusive = entries.filter((e) => e.exclusive);
+    // A token names one write, so a document matches only under its own token.
+    const cleared = exclusive.length === 0 ? 0 : await collection.updateMany(scope,
+      { id: { $in: exclusive.map((e) => e.docId) }, outboxAt: { $in: exclusive.map((e) => e.token) } },
+      { $unset: { outbox: '', outboxAt: '' } });
+    if (cleared === entries.length) return;
+    for (const e of entries) {
+      const mine: Record<string, ''> = {};
+      for (const ev of e.events) mine[`outbox.${ev.id}`] = '';
+      await collection.updateOne(scope, { id: e.docId }, { $unset: mine });
+    }
+  }
+
+  /** Publishes what writers left behind in `scope` for longer than the grace period, and drops the markers of emptied outboxes. */
+  async sweep<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, limit = 500): Promise<number> {
+    const cutoff = new Date(Date.now() - outboxGraceMs).toISOString();
+    const stale = await collection.find(scope, { outboxAt: { $lte: cutoff } }, { limit });
+    const entries = stale.flatMap(pendingEvents);
+    if (!(await this.publish(collection, scope, entries))) return 0;
+    for (const d of stale) {
+      // Left with a marker and no events (their publishers removed them one by one); only if no write came since.
+      if (Object.keys(d.outbox ?? {}).length === 0) await collection.updateOne(scope, { id: d.id, outboxAt: d.outboxAt }, { $unset: { outbox: '', outboxAt: '' } });
+    }
+    return entries.length;
+  }
+}

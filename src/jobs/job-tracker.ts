@@ -1,0 +1,117 @@
+import type { EventStream } from '../events/event-stream.ts';
+import { nowIso } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import { touchConversation } from '../messages/conversation-writer.ts';
+import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
+import { jobProtocol } from '../actors/job.actor.ts';
+import type { ActorClient, ActorContext } from '../runtime/actor.ts';
+import { countJob } from './job-counts.ts';
+import { releaseToSendQueue } from './job-release.ts';
+import { stopUnsent } from './job-service.ts';
+import { jobIndexScope, type JobCollections, type JobDoc } from './job-store.ts';
+
+type Deps = {
+  db: MessagingCollections & JobCollections;
+  events: EventStream;
+  /** For timers set outside a handler (after a restart). */
+  jobs: ActorClient<typeof jobProtocol>;
+  log: Logger;
+  /** How often a running job's progress is looked at. */
+  trackMs: number;
+};
+
+/** The job list's counts are refreshed every this many looks. */
+const countsEvery = 5;
+
+/** Conversations are brought up to date this many side by side: few, so the send path keeps most of the database. */
+const conversationBatch = 8;
+
+/**
+ * The job actor's work. The store is the truth: the job document and its
+ * messages. Every step is a compare-and-set, so a redelivered actor message
+ * or a timer set again after a restart does no harm.
+ */
+export class JobTracker {
+  constructor(private readonly deps: Deps) {}
+
+  /** A scheduled job's time has come: its held messages go on the send queue. */
+  async start(ctx: ActorContext, orgId: string, teamId: string): Promise<void> {
+    const jobId = ctx.key;
+    const { jobs, messages, jobIndex } = this.deps.db;
+    const scope = { tenantId: orgId, teamId };
+    const now = nowIso();
+    let job = await jobs.updateOne(scope, { id: jobId, status: 'scheduled' }, { $set: { status: 'processing', startedAt: now, updatedAt: now } });
+    // Redelivered after the status moved on: release whatever is still held.
+    job ??= await jobs.findOne(scope, { id: jobId, status: 'processing' });
+    if (!job) return;
+    await messages.updateMany(scope, { jobId, status: 'queued', nextAttemptAt: job.scheduledAt }, { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } });
+    const released = await messages.find(scope, { jobId, status: 'queued', nextAttemptAt: null }, { sort: { jobIndex: 1 } });
+    await releaseToSendQueue(this.deps, { ctx }, orgId, jobId, released);
+    await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
+    ctx.log.info({ jobId, tenantId: orgId, messages: released.length }, 'scheduled job started');
+    await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: job.trackTick });
+  }
+
+  /** One look at a running (or cancelled, still finishing) job; schedules the next until every message is done. */
+  async track(ctx: ActorContext, orgId: string, teamId: string, tick: number): Promise<void> {
+    const jobId = ctx.key;
+    const { jobs, jobIndex } = this.deps.db;
+    const scope = { tenantId: orgId, teamId };
+    const job = await jobs.findOne(scope, { id: jobId, trackTick: tick, completedAt: null, status: { $in: ['processing', 'cancelled'] } });
+    if (!job) return; // another chain's look, or nothing left to look at
+    if (!job.conversationsTouched) await this.touchConversations(job);
+    // A send handed back by a relay, or failed and due for a retry, after the cancel is stopped too.
+    if (job.status === 'cancelled') await stopUnsent(this.deps.db, scope, jobId);
+    // Whether anything is open is one indexed lookup; the full counts (a count per status) only every few looks.
+    const open = await this.deps.db.messages.findOne(scope, { jobId, status: { $in: ['queued', 'processing'] } });
+    const now = nowIso();
+    if (open) {
+      const snapshot = (tick + 1) % countsEvery === 0 ? { counts: await countJob(this.deps.db, scope, jobId) } : {};
+      // The next look is set before the chain moves on, so a crash in between repeats a look rather than losing the chain;
+      // two looks of one tick both pass, and the next compare-and-set lets one of them go on.
+      await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: tick + 1 }, { delayMs: this.deps.trackMs });
+      await jobs.updateOne(scope, { id: jobId, trackTick: tick }, { $set: { trackTick: tick + 1, ...snapshot, updatedAt: now } });
+      return;
+    }
+    const counts = await countJob(this.deps.db, scope, jobId);
+    const finished = await jobs.updateOne(scope, { id: jobId, completedAt: null }, {
+      $set: { counts, completedAt: now, updatedAt: now, ...(job.status === 'processing' ? { status: 'completed' } : {}) },
+    });
+    if (finished) {
+      await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: finished.status, active: false } });
+      ctx.log.info({ jobId, tenantId: orgId, counts }, 'bulk job finished');
+    }
+  }
+
+  /** Each conversation of the job shows its latest message, as a single send's does; done off the request path. */
+  private async touchConversations(job: JobDoc): Promise<void> {
+    const scope = { tenantId: job.tenantId, teamId: job.teamId };
+    const docs = await this.deps.db.messages.find(scope, { jobId: job.id });
+    const latest = new Map<string, MessageDoc>();
+    for (const d of docs) latest.set(d.conversationId, d);
+    const touches = [...latest.values()];
+    for (let i = 0; i < touches.length; i += conversationBatch) {
+      await Promise.all(touches.slice(i, i + conversationBatch).map((d) => touchConversation(this.deps.db.conversations, {
+        tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
+        isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
+      })));
+    }
+    await this.deps.db.jobs.updateOne(scope, { id: job.id }, { $set: { conversationsTouched: true } });
+  }
+
+  /**
+   * Sets again the timers of every job that has one due. Only for a transport
+   * whose timers live in memory (the embedded default): Redis keeps its own.
+   */
+  async recoverTimers(): Promise<number> {
+    const due = await this.deps.db.jobIndex.find(jobIndexScope, { active: true });
+    for (const entry of due) {
+      const job = await this.deps.db.jobs.findOne({ tenantId: entry.orgId, teamId: entry.teamId }, { id: entry.id });
+      if (!job) continue;
+      const owner = { orgId: entry.orgId, teamId: entry.teamId };
+      if (job.status === 'scheduled') await this.deps.jobs.send(job.id, { kind: 'start', ...owner }, { delayMs: Math.max(0, Date.parse(job.scheduledAt ?? nowIso()) - Date.now()) });
+      else if (job.completedAt === null) await this.deps.jobs.send(job.id, { kind: 'track', ...owner, tick: job.trackTick });
+    }
+    return due.length;
+  }
+}

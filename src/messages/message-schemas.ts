@@ -1,0 +1,63 @@
+import { Type } from '@sinclair/typebox';
+import { pageSchema } from '../http/pagination.ts';
+import { named } from '../http/route.ts';
+import { messageStatuses } from './message-store.ts';
+
+const status = Type.Union(messageStatuses.map((s) => Type.Literal(s)));
+const nullableString = Type.Union([Type.String(), Type.Null()]);
+const nullableTime = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
+const time = Type.String({ format: 'date-time' });
+
+/** A message as the API answers it (send, history, conversations). */
+export const messageSchema = named('Message', Type.Object({
+  id: Type.String(), status, direction: Type.Union([Type.Literal('sent'), Type.Literal('received')]), to: Type.String(), from: nullableString,
+  body: Type.String(), priority: Type.Integer(), attachments: Type.Array(Type.String()), fromNumber: nullableString, conversationId: Type.String(),
+  attempts: Type.Integer(), lastError: nullableString, relayId: nullableString, teamId: Type.String(),
+  parentId: Type.Optional(Type.String({ description: 'the group send this message belongs to' })),
+  recipients: Type.Optional(Type.Integer({ description: 'a group send: how many members it went to' })),
+  deadLettered: Type.Optional(Type.Boolean({ description: 'failed after every retry' })),
+  guid: Type.Optional(Type.String({ description: 'the Messages GUID, once the relay saw the message' })),
+  queuedAt: nullableTime, sentAt: nullableTime, deliveredAt: nullableTime, readAt: nullableTime,
+  failedAt: Type.Optional(nullableTime), createdAt: time, updatedAt: time,
+}));
+
+/** A send answer: a group send adds the ids of its members' messages. */
+export const sentMessageSchema = Type.Object({
+  ...messageSchema.properties,
+  messageIds: Type.Optional(Type.Array(Type.String(), { description: 'a group send: one message per member' })),
+});
+
+export const statusRecordSchema = named('MessageStatus', Type.Object({
+  id: Type.String(), status, jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }), attempts: Type.Integer(), lastError: nullableString,
+  queuedAt: nullableTime, sentAt: nullableTime, deliveredAt: nullableTime, readAt: nullableTime,
+  recipients: Type.Optional(Type.Array(Type.Object({ id: Type.String(), to: Type.String(), status }), { description: 'a group send: each member message' })),
+}));
+
+export const attachmentListSchema = Type.Object({
+  data: Type.Array(named('Attachment', Type.Object({
+    id: Type.String(),
+    url: Type.String({ format: 'uri', description: 'signed download link, valid until expiresAt' }),
+    filename: Type.String(),
+    mimeType: Type.String(),
+    size: Type.Union([Type.Integer(), Type.Null()]),
+    expiresAt: time,
+  }))),
+});
+
+export const queueStatsSchema = named('QueueStats', Type.Object({ pending: Type.Integer(), processing: Type.Integer(), failed: Type.Integer(), deadLetter: Type.Integer() }));
+
+export const conversationSchema = named('Conversation', Type.Object({
+  id: Type.String(), teamId: Type.String(), participant: Type.String(), participantName: nullableString,
+  lastMessage: Type.String(), lastMessageAt: time, unreadCount: Type.Integer(), isGroup: Type.Boolean(),
+  createdAt: time, updatedAt: time,
+}));
+
+export const messagePageSchema = pageSchema(messageSchema);
+export const conversationPageSchema = pageSchema(conversationSchema);
+
+/** A conversation with one page of its messages, newest first. */
+export const conversationWithMessagesSchema = Type.Object({
+  ...conversationSchema.properties,
+  messages: Type.Array(messageSchema),
+  pagination: messagePageSchema.properties.pagination,
+});

@@ -1,0 +1,127 @@
+import { tenantProtocol } from '../actors/tenant.actor.ts';
+import { relayProtocol } from '../actors/relay.actor.ts';
+import { AppError } from '../errors.ts';
+import { domainEvent, type EventStream } from '../events/event-stream.ts';
+import { nowIso } from '../ids.ts';
+import type { ActorContext, MessageOfKind } from '../runtime/actor.ts';
+import type { RelayCollections, RelayDoc } from './relay-store.ts';
+
+/** The relay actor's state: its document as last written (by this actor, the only writer), loaded on first need. */
+export interface RelayState {
+  doc: RelayDoc | null | undefined;
+  /** Epoch ms of the current session's last heartbeat. */
+  lastHeartbeatAt: number;
+}
+
+type RelayContext = ActorContext<RelayState>;
+type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
+
+/** What `connect` answers the gateway. */
+export interface ConnectedRelay {
+  session: number;
+  inboundCursor: number;
+}
+
+/**
+ * A relay's life as the relay actor runs it: connect (a new session, online,
+ * `relay.online`), heartbeats (health, and the timeout that takes a silent
+ * relay offline), capacity, disconnect (offline, `relay.offline`). Every
+ * write is guarded by the session, so what an older connection reports
+ * afterwards changes nothing.
+ */
+export class RelaySessions {
+  constructor(private readonly deps: { db: RelayCollections; events: EventStream; heartbeatTimeoutMs: number }) {}
+
+  activate(): RelayState {
+    return { doc: undefined, lastHeartbeatAt: 0 };
+  }
+
+  /** The relay's document; the tenant comes with every message, so the read is scoped by it. */
+  private async load(ctx: RelayContext, tenantId: string): Promise<RelayDoc | null> {
+    if (ctx.state.doc === undefined || (ctx.state.doc && ctx.state.doc.tenantId !== tenantId)) {
+      ctx.state.doc = await this.deps.db.relays.findOne({ tenantId }, { id: ctx.key });
+      ctx.state.lastHeartbeatAt = Date.parse(ctx.state.doc?.lastHeartbeat ?? '') || 0;
+    }
+    return ctx.state.doc?.tenantId === tenantId ? ctx.state.doc : null;
+  }
+
+  private live(ctx: RelayContext, doc: RelayDoc | null, session: number): doc is RelayDoc {
+    return doc !== null && doc.status === 'online' && doc.session === session && ctx.key === doc.id;
+  }
+
+  async connect(ctx: RelayContext, m: Msg<'connect'>): Promise<ConnectedRelay> {
+    const { relays } = this.deps.db;
+    const scope = { tenantId: m.tenantId };
+    let doc = await this.load(ctx, m.tenantId);
+    // A redelivered connect finds its own session already there.
+    if (doc && doc.connectedBy === ctx.id) return { session: doc.session, inboundCursor: doc.inboundCursor };
+    const now = nowIso();
+    if (!doc) {
+      if (!m.registration) throw new AppError('not_found', 'relay not found');
+      doc = {
+        id: ctx.key, tenantId: m.tenantId, teamId: m.registration.teamId, name: m.name, status: 'offline', node: null, capacity: 0,
+        phoneNumbers: m.phoneNumbers ?? [], lastHeartbeat: null, systemInfo: m.systemInfo, health: null, secretHash: m.registration.secretHash,
+        inboundCursor: 0, session: 0, registeredAt: now, createdAt: now, updatedAt: now,
+      };
+      await relays.insertOne(scope, doc);
+    }
+    const connected = await relays.updateOne(scope, { id: ctx.key, session: doc.session }, {
+      $set: {
+        status: 'online', node: m.node, capacity: 0, name: m.name, systemInfo: m.systemInfo, lastHeartbeat: now, updatedAt: now,
+        session: doc.session + 1, connectedBy: ctx.id, ...(m.phoneNumbers ? { phoneNumbers: m.phoneNumbers } : {}),
+      },
+    });
+    if (!connected) throw new Error(`relay ${ctx.key} changed while connecting`);
+    ctx.state.doc = connected;
+    ctx.state.lastHeartbeatAt = Date.parse(now);
+    const session = connected.session;
+    await this.deps.events.append([domainEvent('relay.online', connected, relayEventData(connected), ctx.derivedId('relay.online'))], { once: true });
+    await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-online', relayId: ctx.key, session });
+    await ctx.send(relayProtocol, ctx.key, { kind: 'heartbeat-check', tenantId: m.tenantId, session }, { delayMs: this.deps.heartbeatTimeoutMs });
+    ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session }, 'relay online');
+    return { session, inboundCursor: connected.inboundCursor };
+  }
+
+  /** Health and liveness: one write on the relay's own document, nothing for the tenant actor. */
+  async heartbeat(ctx: RelayContext, m: Msg<'heartbeat'>): Promise<void> {
+    const doc = await this.load(ctx, m.tenantId);
+    if (!this.live(ctx, doc, m.session)) return;
+    const now = nowIso();
+    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { lastHeartbeat: now, health: { ...m.health, reportedAt: now } } });
+    if (updated) ctx.state.doc = updated;
+    ctx.state.lastHeartbeatAt = Date.parse(now);
+  }
+
+  async ready(ctx: RelayContext, m: Msg<'ready'>): Promise<void> {
+    const doc = await this.load(ctx, m.tenantId);
+    if (!this.live(ctx, doc, m.session)) return;
+    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { capacity: m.capacity } });
+    if (updated) ctx.state.doc = updated;
+    await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-ready', relayId: ctx.key, session: m.session, capacity: m.capacity });
+  }
+
+  /** The timer armed at connect: a session silent for the timeout goes offline; otherwise it looks again when it would expire. */
+  async heartbeatCheck(ctx: RelayContext, m: Msg<'heartbeat-check'>): Promise<void> {
+    const doc = await this.load(ctx, m.tenantId);
+    if (!this.live(ctx, doc, m.session)) return;
+    const silentMs = Date.now() - ctx.state.lastHeartbeatAt;
+    const timeout = this.deps.heartbeatTimeoutMs;
+    if (silentMs >= timeout) return this.offline(ctx, m, 'heartbeat timeout');
+    await ctx.send(relayProtocol, ctx.key, { kind: 'heartbeat-check', tenantId: m.tenantId, session: m.session }, { delayMs: Math.max(50, timeout - silentMs) });
+  }
+
+  async offline(ctx: RelayContext, m: { tenantId: string; session: number }, reason: string): Promise<void> {
+    const doc = await this.load(ctx, m.tenantId);
+    if (!this.live(ctx, doc, m.session)) return;
+    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session, status: 'online' }, { $set: { status: 'offline', node: null, updatedAt: nowIso() } });
+    if (!updated) return;
+    ctx.state.doc = updated;
+    await this.deps.events.append([domainEvent('relay.offline', updated, relayEventData(updated), ctx.derivedId('relay.offline'))], { once: true });
+    await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-offline', relayId: ctx.key, session: m.session, reason });
+    ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, reason }, 'relay offline');
+  }
+}
+
+export function relayEventData(doc: RelayDoc) {
+  return { id: doc.id, name: doc.name, status: doc.status };
+}

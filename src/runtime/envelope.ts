@@ -1,0 +1,70 @@
+import { createHash } from 'node:crypto';
+import { Type, type Static } from '@sinclair/typebox';
+import { Ajv, type ValidateFunction } from 'ajv';
+import type { ActorProtocol } from './actor.ts';
+
+/** What travels on a transport: one message to one actor `(type, key)`. */
+export const envelopeSchema = Type.Object({
+  /** Unique per message; a redelivery keeps it, and what a handler emits derives its ids from it. */
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+  type: Type.String({ minLength: 1, maxLength: 64 }),
+  key: Type.String({ minLength: 1, maxLength: 256 }),
+  msg: Type.Object({ kind: Type.String({ minLength: 1, maxLength: 64 }) }),
+  /** Epoch ms when the message was sent (or its timer was set). */
+  sentAt: Type.Number(),
+  /** Set by `ask`: where the handler's answer goes. */
+  replyTo: Type.Optional(Type.Object({ node: Type.String({ maxLength: 256 }), askId: Type.String({ maxLength: 64 }) })),
+});
+
+export type Envelope = Omit<Static<typeof envelopeSchema>, 'msg'> & { msg: { kind: string; [field: string]: unknown } };
+
+const ajv = new Ajv({ allErrors: false, strict: false, coerceTypes: false, useDefaults: false });
+const envelopeValid = ajv.compile(envelopeSchema);
+
+export type EnvelopeCheck = { ok: true; envelope: Envelope } | { ok: false; reason: string };
+
+/** Parses and checks an envelope read from a stream; the reason says what is wrong with it. */
+export function readEnvelope(raw: string | undefined): EnvelopeCheck {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw ?? '');
+  } catch {
+    return { ok: false, reason: 'unreadable envelope: not JSON' };
+  }
+  if (!envelopeValid(parsed)) return { ok: false, reason: `malformed envelope: ${describe(envelopeValid)}` };
+  return { ok: true, envelope: parsed as Envelope };
+}
+
+/** One compiled validator per message kind of every actor type, built once at start. */
+export class MessageValidators {
+  private readonly byType = new Map<string, Map<string, ValidateFunction>>();
+
+  add(protocol: ActorProtocol): void {
+    const kinds = new Map<string, ValidateFunction>();
+    for (const [kind, schema] of Object.entries(protocol.schemas)) kinds.set(kind, ajv.compile(schema));
+    this.byType.set(protocol.type, kinds);
+  }
+
+  /** Undefined when the message is valid for its actor type; otherwise why not. */
+  problem(env: Envelope): string | undefined {
+    const kinds = this.byType.get(env.type);
+    if (!kinds) return `no actor type "${env.type}"`;
+    const kind = env.msg.kind;
+    const validate = kinds.get(kind);
+    if (!validate) return `actor type "${env.type}" has no message "${kind}"`;
+    if (!validate(env.msg)) return `malformed "${env.type}.${kind}" message: ${describe(validate)}`;
+    return undefined;
+  }
+}
+
+function describe(validate: ValidateFunction): string {
+  const e = validate.errors?.[0];
+  if (!e) return 'invalid';
+  const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
+  return `${e.instancePath || '/'} ${e.message ?? 'is invalid'}${extra}`.slice(0, 300);
+}
+
+/** A deterministic id from a parent message id and a label: what makes redelivered emissions recognisable. */
+export function derivedId(parentId: string, label: string): string {
+  return createHash('sha256').update(parentId).update('\u0000').update(label).digest('base64url').slice(0, 24);
+}

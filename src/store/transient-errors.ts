@@ -1,0 +1,62 @@
+import { Counter, register } from 'prom-client';
+import { AppError } from '../errors.ts';
+
+/**
+ * A store failure that says nothing about the request: the backend was busy or
+ * unreachable. It answers 503 `service_unavailable` with Retry-After instead
+ * of a 500, and is retried here when retrying cannot apply a write twice.
+ */
+export const storeTransientErrors = (register.getSingleMetric('relaybox_store_transient_errors_total') as Counter<'operation' | 'outcome'> | undefined) ?? new Counter({
+  name: 'relaybox_store_transient_errors_total',
+  help: 'Transient store failures by operation, and whether a retry recovered (retried) or the request got a 503 (unavailable)',
+  labelNames: ['operation', 'outcome'],
+});
+
+/** Backoff between attempts; three attempts stay well under a second (measured: FerretDB's lock waits are a few ms). */
+const retryDelaysMs = [25, 100];
+const retryAfterSeconds = 1;
+
+/** The server refused the operation before doing anything (SQLite under FerretDB: "database is locked"). */
+function notExecuted(err: unknown): boolean {
+  const { message } = err as { message?: unknown };
+  return typeof message === 'string' && /database is locked|SQLITE_BUSY/i.test(message);
+}
+
+/** No server could be reached: the driver has already waited its selection timeout, so waiting again only delays the 503. */
+const unreachable = (err: unknown) => (err as { name?: unknown }).name === 'MongoServerSelectionError';
+
+/** The backend failed in a way a later attempt may not (lost connection, failover, time limit); a write may have been applied. */
+function transient(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  if (notExecuted(err) || unreachable(err)) return true;
+  const { name, code, hasErrorLabel } = err as { name?: unknown; code?: unknown; hasErrorLabel?: (label: string) => boolean };
+  if (name === 'MongoNetworkError' || name === 'MongoNetworkTimeoutError' || name === 'MongoTopologyClosedError') return true;
+  if (typeof hasErrorLabel === 'function' && (hasErrorLabel.call(err, 'RetryableWriteError') || hasErrorLabel.call(err, 'ResetPool'))) return true;
+  return typeof code === 'number' && transientCodes.has(code);
+}
+
+/** MongoDB server codes for a primary stepping down, shutting down or a network time limit. */
+const transientCodes = new Set([6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436]);
+
+/**
+ * Runs a store operation; `idempotent` says whether running it twice is the
+ * same as once (reads). A write is retried only when the backend says it did
+ * not execute it.
+ */
+export async function withTransientRetry<R>(operation: string, idempotent: boolean, work: () => Promise<R>): Promise<R> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const result = await work();
+      if (attempt > 0) storeTransientErrors.labels(operation, 'retried').inc();
+      return result;
+    } catch (err) {
+      if (!transient(err)) throw err;
+      const delay = retryDelaysMs[attempt];
+      if (delay === undefined || unreachable(err) || !(idempotent || notExecuted(err))) {
+        storeTransientErrors.labels(operation, 'unavailable').inc();
+        throw new AppError('service_unavailable', 'the store is busy or unreachable; try again shortly', { retryAfterSeconds, cause: err });
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay * (0.5 + Math.random())));
+    }
+  }
+}

@@ -1,0 +1,97 @@
+import type { WebhookConfig } from '../config.ts';
+import { nowIso } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import type { Filter } from '../store/collection.ts';
+import { nextStep, type NextStep } from './retry-schedule.ts';
+import type { AttemptResult } from './webhook-sender.ts';
+import type { SecretBox } from './secret-box.ts';
+import { deliveryAttempts, deliveryDuration } from './webhook-metrics.ts';
+import type { WebhookSender } from './webhook-sender.ts';
+import { deliveryHeaders } from './webhook-signing.ts';
+import { orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
+
+/** A webhook as an attempt needs it: the secret opened once, kept only in memory. */
+export interface LoadedWebhook {
+  doc: WebhookDoc;
+  secret: string | null;
+}
+
+export interface AttemptOutcome {
+  /** The delivery as stored after the attempt; null when another attempt recorded first (it is not ours to follow up). */
+  doc: DeliveryDoc | null;
+  step: NextStep;
+}
+
+/** Makes one attempt of a delivery and records it; the caller schedules what follows. */
+export class DeliveryAttempts {
+  constructor(private readonly deps: { db: WebhookCollections; box: SecretBox; sender: WebhookSender; config: WebhookConfig; log: Logger }) {}
+
+  async loadWebhook(orgId: string, webhookId: string): Promise<LoadedWebhook | null> {
+    const doc = await this.deps.db.webhooks.findOne(orgScope(orgId), { id: webhookId });
+    if (!doc) return null;
+    return { doc, secret: doc.secretSealed === null ? null : this.deps.box.open(doc.secretSealed) };
+  }
+
+  /**
+   * `manual`: a retry asked for through the API. It is one extra attempt:
+   * a pending delivery keeps its schedule when it fails, a settled one stays
+   * failed; it always signs with the current secret and a fresh timestamp.
+   */
+  async attempt(hook: LoadedWebhook, delivery: DeliveryDoc, opts: { manual?: boolean } = {}): Promise<AttemptOutcome> {
+    const result = await this.send(hook, delivery);
+    const attempts = delivery.attempts + 1;
+    const { step, status, nextAttemptAt } = opts.manual ? afterManual(result, delivery) : afterScheduled(result, attempts, this.deps.config);
+    const now = nowIso();
+    // Compare-and-set on the attempt count: a duplicate attempt (a worker taken over mid-flight) records nothing twice.
+    const filter: Filter = opts.manual ? { id: delivery.id } : { id: delivery.id, status: 'pending', attempts: delivery.attempts };
+    const doc = await this.deps.db.deliveries.updateOne(orgScope(delivery.tenantId), filter, {
+      $set: { status, responseStatus: result.responseStatus, lastError: result.error, nextAttemptAt, updatedAt: now },
+      $inc: { attempts: 1 },
+    });
+    deliveryAttempts.inc({ outcome: status === 'pending' ? 'retrying' : status });
+    if (step.kind === 'gone') await this.disable(hook.doc);
+    if (!result.ok) this.deps.log.info({ webhookId: hook.doc.id, deliveryId: delivery.id, attempts, status, error: result.error }, 'webhook attempt failed');
+    return { doc, step };
+  }
+
+  /** The HTTP request of an attempt, recorded nowhere (a test delivery is stored with its outcome in one write). */
+  async send(hook: LoadedWebhook, delivery: Pick<DeliveryDoc, 'eventId' | 'payload'>): Promise<AttemptResult> {
+    const headers = deliveryHeaders({ webhookId: delivery.eventId, body: delivery.payload, secret: hook.secret });
+    const result = await this.deps.sender.attempt(hook.doc.url, headers, delivery.payload);
+    deliveryDuration.observe(result.durationMs / 1000);
+    return result;
+  }
+
+  /** The endpoint answered 410: it is gone, so nothing more is sent to it until someone enables it again. */
+  async disable(doc: WebhookDoc): Promise<void> {
+    await this.deps.db.webhooks.updateOne(orgScope(doc.tenantId), { id: doc.id, enabled: true }, { $set: { enabled: false, updatedAt: nowIso() } });
+    this.deps.log.warn({ webhookId: doc.id }, 'webhook disabled: its endpoint answered 410 Gone');
+  }
+
+  /** Settles a delivery that can no longer be made (its webhook was disabled). */
+  async abandon(delivery: DeliveryDoc, reason: string): Promise<void> {
+    await this.deps.db.deliveries.updateOne(orgScope(delivery.tenantId), { id: delivery.id, status: 'pending' }, {
+      $set: { status: 'failed', lastError: reason, nextAttemptAt: null, updatedAt: nowIso() },
+    });
+  }
+}
+
+interface Settlement {
+  step: NextStep;
+  status: DeliveryDoc['status'];
+  nextAttemptAt: string | null;
+}
+
+function afterScheduled(result: AttemptResult, attempts: number, config: WebhookConfig): Settlement {
+  const step = nextStep(result, attempts, config);
+  if (step.kind === 'retry') return { step, status: 'pending', nextAttemptAt: new Date(Date.now() + step.delayMs).toISOString() };
+  return { step, status: step.kind === 'succeeded' ? 'succeeded' : 'failed', nextAttemptAt: null };
+}
+
+/** A manual retry that fails leaves a pending delivery on its schedule and a settled one failed. */
+function afterManual(result: AttemptResult, delivery: DeliveryDoc): Settlement {
+  if (result.ok) return { step: { kind: 'succeeded' }, status: 'succeeded', nextAttemptAt: null };
+  if (result.responseStatus === 410) return { step: { kind: 'gone' }, status: 'failed', nextAttemptAt: null };
+  if (delivery.status === 'pending') return { step: { kind: 'failed' }, status: 'pending', nextAttemptAt: delivery.nextAttemptAt };
+  return { step: { kind: 'failed' }, status: 'failed', nextAttemptAt: null };
+}

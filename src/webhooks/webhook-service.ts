@@ -1,0 +1,161 @@
+import type { WebhookConfig } from '../config.ts';
+import { notFound, validationError } from '../errors.ts';
+import { paginate, pageWindow, type Page } from '../http/pagination.ts';
+import { newId, nowIso } from '../ids.ts';
+import type { Logger } from '../log.ts';
+import { webhookProtocol } from '../actors/webhook.actor.ts';
+import { actorClient } from '../runtime/actor.ts';
+import type { Transport } from '../runtime/types.ts';
+import { platformScope, type Filter } from '../store/collection.ts';
+import { parseWebhookUrl, resolveTarget } from './address-guard.ts';
+import type { DeliveryAttempts } from './delivery-attempts.ts';
+import type { SecretBox } from './secret-box.ts';
+import { newDelivery } from './webhook-router.ts';
+import { testEventName, type DeliveryView, type WebhookCreate, type WebhookUpdate, type WebhookView } from './webhook-schemas.ts';
+import { orgScope, type DeliveryDoc, type DeliveryStatus, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
+
+/** How long a change waits for the webhook's actor to drop what it cached; past it, the actor's 1 s cache bounds the delay. */
+const changeNoticeMs = 1_000;
+
+export function webhookView(d: WebhookDoc): WebhookView {
+  return { id: d.id, url: d.url, events: d.events, enabled: d.enabled, hasSecret: d.secretSealed !== null, createdAt: d.createdAt, updatedAt: d.updatedAt };
+}
+
+export function deliveryView(d: DeliveryDoc): DeliveryView {
+  return {
+    id: d.id, event: d.event, eventId: d.eventId, status: d.status, attempts: d.attempts,
+    responseStatus: d.responseStatus, lastError: d.lastError, nextAttemptAt: d.nextAttemptAt, createdAt: d.createdAt,
+  };
+}
+
+/** Spec 4.7: an organization's webhooks, their delivery log, test deliveries and manual retries. */
+export class WebhookService {
+  private readonly webhooks;
+
+  constructor(private readonly deps: { db: WebhookCollections; box: SecretBox; attempts: DeliveryAttempts; runtime: Transport; config: WebhookConfig; log: Logger }) {
+    this.webhooks = actorClient(deps.runtime, webhookProtocol);
+  }
+
+  async create(orgId: string, body: WebhookCreate): Promise<WebhookView> {
+    await this.checkUrl(body.url);
+    const now = nowIso();
+    const doc: WebhookDoc = {
+      id: newId('whk'), tenantId: orgId, url: body.url, events: body.events, enabled: true,
+      secretSealed: body.secret === undefined ? null : this.deps.box.seal(body.secret), activeSince: now, createdAt: now, updatedAt: now,
+    };
+    await this.deps.db.webhooks.insertOne(orgScope(orgId), doc);
+    await this.deps.db.index.insertOne(platformScope, { id: doc.id, tenantId: platformScope.tenantId, orgId });
+    return webhookView(doc);
+  }
+
+  async list(orgId: string, q: { page: number; limit: number }): Promise<Page<WebhookView>> {
+    const { skip, limit } = pageWindow(q.page, q.limit);
+    const [docs, total] = await Promise.all([
+      this.deps.db.webhooks.find(orgScope(orgId), {}, { sort: { createdAt: 1 }, skip, limit }),
+      this.deps.db.webhooks.count(orgScope(orgId), {}),
+    ]);
+    return paginate(docs.map(webhookView), total, q.page, q.limit);
+  }
+
+  async get(orgId: string, id: string): Promise<WebhookView> {
+    return webhookView(await this.doc(orgId, id));
+  }
+
+  async update(orgId: string, id: string, body: WebhookUpdate): Promise<WebhookView> {
+    await this.doc(orgId, id);
+    if (body.url !== undefined) await this.checkUrl(body.url);
+    const set: Partial<WebhookDoc> = { updatedAt: nowIso() };
+    if (body.url !== undefined) set.url = body.url;
+    if (body.events !== undefined) set.events = body.events;
+    if (body.secret !== undefined) set.secretSealed = body.secret === null ? null : this.deps.box.seal(body.secret);
+    const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id }, { $set: set });
+    if (!doc) throw notFound('webhook');
+    await this.noticeChange(orgId, id);
+    return webhookView(doc);
+  }
+
+  /** Deliveries stop at once: the actor forgets the webhook before this answers, and no attempt finds it any more. */
+  async delete(orgId: string, id: string): Promise<void> {
+    if (!(await this.deps.db.webhooks.deleteOne(orgScope(orgId), { id }))) throw notFound('webhook');
+    await this.noticeChange(orgId, id);
+    await this.deps.db.deliveries.deleteMany(orgScope(orgId), { webhookId: id });
+    await this.deps.db.index.deleteOne(platformScope, { id });
+  }
+
+  /** Enabling again starts from now: what happened while it was disabled is not delivered. */
+  async toggle(orgId: string, id: string): Promise<WebhookView> {
+    const current = await this.doc(orgId, id);
+    const now = nowIso();
+    const set: Partial<WebhookDoc> = current.enabled ? { enabled: false, updatedAt: now } : { enabled: true, activeSince: now, updatedAt: now };
+    const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id, enabled: current.enabled }, { $set: set });
+    if (!doc) return this.toggle(orgId, id);
+    await this.noticeChange(orgId, id);
+    return webhookView(doc);
+  }
+
+  async deliveries(orgId: string, id: string, q: { page: number; limit: number; status?: DeliveryStatus; event?: string }): Promise<Page<DeliveryView>> {
+    await this.doc(orgId, id);
+    const filter: Filter = { webhookId: id };
+    if (q.status) filter.status = q.status;
+    if (q.event) filter.event = q.event;
+    const { skip, limit } = pageWindow(q.page, q.limit);
+    const [docs, total] = await Promise.all([
+      this.deps.db.deliveries.find(orgScope(orgId), filter, { sort: { createdAt: -1, id: 1 }, skip, limit }),
+      this.deps.db.deliveries.count(orgScope(orgId), filter),
+    ]);
+    return paginate(docs.map(deliveryView), total, q.page, q.limit);
+  }
+
+  /** A signed `webhook.test` delivery, made now and recorded with its outcome; it is not retried. */
+  async test(orgId: string, id: string): Promise<DeliveryView> {
+    const hook = await this.loaded(orgId, id);
+    const now = nowIso();
+    const delivery = newDelivery(hook.doc, { id: newId('evt'), event: testEventName, timestamp: now, data: { webhookId: id } }, now);
+    const result = await this.deps.attempts.send(hook, delivery);
+    const doc: DeliveryDoc = {
+      ...delivery, status: result.ok ? 'succeeded' : 'failed', attempts: 1, responseStatus: result.responseStatus,
+      lastError: result.error, nextAttemptAt: null, updatedAt: nowIso(),
+    };
+    await this.deps.db.deliveries.insertOne(orgScope(orgId), doc);
+    if (result.responseStatus === 410) await this.deps.attempts.disable(hook.doc);
+    return deliveryView(doc);
+  }
+
+  /** One more attempt now, signed with the current secret and a fresh timestamp, under the same webhook-id. */
+  async retry(orgId: string, id: string, deliveryId: string): Promise<DeliveryView> {
+    const hook = await this.loaded(orgId, id);
+    const delivery = await this.deps.db.deliveries.findOne(orgScope(orgId), { id: deliveryId, webhookId: id });
+    if (!delivery) throw notFound('delivery');
+    const { doc } = await this.deps.attempts.attempt(hook, delivery, { manual: true });
+    if (!doc) throw notFound('delivery');
+    return deliveryView(doc);
+  }
+
+  private async doc(orgId: string, id: string): Promise<WebhookDoc> {
+    const doc = await this.deps.db.webhooks.findOne(orgScope(orgId), { id });
+    if (!doc) throw notFound('webhook');
+    return doc;
+  }
+
+  private async loaded(orgId: string, id: string) {
+    const hook = await this.deps.attempts.loadWebhook(orgId, id);
+    if (!hook) throw notFound('webhook');
+    return hook;
+  }
+
+  /** Refused at once (400) rather than at every delivery: not http(s), or a host that is not a public address. */
+  private async checkUrl(raw: string): Promise<void> {
+    const parsed = parseWebhookUrl(raw);
+    if (!parsed.ok) throw validationError('url', parsed.reason);
+    const target = await resolveTarget(parsed.url, this.deps.config.allowPrivate);
+    if (!target.ok) throw validationError('url', target.reason);
+  }
+
+  private async noticeChange(orgId: string, id: string): Promise<void> {
+    try {
+      await this.webhooks.ask(id, { kind: 'changed', orgId }, changeNoticeMs);
+    } catch (err) {
+      this.deps.log.warn({ err, webhookId: id }, 'webhook actor did not confirm a change; its cache expires within a second');
+    }
+  }
+}

@@ -1,0 +1,90 @@
+import { createHash } from 'node:crypto';
+import { AppError } from '../errors.ts';
+import type { Collection, Doc, Scope, Store } from '../store/collection.ts';
+
+export interface WebhookDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  url: string;
+  events: string[];
+  enabled: boolean;
+  /** AES-256-GCM of the secret (secret-box.ts); the secret itself is never stored. */
+  secretSealed: string | null;
+  /** Events from this instant on are delivered: set at creation and whenever it is enabled again. */
+  activeSince: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const deliveryStatuses = ['pending', 'succeeded', 'failed'] as const;
+export type DeliveryStatus = (typeof deliveryStatuses)[number];
+
+export interface DeliveryDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  webhookId: string;
+  event: string;
+  /** The event's id, sent as `webhook-id` on every attempt. */
+  eventId: string;
+  status: DeliveryStatus;
+  attempts: number;
+  responseStatus: number | null;
+  lastError: string | null;
+  /** When the next attempt is due; null once the delivery is settled. */
+  nextAttemptAt: string | null;
+  /** The exact body sent on every attempt. */
+  payload: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Platform-wide list of webhooks, so a restarted worker can find every webhook with deliveries left to make. */
+export interface WebhookIndexDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  orgId: string;
+}
+
+export function webhookCollections(store: Store) {
+  return {
+    webhooks: store.collection<WebhookDoc>('webhooks', [{ keys: { tenantId: 1, createdAt: 1 } }]),
+    deliveries: store.collection<DeliveryDoc>('webhook_deliveries', [
+      { keys: { tenantId: 1, webhookId: 1, createdAt: -1 } },
+      { keys: { tenantId: 1, webhookId: 1, status: 1, nextAttemptAt: 1 } },
+    ]),
+    index: store.collection<WebhookIndexDoc>('webhook_index'),
+  };
+}
+
+export type WebhookCollections = ReturnType<typeof webhookCollections>;
+
+export const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+
+/** One delivery per webhook and event, whoever creates it and however often: redelivered events make no duplicates. */
+export function deliveryId(webhookId: string, eventId: string): string {
+  return `whd_${createHash('sha256').update(`${webhookId}\u0000${eventId}`).digest('base64url').slice(0, 22)}`;
+}
+
+/** Inserts what is not there yet and answers what it inserted; documents already stored (same id) are left as they are. */
+export async function insertNew<T extends Doc>(collection: Collection<T>, scope: Scope, docs: T[]): Promise<T[]> {
+  if (docs.length === 0) return [];
+  try {
+    await collection.insertMany(scope, docs);
+    return docs;
+  } catch (err) {
+    if (!(err instanceof AppError && err.code === 'conflict')) throw err;
+  }
+  const inserted: T[] = [];
+  for (const doc of docs) {
+    try {
+      await collection.insertOne(scope, doc);
+      inserted.push(doc);
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'conflict')) throw err;
+    }
+  }
+  return inserted;
+}

@@ -1,0 +1,67 @@
+import { Type } from '@sinclair/typebox';
+import { pageSchema, paginationQuery } from '../http/pagination.ts';
+import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
+import { strictObject } from '../http/validation.ts';
+import type { Principal } from '../identity/roles.ts';
+import {
+  deliveryListQuery, deliveryParams, deliverySchema, webhookCreateBody, webhookIdParams, webhookSchema, webhookUpdateBody,
+} from './webhook-schemas.ts';
+import type { WebhookService } from './webhook-service.ts';
+
+const tags = ['webhooks'];
+const org = (p: Principal) => p.orgId;
+
+/** Spec 4.7 with the delivery log: admins and owners write, every role reads. Webhooks belong to the organization. */
+export function webhookRoutes(service: WebhookService): RouteDef[] {
+  return [
+    defineRoute({
+      method: 'POST', path: '/api/v1/webhooks', summary: 'Register a webhook; its URL must be http(s) to a public address', tags, minRole: 'admin',
+      schema: { body: webhookCreateBody, response: { 201: webhookSchema } },
+      handler: async (ctx) => ({ status: 201, body: await service.create(org(ctx.principal), ctx.body) }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/api/v1/webhooks', summary: "The organization's webhooks (never their secrets)", tags,
+      schema: { query: strictObject(paginationQuery), response: { 200: pageSchema(webhookSchema) } },
+      handler: async (ctx) => ({ status: 200, body: await service.list(org(ctx.principal), ctx.query) }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/api/v1/webhooks/:id', summary: 'One webhook', tags,
+      schema: { params: webhookIdParams, response: { 200: webhookSchema } },
+      handler: async (ctx) => ({ status: 200, body: await service.get(org(ctx.principal), ctx.params.id) }),
+    }),
+    defineRoute({
+      method: 'PUT', path: '/api/v1/webhooks/:id', summary: 'Change the URL, events or secret (null removes it)', tags, minRole: 'admin',
+      schema: { params: webhookIdParams, body: webhookUpdateBody, response: { 200: webhookSchema } },
+      handler: async (ctx) => ({ status: 200, body: await service.update(org(ctx.principal), ctx.params.id, ctx.body) }),
+    }),
+    defineRoute({
+      method: 'DELETE', path: '/api/v1/webhooks/:id', summary: 'Delete a webhook and its delivery log; no attempt starts after this answers', tags, minRole: 'admin',
+      schema: { params: webhookIdParams, response: { 204: noContent } },
+      handler: async (ctx) => {
+        await service.delete(org(ctx.principal), ctx.params.id);
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
+      method: 'PATCH', path: '/api/v1/webhooks/:id/toggle', summary: 'Switch between enabled and disabled; events while disabled are not delivered', tags, minRole: 'admin',
+      schema: { params: webhookIdParams, body: strictObject({}), response: { 200: webhookSchema } },
+      handler: async (ctx) => ({ status: 200, body: await service.toggle(org(ctx.principal), ctx.params.id) }),
+    }),
+    defineRoute({
+      method: 'GET', path: '/api/v1/webhooks/:id/deliveries', summary: 'The delivery log, newest first; filter by status and event', tags,
+      schema: { params: webhookIdParams, query: deliveryListQuery, response: { 200: pageSchema(deliverySchema) } },
+      handler: async (ctx) => ({ status: 200, body: await service.deliveries(org(ctx.principal), ctx.params.id, ctx.query) }),
+    }),
+    defineRoute({
+      method: 'POST', path: '/api/v1/webhooks/:id/deliveries/:deliveryId/retry', tags, minRole: 'admin',
+      summary: 'Send a delivery again now: current secret, fresh timestamp, same webhook-id',
+      schema: { params: deliveryParams, body: strictObject({}), response: { 200: deliverySchema } },
+      handler: async (ctx) => ({ status: 200, body: await service.retry(org(ctx.principal), ctx.params.id, ctx.params.deliveryId) }),
+    }),
+    defineRoute({
+      method: 'POST', path: '/api/v1/webhooks/:id/test', summary: 'Send a signed webhook.test delivery now; it is recorded in the delivery log', tags, minRole: 'admin',
+      schema: { params: webhookIdParams, body: strictObject({}), response: { 200: deliverySchema } },
+      handler: async (ctx) => ({ status: 200, body: await service.test(org(ctx.principal), ctx.params.id) }),
+    }),
+  ];
+}

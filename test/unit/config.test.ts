@@ -1,0 +1,37 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
+
+test('the defaults of the gateway, readiness, pings and actor lifecycle', () => {
+  const c = loadConfig({});
+  assert.equal(c.relayHelloTimeoutMs, 10_000);
+  assert.equal(c.relayMaxBadFrames, 5);
+  assert.equal(c.relayMaxBackpressureBytes, 1024 * 1024);
+  assert.equal(c.readinessTimeoutMs, 2_000);
+  assert.equal(c.storePingTimeoutMs, 2_000);
+  assert.equal(c.runtime.pingTimeoutMs, 1_000);
+  assert.equal(c.runtime.actorIdleMs, 60_000);
+  assert.equal(c.runtime.dedupeTtlMs, 600_000);
+  assert.equal(c.runtime.defaultShards, 16);
+});
+
+test('a nonsensical setting stops the start with a message naming the variable', () => {
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ RUNTIME_SHARDS: '0' }, /RUNTIME_SHARDS must be an integer of at least 1, got "0"/],
+    [{ RUNTIME_ASK_TIMEOUT_MS: '-5' }, /RUNTIME_ASK_TIMEOUT_MS/],
+    [{ ACTOR_IDLE_MS: 'soon' }, /ACTOR_IDLE_MS/],
+    [{ RELAY_HELLO_TIMEOUT_MS: '1.5' }, /RELAY_HELLO_TIMEOUT_MS/],
+    [{ PORT: '-1' }, /PORT/],
+    [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
+    [{ RUNTIME_LEASE_TTL_MS: '1000', RUNTIME_LEASE_RENEW_MS: '1000' }, /RUNTIME_LEASE_RENEW_MS \(1000\) must be shorter than RUNTIME_LEASE_TTL_MS/],
+    [{ RELAY_HEARTBEAT_INTERVAL_MS: '30000' }, /RELAY_HEARTBEAT_INTERVAL_MS/],
+  ];
+  for (const [env, message] of refused) assert.throws(() => loadConfig(env), message, JSON.stringify(env));
+  assert.equal(loadConfig({ STORE_SYNC_INTERVAL_MS: '0', PORT: '0' }).storeSyncIntervalMs, 0, 'where 0 means something, it is allowed');
+});
+
+test('automations: at most 5 automated replies per conversation and hour by default; 0 turns automated replies off; negative is refused', () => {
+  assert.equal(loadConfig({}).automationRepliesPerConversationPerHour, 5);
+  assert.equal(loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '0' }).automationRepliesPerConversationPerHour, 0);
+  assert.throws(() => loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '-1' }), /AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR/);
+});

@@ -1,0 +1,53 @@
+import assert from 'node:assert/strict';
+import { PassThrough } from 'node:stream';
+import { test } from 'node:test';
+import { createAgentLogger } from '../../src/relay-agent/agent-logger.ts';
+import { OperatorLog } from '../../src/relay-agent/operator-log.ts';
+import type { SendRecord } from '../../src/relay-agent/send-journal.ts';
+
+function capture(): { stream: PassThrough; lines: () => string[] } {
+  const stream = new PassThrough();
+  let text = '';
+  stream.on('data', (c: Buffer) => (text += c.toString()));
+  return { stream, lines: () => text.split('\n').filter(Boolean) };
+}
+
+const record: SendRecord = {
+  messageId: 'msg_1', attempt: 2, to: '+15551234567', body: 'secret words', attachmentUrls: [], phase: 'queued', acceptedAtMs: 0, phaseAtMs: 0, steps: [], acked: 0,
+};
+
+test('pretty lines: time, level and the sentence; detail fields only on lines that are not operator events', () => {
+  const out = capture();
+  const logger = createAgentLogger('info', 'pretty', out.stream);
+  const operator = new OperatorLog(logger);
+  operator.sendAccepted(record, 1);
+  operator.step(record, { status: 'failed', at: '2024-05-01T10:00:00.000Z', error: 'Messages reported error 1' });
+  logger.warn({ error: 'bad frame', relayId: 'rly_1' }, 'invalid frame from server ignored');
+  logger.debug('not shown at info');
+  const [accepted, failed, other, ...rest] = out.lines();
+  assert.match(accepted!, /^\[\d\d:\d\d:\d\d\] INFO: send msg_1 attempt 2 to \+15551234567 accepted \(1 waiting\)$/);
+  assert.match(failed!, /^\[\d\d:\d\d:\d\d\] WARN: send msg_1 attempt 2 failed: Messages reported error 1$/);
+  assert.match(other!, /^\[\d\d:\d\d:\d\d\] WARN: invalid frame from server ignored \(error=bad frame, relayId=rly_1\)$/);
+  assert.deepEqual(rest, []);
+  assert.doesNotMatch(out.lines().join('\n'), /secret words/);
+});
+
+test('json lines carry the event and the ids in their own fields; the summary counts per interval', () => {
+  const out = capture();
+  const operator = new OperatorLog(createAgentLogger('info', 'json', out.stream));
+  operator.sendAccepted(record, 0);
+  operator.step(record, { status: 'sent', at: 'x' });
+  operator.step(record, { status: 'delivered', at: 'y' });
+  operator.inboundForwarded({ type: 'inbound', rowId: 9, guid: 'G', from: '+15550000000', isGroup: false, body: 'hi', receivedAt: '2024-05-01T10:00:00.000Z' });
+  operator.summary({ relayId: 'rly_1', connected: true, queued: 0, unfinished: 0, inboundUnacked: 1 });
+  operator.summary({ relayId: 'rly_1', connected: true, queued: 0, unfinished: 0, inboundUnacked: 0 });
+  const lines = out.lines().map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(lines.map((l) => l.event), ['send.accepted', 'send.sent', 'send.delivered', 'inbound.forwarded', 'summary', 'summary']);
+  assert.deepEqual([lines[2]!.msgId, lines[2]!.attempt, lines[2]!.status], ['msg_1', 2, 'delivered']);
+  assert.equal(lines[3]!.rowId, 9);
+  assert.equal(lines[3]!.body, undefined, 'no message body');
+  const pick = (l: Record<string, unknown>) => [l.accepted, l.sent, l.delivered, l.failed, l.inbound];
+  assert.deepEqual(pick(lines[4]!), [1, 1, 1, 0, 1]);
+  assert.deepEqual(pick(lines[5]!), [0, 0, 0, 0, 0], 'a new interval starts at zero');
+  assert.match(String(lines[4]!.msg), /^online as rly_1; last \d+ ms: 1 accepted, 1 sent, 1 delivered, 0 failed, 1 received; now 0 waiting, 0 with Messages$/);
+});

@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { SendJournal, type SendRecord } from '../../src/relay-agent/send-journal.ts';
+
+const day = 24 * 60 * 60 * 1000;
+
+function record(messageId: string, attempt: number, over: Partial<SendRecord> = {}): SendRecord {
+  return { messageId, attempt, to: '+15551234567', body: 'hi', attachmentUrls: [], phase: 'queued', acceptedAtMs: 1_000, phaseAtMs: 1_000, steps: [], acked: 0, ...over };
+}
+
+async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-journal-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+test('each attempt of a message is its own record; the same attempt is found again', async (t) => {
+  const journal = new SendJournal(await tempDir(t), 7 * day);
+  const first = record('msg_1', 1);
+  journal.add(first);
+  journal.addStep(first, { status: 'failed', at: '2024-05-01T10:00:00.000Z', error: 'Messages reported error 1' });
+  journal.setPhase(first, 'closed');
+  assert.equal(journal.get('msg_1', 1), first, 'a repeated send of attempt 1 is recognised');
+  assert.equal(journal.get('msg_1', 2), undefined, 'the retry, attempt 2, is not: it is sent again');
+  assert.equal(journal.get('msg_2', 1), undefined);
+
+  const second = record('msg_1', 2);
+  journal.add(second);
+  assert.equal(journal.get('msg_1', 2), second);
+  assert.equal(journal.get('msg_1', 1), first, 'the retry does not replace the failed attempt');
+  assert.deepEqual(journal.get('msg_1', 1)!.steps.map((s) => s.status), ['failed']);
+  assert.equal(journal.unfinishedCount(), 1, 'only attempt 2 holds a credit');
+  assert.deepEqual(journal.inPhase('queued'), [second]);
+});
+
+test('attempts survive a restart; a send that was with Messages comes back orphaned; the file is private', async (t) => {
+  const dir = await tempDir(t);
+  const journal = new SendJournal(dir, 7 * day);
+  journal.add(record('msg_1', 1, { phase: 'closed', steps: [{ status: 'failed', at: '2024-05-01T10:00:00.000Z' }], acked: 1 }));
+  const sending = record('msg_1', 2);
+  journal.add(sending);
+  journal.setPhase(sending, 'sending', 2_000);
+  journal.setOutgoingCursor(17);
+  await journal.flush(3_000);
+  assert.equal((await stat(journal.path)).mode & 0o777, 0o600);
+
+  const reloaded = new SendJournal(dir, 7 * day);
+  await reloaded.load(4_000);
+  assert.equal(reloaded.outgoingCursor, 17);
+  assert.equal(reloaded.get('msg_1', 1)?.phase, 'closed');
+  assert.equal(reloaded.get('msg_1', 2)?.phase, 'orphaned', 'never sent again after a crash, only looked for');
+  assert.equal(reloaded.get('msg_1', 2)?.phaseAtMs, 4_000);
+  assert.equal(reloaded.get('msg_1', 3), undefined);
+});
+
+test('a journal written before attempts were numbered loads its sends as first attempts', async (t) => {
+  const dir = await tempDir(t);
+  const { attempt: _attempt, ...unnumbered } = record('msg_old', 1, { phase: 'handed' });
+  await writeFile(join(dir, 'sends.json'), JSON.stringify({ outgoingCursor: 5, records: [unnumbered] }));
+  const journal = new SendJournal(dir, 7 * day);
+  await journal.load();
+  assert.equal(journal.get('msg_old', 1)?.phase, 'handed');
+  assert.equal(journal.get('msg_old', 1)?.attempt, 1);
+});
+
+test('pruning forgets only closed, fully acked attempts past the retention time', async (t) => {
+  const dir = await tempDir(t);
+  const journal = new SendJournal(dir, 7 * day);
+  const now = 100 * day;
+  const old = now - 8 * day;
+  journal.add(record('msg_1', 1, { phase: 'closed', phaseAtMs: old, steps: [{ status: 'failed', at: 'x' }], acked: 1 }));
+  journal.add(record('msg_1', 2, { phase: 'closed', phaseAtMs: old, steps: [{ status: 'sent', at: 'x' }, { status: 'delivered', at: 'y' }], acked: 1 }));
+  journal.add(record('msg_1', 3, { phase: 'closed', phaseAtMs: now - day, steps: [{ status: 'sent', at: 'x' }], acked: 1 }));
+  journal.add(record('msg_2', 1, { phase: 'tracking', phaseAtMs: old, steps: [{ status: 'sent', at: 'x' }], acked: 1 }));
+  await journal.flush(now);
+  assert.equal(journal.get('msg_1', 1), undefined, 'closed, acked, old: forgotten');
+  assert.ok(journal.get('msg_1', 2), 'a status not yet acked is kept');
+  assert.ok(journal.get('msg_1', 3), 'recent: kept');
+  assert.ok(journal.get('msg_2', 1), 'still tracked: kept');
+  const file = JSON.parse(await readFile(journal.path, 'utf8')) as { records: SendRecord[] };
+  assert.deepEqual(file.records.map((r) => `${r.messageId}#${r.attempt}`).sort(), ['msg_1#2', 'msg_1#3', 'msg_2#1']);
+});

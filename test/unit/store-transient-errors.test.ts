@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { AppError } from '../../src/errors.ts';
+import { storeTransientErrors, withTransientRetry } from '../../src/store/transient-errors.ts';
+
+/** Error shapes as the MongoDB driver and FerretDB produce them. */
+const locked = () => Object.assign(new Error('database is locked (5) (SQLITE_BUSY)'), { name: 'MongoServerError', code: 1 });
+const networkLost = () => Object.assign(new Error('connection 3 to 127.0.0.1:27017 closed'), { name: 'MongoNetworkError' });
+const unreachable = () => Object.assign(new Error('Server selection timed out after 3000 ms'), { name: 'MongoServerSelectionError' });
+
+async function counted(operation: string, outcome: string): Promise<number> {
+  const metric = await storeTransientErrors.get();
+  return metric.values.find((v) => v.labels.operation === operation && v.labels.outcome === outcome)?.value ?? 0;
+}
+
+function failing(errors: (() => Error)[]) {
+  let calls = 0;
+  return {
+    work: async () => {
+      const next = errors[calls++];
+      if (next) throw next();
+      return 'done';
+    },
+    calls: () => calls,
+  };
+}
+
+test('a write the backend did not execute (database is locked) is retried, and the recovery counted', async () => {
+  const op = failing([locked, locked]);
+  assert.equal(await withTransientRetry('unit_locked', false, op.work), 'done');
+  assert.equal(op.calls(), 3);
+  assert.equal(await counted('unit_locked', 'retried'), 1);
+});
+
+test('a write that may have been applied (connection lost) is not retried: 503 with Retry-After, counted', async () => {
+  const op = failing([networkLost]);
+  await assert.rejects(withTransientRetry('unit_write', false, op.work), (err: AppError) => err.code === 'service_unavailable' && err.statusCode === 503 && err.retryAfterSeconds === 1);
+  assert.equal(op.calls(), 1);
+  assert.equal(await counted('unit_write', 'unavailable'), 1);
+});
+
+test('a read is retried on a lost connection; after three failures it is a 503', async () => {
+  const recovered = failing([networkLost]);
+  assert.equal(await withTransientRetry('unit_read', true, recovered.work), 'done');
+  const down = failing([networkLost, networkLost, networkLost, networkLost]);
+  await assert.rejects(withTransientRetry('unit_read', true, down.work), (err: AppError) => err.code === 'service_unavailable');
+  assert.equal(down.calls(), 3);
+});
+
+test('an unreachable store is a 503 at once (the driver already waited), and any other error passes through unchanged', async () => {
+  const op = failing([unreachable]);
+  await assert.rejects(withTransientRetry('unit_unreachable', true, op.work), (err: AppError) => err.code === 'service_unavailable');
+  assert.equal(op.calls(), 1);
+  const bug = new TypeError('a bug');
+  await assert.rejects(withTransientRetry('unit_bug', true, async () => { throw bug; }), (err) => err === bug);
+  const duplicate = Object.assign(new Error('E11000 duplicate key'), { name: 'MongoServerError', code: 11000 });
+  await assert.rejects(withTransientRetry('unit_dup', false, async () => { throw duplicate; }), (err) => err === duplicate);
+});

@@ -1,0 +1,143 @@
+/**
+ * The signed-in session. The access token lives only in this module's memory
+ * and is refreshed a minute before it expires; the refresh token is an
+ * HttpOnly cookie that page script can neither read nor send anywhere but
+ * the session routes of this origin.
+ */
+export interface Team { id: string; name: string }
+export interface Me {
+  user: { id: string; email: string; role: Role } | null;
+  organization: { id: string; name: string; defaultTeamId: string } | null;
+  role: Role;
+  teams: Team[];
+}
+export type Role = 'owner' | 'admin' | 'member' | 'viewer';
+
+const roleRank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };
+export const can = (me: Me, needed: Role) => roleRank[me.role] >= roleRank[needed];
+
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly code: string, message: string, readonly details: Array<{ path: string; message: string }> = []) {
+    super(message);
+  }
+}
+
+interface Grant { accessToken: string; expiresIn: number }
+
+let accessToken: string | undefined;
+let refreshTimer: ReturnType<typeof setTimeout> | undefined;
+let teamId: string | undefined;
+let onSignedOut: () => void = () => {};
+
+export const session = {
+  get signedIn() {
+    return accessToken !== undefined;
+  },
+  get teamId() {
+    return teamId;
+  },
+  set teamId(id: string | undefined) {
+    teamId = id;
+  },
+  whenSignedOut(fn: () => void) {
+    onSignedOut = fn;
+  },
+};
+
+async function sessionCall(path: string, body: unknown): Promise<Response> {
+  return fetch(`/api/v1/auth/session${path}`, {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'content-type': 'application/json', 'x-relaybox-session': '1' },
+    body: JSON.stringify(body),
+  });
+}
+
+function hold(grant: Grant): void {
+  accessToken = grant.accessToken;
+  clearTimeout(refreshTimer);
+  const inMs = Math.max(5_000, (grant.expiresIn - 60) * 1000);
+  refreshTimer = setTimeout(() => void resume().then((ok) => ok || signedOut()), inMs);
+}
+
+function signedOut(): void {
+  accessToken = undefined;
+  clearTimeout(refreshTimer);
+  onSignedOut();
+}
+
+async function grantOrThrow(res: Response): Promise<void> {
+  if (!res.ok) throw await errorOf(res);
+  hold((await res.json()) as Grant);
+}
+
+export async function signIn(email: string, password: string): Promise<void> {
+  await grantOrThrow(await sessionCall('', { email, password }));
+}
+
+export async function signUp(organizationName: string, email: string, password: string): Promise<void> {
+  await grantOrThrow(await sessionCall('/signup', { organizationName, email, password }));
+}
+
+/** Picks the session up from the cookie (page load, timer); false when there is none. */
+let resuming: Promise<boolean> | undefined;
+export function resume(): Promise<boolean> {
+  resuming ??= (async () => {
+    try {
+      const res = await sessionCall('/refresh', {});
+      if (!res.ok) return false;
+      hold((await res.json()) as Grant);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      resuming = undefined;
+    }
+  })();
+  return resuming;
+}
+
+export async function signOut(): Promise<void> {
+  await sessionCall('/logout', {}).catch(() => undefined);
+  teamId = undefined;
+  signedOut();
+}
+
+async function errorOf(res: Response): Promise<ApiError> {
+  const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string; details?: Array<{ path: string; message: string }> };
+  return new ApiError(res.status, body.error ?? 'error', body.message ?? `${res.status} ${res.statusText}`, body.details);
+}
+
+/** Calls the API as the signed-in user, in the chosen team; a 401 tries one refresh before giving up. */
+export async function api<T = any>(method: string, path: string, body?: unknown, retried = false): Promise<T> {
+  const headers: Record<string, string> = {};
+  if (accessToken) headers.authorization = `Bearer ${accessToken}`;
+  if (teamId) headers['x-team-id'] = teamId;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (res.status === 401 && !retried) {
+    if (await resume()) return api(method, path, body, true);
+    signedOut();
+  }
+  // Over the request budget: a read waits out a short Retry-After once (a write is never sent twice).
+  const wait = Number(res.headers.get('retry-after'));
+  if (res.status === 429 && method === 'GET' && !retried && wait > 0 && wait <= 10) {
+    await new Promise((r) => setTimeout(r, wait * 1000));
+    return api(method, path, body, true);
+  }
+  if (!res.ok) throw await errorOf(res);
+  if (res.status === 204) return undefined as T;
+  return (await res.json()) as T;
+}
+
+/** Every page of a list (limit 100 a page). */
+export async function allPages<T>(path: string, max = 100): Promise<T[]> {
+  const out: T[] = [];
+  const sep = path.includes('?') ? '&' : '?';
+  for (let page = 1; page <= max; page++) {
+    const answer = await api<{ data: T[]; pagination: { totalPages: number } }>('GET', `${path}${sep}page=${page}&limit=100`);
+    out.push(...answer.data);
+    if (page >= answer.pagination.totalPages) break;
+  }
+  return out;
+}
