@@ -24,6 +24,7 @@ export const errorCodes = {
 export type ErrorCode = keyof typeof errorCodes;
 
 export interface ErrorDetail {
+  /** A JSON Pointer (RFC 6901) into the input that was checked: the JSON body, the query parameters, the path parameters or the headers; '' is the whole body. */
   path: string;
   message: string;
 }
@@ -64,8 +65,24 @@ export class AppError extends Error {
 
 export const notFound = (what = 'resource'): AppError => new AppError('not_found', `${what} not found`);
 
+/**
+ * A JSON Pointer (RFC 6901): how a validation error's `details` name the
+ * value at fault, e.g. `pointer('messages', 17, 'to')` is `/messages/17/to`.
+ * `~` and `/` inside a segment are escaped, so a key that holds a dot or a
+ * slash is still named without ambiguity; no segments point at the whole input.
+ */
+export function pointer(...segments: Array<string | number>): string {
+  return segments.map((s) => `/${String(s).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+}
+
+/** A 400 about one value, named by its JSON Pointer (`pointer(...)`). */
 export function validationError(path: string, message: string): AppError {
-  return new AppError('validation_error', `${path}: ${message}`, { details: [{ path, message }] });
+  return new AppError('validation_error', violationText({ path, message }), { details: [{ path, message }] });
+}
+
+/** One violation as a sentence: its pointer, then what is wrong. */
+export function violationText(d: ErrorDetail): string {
+  return d.path ? `${d.path}: ${d.message}` : d.message;
 }
 
 /** What the client sees for any thrown value: an AppError as it is, anything else a bare 500. */

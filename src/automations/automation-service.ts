@@ -1,5 +1,5 @@
 import type { WebhookConfig } from '../config.ts';
-import { notFound, validationError } from '../errors.ts';
+import { notFound, pointer, validationError } from '../errors.ts';
 import { paginate, pageWindow, type Page } from '../http/pagination.ts';
 import { newId, nowIso } from '../ids.ts';
 import { parseWebhookUrl, resolveTarget } from '../webhooks/address-guard.ts';
@@ -41,7 +41,7 @@ export class AutomationService {
   async create(orgId: string, body: AutomationInput): Promise<AutomationView> {
     const fields = await this.fields(body);
     if ((await this.deps.db.automations.count(orgScope(orgId), {})) >= maxAutomationsPerOrg) {
-      throw validationError('automations', `an organization has at most ${maxAutomationsPerOrg} automations`);
+      throw validationError('', `an organization has at most ${maxAutomationsPerOrg} automations`);
     }
     const now = nowIso();
     const doc: AutomationDoc = { id: newId('aut'), tenantId: orgId, ...fields, createdAt: now, updatedAt: now, lastExecutedAt: null, executionCount: 0 };
@@ -113,12 +113,12 @@ export class AutomationService {
   private async fields(body: AutomationInput): Promise<Pick<AutomationDoc, 'name' | 'trigger' | 'logic' | 'conditions' | 'actions' | 'enabled'>> {
     const conditions = body.conditions ?? [];
     conditions.forEach((c, i) => {
-      if (c.operator === 'matches_regex') checkPattern(c.value, `conditions.${i}.value`);
+      if (c.operator === 'matches_regex') checkPattern(c.value, pointer('conditions', i, 'value'));
     });
     const actions: StoredAction[] = [];
     for (const [i, a] of body.actions.entries()) {
       if (a.type === 'call_webhook' || a.type === 'log_to_crm') {
-        await this.checkUrl(a.config.url, `actions.${i}.config.url`);
+        await this.checkUrl(a.config.url, pointer('actions', i, 'config', 'url'));
         const config: StoredAction['config'] = { url: a.config.url };
         if (a.config.secret !== undefined) config.secretSealed = this.deps.box.seal(a.config.secret);
         if (a.type === 'log_to_crm' && a.config.apiKey !== undefined) config.apiKeySealed = this.deps.box.seal(a.config.apiKey);

@@ -78,5 +78,5 @@ export function recordToInput(record: string[], columns: ContactField[]): { inpu
 }
 
 function headerError(message: string): AppError {
-  return new AppError('validation_error', `file: ${message}`, { details: [{ path: 'file', message }] });
+  return new AppError('validation_error', `file: ${message}`, { details: [{ path: '/file', message }] });
 }

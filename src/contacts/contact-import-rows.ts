@@ -82,5 +82,5 @@ function csvMessage(err: CsvError | undefined): string {
 }
 
 function fileError(message: string): AppError {
-  return new AppError('validation_error', `file: ${message}`, { details: [{ path: 'file', message }] });
+  return new AppError('validation_error', `file: ${message}`, { details: [{ path: '/file', message }] });
 }

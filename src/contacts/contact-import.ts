@@ -92,7 +92,7 @@ function check(row: number, input: unknown): { row: number; input: ContactInput 
     return { row, input: validateRow(input) as ContactInput };
   } catch (err) {
     if (!(err instanceof AppError)) throw err;
-    const details = err.details?.map((d) => `${d.path === 'body' ? 'row' : d.path}: ${d.message}`).join('; ');
+    const details = err.details?.map((d) => `${d.path || 'row'}: ${d.message}`).join('; ');
     return { row, error: details || err.message };
   }
 }

@@ -133,8 +133,8 @@ export const groupWithMembersSchema = Type.Object({ ...groupSchema.properties, m
 export function parseTagFilter(raw: string | undefined): string[] {
   if (!raw) return [];
   const tags = [...new Set(raw.split(',').map((t) => t.trim()).filter((t) => t.length > 0))];
-  if (tags.length > contactLimits.filterTags) throw validationError('tags', `at most ${contactLimits.filterTags} tags`);
+  if (tags.length > contactLimits.filterTags) throw validationError('/tags', `at most ${contactLimits.filterTags} tags`);
   const long = tags.find((t) => t.length > contactLimits.tagLength);
-  if (long !== undefined) throw validationError('tags', `a tag has at most ${contactLimits.tagLength} characters`);
+  if (long !== undefined) throw validationError('/tags', `a tag has at most ${contactLimits.tagLength} characters`);
   return tags;
 }

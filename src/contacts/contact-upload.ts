@@ -1,7 +1,7 @@
 import { extname } from 'node:path';
 import { Readable } from 'node:stream';
 import busboy from 'busboy';
-import { AppError } from '../errors.ts';
+import { AppError, pointer } from '../errors.ts';
 import { looksLikeHeader } from './contact-csv.ts';
 
 /** decisions.md: an import file is at most 10 MiB. */
@@ -76,7 +76,7 @@ function filePart(raw: Buffer, contentType: string): Promise<FilePart> {
     parser.on('close', () => {
       if (tooLarge) return reject(new AppError('payload_too_large', `the import file is larger than ${importFileMaxBytes} bytes (10 MiB)`));
       if (!found) {
-        return reject(new AppError('validation_error', `${importFieldName}: is required (a multipart file field named "${importFieldName}")`, { details: [{ path: importFieldName, message: 'is required' }] }));
+        return reject(new AppError('validation_error', `${importFieldName}: is required (a multipart file field named "${importFieldName}")`, { details: [{ path: pointer(importFieldName), message: 'is required' }] }));
       }
       resolve(found);
     });
@@ -103,5 +103,5 @@ function detectFormat(part: FilePart): ImportFormat | undefined {
 
 function malformed(err: unknown): AppError {
   const reason = err instanceof Error ? err.message : 'unreadable';
-  return new AppError('validation_error', `the multipart body is malformed: ${reason}`, { details: [{ path: 'body', message: reason }] });
+  return new AppError('validation_error', `the multipart body is malformed: ${reason}`, { details: [{ path: '', message: reason }] });
 }

@@ -7,7 +7,7 @@ export const plain = (schema: unknown): Record<string, any> => JSON.parse(JSON.s
 
 /** What each error means, as the API description says it. */
 const errorMeaning: Record<ErrorCode, string> = {
-  validation_error: 'the request is malformed: `details` lists every violation with its path',
+  validation_error: 'the request is malformed: `details` lists every violation with its JSON Pointer',
   bad_request: 'the request is ambiguous or malformed before any field is read (conflicting framing, an id header that is not exactly an id); framing errors close the connection',
   method_not_allowed: 'the path exists but not with this method; `Allow` lists the methods it has',
   header_fields_too_large: 'the request has too many or too large header fields',
@@ -120,11 +120,17 @@ export const errorSchema = {
     statusCode: { type: 'integer', description: 'the HTTP status' },
     details: {
       type: 'array',
-      description: 'validation errors: every violation, each with the path of the field',
+      description: 'validation errors: every violation (at most 100), each with a JSON Pointer to the value',
       items: {
         type: 'object',
         required: ['path', 'message'],
-        properties: { path: { type: 'string', description: 'the field, dotted for nested ones, e.g. `to`, `phoneNumbers.1`, `limit`' }, message: { type: 'string' } },
+        properties: {
+          path: {
+            type: 'string',
+            description: 'a JSON Pointer (RFC 6901) into the input that was checked: the JSON body, the query parameters, the path parameters or the headers, each seen as one object, e.g. `/to`, `/messages/17/to`, `/phoneNumbers/1`, `/limit`, `/Idempotency-Key`; `~1` stands for `/` and `~0` for `~` in a name; an empty string is the whole body',
+          },
+          message: { type: 'string' },
+        },
       },
     },
   },

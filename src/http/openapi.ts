@@ -129,7 +129,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       title: 'Relaybox messaging API',
       version: '1.0.0',
       description: [
-        'Every error answer has the body {error, message, statusCode}; validation errors add details, one entry per violation.',
+        'Every error answer has the body {error, message, statusCode}; validation errors add details, one entry per violation, each naming the value by a JSON Pointer (`/messages/17/to`).',
         'Error codes: ' + Object.entries(errorCodes).map(([code, { status }]) => `${code} (${status})`).join(', ') + '.',
         'Every answer carries X-Request-Id. Answers of authenticated routes and of signup, login and refresh carry RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining and RateLimit-Reset; 429 and 503 add Retry-After.',
         'Answers over 1 KiB are compressed (gzip or br) when the request accepts it (Accept-Encoding).',

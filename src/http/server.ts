@@ -331,7 +331,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     try {
       return JSON.parse(raw.toString('utf8'));
     } catch {
-      throw new AppError('validation_error', 'the body is not valid JSON', { details: [{ path: 'body', message: 'is not valid JSON' }] });
+      throw new AppError('validation_error', 'the body is not valid JSON', { details: [{ path: '', message: 'is not valid JSON' }] });
     }
   }
 

@@ -1,7 +1,7 @@
 import { Type, type TObject, type TProperties, type TSchema, type ObjectOptions } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
-import { AppError, type ErrorDetail } from '../errors.ts';
+import { AppError, pointer, violationText, type ErrorDetail } from '../errors.ts';
 import { phoneNumberFormat, phoneNumberMaxLength, phoneNumberRule, toE164 } from '../phone-number.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
@@ -36,7 +36,7 @@ export function compileValidator(schema: TSchema, where: 'body' | 'query' | 'par
   const phones = mayHoldPhoneNumbers(schema);
   return (value) => {
     if (validate(value)) return phones ? normalizePhoneNumbers(schema, value) : value;
-    throw validationFailure(where, detailsOf(validate.errors ?? [], where));
+    throw validationFailure(where, detailsOf(validate.errors ?? []));
   };
 }
 
@@ -48,6 +48,7 @@ export const maxListedViolations = 100;
  * body or attachments") means, for the detail of a request that breaks it.
  */
 export const violationKey = 'x-violation';
+/** `path`: the field of the object the rule is about (a name, not a pointer). */
 export type ViolationNote = { path: string; message: string };
 
 /**
@@ -55,13 +56,13 @@ export type ViolationNote = { path: string; message: string };
  * repeats. The errors of each alternative of an `anyOf` are left out: the
  * `anyOf` error itself says what was expected.
  */
-export function detailsOf(errors: ErrorObject[], where: string): ErrorDetail[] {
+export function detailsOf(errors: ErrorObject[]): ErrorDetail[] {
   const seen = new Set<string>();
   const out: ErrorDetail[] = [];
   for (const e of errors) {
     if (out.length >= maxListedViolations) break;
     if (/\/anyOf\/\d+\//.test(e.schemaPath)) continue;
-    const detail = toDetail(e, where);
+    const detail = toDetail(e);
     const key = `${detail.path}\u0000${detail.message}`;
     if (!seen.has(key)) seen.add(key), out.push(detail);
   }
@@ -73,12 +74,14 @@ export function validationFailure(where: string, found: ErrorDetail[]): AppError
   const details = found.slice(0, maxListedViolations);
   const first = details[0];
   const more = found.length > 1 ? ` (and ${found.length - 1} more${found.length > details.length ? `, the first ${details.length} in details` : ': see details'})` : '';
-  return new AppError('validation_error', first ? `${first.path}: ${first.message}${more}` : `invalid ${where}`, { details });
+  const text = first ? (first.path ? violationText(first) : `${where}: ${first.message}`) : `invalid ${where}`;
+  return new AppError('validation_error', `${text}${more}`, { details });
 }
 
-function toDetail(e: ErrorObject, where: string): ErrorDetail {
-  const base = e.instancePath.replace(/^\//, '').replace(/\//g, '.').replace(/~1/g, '/').replace(/~0/g, '~');
-  const join = (field: string) => (base ? `${base}.${field}` : field);
+/** ajv's `instancePath` is already a JSON Pointer into the checked value: details keep it as it is. */
+function toDetail(e: ErrorObject): ErrorDetail {
+  const base = e.instancePath;
+  const join = (field: string) => `${base}${pointer(field)}`;
   if (e.keyword === 'additionalProperties') {
     const field = (e.params as { additionalProperty: string }).additionalProperty;
     return { path: join(field), message: 'is not a known field' };
@@ -86,20 +89,20 @@ function toDetail(e: ErrorObject, where: string): ErrorDetail {
   if (e.keyword === 'required') {
     return { path: join((e.params as { missingProperty: string }).missingProperty), message: 'is required' };
   }
-  if (e.keyword === 'anyOf') return alternativesDetail(e, base, where);
+  if (e.keyword === 'anyOf') return alternativesDetail(e, base);
   // A pattern means little to a client; the schema's description says the rule in words.
   const rule = (e.parentSchema as { description?: string } | undefined)?.description;
-  if (e.keyword === 'pattern' && rule) return { path: base || where, message: `must be ${rule}` };
+  if (e.keyword === 'pattern' && rule) return { path: base, message: `must be ${rule}` };
   const formatMessage = e.keyword === 'format' ? formatMessages.get((e.params as { format: string }).format) : undefined;
-  if (formatMessage) return { path: base || where, message: formatMessage(String(e.data)) };
-  return { path: base || where, message: e.message ?? 'is invalid' };
+  if (formatMessage) return { path: base, message: formatMessage(String(e.data)) };
+  return { path: base, message: e.message ?? 'is invalid' };
 }
 
-function alternativesDetail(e: ErrorObject, base: string, where: string): ErrorDetail {
-  const path = base || where;
+function alternativesDetail(e: ErrorObject, base: string): ErrorDetail {
+  const path = base;
   const parent = (e.parentSchema ?? {}) as { anyOf?: Array<{ const?: unknown; type?: string }>; [violationKey]?: ViolationNote };
   const note = parent[violationKey];
-  if (note) return { path: base ? `${base}.${note.path}` : note.path, message: note.message };
+  if (note) return { path: `${base}${pointer(note.path)}`, message: note.message };
   const options = parent.anyOf ?? [];
   if (options.length > 0 && options.every((o) => o.const !== undefined)) return { path, message: `must be one of: ${options.map((o) => String(o.const)).join(', ')}` };
   if (options.length > 0 && options.every((o) => typeof o.type === 'string')) return { path, message: `must be ${options.map((o) => o.type).join(' or ')}` };

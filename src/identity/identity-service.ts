@@ -137,7 +137,7 @@ export class IdentityService {
     if (!org) throw unauthorized();
     if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
     // Present but empty or not exactly an id (extra bytes, other characters) is the client's error, never the default team.
-    if (!isId('team', teamHeader)) throw new AppError('bad_request', 'X-Team-Id is not a team id', { details: [{ path: 'headers.x-team-id', message: 'is not a team id' }] });
+    if (!isId('team', teamHeader)) throw new AppError('bad_request', 'X-Team-Id is not a team id', { details: [{ path: '/X-Team-Id', message: 'is not a team id' }] });
     if (!(await this.teamExists(caller.orgId, teamHeader))) throw new AppError('not_found', 'team not found');
     return { ...caller, teamId: teamHeader };
   }

@@ -22,7 +22,7 @@ export class IdempotencyKeys {
   /** A replayed answer is the stored answer of the same `work`, so it has the work's type. */
   async run<A extends { status: number; body: unknown }>(orgId: string, key: string | undefined, body: unknown, work: () => Promise<A>): Promise<IdempotentAnswer<A>> {
     if (key === undefined) return { ...(await work()), replayed: false };
-    if (key.length === 0 || key.length > 255) throw new AppError('validation_error', 'Idempotency-Key must be 1 to 255 characters', { details: [{ path: 'Idempotency-Key', message: 'must be 1 to 255 characters' }] });
+    if (key.length === 0 || key.length > 255) throw new AppError('validation_error', 'Idempotency-Key must be 1 to 255 characters', { details: [{ path: '/Idempotency-Key', message: 'must be 1 to 255 characters' }] });
     const scope = { tenantId: orgId };
     const id = sha256(`${orgId}\u0000${key}`);
     const requestHash = sha256(JSON.stringify(body));

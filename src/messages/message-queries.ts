@@ -13,7 +13,7 @@ const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamI
 function participantOf(raw: string): string {
   const normalized = normalizeParticipant(raw);
   if (normalized) return normalized;
-  if (raw.trim().startsWith('+')) throw validationError('participant', `is not a valid phone number: use ${phoneNumberRule}`);
+  if (raw.trim().startsWith('+')) throw validationError('/participant', `is not a valid phone number: use ${phoneNumberRule}`);
   return raw.trim();
 }
 

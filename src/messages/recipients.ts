@@ -10,10 +10,10 @@ export { recipientRule, type Recipient } from './recipient-rules.ts';
 export const recipientFormat = 'message-recipient';
 defineFormat(recipientFormat, (value) => recipientOf(value) !== undefined, recipientProblem);
 
-/** Parses `to`, or throws a 400 naming `field`. */
-export function parseRecipient(raw: string, field = 'to'): Recipient {
+/** Parses `to`, or throws a 400 naming `path` (a JSON Pointer). */
+export function parseRecipient(raw: string, path = '/to'): Recipient {
   const recipient = recipientOf(raw);
-  if (!recipient) throw validationError(field, recipientProblem(raw));
+  if (!recipient) throw validationError(path, recipientProblem(raw));
   return recipient;
 }
 

@@ -78,7 +78,7 @@ export class SendService {
   private async accept(principal: Principal, input: SendRequest, origin: Partial<MessageDoc> = {}): Promise<{ status: 201; body: Static<typeof sentMessageSchema> }> {
     const recipient = parseRecipient(input.to);
     const attachments = input.attachments ?? [];
-    if ((input.body ?? '') === '' && attachments.length === 0) throw validationError('body', 'is required unless attachments are given');
+    if ((input.body ?? '') === '' && attachments.length === 0) throw validationError('/body', 'is required unless attachments are given');
     if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.orgId, input.fromNumber);
     const scope = { tenantId: principal.orgId, teamId: principal.teamId };
     const now = nowIso();
@@ -89,8 +89,8 @@ export class SendService {
       return { status: 201, body: publicMessage(doc) };
     }
     const members = [...new Set(await this.deps.contacts.groupRecipients(scope, recipient.groupId))];
-    if (members.length === 0) throw validationError('to', 'the group has no member with a phone number or email');
-    if (members.length > maxFanout) throw validationError('to', `the group has more than ${maxFanout} members`);
+    if (members.length === 0) throw validationError('/to', 'the group has no member with a phone number or email');
+    if (members.length > maxFanout) throw validationError('/to', `the group has more than ${maxFanout} members`);
     const parent = message(input.to.trim(), input.to.trim(), { fanout: true, recipients: members.length });
     const children = members.map((m) => message(m, normalizeParticipant(m) ?? m, { parentId: parent.id }));
     await this.deps.committer.submit([parent, ...children]);
@@ -99,6 +99,6 @@ export class SendService {
 
   private async requireActiveNumber(orgId: string, number: string): Promise<void> {
     const found = await this.deps.db.phoneNumbers.findOne({ tenantId: orgId }, { number, status: 'active' });
-    if (!found) throw validationError('fromNumber', 'is not an active registered phone number of the organization');
+    if (!found) throw validationError('/fromNumber', 'is not an active registered phone number of the organization');
   }
 }

@@ -146,9 +146,9 @@ export class WebhookService {
   /** Refused at once (400) rather than at every delivery: not http(s), or a host that is not a public address. */
   private async checkUrl(raw: string): Promise<void> {
     const parsed = parseWebhookUrl(raw);
-    if (!parsed.ok) throw validationError('url', parsed.reason);
+    if (!parsed.ok) throw validationError('/url', parsed.reason);
     const target = await resolveTarget(parsed.url, this.deps.config.allowPrivate);
-    if (!target.ok) throw validationError('url', target.reason);
+    if (!target.ok) throw validationError('/url', target.reason);
   }
 
   private async noticeChange(orgId: string, id: string): Promise<void> {

@@ -113,7 +113,7 @@ eachBackend((backend) => {
       const noActions = await call(org, 'PUT', `/automations/${made.id}`, { name: 'Reply', trigger: 'message_sent' });
       assert.equal(noActions.status, 400);
       assert.equal(noActions.body.error, 'validation_error');
-      assert.equal(noActions.body.details[0].path, 'actions');
+      assert.equal(noActions.body.details[0].path, '/actions');
       assert.equal((await call(org, 'PUT', `/automations/${made.id}`, { trigger: 'message_sent', actions: [] })).status, 400);
 
       const off = await call(org, 'PATCH', `/automations/${made.id}/toggle`);
@@ -147,18 +147,18 @@ eachBackend((backend) => {
       const base = { name: 'n', trigger: 'message_received', actions: [reply] };
       const cond = { field: 'body', operator: 'contains', value: 'x' };
       for (const [body, path] of [
-        [{ trigger: 'message_received', actions: [reply] }, 'name'],
-        [{ name: 'n', actions: [reply] }, 'trigger'],
-        [{ ...base, trigger: 'message_failed' }, 'trigger'],
-        [{ ...base, logic: 'xor' }, 'logic'],
-        [{ ...base, conditions: [{ ...cond, field: 'subject' }] }, 'conditions.0.field'],
-        [{ ...base, conditions: [{ ...cond, operator: 'like' }] }, 'conditions.0.operator'],
-        [{ ...base, conditions: Array.from({ length: 21 }, () => cond) }, 'conditions'],
-        [{ ...base, actions: Array.from({ length: 11 }, () => reply) }, 'actions'],
-        [{ ...base, name: 'n'.repeat(201) }, 'name'],
-        [{ ...base, conditions: [{ ...cond, operator: 'matches_regex', value: '(a)\\1' }] }, 'conditions.0.value'],
-        [{ ...base, conditions: [{ ...cond, operator: 'matches_regex', value: 'x(?=y)' }] }, 'conditions.0.value'],
-        [{ ...base, conditions: [{ ...cond, operator: 'matches_regex', value: 'a'.repeat(501) }] }, 'conditions.0.value'],
+        [{ trigger: 'message_received', actions: [reply] }, '/name'],
+        [{ name: 'n', actions: [reply] }, '/trigger'],
+        [{ ...base, trigger: 'message_failed' }, '/trigger'],
+        [{ ...base, logic: 'xor' }, '/logic'],
+        [{ ...base, conditions: [{ ...cond, field: 'subject' }] }, '/conditions/0/field'],
+        [{ ...base, conditions: [{ ...cond, operator: 'like' }] }, '/conditions/0/operator'],
+        [{ ...base, conditions: Array.from({ length: 21 }, () => cond) }, '/conditions'],
+        [{ ...base, actions: Array.from({ length: 11 }, () => reply) }, '/actions'],
+        [{ ...base, name: 'n'.repeat(201) }, '/name'],
+        [{ ...base, conditions: [{ ...cond, operator: 'matches_regex', value: '(a)\\1' }] }, '/conditions/0/value'],
+        [{ ...base, conditions: [{ ...cond, operator: 'matches_regex', value: 'x(?=y)' }] }, '/conditions/0/value'],
+        [{ ...base, conditions: [{ ...cond, operator: 'matches_regex', value: 'a'.repeat(501) }] }, '/conditions/0/value'],
         [{ ...base, unknown: 1 }, ''],
       ] as const) {
         const res = await call(org, 'POST', '/automations', body);
@@ -173,7 +173,7 @@ eachBackend((backend) => {
         const o = await signup(strict, 'Guarded');
         const res = await strict.request('POST', '/api/v1/automations', { token: o.ownerToken, body: { ...base, actions: [{ type: 'call_webhook', config: { url: 'http://127.0.0.1:9/x' } }] } });
         assert.equal(res.status, 400);
-        assert.equal(res.body.details[0].path, 'actions.0.config.url');
+        assert.equal(res.body.details[0].path, '/actions/0/config/url');
       } finally {
         await strict.stop();
       }

@@ -50,12 +50,12 @@ eachBackend((backend) => {
 
     test('group names are validated', async () => {
       for (const [body, path] of [
-        [{}, 'name'],
-        [{ name: '' }, 'name'],
-        [{ name: '  ' }, 'name'],
-        [{ name: 'x'.repeat(101) }, 'name'],
-        [{ name: 5 }, 'name'],
-        [{ name: 'ok', color: 'red' }, 'color'],
+        [{}, '/name'],
+        [{ name: '' }, '/name'],
+        [{ name: '  ' }, '/name'],
+        [{ name: 'x'.repeat(101) }, '/name'],
+        [{ name: 5 }, '/name'],
+        [{ name: 'ok', color: 'red' }, '/color'],
       ] as const) {
         const res = await call('POST', '/contact-groups', body);
         assert.equal(res.status, 400, JSON.stringify(body));
@@ -64,8 +64,8 @@ eachBackend((backend) => {
       }
       const member = await call('POST', `/contact-groups/${(await group('V')).id}/members`, { contactId: 'ct_x', extra: 1 });
       assert.equal(member.status, 400);
-      assert.equal(member.body.details[0].path, 'extra');
-      assert.equal((await call('POST', `/contact-groups/${(await group('V')).id}/members`, {})).body.details[0].path, 'contactId');
+      assert.equal(member.body.details[0].path, '/extra');
+      assert.equal((await call('POST', `/contact-groups/${(await group('V')).id}/members`, {})).body.details[0].path, '/contactId');
     });
 
     test('members: adding is idempotent, GET lists them, removing answers 204 then 404', async () => {

@@ -32,7 +32,7 @@ eachBackend((backend) => {
         platformId: 'ada@icloud.example',
         organization: 'Analytical Engines',
         jobTitle: 'Programmer',
-        tags: ['vip', 'math'],
+        tags: ['vip', '/math'],
         notes: 'First of her kind',
       };
       const created = await create(body);
@@ -59,34 +59,34 @@ eachBackend((backend) => {
     test('every field rule is a 400 validation_error naming the field', async () => {
       const long = (n: number) => 'x'.repeat(n);
       const cases: Array<[string, Record<string, unknown>, string]> = [
-        ['missing firstName', { lastName: 'X' }, 'firstName'],
-        ['empty firstName', { firstName: '' }, 'firstName'],
-        ['blank firstName', { firstName: '   ' }, 'firstName'],
-        ['firstName too long', { firstName: long(101) }, 'firstName'],
-        ['firstName not a string', { firstName: 42 }, 'firstName'],
-        ['lastName too long', { firstName: 'A', lastName: long(101) }, 'lastName'],
-        ['phone without +', { firstName: 'A', phoneNumbers: ['15551234567'] }, 'phoneNumbers.0'],
-        ['phone starting with 0', { firstName: 'A', phoneNumbers: ['+05551234567'] }, 'phoneNumbers.0'],
-        ['phone with 7 digits', { firstName: 'A', phoneNumbers: ['+1234567'] }, 'phoneNumbers.0'],
-        ['phone with 16 digits', { firstName: 'A', phoneNumbers: ['+1234567890123456'] }, 'phoneNumbers.0'],
-        ['phone with spaces', { firstName: 'A', phoneNumbers: ['+1 555 123 4567'] }, 'phoneNumbers.0'],
-        ['phoneNumbers not an array', { firstName: 'A', phoneNumbers: '+4915151234567' }, 'phoneNumbers'],
-        ['21 phone numbers', { firstName: 'A', phoneNumbers: Array.from({ length: 21 }, (_, i) => `+491515000${String(i).padStart(4, '0')}`) }, 'phoneNumbers'],
-        ['bad email', { firstName: 'A', emailAddresses: ['not-an-email'] }, 'emailAddresses.0'],
-        ['email too long', { firstName: 'A', emailAddresses: [`${long(250)}@example.com`] }, 'emailAddresses.0'],
-        ['21 emails', { firstName: 'A', emailAddresses: Array.from({ length: 21 }, (_, i) => `a${i}@example.com`) }, 'emailAddresses'],
-        ['tag with a comma', { firstName: 'A', tags: ['a,b'] }, 'tags.0'],
-        ['tag with a semicolon', { firstName: 'A', tags: ['a;b'] }, 'tags.0'],
-        ['tag with surrounding space', { firstName: 'A', tags: [' vip'] }, 'tags.0'],
-        ['empty tag', { firstName: 'A', tags: [''] }, 'tags.0'],
-        ['tag too long', { firstName: 'A', tags: [long(51)] }, 'tags.0'],
-        ['51 tags', { firstName: 'A', tags: Array.from({ length: 51 }, (_, i) => `t${i}`) }, 'tags'],
-        ['organization too long', { firstName: 'A', organization: long(201) }, 'organization'],
-        ['jobTitle too long', { firstName: 'A', jobTitle: long(201) }, 'jobTitle'],
-        ['notes too long', { firstName: 'A', notes: long(5001) }, 'notes'],
-        ['platformId too long', { firstName: 'A', platformId: long(255) }, 'platformId'],
-        ['unknown field', { firstName: 'A', nickname: 'Al' }, 'nickname'],
-        ['storage field', { firstName: 'A', tenantId: 'org_other' }, 'tenantId'],
+        ['missing firstName', { lastName: 'X' }, '/firstName'],
+        ['empty firstName', { firstName: '' }, '/firstName'],
+        ['blank firstName', { firstName: '   ' }, '/firstName'],
+        ['firstName too long', { firstName: long(101) }, '/firstName'],
+        ['firstName not a string', { firstName: 42 }, '/firstName'],
+        ['lastName too long', { firstName: 'A', lastName: long(101) }, '/lastName'],
+        ['phone without +', { firstName: 'A', phoneNumbers: ['15551234567'] }, '/phoneNumbers/0'],
+        ['phone starting with 0', { firstName: 'A', phoneNumbers: ['+05551234567'] }, '/phoneNumbers/0'],
+        ['phone with 7 digits', { firstName: 'A', phoneNumbers: ['+1234567'] }, '/phoneNumbers/0'],
+        ['phone with 16 digits', { firstName: 'A', phoneNumbers: ['+1234567890123456'] }, '/phoneNumbers/0'],
+        ['phone with spaces', { firstName: 'A', phoneNumbers: ['+1 555 123 4567'] }, '/phoneNumbers/0'],
+        ['phoneNumbers not an array', { firstName: 'A', phoneNumbers: '+4915151234567' }, '/phoneNumbers'],
+        ['21 phone numbers', { firstName: 'A', phoneNumbers: Array.from({ length: 21 }, (_, i) => `+491515000${String(i).padStart(4, '0')}`) }, '/phoneNumbers'],
+        ['bad email', { firstName: 'A', emailAddresses: ['not-an-email'] }, '/emailAddresses/0'],
+        ['email too long', { firstName: 'A', emailAddresses: [`${long(250)}@example.com`] }, '/emailAddresses/0'],
+        ['21 emails', { firstName: 'A', emailAddresses: Array.from({ length: 21 }, (_, i) => `a${i}@example.com`) }, '/emailAddresses'],
+        ['tag with a comma', { firstName: 'A', tags: ['a,b'] }, '/tags/0'],
+        ['tag with a semicolon', { firstName: 'A', tags: ['a;b'] }, '/tags/0'],
+        ['tag with surrounding space', { firstName: 'A', tags: [' vip'] }, '/tags/0'],
+        ['empty tag', { firstName: 'A', tags: [''] }, '/tags/0'],
+        ['tag too long', { firstName: 'A', tags: [long(51)] }, '/tags/0'],
+        ['51 tags', { firstName: 'A', tags: Array.from({ length: 51 }, (_, i) => `t${i}`) }, '/tags'],
+        ['organization too long', { firstName: 'A', organization: long(201) }, '/organization'],
+        ['jobTitle too long', { firstName: 'A', jobTitle: long(201) }, '/jobTitle'],
+        ['notes too long', { firstName: 'A', notes: long(5001) }, '/notes'],
+        ['platformId too long', { firstName: 'A', platformId: long(255) }, '/platformId'],
+        ['unknown field', { firstName: 'A', nickname: 'Al' }, '/nickname'],
+        ['storage field', { firstName: 'A', tenantId: 'org_other' }, '/tenantId'],
       ];
       for (const [name, body, path] of cases) {
         const res = await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, body });
@@ -124,11 +124,11 @@ eachBackend((backend) => {
       assert.deepEqual((await t.request('GET', `/api/v1/contacts/${made.id}`, { token: org.ownerToken })).body, res.body);
 
       for (const [body, path] of [
-        [{}, 'body'],
-        [{ nickname: 'G' }, 'nickname'],
-        [{ phoneNumbers: ['555'] }, 'phoneNumbers.0'],
-        [{ firstName: '' }, 'firstName'],
-        [{ emailAddresses: ['nope'] }, 'emailAddresses.0'],
+        [{}, ''],
+        [{ nickname: 'G' }, '/nickname'],
+        [{ phoneNumbers: ['555'] }, '/phoneNumbers/0'],
+        [{ firstName: '' }, '/firstName'],
+        [{ emailAddresses: ['nope'] }, '/emailAddresses/0'],
       ] as const) {
         const bad = await t.request('PUT', `/api/v1/contacts/${made.id}`, { token: org.ownerToken, body });
         assert.equal(bad.status, 400, JSON.stringify(body));
@@ -208,7 +208,7 @@ eachBackend((backend) => {
       assert.deepEqual(names(await list('tags=', team)), ['BetaOnly', 'Both', 'None', 'VipOnly']);
       const tooMany = await list(`tags=${Array.from({ length: 21 }, (_, i) => `t${i}`).join(',')}`, team);
       assert.equal(tooMany.status, 400);
-      assert.equal(tooMany.body.details[0].path, 'tags');
+      assert.equal(tooMany.body.details[0].path, '/tags');
     });
 
     test('the list is paginated with the pagination envelope, newest first', async () => {

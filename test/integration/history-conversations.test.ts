@@ -117,7 +117,7 @@ eachBackend((backend) => {
       const empty = (await t.request('POST', '/api/v1/contact-groups', { token: org.ownerToken, body: { name: 'Empty' } })).body.id;
       const none = await send(org, { to: `group:${empty}`, body: 'nobody' });
       assert.equal(none.status, 400);
-      assert.equal(none.body.details[0].path, 'to');
+      assert.equal(none.body.details[0].path, '/to');
     });
 
     test('attachments: signed download links that expire and cannot be forged', async () => {

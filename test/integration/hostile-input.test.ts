@@ -40,7 +40,7 @@ eachBackend((backend) => {
         const res = await app.request('PUT', `/api/v1/phone-numbers/${id}`, { token: org.ownerToken, body });
         assert.equal(res.status, 400, `${what}: ${res.text.slice(0, 200)}`);
         assert.equal(res.body.error, 'validation_error', what);
-        assert.match(res.body.details[0].path, /^metadata/, what);
+        assert.match(res.body.details[0].path, /^\/metadata/, what);
       }
       const listed = await app.request('GET', '/api/v1/phone-numbers', { token: org.ownerToken });
       assert.deepEqual(listed.body.data.find((n: { id: string }) => n.id === id).metadata, {});

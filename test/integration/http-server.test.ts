@@ -116,7 +116,7 @@ describe('HTTP server', () => {
     const body = await json(res);
     assert.equal(body.error, 'validation_error');
     const paths = body.details.map((d: { path: string }) => d.path).sort();
-    assert.deepEqual(paths, ['colour', 'dryRun', 'extra', 'id', 'name', 'sizes', 'sizes.1', 'sizes.3']);
+    assert.deepEqual(paths, ['/colour', '/dryRun', '/extra', '/id', '/name', '/sizes', '/sizes/1', '/sizes/3']);
     assert.ok(body.details.every((d: { message: string }) => d.message.length > 0));
     assert.match(body.message, /and 7 more/);
     const good = await post('/api/v1/things/t_1/parts?dryRun=true', JSON.stringify({ name: 'ok', sizes: [1] }));
@@ -151,12 +151,12 @@ describe('HTTP server', () => {
   test('unknown fields, wrong types and missing fields are 400 naming the field', async () => {
     let body = await (await json(await post('/api/v1/things', JSON.stringify({ name: 'a', colour: 'red' }))));
     assert.equal(body.error, 'validation_error');
-    assert.equal(body.details[0].path, 'colour');
+    assert.equal(body.details[0].path, '/colour');
     body = await (await json(await post('/api/v1/things', JSON.stringify({ size: 'big' }))));
-    assert.deepEqual(body.details.map((d: { path: string }) => d.path).sort(), ['name', 'size']);
+    assert.deepEqual(body.details.map((d: { path: string }) => d.path).sort(), ['/name', '/size']);
     const res = await fetch(base + '/api/v1/things?page=abc');
     assert.equal(res.status, 400);
-    assert.equal((await json(res)).details[0].path, 'page');
+    assert.equal((await json(res)).details[0].path, '/page');
   });
 
   test('a body that is not JSON is a 415', async () => {
@@ -171,7 +171,7 @@ describe('HTTP server', () => {
     assert.equal((await fetch(base + '/api/v1/things?limit=100&page=3')).status, 200);
     const res = await fetch(base + '/api/v1/things?limit=101');
     assert.equal(res.status, 400);
-    assert.equal((await json(res)).details[0].path, 'limit');
+    assert.equal((await json(res)).details[0].path, '/limit');
     assert.equal((await fetch(base + '/api/v1/things?limit=0')).status, 400);
   });
 

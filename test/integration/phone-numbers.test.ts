@@ -26,7 +26,7 @@ eachBackend((backend) => {
     };
 
     test('registered phone numbers: nonexistent numbers refused, formatted ones stored as E.164', async () => {
-      for (const number of nonexistent) refusedAt(await call('POST', '/api/v1/phone-numbers', { number }), 'number');
+      for (const number of nonexistent) refusedAt(await call('POST', '/api/v1/phone-numbers', { number }), '/number');
       const created = await call('POST', '/api/v1/phone-numbers', { number: '+1 (415) 555-0100', label: 'main' });
       assert.equal(created.status, 201, created.text);
       assert.equal(created.body.number, e164);
@@ -38,8 +38,8 @@ eachBackend((backend) => {
 
     test('messages: to and fromNumber follow the rule; the stored message and its conversation use E.164', async () => {
       const team = await teamHeader(t, org);
-      for (const to of nonexistent) refusedAt(await call('POST', '/api/v1/messages', { to, body: 'hi' }, team), 'to');
-      refusedAt(await call('POST', '/api/v1/messages', { to: e164, body: 'hi', fromNumber: '+19999999999' }, team), 'fromNumber');
+      for (const to of nonexistent) refusedAt(await call('POST', '/api/v1/messages', { to, body: 'hi' }, team), '/to');
+      refusedAt(await call('POST', '/api/v1/messages', { to: e164, body: 'hi', fromNumber: '+19999999999' }, team), '/fromNumber');
       const ids: string[] = [];
       for (const to of typed) {
         const sent = await call('POST', '/api/v1/messages', { to, body: `to ${to}`, fromNumber: '+1 415 555 0100' }, team);
@@ -56,21 +56,21 @@ eachBackend((backend) => {
         const history = await call('GET', `/api/v1/messages?participant=${encodeURIComponent(participant)}`, undefined, team);
         assert.equal(history.body.pagination.total, 3, `history filtered by ${participant}`);
       }
-      refusedAt(await call('GET', `/api/v1/conversations/lookup?participant=${encodeURIComponent('+19999999999')}`, undefined, team), 'participant');
-      refusedAt(await call('GET', `/api/v1/messages?participant=${encodeURIComponent('+12345678')}`, undefined, team), 'participant');
+      refusedAt(await call('GET', `/api/v1/conversations/lookup?participant=${encodeURIComponent('+19999999999')}`, undefined, team), '/participant');
+      refusedAt(await call('GET', `/api/v1/messages?participant=${encodeURIComponent('+12345678')}`, undefined, team), '/participant');
     });
 
     test('contacts: every bad number is listed; formatted numbers are stored as E.164, once', async () => {
       const team = await teamHeader(t, org);
       const bad = await call('POST', '/api/v1/contacts', { firstName: 'Bad', phoneNumbers: [e164, ...nonexistent] }, team);
-      refusedAt(bad, 'phoneNumbers.1');
-      refusedAt(bad, 'phoneNumbers.2');
+      refusedAt(bad, '/phoneNumbers/1');
+      refusedAt(bad, '/phoneNumbers/2');
       const created = await call('POST', '/api/v1/contacts', { firstName: 'Ada', phoneNumbers: typed }, team);
       assert.equal(created.status, 201, created.text);
       assert.deepEqual(created.body.phoneNumbers, [e164]);
       const updated = await call('PUT', `/api/v1/contacts/${created.body.id}`, { phoneNumbers: ['+44 20 7123 4567', '+1 (415) 555-0100'] }, team);
       assert.deepEqual(updated.body.phoneNumbers, ['+442071234567', e164]);
-      refusedAt(await call('PUT', `/api/v1/contacts/${created.body.id}`, { phoneNumbers: ['+19999999999'] }, team), 'phoneNumbers.0');
+      refusedAt(await call('PUT', `/api/v1/contacts/${created.body.id}`, { phoneNumbers: ['+19999999999'] }, team), '/phoneNumbers/0');
     });
 
     test('contact import: a formatted number is stored as E.164, a nonexistent one fails its row', async () => {

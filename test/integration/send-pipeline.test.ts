@@ -69,27 +69,27 @@ eachBackend((backend) => {
     test('every validation rule is a 400 validation_error naming its field', async () => {
       const org = await signup(t);
       const cases: Array<[Record<string, unknown>, string]> = [
-        [{ body: 'no recipient' }, 'to'],
-        [{ to: 'not a number', body: 'x' }, 'to'],
-        [{ to: '12345', body: 'x' }, 'to'],
-        [{ to: '+1', body: 'x' }, 'to'],
-        [{ to: 'group:', body: 'x' }, 'to'],
-        [{ to: '+14155550100' }, 'body'],
-        [{ to: '+14155550100', body: '' }, 'body'],
-        [{ to: '+14155550100', body: 'x'.repeat(10_001) }, 'body'],
-        [{ to: '+14155550100', body: 'x', attachments: Array.from({ length: 11 }, (_, i) => `https://e.com/${i}.png`) }, 'attachments'],
-        [{ to: '+14155550100', body: 'x', attachments: ['ftp://e.com/a.png'] }, 'attachments.0'],
-        [{ to: '+14155550100', body: 'x', priority: -1 }, 'priority'],
-        [{ to: '+14155550100', body: 'x', priority: 101 }, 'priority'],
-        [{ to: '+14155550100', body: 'x', priority: 1.5 }, 'priority'],
-        [{ to: '+14155550100', body: 'x', fromNumber: '5550100' }, 'fromNumber'],
-        [{ to: '+14155550100', body: 'x', fromNumber: '+14155550199' }, 'fromNumber'],
-        [{ to: '+14155550100', body: 'x', colour: 'red' }, 'colour'],
-        [{ to: 'group:grp_unknown', body: 'x' }, 'to'],
+        [{ body: 'no recipient' }, '/to'],
+        [{ to: 'not a number', body: 'x' }, '/to'],
+        [{ to: '12345', body: 'x' }, '/to'],
+        [{ to: '+1', body: 'x' }, '/to'],
+        [{ to: 'group:', body: 'x' }, '/to'],
+        [{ to: '+14155550100' }, '/body'],
+        [{ to: '+14155550100', body: '' }, '/body'],
+        [{ to: '+14155550100', body: 'x'.repeat(10_001) }, '/body'],
+        [{ to: '+14155550100', body: 'x', attachments: Array.from({ length: 11 }, (_, i) => `https://e.com/${i}.png`) }, '/attachments'],
+        [{ to: '+14155550100', body: 'x', attachments: ['ftp://e.com/a.png'] }, '/attachments/0'],
+        [{ to: '+14155550100', body: 'x', priority: -1 }, '/priority'],
+        [{ to: '+14155550100', body: 'x', priority: 101 }, '/priority'],
+        [{ to: '+14155550100', body: 'x', priority: 1.5 }, '/priority'],
+        [{ to: '+14155550100', body: 'x', fromNumber: '5550100' }, '/fromNumber'],
+        [{ to: '+14155550100', body: 'x', fromNumber: '+14155550199' }, '/fromNumber'],
+        [{ to: '+14155550100', body: 'x', colour: 'red' }, '/colour'],
+        [{ to: 'group:grp_unknown', body: 'x' }, '/to'],
       ];
       for (const [body, field] of cases) {
         const res = await send(org, body);
-        const expected = field === 'to' && String(body.to).startsWith('group:grp') ? 404 : 400;
+        const expected = field === '/to' && String(body.to).startsWith('group:grp') ? 404 : 400;
         assert.equal(res.status, expected, `${JSON.stringify(body).slice(0, 80)} → ${res.status} ${res.text.slice(0, 200)}`);
         if (expected === 400) {
           assert.equal(res.body.error, 'validation_error');
@@ -289,7 +289,7 @@ eachBackend((backend) => {
       assert.equal(removed.body.status, 'deactivated');
       const refused = await send(org, { to: '+14155550100', body: 'x', fromNumber: '+14155550111' });
       assert.equal(refused.status, 400);
-      assert.equal(refused.body.details[0].path, 'fromNumber');
+      assert.equal(refused.body.details[0].path, '/fromNumber');
       const listed = await t.request('GET', '/api/v1/phone-numbers', { token: org.ownerToken });
       assert.equal(listed.body.data.find((n: { id: string }) => n.id === created.body.id).status, 'deactivated', 'kept with its history');
     });

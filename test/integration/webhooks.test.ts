@@ -104,14 +104,14 @@ eachBackend((backend) => {
     test('bodies are validated: url, events, unknown fields, empty updates', async () => {
       const org = await signup(t, 'Strict');
       for (const [body, path] of [
-        [{ events: ['message.sent'] }, 'url'],
-        [{ url: 'ftp://93.184.216.34/x', events: ['message.sent'] }, 'url'],
-        [{ url: 'not a url', events: ['message.sent'] }, 'url'],
-        [{ url: 'https://93.184.216.34/', events: [] }, 'events'],
-        [{ url: 'https://93.184.216.34/', events: ['message.exploded'] }, 'events.0'],
-        [{ url: 'https://93.184.216.34/', events: ['message.sent', 'message.sent'] }, 'events'],
-        [{ url: 'https://93.184.216.34/', events: ['message.sent'], secret: '' }, 'secret'],
-        [{ url: 'https://93.184.216.34/', events: ['message.sent'], enabled: true }, 'enabled'],
+        [{ events: ['message.sent'] }, '/url'],
+        [{ url: 'ftp://93.184.216.34/x', events: ['message.sent'] }, '/url'],
+        [{ url: 'not a url', events: ['message.sent'] }, '/url'],
+        [{ url: 'https://93.184.216.34/', events: [] }, '/events'],
+        [{ url: 'https://93.184.216.34/', events: ['message.exploded'] }, '/events/0'],
+        [{ url: 'https://93.184.216.34/', events: ['message.sent', 'message.sent'] }, '/events'],
+        [{ url: 'https://93.184.216.34/', events: ['message.sent'], secret: '' }, '/secret'],
+        [{ url: 'https://93.184.216.34/', events: ['message.sent'], enabled: true }, '/enabled'],
       ] as const) {
         const res = await call(org, 'POST', '/webhooks', body);
         assert.equal(res.status, 400, JSON.stringify(body));
@@ -381,13 +381,13 @@ eachBackend((backend) => {
         const res = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url, events: ['message.sent'] } });
         assert.equal(res.status, 400, `${url}: ${res.text}`);
         assert.equal(res.body.error, 'validation_error');
-        assert.equal(res.body.details[0].path, 'url');
+        assert.equal(res.body.details[0].path, '/url');
       }
       const ok = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: 'https://93.184.216.34/hook', events: ['message.sent'] } });
       assert.equal(ok.status, 201, ok.text);
       const moved = await t.request('PUT', `/api/v1/webhooks/${ok.body.id}`, { token: org.ownerToken, body: { url: 'http://[::ffff:10.1.2.3]/' } });
       assert.equal(moved.status, 400);
-      assert.equal(moved.body.details[0].path, 'url');
+      assert.equal(moved.body.details[0].path, '/url');
     });
   });
 });

@@ -81,7 +81,7 @@ test('(a+)+$ against 10,000 a and ! evaluates in under 50 ms (linear-time engine
 test('patterns that need backtracking are refused naming the construct; the pattern length is capped', () => {
   const refused = (pattern: string): string => {
     try {
-      checkPattern(pattern, 'conditions.0.value');
+      checkPattern(pattern, '/conditions/0/value');
     } catch (err) {
       assert.ok(err instanceof AppError);
       assert.equal(err.code, 'validation_error');
