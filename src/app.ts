@@ -9,7 +9,7 @@ import { requestAuth } from './identity/request-auth.ts';
 import type { Logger } from './log.ts';
 import { createBroadcast, createEventStream, createRateLimiter, createTransport, type RateLimiter, type Transport } from './runtime/index.ts';
 import type { EventStream } from './events/event-stream.ts';
-import { createJobs, jobCollections } from './jobs/index.ts';
+import { cancelledJobIds, createJobs, jobCollections } from './jobs/index.ts';
 import { createMessaging } from './messages/messaging.ts';
 import { messagingCollections } from './messages/message-store.ts';
 import { relayCollections } from './relays/relay-store.ts';
@@ -69,7 +69,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const identity = new IdentityService(identityDb, tokens, rate.limiter, config.identity, log.child({ component: 'identity' }), broadcast);
   await identity.listenForRevocations();
   const contacts = createContacts(contactsDb);
-  const messaging = createMessaging({ config, log, db, runtime, events, tokens, contacts: contacts.directory });
+  const messaging = createMessaging({ config, log, db, runtime, events, tokens, contacts: contacts.directory, closedSources: (orgId) => cancelledJobIds(db, orgId) });
   const jobs = createJobs({ config, log, db, runtime, events });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events });
   // Every role registers every actor type: senders need each type's shards and message schemas too.

@@ -8,8 +8,10 @@ const owner = { orgId: id, teamId: id };
 
 /** Messages of the job actor (`job:<jobId>`). */
 export const jobProtocol = defineProtocol('job', {
-  /** A timer at a scheduled job's `scheduledAt`: its messages go on the send queue. */
+  /** Its messages go on the send queue and are announced: at once for a job sent now, by a timer at a scheduled job's `scheduledAt`. */
   start: owner,
+  /** The job was cancelled: its messages still queued are stopped in the store. */
+  stop: owner,
   /** One look at a running job's progress; `tick` is the chain's position, so two chains never run side by side. */
   track: { ...owner, tick: Type.Integer({ minimum: 0 }) },
 });
@@ -19,6 +21,7 @@ export function jobActor(tracker: JobTracker) {
   return defineActor(jobProtocol, {
     handlers: {
       start: (ctx, m) => tracker.start(ctx, m.orgId, m.teamId),
+      stop: (ctx, m) => tracker.stop(ctx, m.orgId, m.teamId),
       track: (ctx, m) => tracker.track(ctx, m.orgId, m.teamId, m.tick),
     },
   });

@@ -37,6 +37,8 @@ export const tenantProtocol = defineProtocol('tenant', {
   'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },
   /** A timer: a message's backoff is over. */
   retry: { messageId: id },
+  /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
+  'close-source': { source: text(64) },
 });
 
 /** One actor per organization: its send queue, and the dispatch of it to its online relays within their capacity. */
@@ -60,6 +62,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       status: settled((ctx, m) => dispatcher.status(ctx, m)),
       'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
       retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
+      'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
     },
   });
 }

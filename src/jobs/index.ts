@@ -15,7 +15,7 @@ import type { JobCollections } from './job-store.ts';
 import { JobTracker } from './job-tracker.ts';
 import { jobRoutes } from './jobs.routes.ts';
 
-export { jobCollections } from './job-store.ts';
+export { cancelledJobIds, jobCollections } from './job-store.ts';
 
 export interface JobsDeps {
   config: Pick<Config, 'bulkMaxBodyBytes' | 'jobTrackMs' | 'jobAssumedSendMs'>;

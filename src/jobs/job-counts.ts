@@ -1,9 +1,14 @@
-import type { MessagingCollections } from '../messages/message-store.ts';
+import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import type { Scope } from '../store/collection.ts';
-import type { JobCounts } from './job-store.ts';
+import type { JobCounts, JobStatus, ResultStatus } from './job-store.ts';
 
-/** How a job's messages stand now, read from the messages themselves. */
-export async function countJob(db: MessagingCollections, scope: Scope, jobId: string): Promise<JobCounts> {
+/**
+ * How a job's messages stand now, read from the messages themselves. A
+ * cancelled job's messages still stored as queued are counted as cancelled:
+ * the dispatch no longer hands them out, and the job actor is stopping them
+ * in the store (on a MongoDB wire server, one document at a time).
+ */
+export async function countJob(db: MessagingCollections, scope: Scope, jobId: string, jobStatus: JobStatus): Promise<JobCounts> {
   const count = (filter: Record<string, unknown>) => db.messages.count(scope, { jobId, ...filter });
   const [queued, processing, sent, delivered, failedAll, cancelled] = await Promise.all([
     count({ status: 'queued' }),
@@ -13,12 +18,22 @@ export async function countJob(db: MessagingCollections, scope: Scope, jobId: st
     count({ status: 'failed' }),
     count({ status: 'failed', cancelled: true }),
   ]);
-  return { queued, processing, sent, delivered, failed: failedAll - cancelled, cancelled };
+  const failed = failedAll - cancelled;
+  if (jobStatus === 'cancelled') return { queued: 0, processing, sent, delivered, failed, cancelled: cancelled + queued };
+  return { queued, processing, sent, delivered, failed, cancelled };
 }
 
-/** The filter of messages in one result status. */
-export function resultFilter(status: keyof JobCounts): Record<string, unknown> {
+/** The filter of a job's messages in one result status, as `countJob` counts them; null when none can be in it. */
+export function resultFilter(status: ResultStatus, jobStatus: JobStatus): Record<string, unknown> | null {
+  const stopping = jobStatus === 'cancelled';
   if (status === 'failed') return { status: 'failed', cancelled: { $ne: true } };
-  if (status === 'cancelled') return { status: 'failed', cancelled: true };
+  if (status === 'cancelled') return stopping ? { $or: [{ status: 'failed', cancelled: true }, { status: 'queued' }] } : { status: 'failed', cancelled: true };
+  if (status === 'queued' && stopping) return null;
   return { status };
+}
+
+/** A job's message as its results show it, as `countJob` counts it. */
+export function resultStatus(doc: MessageDoc, jobStatus: JobStatus): ResultStatus {
+  if (doc.cancelled || (doc.status === 'queued' && jobStatus === 'cancelled')) return 'cancelled';
+  return doc.status;
 }

@@ -4,7 +4,7 @@ import { paginate, pageWindow } from '../http/pagination.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
 import type { Filter, Scope } from '../store/collection.ts';
-import { countJob, resultFilter } from './job-counts.ts';
+import { countJob, resultFilter, resultStatus } from './job-counts.ts';
 import { publicJob, type JobCollections, type JobCounts, type JobDoc, type JobStatus, type ResultStatus } from './job-store.ts';
 
 const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
@@ -36,7 +36,7 @@ export class JobQueries {
   /** The job with counts read from its messages now. */
   async detail(p: Principal, jobId: string) {
     const job = await this.job(p, jobId);
-    const counts = await countJob(this.deps.db, teamScope(p), jobId);
+    const counts = await countJob(this.deps.db, teamScope(p), jobId, job.status);
     return { ...publicJob(job, counts), estimatedCompletionAt: await this.estimate(p, job, counts) };
   }
 
@@ -72,16 +72,18 @@ export class JobQueries {
 
   /** One entry per recipient in request order; available while the job runs. */
   async results(p: Principal, jobId: string, q: { status?: ResultStatus; page: number; limit: number }) {
-    await this.job(p, jobId);
-    const filter: Filter = { jobId, ...(q.status ? resultFilter(q.status) : {}) };
+    const job = await this.job(p, jobId);
+    const only = q.status ? resultFilter(q.status, job.status) : {};
+    if (only === null) return paginate([], 0, q.page, q.limit);
+    const filter: Filter = { jobId, ...only };
     const { skip } = pageWindow(q.page, q.limit);
     const [docs, total] = await Promise.all([
       this.deps.db.messages.find(teamScope(p), filter, { sort: { jobIndex: 1 }, skip, limit: q.limit }),
       this.deps.db.messages.count(teamScope(p), filter),
     ]);
     const data = docs.map((d) => {
-      const status: ResultStatus = d.cancelled ? 'cancelled' : d.status;
-      return { messageId: d.id, to: d.to, status, error: d.status === 'failed' ? d.lastError : null };
+      const status = resultStatus(d, job.status);
+      return { messageId: d.id, to: d.to, status, error: status === 'cancelled' ? 'cancelled' : d.status === 'failed' ? d.lastError : null };
     });
     return paginate(data, total, q.page, q.limit);
   }

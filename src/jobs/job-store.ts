@@ -23,6 +23,12 @@ export interface JobDoc {
   counts: JobCounts;
   /** The progress check's chain: only the check that moves it on schedules the next one. */
   trackTick: number;
+  /**
+   * Its messages were put on the send queue and announced by the job actor.
+   * Absent on jobs stored before the field: a processing one among them was
+   * released by its request, so only `false` sends a restart to `start` again.
+   */
+  released?: boolean;
   /** Its messages' conversations were brought up to date (once, off the request path). */
   conversationsTouched: boolean;
   createdAt: string;
@@ -55,6 +61,11 @@ export function jobCollections(store: Store) {
 }
 
 export type JobCollections = ReturnType<typeof jobCollections>;
+
+/** The organization's cancelled jobs that still have messages to stop or to finish: sources the dispatch must not hand out. */
+export async function cancelledJobIds(db: JobCollections, orgId: string): Promise<string[]> {
+  return (await db.jobs.find({ tenantId: orgId }, { status: 'cancelled', completedAt: null })).map((j) => j.id);
+}
 
 export const jobIndexScope = platformScope;
 

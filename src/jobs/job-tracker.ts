@@ -34,21 +34,40 @@ const conversationBatch = 8;
 export class JobTracker {
   constructor(private readonly deps: Deps) {}
 
-  /** A scheduled job's time has come: its held messages go on the send queue. */
+  /**
+   * A job's messages go on the send queue and are announced: at once for a
+   * job sent now (the request only stored them), at `scheduledAt` for a
+   * scheduled one, whose held messages are let go first.
+   */
   async start(ctx: ActorContext, orgId: string, teamId: string): Promise<void> {
     const jobId = ctx.key;
     const { jobs, messages, jobIndex } = this.deps.db;
     const scope = { tenantId: orgId, teamId };
     const now = nowIso();
     let job = await jobs.updateOne(scope, { id: jobId, status: 'scheduled' }, { $set: { status: 'processing', startedAt: now, updatedAt: now } });
-    // Redelivered after the status moved on: release whatever is still held.
+    // Sent now, or redelivered after the status moved on: release whatever is still held.
     job ??= await jobs.findOne(scope, { id: jobId, status: 'processing' });
+    if (!job) return; // cancelled first: its messages are stopped, not sent
+    if (job.released !== true) {
+      if (job.scheduledAt) await messages.updateMany(scope, { jobId, status: 'queued', nextAttemptAt: job.scheduledAt }, { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } });
+      const released: MessageDoc[] = [];
+      for await (const page of messages.scan(scope, { jobId, status: 'queued', nextAttemptAt: null }, { sort: { jobIndex: 1 } })) released.push(...page);
+      await releaseToSendQueue(this.deps, ctx, orgId, jobId, released);
+      await jobs.updateOne(scope, { id: jobId }, { $set: { released: true } });
+      await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
+      ctx.log.info({ jobId, tenantId: orgId, messages: released.length }, 'bulk job released to the send queue');
+    }
+    await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: job.trackTick });
+  }
+
+  /** A cancelled job's messages still queued are stopped (the dispatch already hands none of them out); then its progress is followed to the end. */
+  async stop(ctx: ActorContext, orgId: string, teamId: string): Promise<void> {
+    const jobId = ctx.key;
+    const scope = { tenantId: orgId, teamId };
+    const job = await this.deps.db.jobs.findOne(scope, { id: jobId, status: 'cancelled' });
     if (!job) return;
-    await messages.updateMany(scope, { jobId, status: 'queued', nextAttemptAt: job.scheduledAt }, { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } });
-    const released = await messages.find(scope, { jobId, status: 'queued', nextAttemptAt: null }, { sort: { jobIndex: 1 } });
-    await releaseToSendQueue(this.deps, { ctx }, orgId, jobId, released);
-    await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
-    ctx.log.info({ jobId, tenantId: orgId, messages: released.length }, 'scheduled job started');
+    const stopped = await stopUnsent(this.deps, scope, jobId);
+    ctx.log.info({ jobId, tenantId: orgId, stopped }, 'cancelled job stopped');
     await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: job.trackTick });
   }
 
@@ -61,19 +80,19 @@ export class JobTracker {
     if (!job) return; // another chain's look, or nothing left to look at
     if (!job.conversationsTouched) await this.touchConversations(job);
     // A send handed back by a relay, or failed and due for a retry, after the cancel is stopped too.
-    if (job.status === 'cancelled') await stopUnsent(this.deps.db, scope, jobId);
+    if (job.status === 'cancelled') await stopUnsent(this.deps, scope, jobId);
     // Whether anything is open is one indexed lookup; the full counts (a count per status) only every few looks.
     const open = await this.deps.db.messages.findOne(scope, { jobId, status: { $in: ['queued', 'processing'] } });
     const now = nowIso();
     if (open) {
-      const snapshot = (tick + 1) % countsEvery === 0 ? { counts: await countJob(this.deps.db, scope, jobId) } : {};
+      const snapshot = (tick + 1) % countsEvery === 0 ? { counts: await countJob(this.deps.db, scope, jobId, job.status) } : {};
       // The next look is set before the chain moves on, so a crash in between repeats a look rather than losing the chain;
       // two looks of one tick both pass, and the next compare-and-set lets one of them go on.
       await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: tick + 1 }, { delayMs: this.deps.trackMs });
       await jobs.updateOne(scope, { id: jobId, trackTick: tick }, { $set: { trackTick: tick + 1, ...snapshot, updatedAt: now } });
       return;
     }
-    const counts = await countJob(this.deps.db, scope, jobId);
+    const counts = await countJob(this.deps.db, scope, jobId, job.status);
     const finished = await jobs.updateOne(scope, { id: jobId, completedAt: null }, {
       $set: { counts, completedAt: now, updatedAt: now, ...(job.status === 'processing' ? { status: 'completed' } : {}) },
     });
@@ -110,6 +129,7 @@ export class JobTracker {
       if (!job) continue;
       const owner = { orgId: entry.orgId, teamId: entry.teamId };
       if (job.status === 'scheduled') await this.deps.jobs.send(job.id, { kind: 'start', ...owner }, { delayMs: Math.max(0, Date.parse(job.scheduledAt ?? nowIso()) - Date.now()) });
+      else if (job.status === 'processing' && job.released === false) await this.deps.jobs.send(job.id, { kind: 'start', ...owner });
       else if (job.completedAt === null) await this.deps.jobs.send(job.id, { kind: 'track', ...owner, tick: job.trackTick });
     }
     return due.length;

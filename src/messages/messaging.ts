@@ -29,6 +29,8 @@ export interface MessagingDeps {
   events: EventStream;
   tokens: AccessTokens;
   contacts: ContactLookup;
+  /** The organization's cancelled bulk jobs whose messages the dispatch must not hand out. */
+  closedSources?: (orgId: string) => Promise<string[]>;
 }
 
 /** The send path, message history, conversations, phone numbers and relay sessions, wired: their routes and their actors. */
@@ -36,7 +38,7 @@ export function createMessaging(deps: MessagingDeps) {
   const log = deps.log.child({ component: 'messaging' });
   const link = new RelayLink(deps.runtime);
   const outbox = new Outbox(deps.events, log);
-  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, events: deps.events, outbox, link });
+  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, events: deps.events, outbox, link, closedSources: deps.closedSources });
   const inbound = new InboundRecorder({ db: deps.db, events: deps.events, link });
   const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox, log }, deps.config.sendBatchMax);
   const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });

@@ -26,6 +26,8 @@ export interface TenantState {
   outboxSweptAt?: number;
   /** Activated by the message being handled: nothing in it predates this message. */
   fresh: boolean;
+  /** Sources (cancelled bulk jobs) none of whose messages may be handed out any more, though some are still stored as queued. */
+  closedSources: Set<string>;
 }
 
 type TenantContext = ActorContext<TenantState>;
@@ -40,6 +42,8 @@ type Deps = {
   /** Sweeps message.queued events the send path stored and could not publish (events/outbox.ts). */
   outbox: Outbox;
   link: RelayLink;
+  /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished). */
+  closedSources?: (orgId: string) => Promise<string[]>;
 };
 
 /**
@@ -60,7 +64,7 @@ export class TenantDispatcher {
 
   /** The tenant's state, built from the store when the runtime activates the key. */
   async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
-    const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true };
+    const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true, closedSources: new Set() };
     await this.rebuild(ctx.key, state);
     await this.armSendTimeouts(ctx, state);
     return state;
@@ -110,11 +114,13 @@ export class TenantDispatcher {
       for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
       return all;
     };
-    const [queued, processing, online] = await Promise.all([
+    const [queued, processing, online, closed] = await Promise.all([
       readAll(dueQueued(), { priority: -1, createdAt: 1 }),
       readAll({ status: 'processing' }, { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
+      this.deps.closedSources?.(orgId) ?? [],
     ]);
+    state.closedSources = new Set(closed);
     state.queue.clear();
     for (const m of queued) state.queue.push(queueItem(m));
     state.relays.clear();
@@ -124,6 +130,16 @@ export class TenantDispatcher {
       if (relay) relay.inFlight.add(m.id);
       else await this.handBack(orgId, state, m.id, m.relayId);
     }
+  }
+
+  /**
+   * A cancelled bulk job: none of its messages is handed out from now on
+   * (they leave the queue at its next pass), whatever puts them back in it
+   * before the job actor has stopped them in the store.
+   */
+  async closeSource(ctx: TenantContext, source: string): Promise<void> {
+    const state = await this.state(ctx);
+    state.closedSources.add(source);
   }
 
   async enqueue(ctx: TenantContext, items: QueuedMessage[]): Promise<void> {
@@ -168,6 +184,8 @@ export class TenantDispatcher {
     const { messages, relays } = this.deps.db;
     const scope = this.scope(orgId);
     const online = await relays.find(scope, { status: 'online' });
+    // The store records a close before the actor hears of it, so its list is complete; a finished job drops out.
+    if (this.deps.closedSources) state.closedSources = new Set(await this.deps.closedSources(orgId));
     const onlineIds = online.map((r) => r.id);
     for (const id of [...state.relays.keys()]) if (!onlineIds.includes(id)) state.relays.delete(id);
     for (const doc of online) {
@@ -322,6 +340,7 @@ export class TenantDispatcher {
     if (open.length === 0 || state.queue.size === 0) return;
     const planned = new Map<string, OnlineRelay>();
     const taken = state.queue.take((item) => {
+      if (item.source !== undefined && state.closedSources.has(item.source)) return true; // leaves the queue, never claimed
       if (open.length === 0) return 'stop';
       const relay = pickRelay(open, item.fromNumber, [...state.relays.values()]);
       if (!relay) return false;
@@ -332,12 +351,13 @@ export class TenantDispatcher {
     });
     // The claims go to the store side by side (one round trip of latency for the whole handful); the sends then go out in queue order.
     const now = nowIso();
-    const claimed = await Promise.all(taken.map((item) => this.deps.db.messages.updateOne(this.scope(orgId), { id: item.id, status: 'queued' }, {
+    const sendable = taken.filter((item) => planned.has(item.id));
+    const claimed = await Promise.all(sendable.map((item) => this.deps.db.messages.updateOne(this.scope(orgId), { id: item.id, status: 'queued' }, {
       $set: { status: 'processing', relayId: planned.get(item.id)!.id, processingAt: now, nextAttemptAt: null, updatedAt: now },
       $inc: { attempts: 1 },
     })));
     let unclaimed = 0;
-    for (const [i, item] of taken.entries()) {
+    for (const [i, item] of sendable.entries()) {
       const relay = planned.get(item.id)!;
       const doc = claimed[i];
       if (!doc) {

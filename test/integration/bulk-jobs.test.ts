@@ -37,10 +37,10 @@ eachBackend((backend) => {
       const none = await bulk(org, { messages: [] });
       assert.equal(none.status, 400);
       assert.equal(none.body.error, 'validation_error');
-      assert.equal(none.body.details[0].path, 'messages');
+      assert.equal(none.body.details[0].path, '/messages');
       const tooMany = await bulk(org, { messages: entries(10_001, 'x') });
       assert.equal(tooMany.status, 400);
-      assert.equal(tooMany.body.details[0].path, 'messages');
+      assert.equal(tooMany.body.details[0].path, '/messages');
       // A valid JSON body of exactly 10 MiB + 1 byte: the size alone refuses it.
       const limit = 10 * 1024 * 1024;
       const skeleton = JSON.stringify({ messages: [{ to: '+14155550100', body: '' }] });
@@ -51,10 +51,10 @@ eachBackend((backend) => {
       assert.equal(tooLarge.body.error, 'payload_too_large');
       const past = await bulk(org, { messages: entries(2), scheduledAt: new Date(Date.now() - 60_000).toISOString() });
       assert.equal(past.status, 400);
-      assert.equal(past.body.details[0].path, 'scheduledAt');
+      assert.equal(past.body.details[0].path, '/scheduledAt');
       const far = await bulk(org, { messages: entries(2), scheduledAt: new Date(Date.now() + 91 * 24 * 3600 * 1000).toISOString() });
       assert.equal(far.status, 400);
-      assert.equal(far.body.details[0].path, 'scheduledAt');
+      assert.equal(far.body.details[0].path, '/scheduledAt');
       const notADate = await bulk(org, { messages: entries(2), scheduledAt: 'tomorrow' });
       assert.equal(notADate.status, 400);
       assert.equal(await storedMessages(org), 0);
@@ -76,23 +76,23 @@ eachBackend((backend) => {
       const one = await bulk(org, { messages });
       assert.equal(one.status, 400);
       assert.equal(one.body.error, 'validation_error');
-      assert.deepEqual(one.body.details.map((d: { path: string }) => d.path), ['messages.17.to']);
+      assert.deepEqual(one.body.details.map((d: { path: string }) => d.path), ['/messages/17/to']);
       const schemaBad = entries(5) as Array<Record<string, unknown>>;
       schemaBad[3] = { to: '+14155550100', body: 'x', priority: 101 };
       const byShape = await bulk(org, { messages: schemaBad });
       assert.equal(byShape.status, 400);
-      assert.deepEqual(byShape.body.details.map((d: { path: string }) => d.path), ['messages.3.priority']);
+      assert.deepEqual(byShape.body.details.map((d: { path: string }) => d.path), ['/messages/3/priority']);
       const noBody = await bulk(org, { messages: [...entries(2), { to: '+14155550100', body: '' }] });
-      assert.deepEqual(noBody.body.details.map((d: { path: string }) => d.path), ['messages.2.body']);
+      assert.deepEqual(noBody.body.details.map((d: { path: string }) => d.path), ['/messages/2/body']);
       const semantic = [{ to: '+14155550100', body: 'x' }, { to: 'group:grp_1', body: 'x' }, { to: '+14155550100', body: 'x', fromNumber: '+14155550199' }];
       const two = await bulk(org, { messages: semantic });
       assert.equal(two.status, 400);
-      assert.deepEqual(two.body.details.map((d: { path: string }) => d.path), ['messages.1.to', 'messages.2.fromNumber']);
+      assert.deepEqual(two.body.details.map((d: { path: string }) => d.path), ['/messages/1/to', '/messages/2/fromNumber']);
       const allBad = Array.from({ length: 500 }, () => ({ to: 'nobody', body: 'x' }));
       const many = await bulk(org, { messages: allBad });
       assert.equal(many.status, 400);
       assert.equal(many.body.details.length, 100);
-      assert.equal(many.body.details[99].path, 'messages.99.to');
+      assert.equal(many.body.details[99].path, '/messages/99/to');
       const unknownField = await bulk(org, { messages: entries(1), colour: 'red' });
       assert.equal(unknownField.status, 400);
       assert.equal(await storedMessages(org), 0);
@@ -226,6 +226,7 @@ eachBackend((backend) => {
       await waitFor(() => relay.sends.length === 3, 5_000, 'three handed to the relay');
       const stop = await t.request('POST', `/api/v1/messages/bulk/${jobId}/cancel`, { token: org.ownerToken });
       assert.equal(stop.status, 200);
+      assert.deepEqual(stop.body.counts, { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17 }, 'counted as cancelled from the answer on');
       for (const frame of relay.sends) await relay.report(frame.messageId, 'delivered');
       await waitFor(async () => (await detail(org, jobId)).completedAt !== null, 20_000, 'the handed-out sends finish');
       await sleep(300);
@@ -242,6 +243,12 @@ eachBackend((backend) => {
       assert.equal(msg.body.lastError, 'cancelled');
       const stats = await t.request('GET', '/api/v1/messages/queue/stats', { token: org.ownerToken });
       assert.equal(stats.body.deadLetter, 0, 'cancelled messages are not dead letters');
+      const cancelledIds = new Set((await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=cancelled&limit=100`, { token: org.ownerToken })).body.data.map((r: { messageId: string }) => r.messageId));
+      await waitFor(async () => {
+        const failedEvents = (await t.request('GET', '/api/v1/events?type=message.failed&limit=100', { token: org.ownerToken })).body.data
+          .filter((e: { data: { id: string } }) => cancelledIds.has(e.data.id));
+        return failedEvents.length === 17 && failedEvents.every((e: { data: { error: string; status: string } }) => e.data.error === 'cancelled' && e.data.status === 'failed');
+      }, 10_000, 'one message.failed event for each cancelled message');
 
       const small = await bulk(org, { messages: entries(2) });
       await waitFor(() => relay.sends.length === 5, 5_000, 'dispatched');
