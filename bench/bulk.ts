@@ -1,9 +1,12 @@
 /**
  * Bulk jobs on the embedded default and on Redis + MongoDB wire (when
  * REDIS_URL and MONGODB_URL are set): the time to accept a 10,000-recipient
- * job (p50 of 5), the time until all its messages are handed to simulated
- * relays of a stated total capacity, and the dispatch wait of a single send
- * submitted right after the job. It reports, it does not assert.
+ * job (p50 of 5, each to 10,000 numbers not seen before, so no parse is
+ * cached), the drain (from the request to the last of its messages handed to
+ * simulated relays of a stated total capacity), the dispatch wait of a single
+ * send submitted right after the job and of one submitted while it drains,
+ * and the cancel of a 10,000-message job: the answer, and the time until every
+ * message is stopped in the store. It reports, it does not assert.
  *
  *   npm run bench:bulk
  *   REDIS_URL=redis://127.0.0.1:6379 MONGODB_URL=mongodb://127.0.0.1:27017/relaybox npm run bench:bulk
@@ -11,9 +14,10 @@
  * BENCH_RELAYS (4) simulated relays of BENCH_RELAY_CAPACITY (25) sends in
  * flight each; each reports sent, then delivered, as soon as it gets a send.
  * Every service role runs in this process (the in-process test app).
- * BENCH_DRAIN=0 measures accepting only.
+ * BENCH_DRAIN=0 measures accepting only; BENCH_CANCEL=0 leaves out the cancel.
  */
 import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
 import { tenantProtocol } from '../src/actors/tenant.actor.ts';
 import { actorClient } from '../src/runtime/actor.ts';
 import { sleep } from '../src/runtime/actor-host.ts';
@@ -33,10 +37,21 @@ interface Row {
   completedMs?: number;
   singleWaitMs?: number;
   singlePosition?: number;
+  midWaitMs?: number;
+  cancelMs?: number;
+  stoppedMs?: number;
   failure?: string;
 }
 
-const entries = (tag: string) => Array.from({ length: recipients }, (_, i) => ({ to: `+1${String(4155000000 + i)}`, body: `${tag} ${i}` }));
+/** The handed-out count at which the second single send is submitted: the job is draining at full speed by then. */
+const midDrainAt = 2_000;
+
+/** 10,000 distinct valid US numbers per batch (+1 415 <exchange> xxxx): each batch its own exchange, so no number was seen before. */
+let batches = 0;
+const entries = (tag: string) => {
+  const exchange = 500 + batches++;
+  return Array.from({ length: recipients }, (_, i) => ({ to: `+1415${exchange}${String(i).padStart(4, '0')}`, body: `${tag} ${i}` }));
+};
 const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** Polls `check` every `everyMs`: reads that count a whole job are spaced out so the bench does not measure itself. */
@@ -60,7 +75,7 @@ async function measureAccept(t: TestApp, row: Row): Promise<void> {
     if (res.status !== 201) throw new Error(`accept answered ${res.status}: ${res.text.slice(0, 200)}`);
     row.acceptMs.push(ms);
     console.log(`# ${row.backend}: accept ${i + 1}/${acceptSamples}: ${ms.toFixed(0)} ms`);
-    await waitUntil(async () => (await jobs.findOne({ tenantId: org.orgId, teamId: org.teamId }, { id: res.body.jobId, conversationsTouched: true })) !== null, 300_000, 'the job\'s background work', 200);
+    await waitUntil(async () => (await jobs.findOne({ tenantId: org.orgId, teamId: org.teamId }, { id: res.body.jobId, conversationsTouched: true })) !== null, 600_000, 'the job\'s background work', 200);
   }
 }
 
@@ -83,8 +98,9 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
   const beats = setInterval(() => relays.forEach((r) => void r.heartbeat()), 5_000);
   try {
     for (const r of relays) await r.connect();
+    const body = { messages: entries('drain') };
     const started = performance.now();
-    const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages: entries('drain') } });
+    const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body });
     if (job.status !== 201) throw new Error(`accept answered ${job.status}`);
     const singleAt = performance.now();
     const single = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155559999', body: 'one-off' } });
@@ -92,8 +108,15 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
     await waitUntil(() => handedOut.has(single.body.id), 120_000, 'the single send');
     row.singleWaitMs = handedOut.get(single.body.id)! - singleAt;
     row.singlePosition = [...handedOut.keys()].indexOf(single.body.id);
-    await waitUntil(() => handedOut.size >= recipients + 1, 600_000, 'every message handed out');
-    row.drainMs = Math.max(...handedOut.values()) - started;
+    await waitUntil(() => handedOut.size >= midDrainAt, 600_000, `${midDrainAt} messages handed out`);
+    const midAt = performance.now();
+    const mid = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155559998', body: 'one-off while the job drains' } });
+    if (mid.status !== 201) throw new Error(`single send answered ${mid.status}`);
+    await waitUntil(() => handedOut.has(mid.body.id), 120_000, 'the single send sent while the job drains');
+    row.midWaitMs = handedOut.get(mid.body.id)! - midAt;
+    await waitUntil(() => handedOut.size >= recipients + 2, 600_000, 'every message handed out');
+    const jobIds = new Set([...handedOut.keys()].filter((id) => id !== single.body.id && id !== mid.body.id));
+    row.drainMs = Math.max(...[...handedOut].filter(([id]) => jobIds.has(id)).map(([, at]) => at)) - started;
     await waitUntil(async () => (await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken })).body.status === 'completed', 600_000, 'the job completed', 500);
     row.completedMs = performance.now() - started;
   } finally {
@@ -103,14 +126,41 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
   }
 }
 
+/** Cancelling: a 10,000-message job with no relay online (nothing is handed out), cancelled; its answer, then every message stopped in the store. */
+async function measureCancel(t: TestApp, row: Row): Promise<void> {
+  const org = await signup(t, 'Bench cancel');
+  const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages: entries('cancel') } });
+  if (job.status !== 201) throw new Error(`accept answered ${job.status}`);
+  const messages = t.app.store.collection('messages');
+  const scope = { tenantId: org.orgId, teamId: org.teamId };
+  // On a quiet service, as for accepting: the job's own background work (its release, its conversations) is done.
+  const jobs = t.app.store.collection('bulk_jobs');
+  await waitUntil(async () => (await jobs.findOne(scope, { id: job.body.jobId, conversationsTouched: true })) !== null, 600_000, 'the job\'s background work', 200);
+  const started = performance.now();
+  const res = await t.request('POST', `/api/v1/messages/bulk/${job.body.jobId}/cancel`, { token: org.ownerToken });
+  row.cancelMs = performance.now() - started;
+  if (res.status !== 200) throw new Error(`cancel answered ${res.status}: ${res.text.slice(0, 200)}`);
+  await waitUntil(async () => (await messages.count(scope, { jobId: job.body.jobId, status: 'queued' })) === 0, 600_000, 'every message stopped', 200);
+  row.stoppedMs = performance.now() - started;
+}
+
 async function bench(backend: Backend): Promise<Row> {
   const row: Row = { backend, acceptMs: [] };
   let t: TestApp | undefined;
+  // Each phase on its own: one that fails or times out is reported, and the next still runs.
+  const phase = async (name: string, run: (app: TestApp) => Promise<void>) => {
+    try {
+      await run(t!);
+    } catch (err) {
+      row.failure = `${row.failure ? `${row.failure}; ` : ''}${name}: ${err instanceof Error ? err.message : String(err)}`;
+    }
+  };
   try {
     // The simulated relays heartbeat, but a loaded machine must not take them offline mid-drain.
     t = await startTestApp(backend, { RUNTIME_KEY_PREFIX: `bulk${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
-    await measureAccept(t, row);
-    if (process.env.BENCH_DRAIN !== '0') await measureDrain(t, row);
+    if (acceptSamples > 0) await phase('accept', (app) => measureAccept(app, row));
+    if (process.env.BENCH_DRAIN !== '0') await phase('drain', (app) => measureDrain(app, row));
+    if (process.env.BENCH_CANCEL !== '0') await phase('cancel', (app) => measureCancel(app, row));
   } catch (err) {
     row.failure = err instanceof Error ? err.message : String(err);
   } finally {
@@ -121,16 +171,24 @@ async function bench(backend: Backend): Promise<Row> {
 
 const all: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
 const backends = process.env.BENCH_ONLY ? all.filter((b) => process.env.BENCH_ONLY!.split(',').includes(b)) : all;
+const load = () => loadavg().map((l) => l.toFixed(2)).join(', ');
+const loadBefore = load();
 const rows: Row[] = [];
 for (const backend of backends) rows.push(await bench(backend));
 
 const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${Math.round(ms)} ms`);
-console.log(`\nBulk jobs: ${recipients.toLocaleString('en')} recipients; ${relayCount} simulated relays x ${relayCapacity} in flight = ${relayCount * relayCapacity} total capacity\n`);
-console.log(`| backend | accept p50 of ${acceptSamples} (min-max) | all handed to relays | job completed | single send dispatch wait (position) |`);
-console.log('|---|---|---|---|---|');
+const rate = (ms: number | undefined) => (ms === undefined ? '' : ` (${Math.round(recipients / (ms / 1000))}/s)`);
+console.log(`\nBulk jobs: ${recipients.toLocaleString('en')} recipients; ${relayCount} simulated relays x ${relayCapacity} in flight = ${relayCount * relayCapacity} total capacity`);
+console.log(`Load average (1, 5, 15 min): ${loadBefore} at the start, ${load()} at the end\n`);
+console.log(`| backend | accept p50 of ${acceptSamples} (min-max) | drain: accept to all handed to relays | job completed | single send right after the job: wait (position) | single send while it drains: wait | cancel: answer / all stopped |`);
+console.log('|---|---|---|---|---|---|---|');
 for (const r of rows) {
   const accept = r.acceptMs.length ? `${fmt(p50(r.acceptMs))} (${fmt(Math.min(...r.acceptMs))}-${fmt(Math.max(...r.acceptMs))})` : '-';
-  console.log(`| ${r.backend} | ${accept} | ${fmt(r.drainMs)} | ${fmt(r.completedMs)} | ${fmt(r.singleWaitMs)}${r.singlePosition === undefined ? '' : ` (#${r.singlePosition + 1})`} |${r.failure ? ` failed: ${r.failure}` : ''}`);
+  const single = `${fmt(r.singleWaitMs)}${r.singlePosition === undefined ? '' : ` (#${r.singlePosition + 1})`}`;
+  console.log(`| ${r.backend} | ${accept} | ${fmt(r.drainMs)}${rate(r.drainMs)} | ${fmt(r.completedMs)} | ${single} | ${fmt(r.midWaitMs)} | ${fmt(r.cancelMs)} / ${fmt(r.stoppedMs)} |${r.failure ? ` failed: ${r.failure}` : ''}`);
+}
+for (const r of rows.filter((row) => row.backend === 'redis+mongo' && row.drainMs !== undefined)) {
+  console.log(`\nRedis + MongoDB wire drain: ${fmt(r.drainMs)} from the request to the last of ${recipients.toLocaleString('en')} messages handed to the relays${rate(r.drainMs)}.`);
 }
 console.log(`\nTargets: accept <= ${targets.acceptEmbeddedMs} ms embedded, <= ${targets.acceptRedisMongoMs} ms Redis + MongoDB wire; single send dispatched within ${targets.singleDispatchMs} ms while the job drains.`);
 process.exit(0);
