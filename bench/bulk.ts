@@ -38,6 +38,8 @@ interface Row {
   singleWaitMs?: number;
   singlePosition?: number;
   midWaitMs?: number;
+  /** How far the drain got: messages handed out and the time since the request (kept up to date, for a run cut short). */
+  drained?: { count: number; ms: number };
   cancelMs?: number;
   stoppedMs?: number;
   failure?: string;
@@ -85,11 +87,13 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
   const tenants = actorClient(t.app.runtime, tenantProtocol);
   const relays = Array.from({ length: relayCount }, () => new StandInRelay(t, org.orgId, org.teamId, { capacity: relayCapacity }));
   const handedOut = new Map<string, number>();
+  let startedAt: number | undefined;
   const unsubscribe = t.app.messaging.link.onFrame((d) => {
     const relay = relays.find((r) => r.id === d.relayId && r.session === d.session);
     if (!relay || d.frame.type !== 'send') return;
     const { messageId, attempt } = d.frame;
     if (!handedOut.has(messageId)) handedOut.set(messageId, performance.now());
+    if (startedAt !== undefined) row.drained = { count: handedOut.size, ms: performance.now() - startedAt };
     const at = new Date().toISOString();
     void tenants.send(org.orgId, { kind: 'status', relayId: relay.id, session: relay.session, messageId, attempt, status: 'sent', at })
       .then(() => tenants.send(org.orgId, { kind: 'status', relayId: relay.id, session: relay.session, messageId, attempt, status: 'delivered', at }));
@@ -100,6 +104,7 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
     for (const r of relays) await r.connect();
     const body = { messages: entries('drain') };
     const started = performance.now();
+    startedAt = started;
     const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body });
     if (job.status !== 201) throw new Error(`accept answered ${job.status}`);
     const singleAt = performance.now();
@@ -133,9 +138,9 @@ async function measureCancel(t: TestApp, row: Row): Promise<void> {
   if (job.status !== 201) throw new Error(`accept answered ${job.status}`);
   const messages = t.app.store.collection('messages');
   const scope = { tenantId: org.orgId, teamId: org.teamId };
-  // On a quiet service, as for accepting: the job's own background work (its release, its conversations) is done.
+  // Its messages are on the send queue: released by the request, or (since the job actor does it) once the job says so.
   const jobs = t.app.store.collection('bulk_jobs');
-  await waitUntil(async () => (await jobs.findOne(scope, { id: job.body.jobId, conversationsTouched: true })) !== null, 600_000, 'the job\'s background work', 200);
+  await waitUntil(async () => (await jobs.findOne(scope, { id: job.body.jobId, released: false })) === null, 600_000, 'the job released', 200);
   const started = performance.now();
   const res = await t.request('POST', `/api/v1/messages/bulk/${job.body.jobId}/cancel`, { token: org.ownerToken });
   row.cancelMs = performance.now() - started;
@@ -144,8 +149,8 @@ async function measureCancel(t: TestApp, row: Row): Promise<void> {
   row.stoppedMs = performance.now() - started;
 }
 
-async function bench(backend: Backend): Promise<Row> {
-  const row: Row = { backend, acceptMs: [] };
+async function bench(row: Row): Promise<void> {
+  const backend = row.backend;
   let t: TestApp | undefined;
   // Each phase on its own: one that fails or times out is reported, and the next still runs.
   const phase = async (name: string, run: (app: TestApp) => Promise<void>) => {
@@ -159,14 +164,13 @@ async function bench(backend: Backend): Promise<Row> {
     // The simulated relays heartbeat, but a loaded machine must not take them offline mid-drain.
     t = await startTestApp(backend, { RUNTIME_KEY_PREFIX: `bulk${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
     if (acceptSamples > 0) await phase('accept', (app) => measureAccept(app, row));
-    if (process.env.BENCH_DRAIN !== '0') await phase('drain', (app) => measureDrain(app, row));
     if (process.env.BENCH_CANCEL !== '0') await phase('cancel', (app) => measureCancel(app, row));
+    if (process.env.BENCH_DRAIN !== '0') await phase('drain', (app) => measureDrain(app, row));
   } catch (err) {
     row.failure = err instanceof Error ? err.message : String(err);
   } finally {
     await t?.stop();
   }
-  return row;
 }
 
 const all: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
@@ -174,21 +178,37 @@ const backends = process.env.BENCH_ONLY ? all.filter((b) => process.env.BENCH_ON
 const load = () => loadavg().map((l) => l.toFixed(2)).join(', ');
 const loadBefore = load();
 const rows: Row[] = [];
-for (const backend of backends) rows.push(await bench(backend));
-
-const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${Math.round(ms)} ms`);
-const rate = (ms: number | undefined) => (ms === undefined ? '' : ` (${Math.round(recipients / (ms / 1000))}/s)`);
-console.log(`\nBulk jobs: ${recipients.toLocaleString('en')} recipients; ${relayCount} simulated relays x ${relayCapacity} in flight = ${relayCount * relayCapacity} total capacity`);
-console.log(`Load average (1, 5, 15 min): ${loadBefore} at the start, ${load()} at the end\n`);
-console.log(`| backend | accept p50 of ${acceptSamples} (min-max) | drain: accept to all handed to relays | job completed | single send right after the job: wait (position) | single send while it drains: wait | cancel: answer / all stopped |`);
-console.log('|---|---|---|---|---|---|---|');
-for (const r of rows) {
-  const accept = r.acceptMs.length ? `${fmt(p50(r.acceptMs))} (${fmt(Math.min(...r.acceptMs))}-${fmt(Math.max(...r.acceptMs))})` : '-';
-  const single = `${fmt(r.singleWaitMs)}${r.singlePosition === undefined ? '' : ` (#${r.singlePosition + 1})`}`;
-  console.log(`| ${r.backend} | ${accept} | ${fmt(r.drainMs)}${rate(r.drainMs)} | ${fmt(r.completedMs)} | ${single} | ${fmt(r.midWaitMs)} | ${fmt(r.cancelMs)} / ${fmt(r.stoppedMs)} |${r.failure ? ` failed: ${r.failure}` : ''}`);
+// A run cut short (SIGTERM, Ctrl-C) still prints what it measured.
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.once(signal, () => {
+    report(`cut short by ${signal}`);
+    process.exit(1);
+  });
 }
-for (const r of rows.filter((row) => row.backend === 'redis+mongo' && row.drainMs !== undefined)) {
-  console.log(`\nRedis + MongoDB wire drain: ${fmt(r.drainMs)} from the request to the last of ${recipients.toLocaleString('en')} messages handed to the relays${rate(r.drainMs)}.`);
+for (const backend of backends) {
+  const row: Row = { backend, acceptMs: [] };
+  rows.push(row);
+  await bench(row);
 }
-console.log(`\nTargets: accept <= ${targets.acceptEmbeddedMs} ms embedded, <= ${targets.acceptRedisMongoMs} ms Redis + MongoDB wire; single send dispatched within ${targets.singleDispatchMs} ms while the job drains.`);
+report();
 process.exit(0);
+
+function report(note?: string): void {
+  const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${Math.round(ms)} ms`);
+  const rate = (ms: number | undefined) => (ms === undefined ? '' : ` (${Math.round(recipients / (ms / 1000))}/s)`);
+  console.log(`\nBulk jobs: ${recipients.toLocaleString('en')} recipients; ${relayCount} simulated relays x ${relayCapacity} in flight = ${relayCount * relayCapacity} total capacity`);
+  console.log(`Load average (1, 5, 15 min): ${loadBefore} at the start, ${load()} at the end\n`);
+  console.log(`| backend | accept p50 of ${acceptSamples} (min-max) | drain: accept to all handed to relays | job completed | single send right after the job: wait (position) | single send while it drains: wait | cancel: answer / all stopped |`);
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of rows) {
+    const accept = r.acceptMs.length ? `${fmt(p50(r.acceptMs))} (${fmt(Math.min(...r.acceptMs))}-${fmt(Math.max(...r.acceptMs))})` : '-';
+    const single = `${fmt(r.singleWaitMs)}${r.singlePosition === undefined ? '' : ` (#${r.singlePosition + 1})`}`;
+    const drain = r.drainMs !== undefined ? `${fmt(r.drainMs)}${rate(r.drainMs)}` : r.drained ? `not done: ${r.drained.count} in ${fmt(r.drained.ms)} (${Math.round(r.drained.count / (r.drained.ms / 1000))}/s)` : '-';
+    console.log(`| ${r.backend} | ${accept} | ${drain} | ${fmt(r.completedMs)} | ${single} | ${fmt(r.midWaitMs)} | ${fmt(r.cancelMs)} / ${fmt(r.stoppedMs)} |${r.failure ? ` failed: ${r.failure}` : ''}`);
+  }
+  for (const r of rows.filter((row) => row.backend === 'redis+mongo' && row.drainMs !== undefined)) {
+    console.log(`\nRedis + MongoDB wire drain: ${fmt(r.drainMs)} from the request to the last of ${recipients.toLocaleString('en')} messages handed to the relays${rate(r.drainMs)}.`);
+  }
+  console.log(`\nTargets: accept <= ${targets.acceptEmbeddedMs} ms embedded, <= ${targets.acceptRedisMongoMs} ms Redis + MongoDB wire; single send dispatched within ${targets.singleDispatchMs} ms while the job drains.`);
+  if (note) console.log(`\n(${note})`);
+}
