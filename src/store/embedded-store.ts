@@ -2,7 +2,6 @@ import { existsSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync 
 import { open } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
-import { setFlagsFromString } from 'node:v8';
 import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
@@ -10,14 +9,6 @@ import { legacyCollections, readLegacyCollection, retireLegacyFiles } from './le
 import { quote, type SqlValue } from './sql-filter.ts';
 import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
 
-/**
- * SQLite is compiled straight to optimized code: V8's baseline WebAssembly
- * tier leaves hot functions to a background compile, which a busy machine
- * starves, and meanwhile runs them several times slower (measured here under
- * load: 530 against 100 µs of CPU per message written). Compiling it costs
- * about 30 ms more at start.
- */
-setFlagsFromString('--no-liftoff');
 const require = createRequire(import.meta.url);
 const { Database } = require('node-sqlite3-wasm') as { Database: typeof SqliteDatabase };
 
