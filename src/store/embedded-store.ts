@@ -253,7 +253,7 @@ export class EmbeddedStore implements Store, Connection {
  */
 function claim(path: string, owner: string): void {
   const pid = existsSync(owner) ? Number(readFileSync(owner, 'utf8')) : 0;
-  if (pid && pid !== process.pid && processAlive(pid)) throw new Error(`${path} is in use by process ${pid}: stop it first`);
+  if (pid && pid !== process.pid && processAlive(pid)) throw new Error(`${path} is in use by process ${pid}: stop it first (or, if that process is not this service, delete ${owner})`);
   rmSync(`${path}.lock`, { recursive: true, force: true });
   writeFileSync(owner, String(process.pid));
 }
