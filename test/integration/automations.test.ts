@@ -195,12 +195,13 @@ eachBackend((backend) => {
         assert.ok(exec.actions.every((a: any) => a.status === 'succeeded' && a.error === null), JSON.stringify(exec));
         assert.equal(hook.received.length, calledBefore + (dry.body.matched ? 1 : 0));
         assert.equal((await contactsOf(org)).length, contactsBefore + (dry.body.matched ? 1 : 0));
-        await call(org, 'PATCH', `/automations/${made.id}/toggle`);
-        // The count moves when the execution is done, just after its last action settled.
+        // The count moves when the execution is done, just after its last action settled; the rule is turned off
+        // only then, since FerretDB 1.x applies two updates of one document at once as read-modify-write, losing one.
         const detail = await until('the execution counted', async () => {
           const body = (await call(org, 'GET', `/automations/${made.id}`)).body;
           return body.executionCount === (dry.body.matched ? 1 : 0) && body;
         });
+        await call(org, 'PATCH', `/automations/${made.id}/toggle`);
         assert.equal(detail.executions[0].id, exec.id);
         assert.equal(detail.lastExecutedAt !== null, dry.body.matched);
       }
