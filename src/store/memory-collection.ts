@@ -245,7 +245,8 @@ export class MemoryCollection<T extends Doc> implements Collection<T> {
   }
 
   async updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
-    const targets = this.matching(scope, filter);
+    // Every match is updated, in no particular order: an `id: {$in}` is answered by lookups, not a scan.
+    const targets = this.matching(scope, filter, Infinity, true);
     await this.settle(() => {
       for (const doc of targets) this.write(updated(scope, doc, update), false);
     });
