@@ -10,6 +10,8 @@
  *   REDIS_URL=redis://127.0.0.1:6379 MONGODB_URL=mongodb://127.0.0.1:27017/relaybox npm run bench:automations
  *
  * BENCH_EVENTS (2000), BENCH_AUTOMATIONS (10; half of them match every event).
+ * FerretDB on PostgreSQL needs `pool_max_conns` above twice the client's 50
+ * connections, or its findAndModify waits on its own pool for good (README).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
