@@ -107,8 +107,7 @@ export class StoreEventStream implements EventStream {
   }
 
   private async unseen(events: DomainEvent[]): Promise<DomainEvent[]> {
-    // Sorted, so the embedded store answers the id list by lookups: unsorted, it tests every stored event against
-    // every id (measured: 23 s of CPU for the 10,000 message.queued events of one bulk job among 50,000 stored).
+    // Sorted, so the embedded store answers by id lookups instead of a scan of the whole stream (any order would do).
     const stored = await this.events.find(platformScope, { id: { $in: events.map((e) => e.id) } }, { sort: { seq: 1 } });
     const seen = new Set(stored.map((d) => d.id));
     return events.filter((e) => !seen.has(e.id));
