@@ -25,11 +25,11 @@ eachBackend((backend) => {
       const statusOf = async (id: string) => (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
       const post = async (body: string) => (await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body } })).body.id as string;
       const id = await post('first');
-      await waitFor(() => relay.sends.length === 1, 5_000, 'attempt 1 sent');
+      await waitFor(() => relay.sends.length === 1, 15_000, 'attempt 1 sent');
       assert.deepEqual([relay.sends[0]!.messageId, relay.sends[0]!.attempt], [id, 1]);
 
       await relay.report(id, 'failed', 'Messages reported error 1', 1);
-      await waitFor(() => relay.sends.some((s) => s.messageId === id && s.attempt === 2), 5_000, 'attempt 2 sent');
+      await waitFor(() => relay.sends.some((s) => s.messageId === id && s.attempt === 2), 15_000, 'attempt 2 sent');
       const waiting = await post('second');
 
       // The agent re-sends attempt 1's statuses after a reconnect: they change nothing now.
