@@ -3,6 +3,7 @@ import { tenantProtocol } from '../actors/tenant.actor.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Config } from '../config.ts';
 import type { EventStream } from '../events/event-stream.ts';
+import { Outbox } from '../events/outbox.ts';
 import type { Logger } from '../log.ts';
 import { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
@@ -31,7 +32,7 @@ export function createJobs(deps: JobsDeps) {
   const jobs = actorClient(deps.runtime, jobProtocol);
   const tenants = actorClient(deps.runtime, tenantProtocol);
   const tracker = new JobTracker({ db: deps.db, events: deps.events, jobs, log, trackMs: deps.config.jobTrackMs });
-  const service = new JobService({ db: deps.db, events: deps.events, idempotency: new IdempotencyKeys(deps.db.idempotency), jobs, tenants, log });
+  const service = new JobService({ db: deps.db, events: deps.events, outbox: new Outbox(deps.events, log), idempotency: new IdempotencyKeys(deps.db.idempotency), jobs, tenants, log });
   const queries = new JobQueries({ db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs });
   exposeJobGauge(deps.db);
   return {

@@ -13,7 +13,8 @@ import { sentMessage } from '../messages/send-service.ts';
 import type { jobProtocol } from '../actors/job.actor.ts';
 import type { tenantProtocol } from '../actors/tenant.actor.ts';
 import type { ActorClient } from '../runtime/actor.ts';
-import { releaseToSendQueue } from './job-release.ts';
+import { queuedEvent, releaseToSendQueue } from './job-release.ts';
+import { withOutbox, type Outbox } from '../events/outbox.ts';
 import { maxScheduleAheadDays, type AcceptedJob, type BulkBody } from './job-schemas.ts';
 import { jobIndexScope, publicJob, zeroCounts, type JobCollections, type JobDoc } from './job-store.ts';
 
@@ -26,6 +27,8 @@ const acceptedMessages = (register.getSingleMetric('relaybox_bulk_messages_accep
 type Deps = {
   db: MessagingCollections & JobCollections;
   events: EventStream;
+  /** A job released at once stores its message.queued events with its messages (events/outbox.ts). */
+  outbox: Outbox;
   idempotency: IdempotencyKeys;
   jobs: ActorClient<typeof jobProtocol>;
   tenants: ActorClient<typeof tenantProtocol>;
@@ -59,9 +62,11 @@ export class JobService {
       scheduledAt, startedAt: scheduledAt ? null : now, completedAt: null, cancelledAt: null, counts: { ...zeroCounts(), queued: docs.length },
       trackTick: 0, conversationsTouched: false, createdAt: now, updatedAt: now,
     };
+    // Released at once, a message goes on the queue as it is stored: its event is stored with it. A scheduled job's come at its start.
+    const written = docs.map((d) => (scheduledAt ? { doc: d, entry: undefined } : withOutbox(d, [queuedEvent(d)])));
     try {
       await this.deps.db.jobs.insertOne(scope, job);
-      await Promise.all(chunks(docs, insertChunk).map((chunk) => this.deps.db.messages.insertMany(scope, chunk)));
+      await Promise.all(chunks(written.map((w) => w.doc), insertChunk).map((chunk) => this.deps.db.messages.insertMany(scope, chunk)));
       await this.deps.db.jobIndex.insertOne(jobIndexScope, { id: jobId, tenantId: jobIndexScope.tenantId, orgId: principal.orgId, teamId: principal.teamId, status: job.status, scheduledAt, active: true });
       // Durable before the answer: a scheduled job's start is a timer on the job actor.
       if (scheduledAt) await this.deps.jobs.send(jobId, { kind: 'start', ...owner }, { delayMs: Math.max(0, Date.parse(scheduledAt) - Date.now()) });
@@ -70,7 +75,9 @@ export class JobService {
       throw err;
     }
     if (!scheduledAt) {
-      await releaseToSendQueue(this.deps, { client: this.deps.tenants }, principal.orgId, jobId, docs);
+      // Published before the tenant actor hears of the messages (as single sends are); what fails waits in the messages for the tenant's sweep.
+      await Promise.all(chunks(written.flatMap((w) => (w.entry ? [w.entry] : [])), insertChunk).map((entries) => this.deps.outbox.publish(this.deps.db.messages, scope, entries)));
+      await releaseToSendQueue(this.deps, { client: this.deps.tenants }, principal.orgId, jobId, docs, { announced: true });
       await this.deps.jobs.send(jobId, { kind: 'track', ...owner, tick: 0 }).catch((err: unknown) => this.deps.log.warn({ err, jobId }, 'could not start tracking a job; it is picked up again at the next start'));
     }
     acceptedMessages.inc(docs.length);

@@ -17,6 +17,7 @@ const webhookCacheMs = 1_000;
 const settledMemoryMs = 30_000;
 
 interface Lane {
+  webhookId: string;
   orgId: string;
   queue: DeliveryDoc[];
   /** Queued or in flight here: a sweep or a redelivered message does not start them twice. */
@@ -26,6 +27,8 @@ interface Lane {
   running: number;
   hook: { loaded: LoadedWebhook | null; at: number } | undefined;
   sweepScheduled: boolean;
+  /** The actor's `ctx.owned` when the lane was made: once aborted, the lane starts nothing more. */
+  owned: AbortSignal;
 }
 
 /**
@@ -36,10 +39,15 @@ interface Lane {
  * holds only its own lane, never the actor's shard, another webhook or the
  * send path. What a lane holds is also in the store (`pending` with
  * `nextAttemptAt`): a sweep, kept scheduled while deliveries are pending,
- * restarts whatever a dead worker was holding.
+ * restarts whatever a dead worker was holding. A lane lives while this
+ * process owns the webhook's key (`ctx.owned`): when the shard goes to
+ * another worker, what waited in the lane is dropped and left to the new
+ * owner, and only the attempts already under way finish here.
  */
 export class WebhookLanes {
   private readonly lanes = new Map<string, Lane>();
+  /** The lanes made under each ownership signal: one listener per signal, not one per lane. */
+  private readonly byOwnership = new Map<AbortSignal, Set<Lane>>();
   private readonly inFlight = new Set<Promise<void>>();
   private stopping = false;
 
@@ -117,12 +125,37 @@ export class WebhookLanes {
   /** The webhook's lane; the actor's state, when it was just loaded, is what its attempts use. */
   private lane(ctx: Ctx, orgId: string): Lane {
     let lane = this.lanes.get(ctx.key);
-    if (!lane) {
-      lane = { orgId, queue: [], known: new Set(), settled: new Map(), running: 0, hook: undefined, sweepScheduled: false };
-      this.lanes.set(ctx.key, lane);
+    if (!lane || lane.owned !== ctx.owned) {
+      lane = { webhookId: ctx.key, orgId, queue: [], known: new Set(), settled: new Map(), running: 0, hook: undefined, sweepScheduled: false, owned: ctx.owned };
+      // A handler still finishing after its key left this process gets a lane that never starts anything.
+      if (!ctx.owned.aborted) {
+        this.lanes.set(ctx.key, lane);
+        this.watchOwnership(lane);
+      }
     }
     if (!lane.hook) lane.hook = { loaded: ctx.state.hook, at: Date.now() };
     return lane;
+  }
+
+  private watchOwnership(lane: Lane): void {
+    const signal = lane.owned;
+    let lanes = this.byOwnership.get(signal);
+    if (!lanes) {
+      lanes = new Set();
+      this.byOwnership.set(signal, lanes);
+      signal.addEventListener('abort', () => {
+        this.byOwnership.delete(signal);
+        for (const l of lanes!) this.disown(l);
+      }, { once: true });
+    }
+    lanes.add(lane);
+  }
+
+  /** The webhook's key left this process: deliveries waiting here are not started (the new owner's sweep finds them pending). */
+  private disown(lane: Lane): void {
+    for (const d of lane.queue) lane.known.delete(d.id);
+    lane.queue.length = 0;
+    if (this.lanes.get(lane.webhookId) === lane) this.lanes.delete(lane.webhookId);
   }
 
   private settledSince(lane: Lane, id: string, since: number): boolean {
@@ -144,7 +177,7 @@ export class WebhookLanes {
   }
 
   private pump(webhookId: string, lane: Lane): void {
-    while (!this.stopping && lane.running < this.deps.config.concurrency && lane.queue.length > 0) {
+    while (!this.stopping && !lane.owned.aborted && lane.running < this.deps.config.concurrency && lane.queue.length > 0) {
       const d = lane.queue.shift()!;
       lane.running++;
       const running: Promise<void> = this.run(webhookId, lane, d).finally(() => {
@@ -168,8 +201,8 @@ export class WebhookLanes {
   private async run(webhookId: string, lane: Lane, d: DeliveryDoc): Promise<void> {
     try {
       const hook = await this.webhook(webhookId, lane);
-      // Deleted: its deliveries went with it.
-      if (!hook) return;
+      // Deleted: its deliveries went with it. Or the key left this process while the webhook was read: the new owner makes the attempt.
+      if (!hook || lane.owned.aborted) return;
       if (!hook.doc.enabled) {
         await this.deps.attempts.abandon(d, 'webhook disabled');
         return;
