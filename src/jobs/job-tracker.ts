@@ -45,7 +45,10 @@ export class JobTracker {
     job ??= await jobs.findOne(scope, { id: jobId, status: 'processing' });
     if (!job) return;
     await messages.updateMany(scope, { jobId, status: 'queued', nextAttemptAt: job.scheduledAt }, { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } });
-    const released = await messages.find(scope, { jobId, status: 'queued', nextAttemptAt: null }, { sort: { jobIndex: 1 } });
+    // Redelivered (its worker died after the release): every message this start released is announced again, even one the
+    // send queue has taken since, under the same event ids, which the stream keeps once.
+    const releasedFilter = ctx.delivery > 1 ? { jobId, queuedAt: { $ne: null } } : { jobId, status: 'queued', nextAttemptAt: null };
+    const released = await messages.find(scope, releasedFilter, { sort: { jobIndex: 1 } });
     await releaseToSendQueue(this.deps, { ctx }, orgId, jobId, released);
     await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
     ctx.log.info({ jobId, tenantId: orgId, messages: released.length }, 'scheduled job started');
