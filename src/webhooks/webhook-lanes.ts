@@ -24,6 +24,12 @@ interface Lane {
   known: Set<string>;
   /** Deliveries whose attempt finished lately, with when. */
   settled: Map<string, number>;
+  /**
+   * Deliveries being attempted in this process. Like `settled`, shared with
+   * the lane that replaces this one when the key comes back to this process,
+   * so an attempt still under way here is not started a second time.
+   */
+  attempting: Set<string>;
   running: number;
   hook: { loaded: LoadedWebhook | null; at: number } | undefined;
   sweepScheduled: boolean;
@@ -86,7 +92,7 @@ export class WebhookLanes {
 
   async retry(ctx: Ctx, orgId: string, deliveryId: string): Promise<void> {
     const lane = this.lane(ctx, orgId);
-    if (lane.known.has(deliveryId)) return;
+    if (lane.known.has(deliveryId) || lane.attempting.has(deliveryId)) return;
     const readAt = Date.now();
     const doc = await this.deps.db.deliveries.findOne(orgScope(orgId), { id: deliveryId, webhookId: ctx.key, status: 'pending' });
     if (doc && !this.settledSince(lane, doc.id, readAt)) this.enqueue(lane, doc);
@@ -126,7 +132,11 @@ export class WebhookLanes {
   private lane(ctx: Ctx, orgId: string): Lane {
     let lane = this.lanes.get(ctx.key);
     if (!lane || lane.owned !== ctx.owned) {
-      lane = { webhookId: ctx.key, orgId, queue: [], known: new Set(), settled: new Map(), running: 0, hook: undefined, sweepScheduled: false, owned: ctx.owned };
+      const before = lane;
+      lane = {
+        webhookId: ctx.key, orgId, queue: [], known: new Set(), settled: before?.settled ?? new Map(), attempting: before?.attempting ?? new Set(),
+        running: 0, hook: undefined, sweepScheduled: false, owned: ctx.owned,
+      };
       // A handler still finishing after its key left this process gets a lane that never starts anything.
       if (!ctx.owned.aborted) {
         this.lanes.set(ctx.key, lane);
@@ -151,11 +161,14 @@ export class WebhookLanes {
     lanes.add(lane);
   }
 
-  /** The webhook's key left this process: deliveries waiting here are not started (the new owner's sweep finds them pending). */
+  /**
+   * The webhook's key left this process: deliveries waiting here are not
+   * started (the new owner's sweep finds them pending). The lane stays in
+   * the map until a successor replaces it, for what it is still attempting.
+   */
   private disown(lane: Lane): void {
     for (const d of lane.queue) lane.known.delete(d.id);
     lane.queue.length = 0;
-    if (this.lanes.get(lane.webhookId) === lane) this.lanes.delete(lane.webhookId);
   }
 
   private settledSince(lane: Lane, id: string, since: number): boolean {
@@ -163,7 +176,7 @@ export class WebhookLanes {
   }
 
   private enqueue(lane: Lane, d: DeliveryDoc): void {
-    if (lane.known.has(d.id) || lane.queue.length >= laneQueueMax) return;
+    if (lane.known.has(d.id) || lane.attempting.has(d.id) || lane.queue.length >= laneQueueMax) return;
     lane.known.add(d.id);
     lane.queue.push(d);
   }
@@ -180,10 +193,12 @@ export class WebhookLanes {
     while (!this.stopping && !lane.owned.aborted && lane.running < this.deps.config.concurrency && lane.queue.length > 0) {
       const d = lane.queue.shift()!;
       lane.running++;
+      lane.attempting.add(d.id);
       const running: Promise<void> = this.run(webhookId, lane, d).finally(() => {
         this.inFlight.delete(running);
         lane.running--;
         lane.known.delete(d.id);
+        lane.attempting.delete(d.id);
         const now = Date.now();
         lane.settled.set(d.id, now);
         // Oldest first (insertion order): drop what no read in progress can still be older than.
