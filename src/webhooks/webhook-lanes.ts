@@ -194,9 +194,17 @@ export class WebhookLanes {
       const d = lane.queue.shift()!;
       lane.running++;
       lane.attempting.add(d.id);
-      const running: Promise<void> = this.run(webhookId, lane, d).finally(() => {
-        this.inFlight.delete(running);
+      // The endpoint's slot is free once it answered; the delivery stays known here until its outcome is stored.
+      let slotHeld = true;
+      const freeSlot = () => {
+        if (!slotHeld) return;
+        slotHeld = false;
         lane.running--;
+        if (!this.stopping) this.pump(webhookId, lane);
+      };
+      const running: Promise<void> = this.run(webhookId, lane, d, freeSlot).finally(() => {
+        this.inFlight.delete(running);
+        freeSlot();
         lane.known.delete(d.id);
         lane.attempting.delete(d.id);
         const now = Date.now();
@@ -206,14 +214,12 @@ export class WebhookLanes {
           if (now - at < settledMemoryMs) break;
           lane.settled.delete(id);
         }
-        if (this.stopping) return;
-        this.pump(webhookId, lane);
       });
       this.inFlight.add(running);
     }
   }
 
-  private async run(webhookId: string, lane: Lane, d: DeliveryDoc): Promise<void> {
+  private async run(webhookId: string, lane: Lane, d: DeliveryDoc, onSent: () => void): Promise<void> {
     try {
       const hook = await this.webhook(webhookId, lane);
       // Deleted: its deliveries went with it. Or the key left this process while the webhook was read: the new owner makes the attempt.
@@ -222,7 +228,7 @@ export class WebhookLanes {
         await this.deps.attempts.abandon(d, 'webhook disabled');
         return;
       }
-      const { doc, step } = await this.deps.attempts.attempt(hook, d);
+      const { doc, step } = await this.deps.attempts.attempt(hook, d, { onSent });
       if (step.kind === 'gone') lane.hook = undefined;
       if (doc && step.kind === 'retry') {
         await this.client.send(webhookId, { kind: 'retry', orgId: lane.orgId, deliveryId: d.id }, { delayMs: step.delayMs });
