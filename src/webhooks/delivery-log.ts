@@ -52,7 +52,8 @@ export class DeliveryLog {
       else groups.set(key, [s]);
     }
     const now = nowIso();
-    await Promise.all([...groups.values()].flatMap((group) => chunks(group, writeChunk)).map(async (group) => {
+    // One write after the other: side by side they would only contend for the same collection (a MongoDB wire server on SQLite refuses them).
+    for (const group of [...groups.values()].flatMap((g) => chunks(g, writeChunk))) {
       const { tenantId, attempts } = group[0]!.delivery;
       try {
         await this.deliveries.updateMany(orgScope(tenantId), { id: { $in: group.map((s) => s.delivery.id) }, status: 'pending', attempts }, {
@@ -63,7 +64,7 @@ export class DeliveryLog {
       } catch (err) {
         for (const s of group) s.done(err);
       }
-    }));
+    }
     this.flushing = false;
     this.schedule();
   }
