@@ -105,7 +105,7 @@ function byMessage(received: ReceivedDelivery[]): Map<string, ReceivedDelivery[]
   return seen;
 }
 
-test(`a worker SIGKILLed while it delivers ${events} events: every event delivered, repeats only of attempts in flight, under the same webhook-id`, { timeout: 600_000 }, async (t) => {
+test(`a worker SIGKILLed while it delivers ${events} events: every event delivered, repeats only of attempts in flight, under the same webhook-id`, { timeout: Math.max(600_000, events * 600) }, async (t) => {
   const c = await cluster(t);
   if (!c) return;
   const receiver = await WebhookReceiver.start();
@@ -144,7 +144,7 @@ test(`a worker SIGKILLed while it delivers ${events} events: every event deliver
     }
   }));
 
-  await waitFor(() => byMessage(receiver.received).size >= events * 0.3, 300_000, '30% delivered');
+  await waitFor(() => byMessage(receiver.received).size >= events * 0.3, events * 500, '30% delivered');
   const owner = await redis.get(lease);
   const victim = [...c.procs.keys()].find((name) => `${c.prefix}-${name}` === owner);
   assert.ok(victim?.startsWith('w'), `the webhook's shard is held by a worker (${owner})`);
@@ -161,7 +161,7 @@ test(`a worker SIGKILLed while it delivers ${events} events: every event deliver
   note(`shard taken from ${holder?.slice(c.prefix.length + 1)} after ${receiver.received.length} deliveries`);
   await sending;
   note(`all ${events} sends accepted`);
-  await waitFor(() => accepted.every((id) => byMessage(receiver.received).has(id)), 300_000, 'every event delivered');
+  await waitFor(() => accepted.every((id) => byMessage(receiver.received).has(id)), events * 300, 'every event delivered');
   note(`every event delivered (${receiver.received.length} requests)`);
   await sleep(3_000); // a late repeat would arrive by now
   watching = false;
