@@ -14,8 +14,10 @@ export interface Config {
   redisUrl: string | undefined;
   mongoUrl: string | undefined;
   dataDir: string;
-  /** How often the embedded store syncs its logs to disk (writes are in the OS before they resolve; 0 = sync every write). */
+  /** How often the embedded store syncs its write-ahead log to disk (writes are in the OS before they resolve; 0 = sync every commit). */
   storeSyncIntervalMs: number;
+  /** The embedded store's page cache: with a few MiB of working memory, what it holds in RAM whatever the data size. */
+  storeCacheMb: number;
   logLevel: string;
   /** Identifies this process among the frontends and workers (logs, leases, addressed replies). */
   nodeId: string;
@@ -171,6 +173,7 @@ export function loadConfig(env: Env = process.env): Config {
     mongoUrl: env.MONGODB_URL || undefined,
     dataDir: env.DATA_DIR || './data',
     storeSyncIntervalMs: int(env, 'STORE_SYNC_INTERVAL_MS', 1_000),
+    storeCacheMb: positive(env, 'STORE_CACHE_MB', 32),
     logLevel: logLevel(env),
     nodeId: env.NODE_ID || `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxBodyBytes: positive(env, 'MAX_BODY_BYTES', 1024 * 1024),

@@ -27,6 +27,9 @@ export class AutomationRunner {
     if (!exec || exec.state === 'done') return;
     const automation = await this.deps.db.automations.findOne(orgScope(orgId), { id: exec.automationId });
     if (!automation) return;
+    // The last action's outcome, when it settles here, is written by the update that marks the execution done.
+    let unwritten: number | undefined;
+    const last = exec.actions.length - 1;
     for (const [index, outcome] of exec.actions.entries()) {
       // A run cut short between recording `retrying` and setting its timer: set it again (the attempt count guards a double).
       if (outcome.status === 'retrying' && ctx.delivery > 1) {
@@ -34,28 +37,31 @@ export class AutomationRunner {
       }
       if (outcome.status !== 'pending') continue;
       const action = automation.actions[index];
+      const write = index !== last;
+      if (!write) unwritten = index;
       if (!action || action.type !== outcome.type) {
-        await this.settle(exec, index, 'failed', 'the automation was changed before this action ran');
+        await this.settle(exec, index, 'failed', 'the automation was changed before this action ran', write);
         continue;
       }
       switch (action.type) {
         case 'send_reply': {
           const r = await this.deps.actions.reply(exec, action, index);
-          await this.settle(exec, index, r.status, r.error);
+          await this.settle(exec, index, r.status, r.error, write);
           break;
         }
         case 'create_contact': {
           const r = await this.deps.actions.createContact(exec, action);
-          await this.settle(exec, index, r.status, r.error);
+          await this.settle(exec, index, r.status, r.error, write);
           break;
         }
         case 'call_webhook':
         case 'log_to_crm':
+          unwritten = undefined;
           await this.attempt(ctx, exec, index, 0);
           break;
       }
     }
-    await this.finish(exec, automation.id);
+    await this.finish(exec, automation.id, unwritten);
   }
 
   /** A due retry of an HTTP action that is still `retrying` with the attempts the timer was set after. */
@@ -87,18 +93,30 @@ export class AutomationRunner {
     if (step.kind === 'retry') await ctx.send(automationProtocol, ctx.key, { kind: 'retry', orgId: exec.tenantId, executionId: exec.id, index }, { delayMs: step.delayMs });
   }
 
-  private async settle(exec: ExecutionDoc, index: number, status: ActionStatus, error: string | null): Promise<void> {
-    await this.deps.db.executions.updateOne(orgScope(exec.tenantId), { id: exec.id },
-      { $set: { [`actions.${index}.status`]: status, [`actions.${index}.error`]: error, updatedAt: nowIso() } });
+  /** `write: false` leaves the stored outcome to `finish` (the last action of a run). */
+  private async settle(exec: ExecutionDoc, index: number, status: ActionStatus, error: string | null, write = true): Promise<void> {
+    if (write) {
+      await this.deps.db.executions.updateOne(orgScope(exec.tenantId), { id: exec.id },
+        { $set: { [`actions.${index}.status`]: status, [`actions.${index}.error`]: error, updatedAt: nowIso() } });
+    }
     exec.actions[index] = { ...exec.actions[index]!, status, error };
     actionOutcomes.inc({ type: exec.actions[index]!.type, status });
     if (status === 'failed') this.deps.log.info({ automationId: exec.automationId, executionId: exec.id, messageId: exec.messageId, error }, 'automation action failed');
   }
 
-  /** Only the run that moves the execution to done counts it on the automation. */
-  private async finish(exec: ExecutionDoc, automationId: string): Promise<void> {
+  /**
+   * Only the run that moves the execution to done counts it on the automation. If another run got there
+   * first, that run stored every outcome, the one left `unwritten` here included.
+   */
+  private async finish(exec: ExecutionDoc, automationId: string, unwritten?: number): Promise<void> {
     const now = nowIso();
-    const done = await this.deps.db.executions.updateOne(orgScope(exec.tenantId), { id: exec.id, state: 'running' }, { $set: { state: 'done', updatedAt: now } });
+    const set: Record<string, unknown> = { state: 'done', updatedAt: now };
+    if (unwritten !== undefined) {
+      const outcome = exec.actions[unwritten]!;
+      set[`actions.${unwritten}.status`] = outcome.status;
+      set[`actions.${unwritten}.error`] = outcome.error;
+    }
+    const done = await this.deps.db.executions.updateOne(orgScope(exec.tenantId), { id: exec.id, state: 'running' }, { $set: set });
     if (!done) return;
     await this.deps.db.automations.updateOne(orgScope(exec.tenantId), { id: automationId }, { $set: { lastExecutedAt: now }, $inc: { executionCount: 1 } });
     executionOutcomes.inc({ outcome: exec.actions.some((a) => a.status === 'failed') ? 'failed' : 'succeeded' });

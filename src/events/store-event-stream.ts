@@ -107,7 +107,8 @@ export class StoreEventStream implements EventStream {
   }
 
   private async unseen(events: DomainEvent[]): Promise<DomainEvent[]> {
-    const stored = await this.events.find(platformScope, { id: { $in: events.map((e) => e.id) } });
+    // Sorted, so the embedded store answers by id lookups instead of a scan of the whole stream (any order would do).
+    const stored = await this.events.find(platformScope, { id: { $in: events.map((e) => e.id) } }, { sort: { seq: 1 } });
     const seen = new Set(stored.map((d) => d.id));
     return events.filter((e) => !seen.has(e.id));
   }

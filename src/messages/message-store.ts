@@ -89,12 +89,13 @@ export interface IdempotencyDoc {
 export function messagingCollections(store: Store) {
   return {
     messages: store.collection<MessageDoc>('messages', [
-      { keys: { tenantId: 1, teamId: 1, createdAt: -1 } },
+      // fanout last: a team's history and its count (which leave group sends out) are read from the index alone.
+      { keys: { tenantId: 1, teamId: 1, createdAt: -1, fanout: 1 } },
       { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
       { keys: { tenantId: 1, status: 1, priority: -1, createdAt: 1 } },
-      { keys: { tenantId: 1, jobId: 1, jobIndex: 1 } },
-      { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 } },
-      { keys: { tenantId: 1, outboxAt: 1 } },
+      { keys: { tenantId: 1, jobId: 1, jobIndex: 1 }, sparse: true },
+      { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 }, sparse: true },
+      { keys: { tenantId: 1, outboxAt: 1 }, sparse: true },
     ]),
     conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
     phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),

@@ -73,7 +73,12 @@ export class ChatDbReader {
   private readonly db: SqliteCli;
 
   constructor(readonly dbPath: string, options: { sqlite3Program?: string } = {}) {
-    this.db = new SqliteCli(dbPath, { readonly: true, ...(options.sqlite3Program ? { program: options.sqlite3Program } : {}) });
+    // Polled every second or so: one sqlite3 program for the reader's life rather than one per query.
+    this.db = new SqliteCli(dbPath, { readonly: true, longLived: true, ...(options.sqlite3Program ? { program: options.sqlite3Program } : {}) });
+  }
+
+  async close(): Promise<void> {
+    await this.db.close();
   }
 
   /** Fails with a `SqliteError` when the file cannot be read (on macOS: no Full Disk Access). */
@@ -99,6 +104,25 @@ export class ChatDbReader {
     for (let i = 0; i < rowIds.length; i += 500) {
       const chunk = rowIds.slice(i, i + 500).map(sqlInteger).join(',');
       rows.push(...(await this.read(`m.ROWID IN (${chunk})`, 500)));
+    }
+    return rows;
+  }
+
+  /**
+   * Of rows the agent follows, those with news: a row not yet delivered that
+   * now shows delivery, a read or an error; a delivered row that now shows a
+   * read. A poll over thousands of followed rows then returns only the few
+   * that changed.
+   */
+  async readRowsWithNews(awaitingDelivery: number[], awaitingRead: number[]): Promise<ChatRow[]> {
+    const delivery = '(m.is_delivered = 1 OR m.date_delivered > 0 OR m.is_read = 1 OR m.date_read > 0 OR m.error != 0)';
+    const read = '(m.is_read = 1 OR m.date_read > 0)';
+    const rows: ChatRow[] = [];
+    for (const [ids, news] of [[awaitingDelivery, delivery], [awaitingRead, read]] as const) {
+      for (let i = 0; i < ids.length; i += 1_000) {
+        const chunk = ids.slice(i, i + 1_000);
+        rows.push(...(await this.read(`m.ROWID IN (${chunk.map(sqlInteger).join(',')}) AND ${news}`, chunk.length)));
+      }
     }
     return rows;
   }

@@ -104,7 +104,8 @@ async function runAgent(config: AgentConfig): Promise<number> {
     `relay agent starting: server ${config.serverUrl}, ${config.simulate ? 'simulated Messages on' : 'Messages database'} ${config.chatDbPath}, state in ${config.stateDir}`,
   );
   const exit = await agent.run();
-  simulator?.close();
+  await simulator?.close();
+  await reader.close();
   if (exit.reason === 'fatal') {
     await agent.stop();
     throw new CannotRun(exit.message);

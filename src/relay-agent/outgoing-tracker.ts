@@ -68,7 +68,10 @@ export class OutgoingTracker {
     const tracked = this.journal.inPhase('tracking').filter((r) => r.rowId !== undefined);
     if (tracked.length === 0) return;
     const byRow = new Map(tracked.map((r) => [r.rowId as number, r]));
-    for (const row of await this.reader.readRows([...byRow.keys()])) {
+    const delivered = (r: SendRecord) => r.steps.some((s) => s.status === 'delivered');
+    const awaitingRead = tracked.filter(delivered).map((r) => r.rowId as number);
+    const awaitingDelivery = tracked.filter((r) => !delivered(r)).map((r) => r.rowId as number);
+    for (const row of await this.reader.readRowsWithNews(awaitingDelivery, awaitingRead)) {
       const record = byRow.get(row.rowId);
       if (record && this.advance(record, row, nowMs)) changed.add(record);
     }

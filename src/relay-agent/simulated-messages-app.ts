@@ -50,9 +50,9 @@ export interface SimulatorOptions {
 }
 
 /** Opens (creating if absent) a simulated chat.db with the Messages schema. */
-export async function createSimulatedChatDb(dbPath: string, sqlite3Program?: string): Promise<SqliteCli> {
+export async function createSimulatedChatDb(dbPath: string, sqlite3Program?: string, longLived = false): Promise<SqliteCli> {
   await mkdir(dirname(dbPath), { recursive: true });
-  const db = new SqliteCli(dbPath, { readonly: false, ...(sqlite3Program ? { program: sqlite3Program } : {}) });
+  const db = new SqliteCli(dbPath, { readonly: false, longLived, ...(sqlite3Program ? { program: sqlite3Program } : {}) });
   await db.exec(schema);
   return db;
 }
@@ -79,7 +79,8 @@ export class SimulatedMessagesApp implements MessageSender {
   private constructor(readonly dbPath: string, private readonly db: SqliteCli, private readonly options: SimulatorOptions) {}
 
   static async open(dbPath: string, options: SimulatorOptions = {}): Promise<SimulatedMessagesApp> {
-    return new SimulatedMessagesApp(dbPath, await createSimulatedChatDb(dbPath, options.sqlite3Program), options);
+    // One sqlite3 program for the app's life: a send is then a few milliseconds, not a process start.
+    return new SimulatedMessagesApp(dbPath, await createSimulatedChatDb(dbPath, options.sqlite3Program, true), options);
   }
 
   /** Writes the outgoing row as Messages would, then marks it delivered (and read) later, unless a failure was injected. */
@@ -107,10 +108,11 @@ COMMIT;`);
     return { ok: true };
   }
 
-  /** Stops pending delivered/read updates. */
-  close(): void {
+  /** Stops pending delivered/read updates and the sqlite3 program. */
+  async close(): Promise<void> {
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    await this.db.close();
   }
 
   private async markDelivered(rowId: number): Promise<void> {

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { SqliteProcess, SqliteRunError } from './sqlite-process.ts';
 
 /**
  * Talks to a SQLite file through the `sqlite3` command-line program, because
@@ -18,6 +19,12 @@ export interface SqliteCliOptions {
   busyTimeoutMs?: number;
   /** A run longer than this is killed. */
   timeoutMs?: number;
+  /**
+   * Keep one sqlite3 program running and feed it each statement, rather than
+   * start one per statement; for owners that run many (the agent's poll loop,
+   * the simulator). Call `close()` when done.
+   */
+  longLived?: boolean;
 }
 
 export class SqliteError extends Error {
@@ -42,6 +49,7 @@ export class SqliteCli {
   private readonly readonlyMode: boolean;
   private readonly busyTimeoutMs: number;
   private readonly timeoutMs: number;
+  private readonly process: SqliteProcess | undefined;
 
   constructor(readonly dbPath: string, options: SqliteCliOptions) {
     this.program = options.program ?? 'sqlite3';
@@ -52,6 +60,12 @@ export class SqliteCli {
     const url = pathToFileURL(resolve(dbPath));
     if (this.readonlyMode) url.searchParams.set('mode', 'ro');
     this.target = url.href;
+    if (options.longLived) this.process = new SqliteProcess(this.program, [...this.modeFlags(), '-json', '-bail', '-cmd', `.timeout ${this.busyTimeoutMs}`, this.target], this.timeoutMs);
+  }
+
+  /** Ends the long-lived program, if any. */
+  async close(): Promise<void> {
+    await this.process?.close();
   }
 
   /** Runs one SELECT (or a script whose only row-returning statement is the last) and returns its rows. */
@@ -74,8 +88,21 @@ export class SqliteCli {
     });
   }
 
-  private run(flags: string[], sql: string): Promise<string> {
-    const args = [...(this.readonlyMode ? ['-readonly'] : []), ...flags, '-bail', '-cmd', `.timeout ${this.busyTimeoutMs}`, this.target, sql];
+  private modeFlags(): string[] {
+    return this.readonlyMode ? ['-readonly'] : [];
+  }
+
+  private async run(flags: string[], sql: string): Promise<string> {
+    if (this.process) {
+      try {
+        return await this.process.run(sql);
+      } catch (err) {
+        const stderr = err instanceof SqliteRunError ? err.stderr : '';
+        const detail = (err as Error).message.trim().split('\n')[0] ?? '';
+        throw new SqliteError(`sqlite3 failed on ${this.dbPath}: ${detail}`, stderr || (err as Error).message);
+      }
+    }
+    const args = [...this.modeFlags(), ...flags, '-bail', '-cmd', `.timeout ${this.busyTimeoutMs}`, this.target, sql];
     return new Promise((done, fail) => {
       execFile(this.program, args, { timeout: this.timeoutMs, maxBuffer: maxOutputBytes, encoding: 'utf8' }, (err, stdout, stderr) => {
         if (err) {

@@ -61,6 +61,14 @@ export function totalOrder(sort: Sort): Sort {
 export interface IndexSpec {
   keys: Record<string, 1 | -1>;
   unique?: boolean;
+  /**
+   * Only documents that have the first field after tenantId are indexed (as
+   * MongoDB's sparse indexes): for a field most documents lack, so writes to
+   * those documents maintain one index fewer. A query uses it only when it
+   * needs that field to exist (an equality or a range on it). The embedded
+   * store honours it; the MongoDB adapter builds a full index.
+   */
+  sparse?: boolean;
 }
 
 export interface Collection<T extends Doc> {

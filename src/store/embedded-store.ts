@@ -1,45 +1,96 @@
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { join, resolve } from 'node:path';
+import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
-import { CollectionLog } from './embedded-log.ts';
-import { MemoryCollection, type Change } from './memory-collection.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
+import { legacyCollections, readLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
+import { quote, type SqlValue } from './sql-filter.ts';
+import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
+
+const require = createRequire(import.meta.url);
+const { Database } = require('node-sqlite3-wasm') as { Database: typeof SqliteDatabase };
 
 export interface EmbeddedStoreOptions {
-  /** How often the logs are fdatasync'd in the background; 0 syncs every group commit before it resolves. */
+  /** How often the write-ahead log is fdatasync'd in the background; 0 syncs every commit before it resolves. */
   syncIntervalMs?: number;
+  /** SQLite's page cache: with the statements' working memory, what the store holds in RAM whatever the data size. */
+  cacheMb?: number;
+}
+
+/** The database file in DATA_DIR; SQLite keeps `store.sqlite-wal` beside it while open. */
+export const storeFile = 'store.sqlite';
+/** Prepared statements kept per store; SQL text is per filter shape, so a few dozen in practice. */
+const maxStatements = 500;
+/** Pages (4 KiB) of write-ahead log between two checkpoints. */
+const checkpointPages = 4_096;
+/** Paths open in this process: a second connection to the same file would not see the first one's lock. */
+const openPaths = new Set<string>();
+
+interface Batch {
+  done: Promise<void>;
+  resolve(): void;
+  reject(err: unknown): void;
 }
 
 /**
- * The embedded default: documents live in memory and each collection is
- * persisted under `dataDir` as a snapshot plus an append-only log of changes,
- * replayed at start (see `CollectionLog`).
+ * The embedded default: SQLite (compiled to WebAssembly, no native build) in
+ * one file under `dataDir`. Each collection is a table of JSON documents with
+ * a column per field that a declared index names, and those indexes as SQL
+ * indexes; queries become SQL on them (see `sql-filter.ts`).
  *
- * Durability: a write resolves only once its change is in the log file
- * (writeSync), so a process crash loses no acknowledged write. The changes of
- * one tick go out in one write and their callers resolve together (group
- * commit). The logs are fdatasync'd in the background at most every
- * `syncIntervalMs` (default 1 s), so a machine or power failure can lose about
- * the last second of acknowledged writes. Reads may see a change a tick before
- * it reaches the log.
+ * Memory: SQLite's page cache (`cacheMb`) and the statements' working memory
+ * in the WebAssembly heap, not the data.
  *
- * A log that outgrows its data is folded into a fresh snapshot in the
- * background, in chunks, while appends go on in a second log file.
+ * Durability: the writes of one turn of the event loop form one transaction
+ * (group commit), and each resolves once it is committed: in the write-ahead
+ * log, in the OS, so a process crash loses no acknowledged write. The log is
+ * fdatasync'd in the background every `syncIntervalMs` (default 1 s; 0: at
+ * every commit, before it resolves), so a power failure can lose about the
+ * last interval of acknowledged writes; SQLite keeps the file consistent
+ * either way. Reads see a write as soon as it is made, before its commit.
  */
-export class EmbeddedStore implements Store {
+export class EmbeddedStore implements Store, Connection {
   readonly kind = 'embedded' as const;
-  private readonly collections = new Map<string, EmbeddedCollection>();
-  private readonly syncIntervalMs: number;
+  readonly path: string;
+  private readonly db: SqliteDatabase;
+  private readonly owner: string;
+  private readonly statements = new Map<string, Statement>();
+  private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
   private readonly syncTimer: NodeJS.Timeout | undefined;
+  private batch: Batch | null = null;
+  private unsynced = false;
+  private syncing: Promise<void> | null = null;
   private closed = false;
 
-  constructor(private readonly dataDir: string, opts: EmbeddedStoreOptions = {}) {
+  constructor(dataDir: string, opts: EmbeddedStoreOptions = {}) {
     mkdirSync(dataDir, { recursive: true });
-    this.syncIntervalMs = opts.syncIntervalMs ?? 1_000;
-    if (this.syncIntervalMs > 0) {
-      this.syncTimer = setInterval(() => {
-        for (const col of this.collections.values()) col.syncInBackground();
-      }, this.syncIntervalMs);
+    this.path = join(resolve(dataDir), storeFile);
+    if (openPaths.has(this.path)) throw new Error(`${this.path} is already open in this process`);
+    this.owner = `${this.path}.owner`;
+    claim(this.path, this.owner);
+    this.db = new Database(this.path);
+    openPaths.add(this.path);
+    const syncIntervalMs = opts.syncIntervalMs ?? 1_000;
+    try {
+      // Exclusive locking first: WAL then needs no shared memory, which this VFS does not have.
+      this.db.exec('PRAGMA locking_mode = EXCLUSIVE');
+      const mode = this.db.get('PRAGMA journal_mode = WAL') as { journal_mode?: string } | null;
+      if (mode?.journal_mode !== 'wal') throw new Error(`${this.path}: SQLite refused WAL mode (${mode?.journal_mode})`);
+      this.db.exec(`PRAGMA synchronous = ${syncIntervalMs > 0 ? 'NORMAL' : 'FULL'}`);
+      this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
+      // A checkpoint (the log folded into the file) syncs twice on the event loop: every 16 MiB of log, not every 4 MiB.
+      this.db.exec(`PRAGMA wal_autocheckpoint = ${checkpointPages}`);
+      this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
+      this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
+      this.importLegacy(dataDir);
+    } catch (err) {
+      this.release();
+      throw err;
+    }
+    if (syncIntervalMs > 0) {
+      this.syncTimer = setInterval(() => this.syncInBackground(), syncIntervalMs);
       this.syncTimer.unref();
     }
   }
@@ -47,132 +98,187 @@ export class EmbeddedStore implements Store {
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {
     let col = this.collections.get(name);
     if (!col) {
-      col = new EmbeddedCollection(name, join(this.dataDir, name), indexes, this.syncIntervalMs <= 0);
+      col = new EmbeddedCollection(this, name);
       this.collections.set(name, col);
     }
+    if (!this.closed) col.declare(indexes);
     return col as unknown as Collection<T>;
   }
 
   async init(): Promise<void> {}
 
   async ping(): Promise<void> {
-    if (this.closed) throw new Error('store closed');
+    this.assertOpen('store');
+    this.statement('SELECT 1').get();
   }
 
-  /** Folds every collection's log into its snapshot now (a running compaction is joined, not repeated). */
-  async compact(): Promise<void> {
-    await Promise.all([...this.collections.values()].map((col) => col.compact()));
-  }
-
-  /** Writes still pending are written and synced; a running compaction is abandoned and finished at the next start. */
+  /** Pending writes are committed; later calls are refused. */
   async close(): Promise<void> {
-    this.closed = true;
+    if (this.closed) return;
     clearInterval(this.syncTimer);
-    await Promise.all([...this.collections.values()].map((col) => col.close()));
-  }
-}
-
-interface Batch {
-  lines: string[];
-  done: Promise<void>;
-  resolve(): void;
-  reject(err: unknown): void;
-}
-
-class EmbeddedCollection extends MemoryCollection<Doc> {
-  private readonly log: CollectionLog;
-  private batch: Batch | null = null;
-  private compaction: Promise<void> | null = null;
-  /** After a failed compaction, the log size at which to try again. */
-  private compactAgainAt = 0;
-  private closed = false;
-  private closing: Promise<void> | null = null;
-  /** A write or sync that failed: memory may now be ahead of the disk, so no further write is accepted. */
-  private failure: unknown = null;
-
-  constructor(name: string, base: string, indexes: IndexSpec[], syncEveryWrite: boolean) {
-    super(name, indexes);
-    this.log = new CollectionLog(base, syncEveryWrite);
-    this.log.load((change) => (change.op === 'put' ? this.restore(change.doc) : this.forget(change.id)));
-    if (this.log.onNext) setImmediate(() => void this.compact()); // an interrupted compaction is owed
+    this.flush();
+    this.closed = true;
+    await this.syncing;
+    this.release();
   }
 
-  protected override persist(change: Change): void {
-    if (this.closed) throw new AppError('service_unavailable', `the ${this.name} collection is closed`);
-    if (this.failure) throw new AppError('service_unavailable', `the ${this.name} collection cannot be written`, { cause: this.failure });
-    const line = JSON.stringify(change);
-    if (!this.batch) this.batch = this.openBatch();
-    this.batch.lines.push(line);
+  private release(): void {
+    for (const stmt of this.statements.values()) stmt.finalize();
+    this.statements.clear();
+    if (this.db.isOpen) this.db.close(); // checkpoints the log into the file and removes it
+    openPaths.delete(this.path);
+    if (existsSync(this.owner)) unlinkSync(this.owner);
   }
 
-  protected override committed(): Promise<void> {
+  assertOpen(what: string): void {
+    if (this.closed) throw new AppError('service_unavailable', `the ${what} collection is closed`);
+  }
+
+  /** A prepared statement, kept for reuse (finalized on eviction and at close). */
+  statement(sql: string): Statement {
+    let stmt = this.statements.get(sql);
+    if (stmt) {
+      this.statements.delete(sql);
+    } else {
+      stmt = this.db.prepare(sql);
+      if (this.statements.size >= maxStatements) {
+        const [oldest, evicted] = this.statements.entries().next().value as [string, Statement];
+        this.statements.delete(oldest);
+        evicted.finalize();
+      }
+    }
+    this.statements.set(sql, stmt);
+    return stmt;
+  }
+
+  /** Runs a write statement; after a failure (a constraint) the statement is reset, so it can be used again. */
+  run(sql: string, params: SqlValue[]): void {
+    const stmt = this.statement(sql);
+    try {
+      stmt.run(params);
+    } catch (err) {
+      reset(stmt);
+      throw err;
+    }
+  }
+
+  exec(sql: string): void {
+    this.db.exec(sql);
+  }
+
+  /** Runs `work` inside this turn's transaction, opening it (and scheduling its commit) if needed. */
+  write<R>(what: string, work: () => R): R {
+    this.assertOpen(what);
+    if (!this.batch) this.batch = this.begin();
+    return work();
+  }
+
+  /** Settles once everything written so far is committed. */
+  committed(): Promise<void> {
     return this.batch?.done ?? Promise.resolve();
   }
 
-  private openBatch(): Batch {
+  private begin(): Batch {
+    this.db.exec('BEGIN');
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
     const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
     done.catch(() => undefined); // every writer awaits it; this only keeps an unawaited failure from crashing the process
     setImmediate(() => this.flush());
-    return { lines: [], done, resolve, reject };
+    return { done, resolve, reject };
   }
 
-  /** Group commit: one write for every change of the tick, then all their callers resolve. */
+  /** Group commit: one COMMIT for every write of the turn, then all their callers resolve. */
   private flush(): void {
     const batch = this.batch;
     if (!batch) return;
     this.batch = null;
     try {
-      this.log.append(batch.lines);
+      if (!this.db.inTransaction) throw new Error('the transaction was rolled back by SQLite');
+      this.db.exec('COMMIT');
     } catch (err) {
-      this.failure = err;
-      batch.reject(new AppError('service_unavailable', `the ${this.name} collection cannot be written`, { cause: err }));
+      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      batch.reject(new AppError('service_unavailable', 'the store could not commit', { cause: err }));
       return;
     }
+    this.unsynced = true;
     batch.resolve();
-    const entries = this.log.entries;
-    if (entries > 1_000 && entries > 2 * this.size && entries >= this.compactAgainAt) void this.compact();
   }
 
-  syncInBackground(): void {
-    if (this.closed || this.failure) return;
-    this.log.sync().catch((err: unknown) => {
-      this.failure = err;
-    });
-  }
-
-  /** One compaction at a time; a failed one leaves appends in `.log.next` and is tried again later. */
-  compact(): Promise<void> {
-    if (this.compaction) return this.compaction;
-    if (this.closed) return Promise.resolve();
-    // Stored documents are never changed in place, so this list is a point-in-time copy.
-    const docs = Array.from(this.all());
-    this.compaction = this.log
-      .compact(docs, () => this.closed)
-      .then(
-        () => undefined,
-        () => {
-          this.compactAgainAt = this.log.entries + Math.max(1_000, this.size);
-        },
-      )
+  /** fdatasync of the write-ahead log on the thread pool (any descriptor of a file syncs the file), one at a time. */
+  private syncInBackground(): void {
+    if (this.syncing || !this.unsynced || this.closed) return;
+    this.unsynced = false;
+    this.syncing = syncFile(`${this.path}-wal`)
+      .catch(() => {
+        this.unsynced = true;
+      })
       .finally(() => {
-        this.compaction = null;
+        this.syncing = null;
       });
-    return this.compaction;
   }
 
-  close(): Promise<void> {
-    if (!this.closing) {
-      this.closed = true;
-      this.closing = this.shutdown();
+  /**
+   * A DATA_DIR written by the store that kept documents in memory is imported
+   * in one transaction on the first start, then its files are moved aside (a
+   * crash in between imports nothing twice: the mark is in the same commit).
+   */
+  private importLegacy(dataDir: string): void {
+    const names = legacyCollections(dataDir);
+    if (names.length === 0) return;
+    const imported = this.statement("SELECT value FROM relaybox_meta WHERE key = 'legacy_import'").get();
+    if (!imported) {
+      this.db.exec('BEGIN');
+      try {
+        for (const name of names) {
+          createTable(this, name);
+          const insert = this.statement(`INSERT OR REPLACE INTO ${quote(name)} (id, tenant, doc) VALUES (?, ?, ?)`);
+          for (const doc of readLegacyCollection(dataDir, name).values()) insert.run([doc.id, doc.tenantId, encode(doc)]);
+        }
+        this.statement("INSERT INTO relaybox_meta (key, value) VALUES ('legacy_import', ?)").run([new Date().toISOString()]);
+        this.db.exec('COMMIT');
+      } catch (err) {
+        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        throw new Error(`could not import the previous store's files in ${dataDir}; they are untouched: ${(err as Error).message}`, { cause: err });
+      }
     }
-    return this.closing;
+    retireLegacyFiles(dataDir, names);
   }
+}
 
-  private async shutdown(): Promise<void> {
-    this.flush();
-    await this.compaction;
-    await this.log.close();
+/**
+ * Takes DATA_DIR for this process. The SQLite build locks with a directory
+ * (`store.sqlite.lock`), which a killed process leaves behind; the owner file
+ * says whether its process still runs.
+ */
+function claim(path: string, owner: string): void {
+  const pid = existsSync(owner) ? Number(readFileSync(owner, 'utf8')) : 0;
+  if (pid && pid !== process.pid && processAlive(pid)) throw new Error(`${path} is in use by process ${pid}: stop it first (or, if that process is not this service, delete ${owner})`);
+  rmSync(`${path}.lock`, { recursive: true, force: true });
+  writeFileSync(owner, String(process.pid));
+}
+
+/** Whether a process with this id runs (one we may not signal runs too). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function syncFile(path: string): Promise<void> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // checkpointed away
+    throw err;
+  }
+  try {
+    await handle.datasync();
+  } finally {
+    await handle.close();
   }
 }

@@ -5,11 +5,14 @@ import { MongoStore } from './mongo-store.ts';
 
 export type { Store } from './collection.ts';
 
-/** MongoDB when a URL is given, otherwise the embedded file-backed store. */
-export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; pingTimeoutMs: number }, log: Logger): Store {
+/** MongoDB when a URL is given, otherwise the embedded SQLite store in dataDir. */
+export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; cacheMb?: number; pingTimeoutMs: number }, log: Logger): Store {
   if (opts.mongoUrl) {
     log.debug({ component: 'store' }, 'using MongoDB');
     return new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs);
   }
-  return new EmbeddedStore(opts.dataDir, opts.syncIntervalMs === undefined ? {} : { syncIntervalMs: opts.syncIntervalMs });
+  return new EmbeddedStore(opts.dataDir, {
+    ...(opts.syncIntervalMs === undefined ? {} : { syncIntervalMs: opts.syncIntervalMs }),
+    ...(opts.cacheMb === undefined ? {} : { cacheMb: opts.cacheMb }),
+  });
 }

@@ -1,6 +1,10 @@
-import type { Filter, Sort, Update } from './collection.ts';
+import type { Filter, Update } from './collection.ts';
 
-/** In-memory evaluation of the port's query subset, matching MongoDB's semantics for it. */
+/**
+ * The port's query subset evaluated on a document, with MongoDB's semantics:
+ * the embedded store tests with it what its SQL does not say exactly (see
+ * `sql-filter.ts`), and applies updates with it.
+ */
 
 export function getPath(doc: unknown, path: string): unknown {
   let value: unknown = doc;
@@ -37,7 +41,7 @@ function typeRank(v: unknown): number {
   return 6;
 }
 
-export function compareValues(a: unknown, b: unknown): number {
+function compareValues(a: unknown, b: unknown): number {
   const ra = typeRank(a);
   const rb = typeRank(b);
   if (ra !== rb) return ra - rb;
@@ -141,16 +145,4 @@ export function equalityFields(filter: Filter): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
   for (const [key, cond] of Object.entries(filter)) if (!key.startsWith('$') && !isOperatorObject(cond)) fields[key] = cond;
   return fields;
-}
-
-export function sortDocs<T extends Record<string, unknown>>(docs: T[], sort: Sort | undefined): T[] {
-  if (!sort) return docs;
-  const fields = Object.entries(sort);
-  return docs.sort((a, b) => {
-    for (const [field, dir] of fields) {
-      const c = compareValues(getPath(a, field), getPath(b, field));
-      if (c !== 0) return c * dir;
-    }
-    return 0;
-  });
 }

@@ -16,10 +16,14 @@ export const storeTransientErrors = (register.getSingleMetric('relaybox_store_tr
 const retryDelaysMs = [25, 100];
 const retryAfterSeconds = 1;
 
-/** The server refused the operation before doing anything (SQLite under FerretDB: "database is locked"). */
+/**
+ * The server refused the operation before doing anything: SQLite under FerretDB
+ * ("database is locked"), or FerretDB could not open a PostgreSQL connection for
+ * it (the server's connection limit reached).
+ */
 function notExecuted(err: unknown): boolean {
   const { message } = err as { message?: unknown };
-  return typeof message === 'string' && /database is locked|SQLITE_BUSY/i.test(message);
+  return typeof message === 'string' && /database is locked|SQLITE_BUSY|failed to connect to `user=|too many clients already/i.test(message);
 }
 
 /** No server could be reached: the driver has already waited its selection timeout, so waiting again only delays the 503. */

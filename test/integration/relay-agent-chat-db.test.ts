@@ -21,7 +21,7 @@ async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDe
   const dbPath = join(dir, 'chat.db');
   const app = await SimulatedMessagesApp.open(dbPath, options);
   t.after(async () => {
-    app.close();
+    await app.close();
     await rm(dir, { recursive: true, force: true });
   });
   const reader = new ChatDbReader(dbPath);
@@ -125,6 +125,8 @@ test('the reader sees rows still in the WAL and cannot write', async (t) => {
   t.after(() => holder.kill());
   holder.stdin.write('SELECT COUNT(*) FROM message;\n');
   await once(holder.stdout, 'data');
+  // The simulator holds its file open too: its schema is moved into the main file first, so only the row is in the WAL.
+  execFileSync('sqlite3', [dbPath, 'PRAGMA wal_checkpoint(TRUNCATE);']);
   const row = await simulateInbound(dbPath, { from: '+15552220000', body: 'in the wal' });
   assert.ok((await stat(`${dbPath}-wal`)).size > 0, 'the row is in the write-ahead log');
   const mainFileOnly = execFileSync('sqlite3', [`file:${dbPath}?immutable=1`, 'SELECT COUNT(*) FROM message'], { encoding: 'utf8' }).trim();
@@ -140,4 +142,22 @@ test('a missing database is a SqliteError, not a crash', async (t) => {
   const { dir } = await setup(t);
   const reader = new ChatDbReader(join(dir, 'absent', 'chat.db'));
   await assert.rejects(reader.maxRowId(), SqliteError);
+});
+
+test('one long-lived sqlite3 program runs statement after statement, survives a failing one and ends on close', async (t) => {
+  const { dir } = await setup(t);
+  const db = new SqliteCli(join(dir, 'long-lived.db'), { readonly: false, longLived: true });
+  t.after(() => db.close());
+  await db.exec('CREATE TABLE t (n INTEGER NOT NULL)');
+  // Many small statements, queued at once, run in order through the one program.
+  await Promise.all(Array.from({ length: 200 }, (_, n) => db.exec(`INSERT INTO t (n) VALUES (${n})`)));
+  assert.deepEqual(await db.query('SELECT COUNT(*) AS rows, SUM(n) AS total FROM t'), [{ rows: 200, total: 19_900 }]);
+  // A failing statement inside a transaction ends that program; the transaction is rolled back and the next statement runs on a new one.
+  await assert.rejects(db.exec('BEGIN IMMEDIATE; INSERT INTO t (n) VALUES (1000); INSERT INTO t (n) VALUES (NULL); COMMIT;'), (err: unknown) => err instanceof SqliteError && /NOT NULL/i.test(err.stderr));
+  assert.deepEqual(await db.query('SELECT COUNT(*) AS rows FROM t'), [{ rows: 200 }]);
+  // A statement without a closing semicolon and one that returns no rows both complete.
+  assert.deepEqual(await db.query('SELECT n FROM t WHERE n < 0'), []);
+  assert.deepEqual(await db.query('SELECT MAX(n) AS top FROM t'), [{ top: 199 }]);
+  await db.close();
+  await assert.rejects(db.query('SELECT 1'), SqliteError);
 });

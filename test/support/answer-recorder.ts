@@ -1,6 +1,7 @@
 import { appendFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { processAlive } from '../../src/store/embedded-store.ts';
 
 /**
  * Every answer the integration suites get through `request()` is appended
@@ -43,16 +44,7 @@ export function takeRecordedAnswers(): RecordedAnswer[] {
   rmSync(answersFile, { force: true });
   for (const name of readdirSync(tmpdir())) {
     const pid = Number(name.slice(filePrefix.length).split('.')[0]);
-    if (name.startsWith(filePrefix) && pid > 0 && !alive(pid)) rmSync(join(tmpdir(), name), { force: true });
+    if (name.startsWith(filePrefix) && pid > 0 && !processAlive(pid)) rmSync(join(tmpdir(), name), { force: true });
   }
   return lines.map((line) => JSON.parse(line) as RecordedAnswer);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }

@@ -1,5 +1,8 @@
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
 
 export interface ReceivedDelivery {
   headers: Record<string, string>;
@@ -77,4 +80,27 @@ export class WebhookReceiver {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
+}
+
+/** The receivers a suite starts as its tests need them, stopped together after it. */
+export class WebhookReceivers {
+  private readonly started: WebhookReceiver[] = [];
+
+  /** A new receiver, stopped by `stopAll`. */
+  readonly start = async (): Promise<WebhookReceiver> => {
+    const r = await WebhookReceiver.start();
+    this.started.push(r);
+    return r;
+  };
+
+  async stopAll(): Promise<void> {
+    await Promise.all(this.started.map((r) => r.stop()));
+  }
+}
+
+/** What a receiver does: the reference verifier of Standard Webhooks, then the hex signature of the body; answers the verified payload. */
+export function verifySignature(d: ReceivedDelivery, secret: string): any {
+  const payload = new Webhook(secret, { format: 'raw' }).verify(d.body, d.headers);
+  assert.equal(d.headers['x-webhook-signature'], createHmac('sha256', secret).update(d.body).digest('hex'));
+  return payload;
 }

@@ -5,6 +5,7 @@ import { storeTransientErrors, withTransientRetry } from '../../src/store/transi
 
 /** Error shapes as the MongoDB driver and FerretDB produce them. */
 const locked = () => Object.assign(new Error('database is locked (5) (SQLITE_BUSY)'), { name: 'MongoServerError', code: 1 });
+const noBackendConnection = () => Object.assign(new Error('[msg_findandmodify.go:137 handler.(*Handler).findAndModifyDocument] [collection.go:109 postgresql.(*collection).Query] failed to connect to `user=postgres database=relaybox`:\n\t127.0.0.1:5432 (127.0.0.1): server error: FATAL: sorry, too many clients already (SQLSTATE 53300)'), { name: 'MongoServerError', code: 1 });
 const networkLost = () => Object.assign(new Error('connection 3 to 127.0.0.1:27017 closed'), { name: 'MongoNetworkError' });
 const unreachable = () => Object.assign(new Error('Server selection timed out after 3000 ms'), { name: 'MongoServerSelectionError' });
 
@@ -30,6 +31,13 @@ test('a write the backend did not execute (database is locked) is retried, and t
   assert.equal(await withTransientRetry('unit_locked', false, op.work), 'done');
   assert.equal(op.calls(), 3);
   assert.equal(await counted('unit_locked', 'retried'), 1);
+});
+
+test('a write FerretDB could not run for want of a PostgreSQL connection is retried, and the recovery counted', async () => {
+  const op = failing([noBackendConnection]);
+  assert.equal(await withTransientRetry('unit_no_backend_connection', false, op.work), 'done');
+  assert.equal(op.calls(), 2);
+  assert.equal(await counted('unit_no_backend_connection', 'retried'), 1);
 });
 
 test('a write that may have been applied (connection lost) is not retried: 503 with Retry-After, counted', async () => {

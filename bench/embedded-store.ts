@@ -1,0 +1,205 @@
+/**
+ * The embedded store at scale: fills BENCH_MESSAGES (1,000,000) messages
+ * across BENCH_ORGS (100) organizations, then, in a fresh process on that
+ * DATA_DIR, measures the restart (open to first answered read), the reads of
+ * recent history (a team's first page of GET /messages and a conversation's
+ * thread, each with its count, as MessageQueries reads them), the writes a
+ * send makes (message insert with its outbox, conversation upsert, outbox
+ * cleared) at that size, and the RSS and DATA_DIR size. It reports, it does
+ * not assert.
+ *
+ *   npm run bench:store
+ *   BENCH_BASELINE=/path/to/checkout npm run bench:store
+ *
+ * BENCH_BASELINE names a checkout of an earlier version whose
+ * src/store/embedded-store.ts is measured the same way beside it, at
+ * BENCH_BASELINE_MESSAGES (150,000: the store that keeps everything in memory
+ * needs about 4 KB of RAM per message). BENCH_SECONDS (5) is the length of the
+ * write phase, BENCH_READS (300) the number of each read. BENCH_DATA_DIR keeps
+ * this version's filled directory there (and reuses it when it is filled).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { messagingCollections, type MessageDoc } from '../src/messages/message-store.ts';
+import type { Store } from '../src/store/collection.ts';
+
+const messages = Number(process.env.BENCH_MESSAGES || 1_000_000);
+const orgs = Number(process.env.BENCH_ORGS || 100);
+const baseline = process.env.BENCH_BASELINE ? resolve(process.env.BENCH_BASELINE) : undefined;
+const baselineMessages = Number(process.env.BENCH_BASELINE_MESSAGES || 150_000);
+const writeSeconds = Number(process.env.BENCH_SECONDS || 5);
+const reads = Number(process.env.BENCH_READS || 300);
+const conversationsPerOrg = 100;
+const fillBatch = 1_000;
+const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+
+interface Fill {
+  seconds: number;
+  rssMiB: number;
+}
+
+interface Serve {
+  restartMs: number;
+  /** CPU time of one read (page and count) on average: what the reads cost without the machine's other load. */
+  readCpuMs: number;
+  listP50: number;
+  listP99: number;
+  threadP50: number;
+  threadP99: number;
+  sendsPerSecond: number;
+  rssMiB: number;
+  maxRssMiB: number;
+  heapMiB: number;
+}
+
+async function openStore(dir: string, from: string | undefined): Promise<Store> {
+  const mod = (await import(from ? join(from, 'src/store/embedded-store.ts') : '../src/store/embedded-store.ts')) as { EmbeddedStore: new (dir: string) => Store };
+  const store = new mod.EmbeddedStore(dir);
+  await store.init();
+  return store;
+}
+
+const orgId = (o: number) => `org_bench${String(o).padStart(3, '0')}`;
+const teamId = (o: number) => `team_bench${String(o).padStart(3, '0')}`;
+const start = Date.parse('2026-01-01T00:00:00.000Z');
+
+function message(i: number, o: number, at: number): MessageDoc {
+  const participant = `+1415555${String((i / orgs) % conversationsPerOrg | 0).padStart(4, '0')}`;
+  const createdAt = new Date(at).toISOString();
+  return {
+    id: `msg_${String(i).padStart(8, '0')}_${o}`, tenantId: orgId(o), teamId: teamId(o), direction: 'sent', status: 'delivered',
+    to: participant, from: null, participant, conversationId: `conv_${o}_${participant}`, body: 'x'.repeat(50), attachments: [],
+    priority: 0, fromNumber: null, attempts: 1, lastError: null, relayId: 'relay_bench', queuedAt: createdAt, sentAt: createdAt,
+    deliveredAt: createdAt, readAt: null, createdAt, updatedAt: createdAt,
+  };
+}
+
+async function fill(dir: string, count: number, from: string | undefined): Promise<Fill> {
+  const store = await openStore(dir, from);
+  const db = messagingCollections(store);
+  const began = performance.now();
+  for (let i = 0; i < count; ) {
+    const o = (i / fillBatch) % orgs | 0;
+    const docs: MessageDoc[] = [];
+    for (let k = 0; k < fillBatch && i < count; k++, i++) docs.push(message(i, o, start + i * 10));
+    await db.messages.insertMany({ tenantId: orgId(o), teamId: teamId(o) }, docs);
+    if (i % 100_000 === 0) process.stderr.write(`filled ${i}\n`);
+  }
+  for (let o = 0; o < orgs; o++) {
+    for (let c = 0; c < conversationsPerOrg; c++) {
+      const participant = `+1415555${String(c).padStart(4, '0')}`;
+      const at = new Date(start + count * 10).toISOString();
+      await db.conversations.insertOne({ tenantId: orgId(o), teamId: teamId(o) }, { id: `conv_${o}_${participant}`, tenantId: '', teamId: '', participant, isGroup: false, lastMessage: 'x', lastMessageAt: at, unreadCount: 0, createdAt: at, updatedAt: at });
+    }
+  }
+  const seconds = (performance.now() - began) / 1000;
+  const rssMiB = mib(process.memoryUsage().rss);
+  await store.close();
+  return { seconds, rssMiB };
+}
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
+
+async function serve(dir: string, count: number, from: string | undefined): Promise<Serve> {
+  const began = performance.now();
+  const store = await openStore(dir, from);
+  const db = messagingCollections(store);
+  await db.messages.findOne({ tenantId: orgId(0), teamId: teamId(0) }, { id: 'msg_00000000_0' });
+  const restartMs = performance.now() - began;
+
+  let readCpuUs = 0;
+  const timed = async (work: () => Promise<unknown>): Promise<number> => {
+    const t0 = performance.now();
+    const cpu = process.cpuUsage();
+    await work();
+    const used = process.cpuUsage(cpu);
+    readCpuUs += used.user + used.system;
+    return performance.now() - t0;
+  };
+  const list: number[] = [];
+  const thread: number[] = [];
+  for (let r = 0; r < reads; r++) {
+    const o = (r * 37) % orgs;
+    const scope = { tenantId: orgId(o), teamId: teamId(o) };
+    const filter = { fanout: { $ne: true } };
+    list.push(await timed(() => Promise.all([db.messages.find(scope, filter, { sort: { createdAt: -1 }, limit: 50 }), db.messages.count(scope, filter)])));
+    const conversation = { conversationId: `conv_${o}_+1415555${String(r % conversationsPerOrg).padStart(4, '0')}`, fanout: { $ne: true } };
+    thread.push(await timed(() => Promise.all([db.messages.find(scope, conversation, { sort: { createdAt: -1 }, limit: 50 }), db.messages.count(scope, conversation)])));
+  }
+  list.sort((a, b) => a - b);
+  thread.sort((a, b) => a - b);
+  const readCpuMs = readCpuUs / 1000 / (2 * reads);
+
+  // What the accept path writes per batch of sends: the messages with their outbox, each conversation touched, the outbox cleared.
+  let sent = 0;
+  const until = performance.now() + writeSeconds * 1000;
+  for (let i = count; performance.now() < until; ) {
+    const o = i % orgs;
+    const scope = { tenantId: orgId(o), teamId: teamId(o) };
+    const docs: MessageDoc[] = Array.from({ length: 64 }, () => ({
+      ...message(i++, o, Date.now()), status: 'queued', outboxAt: new Date().toISOString(),
+      outbox: { [`evt_${i}`]: { id: `evt_${i}`, type: 'message.queued', data: { id: `msg_${i}` } } } as unknown as MessageDoc['outbox'],
+    }));
+    await db.messages.insertMany(scope, docs);
+    await Promise.all([...new Set(docs.map((d) => d.conversationId))].map((id) => db.conversations.updateOne(scope, { id }, { $set: { lastMessage: 'y', lastMessageAt: new Date().toISOString() }, $inc: { unreadCount: 0 } }, { upsert: true })));
+    await db.messages.updateMany(scope, { id: { $in: docs.map((d) => d.id) } }, { $unset: { outbox: '', outboxAt: '' } });
+    sent += docs.length;
+  }
+  const sendsPerSecond = sent / writeSeconds;
+  const memory = process.memoryUsage();
+  const result = {
+    restartMs, readCpuMs, listP50: percentile(list, 0.5), listP99: percentile(list, 0.99), threadP50: percentile(thread, 0.5), threadP99: percentile(thread, 0.99),
+    sendsPerSecond, rssMiB: mib(memory.rss), maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024), heapMiB: mib(memory.heapUsed),
+  };
+  await store.close();
+  return result;
+}
+
+/** Runs one phase in a fresh process, so its RSS and start are its own. */
+function child<R>(phase: 'fill' | 'serve', dir: string, count: number, from: string | undefined): Promise<R> {
+  return new Promise((resolveResult, reject) => {
+    const proc = spawn(process.execPath, ['--import', 'tsx', 'bench/embedded-store.ts', phase, dir, String(count), from ?? ''], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    proc.once('exit', (code) => (code === 0 ? resolveResult(JSON.parse(out) as R) : reject(new Error(`${phase} exited with ${code}`))));
+  });
+}
+
+function sizeMiB(dir: string): number {
+  let bytes = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
+  return mib(bytes);
+}
+
+async function measure(name: string, count: number, from: string | undefined): Promise<string> {
+  const kept = from ? undefined : process.env.BENCH_DATA_DIR;
+  const dir = kept ?? (await mkdtemp(join(tmpdir(), 'relaybox-store-bench-')));
+  try {
+    const reuse = kept !== undefined && existsSync(join(kept, 'store.sqlite'));
+    const filled = reuse ? { seconds: NaN, rssMiB: NaN } : await child<Fill>('fill', dir, count, from);
+    const size = sizeMiB(dir);
+    const served = await child<Serve>('serve', dir, count, from);
+    const ms = (v: number) => v.toFixed(2);
+    return `| ${name} | ${count.toLocaleString('en')} | ${Math.round(count / filled.seconds)} | ${filled.rssMiB} | ${size} | ${Math.round(served.restartMs)} | ${ms(served.listP50)} / ${ms(served.listP99)} | ${ms(served.threadP50)} / ${ms(served.threadP99)} | ${ms(served.readCpuMs)} | ${Math.round(served.sendsPerSecond)} | ${served.rssMiB} (max ${served.maxRssMiB}, heap ${served.heapMiB}) |`;
+  } catch (err) {
+    return `| ${name} | ${count.toLocaleString('en')} | failed: ${(err as Error).message} | | | | | | | | |`;
+  } finally {
+    if (!kept) await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const [phase, dir, count, from] = process.argv.slice(2);
+if (phase === 'fill' || phase === 'serve') {
+  const result = phase === 'fill' ? await fill(dir!, Number(count), from || undefined) : await serve(dir!, Number(count), from || undefined);
+  process.stdout.write(JSON.stringify(result));
+} else {
+  const rows = [await measure('embedded store (this version)', messages, undefined)];
+  if (baseline) rows.push(await measure(`embedded store of ${baseline}`, baselineMessages, baseline));
+  console.log(`\n${orgs} organizations, ${reads} reads of each kind, ${writeSeconds} s of send writes; load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+  console.log('| store | messages | fill msgs/s | fill RSS MiB | DATA_DIR MiB | restart ms | history page + count p50 / p99 ms | thread + count p50 / p99 ms | CPU ms per read | send writes msgs/s | RSS MiB after reads and writes |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const row of rows) console.log(row);
+}

@@ -1,0 +1,388 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import type { Statement } from 'node-sqlite3-wasm';
+import { AppError } from '../errors.ts';
+import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
+import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
+import { after, keyColumn, keyOf, orderBy, quote, sortExpr, where, type Columns, type SqlValue } from './sql-filter.ts';
+
+/** What a collection needs of the store: its statements and its group-committed writes. */
+export interface Connection {
+  statement(sql: string): Statement;
+  /** Runs a write statement; after a failure (a constraint) the statement can be used again. */
+  run(sql: string, params: SqlValue[]): void;
+  exec(sql: string): void;
+  /** Runs `work` in this turn's transaction. */
+  write<R>(what: string, work: () => R): R;
+  /** Settles once everything written so far is committed. */
+  committed(): Promise<void>;
+  /** Throws service_unavailable once the store is closed. */
+  assertOpen(what: string): void;
+}
+
+/** Rows rewritten per statement batch when a new index's key column is filled in. */
+const backfillRows = 1_000;
+
+export function createTable(store: Connection, name: string): void {
+  const table = quote(name);
+  store.exec(`CREATE TABLE IF NOT EXISTS ${table} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, tenant TEXT NOT NULL, doc TEXT NOT NULL)`);
+  store.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${quote(`${name}:id`)} ON ${table} (id)`);
+}
+
+function indexName(collection: string, spec: IndexSpec): string {
+  return `${collection}:${Object.entries(spec.keys).map(([k, d]) => `${k}${d === -1 ? '-' : ''}`).join(',')}${spec.unique ? ':unique' : ''}${spec.sparse ? ':sparse' : ''}`;
+}
+
+function indexColumn(path: string): string {
+  return path === 'tenantId' ? 'tenant' : path === 'id' ? 'id' : keyColumn(path);
+}
+
+interface Row {
+  rid: number;
+  doc: Uint8Array | string;
+}
+
+/**
+ * A document is stored as the UTF-8 bytes of its JSON (a blob): Buffer encodes
+ * them natively, where binding a string to this SQLite build encodes it in
+ * JavaScript.
+ */
+export function encode(doc: Doc): Uint8Array {
+  return Buffer.from(JSON.stringify(doc));
+}
+
+function decode<T>(stored: Uint8Array | string): T {
+  return JSON.parse(typeof stored === 'string' ? stored : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString()) as T;
+}
+
+/** Ends a statement's run early, so it holds nothing until its next use. */
+export function reset(stmt: Statement): void {
+  (stmt as unknown as { _reset(): boolean })._reset();
+}
+
+/**
+ * One collection as a table: `rid` (the row), `id`, `tenant`, the document as
+ * JSON, and a key column per field a declared index names (see `sql-filter.ts`).
+ */
+export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns {
+  private readonly table: string;
+  /** Field paths with a key column, in column order. */
+  private fields: string[] = [];
+  /** `fields`, split at the dots once. */
+  private paths: string[][] = [];
+  private readonly fieldSet = new Set<string>();
+  private readonly arrays = new Set<string>();
+  private readonly uniques: IndexSpec[] = [];
+  private insertSql: string;
+  private loaded = false;
+
+  constructor(private readonly store: Connection, readonly name: string) {
+    this.table = quote(name);
+    this.insertSql = this.insertStatement();
+  }
+
+  has(path: string): boolean {
+    return this.fieldSet.has(path);
+  }
+
+  multikey(path: string): boolean {
+    return this.arrays.has(path);
+  }
+
+  /** Creates the table, the key columns and the indexes `indexes` need; a new key column is filled in for the rows already stored. */
+  declare(indexes: IndexSpec[]): void {
+    createTable(this.store, this.name);
+    if (!this.loaded) {
+      this.loaded = true;
+      for (const info of this.store.statement(`SELECT name FROM pragma_table_info('${this.name.replace(/'/g, "''")}')`).all() as Array<{ name: string }>) {
+        if (info.name.startsWith('f:')) this.addField(info.name.slice(2));
+      }
+      for (const row of this.store.statement('SELECT field FROM relaybox_multikey WHERE collection = ?').all([this.name]) as Array<{ field: string }>) this.arrays.add(row.field);
+    }
+    const missing = [...new Set(indexes.flatMap((spec) => Object.keys(spec.keys)))].filter((path) => path !== 'tenantId' && path !== 'id' && !this.fieldSet.has(path));
+    if (missing.length > 0) this.store.write(this.name, () => this.addColumns(missing));
+    for (const spec of indexes) {
+      const columns = Object.entries(spec.keys).map(([path, dir]) => `${indexColumn(path)}${dir === -1 ? ' DESC' : ''}`);
+      const sparse = spec.sparse ? Object.keys(spec.keys).find((path) => path !== 'tenantId') : undefined;
+      const only = sparse ? ` WHERE ${indexColumn(sparse)} IS NOT NULL` : '';
+      this.store.exec(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${quote(indexName(this.name, spec))} ON ${this.table} (${columns.join(', ')})${only}`);
+      if (spec.unique && !this.uniques.some((u) => indexName(this.name, u) === indexName(this.name, spec))) this.uniques.push(spec);
+    }
+  }
+
+  private addField(path: string): void {
+    this.fields.push(path);
+    this.paths.push(path.split('.'));
+    this.fieldSet.add(path);
+    this.insertSql = this.insertStatement();
+  }
+
+  private insertStatement(): string {
+    return `INSERT INTO ${this.table} (id, tenant, doc${this.fields.map((f) => `, ${keyColumn(f)}`).join('')}) VALUES (?, ?, ?${', ?'.repeat(this.fields.length)})`;
+  }
+
+  private addColumns(paths: string[]): void {
+    for (const path of paths) {
+      this.store.exec(`ALTER TABLE ${this.table} ADD COLUMN ${keyColumn(path)}`);
+      this.addField(path);
+    }
+    const select = this.store.statement(`SELECT rid, doc FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`);
+    const update = this.store.statement(`UPDATE ${this.table} SET ${paths.map((p) => `${keyColumn(p)} = ?`).join(', ')} WHERE rid = ?`);
+    for (let last = -Infinity; ; ) {
+      const rows = select.all([last]) as unknown as Row[];
+      if (rows.length === 0) break;
+      for (const row of rows) {
+        const doc = decode<T>(row.doc);
+        const values = paths.map((p) => getPath(doc, p));
+        update.run([...values.map(keyOf), row.rid]);
+        this.noteArrays(values, paths);
+      }
+      last = rows[rows.length - 1]!.rid;
+    }
+  }
+
+  /** The values of the key fields in `doc`. */
+  private values(doc: T): unknown[] {
+    return this.paths.map((path) => valueAt(doc, path));
+  }
+
+  /** Remembers (durably, with the write) that a field held an array, so equalities on it also consider array documents. */
+  private noteArrays(values: unknown[], fields: string[] = this.fields): void {
+    values.forEach((value, i) => {
+      const path = fields[i]!;
+      if (!Array.isArray(value) || this.arrays.has(path)) return;
+      this.store.run('INSERT OR IGNORE INTO relaybox_multikey (collection, field) VALUES (?, ?)', [this.name, path]);
+      this.arrays.add(path);
+    });
+  }
+
+  private conflict(err: unknown): unknown {
+    const message = err instanceof Error ? err.message : '';
+    if (!message.includes('UNIQUE constraint failed')) return err;
+    if (message.endsWith(`${this.name}.id`)) return new AppError('conflict', `a ${this.name} record with this id already exists`);
+    const spec = this.uniques.find((u) => Object.keys(u.keys).every((k) => message.includes(`${this.name}.${k === 'tenantId' ? 'tenant' : k === 'id' ? 'id' : `f:${k}`}`)));
+    const fields = spec ? Object.keys(spec.keys).filter((k) => k !== 'tenantId' && k !== 'teamId').join(', ') : 'key';
+    return new AppError('conflict', `a ${this.name} record with the same ${fields || 'id'} already exists`);
+  }
+
+  private insertRow(doc: T): void {
+    const values = this.values(doc);
+    try {
+      this.store.run(this.insertSql, [doc.id, doc.tenantId, encode(doc), ...values.map(keyOf)]);
+    } catch (err) {
+      throw this.conflict(err);
+    }
+    this.noteArrays(values);
+  }
+
+  /** Rewrites a row; only the key columns whose value changed are set, so only their indexes are touched. */
+  private replaceRow(rid: number, before: SqlValue[], doc: T): void {
+    const values = this.values(doc);
+    const keys = values.map(keyOf);
+    const changed = keys.map((_, i) => i).filter((i) => !sameKey(before[i]!, keys[i]!));
+    const sql = `UPDATE ${this.table} SET doc = ?${changed.map((i) => `, ${keyColumn(this.fields[i]!)} = ?`).join('')} WHERE rid = ?`;
+    try {
+      this.store.run(sql, [encode(doc), ...changed.map((i) => keys[i]!), rid]);
+    } catch (err) {
+      throw this.conflict(err);
+    }
+    this.noteArrays(values);
+  }
+
+  private deleteRow(rid: number): void {
+    this.store.run(`DELETE FROM ${this.table} WHERE rid = ?`, [rid]);
+  }
+
+  private keys(doc: T): SqlValue[] {
+    return this.values(doc).map(keyOf);
+  }
+
+  /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. */
+  private select(scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
+    this.store.assertOpen(this.name);
+    const { sql, params, rest } = where(this, scopedFilter(scope, filter));
+    const exact = Object.keys(rest).length === 0;
+    const skip = opts.skip ?? 0;
+    const limit = opts.limit || undefined;
+    let text = `SELECT rid, doc FROM ${this.table} WHERE ${sql}`;
+    if (opts.sort && Object.keys(opts.sort).length > 0) text += ` ORDER BY ${orderBy(this, opts.sort)}`;
+    const bound = [...params];
+    if (exact && (limit !== undefined || skip > 0)) {
+      text += ' LIMIT ? OFFSET ?';
+      bound.push(limit ?? -1, skip);
+    }
+    const stmt = this.store.statement(text);
+    const out: Array<{ rid: number; doc: T }> = [];
+    let skipped = exact ? skip : 0;
+    try {
+      for (const row of stmt.iterate(bound) as IterableIterator<Row>) {
+        const doc = decode<T>(row.doc);
+        if (!exact && !matches(doc, rest)) continue;
+        if (skipped < skip) {
+          skipped++;
+          continue;
+        }
+        out.push({ rid: row.rid, doc });
+        if (limit !== undefined && out.length >= limit) break;
+      }
+    } finally {
+      reset(stmt);
+    }
+    return out;
+  }
+
+  /** The changes made before a failure are kept (and awaited) too. */
+  private async settle(work: () => void): Promise<void> {
+    try {
+      this.store.write(this.name, work);
+    } catch (err) {
+      await this.store.committed();
+      throw err;
+    }
+    await this.store.committed();
+  }
+
+  async insertOne(scope: Scope, doc: T): Promise<void> {
+    this.store.write(this.name, () => this.insertRow(scopedDoc(scope, doc)));
+    await this.store.committed();
+  }
+
+  async insertMany(scope: Scope, docs: T[]): Promise<void> {
+    if (docs.length === 0) return;
+    await this.settle(() => {
+      for (const doc of docs) this.insertRow(scopedDoc(scope, doc));
+    });
+  }
+
+  async findOne(scope: Scope, filter: Filter): Promise<T | null> {
+    return this.select(scope, filter, { limit: 1 })[0]?.doc ?? null;
+  }
+
+  async find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
+    return this.select(scope, filter, opts).map((r) => r.doc);
+  }
+
+  async count(scope: Scope, filter: Filter): Promise<number> {
+    this.store.assertOpen(this.name);
+    const { sql, params, rest } = where(this, scopedFilter(scope, filter));
+    if (Object.keys(rest).length > 0) return this.select(scope, filter).length;
+    const row = this.store.statement(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`).get(params) as { n: number };
+    return row.n;
+  }
+
+  /**
+   * Keyset pages: each page is one query that starts after the previous
+   * page's last sort keys (`after`), on the index that covers the order when
+   * one does, so a whole scan is O(n) and no page holds the event loop for
+   * more than one page's work.
+   */
+  async *scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncGenerator<T[]> {
+    const sort = totalOrder(opts.sort);
+    const pageSize = opts.pageSize ?? scanPageSize;
+    const { sql, params, rest } = where(this, scopedFilter(scope, filter));
+    const exact = Object.keys(rest).length === 0;
+    const keys = Object.keys(sort).map((path, i) => `${sortExpr(this, path)} AS s${i}`).join(', ');
+    const order = orderBy(this, sort);
+    let last: SqlValue[] | null = null;
+    let page: T[] = [];
+    for (;;) {
+      this.store.assertOpen(this.name);
+      const next: { sql: string; params: SqlValue[] } | null = last ? after(this, sort, last) : null;
+      const stmt = this.store.statement(`SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`);
+      let rows = 0;
+      let full = false;
+      try {
+        for (const row of stmt.iterate([...params, ...(next?.params ?? []), pageSize]) as IterableIterator<Row & Record<string, SqlValue>>) {
+          rows++;
+          last = Object.keys(sort).map((_, i): SqlValue => row[`s${i}`] ?? null);
+          const doc = decode<T>(row.doc);
+          if (exact || matches(doc, rest)) page.push(doc);
+          if (page.length === pageSize) {
+            full = true;
+            break;
+          }
+        }
+      } finally {
+        reset(stmt);
+      }
+      const end = !full && rows < pageSize;
+      if (full || (end && page.length > 0)) {
+        yield page;
+        page = [];
+      }
+      if (end) return;
+      await nextTurn();
+    }
+  }
+
+  async updateOne(scope: Scope, filter: Filter, update: Update, opts: { upsert?: boolean } = {}): Promise<T | null> {
+    const [current] = this.select(scope, filter, { limit: 1 });
+    let stored: T;
+    if (current) {
+      const before = this.keys(current.doc);
+      stored = updated(scope, current.doc, update);
+      this.store.write(this.name, () => this.replaceRow(current.rid, before, stored));
+    } else {
+      if (!opts.upsert) return null;
+      stored = scopedDoc(scope, equalityFields(filter) as T);
+      applyUpdate(stored, update, true);
+      this.store.write(this.name, () => this.insertRow(stored));
+    }
+    await this.store.committed();
+    return stored; // stored as text: this object is the caller's
+  }
+
+  async updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
+    const targets = this.select(scope, filter);
+    await this.settle(() => {
+      for (const { rid, doc } of targets) {
+        const before = this.keys(doc);
+        this.replaceRow(rid, before, updated(scope, doc, update));
+      }
+    });
+    return targets.length;
+  }
+
+  async deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
+    const [target] = this.select(scope, filter, { limit: 1 });
+    if (!target) return false;
+    this.store.write(this.name, () => this.deleteRow(target.rid));
+    await this.store.committed();
+    return true;
+  }
+
+  async deleteMany(scope: Scope, filter: Filter): Promise<number> {
+    const targets = this.select(scope, filter);
+    await this.settle(() => {
+      for (const { rid } of targets) this.deleteRow(rid);
+    });
+    return targets.length;
+  }
+}
+
+/** `getPath` with the path split once. */
+function valueAt(doc: Record<string, unknown>, path: string[]): unknown {
+  let value: unknown = doc;
+  for (const part of path) {
+    if (value === null || typeof value !== 'object') return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}
+
+function sameKey(a: SqlValue, b: SqlValue): boolean {
+  if (a instanceof Uint8Array && b instanceof Uint8Array) return a[0] === b[0];
+  return a === b;
+}
+
+/** `current` after `update` (changed in place: it is a fresh copy); id, tenant and team never change. */
+function updated<T extends Doc>(scope: Scope, current: T, update: Update): T {
+  const { id, teamId } = current;
+  applyUpdate(current, update, false);
+  current.id = id;
+  current.tenantId = scope.tenantId;
+  if (scope.teamId !== undefined) current.teamId = scope.teamId;
+  else if (teamId !== undefined) current.teamId = teamId;
+  else delete current.teamId;
+  return current;
+}
+
