@@ -6,6 +6,9 @@
  * when REDIS_URL and MONGODB_URL are set, on Redis + MongoDB wire.
  *
  *   npm run bench:webhooks   (BENCH_EVENTS, BENCH_WEBHOOKS, BENCH_SECONDS)
+ *
+ * BENCH_PROFILE=1 also prints, per backend, the store calls the full-speed
+ * phase made per delivery and the time they took, by collection and operation.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
@@ -22,6 +25,37 @@ import { discardRunData } from '../test/support/discard-data.ts';
 const events = Number(process.env.BENCH_EVENTS ?? 5_000);
 const webhooks = Number(process.env.BENCH_WEBHOOKS ?? 4);
 const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+
+const profiling = process.env.BENCH_PROFILE === '1';
+
+/** Counts and times every store call, by collection and operation, by wrapping the collection class's methods. */
+function profileStore(app: App): { reset(): void; report(deliveries: number): string } {
+  const calls = new Map<string, { n: number; ms: number }>();
+  const proto = Object.getPrototypeOf(app.store.collection('profile_probe')) as Record<string, unknown>;
+  for (const op of ['insertOne', 'insertMany', 'findOne', 'find', 'count', 'updateOne', 'updateMany', 'deleteOne', 'deleteMany']) {
+    const original = proto[op] as (...args: unknown[]) => Promise<unknown>;
+    if (typeof original !== 'function' || (original as { profiled?: boolean }).profiled) continue;
+    const wrapped = async function (this: { name: string }, ...args: unknown[]) {
+      const started = performance.now();
+      try {
+        return await original.apply(this, args);
+      } finally {
+        const key = `${this.name}.${op}`;
+        const c = calls.get(key) ?? { n: 0, ms: 0 };
+        c.n++;
+        c.ms += performance.now() - started;
+        calls.set(key, c);
+      }
+    };
+    (wrapped as { profiled?: boolean }).profiled = true;
+    proto[op] = wrapped;
+  }
+  return {
+    reset: () => calls.clear(),
+    report: (deliveries) => [...calls].sort((a, b) => b[1].ms - a[1].ms).slice(0, 10)
+      .map(([key, c]) => `    ${key}: ${(c.n / deliveries).toFixed(3)} calls/delivery, ${Math.round(c.ms)} ms in all (${(c.ms / c.n).toFixed(1)} ms each)`).join('\n'),
+  };
+}
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
@@ -76,11 +110,14 @@ async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
     while (sink.count < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
   };
 
+  const profile = profiling ? profileStore(app) : undefined;
+  profile?.reset();
   // Full speed: every event appended at once, timed until the last delivery.
   const started = performance.now();
   for (let i = 0; i < events; i += 500) await app.events.append(Array.from({ length: Math.min(500, events - i) }, (_, k) => event(i + k)));
   await waitFor(events * webhooks);
   const rate = (sink.count / (performance.now() - started)) * 1000;
+  const storeCalls = profile?.report(sink.count);
 
   // Half that rate, paced every 10 ms, for the latency from the event to its delivery.
   sink.latencies.length = 0;
@@ -97,6 +134,7 @@ async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
   await waitFor(before + sent * webhooks);
   const sorted = [...sink.latencies].sort((a, b) => a - b);
   console.log(`| ${backend} | ${webhooks} | ${Math.round(rate)} | ${Math.round((sent * webhooks) / seconds)} | ${percentile(sorted, 50)} | ${percentile(sorted, 99)} |`);
+  if (storeCalls) console.log(`  store calls at full speed (${backend}):\n${storeCalls}`);
 
   await app.close();
   await sink.close();

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { newId, nowIso } from '../ids.ts';
 
 /** The events of spec section 6; webhooks and automations consume them with consumer groups of their own. */
@@ -37,7 +38,17 @@ export interface EventStream {
   ack(group: string, positions: string[]): Promise<void>;
 }
 
-/** `id` is given by actors (`ctx.derivedId`), so the same actor message always makes the same event. */
+/**
+ * The id of the one event a state change makes, from what changed
+ * (`message.sent` of a message, `relay.online` of a relay's session): every
+ * writer, redelivery or sweep that publishes it uses the same id, so a
+ * repeat is recognised downstream as the same event (and the same `webhook-id`).
+ */
+export function changeEventId(event: EventName, subject: string): string {
+  return `evt_${createHash('sha256').update(`${event}\u0000${subject}`).digest('base64url').slice(0, 22)}`;
+}
+
+/** `id` is given for an event of a state change (`changeEventId`), so whoever publishes it makes the same event. */
 export function domainEvent(event: EventName, scope: { tenantId: string; teamId?: string | null }, data: Record<string, unknown>, id = newId('evt')): DomainEvent {
   return { id, event, timestamp: nowIso(), tenantId: scope.tenantId, teamId: scope.teamId ?? null, data };
 }

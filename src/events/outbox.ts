@@ -1,6 +1,6 @@
 import { nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
-import type { Collection, Doc, Scope } from '../store/collection.ts';
+import type { Collection, Doc, Filter, Scope, Update } from '../store/collection.ts';
 import type { DomainEvent, EventStream } from './event-stream.ts';
 
 /**
@@ -62,6 +62,25 @@ export function withOutbox<T extends Doc>(doc: T, events: DomainEvent[]): { doc:
 
 export class Outbox {
   constructor(private readonly stream: EventStream, private readonly log: Logger) {}
+
+  /**
+   * A compare-and-set that carries `events` in the changed document's outbox
+   * (one write: the events exist exactly when the change does), then
+   * publishes them. Returns the document after the change, or null when the
+   * filter matched nothing (no change, no events); and whether the events are
+   * published: when not, they wait in the document for a sweep or for
+   * `publishPending` on the next read of it.
+   */
+  async change<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, filter: Filter, update: Update, events: DomainEvent[]): Promise<{ doc: T | null; published: boolean }> {
+    const { set, token } = outboxSet(events);
+    const doc = await collection.updateOne(scope, filter, { ...update, $set: { ...update.$set, ...set } });
+    return { doc, published: await this.publish(collection, scope, outboxed(doc, events, token)) };
+  }
+
+  /** Publishes what a document read from the store still holds in its outbox (its writer died or could not publish). */
+  publishPending<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, doc: T | null): Promise<boolean> {
+    return doc ? this.publish(collection, scope, pendingEvents(doc)) : Promise.resolve(true);
+  }
 
   /**
    * Appends the events and clears them from their documents. A failure

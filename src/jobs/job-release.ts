@@ -21,7 +21,8 @@ export function jobEventId(jobId: string, event: string, messageId: string): str
  * Puts a job's stored, queued messages on their organization's send queue
  * (one actor message for the whole job) and announces them. As for single
  * sends, a failure here leaves them stored as queued, where the tenant's
- * sweep finds them.
+ * sweep finds them. A redelivered start appends the events again under the
+ * same ids, which the stream keeps once.
  */
 export async function releaseToSendQueue(deps: { events: EventStream; log: Logger }, ctx: ActorContext, orgId: string, jobId: string, docs: MessageDoc[]): Promise<void> {
   if (docs.length === 0) return;

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { AppError } from '../errors.ts';
-import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
+import { withOutbox, type Outbox } from '../events/outbox.ts';
 import { nowIso } from '../ids.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
@@ -29,9 +30,9 @@ export interface InboundReport {
  * one writer of the relay's document (its cursor).
  */
 export class InboundRecorder {
-  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; events: EventStream; link: RelayLink }) {}
+  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; outbox: Outbox; link: RelayLink }) {}
 
-  async record(ctx: ActorContext<unknown>, orgId: string, report: InboundReport): Promise<void> {
+  async record(_ctx: ActorContext<unknown>, orgId: string, report: InboundReport): Promise<void> {
     const { db } = this.deps;
     const relay = await db.relays.findOne({ tenantId: orgId }, { id: report.relayId });
     if (!relay) return;
@@ -63,9 +64,12 @@ export class InboundRecorder {
       createdAt: report.receivedAt,
       updatedAt: now,
     };
+    const scope = { tenantId: orgId, teamId };
+    // Stored with its message.received event in its outbox: one write, so neither exists without the other.
+    const written = withOutbox(doc, [domainEvent('message.received', doc, messageEventData(doc), changeEventId('message.received', doc.id))]);
     let fresh = true;
     try {
-      await db.messages.insertOne({ tenantId: orgId, teamId }, doc);
+      await db.messages.insertOne(scope, written.doc);
     } catch (err) {
       if (!(err instanceof AppError && err.code === 'conflict')) throw err;
       fresh = false; // replayed after a reconnect: stored already
@@ -75,10 +79,10 @@ export class InboundRecorder {
         tenantId: orgId, teamId, conversationId: doc.conversationId, participant, isGroup: report.isGroup,
         lastMessage: doc.body, lastMessageAt: doc.createdAt, unread: 1,
       });
-    }
-    // A redelivery may have stored the message and died before its event: the derived id makes the event appear once either way.
-    if (fresh || ctx.delivery > 1) {
-      await this.deps.events.append([domainEvent('message.received', doc, messageEventData(doc), ctx.derivedId('message.received'))], { once: true });
+      await this.deps.outbox.publish(db.messages, scope, [written.entry]);
+    } else {
+      // Stored by a writer that died (or could not publish) before its event went out: it goes out now, under its stored id.
+      await this.deps.outbox.publishPending(db.messages, scope, await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }));
     }
     await db.relays.updateOne({ tenantId: orgId }, { id: relay.id, inboundCursor: { $lt: report.rowId } }, { $set: { inboundCursor: report.rowId } });
     if (relay.node && relay.session === report.session && relay.status === 'online') {

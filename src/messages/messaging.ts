@@ -38,14 +38,14 @@ export function createMessaging(deps: MessagingDeps) {
   const log = deps.log.child({ component: 'messaging' });
   const link = new RelayLink(deps.runtime);
   const outbox = new Outbox(deps.events, log);
-  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, events: deps.events, outbox, link, closedSources: deps.closedSources });
-  const inbound = new InboundRecorder({ db: deps.db, events: deps.events, link });
+  const dispatcher = new TenantDispatcher({ config: deps.config, db: deps.db, outbox, link, closedSources: deps.closedSources });
+  const inbound = new InboundRecorder({ db: deps.db, outbox, link });
   const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox, log }, deps.config.sendBatchMax);
   const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });
   const queries = new MessageQueries({ db: deps.db, contacts: deps.contacts });
   const links = new AttachmentLinks(deps.tokens.deriveSecret('attachment-links'));
   const publicBaseUrl = (host: string | undefined) => deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
-  const sessions = new RelaySessions({ db: deps.db, events: deps.events, heartbeatTimeoutMs: deps.config.relayHeartbeatTimeoutMs });
+  const sessions = new RelaySessions({ db: deps.db, outbox, heartbeatTimeoutMs: deps.config.relayHeartbeatTimeoutMs });
   return {
     link,
     /** The send path, for replies automations send. */

@@ -1,4 +1,4 @@
-import { domainEvent, messageEventData } from '../events/event-stream.ts';
+import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
 import { withOutbox, type Outbox, type Outboxed } from '../events/outbox.ts';
 import { stageDuration } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
@@ -102,7 +102,7 @@ export class SendCommitter {
     for (const d of docs) if (!d.fanout) latest.set(d.conversationId, d);
     const outboxed = new Map<string, Outboxed[]>();
     const groups = [...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`)].map(([key, group]) => {
-      const written = group.map((d) => withOutbox(d, [domainEvent('message.queued', d, messageEventData(d))]));
+      const written = group.map((d) => withOutbox(d, [domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id))]));
       outboxed.set(key, written.map((w) => w.entry));
       return written.map((w) => w.doc);
     });

@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
 import { outboxGraceMs, type Outbox } from '../events/outbox.ts';
 import { nowIso } from '../ids.ts';
 import type { RelayCollections, RelayDoc } from '../relays/relay-store.ts';
@@ -38,8 +38,7 @@ export type StatusReport = RelayReport & { messageId: string; attempt: number; s
 type Deps = {
   config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs'>;
   db: MessagingCollections & RelayCollections;
-  events: EventStream;
-  /** Sweeps message.queued events the send path stored and could not publish (events/outbox.ts). */
+  /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
   link: RelayLink;
   /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished). */
@@ -168,10 +167,12 @@ export class TenantDispatcher {
     if (Date.now() - (state.outboxSweptAt ?? 0) >= outboxGraceMs) {
       state.outboxSweptAt = Date.now();
       await this.deps.outbox.sweep(this.deps.db.messages, this.scope(orgId));
+      await this.deps.outbox.sweep(this.deps.db.relays, this.scope(orgId));
     }
     const busy = state.queue.size > 0 || state.relays.size > 0
       || (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !== null
-      || (await this.deps.db.messages.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null;
+      || (await this.deps.db.messages.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null
+      || (await this.deps.db.relays.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null;
     if (!busy) {
       // The chain ends here; the next message activates the tenant again and starts a new one.
       ctx.deactivate();
@@ -268,21 +269,21 @@ export class TenantDispatcher {
     // Only the message's current attempt on this relay counts: a late report of an earlier attempt
     // (re-sent after a reconnect) must neither free a credit nor settle the retry now in flight.
     const attempt = { id: report.messageId, relayId: report.relayId, attempts: report.attempt };
-    if (!(await messages.findOne(scope, attempt))) return;
+    const current = await messages.findOne(scope, attempt);
+    if (!current) return;
     const at = report.at;
     const guid = report.guid ? { guid: report.guid } : {};
     // Sent, delivered or failed: the relay is done with the send, so its credit is free again.
     const released = report.status !== 'read' && (state.relays.get(report.relayId)?.inFlight.delete(report.messageId) ?? false);
+    // Each status write carries its event in the message's outbox (events/outbox.ts): a crash after it loses nothing.
     if (report.status === 'sent') {
-      const doc = await messages.updateOne(scope, { ...attempt, status: 'processing' }, { $set: { status: 'sent', sentAt: at, lastError: null, updatedAt: nowIso(), ...guid } });
-      if (doc) await this.deps.events.append([domainEvent('message.sent', doc, messageEventData(doc), ctx.derivedId('message.sent'))], { once: true });
+      await this.deps.outbox.change(messages, scope, { ...attempt, status: 'processing' },
+        { $set: { status: 'sent', sentAt: at, lastError: null, updatedAt: nowIso(), ...guid } }, [sentEvent(current, 'sent')]);
     } else if (report.status === 'delivered') {
-      const doc = await messages.updateOne(scope, { ...attempt, status: { $in: ['processing', 'sent'] } }, { $set: { status: 'delivered', deliveredAt: at, updatedAt: nowIso(), ...guid } });
-      if (doc && doc.sentAt === null) {
-        // Delivered with no sent report before it: it was sent, so say so once.
-        const sent = await messages.updateOne(scope, { id: doc.id, sentAt: null }, { $set: { sentAt: at } });
-        if (sent) await this.deps.events.append([domainEvent('message.sent', sent, messageEventData(sent), ctx.derivedId('message.sent'))], { once: true });
-      }
+      // Delivered with no sent report before it: it was sent, so the same write says so, once.
+      const unsent = current.sentAt === null;
+      await this.deps.outbox.change(messages, scope, { ...attempt, status: { $in: ['processing', 'sent'] }, ...(unsent ? { sentAt: null } : {}) },
+        { $set: { status: 'delivered', deliveredAt: at, updatedAt: nowIso(), ...guid, ...(unsent ? { sentAt: at } : {}) } }, unsent ? [sentEvent(current, 'delivered')] : []);
     } else if (report.status === 'read') {
       await messages.updateOne(scope, { ...attempt, status: { $in: ['sent', 'delivered'] }, readAt: null }, { $set: { readAt: at, updatedAt: nowIso() } });
     } else {
@@ -316,13 +317,11 @@ export class TenantDispatcher {
       if (retry) await ctx.send(tenantProtocol, orgId, { kind: 'retry', messageId }, { delayMs });
       return;
     }
-    const failed = await messages.updateOne(scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
+    const event = domainEvent('message.failed', current, { ...messageEventData({ ...current, status: 'failed' }), error }, changeEventId('message.failed', messageId));
+    const { doc: failed } = await this.deps.outbox.change(messages, scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
       $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
-    });
-    if (failed) {
-      ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
-      await this.deps.events.append([domainEvent('message.failed', failed, { ...messageEventData(failed), error }, ctx.derivedId(`message.failed\u0000${messageId}`))], { once: true });
-    }
+    }, [event]);
+    if (failed) ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
   }
 
   async retry(ctx: TenantContext, messageId: string): Promise<void> {
@@ -379,6 +378,11 @@ export class TenantDispatcher {
     // The credit of a message nobody could claim (a cancelled job's) goes to the next in the queue now, not at the next report.
     if (unclaimed > 0) await this.pump(ctx, orgId, state);
   }
+}
+
+/** A message's one `message.sent`, built before the write that records it (with the status that write sets). */
+function sentEvent(m: MessageDoc, status: 'sent' | 'delivered') {
+  return domainEvent('message.sent', m, messageEventData({ ...m, status }), changeEventId('message.sent', m.id));
 }
 
 /** Queued messages that are not waiting for a retry's backoff. */

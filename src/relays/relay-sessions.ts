@@ -1,7 +1,8 @@
 import { tenantProtocol } from '../actors/tenant.actor.ts';
 import { relayProtocol } from '../actors/relay.actor.ts';
 import { AppError } from '../errors.ts';
-import { domainEvent, type EventStream } from '../events/event-stream.ts';
+import { changeEventId, domainEvent } from '../events/event-stream.ts';
+import type { Outbox } from '../events/outbox.ts';
 import { nowIso } from '../ids.ts';
 import type { ActorContext, MessageOfKind } from '../runtime/actor.ts';
 import type { RelayCollections, RelayDoc } from './relay-store.ts';
@@ -30,17 +31,22 @@ export interface ConnectedRelay {
  * afterwards changes nothing.
  */
 export class RelaySessions {
-  constructor(private readonly deps: { db: RelayCollections; events: EventStream; heartbeatTimeoutMs: number }) {}
+  constructor(private readonly deps: { db: RelayCollections; outbox: Outbox; heartbeatTimeoutMs: number }) {}
 
   activate(): RelayState {
     return { doc: undefined, lastHeartbeatAt: 0 };
   }
 
-  /** The relay's document; the tenant comes with every message, so the read is scoped by it. */
+  /**
+   * The relay's document; the tenant comes with every message, so the read is
+   * scoped by it. Read from the store (after a crash, a takeover or a failed
+   * handler), it may still hold events its writer did not publish: they go out now.
+   */
   private async load(ctx: RelayContext, tenantId: string): Promise<RelayDoc | null> {
     if (ctx.state.doc === undefined || (ctx.state.doc && ctx.state.doc.tenantId !== tenantId)) {
       ctx.state.doc = await this.deps.db.relays.findOne({ tenantId }, { id: ctx.key });
       ctx.state.lastHeartbeatAt = Date.parse(ctx.state.doc?.lastHeartbeat ?? '') || 0;
+      if (ctx.state.doc?.outboxAt) await this.deps.outbox.publishPending(this.deps.db.relays, { tenantId }, ctx.state.doc);
     }
     return ctx.state.doc?.tenantId === tenantId ? ctx.state.doc : null;
   }
@@ -53,29 +59,32 @@ export class RelaySessions {
     const { relays } = this.deps.db;
     const scope = { tenantId: m.tenantId };
     let doc = await this.load(ctx, m.tenantId);
-    // A redelivered connect finds its own session already there.
-    if (doc && doc.connectedBy === ctx.id) return { session: doc.session, inboundCursor: doc.inboundCursor };
-    const now = nowIso();
-    if (!doc) {
-      if (!m.registration) throw new AppError('not_found', 'relay not found');
-      doc = {
-        id: ctx.key, tenantId: m.tenantId, teamId: m.registration.teamId, name: m.name, status: 'offline', node: null, capacity: 0,
-        phoneNumbers: m.phoneNumbers ?? [], lastHeartbeat: null, systemInfo: m.systemInfo, health: null, secretHash: m.registration.secretHash,
-        inboundCursor: 0, session: 0, registeredAt: now, createdAt: now, updatedAt: now,
-      };
-      await relays.insertOne(scope, doc);
+    // A redelivered connect finds its own session already there, and finishes what its first delivery may not have.
+    let connected = doc && doc.connectedBy === ctx.id ? doc : null;
+    if (!connected) {
+      const now = nowIso();
+      if (!doc) {
+        if (!m.registration) throw new AppError('not_found', 'relay not found');
+        doc = {
+          id: ctx.key, tenantId: m.tenantId, teamId: m.registration.teamId, name: m.name, status: 'offline', node: null, capacity: 0,
+          phoneNumbers: m.phoneNumbers ?? [], lastHeartbeat: null, systemInfo: m.systemInfo, health: null, secretHash: m.registration.secretHash,
+          inboundCursor: 0, session: 0, registeredAt: now, createdAt: now, updatedAt: now,
+        };
+        await relays.insertOne(scope, doc);
+      }
+      const session = doc.session + 1;
+      const online = domainEvent('relay.online', doc, { id: ctx.key, name: m.name, status: 'online' }, changeEventId('relay.online', `${ctx.key}\u0000${session}`));
+      ({ doc: connected } = await this.deps.outbox.change(relays, scope, { id: ctx.key, session: doc.session }, {
+        $set: {
+          status: 'online', node: m.node, capacity: 0, name: m.name, systemInfo: m.systemInfo, lastHeartbeat: now, updatedAt: now,
+          session, connectedBy: ctx.id, ...(m.phoneNumbers ? { phoneNumbers: m.phoneNumbers } : {}),
+        },
+      }, [online]));
+      if (!connected) throw new Error(`relay ${ctx.key} changed while connecting`);
+      ctx.state.doc = connected;
+      ctx.state.lastHeartbeatAt = Date.parse(now);
     }
-    const connected = await relays.updateOne(scope, { id: ctx.key, session: doc.session }, {
-      $set: {
-        status: 'online', node: m.node, capacity: 0, name: m.name, systemInfo: m.systemInfo, lastHeartbeat: now, updatedAt: now,
-        session: doc.session + 1, connectedBy: ctx.id, ...(m.phoneNumbers ? { phoneNumbers: m.phoneNumbers } : {}),
-      },
-    });
-    if (!connected) throw new Error(`relay ${ctx.key} changed while connecting`);
-    ctx.state.doc = connected;
-    ctx.state.lastHeartbeatAt = Date.parse(now);
     const session = connected.session;
-    await this.deps.events.append([domainEvent('relay.online', connected, relayEventData(connected), ctx.derivedId('relay.online'))], { once: true });
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-online', relayId: ctx.key, session });
     await ctx.send(relayProtocol, ctx.key, { kind: 'heartbeat-check', tenantId: m.tenantId, session }, { delayMs: this.deps.heartbeatTimeoutMs });
     ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session }, 'relay online');
@@ -113,10 +122,11 @@ export class RelaySessions {
   async offline(ctx: RelayContext, m: { tenantId: string; session: number }, reason: string): Promise<void> {
     const doc = await this.load(ctx, m.tenantId);
     if (!this.live(ctx, doc, m.session)) return;
-    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session, status: 'online' }, { $set: { status: 'offline', node: null, updatedAt: nowIso() } });
+    const event = domainEvent('relay.offline', doc, { ...relayEventData(doc), status: 'offline' }, changeEventId('relay.offline', `${ctx.key}\u0000${m.session}`));
+    const { doc: updated } = await this.deps.outbox.change(this.deps.db.relays, { tenantId: m.tenantId }, { id: ctx.key, session: m.session, status: 'online' },
+      { $set: { status: 'offline', node: null, updatedAt: nowIso() } }, [event]);
     if (!updated) return;
     ctx.state.doc = updated;
-    await this.deps.events.append([domainEvent('relay.offline', updated, relayEventData(updated), ctx.derivedId('relay.offline'))], { once: true });
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-offline', relayId: ctx.key, session: m.session, reason });
     ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, reason }, 'relay offline');
   }

@@ -87,8 +87,11 @@ export class ActorHost {
     return this.actors.has(type);
   }
 
-  /** `previousDeliveries` counts deliveries already made elsewhere (a reclaimed entry). */
-  async deliver(env: Envelope, previousDeliveries = 0): Promise<DeliveryOutcome> {
+  /**
+   * `previousDeliveries` counts deliveries already made elsewhere (a reclaimed
+   * entry); `owned` is aborted when this process stops owning the key (`ctx.owned`).
+   */
+  async deliver(env: Envelope, previousDeliveries: number, owned: AbortSignal): Promise<DeliveryOutcome> {
     const problem = this.validators.problem(env);
     if (problem) return this.failed(env, problem, Math.max(1, previousDeliveries), undefined, true);
     let delivery = previousDeliveries;
@@ -96,7 +99,7 @@ export class ActorHost {
       delivery++;
       const started = performance.now();
       try {
-        const value = await this.runOnce(env, delivery);
+        const value = await this.runOnce(env, delivery, owned);
         handlerSeconds.observe({ type: env.type }, (performance.now() - started) / 1000);
         handled.inc({ type: env.type, outcome: 'ok' });
         return { ok: true, value };
@@ -122,11 +125,11 @@ export class ActorHost {
     return { ok: false, error, deliveries, answer, deadLetter };
   }
 
-  private async runOnce(env: Envelope, delivery: number): Promise<unknown> {
+  private async runOnce(env: Envelope, delivery: number, owned: AbortSignal): Promise<unknown> {
     const def = this.actors.get(env.type)!;
     const handler = def.handlers[env.msg.kind]!;
     let deactivate = false;
-    const ctx = this.context(env, delivery, () => (deactivate = true));
+    const ctx = this.context(env, delivery, owned, () => (deactivate = true));
     const entry = this.states.begin(env.type, env.key);
     try {
       if (!entry.activated) {
@@ -146,7 +149,7 @@ export class ActorHost {
     }
   }
 
-  private context(env: Envelope, delivery: number, deactivate: () => void): ActorContext<unknown> {
+  private context(env: Envelope, delivery: number, owned: AbortSignal, deactivate: () => void): ActorContext<unknown> {
     const sent = new Map<string, number>();
     const send = this.send;
     return {
@@ -158,6 +161,7 @@ export class ActorHost {
       state: undefined,
       derivedId: (label) => derivedId(env.id, label),
       deactivate,
+      owned,
       send<P extends ActorProtocol>(to: P, key: string, msg: MessageOf<P>, opts: EmitOptions = {}) {
         // The nth send of this very message to this actor: a redelivery that sends it again gets the same id,
         // while a different message (another send-timeout, say) never takes the id of one sent before.

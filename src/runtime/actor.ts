@@ -61,6 +61,13 @@ export interface ActorContext<S = unknown> {
   derivedId(label: string): string;
   /** Drops this key's state once the handler returns: the next message activates it again from the store. */
   deactivate(): void;
+  /**
+   * Aborted once this process no longer owns the key: its shard was released
+   * or its lease lost (another worker may run the key now), or the runtime
+   * stopped. Work a handler left running in the background must start
+   * nothing more for the key after that; the new owner finds it in the store.
+   */
+  owned: AbortSignal;
 }
 
 export type Handler<S, M> = (ctx: ActorContext<S>, msg: M) => unknown;

@@ -22,6 +22,8 @@ export class LocalTransport implements Transport {
   private stopping = false;
   private nodeHandler: ((payload: unknown) => void) | undefined;
   private readonly sentOnce: RecentIds;
+  /** One process owns every key until it stops. */
+  private readonly ownership = new AbortController();
   readonly nodeId = 'local';
 
   constructor(private readonly config: RuntimeConfig, private readonly log: Logger) {
@@ -93,6 +95,7 @@ export class LocalTransport implements Transport {
 
   async stop(): Promise<void> {
     this.stopping = true;
+    this.ownership.abort();
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     await this.serial.idle();
@@ -111,7 +114,7 @@ export class LocalTransport implements Transport {
     const host = this.requireHost();
     this.pending.set(env.type, (this.pending.get(env.type) ?? 0) + 1);
     return this.serial.run(`${env.type}\u0000${env.key}`, async () => {
-      const outcome = await host.deliver(env);
+      const outcome = await host.deliver(env, 0, this.ownership.signal);
       this.pending.set(env.type, (this.pending.get(env.type) ?? 1) - 1);
       if (!outcome.ok && outcome.deadLetter) this.deadLetter(env, outcome.error, outcome.deliveries);
       reply?.(outcome);

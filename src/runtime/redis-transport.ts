@@ -25,6 +25,8 @@ interface Shard {
   ready: boolean;
   draining: boolean;
   inFlight: number;
+  /** Aborted when the shard leaves this worker (lease lost or released, or a stop): what its keys' handlers get as `ctx.owned`. */
+  ownership: AbortController;
 }
 
 type StreamEntry = [id: string, fields: string[]];
@@ -216,6 +218,7 @@ export class RedisTransport implements Transport {
       if (renewed === 0 && this.owned.get(shard.stream) === shard) {
         // Another worker may own it now: stop reading it; what is in flight finishes and is acknowledged (at-least-once).
         this.owned.delete(shard.stream);
+        shard.ownership.abort();
         this.dropStates(shard);
         this.log.warn({ stream: shard.stream }, 'shard lease lost');
       }
@@ -252,7 +255,7 @@ export class RedisTransport implements Transport {
     const lease = `${this.key('lease', type, index)}`;
     const got = await this.cmd.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
     if (got !== 'OK') return;
-    const shard: Shard = { type, index, stream, timers: `${stream}:timers`, lease, ready: false, draining: false, inFlight: 0 };
+    const shard: Shard = { type, index, stream, timers: `${stream}:timers`, lease, ready: false, draining: false, inFlight: 0, ownership: new AbortController() };
     this.owned.set(stream, shard);
     // Whatever this worker held of these keys dates from before another worker may have run them.
     this.dropStates(shard);
@@ -292,6 +295,8 @@ export class RedisTransport implements Transport {
     const deadline = Date.now() + this.config.shutdownGraceMs;
     while (shard.inFlight > 0 && Date.now() < deadline) await sleep(10);
     this.owned.delete(shard.stream);
+    // Before the lease goes: nothing this worker still holds for the shard's keys starts once another worker may own them.
+    shard.ownership.abort();
     this.dropStates(shard);
     await this.cmd.leaseRelease(shard.lease, this.nodeId);
     this.log.debug({ stream: shard.stream }, 'shard released');
@@ -348,7 +353,7 @@ export class RedisTransport implements Transport {
     shard.inFlight++;
     void this.serial.run(`${env.type}\u0000${env.key}`, async () => {
       try {
-        const outcome = await this.requireHost().deliver(env, previousDeliveries);
+        const outcome = await this.requireHost().deliver(env, previousDeliveries, shard.ownership.signal);
         await this.settle(shard, id, env, outcome);
       } catch (err) {
         this.log.error({ err, stream: shard.stream, entry: id }, 'could not settle an entry; it will be delivered again');
@@ -412,6 +417,7 @@ export class RedisTransport implements Transport {
       // Leave time to release leases inside the overall shutdown budget.
       const budget = Math.max(1_000, this.config.shutdownGraceMs - 2_000);
       await Promise.race([this.serial.idle(), sleep(budget)]);
+      for (const s of this.owned.values()) s.ownership.abort();
       await Promise.all([...this.owned.values()].map((s) => this.cmd.leaseRelease(s.lease, this.nodeId).catch(() => 0)));
       this.owned.clear();
       await this.cmd.zrem(this.membersKey, this.nodeId).catch(() => 0);

@@ -7,6 +7,7 @@ import type { AttemptResult } from './webhook-sender.ts';
 import type { SecretBox } from './secret-box.ts';
 import { deliveryAttempts, deliveryDuration } from './webhook-metrics.ts';
 import type { WebhookSender } from './webhook-sender.ts';
+import type { DeliveryLog } from './delivery-log.ts';
 import { deliveryHeaders } from './webhook-signing.ts';
 import { orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 
@@ -17,14 +18,18 @@ export interface LoadedWebhook {
 }
 
 export interface AttemptOutcome {
-  /** The delivery as stored after the attempt; null when another attempt recorded first (it is not ours to follow up). */
+  /**
+   * The delivery as stored after the attempt, when there is something to
+   * follow up (a retry); null when another attempt recorded first (it is not
+   * ours to follow up) or a scheduled attempt succeeded (recorded in a batch).
+   */
   doc: DeliveryDoc | null;
   step: NextStep;
 }
 
 /** Makes one attempt of a delivery and records it; the caller schedules what follows. */
 export class DeliveryAttempts {
-  constructor(private readonly deps: { db: WebhookCollections; box: SecretBox; sender: WebhookSender; config: WebhookConfig; log: Logger }) {}
+  constructor(private readonly deps: { db: WebhookCollections; deliveryLog: DeliveryLog; box: SecretBox; sender: WebhookSender; config: WebhookConfig; log: Logger }) {}
 
   async loadWebhook(orgId: string, webhookId: string): Promise<LoadedWebhook | null> {
     const doc = await this.deps.db.webhooks.findOne(orgScope(orgId), { id: webhookId });
@@ -37,17 +42,27 @@ export class DeliveryAttempts {
    * a pending delivery keeps its schedule when it fails, a settled one stays
    * failed; it always signs with the current secret and a fresh timestamp.
    */
-  async attempt(hook: LoadedWebhook, delivery: DeliveryDoc, opts: { manual?: boolean } = {}): Promise<AttemptOutcome> {
+  /**
+   * `onSent` is called once the endpoint answered (or failed to), before the
+   * outcome is recorded: the endpoint is free for the next attempt then.
+   */
+  async attempt(hook: LoadedWebhook, delivery: DeliveryDoc, opts: { manual?: boolean; onSent?: () => void } = {}): Promise<AttemptOutcome> {
     const result = await this.send(hook, delivery);
+    opts.onSent?.();
     const attempts = delivery.attempts + 1;
     const { step, status, nextAttemptAt } = opts.manual ? afterManual(result, delivery) : afterScheduled(result, attempts, this.deps.config);
-    const now = nowIso();
-    // Compare-and-set on the attempt count: a duplicate attempt (a worker taken over mid-flight) records nothing twice.
-    const filter: Filter = opts.manual ? { id: delivery.id } : { id: delivery.id, status: 'pending', attempts: delivery.attempts };
-    const doc = await this.deps.db.deliveries.updateOne(orgScope(delivery.tenantId), filter, {
-      $set: { status, responseStatus: result.responseStatus, lastError: result.error, nextAttemptAt, updatedAt: now },
-      $inc: { attempts: 1 },
-    });
+    let doc: DeliveryDoc | null = null;
+    if (!opts.manual && status === 'succeeded') {
+      // The common case, recorded with the other successes of the moment in one write (delivery-log.ts).
+      await this.deps.deliveryLog.succeeded(delivery, result.responseStatus);
+    } else {
+      // Compare-and-set on the attempt count: a duplicate attempt (a worker taken over mid-flight) records nothing twice.
+      const filter: Filter = opts.manual ? { id: delivery.id } : { id: delivery.id, status: 'pending', attempts: delivery.attempts };
+      doc = await this.deps.db.deliveries.updateOne(orgScope(delivery.tenantId), filter, {
+        $set: { status, responseStatus: result.responseStatus, lastError: result.error, nextAttemptAt, updatedAt: nowIso() },
+        $inc: { attempts: 1 },
+      });
+    }
     deliveryAttempts.inc({ outcome: status === 'pending' ? 'retrying' : status });
     if (step.kind === 'gone') await this.disable(hook.doc);
     if (!result.ok) this.deps.log.info({ webhookId: hook.doc.id, deliveryId: delivery.id, attempts, status, error: result.error }, 'webhook attempt failed');

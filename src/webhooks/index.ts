@@ -6,6 +6,7 @@ import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
 import type { Store } from '../store/collection.ts';
 import { DeliveryAttempts } from './delivery-attempts.ts';
+import { DeliveryLog } from './delivery-log.ts';
 import { loadSecretBox } from './secret-box.ts';
 import { WebhookLanes } from './webhook-lanes.ts';
 import { exposePendingDeliveries } from './webhook-metrics.ts';
@@ -26,7 +27,7 @@ export async function createWebhooks(deps: { config: Config; log: Logger; db: We
   const cfg = deps.config.webhook;
   const box = await loadSecretBox(cfg.secretKey, deps.config.dataDir);
   const sender = new WebhookSender({ allowPrivate: cfg.allowPrivate, timeoutMs: cfg.timeoutMs });
-  const attempts = new DeliveryAttempts({ db: deps.db, box, sender, config: cfg, log });
+  const attempts = new DeliveryAttempts({ db: deps.db, deliveryLog: new DeliveryLog(deps.db.deliveries), box, sender, config: cfg, log });
   const lanes = new WebhookLanes({ attempts, db: deps.db, runtime: deps.runtime, config: cfg, log });
   const router = new WebhookRouter({ db: deps.db, runtime: deps.runtime });
   const service = new WebhookService({ db: deps.db, box, attempts, runtime: deps.runtime, config: cfg, log });

@@ -17,15 +17,24 @@ const webhookCacheMs = 1_000;
 const settledMemoryMs = 30_000;
 
 interface Lane {
+  webhookId: string;
   orgId: string;
   queue: DeliveryDoc[];
   /** Queued or in flight here: a sweep or a redelivered message does not start them twice. */
   known: Set<string>;
   /** Deliveries whose attempt finished lately, with when. */
   settled: Map<string, number>;
+  /**
+   * Deliveries being attempted in this process. Like `settled`, shared with
+   * the lane that replaces this one when the key comes back to this process,
+   * so an attempt still under way here is not started a second time.
+   */
+  attempting: Set<string>;
   running: number;
   hook: { loaded: LoadedWebhook | null; at: number } | undefined;
   sweepScheduled: boolean;
+  /** The actor's `ctx.owned` when the lane was made: once aborted, the lane starts nothing more. */
+  owned: AbortSignal;
 }
 
 /**
@@ -36,10 +45,15 @@ interface Lane {
  * holds only its own lane, never the actor's shard, another webhook or the
  * send path. What a lane holds is also in the store (`pending` with
  * `nextAttemptAt`): a sweep, kept scheduled while deliveries are pending,
- * restarts whatever a dead worker was holding.
+ * restarts whatever a dead worker was holding. A lane lives while this
+ * process owns the webhook's key (`ctx.owned`): when the shard goes to
+ * another worker, what waited in the lane is dropped and left to the new
+ * owner, and only the attempts already under way finish here.
  */
 export class WebhookLanes {
   private readonly lanes = new Map<string, Lane>();
+  /** The lanes made under each ownership signal: one listener per signal, not one per lane. */
+  private readonly byOwnership = new Map<AbortSignal, Set<Lane>>();
   private readonly inFlight = new Set<Promise<void>>();
   private stopping = false;
 
@@ -78,7 +92,7 @@ export class WebhookLanes {
 
   async retry(ctx: Ctx, orgId: string, deliveryId: string): Promise<void> {
     const lane = this.lane(ctx, orgId);
-    if (lane.known.has(deliveryId)) return;
+    if (lane.known.has(deliveryId) || lane.attempting.has(deliveryId)) return;
     const readAt = Date.now();
     const doc = await this.deps.db.deliveries.findOne(orgScope(orgId), { id: deliveryId, webhookId: ctx.key, status: 'pending' });
     if (doc && !this.settledSince(lane, doc.id, readAt)) this.enqueue(lane, doc);
@@ -117,12 +131,44 @@ export class WebhookLanes {
   /** The webhook's lane; the actor's state, when it was just loaded, is what its attempts use. */
   private lane(ctx: Ctx, orgId: string): Lane {
     let lane = this.lanes.get(ctx.key);
-    if (!lane) {
-      lane = { orgId, queue: [], known: new Set(), settled: new Map(), running: 0, hook: undefined, sweepScheduled: false };
-      this.lanes.set(ctx.key, lane);
+    if (!lane || lane.owned !== ctx.owned) {
+      const before = lane;
+      lane = {
+        webhookId: ctx.key, orgId, queue: [], known: new Set(), settled: before?.settled ?? new Map(), attempting: before?.attempting ?? new Set(),
+        running: 0, hook: undefined, sweepScheduled: false, owned: ctx.owned,
+      };
+      // A handler still finishing after its key left this process gets a lane that never starts anything.
+      if (!ctx.owned.aborted) {
+        this.lanes.set(ctx.key, lane);
+        this.watchOwnership(lane);
+      }
     }
     if (!lane.hook) lane.hook = { loaded: ctx.state.hook, at: Date.now() };
     return lane;
+  }
+
+  private watchOwnership(lane: Lane): void {
+    const signal = lane.owned;
+    let lanes = this.byOwnership.get(signal);
+    if (!lanes) {
+      lanes = new Set();
+      this.byOwnership.set(signal, lanes);
+      signal.addEventListener('abort', () => {
+        this.byOwnership.delete(signal);
+        for (const l of lanes!) this.disown(l);
+      }, { once: true });
+    }
+    lanes.add(lane);
+  }
+
+  /**
+   * The webhook's key left this process: deliveries waiting here are not
+   * started (the new owner's sweep finds them pending). The lane stays in
+   * the map until a successor replaces it, for what it is still attempting.
+   */
+  private disown(lane: Lane): void {
+    for (const d of lane.queue) lane.known.delete(d.id);
+    lane.queue.length = 0;
   }
 
   private settledSince(lane: Lane, id: string, since: number): boolean {
@@ -130,7 +176,7 @@ export class WebhookLanes {
   }
 
   private enqueue(lane: Lane, d: DeliveryDoc): void {
-    if (lane.known.has(d.id) || lane.queue.length >= laneQueueMax) return;
+    if (lane.known.has(d.id) || lane.attempting.has(d.id) || lane.queue.length >= laneQueueMax) return;
     lane.known.add(d.id);
     lane.queue.push(d);
   }
@@ -144,13 +190,23 @@ export class WebhookLanes {
   }
 
   private pump(webhookId: string, lane: Lane): void {
-    while (!this.stopping && lane.running < this.deps.config.concurrency && lane.queue.length > 0) {
+    while (!this.stopping && !lane.owned.aborted && lane.running < this.deps.config.concurrency && lane.queue.length > 0) {
       const d = lane.queue.shift()!;
       lane.running++;
-      const running: Promise<void> = this.run(webhookId, lane, d).finally(() => {
-        this.inFlight.delete(running);
+      lane.attempting.add(d.id);
+      // The endpoint's slot is free once it answered; the delivery stays known here until its outcome is stored.
+      let slotHeld = true;
+      const freeSlot = () => {
+        if (!slotHeld) return;
+        slotHeld = false;
         lane.running--;
+        if (!this.stopping) this.pump(webhookId, lane);
+      };
+      const running: Promise<void> = this.run(webhookId, lane, d, freeSlot).finally(() => {
+        this.inFlight.delete(running);
+        freeSlot();
         lane.known.delete(d.id);
+        lane.attempting.delete(d.id);
         const now = Date.now();
         lane.settled.set(d.id, now);
         // Oldest first (insertion order): drop what no read in progress can still be older than.
@@ -158,23 +214,21 @@ export class WebhookLanes {
           if (now - at < settledMemoryMs) break;
           lane.settled.delete(id);
         }
-        if (this.stopping) return;
-        this.pump(webhookId, lane);
       });
       this.inFlight.add(running);
     }
   }
 
-  private async run(webhookId: string, lane: Lane, d: DeliveryDoc): Promise<void> {
+  private async run(webhookId: string, lane: Lane, d: DeliveryDoc, onSent: () => void): Promise<void> {
     try {
       const hook = await this.webhook(webhookId, lane);
-      // Deleted: its deliveries went with it.
-      if (!hook) return;
+      // Deleted: its deliveries went with it. Or the key left this process while the webhook was read: the new owner makes the attempt.
+      if (!hook || lane.owned.aborted) return;
       if (!hook.doc.enabled) {
         await this.deps.attempts.abandon(d, 'webhook disabled');
         return;
       }
-      const { doc, step } = await this.deps.attempts.attempt(hook, d);
+      const { doc, step } = await this.deps.attempts.attempt(hook, d, { onSent });
       if (step.kind === 'gone') lane.hook = undefined;
       if (doc && step.kind === 'retry') {
         await this.client.send(webhookId, { kind: 'retry', orgId: lane.orgId, deliveryId: d.id }, { delayMs: step.delayMs });

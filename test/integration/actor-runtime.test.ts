@@ -37,6 +37,8 @@ const probeProtocol = defineProtocol('probe', {
   missing: {},
   count: {},
   hang: {},
+  /** Keeps `ctx.owned`, to see when ownership of the key ends. */
+  own: {},
 });
 
 interface Seen {
@@ -45,6 +47,7 @@ interface Seen {
   activations: Map<string, number>;
   failActivation: number;
   counted: number;
+  owned: Map<string, AbortSignal>;
 }
 
 function probeActor(seen: Seen, events: () => EventStream) {
@@ -89,6 +92,9 @@ function probeActor(seen: Seen, events: () => EventStream) {
         return ctx.state.count;
       },
       hang: () => new Promise(() => {}),
+      own(ctx) {
+        seen.owned.set(ctx.key, ctx.owned);
+      },
     },
   });
 }
@@ -102,7 +108,7 @@ interface Harness {
 
 type Make = (t: TestContext, cfg: RuntimeConfig, seen: Seen) => Promise<Harness>;
 
-const newSeen = (): Seen => ({ deliveries: new Map(), ticks: [], activations: new Map(), failActivation: 0, counted: 0 });
+const newSeen = (): Seen => ({ deliveries: new Map(), ticks: [], activations: new Map(), failActivation: 0, counted: 0, owned: new Map() });
 
 const makeLocal: Make = async (t, cfg, seen) => {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-actor-'));
@@ -206,6 +212,18 @@ for (const [name, make] of transports) {
       assert.equal(seen.activations.get('k6'), 1);
       assert.equal(h.rt.liveStates(), 1);
     });
+
+    test('ctx.owned holds while the runtime owns the key, and is aborted when it stops', async (t) => {
+      const seen = newSeen();
+      const h = await make(t, testRuntimeConfig(), seen);
+      const probe = actorClient(h.rt, probeProtocol);
+      await probe.ask('k7', { kind: 'own' });
+      await probe.ask('k7', { kind: 'own' });
+      const owned = seen.owned.get('k7')!;
+      assert.equal(owned.aborted, false);
+      await h.rt.stop();
+      assert.equal(owned.aborted, true, 'background work of the key learns that it must start nothing more');
+    });
   });
 }
 
@@ -252,6 +270,48 @@ describe('actor runtime: redis shard ownership and state', () => {
     assert.equal(seen.activations.get('k'), 2);
   });
 
+  test('ctx.owned is aborted when the shard lease is lost; the next message, owned again, gets a live signal', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 1, leaseTtlMs: 600, leaseRenewMs: 100, rebalanceMs: 100 });
+    const seen = newSeen();
+    const h = await makeRedis(t, cfg, seen);
+    const probe = actorClient(h.rt, probeProtocol);
+    await probe.ask('k', { kind: 'own' });
+    const before = seen.owned.get('k')!;
+    const redis = new Redis(redisUrl);
+    t.after(() => redis.disconnect());
+    const lease = `${cfg.keyPrefix}:lease:probe:0`;
+    await redis.set(lease, 'another-worker', 'PX', 60_000);
+    await waitFor(() => before.aborted, 5_000, 'ownership ended with the lease');
+    await redis.del(lease);
+    await probe.ask('k', { kind: 'own' }, 5_000);
+    const after = seen.owned.get('k')!;
+    assert.notEqual(after, before);
+    assert.equal(after.aborted, false);
+  });
+
+  test('ctx.owned is aborted for the keys of a shard a worker gives to a worker that joins, and only for those', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 2, leaseTtlMs: 1_000, leaseRenewMs: 100, rebalanceMs: 100 });
+    const first = await makeRedis(t, cfg, newSeen());
+    const probe = actorClient(first.rt, probeProtocol);
+    // Keys on both shards: one of them is about to move.
+    const keys = Array.from({ length: 8 }, (_, i) => `key-${i}`);
+    for (const key of keys) await probe.ask(key, { kind: 'own' });
+    const signals = keys.map((k) => first.seen.owned.get(k)!);
+    assert.ok(signals.every((s) => !s.aborted));
+    const joined = new RedisTransport(redisUrl, cfg, `node-joined-${cfg.keyPrefix}`, createLogger('silent'));
+    const joinedSeen = newSeen();
+    await joined.start([probeActor(joinedSeen, () => first.events)], { consume: true });
+    t.after(() => joined.stop());
+    await waitFor(() => signals.some((s) => s.aborted), 5_000, 'a shard released to the new worker');
+    const moved = keys.filter((_, i) => signals[i]!.aborted);
+    assert.ok(moved.length > 0 && moved.length < keys.length, `the keys of one shard of two moved (${moved.length} of ${keys.length})`);
+    // The moved keys now run on the worker that joined, under a live signal.
+    for (const key of moved) await actorClient(joined, probeProtocol).ask(key, { kind: 'own' }, 5_000);
+    for (const key of moved) assert.equal(joinedSeen.owned.get(key)?.aborted, false);
+  });
+
   test('a message whose worker died after emitting is emitted once by the next owner', async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
     const cfg = testRuntimeConfig({ defaultShards: 1, leaseTtlMs: 600, leaseRenewMs: 100 });
@@ -267,7 +327,7 @@ describe('actor runtime: redis shard ownership and state', () => {
           await ctx.send(probeProtocol, ctx.key, { kind: 'tick', from: ctx.id }, { delayMs: 50 });
           await new Promise(() => {});
         },
-        tick: (_ctx, msg) => void dyingSeen.ticks.push(msg.from), terminal: () => {}, retryable: () => {}, missing: () => {}, count: () => {}, hang: () => {},
+        tick: (_ctx, msg) => void dyingSeen.ticks.push(msg.from), terminal: () => {}, retryable: () => {}, missing: () => {}, count: () => {}, hang: () => {}, own: () => {},
       },
     });
     await dying.start([hanging], { consume: true });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { DomainEvent } from '../../src/events/event-stream.ts';
+import { RelaySocket } from '../support/relay-socket.ts';
 import { eachBackend, signup, startTestApp, type TestApp } from '../support/test-app.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -54,6 +55,64 @@ eachBackend((backend) => {
         const after = await storedMessage(org.orgId, res.body.id);
         assert.equal(after?.outboxAt, undefined, 'and cleared it');
       } finally {
+        stream.append = append;
+      }
+    });
+
+    test('every status and relay event is stored with its change: while the stream refuses they wait in their documents, then each is published once under its stored id', async () => {
+      const org = await signup(t);
+      const stream = t.app.events;
+      const append = stream.append.bind(stream);
+      let refusing = true;
+      stream.append = async (events: DomainEvent[], opts?: { once?: boolean }) => {
+        if (refusing && events.some((e) => e.tenantId === org.orgId)) throw new Error('event stream unavailable');
+        return append(events, opts);
+      };
+      const socket = await RelaySocket.open(t.base);
+      try {
+        const token = await t.request('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`, { token: org.ownerToken });
+        socket.hello({ registrationToken: token.body.token });
+        const welcome = await socket.next('welcome');
+        socket.send({ type: 'ready', capacity: 1 });
+        const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'out' } });
+        assert.equal(res.status, 201);
+        const send = await socket.next('send', undefined, 10_000);
+        socket.send({ type: 'status', messageId: send.messageId, attempt: send.attempt, status: 'sent', at: new Date().toISOString(), guid: 'GUID-OUT' });
+        await socket.next('ack', (a) => a.of === 'status');
+        socket.send({ type: 'inbound', rowId: 1, guid: 'GUID-IN', from: '+14155550199', isGroup: false, body: 'in', receivedAt: new Date().toISOString() });
+        await socket.next('ack', (a) => a.of === 'inbound');
+        socket.close();
+        const held = async (collection: string, filter: Record<string, unknown>) => {
+          const docs = await t.app.store.collection(collection).find({ tenantId: org.orgId }, filter);
+          return docs.flatMap((d) => Object.values((d.outbox ?? {}) as Record<string, DomainEvent>));
+        };
+        let waiting: DomainEvent[] = [];
+        const deadline = Date.now() + 10_000;
+        while (Date.now() < deadline) {
+          waiting = [...await held('relays', { id: welcome.relayId }), ...await held('messages', {})];
+          if (waiting.length === 5) break;
+          await sleep(100);
+        }
+        assert.deepEqual(waiting.map((e) => e.event).sort(), ['message.queued', 'message.received', 'message.sent', 'relay.offline', 'relay.online'], 'each waits in the document its change was written to');
+        assert.equal((await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data.length, 0, 'nothing published yet');
+        refusing = false;
+        let listed: any[] = [];
+        const published = Date.now() + 30_000;
+        while (Date.now() < published) {
+          listed = (await t.request('GET', '/api/v1/events?limit=100', { token: org.ownerToken })).body.data;
+          if (listed.length >= 5) break;
+          await sleep(200);
+        }
+        await sleep(1_000);
+        listed = (await t.request('GET', '/api/v1/events?limit=100', { token: org.ownerToken })).body.data;
+        assert.deepEqual(listed.map((e) => e.id).sort(), waiting.map((e) => e.id).sort(), 'published once each, under the ids they were stored with');
+        const sent = listed.find((e) => e.event === 'message.sent');
+        assert.equal(sent.data.status, 'sent');
+        assert.equal(sent.data.id, res.body.id);
+        assert.deepEqual(listed.find((e) => e.event === 'relay.offline').data, { id: welcome.relayId, name: listed.find((e) => e.event === 'relay.online').data.name, status: 'offline' });
+        assert.deepEqual([...await held('relays', {}), ...await held('messages', {})], [], 'and cleared from the documents');
+      } finally {
+        socket.close();
         stream.append = append;
       }
     });
