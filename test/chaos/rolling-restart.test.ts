@@ -10,12 +10,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config.ts';
 import type { MessageDoc } from '../../src/messages/message-store.ts';
 import { sleep } from '../../src/runtime/actor-host.ts';
@@ -23,6 +20,7 @@ import { MongoStore } from '../../src/store/mongo-store.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 import { request, withDatabase } from '../support/test-app.ts';
+import { wireRun } from '../support/wire-run.ts';
 
 /**
  * 600 messages by default keep the run to a few minutes in CI; ROLLING_MESSAGES=5000
@@ -54,18 +52,18 @@ async function sendLog(chatDb: string): Promise<string[]> {
 }
 
 test(`rolling restart of the workers under load: ${messages} messages, every one delivered, each sent exactly once`, { timeout: 2 * phaseMs }, async (t) => {
-  const redisUrl = process.env.REDIS_URL;
-  const mongoUrl = process.env.MONGODB_URL;
-  if (!redisUrl || !mongoUrl) {
-    if (process.env.CI === 'true') throw new Error('REDIS_URL and MONGODB_URL must be set in CI');
-    return t.skip('REDIS_URL/MONGODB_URL not set');
-  }
-  const dir = await mkdtemp(join(tmpdir(), 'relaybox-rolling-'));
-  const suffix = randomUUID().slice(0, 8);
-  const prefix = `roll${suffix}`;
-  const database = `relaybox_roll_${suffix}`;
+  const workers = new Map<string, ServiceProcess>();
+  const webs: ServiceProcess[] = [];
+  const agents: Array<{ child: ChildProcess; chatDb: string }> = [];
+  const run = await wireRun(t, 'roll', () => {
+    for (const a of agents) a.child.kill('SIGKILL');
+    for (const w of workers.values()) w.child.kill('SIGKILL');
+    for (const w of webs) w.child.kill('SIGKILL');
+  });
+  if (!run) return;
+  const { dir, prefix, redis, database, mongoUrl } = run;
   const env = {
-    REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, database), RUNTIME_KEY_PREFIX: prefix, DATA_DIR: join(dir, 'data'),
+    ...run.env,
     RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '2000', RUNTIME_LEASE_RENEW_MS: '400', RUNTIME_REBALANCE_MS: '300',
     SHUTDOWN_GRACE_MS: '8000', RELAY_HEARTBEAT_TIMEOUT_MS: '10000', RELAY_HEARTBEAT_INTERVAL_MS: '2000',
     // A send whose frame a killed worker never published is tried again within the test, not after the default
@@ -73,21 +71,6 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
     MESSAGE_SEND_TIMEOUT_MS: '60000', MESSAGE_RETRY_BASE_MS: '500',
     RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', LOG_LEVEL: 'warn',
   };
-  const redis = new Redis(redisUrl);
-  const workers = new Map<string, ServiceProcess>();
-  const webs: ServiceProcess[] = [];
-  const agents: Array<{ child: ChildProcess; chatDb: string }> = [];
-  t.after(async () => {
-    for (const a of agents) a.child.kill('SIGKILL');
-    for (const w of workers.values()) w.child.kill('SIGKILL');
-    for (const w of webs) w.child.kill('SIGKILL');
-    const keys = await redis.keys(`${prefix}:*`);
-    for (let i = 0; i < keys.length; i += 1_000) await redis.del(...keys.slice(i, i + 1_000));
-    redis.disconnect();
-    const store = new MongoStore(mongoUrl, database, loadConfig({}).storePingTimeoutMs);
-    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
-    await rm(dir, { recursive: true, force: true });
-  });
 
   const startWorker = async (name: string) => workers.set(name, await startServiceProcess('worker', { ...env, NODE_ID: `${prefix}-${name}` }, 60_000));
   await Promise.all(['w1', 'w2', 'w3'].map(startWorker));
@@ -98,7 +81,7 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
   // Two organizations, one relay each (each relay on its own frontend): two tenant actors share the workers.
   const orgs: Array<{ token: string; orgId: string }> = [];
   for (const k of [0, 1]) {
-    const signup = await request(bases[k]!, 'POST', '/api/v1/auth/signup', { body: { organizationName: `Rolling ${k}`, email: `roll-${k}-${suffix}@example.com`, password: 'a long password' } });
+    const signup = await request(bases[k]!, 'POST', '/api/v1/auth/signup', { body: { organizationName: `Rolling ${k}`, email: `${prefix}-${k}@example.com`, password: 'a long password' } });
     assert.equal(signup.status, 201, signup.text);
     const org = { token: signup.body.accessToken as string, orgId: signup.body.organization.id as string };
     orgs.push(org);

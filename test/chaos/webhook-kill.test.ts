@@ -16,21 +16,17 @@
  *    message's `message.queued` is delivered all the same.
  */
 import assert from 'node:assert/strict';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { webhookProtocol } from '../../src/actors/webhook.actor.ts';
-import { loadConfig } from '../../src/config.ts';
 import { sleep } from '../../src/runtime/actor-host.ts';
 import { shardOf } from '../../src/runtime/shard.ts';
-import { MongoStore } from '../../src/store/mongo-store.ts';
 import { deliveryId } from '../../src/webhooks/webhook-store.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
-import { request, withDatabase } from '../support/test-app.ts';
+import { request } from '../support/test-app.ts';
+import { wireRun } from '../support/wire-run.ts';
 import { WebhookReceiver, type ReceivedDelivery } from '../support/webhook-receiver.ts';
 
 const events = Number(process.env.WEBHOOK_CHAOS_EVENTS ?? 600);
@@ -48,37 +44,21 @@ interface Cluster {
 }
 
 async function cluster(t: TestContext): Promise<Cluster | undefined> {
-  const redisUrl = process.env.REDIS_URL;
-  const mongoUrl = process.env.MONGODB_URL;
-  if (!redisUrl || !mongoUrl) {
-    if (process.env.CI === 'true') throw new Error('REDIS_URL and MONGODB_URL must be set in CI');
-    t.skip('REDIS_URL/MONGODB_URL not set');
-    return undefined;
-  }
-  const dir = await mkdtemp(join(tmpdir(), 'relaybox-hookkill-'));
-  const suffix = randomUUID().slice(0, 8);
-  const prefix = `hook${suffix}`;
-  const database = `relaybox_hook_${suffix}`;
+  const procs = new Map<string, ServiceProcess>();
+  const all: ServiceProcess[] = [];
+  const run = await wireRun(t, 'hook', () => {
+    for (const p of procs.values()) p.child.kill('SIGKILL');
+  });
+  if (!run) return undefined;
+  const { prefix } = run;
   const env = {
-    REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, database), RUNTIME_KEY_PREFIX: prefix, DATA_DIR: join(dir, 'data'),
+    ...run.env,
     RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '3000', RUNTIME_LEASE_RENEW_MS: '500', RUNTIME_REBALANCE_MS: '300',
     EVENT_CLAIM_IDLE_MS: '1000', WEBHOOK_SWEEP_MS: '1000', WEBHOOK_CONCURRENCY: String(concurrency), WEBHOOK_ALLOW_PRIVATE: 'true',
     TENANT_SWEEP_MS: '1000', SHUTDOWN_GRACE_MS: '5000', RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', LOG_LEVEL: 'warn',
     // Every process that shares the store shares the key that seals webhook secrets.
     WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
   };
-  const procs = new Map<string, ServiceProcess>();
-  const all: ServiceProcess[] = [];
-  const redis = new Redis(redisUrl);
-  t.after(async () => {
-    for (const p of procs.values()) p.child.kill('SIGKILL');
-    const keys = await redis.keys(`${prefix}:*`);
-    for (let i = 0; i < keys.length; i += 1_000) await redis.del(...keys.slice(i, i + 1_000));
-    redis.disconnect();
-    const store = new MongoStore(mongoUrl, database, loadConfig({}).storePingTimeoutMs);
-    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
-    await rm(dir, { recursive: true, force: true });
-  });
   return {
     env, prefix, procs,
     async start(role, name) {
