@@ -3,6 +3,7 @@ import type { Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
 import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
+import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
 import { after, keyColumn, keyOf, orderBy, quote, sortExpr, where, type Columns, type SqlValue } from './sql-filter.ts';
 
 /** What a collection needs of the store: its statements and its group-committed writes. */
@@ -17,6 +18,10 @@ export interface Connection {
   committed(): Promise<void>;
   /** Throws service_unavailable once the store is closed. */
   assertOpen(what: string): void;
+  /** Transactions rolled back so far. */
+  readonly rollbacks: number;
+  /** Which counts its collections keep. */
+  readonly countCache: CountCacheOptions;
 }
 
 /** Rows rewritten per statement batch when a new index's key column is filled in. */
@@ -74,10 +79,14 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private readonly uniques: IndexSpec[] = [];
   private insertSql: string;
   private loaded = false;
+  private readonly counts: CountCache;
+  private rollbacksSeen = 0;
 
   constructor(private readonly store: Connection, readonly name: string) {
     this.table = quote(name);
     this.insertSql = this.insertStatement();
+    this.counts = new CountCache(store.countCache);
+    this.rollbacksSeen = store.rollbacks;
   }
 
   has(path: string): boolean {
@@ -171,11 +180,12 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     } catch (err) {
       throw this.conflict(err);
     }
+    this.counts.moved(doc.tenantId, undefined, doc);
     this.noteArrays(values);
   }
 
-  /** Rewrites a row; only the key columns whose value changed are set, so only their indexes are touched. */
-  private replaceRow(rid: number, before: SqlValue[], doc: T): void {
+  /** Rewrites a row; only the key columns whose value changed are set, so only their indexes are touched. `was`: the kept counts it was in. */
+  private replaceRow(rid: number, before: SqlValue[], was: KeptCount[] | undefined, doc: T): void {
     const values = this.values(doc);
     const keys = values.map(keyOf);
     const changed = keys.map((_, i) => i).filter((i) => !sameKey(before[i]!, keys[i]!));
@@ -185,11 +195,14 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     } catch (err) {
       throw this.conflict(err);
     }
+    this.counts.moved(doc.tenantId, was, doc);
     this.noteArrays(values);
   }
 
-  private deleteRow(rid: number): void {
+  private deleteRow(rid: number, doc: T): void {
+    const was = this.counts.holding(doc);
     this.store.run(`DELETE FROM ${this.table} WHERE rid = ?`, [rid]);
+    this.counts.moved(doc.tenantId, was, undefined);
   }
 
   private keys(doc: T): SqlValue[] {
@@ -263,9 +276,18 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
 
   async count(scope: Scope, filter: Filter): Promise<number> {
     this.store.assertOpen(this.name);
-    const { sql, params, rest } = where(this, scopedFilter(scope, filter));
+    const scoped = scopedFilter(scope, filter);
+    const { sql, params, rest } = where(this, scoped);
     if (Object.keys(rest).length > 0) return this.select(scope, filter).length;
+    if (this.store.rollbacks !== this.rollbacksSeen) {
+      this.counts.clear();
+      this.rollbacksSeen = this.store.rollbacks;
+    }
+    const key = countKey(sql, params);
+    const kept = this.counts.get(scope.tenantId, key);
+    if (kept !== undefined) return kept;
     const row = this.store.statement(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`).get(params) as { n: number };
+    if (row.n >= this.counts.min) this.counts.keep(scope.tenantId, key, structuredClone(scoped), row.n);
     return row.n;
   }
 
@@ -319,8 +341,9 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     let stored: T;
     if (current) {
       const before = this.keys(current.doc);
+      const was = this.counts.holding(current.doc);
       stored = updated(scope, current.doc, update);
-      this.store.write(this.name, () => this.replaceRow(current.rid, before, stored));
+      this.store.write(this.name, () => this.replaceRow(current.rid, before, was, stored));
     } else {
       if (!opts.upsert) return null;
       stored = scopedDoc(scope, equalityFields(filter) as T);
@@ -336,7 +359,8 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     await this.settle(() => {
       for (const { rid, doc } of targets) {
         const before = this.keys(doc);
-        this.replaceRow(rid, before, updated(scope, doc, update));
+        const was = this.counts.holding(doc);
+        this.replaceRow(rid, before, was, updated(scope, doc, update));
       }
     });
     return targets.length;
@@ -345,7 +369,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   async deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
     const [target] = this.select(scope, filter, { limit: 1 });
     if (!target) return false;
-    this.store.write(this.name, () => this.deleteRow(target.rid));
+    this.store.write(this.name, () => this.deleteRow(target.rid, target.doc));
     await this.store.committed();
     return true;
   }
@@ -353,7 +377,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   async deleteMany(scope: Scope, filter: Filter): Promise<number> {
     const targets = this.select(scope, filter);
     await this.settle(() => {
-      for (const { rid } of targets) this.deleteRow(rid);
+      for (const { rid, doc } of targets) this.deleteRow(rid, doc);
     });
     return targets.length;
   }

@@ -8,6 +8,7 @@ import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
 import { legacyCollections, readLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, type SqlValue } from './sql-filter.ts';
 import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
+import type { CountCacheOptions } from './count-cache.ts';
 
 const require = createRequire(import.meta.url);
 const { Database } = require('node-sqlite3-wasm') as { Database: typeof SqliteDatabase };
@@ -17,6 +18,8 @@ export interface EmbeddedStoreOptions {
   syncIntervalMs?: number;
   /** SQLite's page cache: with the statements' working memory, what the store holds in RAM whatever the data size. */
   cacheMb?: number;
+  /** Which counts are kept and maintained by the writes (count-cache.ts). */
+  countCache?: CountCacheOptions;
 }
 
 /** The database file in DATA_DIR; SQLite keeps `store.sqlite-wal` beside it while open. */
@@ -63,8 +66,12 @@ export class EmbeddedStore implements Store, Connection {
   private unsynced = false;
   private syncing: Promise<void> | null = null;
   private closed = false;
+  /** Transactions SQLite rolled back: what a collection kept in memory about their writes is stale. */
+  rollbacks = 0;
+  readonly countCache: CountCacheOptions;
 
   constructor(dataDir: string, opts: EmbeddedStoreOptions = {}) {
+    this.countCache = opts.countCache ?? {};
     mkdirSync(dataDir, { recursive: true });
     this.path = join(resolve(dataDir), storeFile);
     if (openPaths.has(this.path)) throw new Error(`${this.path} is already open in this process`);
@@ -198,6 +205,7 @@ export class EmbeddedStore implements Store, Connection {
       this.db.exec('COMMIT');
     } catch (err) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      this.rollbacks++;
       batch.reject(new AppError('service_unavailable', 'the store could not commit', { cause: err }));
       return;
     }
