@@ -1,7 +1,7 @@
 /**
  * Webhook delivery benchmark: events go into the organization's event stream
  * (as the send path's outbox publishes them), signed deliveries come out to a
- * local keep-alive receiver. Prints deliveries/s at full speed, then the
+ * local keep-alive receiver in another process. Prints deliveries/s at full speed, then the
  * event-to-delivery latency at half that rate, on the embedded default and,
  * when REDIS_URL and MONGODB_URL are set, on Redis + MongoDB wire.
  *
@@ -12,10 +12,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { fork } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createApp, type App } from '../src/app.ts';
 import { loadConfig } from '../src/config.ts';
 import { domainEvent } from '../src/events/event-stream.ts';
@@ -61,30 +61,30 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
+/** The receiver runs in its own process (bench/webhook-sink.ts): on one event loop with the service it would take the service's CPU. */
 async function receiver() {
-  const latencies: number[] = [];
-  let count = 0;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      count++;
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { timestamp: string };
-      latencies.push(Date.now() - Date.parse(body.timestamp));
-      res.writeHead(204).end();
-    });
+  const child = fork(fileURLToPath(new URL('./webhook-sink.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  let answer: ((m: Record<string, unknown>) => void) | undefined;
+  const first = new Promise<string>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`the receiver exited with ${code}`)));
+    answer = (m) => resolve(m.url as string);
   });
-  server.keepAliveTimeout = 60_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  child.on('message', (m: Record<string, unknown>) => answer?.(m));
+  const url = await first;
+  const ask = <T>(op: 'count' | 'reset' | 'latencies') => new Promise<T>((resolve) => {
+    answer = (m) => resolve((op === 'latencies' ? m.latencies : m.count) as T);
+    child.send({ op });
+  });
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    get count() {
-      return count;
-    },
-    latencies,
+    url,
+    count: () => ask<number>('count'),
+    reset: () => ask<number>('reset'),
+    latencies: () => ask<number[]>('latencies'),
     close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
+      child.removeAllListeners('exit');
+      child.once('exit', () => resolve());
+      child.disconnect();
     }),
   };
 }
@@ -107,7 +107,7 @@ async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
   const event = (n: number) => domainEvent('message.queued', { tenantId: orgId }, { id: `msg_${n}`, to: '+14155550100', from: null, body: `bench ${n}`, status: 'queued', conversationId: 'conv_bench' });
   const waitFor = async (count: number) => {
     const deadline = Date.now() + 300_000;
-    while (sink.count < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    while ((await sink.count()) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
   };
 
   const profile = profiling ? profileStore(app) : undefined;
@@ -116,12 +116,12 @@ async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
   const started = performance.now();
   for (let i = 0; i < events; i += 500) await app.events.append(Array.from({ length: Math.min(500, events - i) }, (_, k) => event(i + k)));
   await waitFor(events * webhooks);
-  const rate = (sink.count / (performance.now() - started)) * 1000;
-  const storeCalls = profile?.report(sink.count);
+  const delivered = await sink.count();
+  const rate = (delivered / (performance.now() - started)) * 1000;
+  const storeCalls = profile?.report(delivered);
 
   // Half that rate, paced every 10 ms, for the latency from the event to its delivery.
-  sink.latencies.length = 0;
-  const before = sink.count;
+  const before = await sink.reset();
   const perTick = Math.max(1, Math.round(rate / 2 / webhooks / 100));
   let sent = 0;
   const until = Date.now() + seconds * 1000;
@@ -132,7 +132,7 @@ async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
     await new Promise((r) => setTimeout(r, Math.max(0, 10 - (Date.now() - tick))));
   }
   await waitFor(before + sent * webhooks);
-  const sorted = [...sink.latencies].sort((a, b) => a - b);
+  const sorted = (await sink.latencies()).sort((a, b) => a - b);
   console.log(`| ${backend} | ${webhooks} | ${Math.round(rate)} | ${Math.round((sent * webhooks) / seconds)} | ${percentile(sorted, 50)} | ${percentile(sorted, 99)} |`);
   if (storeCalls) console.log(`  store calls at full speed (${backend}):\n${storeCalls}`);
 
