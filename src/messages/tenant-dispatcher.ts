@@ -53,8 +53,6 @@ type Deps = {
  * message never moves a message backwards.
  */
 export class TenantDispatcher {
-  private readonly tenants = new Map<string, TenantState>();
-
   constructor(private readonly deps: Deps) {}
 
   private scope(orgId: string): Scope {

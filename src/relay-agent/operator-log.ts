@@ -72,21 +72,21 @@ export class OperatorLog {
   sendAccepted(record: SendRecord, queued: number): void {
     this.tally.accepted += 1;
     this.log.info(
-      { event: 'send.accepted', msgId: record.messageId, attempt: record.attempt, to: record.to, attachments: record.attachmentUrls.length, queued },
+      { event: 'send.accepted', messageId: record.messageId, attempt: record.attempt, to: record.to, attachments: record.attachmentUrls.length, queued },
       `send ${record.messageId} attempt ${record.attempt} to ${record.to} accepted (${queued} waiting)`,
     );
   }
 
   sendRepeated(record: SendRecord): void {
     this.log.info(
-      { event: 'send.repeated', msgId: record.messageId, attempt: record.attempt, phase: record.phase },
+      { event: 'send.repeated', messageId: record.messageId, attempt: record.attempt, phase: record.phase },
       `send ${record.messageId} attempt ${record.attempt} was already accepted (${record.phase}); not sent again, its statuses are reported again`,
     );
   }
 
   step(record: SendRecord, step: StatusStep): void {
     this.tally[step.status] += 1;
-    const fields = { event: `send.${step.status}`, msgId: record.messageId, attempt: record.attempt, status: step.status, ...(step.error ? { error: step.error } : {}) };
+    const fields = { event: `send.${step.status}`, messageId: record.messageId, attempt: record.attempt, status: step.status, ...(step.error ? { error: step.error } : {}) };
     const text = `send ${record.messageId} attempt ${record.attempt} ${step.status}${step.error ? `: ${step.error}` : ''}`;
     if (step.status === 'failed') this.log.warn(fields, text);
     else this.log.info(fields, text);

@@ -77,8 +77,8 @@ for (const backend of backends()) {
       assert.deepEqual(log.filter((e) => e.messageId === exhausted).map((e) => [e.attempt, e.error]), [[1, 1], [2, 1], [3, 1]]);
 
       // The operator saw each attempt and its outcome, in JSON lines.
-      const events = output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { event?: string; msgId?: string; attempt?: number; [k: string]: unknown });
-      const of = (id: string) => events.filter((e) => e.msgId === id).map((e) => `${e.event}#${e.attempt}`);
+      const events = output.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { event?: string; messageId?: string; attempt?: number; [k: string]: unknown });
+      const of = (id: string) => events.filter((e) => e.messageId === id).map((e) => `${e.event}#${e.attempt}`);
       assert.deepEqual(of(retried).filter((e) => /accepted|failed|delivered/.test(e)), [
         'send.accepted#1', 'send.failed#1', 'send.accepted#2', 'send.failed#2', 'send.accepted#3', 'send.delivered#3',
       ]);

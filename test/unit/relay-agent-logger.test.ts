@@ -43,7 +43,7 @@ test('json lines carry the event and the ids in their own fields; the summary co
   operator.summary({ relayId: 'rly_1', connected: true, queued: 0, unfinished: 0, inboundUnacked: 0 });
   const lines = out.lines().map((l) => JSON.parse(l) as Record<string, unknown>);
   assert.deepEqual(lines.map((l) => l.event), ['send.accepted', 'send.sent', 'send.delivered', 'inbound.forwarded', 'summary', 'summary']);
-  assert.deepEqual([lines[2]!.msgId, lines[2]!.attempt, lines[2]!.status], ['msg_1', 2, 'delivered']);
+  assert.deepEqual([lines[2]!.messageId, lines[2]!.attempt, lines[2]!.status], ['msg_1', 2, 'delivered']);
   assert.equal(lines[3]!.rowId, 9);
   assert.equal(lines[3]!.body, undefined, 'no message body');
   const pick = (l: Record<string, unknown>) => [l.accepted, l.sent, l.delivered, l.failed, l.inbound];
