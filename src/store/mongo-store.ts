@@ -1,6 +1,6 @@
 import { MongoClient, MongoServerError, type Db, type Document } from 'mongodb';
 import { AppError } from '../errors.ts';
-import { getPath } from './query.ts';
+import { compareBySort, getPath } from './query.ts';
 import { withTransientRetry } from './transient-errors.ts';
 import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update } from './collection.ts';
 
@@ -46,8 +46,28 @@ function translateError(err: unknown, collection: string): unknown {
   return err;
 }
 
+/** More ids than this in one `id: {$in}` are left to the server's own `$in`. */
+const idLookupLimit = 200;
+
+/**
+ * The ids of a filter that names its documents by id (`id: {$in: [...]}`),
+ * when there are few enough to address one by one. FerretDB 1.x answers `$in`
+ * with a scan of the whole collection but an `_id` equality with its index,
+ * so writes by id list go out as one bulk command of single-id operations
+ * (one round trip on MongoDB too), and reads by id list, on FerretDB, as
+ * single-id reads side by side.
+ */
+function idList(filter: Filter): string[] | undefined {
+  const value = filter.id;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  const ids = (value as { $in?: unknown }).$in;
+  if (Object.keys(value).length !== 1 || !Array.isArray(ids) || ids.length > idLookupLimit) return undefined;
+  if (!ids.every((id): id is string => typeof id === 'string')) return undefined;
+  return [...new Set(ids)];
+}
+
 class MongoCollection<T extends Doc> implements Collection<T> {
-  constructor(readonly name: string, private readonly db: Db) {}
+  constructor(readonly name: string, private readonly db: Db, private readonly server: { scansIdLists: boolean }) {}
 
   private get col() {
     return this.db.collection(this.name);
@@ -80,12 +100,26 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
+    const scoped = scopedFilter(scope, filter);
+    const ids = this.server.scansIdLists ? idList(scoped) : undefined;
+    if (ids) return this.findByIds(scoped, ids, opts);
     return this.guard(async () => {
-      let cursor = this.col.find(toMongoFilter(scopedFilter(scope, filter)));
+      let cursor = this.col.find(toMongoFilter(scoped));
       if (opts.sort) cursor = cursor.sort(toMongoFilter(opts.sort) as Record<string, 1 | -1>);
       if (opts.skip) cursor = cursor.skip(opts.skip);
       if (opts.limit) cursor = cursor.limit(opts.limit);
       return (await cursor.toArray()).map((d) => fromMongo<T>(d)!);
+    }, true);
+  }
+
+  /** A read by id list as single-id reads side by side, then sorted and cut as the server would. */
+  private findByIds(scoped: Filter, ids: string[], opts: FindOptions): Promise<T[]> {
+    return this.guard(async () => {
+      const found = await Promise.all(ids.map((id) => this.col.findOne(toMongoFilter({ ...scoped, id }))));
+      const docs = found.flatMap((d) => (d ? [fromMongo<T>(d)!] : []));
+      if (opts.sort) docs.sort(compareBySort(opts.sort));
+      const from = opts.skip ?? 0;
+      return docs.slice(from, opts.limit ? from + opts.limit : undefined);
     }, true);
   }
 
@@ -143,7 +177,14 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
-    return this.guard(async () => (await this.col.updateMany(toMongoFilter(scopedFilter(scope, filter)), update as Document)).modifiedCount);
+    const scoped = scopedFilter(scope, filter);
+    const ids = idList(scoped);
+    if (ids) {
+      if (ids.length === 0) return Promise.resolve(0);
+      const ops = ids.map((id) => ({ updateOne: { filter: toMongoFilter({ ...scoped, id }), update: update as Document } }));
+      return this.guard(async () => (await this.col.bulkWrite(ops, { ordered: false })).modifiedCount);
+    }
+    return this.guard(async () => (await this.col.updateMany(toMongoFilter(scoped), update as Document)).modifiedCount);
   }
 
   deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
@@ -151,7 +192,14 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   deleteMany(scope: Scope, filter: Filter): Promise<number> {
-    return this.guard(async () => (await this.col.deleteMany(toMongoFilter(scopedFilter(scope, filter)))).deletedCount);
+    const scoped = scopedFilter(scope, filter);
+    const ids = idList(scoped);
+    if (ids) {
+      if (ids.length === 0) return Promise.resolve(0);
+      const ops = ids.map((id) => ({ deleteOne: { filter: toMongoFilter({ ...scoped, id }) } }));
+      return this.guard(async () => (await this.col.bulkWrite(ops, { ordered: false })).deletedCount);
+    }
+    return this.guard(async () => (await this.col.deleteMany(toMongoFilter(scoped))).deletedCount);
   }
 }
 
@@ -174,6 +222,8 @@ export class MongoStore implements Store {
   private readonly client: MongoClient;
   private readonly db: Db;
   private readonly declared = new Map<string, IndexSpec[]>();
+  /** What the server is: FerretDB says so in `buildInfo` (known at `init`, before any read). */
+  private readonly server = { scansIdLists: false };
 
   constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number) {
     this.client = new MongoClient(url, { serverSelectionTimeoutMS: 3_000, connectTimeoutMS: 3_000, maxPoolSize: 50 });
@@ -182,11 +232,13 @@ export class MongoStore implements Store {
 
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {
     this.declared.set(name, [...(this.declared.get(name) ?? []), ...indexes]);
-    return new MongoCollection<T>(name, this.db);
+    return new MongoCollection<T>(name, this.db, this.server);
   }
 
   async init(): Promise<void> {
     await this.client.connect();
+    const info = await this.db.admin().command({ buildInfo: 1 });
+    this.server.scansIdLists = typeof info.ferretdbVersion === 'string' || info.ferretdbFeatures !== undefined;
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {
         const keys = Object.fromEntries(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]));

@@ -51,6 +51,18 @@ function compareValues(a: unknown, b: unknown): number {
   return JSON.stringify(a) < JSON.stringify(b) ? -1 : JSON.stringify(a) > JSON.stringify(b) ? 1 : 0;
 }
 
+/** Orders documents as a MongoDB sort does (by each key in turn), for results gathered outside one query. */
+export function compareBySort(sort: Record<string, 1 | -1>) {
+  const keys = Object.entries(sort);
+  return (a: unknown, b: unknown): number => {
+    for (const [key, dir] of keys) {
+      const c = compareValues(getPath(a, key), getPath(b, key));
+      if (c !== 0) return c * dir;
+    }
+    return 0;
+  };
+}
+
 function equal(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if ((a === null || a === undefined) && (b === null || b === undefined)) return true;

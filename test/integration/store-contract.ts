@@ -104,6 +104,29 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.equal(await items.deleteMany(A, { id: { $in: ['u1', 'u2'] } }), 2);
     });
 
+    test('an id list reads, updates and deletes only the tenant\'s documents that also match the rest of the filter', async () => {
+      await items.insertMany(A, [
+        { id: 'l1', tenantId: '', name: 'c', n: 3, status: 'open' },
+        { id: 'l2', tenantId: '', name: 'a', n: 1, status: 'open' },
+        { id: 'l3', tenantId: '', name: 'b', n: 2, status: 'closed' },
+      ]);
+      await items.insertOne(B, { id: 'l4', tenantId: '', name: 'd', n: 0, status: 'open' });
+      const list = ['l1', 'l2', 'l3', 'l4', 'l1', 'missing'];
+      const names = async (filter: Parameters<typeof items.find>[1], opts?: Parameters<typeof items.find>[2]) => (await items.find(A, filter, opts)).map((d) => d.name);
+      assert.deepEqual(await names({ id: { $in: list } }, { sort: { n: 1 } }), ['a', 'b', 'c'], 'sorted, once each, no other tenant');
+      assert.deepEqual(await names({ id: { $in: list } }, { sort: { n: -1 }, skip: 1, limit: 1 }), ['b']);
+      assert.deepEqual(await names({ id: { $in: list }, status: 'open' }, { sort: { name: 1 } }), ['a', 'c']);
+      assert.deepEqual(await names({ id: { $in: [] } }), []);
+      assert.equal(await items.updateMany(A, { id: { $in: list }, status: 'open' }, { $set: { status: 'done' } }), 2);
+      assert.equal((await items.findOne(A, { id: 'l3' }))?.status, 'closed');
+      assert.equal((await items.findOne(B, { id: 'l4' }))?.status, 'open', 'the other tenant\'s document is untouched');
+      assert.equal(await items.updateMany(A, { id: { $in: [] } }, { $set: { status: 'x' } }), 0);
+      assert.equal(await items.deleteMany(A, { id: { $in: list }, status: 'done' }), 2);
+      assert.equal(await items.deleteMany(A, { id: { $in: list } }), 1);
+      assert.equal(await items.count(B, { id: 'l4' }), 1);
+      assert.equal(await items.deleteMany(B, { id: { $in: list } }), 1);
+    });
+
     test('a unique index violation is a conflict', async () => {
       await uniq.insertOne(A, { id: 'q1', tenantId: '', name: 'same' });
       await assert.rejects(uniq.insertOne(A, { id: 'q2', tenantId: '', name: 'same' }), (e: unknown) => e instanceof AppError && e.code === 'conflict');
