@@ -49,13 +49,16 @@ function translateError(err: unknown, collection: string): unknown {
 /** More ids than this in one `id: {$in}` are left to the server's own `$in`. */
 const idLookupLimit = 200;
 
+/** Single-id reads of one id list in flight at once: few, so one list never holds many of the server's connections. */
+const idReadsInFlight = 4;
+
 /**
  * The ids of a filter that names its documents by id (`id: {$in: [...]}`),
  * when there are few enough to address one by one. FerretDB 1.x answers `$in`
- * with a scan of the whole collection but an `_id` equality with its index,
- * so writes by id list go out as one bulk command of single-id operations
- * (one round trip on MongoDB too), and reads by id list, on FerretDB, as
- * single-id reads side by side.
+ * with a read of the whole collection but an `_id` equality with a filter in
+ * its database, so there an id list is read, updated and deleted one id at a
+ * time (a few reads side by side, writes one after another, as one
+ * multi-document write would run). MongoDB answers `$in` from the index.
  */
 function idList(filter: Filter): string[] | undefined {
   const value = filter.id;
@@ -99,9 +102,14 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.guard(async () => fromMongo<T>(await this.col.findOne(toMongoFilter(scopedFilter(scope, filter)))), true);
   }
 
+  /** The ids to address one at a time, on a server that scans for an id list. */
+  private oneByOne(scoped: Filter): string[] | undefined {
+    return this.server.scansIdLists ? idList(scoped) : undefined;
+  }
+
   find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
     const scoped = scopedFilter(scope, filter);
-    const ids = this.server.scansIdLists ? idList(scoped) : undefined;
+    const ids = this.oneByOne(scoped);
     if (ids) return this.findByIds(scoped, ids, opts);
     return this.guard(async () => {
       let cursor = this.col.find(toMongoFilter(scoped));
@@ -112,11 +120,14 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     }, true);
   }
 
-  /** A read by id list as single-id reads side by side, then sorted and cut as the server would. */
+  /** A read by id list as single-id reads, a few at a time, then sorted and cut as the server would. */
   private findByIds(scoped: Filter, ids: string[], opts: FindOptions): Promise<T[]> {
     return this.guard(async () => {
-      const found = await Promise.all(ids.map((id) => this.col.findOne(toMongoFilter({ ...scoped, id }))));
-      const docs = found.flatMap((d) => (d ? [fromMongo<T>(d)!] : []));
+      const docs: T[] = [];
+      for (let i = 0; i < ids.length; i += idReadsInFlight) {
+        const found = await Promise.all(ids.slice(i, i + idReadsInFlight).map((id) => this.col.findOne(toMongoFilter({ ...scoped, id }))));
+        for (const d of found) if (d) docs.push(fromMongo<T>(d)!);
+      }
       if (opts.sort) docs.sort(compareBySort(opts.sort));
       const from = opts.skip ?? 0;
       return docs.slice(from, opts.limit ? from + opts.limit : undefined);
@@ -178,13 +189,18 @@ class MongoCollection<T extends Doc> implements Collection<T> {
 
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
     const scoped = scopedFilter(scope, filter);
-    const ids = idList(scoped);
-    if (ids) {
-      if (ids.length === 0) return Promise.resolve(0);
-      const ops = ids.map((id) => ({ updateOne: { filter: toMongoFilter({ ...scoped, id }), update: update as Document } }));
-      return this.guard(async () => (await this.col.bulkWrite(ops, { ordered: false })).modifiedCount);
-    }
+    const ids = this.oneByOne(scoped);
+    if (ids) return this.eachId(ids, async (id) => (await this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document)).modifiedCount);
     return this.guard(async () => (await this.col.updateMany(toMongoFilter(scoped), update as Document)).modifiedCount);
+  }
+
+  /** One write per id, one after another; the count of documents written. */
+  private eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
+    return this.guard(async () => {
+      let written = 0;
+      for (const id of ids) written += await write(id);
+      return written;
+    });
   }
 
   deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
@@ -193,12 +209,8 @@ class MongoCollection<T extends Doc> implements Collection<T> {
 
   deleteMany(scope: Scope, filter: Filter): Promise<number> {
     const scoped = scopedFilter(scope, filter);
-    const ids = idList(scoped);
-    if (ids) {
-      if (ids.length === 0) return Promise.resolve(0);
-      const ops = ids.map((id) => ({ deleteOne: { filter: toMongoFilter({ ...scoped, id }) } }));
-      return this.guard(async () => (await this.col.bulkWrite(ops, { ordered: false })).deletedCount);
-    }
+    const ids = this.oneByOne(scoped);
+    if (ids) return this.eachId(ids, async (id) => (await this.col.deleteOne(toMongoFilter({ ...scoped, id }))).deletedCount);
     return this.guard(async () => (await this.col.deleteMany(toMongoFilter(scoped))).deletedCount);
   }
 }
@@ -238,7 +250,7 @@ export class MongoStore implements Store {
   async init(): Promise<void> {
     await this.client.connect();
     const info = await this.db.admin().command({ buildInfo: 1 });
-    this.server.scansIdLists = typeof info.ferretdbVersion === 'string' || info.ferretdbFeatures !== undefined;
+    this.server.scansIdLists = typeof info.ferretdbVersion === 'string';
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {
         const keys = Object.fromEntries(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]));
