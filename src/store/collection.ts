@@ -113,6 +113,14 @@ export function literalContains(text: string): { $regex: string; $options: 'i' }
   return { $regex: text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), $options: 'i' };
 }
 
+/** The distinct ids of an `{$in: [ids]}` condition (a filter's `id` naming its documents) and nothing else. */
+export function idList(cond: unknown): string[] | undefined {
+  if (cond === null || typeof cond !== 'object' || Array.isArray(cond)) return undefined;
+  const list = (cond as { $in?: unknown }).$in;
+  if (Object.keys(cond).length !== 1 || !Array.isArray(list) || !list.every((id) => typeof id === 'string')) return undefined;
+  return [...new Set(list as string[])];
+}
+
 export function scopedFilter(scope: Scope, filter: Filter): Filter {
   const scoped: Filter = { ...filter, tenantId: scope.tenantId };
   if (scope.teamId !== undefined) scoped.teamId = scope.teamId;

@@ -2,7 +2,7 @@ import { MongoClient, MongoServerError, type Db, type Document } from 'mongodb';
 import { AppError } from '../errors.ts';
 import { compareBySort, getPath } from './query.ts';
 import { withTransientRetry } from './transient-errors.ts';
-import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update } from './collection.ts';
+import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update } from './collection.ts';
 
 const duplicateKey = 11000;
 const cursorNotFound = 43;
@@ -52,23 +52,6 @@ const idLookupLimit = 200;
 /** Single-id reads of one id list in flight at once: few, so one list never holds many of the server's connections. */
 const idReadsInFlight = 4;
 
-/**
- * The ids of a filter that names its documents by id (`id: {$in: [...]}`),
- * when there are few enough to address one by one. FerretDB 1.x answers `$in`
- * with a read of the whole collection but an `_id` equality with a filter in
- * its database, so there an id list is read, updated and deleted one id at a
- * time (a few reads side by side, writes one after another, as one
- * multi-document write would run). MongoDB answers `$in` from the index.
- */
-function idList(filter: Filter): string[] | undefined {
-  const value = filter.id;
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const ids = (value as { $in?: unknown }).$in;
-  if (Object.keys(value).length !== 1 || !Array.isArray(ids) || ids.length > idLookupLimit) return undefined;
-  if (!ids.every((id): id is string => typeof id === 'string')) return undefined;
-  return [...new Set(ids)];
-}
-
 class MongoCollection<T extends Doc> implements Collection<T> {
   constructor(readonly name: string, private readonly db: Db, private readonly server: { scansIdLists: boolean }) {}
 
@@ -102,9 +85,17 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.guard(async () => fromMongo<T>(await this.col.findOne(toMongoFilter(scopedFilter(scope, filter)))), true);
   }
 
-  /** The ids to address one at a time, on a server that scans for an id list. */
+  /**
+   * FerretDB 1.x answers an id list (`id: {$in: [...]}`) with a read of the
+   * whole collection but an `_id` equality with a filter in its database, so
+   * there a list of up to `idLookupLimit` ids is read, updated and deleted one
+   * id at a time (a few reads side by side, writes one after another, as one
+   * multi-document write would run). MongoDB answers `$in` from the index.
+   */
   private oneByOne(scoped: Filter): string[] | undefined {
-    return this.server.scansIdLists ? idList(scoped) : undefined;
+    if (!this.server.scansIdLists) return undefined;
+    const ids = idList(scoped.id);
+    return ids && ids.length <= idLookupLimit ? ids : undefined;
   }
 
   find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {

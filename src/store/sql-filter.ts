@@ -1,4 +1,4 @@
-import type { Filter, Sort } from './collection.ts';
+import { idList, type Filter, type Sort } from './collection.ts';
 
 /**
  * The port's query subset in SQL, for one collection table (see
@@ -95,14 +95,6 @@ export function where(columns: Columns, filter: Filter): Where {
   const tenant = terms.indexOf('tenant = ?');
   if (tenant >= 0 && terms.some((t) => t.startsWith('id '))) terms[tenant] = '+tenant = ?';
   return { sql: terms.length > 0 ? terms.join(' AND ') : '1', params, rest };
-}
-
-/** The distinct ids of an `{$in: [ids]}` condition and nothing else. */
-function idList(cond: unknown): string[] | undefined {
-  if (cond === null || typeof cond !== 'object' || Array.isArray(cond)) return undefined;
-  const list = (cond as { $in?: unknown }).$in;
-  if (Object.keys(cond).length !== 1 || !Array.isArray(list) || !list.every((id) => typeof id === 'string')) return undefined;
-  return [...new Set(list as string[])];
 }
 
 interface Term {
