@@ -4,6 +4,7 @@
  * kill whatever is left when it ends or runs out of time.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -60,13 +61,30 @@ function parseJsonLine(line: string): Record<string, unknown> | undefined {
   }
 }
 
+async function post(base: string, path: string, body: unknown, token?: string): Promise<any> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (res.status !== 201) throw new Error(`POST ${path} answered ${res.status}: ${text.slice(0, 300)}`);
+  return JSON.parse(text);
+}
+
+/** A fresh organization and a member API key of it. */
+export async function apiKeyFor(base: string): Promise<string> {
+  const suffix = randomUUID().slice(0, 8);
+  const signup = await post(base, '/api/v1/auth/signup', { organizationName: `Bench ${suffix}`, email: `bench-${suffix}@example.com`, password: 'correct horse battery' });
+  const key = await post(base, '/api/v1/api-keys', { name: 'bench', role: 'member' }, signup.accessToken as string);
+  return key.key as string;
+}
+
 export interface Running {
   port: number | undefined;
   pids: number[];
   stop(): Promise<void>;
 }
 
-async function stop(child: ChildProcess): Promise<void> {
+export async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
@@ -82,7 +100,7 @@ export async function startCeiling(): Promise<Running> {
 }
 
 /** A free port on 127.0.0.1: at LOG_LEVEL=warn the service does not log the port it got for PORT=0. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { MongoStore } from '../src/store/mongo-store.ts';
 import { fetchStageHistograms, subtract, summarizeStages, type StageSummary } from './send-path-metrics.ts';
-import { killAll, runLoad, startCeiling, startService, type LoadResult, type Running, type Topology } from './send-path-processes.ts';
+import { apiKeyFor, killAll, runLoad, startCeiling, startService, type LoadResult, type Running, type Topology } from './send-path-processes.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS || 64);
 const seconds = Number(process.env.BENCH_SECONDS || 10);
@@ -46,23 +46,6 @@ interface Row {
 
 const rows: Row[] = [];
 const skipped: string[] = [];
-
-async function post(base: string, path: string, body: unknown, token?: string): Promise<any> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
-  const text = await res.text();
-  if (res.status !== 201) throw new Error(`POST ${path} answered ${res.status}: ${text.slice(0, 300)}`);
-  return JSON.parse(text);
-}
-
-/** A fresh organization and a member API key of it. */
-async function apiKeyFor(base: string): Promise<string> {
-  const suffix = randomUUID().slice(0, 8);
-  const signup = await post(base, '/api/v1/auth/signup', { organizationName: `Bench ${suffix}`, email: `bench-${suffix}@example.com`, password: 'correct horse battery' });
-  const key = await post(base, '/api/v1/api-keys', { name: 'bench', role: 'member' }, signup.accessToken as string);
-  return key.key as string;
-}
 
 async function benchCeiling(): Promise<void> {
   let server: Running | undefined;

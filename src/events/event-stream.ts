@@ -34,6 +34,16 @@ export interface EventStream {
    * redelivered message stores its events once.
    */
   append(events: DomainEvent[], opts?: { once?: boolean }): Promise<void>;
+  /**
+   * Present when the stream is kept in the same embedded store as the
+   * documents and commits with their writes: events appended in the same
+   * synchronous run as a document write (after `ready()`) are in that write's
+   * transaction, so neither exists without the other and no outbox is needed.
+   * Event ids must be new (ids of new documents' events).
+   */
+  appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
+  /** Settles once `appendWithWrite` can be called. */
+  ready?(): Promise<void>;
   read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
   ack(group: string, positions: string[]): Promise<void>;
 }

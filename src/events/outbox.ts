@@ -77,6 +77,30 @@ export class Outbox {
     return { doc, published: await this.publish(collection, scope, outboxed(doc, events, token)) };
   }
 
+  /**
+   * Inserts new documents with their events (`eventsOf` each; new ids). Where
+   * the stream commits with the store (the embedded default), the events are
+   * appended in the same synchronous run as the insert, so the same
+   * transaction holds both and no outbox is written or cleared. Elsewhere each
+   * document carries its events in its outbox, then they are published; a
+   * failed publish leaves them for the sweep (the insert stands).
+   */
+  async insert<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, docs: T[], eventsOf: (doc: T) => DomainEvent[]): Promise<void> {
+    if (docs.length === 0) return;
+    const appendWithWrite = this.stream.appendWithWrite;
+    if (appendWithWrite) {
+      await this.stream.ready?.();
+      // No await between the two: both are written in this turn's transaction.
+      const inserted = collection.insertMany(scope, docs);
+      const appended = appendWithWrite(docs.flatMap(eventsOf));
+      await Promise.all([inserted, appended]);
+      return;
+    }
+    const written = docs.map((d) => withOutbox(d, eventsOf(d)));
+    await collection.insertMany(scope, written.map((w) => w.doc));
+    await this.publish(collection, scope, written.map((w) => w.entry));
+  }
+
   /** Publishes what a document read from the store still holds in its outbox (its writer died or could not publish). */
   publishPending<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, doc: T | null): Promise<boolean> {
     return doc ? this.publish(collection, scope, pendingEvents(doc)) : Promise.resolve(true);

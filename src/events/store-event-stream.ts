@@ -44,12 +44,21 @@ export class StoreEventStream implements EventStream {
   /** Keeps about the newest `keep` events; older ones have been read by every consumer or never will be. */
   private trimming: Promise<void> | undefined;
 
+  /** On the embedded store, an append made in the same synchronous run as a document write commits with it (one transaction per turn). */
+  readonly appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
+
   constructor(store: Store, private readonly keep = 100_000) {
     this.events = store.collection<EventDoc>('events', [{ keys: { tenantId: 1, seq: 1 }, unique: true }]);
     this.cursors = store.collection<CursorDoc>('event_cursors');
+    if (store.kind === 'embedded') {
+      this.appendWithWrite = (events) => {
+        if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
+        return this.writeEvents(events);
+      };
+    }
   }
 
-  private ready(): Promise<void> {
+  ready(): Promise<void> {
     this.loading ??= this.load().catch((err: unknown) => {
       this.loading = undefined;
       throw err;
@@ -77,7 +86,11 @@ export class StoreEventStream implements EventStream {
 
   async append(all: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (!this.loaded) await this.ready();
-    const events = opts.once ? await this.unseen(all) : all;
+    return this.writeEvents(opts.once ? await this.unseen(all) : all);
+  }
+
+  /** Writes the events with the next sequences; the write itself is made before the first await, in the caller's turn. */
+  private async writeEvents(events: DomainEvent[]): Promise<void> {
     if (events.length === 0) return;
     const docs: EventDoc[] = events.map((event) => ({ id: event.id, tenantId: platformScope.tenantId, seq: ++this.seq, event }));
     const first = docs[0]!.seq;

@@ -1,5 +1,5 @@
 import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
-import { withOutbox, type Outbox, type Outboxed } from '../events/outbox.ts';
+import type { Outbox } from '../events/outbox.ts';
 import { stageDuration } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -79,9 +79,9 @@ export class SendCommitter {
     const docs = batch.flatMap((s) => s.docs);
     try {
       const started = performance.now();
-      const outboxed = await this.persist(docs);
+      await this.persist(docs);
       const persisted = performance.now();
-      await this.enqueue(docs, outboxed);
+      await this.enqueue(docs);
       const enqueued = performance.now();
       // Once per batch: every message in it waited the same time.
       persistStage.observe((persisted - started) / 1000);
@@ -95,26 +95,27 @@ export class SendCommitter {
     }
   }
 
-  /** Each message is stored with its message.queued event in its outbox: one write, so neither exists without the other. */
-  private async persist(docs: MessageDoc[]): Promise<Map<string, Outboxed[]>> {
+  /**
+   * Each message is stored with its message.queued event (Outbox.insert: one
+   * transaction on the embedded store, else the event in the message's
+   * outbox), and the event is published before the tenant actor hears of the
+   * message, so its status writes never race the outbox's removal. A failed
+   * publish leaves the event in the outbox, where the tenant's sweep publishes it.
+   */
+  private async persist(docs: MessageDoc[]): Promise<void> {
     const { messages, conversations } = this.deps.db;
     const latest = new Map<string, MessageDoc>();
     for (const d of docs) if (!d.fanout) latest.set(d.conversationId, d);
-    const outboxed = new Map<string, Outboxed[]>();
-    const groups = [...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`)].map(([key, group]) => {
-      const written = group.map((d) => withOutbox(d, [domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id))]));
-      outboxed.set(key, written.map((w) => w.entry));
-      return written.map((w) => w.doc);
-    });
+    const queued = (d: MessageDoc) => [domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id))];
     // Messages and their conversations are written side by side: neither needs the other first.
     await Promise.all([
-      ...groups.map((group) => messages.insertMany({ tenantId: group[0]!.tenantId, teamId: group[0]!.teamId }, group)),
+      ...[...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map((group) =>
+        this.deps.outbox.insert(messages, { tenantId: group[0]!.tenantId, teamId: group[0]!.teamId }, group, queued)),
       ...[...latest.values()].map((d) => touchConversation(conversations, {
         tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
         isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
       })),
     ]);
-    return outboxed;
   }
 
   /**
@@ -122,13 +123,7 @@ export class SendCommitter {
    * leaves them stored as queued, where the tenant's sweep finds them: the
    * request still succeeds, nothing is lost.
    */
-  private async enqueue(docs: MessageDoc[], outboxed: Map<string, Outboxed[]>): Promise<void> {
-    // Published before the tenant actor hears of the messages, so its status writes never race the outbox's removal.
-    // A failed publish leaves the events in the messages' outboxes, where the tenant's sweep publishes them.
-    await Promise.all([...outboxed].map(([key, entries]) => {
-      const [tenantId, teamId] = key.split('\u0000') as [string, string];
-      return this.deps.outbox.publish(this.deps.db.messages, { tenantId, teamId }, entries);
-    }));
+  private async enqueue(docs: MessageDoc[]): Promise<void> {
     const sendable = docs.filter((d) => !d.fanout);
     try {
       await Promise.all([...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>

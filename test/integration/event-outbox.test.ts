@@ -1,10 +1,25 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { DomainEvent } from '../../src/events/event-stream.ts';
+import type { DomainEvent, EventStream } from '../../src/events/event-stream.ts';
 import { RelaySocket } from '../support/relay-socket.ts';
 import { eachBackend, signup, startTestApp, type TestApp } from '../support/test-app.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Makes the app's event stream refuse appends of one organization's events (as if it were unreachable) until `allow()`; `restore()` undoes it. */
+function refuseAppends(stream: EventStream, orgId: string) {
+  const append = stream.append.bind(stream);
+  let refusing = true;
+  let refused = 0;
+  stream.append = async (events: DomainEvent[], opts?: { once?: boolean }) => {
+    if (refusing && events.some((e) => e.tenantId === orgId)) {
+      refused++;
+      throw new Error('event stream unavailable');
+    }
+    return append(events, opts);
+  };
+  return { refused: () => refused, allow: () => (refusing = false), restore: () => (stream.append = append) };
+}
 
 eachBackend((backend) => {
   describe(`event outbox (${backend})`, () => {
@@ -25,49 +40,67 @@ eachBackend((backend) => {
       assert.equal(doc?.outboxAt, undefined);
     });
 
-    test('when the event stream fails, the send still succeeds and its event is published later with the id it was stored under', async () => {
-      const org = await signup(t);
-      const stream = t.app.events;
-      const append = stream.append.bind(stream);
-      let refusing = true;
-      stream.append = async (events: DomainEvent[], opts?: { once?: boolean }) => {
-        if (refusing && events.some((e) => e.tenantId === org.orgId)) throw new Error('event stream unavailable');
-        return append(events, opts);
-      };
-      try {
-        const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'kept' } });
-        assert.equal(res.status, 201, 'the message is stored and queued: the answer does not depend on the stream');
-        const doc = await storedMessage(org.orgId, res.body.id);
-        const held = Object.values((doc?.outbox ?? {}) as Record<string, DomainEvent>);
-        assert.equal(held.length, 1, 'the event waits in the message');
-        assert.equal(held[0]!.event, 'message.queued');
-        await sleep(500);
-        assert.equal((await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data.length, 0, 'nothing published yet');
-        refusing = false;
-        const deadline = Date.now() + 20_000;
-        let listed: any[] = [];
-        while (Date.now() < deadline) {
-          listed = (await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data;
-          if (listed.length > 0) break;
-          await sleep(200);
+    // On the embedded default the stream is kept in the same store: a new message and its message.queued event are one transaction.
+    const queuedWithMessage = backend === 'embedded';
+
+    if (queuedWithMessage) {
+      test('a send and its message.queued event are written in one transaction: no outbox, no separate append to fail', async () => {
+        const org = await signup(t);
+        assert.ok(t.app.events.appendWithWrite, 'the embedded stream commits with the store');
+        const refusal = refuseAppends(t.app.events, org.orgId);
+        try {
+          const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'kept' } });
+          assert.equal(res.status, 201);
+          const doc = await storedMessage(org.orgId, res.body.id);
+          assert.equal(doc?.outbox, undefined, 'no outbox written');
+          assert.equal(doc?.outboxAt, undefined);
+          let listed: any[] = [];
+          const deadline = Date.now() + 10_000;
+          while (Date.now() < deadline && listed.length === 0) {
+            listed = (await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data;
+            if (listed.length === 0) await sleep(50);
+          }
+          assert.deepEqual(listed.map((e) => [e.event, e.data.id]), [['message.queued', res.body.id]], 'in the stream without any sweep');
+          assert.equal(refusal.refused(), 0, 'never went through a separate append');
+        } finally {
+          refusal.restore();
         }
-        assert.deepEqual(listed.map((e) => [e.id, e.event, e.data.id]), [[held[0]!.id, 'message.queued', res.body.id]], 'the tenant sweep published it, once, under its stored id');
-        const after = await storedMessage(org.orgId, res.body.id);
-        assert.equal(after?.outboxAt, undefined, 'and cleared it');
-      } finally {
-        stream.append = append;
-      }
-    });
+      });
+    }
+
+    if (!queuedWithMessage) {
+      test('when the event stream fails, the send still succeeds and its event is published later with the id it was stored under', async () => {
+        const org = await signup(t);
+        const refusal = refuseAppends(t.app.events, org.orgId);
+        try {
+          const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'kept' } });
+          assert.equal(res.status, 201, 'the message is stored and queued: the answer does not depend on the stream');
+          const doc = await storedMessage(org.orgId, res.body.id);
+          const held = Object.values((doc?.outbox ?? {}) as Record<string, DomainEvent>);
+          assert.equal(held.length, 1, 'the event waits in the message');
+          assert.equal(held[0]!.event, 'message.queued');
+          await sleep(500);
+          assert.equal((await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data.length, 0, 'nothing published yet');
+          refusal.allow();
+          const deadline = Date.now() + 20_000;
+          let listed: any[] = [];
+          while (Date.now() < deadline) {
+            listed = (await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data;
+            if (listed.length > 0) break;
+            await sleep(200);
+          }
+          assert.deepEqual(listed.map((e) => [e.id, e.event, e.data.id]), [[held[0]!.id, 'message.queued', res.body.id]], 'the tenant sweep published it, once, under its stored id');
+          const after = await storedMessage(org.orgId, res.body.id);
+          assert.equal(after?.outboxAt, undefined, 'and cleared it');
+        } finally {
+          refusal.restore();
+        }
+      });
+    }
 
     test('every status and relay event is stored with its change: while the stream refuses they wait in their documents, then each is published once under its stored id', async () => {
       const org = await signup(t);
-      const stream = t.app.events;
-      const append = stream.append.bind(stream);
-      let refusing = true;
-      stream.append = async (events: DomainEvent[], opts?: { once?: boolean }) => {
-        if (refusing && events.some((e) => e.tenantId === org.orgId)) throw new Error('event stream unavailable');
-        return append(events, opts);
-      };
+      const refusal = refuseAppends(t.app.events, org.orgId);
       const socket = await RelaySocket.open(t.base);
       try {
         const token = await t.request('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`, { token: org.ownerToken });
@@ -82,6 +115,7 @@ eachBackend((backend) => {
         socket.send({ type: 'inbound', rowId: 1, guid: 'GUID-IN', from: '+14155550199', isGroup: false, body: 'in', receivedAt: new Date().toISOString() });
         await socket.next('ack', (a) => a.of === 'inbound');
         socket.close();
+        const queued = queuedWithMessage ? 0 : 1;
         const held = async (collection: string, filter: Record<string, unknown>) => {
           const docs = await t.app.store.collection(collection).find({ tenantId: org.orgId }, filter);
           return docs.flatMap((d) => Object.values((d.outbox ?? {}) as Record<string, DomainEvent>));
@@ -90,12 +124,14 @@ eachBackend((backend) => {
         const deadline = Date.now() + 10_000;
         while (Date.now() < deadline) {
           waiting = [...await held('relays', { id: welcome.relayId }), ...await held('messages', {})];
-          if (waiting.length === 5) break;
+          if (waiting.length === 4 + queued) break;
           await sleep(100);
         }
-        assert.deepEqual(waiting.map((e) => e.event).sort(), ['message.queued', 'message.received', 'message.sent', 'relay.offline', 'relay.online'], 'each waits in the document its change was written to');
-        assert.equal((await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data.length, 0, 'nothing published yet');
-        refusing = false;
+        assert.deepEqual(waiting.map((e) => e.event).sort(), [...(queued ? ['message.queued'] : []), 'message.received', 'message.sent', 'relay.offline', 'relay.online'], 'each waits in the document its change was written to');
+        const early = (await t.request('GET', '/api/v1/events', { token: org.ownerToken })).body.data;
+        assert.deepEqual(early.map((e: any) => e.event), queued ? [] : ['message.queued'], 'nothing published yet but what was written with its message');
+        waiting.push(...early);
+        refusal.allow();
         let listed: any[] = [];
         const published = Date.now() + 30_000;
         while (Date.now() < published) {
@@ -113,7 +149,7 @@ eachBackend((backend) => {
         assert.deepEqual([...await held('relays', {}), ...await held('messages', {})], [], 'and cleared from the documents');
       } finally {
         socket.close();
-        stream.append = append;
+        refusal.restore();
       }
     });
   });

@@ -1,0 +1,166 @@
+/**
+ * Accepted sends per second on POST /api/v1/messages of the embedded default,
+ * measured with wrk (a load generator that costs far less CPU than one in
+ * Node), and beside it the same for another checkout (BENCH_BASELINE), the two
+ * alternating round after round on the same machine, so that the ratio holds
+ * even when the machine's load drifts. Each round starts the service
+ * (`src/main.ts all`, no REDIS_URL or MONGODB_URL) on a fresh DATA_DIR, signs
+ * up, takes a member API key, warms up, then measures. It reports, it does
+ * not assert.
+ *
+ *   npm run bench:send:wrk
+ *   BENCH_BASELINE=/path/to/an/earlier/checkout npm run bench:send:wrk
+ *
+ * BENCH_CONNECTIONS (64), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3),
+ * BENCH_ROUNDS (3). Needs `wrk` on the PATH (Debian: apt-get install wrk).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { apiKeyFor, cpuSeconds, freePort, stop } from './send-path-processes.ts';
+
+const connections = Number(process.env.BENCH_CONNECTIONS || 64);
+const seconds = Number(process.env.BENCH_SECONDS || 10);
+const warmupSeconds = Number(process.env.BENCH_WARMUP_SECONDS || 3);
+const rounds = Number(process.env.BENCH_ROUNDS || 3);
+const baseline = process.env.BENCH_BASELINE ? resolve(process.env.BENCH_BASELINE) : undefined;
+const here = resolve(import.meta.dirname, '..');
+
+interface Measured {
+  sendsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+  socketErrors: number;
+  /** Of one core, the service process while wrk measured. */
+  serviceCpuPercent: number | undefined;
+  accepted: number;
+}
+
+const results = new Map<string, Measured[]>();
+
+async function startService(root: string, dataDir: string): Promise<{ child: ChildProcess; base: string }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'all'], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn',
+      HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir,
+      // The limiter runs but never refuses: the bench measures the send path, not the limit.
+      RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000',
+    },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4_000)));
+  const base = `http://127.0.0.1:${port}`;
+  const until = Date.now() + 30_000;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`service in ${root} exited with ${child.exitCode}: ${stderr}`);
+    if (await fetch(`${base}/healthz`).then((r) => r.ok, () => false)) return { child, base };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill('SIGKILL');
+  throw new Error(`service in ${root} did not answer /healthz within 30 s: ${stderr}`);
+}
+
+function wrk(url: string, script: string, duration: number): string {
+  const run = spawnSync('wrk', ['-t', '1', '-c', String(connections), '-d', `${duration}s`, '--latency', '-s', script, url], { encoding: 'utf8', timeout: (duration + 30) * 1000 });
+  if (run.error) throw new Error(`wrk could not run (${run.error.message}); install it (Debian: apt-get install wrk)`);
+  if (run.status !== 0) throw new Error(`wrk exited with ${run.status}: ${run.stderr}`);
+  return run.stdout;
+}
+
+/** wrk's latency figures ("50%    3.21ms") in milliseconds. */
+function percentile(out: string, p: string): number {
+  const m = new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(out);
+  if (!m) return NaN;
+  const value = Number(m[1]);
+  return m[2] === 'us' ? value / 1000 : m[2] === 's' ? value * 1000 : value;
+}
+
+async function measure(name: string, root: string): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-wrk-'));
+  let service: ChildProcess | undefined;
+  try {
+    const started = await startService(root, dataDir);
+    service = started.child;
+    const key = await apiKeyFor(started.base);
+    const script = join(dataDir, 'send.lua');
+    // One conversation per connection-ish: a handful of recipients, a body that changes.
+    await writeFile(script, [
+      'wrk.method = "POST"',
+      `wrk.headers["Authorization"] = "Bearer ${key}"`,
+      'wrk.headers["Content-Type"] = "application/json"',
+      'local n = 0',
+      'request = function()',
+      '  n = n + 1',
+      '  return wrk.format(nil, nil, nil, string.format(\'{"to":"+1415555%04d","body":"bench %d"}\', n % 100, n))',
+      'end',
+    ].join('\n'));
+    const url = `${started.base}/api/v1/messages`;
+    wrk(url, script, warmupSeconds);
+    const cpuBefore = cpuSeconds(service.pid!);
+    const at = performance.now();
+    const out = wrk(url, script, seconds);
+    const cpuAfter = cpuSeconds(service.pid!);
+    const elapsed = (performance.now() - at) / 1000;
+    const rate = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
+    const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
+    const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+    const socketErrors = socket ? socket.slice(1).reduce((s, v) => s + Number(v), 0) : 0;
+    const total = Number(/(\d+) requests in/.exec(out)?.[1]);
+    const row: Measured = {
+      sendsPerSecond: rate * (total > 0 ? (total - non2xx) / total : 1),
+      p50Ms: percentile(out, '50'),
+      p99Ms: percentile(out, '99'),
+      non2xx,
+      socketErrors,
+      serviceCpuPercent: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) / elapsed) * 100,
+      accepted: total - non2xx,
+    };
+    results.set(name, [...(results.get(name) ?? []), row]);
+    console.log(`${name}: ${row.sendsPerSecond.toFixed(0)} sends/s, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms, ${non2xx} non-2xx, ${socketErrors} socket errors, service CPU ${row.serviceCpuPercent?.toFixed(0) ?? '–'}%`);
+  } finally {
+    if (service) await stop(service);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+async function main(): Promise<void> {
+  const version = (root: string) => {
+    const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim();
+    const changed = spawnSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' }).stdout.trim() !== '';
+    return `${head}${changed ? ' with changes' : ''}`;
+  };
+  const head = version(here);
+  const base = baseline ? version(baseline) : '';
+  const targets: [string, string][] = [[`this checkout ${head}`, here]];
+  if (baseline) targets.push([`baseline ${base}`, baseline]);
+  for (let r = 0; r < rounds; r++) {
+    // Alternate which goes first, so neither always meets the warmer machine.
+    for (const [name, root] of r % 2 ? [...targets].reverse() : targets) await measure(name, root);
+  }
+  console.log(`\nPOST /api/v1/messages on the embedded default with wrk: ${connections} connections, ${seconds} s after ${warmupSeconds} s warm-up, ${rounds} rounds alternating\n`);
+  console.log('| target | accepted sends/s (each round) | median | p50 ms (median) | p99 ms (median) | service CPU % (median) | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const [name] of targets) {
+    const rows = results.get(name) ?? [];
+    if (rows.length === 0) continue;
+    console.log(`| ${name} | ${rows.map((m) => m.sendsPerSecond.toFixed(0)).join(', ')} | ${median(rows.map((m) => m.sendsPerSecond)).toFixed(0)} | ${median(rows.map((m) => m.p50Ms)).toFixed(1)} | ${median(rows.map((m) => m.p99Ms)).toFixed(1)} | ${median(rows.map((m) => m.serviceCpuPercent ?? NaN)).toFixed(0)} | ${rows.reduce((s, m) => s + m.non2xx, 0)} |`);
+  }
+  if (baseline) {
+    const mine = results.get(targets[0]![0]) ?? [];
+    const theirs = results.get(targets[1]![0]) ?? [];
+    const ratios = mine.map((m, i) => (theirs[i] ? m.sendsPerSecond / theirs[i]!.sendsPerSecond : NaN)).filter(Number.isFinite);
+    if (ratios.length) console.log(`\nratio this / baseline, round by round: ${ratios.map((x) => x.toFixed(2)).join(', ')} (median ${median(ratios).toFixed(2)})`);
+  }
+}
+
+await main();
