@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { newId, nowIso } from '../ids.ts';
+import { idTimeChars, newId, nowIso } from '../ids.ts';
 
 /** The events of spec section 6; webhooks and automations consume them with consumer groups of their own. */
 export const eventNames = ['message.queued', 'message.sent', 'message.failed', 'message.received', 'relay.online', 'relay.offline'] as const;
@@ -55,7 +55,9 @@ export interface EventStream {
  * repeat is recognised downstream as the same event (and the same `webhook-id`).
  */
 export function changeEventId(event: EventName, subject: string): string {
-  return `evt_${createHash('sha256').update(`${event}\u0000${subject}`).digest('base64url').slice(0, 22)}`;
+  // The subject id's leading characters first: the events of messages with ordered ids (newOrderedId) are stored in that order too.
+  const lead = /^[a-z]+_([A-Za-z0-9_-]+)/.exec(subject)?.[1]?.slice(0, idTimeChars) ?? '';
+  return `evt_${lead}${createHash('sha256').update(`${event}\u0000${subject}`).digest('base64url').slice(0, 22 - lead.length)}`;
 }
 
 /** `id` is given for an event of a state change (`changeEventId`), so whoever publishes it makes the same event. */

@@ -1,7 +1,7 @@
 import type { Static } from '@sinclair/typebox';
 import { validationError } from '../errors.ts';
 import type { Principal } from '../identity/roles.ts';
-import { newId, nowIso } from '../ids.ts';
+import { newOrderedId, nowIso } from '../ids.ts';
 import type { Scope } from '../store/collection.ts';
 import type { IdempotencyKeys } from './idempotency.ts';
 import type { sentMessageSchema } from './message-schemas.ts';
@@ -34,7 +34,7 @@ export const maxFanout = 10_000;
 /** A new outgoing message, queued as of `now`. */
 export function sentMessage(principal: Principal, input: SendRequest, to: string, participant: string, now: string, extra: Partial<MessageDoc> = {}): MessageDoc {
   return {
-    id: newId('msg'),
+    id: newOrderedId('msg'),
     tenantId: principal.orgId,
     teamId: principal.teamId,
     direction: 'sent',
