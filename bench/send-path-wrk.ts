@@ -13,6 +13,8 @@
  *
  * BENCH_CONNECTIONS (64), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3),
  * BENCH_ROUNDS (3). Needs `wrk` on the PATH (Debian: apt-get install wrk).
+ * The service's CPU time per accepted send is printed too: on a machine
+ * shared with other work it moves less than the rate does.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -148,12 +150,12 @@ async function main(): Promise<void> {
     for (const [name, root] of r % 2 ? [...targets].reverse() : targets) await measure(name, root);
   }
   console.log(`\nPOST /api/v1/messages on the embedded default with wrk: ${connections} connections, ${seconds} s after ${warmupSeconds} s warm-up, ${rounds} rounds alternating\n`);
-  console.log('| target | accepted sends/s (each round) | median | p50 ms (median) | p99 ms (median) | service CPU % (median) | non-2xx |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| target | accepted sends/s (each round) | median | p50 ms (median) | p99 ms (median) | service CPU % (median) | service CPU µs per send (median) | non-2xx |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const [name] of targets) {
     const rows = results.get(name) ?? [];
     if (rows.length === 0) continue;
-    console.log(`| ${name} | ${rows.map((m) => m.sendsPerSecond.toFixed(0)).join(', ')} | ${median(rows.map((m) => m.sendsPerSecond)).toFixed(0)} | ${median(rows.map((m) => m.p50Ms)).toFixed(1)} | ${median(rows.map((m) => m.p99Ms)).toFixed(1)} | ${median(rows.map((m) => m.serviceCpuPercent ?? NaN)).toFixed(0)} | ${rows.reduce((s, m) => s + m.non2xx, 0)} |`);
+    console.log(`| ${name} | ${rows.map((m) => m.sendsPerSecond.toFixed(0)).join(', ')} | ${median(rows.map((m) => m.sendsPerSecond)).toFixed(0)} | ${median(rows.map((m) => m.p50Ms)).toFixed(1)} | ${median(rows.map((m) => m.p99Ms)).toFixed(1)} | ${median(rows.map((m) => m.serviceCpuPercent ?? NaN)).toFixed(0)} | ${median(rows.map((m) => ((m.serviceCpuPercent ?? NaN) * 10_000) / m.sendsPerSecond)).toFixed(0)} | ${rows.reduce((s, m) => s + m.non2xx, 0)} |`);
   }
   if (baseline) {
     const mine = results.get(targets[0]![0]) ?? [];
