@@ -26,6 +26,8 @@ interface CursorDoc {
  */
 /** Old events are deleted this many at a time, so no single step holds the event loop long. */
 const trimChunk = 1_000;
+/** Events kept in memory after their append for the consumers, which read them moments later. */
+const recentEvents = 10_000;
 
 export class StoreEventStream implements EventStream {
   private readonly events: Collection<EventDoc>;
@@ -43,6 +45,11 @@ export class StoreEventStream implements EventStream {
 
   /** Keeps about the newest `keep` events; older ones have been read by every consumer or never will be. */
   private trimming: Promise<void> | undefined;
+
+  /** The newest events appended by this process, by sequence: the consumers read them from here rather than from the store (each group reads every event). */
+  private readonly recent = new Map<number, DomainEvent>();
+  /** Each group's acknowledged sequence as stored (one process reads and acknowledges on the embedded default). */
+  private readonly cursorOf = new Map<string, number>();
 
   /** On the embedded store, an append made in the same synchronous run as a document write commits with it (one transaction per turn). */
   readonly appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
@@ -128,11 +135,21 @@ export class StoreEventStream implements EventStream {
 
   async read(group: string, _consumer: string, count: number): Promise<ReadEvent[]> {
     if (!this.loaded) await this.ready();
-    const cursor = (await this.cursors.findOne(platformScope, { id: group }))?.seq ?? 0;
+    let cursor = this.cursorOf.get(group);
+    if (cursor === undefined) {
+      cursor = (await this.cursors.findOne(platformScope, { id: group }))?.seq ?? 0;
+      if (!this.cursorOf.has(group)) this.cursorOf.set(group, cursor);
+    }
     const before = this.inFlight[0] ?? Infinity; // ascending: sequences are handed out in order
     const ids: string[] = [];
-    for (let i = this.firstAfter(cursor); i < this.seqs.length && ids.length < count && this.seqs[i]! < before; i++) ids.push(this.ids[i]!);
+    const kept: ReadEvent[] = [];
+    for (let i = this.firstAfter(cursor); i < this.seqs.length && ids.length < count && this.seqs[i]! < before; i++) {
+      ids.push(this.ids[i]!);
+      const event = this.recent.get(this.seqs[i]!);
+      if (event) kept.push({ position: String(this.seqs[i]), event });
+    }
     if (ids.length === 0) return [];
+    if (kept.length === ids.length) return kept;
     // An event trimmed meanwhile is simply not found.
     const docs = await this.events.find(platformScope, { id: { $in: ids } }, { sort: { seq: 1 } });
     return docs.map((d) => ({ position: String(d.seq), event: d.event }));
@@ -142,6 +159,7 @@ export class StoreEventStream implements EventStream {
     const highest = Math.max(...positions.map(Number));
     if (!Number.isFinite(highest)) return;
     await this.cursors.updateOne(platformScope, { id: group }, { $set: { seq: highest } }, { upsert: true });
+    this.cursorOf.set(group, highest);
   }
 
   /** Index of the first event after `seq`. */
@@ -159,6 +177,8 @@ export class StoreEventStream implements EventStream {
   /** Adds stored events in order; appends finish in order on the embedded store, so this is nearly always a push. */
   private remember(docs: EventDoc[]): void {
     for (const doc of docs) {
+      this.recent.set(doc.seq, doc.event);
+      if (this.recent.size > recentEvents) this.recent.delete(this.recent.keys().next().value!);
       if (this.seqs.length === this.head || doc.seq > this.seqs[this.seqs.length - 1]!) {
         this.seqs.push(doc.seq);
         this.ids.push(doc.id);
