@@ -8,6 +8,15 @@ const ready = (capacity: number) => {
   return c;
 };
 
+/** A relay of this capacity whose free credits were granted to join `e1`, which handed over `handedOver` sends since. */
+const granted = (capacity: number, handedOver: number, epoch = 'e1') => {
+  const c = ready(capacity);
+  c.attach(1, 'e1');
+  c.due();
+  c.consumed(epoch, handedOver);
+  return c;
+};
+
 test('nothing is granted before a tenant activation attaches', () => {
   const c = ready(3);
   assert.equal(c.due(), undefined);
@@ -17,10 +26,7 @@ test('nothing is granted before a tenant activation attaches', () => {
 });
 
 test('a send in flight takes a credit until it settles; only its own attempt settles it', () => {
-  const c = ready(2);
-  c.attach(1, 'e1');
-  c.due();
-  c.consumed('e1', 1);
+  const c = granted(2, 1);
   c.add('m1', 1);
   assert.equal(c.due(), undefined, 'the credit was used, nothing new is free');
   assert.equal(c.settle('m1', 2), false, 'another attempt');
@@ -30,10 +36,7 @@ test('a send in flight takes a credit until it settles; only its own attempt set
 });
 
 test('a hand-over nobody could claim gives its credit back', () => {
-  const c = ready(2);
-  c.attach(1, 'e1');
-  c.due();
-  c.consumed('e1', 2);
+  const c = granted(2, 2);
   c.add('m1', 1); // m2 was cancelled before its claim
   assert.equal(c.due()?.credits, 1);
 });
@@ -47,19 +50,14 @@ test('what is in flight when an activation attaches is not granted; a new attach
   assert.deepEqual(c.due(), { session: 4, epoch: 'e2', credits: 2, capacity: 3 });
 });
 
-test('hand-overs of another activation are not counted against this one', () => {
-  const c = ready(2);
-  c.attach(1, 'e2');
-  c.due();
-  c.consumed('e1', 1);
+test('hand-overs of another join are not counted against this one', () => {
+  const c = granted(2, 1, 'e0');
   c.add('m1', 1);
   assert.equal(c.due()?.credits, -1, 'the relay took more than it granted: the tenant holds one less');
 });
 
 test('a smaller capacity takes credits back; a detached relay grants nothing', () => {
-  const c = ready(4);
-  c.attach(1, 'e1');
-  c.due();
+  const c = granted(4, 0);
   c.capacity = 1;
   assert.equal(c.due()?.credits, -3);
   c.detach();
