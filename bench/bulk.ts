@@ -18,8 +18,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
-import { tenantProtocol } from '../src/actors/tenant.actor.ts';
-import { actorClient } from '../src/runtime/actor.ts';
 import { sleep } from '../src/runtime/actor-host.ts';
 import { StandInRelay } from '../test/support/stand-in-relay.ts';
 import { signup, startTestApp, type Backend, type TestApp } from '../test/support/test-app.ts';
@@ -84,7 +82,6 @@ async function measureAccept(t: TestApp, row: Row): Promise<void> {
 /** Draining: relays online, a job, then a single send right after it. */
 async function measureDrain(t: TestApp, row: Row): Promise<void> {
   const org = await signup(t, 'Bench drain');
-  const tenants = actorClient(t.app.runtime, tenantProtocol);
   const relays = Array.from({ length: relayCount }, () => new StandInRelay(t, org.orgId, org.teamId, { capacity: relayCapacity }));
   const handedOut = new Map<string, number>();
   let startedAt: number | undefined;
@@ -94,9 +91,8 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
     const { messageId, attempt } = d.frame;
     if (!handedOut.has(messageId)) handedOut.set(messageId, performance.now());
     if (startedAt !== undefined) row.drained = { count: handedOut.size, ms: performance.now() - startedAt };
-    const at = new Date().toISOString();
-    void tenants.send(org.orgId, { kind: 'status', relayId: relay.id, session: relay.session, messageId, attempt, status: 'sent', at })
-      .then(() => tenants.send(org.orgId, { kind: 'status', relayId: relay.id, session: relay.session, messageId, attempt, status: 'delivered', at }));
+    // As the gateway reports them: to the relay actor, which frees the credit and passes the status on.
+    void relay.report(messageId, 'sent', undefined, attempt).then(() => relay.report(messageId, 'delivered', undefined, attempt));
   });
   // Relays that stop heartbeating go offline (RELAY_HEARTBEAT_TIMEOUT_MS): these keep beating while the job drains.
   const beats = setInterval(() => relays.forEach((r) => void r.heartbeat()), 5_000);

@@ -1,18 +1,25 @@
 import { Type } from '@sinclair/typebox';
 import type { InboundRecorder } from '../messages/inbound-recorder.ts';
-import { frameLimits } from '../relay-protocol/frames.ts';
+import { deliveryStatus, frameLimits } from '../relay-protocol/frames.ts';
+import type { RelaySends } from '../relays/relay-sends.ts';
 import type { RelaySessions, RelayState } from '../relays/relay-sessions.ts';
 import { defineActor, defineProtocol } from '../runtime/actor.ts';
+import { queueItem } from './tenant.actor.ts';
 
 const text = (maxLength: number, minLength = 0) => Type.String({ minLength, maxLength });
 const tenantId = text(64, 1);
 const connection = { tenantId, session: Type.Integer({ minimum: 0 }) };
+const messageId = text(frameLimits.idLength, 1);
+const attempt = Type.Integer({ minimum: 1 });
+/** The tenant actor's join of a session (new at every join): credits are granted to it, and only it uses them. */
+const epoch = text(64, 1);
 
 /**
  * Messages of the relay actor (`relay:<relayId>`): one per relay, the only
- * writer of its `relays` document. The gateway reports to it what the
- * relay's socket says; it tells the tenant actor only when the relay comes,
- * goes or changes capacity, never per heartbeat.
+ * writer of its `relays` document and the keeper of its sends in flight.
+ * The gateway reports to it what the relay's socket says; it tells the
+ * tenant actor when the relay comes or goes and grants it credits as sends
+ * settle, never anything per heartbeat.
  */
 export const relayProtocol = defineProtocol('relay', {
   /** A hello was accepted: a new session. With `registration`, the relay is created first. Answers `ConnectedRelay`. */
@@ -36,6 +43,24 @@ export const relayProtocol = defineProtocol('relay', {
   },
   ready: { ...connection, capacity: Type.Integer({ minimum: 0, maximum: frameLimits.maxCapacity }) },
   disconnect: { ...connection, reason: text(200) },
+  /** A tenant actor activation asks for the credits of this session (it holds none). */
+  attach: { ...connection, epoch },
+  /** The tenant actor hands these queued messages to the relay, one credit each: claimed here and sent as frames. */
+  deliver: { ...connection, epoch, items: Type.Array(queueItem, { minItems: 1, maxItems: frameLimits.maxCapacity }) },
+  /** The relay's report on a send (its socket's session may be an older one). */
+  status: {
+    ...connection,
+    messageId,
+    status: deliveryStatus,
+    at: text(40),
+    error: Type.Optional(text(frameLimits.errorLength)),
+    guid: Type.Optional(text(frameLimits.guidLength)),
+    attempt,
+  },
+  /** A timer: has the relay reported on this attempt in time? */
+  'send-timeout': { tenantId, messageId, attempt },
+  /** The tenant actor found messages in flight on this relay while it is not online: they are handed back. */
+  'hand-back': { tenantId },
   /** A timer: has the session sent a heartbeat within the timeout? */
   'heartbeat-check': connection,
   inbound: {
@@ -51,8 +76,8 @@ export const relayProtocol = defineProtocol('relay', {
   },
 });
 
-/** One actor per relay: its session, heartbeat timeout, health, capacity and inbound cursor. */
-export function relayActor(sessions: RelaySessions, inbound: InboundRecorder) {
+/** One actor per relay: its session, heartbeat timeout, health, capacity, sends in flight and inbound cursor. */
+export function relayActor(sessions: RelaySessions, sends: RelaySends, inbound: InboundRecorder) {
   return defineActor<typeof relayProtocol, RelayState>(relayProtocol, {
     activate: () => sessions.activate(),
     handlers: {
@@ -61,6 +86,18 @@ export function relayActor(sessions: RelaySessions, inbound: InboundRecorder) {
       ready: (ctx, m) => sessions.ready(ctx, m),
       disconnect: (ctx, m) => sessions.offline(ctx, m, m.reason),
       'heartbeat-check': (ctx, m) => sessions.heartbeatCheck(ctx, m),
+      // Each first loads the document, and with it the sends in flight as the store has them.
+      attach: async (ctx, m) => sends.attach(ctx, await sessions.load(ctx, m.tenantId), m),
+      deliver: async (ctx, m) => sends.deliver(ctx, await sessions.load(ctx, m.tenantId), m),
+      status: async (ctx, m) => {
+        await sessions.load(ctx, m.tenantId);
+        await sends.status(ctx, m);
+      },
+      'send-timeout': async (ctx, m) => {
+        await sessions.load(ctx, m.tenantId);
+        await sends.sendTimeout(ctx, m);
+      },
+      'hand-back': async (ctx, m) => sends.handBackStray(ctx, await sessions.load(ctx, m.tenantId), m.tenantId),
       inbound: async (ctx, m) => {
         const { kind: _kind, tenantId: orgId, ...report } = m;
         await inbound.record(ctx, orgId, { relayId: ctx.key, ...report });

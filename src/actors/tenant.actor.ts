@@ -5,24 +5,39 @@ import { defineActor, defineProtocol, type ActorContext } from '../runtime/actor
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
 const text = (maxLength: number) => Type.String({ maxLength });
-const relayReport = { relayId: id, session: Type.Integer({ minimum: 0 }) };
+const session = Type.Integer({ minimum: 0 });
+const relayReport = { relayId: id, session };
+
+/** A message waiting in the send queue, as the queue knows it. */
+export const queueItem = Type.Object({
+  id,
+  priority: Type.Integer({ minimum: 0, maximum: 100 }),
+  fromNumber: Type.Union([text(32), Type.Null()]),
+  /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
+  source: Type.Optional(text(64)),
+}, { additionalProperties: false });
+
+/** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (relays/relay-credits.ts). */
+const creditGrant = {
+  session,
+  epoch: text(64),
+  /** Added to the credits held; negative when the relay's capacity shrank. */
+  credits: Type.Integer({ minimum: -frameLimits.maxCapacity, maximum: frameLimits.maxCapacity }),
+  capacity: Type.Integer({ minimum: 0, maximum: frameLimits.maxCapacity }),
+};
 
 /** Messages of the tenant actor (`tenant:<orgId>`): the organization's send queue and dispatch. */
 export const tenantProtocol = defineProtocol('tenant', {
-  enqueue: {
-    items: Type.Array(Type.Object({
-      id,
-      priority: Type.Integer({ minimum: 0, maximum: 100 }),
-      fromNumber: Type.Union([text(32), Type.Null()]),
-      /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
-      source: Type.Optional(text(64)),
-    }), { maxItems: 10_000 }),
-  },
+  enqueue: { items: Type.Array(queueItem, { maxItems: 10_000 }) },
   /** The periodic reconciliation with the store; `chain` names the one live chain of sweep timers. */
   sweep: { chain: text(128) },
+  /** A relay's session is online, or its relay actor lost count of the credits granted: credits are asked for again. */
   'relay-online': relayReport,
-  'relay-ready': { ...relayReport, capacity: Type.Integer({ minimum: 0, maximum: frameLimits.maxCapacity }) },
   'relay-offline': { ...relayReport, reason: text(200) },
+  grant: { relayId: id, ...creditGrant },
+  /** Messages the relay actor did not send, or took back from a relay that left: queued again in the store, first in line here. */
+  returned: { relayId: id, items: Type.Array(queueItem, { maxItems: frameLimits.maxCapacity }) },
+  /** A relay's report on a send, through its relay actor, with the credit its end frees when it has one. */
   status: {
     ...relayReport,
     messageId: id,
@@ -32,8 +47,9 @@ export const tenantProtocol = defineProtocol('tenant', {
     guid: Type.Optional(text(frameLimits.guidLength)),
     /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
     attempt: Type.Integer({ minimum: 1 }),
+    grant: Type.Optional(Type.Object(creditGrant, { additionalProperties: false })),
   },
-  /** A timer: the relay has not reported on an attempt in time. */
+  /** The relay actor's timer: the relay has not reported on an attempt in time. */
   'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },
   /** A timer: a message's backoff is over. */
   retry: { messageId: id },
@@ -41,7 +57,7 @@ export const tenantProtocol = defineProtocol('tenant', {
   'close-source': { source: text(64) },
 });
 
-/** One actor per organization: its send queue, and the dispatch of it to its online relays within their capacity. */
+/** One actor per organization: its send queue, and the dispatch of it to its online relays within the credits they grant. */
 export function tenantActor(dispatcher: TenantDispatcher) {
   // After its first message, nothing in the state is fresh any more.
   const settled = <M>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<void>) => async (ctx: ActorContext<TenantState>, m: M) => {
@@ -57,8 +73,9 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       enqueue: settled((ctx, m) => dispatcher.enqueue(ctx, m.items)),
       sweep: settled((ctx, m) => dispatcher.sweep(ctx, m.chain)),
       'relay-online': settled((ctx, m) => dispatcher.relayOnline(ctx, m.relayId, m.session)),
-      'relay-ready': settled((ctx, m) => dispatcher.relayReady(ctx, m)),
       'relay-offline': settled((ctx, m) => dispatcher.relayOffline(ctx, m, m.reason)),
+      grant: settled((ctx, m) => dispatcher.grant(ctx, m)),
+      returned: settled((ctx, m) => dispatcher.returned(ctx, m.items)),
       status: settled((ctx, m) => dispatcher.status(ctx, m)),
       'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
       retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),

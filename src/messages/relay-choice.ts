@@ -3,8 +3,8 @@ export interface RelayCredit {
   id: string;
   capacity: number;
   phoneNumbers: string[];
-  /** Sends handed to it that it has not reported on yet; each takes one unit of capacity. */
-  inFlight: Set<string>;
+  /** Sends it can take now: what its relay actor granted, less what was handed to it since. */
+  credits: number;
 }
 
 /**
@@ -20,4 +20,6 @@ export function pickRelay<R extends RelayCredit>(open: R[], fromNumber: string |
   return [...open].sort(byLoad)[0];
 }
 
-const byLoad = (a: RelayCredit, b: RelayCredit) => a.inFlight.size / Math.max(1, a.capacity) - b.inFlight.size / Math.max(1, b.capacity);
+/** The share of its capacity a relay has no credit for (in flight, or handed to it on the way). */
+const load = (r: RelayCredit) => (r.capacity - r.credits) / Math.max(1, r.capacity);
+const byLoad = (a: RelayCredit, b: RelayCredit) => load(a) - load(b);

@@ -1,9 +1,17 @@
+import type { MessageDoc } from './message-store.ts';
+
 export interface QueuedMessage {
   id: string;
   priority: number;
   fromNumber: string | null;
   /** Where it came from: its bulk job or group send; absent for a single send. */
   source?: string;
+}
+
+/** A stored message as the queue knows it. */
+export function queueItemOf(m: MessageDoc): QueuedMessage {
+  const source = m.jobId ?? m.parentId;
+  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, ...(source ? { source } : {}) };
 }
 
 const levels = 101;

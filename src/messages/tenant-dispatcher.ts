@@ -1,24 +1,28 @@
+import { randomUUID } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
 import { outboxGraceMs, type Outbox } from '../events/outbox.ts';
 import { nowIso } from '../ids.ts';
+import type { CreditGrant } from '../relays/relay-credits.ts';
 import type { RelayCollections, RelayDoc } from '../relays/relay-store.ts';
-import type { RelayLink } from '../relays/relay-link.ts';
+import { relayProtocol } from '../actors/relay.actor.ts';
 import { tenantProtocol } from '../actors/tenant.actor.ts';
 import type { ActorContext } from '../runtime/types.ts';
 import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
-import { SendQueue, type QueuedMessage } from './send-queue.ts';
+import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 
 interface OnlineRelay extends RelayCredit {
-  node: string;
   session: number;
+  /** This join of the relay's session, unique: its relay actor's grants name it, and a grant naming an earlier join is ignored. */
+  epoch: string;
 }
 
 export interface TenantState {
   queue: SendQueue;
+  /** The online relays and the credits each granted this activation on its current session. */
   relays: Map<string, OnlineRelay>;
   /** The one live chain of sweep timers; a timer of another chain is dropped. */
   sweepChain: string | undefined;
@@ -33,24 +37,25 @@ export interface TenantState {
 type TenantContext = ActorContext<TenantState>;
 
 export type RelayReport = { relayId: string; session: number };
-export type StatusReport = RelayReport & { messageId: string; attempt: number; status: 'sent' | 'delivered' | 'read' | 'failed'; at: string; error?: string; guid?: string };
+export type StatusReport = RelayReport & { messageId: string; attempt: number; status: 'sent' | 'delivered' | 'read' | 'failed'; at: string; error?: string; guid?: string; grant?: CreditGrant };
 
 type Deps = {
   config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs'>;
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
-  link: RelayLink;
   /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished). */
   closedSources?: (orgId: string) => Promise<string[]>;
 };
 
 /**
- * The tenant actor's work: the organization's send queue and its relays'
- * credits. The store is the truth; this state is rebuilt from it on first use
- * and on every sweep, so a crash, a takeover or a lost timer heals. Every
- * status change is one compare-and-set on the message, so a replayed actor
- * message never moves a message backwards.
+ * The tenant actor's work: the organization's send queue, handed to its
+ * relays within the credits their relay actors grant (each relay actor keeps
+ * its own sends in flight, relays/relay-sends.ts), and the status, retry and
+ * failure of each message. The store is the truth; this state is rebuilt from
+ * it on first use and on every sweep, so a crash, a takeover or a lost timer
+ * heals. Every status change is one compare-and-set on the message, so a
+ * replayed actor message never moves a message backwards.
  */
 export class TenantDispatcher {
   constructor(private readonly deps: Deps) {}
@@ -62,26 +67,8 @@ export class TenantDispatcher {
   /** The tenant's state, built from the store when the runtime activates the key. */
   async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
     const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true, closedSources: new Set() };
-    await this.rebuild(ctx.key, state);
-    await this.armSendTimeouts(ctx, state);
+    await this.rebuild(ctx, state);
     return state;
-  }
-
-  /**
-   * A worker that died between claiming a message and setting its send
-   * timeout (or sending its frame) leaves it `processing` with nothing to
-   * move it on: every activation sets the timeout of each send in flight
-   * again, due when its attempt's would have been. A timer for an attempt
-   * already settled finds nothing to do.
-   */
-  private async armSendTimeouts(ctx: ActorContext<undefined>, state: TenantState): Promise<void> {
-    const timeoutMs = this.deps.config.messageSendTimeoutMs;
-    const inFlight = await this.deps.db.messages.find(this.scope(ctx.key), { status: 'processing' }, { limit: 10_000 });
-    for (const m of inFlight) {
-      if (!m.relayId || !state.relays.get(m.relayId)?.inFlight.has(m.id)) continue;
-      const since = Date.parse(String(m.processingAt ?? m.updatedAt)) || Date.now();
-      await ctx.send(tenantProtocol, ctx.key, { kind: 'send-timeout', messageId: m.id, relayId: m.relayId, attempt: m.attempts }, { delayMs: Math.max(0, since + timeoutMs - Date.now()) });
-    }
   }
 
   /**
@@ -101,8 +88,9 @@ export class TenantDispatcher {
     return state;
   }
 
-  /** Reads the queue and the relays' in-flight sends back from the store. */
-  private async rebuild(orgId: string, state: TenantState): Promise<void> {
+  /** Reads the queue and the online relays back from the store, and asks each relay actor for credits. */
+  private async rebuild(ctx: ActorContext<unknown>, state: TenantState): Promise<void> {
+    const orgId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = this.scope(orgId);
     // A bulk job can leave thousands queued: read by keyset pages, the event loop free between them.
@@ -111,21 +99,42 @@ export class TenantDispatcher {
       for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
       return all;
     };
-    const [queued, processing, online, closed] = await Promise.all([
+    const [queued, online, closed] = await Promise.all([
       readAll(dueQueued(), { priority: -1, createdAt: 1 }),
-      readAll({ status: 'processing' }, { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(orgId) ?? [],
     ]);
     state.closedSources = new Set(closed);
     state.queue.clear();
-    for (const m of queued) state.queue.push(queueItem(m));
+    for (const m of queued) state.queue.push(queueItemOf(m));
     state.relays.clear();
-    for (const r of online) state.relays.set(r.id, onlineRelay(r));
-    for (const m of processing) {
-      const relay = m.relayId ? state.relays.get(m.relayId) : undefined;
-      if (relay) relay.inFlight.add(m.id);
-      else await this.handBack(orgId, state, m.id, m.relayId);
+    for (const doc of online) await this.join(ctx, state, doc);
+    await this.handBackStrays(ctx, online.map((r) => r.id));
+  }
+
+  /**
+   * A relay session joins the dispatch with no credit, and asks its relay
+   * actor for what it has free. The join's epoch is new every time (never
+   * derived from the actor message: a redelivered message that activates the
+   * key again must not count the grants made to the join before), so grants
+   * still on their way to an earlier join, of this activation or another, are ignored.
+   */
+  private async join(ctx: ActorContext<unknown>, state: TenantState, doc: RelayDoc): Promise<void> {
+    const epoch = randomUUID();
+    state.relays.set(doc.id, { id: doc.id, session: doc.session, epoch, capacity: doc.capacity, phoneNumbers: doc.phoneNumbers, credits: 0 });
+    await ctx.send(relayProtocol, doc.id, { kind: 'attach', tenantId: ctx.key, session: doc.session, epoch });
+  }
+
+  /**
+   * Messages the store has in flight on a relay that is not online (its
+   * relay actor hands back what it holds when it leaves, so these are
+   * leftovers: a relay removed, say). Its relay actor, the only one that
+   * claims for it, hands them back.
+   */
+  private async handBackStrays(ctx: ActorContext<unknown>, onlineIds: string[]): Promise<void> {
+    const strays = await this.deps.db.messages.find(this.scope(ctx.key), { status: 'processing', relayId: { $nin: onlineIds } }, { limit: 500 });
+    for (const relayId of new Set(strays.map((m) => m.relayId).filter((id): id is string => !!id))) {
+      await ctx.send(relayProtocol, relayId, { kind: 'hand-back', tenantId: ctx.key });
     }
   }
 
@@ -157,7 +166,7 @@ export class TenantDispatcher {
     const cold = ctx.state.fresh;
     const state = await this.state(ctx, chain);
     if (state.sweepChain !== chain) return;
-    if (!cold) await this.reconcile(orgId, state);
+    if (!cold) await this.reconcile(ctx, state);
     await this.pump(ctx, orgId, state);
     // No TTL indexes on every MongoDB wire server: expired Idempotency-Keys are removed here.
     await this.deps.db.idempotency.deleteMany(this.scope(orgId), { expiresAt: { $lte: nowIso() } });
@@ -179,7 +188,8 @@ export class TenantDispatcher {
     await ctx.send(tenantProtocol, orgId, { kind: 'sweep', chain }, { delayMs: this.deps.config.tenantSweepMs });
   }
 
-  private async reconcile(orgId: string, state: TenantState): Promise<void> {
+  private async reconcile(ctx: TenantContext, state: TenantState): Promise<void> {
+    const orgId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = this.scope(orgId);
     const online = await relays.find(scope, { status: 'online' });
@@ -190,73 +200,65 @@ export class TenantDispatcher {
     for (const doc of online) {
       const known = state.relays.get(doc.id);
       if (known && known.session === doc.session) {
-        known.capacity = doc.capacity;
+        known.phoneNumbers = doc.phoneNumbers;
         continue;
       }
-      state.relays.set(doc.id, await this.withInFlight(orgId, doc));
+      await this.join(ctx, state, doc);
     }
-    for (const m of await messages.find(scope, { status: 'processing', relayId: { $nin: onlineIds } }, { limit: 500 })) {
-      await this.handBack(orgId, state, m.id, m.relayId);
-    }
-    const canSend = [...state.relays.values()].some((r) => r.inFlight.size < r.capacity);
+    await this.handBackStrays(ctx, onlineIds);
+    const canSend = [...state.relays.values()].some((r) => r.credits > 0);
     if (canSend && state.queue.size === 0) {
-      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 })) state.queue.push(queueItem(m));
+      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 })) state.queue.push(queueItemOf(m));
     }
   }
 
-  /** The relay actor says a relay connected: it joins the dispatch with the sends the store says it still holds. */
+  /**
+   * A relay's session came online, or its relay actor was activated again and
+   * lost count of what it granted: the relay joins the dispatch afresh and
+   * asks for credits. A reconnecting agent still holds what it was given
+   * before (it re-reports those statuses): its relay actor keeps those in flight.
+   */
   async relayOnline(ctx: TenantContext, relayId: string, session: number): Promise<void> {
-    const orgId = ctx.key;
+    const fresh = ctx.state.fresh;
     const state = await this.state(ctx);
-    const doc = await this.deps.db.relays.findOne(this.scope(orgId), { id: relayId, session, status: 'online' });
+    if (fresh && state.relays.get(relayId)?.session === session) return; // the activation just joined it
+    const doc = await this.deps.db.relays.findOne(this.scope(ctx.key), { id: relayId, session, status: 'online' });
     if (!doc) return; // an older connection's news
-    // A reconnecting agent still holds what it was given before (it re-reports those statuses): they keep their credit.
-    state.relays.set(relayId, await this.withInFlight(orgId, doc));
-    await this.pump(ctx, orgId, state);
+    await this.join(ctx, state, doc);
   }
 
-  async relayReady(ctx: TenantContext, report: RelayReport & { capacity: number }): Promise<void> {
-    const orgId = ctx.key;
+  /** Credits from a relay actor, counted only if they are for this activation and the relay's current session. */
+  async grant(ctx: TenantContext, grant: { relayId: string } & CreditGrant): Promise<void> {
     const state = await this.state(ctx);
-    const relay = state.relays.get(report.relayId);
-    if (!relay || relay.session !== report.session) return;
-    relay.capacity = report.capacity;
-    await this.pump(ctx, orgId, state);
+    if (this.applyGrant(state, grant.relayId, grant) > 0) await this.pump(ctx, ctx.key, state);
+  }
+
+  /** The credits added; 0 for a grant of another activation or session. */
+  private applyGrant(state: TenantState, relayId: string, grant: CreditGrant): number {
+    const relay = state.relays.get(relayId);
+    if (!relay || relay.session !== grant.session || grant.epoch !== relay.epoch) return 0;
+    relay.credits += grant.credits;
+    relay.capacity = grant.capacity;
+    return grant.credits;
+  }
+
+  /** Messages a relay actor did not send or took back (queued again in the store): first in line again. */
+  async returned(ctx: TenantContext, items: QueuedMessage[]): Promise<void> {
+    const state = await this.state(ctx);
+    for (const item of [...items].reverse()) state.queue.pushFront(item);
+    await this.pump(ctx, ctx.key, state);
   }
 
   /**
    * The relay actor took a session offline (closed socket or heartbeat
-   * timeout): what it held goes back to the queue. It says so after the
-   * session's own statuses, which reach this actor first.
+   * timeout), after handing back what it held (`returned`).
    */
   async relayOffline(ctx: TenantContext, report: RelayReport, reason: string): Promise<void> {
-    const orgId = ctx.key;
     const state = await this.state(ctx);
     const relay = state.relays.get(report.relayId);
-    if (relay && relay.session === report.session) state.relays.delete(report.relayId);
-    const current = await this.deps.db.relays.findOne(this.scope(orgId), { id: report.relayId });
-    if (current && current.status === 'online' && current.session > report.session) return; // back already, holding its sends
-    ctx.log.info({ tenantId: orgId, relayId: report.relayId, reason }, 'relay left the dispatch');
-    const inFlight = await this.deps.db.messages.find(this.scope(orgId), { status: 'processing', relayId: report.relayId });
-    for (const m of inFlight) await this.handBack(orgId, state, m.id, report.relayId);
-    await this.pump(ctx, orgId, state);
-  }
-
-  /** An online relay with the sends the store says it holds, each taking a credit. */
-  private async withInFlight(orgId: string, doc: RelayDoc): Promise<OnlineRelay> {
-    const relay = onlineRelay(doc);
-    for (const m of await this.deps.db.messages.find(this.scope(orgId), { status: 'processing', relayId: doc.id }, { limit: 10_000 })) relay.inFlight.add(m.id);
-    return relay;
-  }
-
-  /** A message in flight on a relay that went away is queued again; the attempt it was on does not count. */
-  private async handBack(orgId: string, state: TenantState, messageId: string, relayId: string | null): Promise<void> {
-    const doc = await this.deps.db.messages.updateOne(
-      this.scope(orgId),
-      { id: messageId, status: 'processing', relayId },
-      { $set: { status: 'queued', relayId: null, updatedAt: nowIso() }, $inc: { attempts: -1 } },
-    );
-    if (doc) state.queue.pushFront(queueItem(doc));
+    if (!relay || relay.session !== report.session) return;
+    state.relays.delete(report.relayId);
+    ctx.log.info({ tenantId: ctx.key, relayId: report.relayId, reason }, 'relay left the dispatch');
   }
 
   async status(ctx: TenantContext, report: StatusReport): Promise<void> {
@@ -265,14 +267,17 @@ export class TenantDispatcher {
     const { messages } = this.deps.db;
     const scope = this.scope(orgId);
     // Only the message's current attempt on this relay counts: a late report of an earlier attempt
-    // (re-sent after a reconnect) must neither free a credit nor settle the retry now in flight.
+    // (re-sent after a reconnect) must not settle the retry now in flight (its relay actor freed no credit for it either).
     const attempt = { id: report.messageId, relayId: report.relayId, attempts: report.attempt };
+    // Sent, delivered or failed: the relay actor freed the send's credit, and grants it with the report.
+    const released = report.grant ? this.applyGrant(state, report.relayId, report.grant) > 0 : false;
     const current = await messages.findOne(scope, attempt);
-    if (!current) return;
+    if (!current) {
+      if (released) await this.pump(ctx, orgId, state);
+      return;
+    }
     const at = report.at;
     const guid = report.guid ? { guid: report.guid } : {};
-    // Sent, delivered or failed: the relay is done with the send, so its credit is free again.
-    const released = report.status !== 'read' && (state.relays.get(report.relayId)?.inFlight.delete(report.messageId) ?? false);
     // Each status write carries its event in the message's outbox (events/outbox.ts): a crash after it loses nothing.
     if (report.status === 'sent') {
       await this.deps.outbox.change(messages, scope, { ...attempt, status: 'processing' },
@@ -295,7 +300,6 @@ export class TenantDispatcher {
     const state = await this.state(ctx);
     const doc = await this.deps.db.messages.findOne(this.scope(orgId), { id: messageId, status: 'processing', relayId, attempts: attempt });
     if (!doc) return;
-    state.relays.get(relayId)?.inFlight.delete(messageId);
     await this.failAttempt(ctx, orgId, messageId, relayId, attempt, `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`);
     await this.pump(ctx, orgId, state);
   }
@@ -326,55 +330,36 @@ export class TenantDispatcher {
     const orgId = ctx.key;
     const state = await this.state(ctx);
     const doc = await this.deps.db.messages.updateOne(this.scope(orgId), { id: messageId, status: 'queued' }, { $set: { nextAttemptAt: null } });
-    if (doc) state.queue.push(queueItem(doc));
+    if (doc) state.queue.push(queueItemOf(doc));
     await this.pump(ctx, orgId, state);
   }
 
-  /** Hands queued messages to relays with free credit, highest priority first. */
+  /**
+   * Hands queued messages to relays with credit, highest priority first: one
+   * `deliver` per relay, which its relay actor claims and sends. Nothing is
+   * written here; a message its relay actor cannot claim (a cancelled job's)
+   * comes back as a credit.
+   */
   private async pump(ctx: TenantContext, orgId: string, state: TenantState): Promise<void> {
-    const free = () => [...state.relays.values()].filter((r) => r.inFlight.size < r.capacity);
-    let open = free();
+    const online = [...state.relays.values()];
+    let open = online.filter((r) => r.credits > 0);
     if (open.length === 0 || state.queue.size === 0) return;
-    const planned = new Map<string, OnlineRelay>();
-    const taken = state.queue.take((item) => {
+    const planned = new Map<OnlineRelay, QueuedMessage[]>();
+    state.queue.take((item) => {
       if (item.source !== undefined && state.closedSources.has(item.source)) return true; // leaves the queue, never claimed
       if (open.length === 0) return 'stop';
-      const relay = pickRelay(open, item.fromNumber, [...state.relays.values()]);
+      const relay = pickRelay(open, item.fromNumber, online);
       if (!relay) return false;
-      planned.set(item.id, relay);
-      relay.inFlight.add(item.id);
-      if (relay.inFlight.size >= relay.capacity) open = open.filter((r) => r !== relay);
+      const items = planned.get(relay);
+      if (items) items.push(item);
+      else planned.set(relay, [item]);
+      relay.credits--;
+      if (relay.credits <= 0) open = open.filter((r) => r !== relay);
       return true;
     });
-    // The claims go to the store side by side (one round trip of latency for the whole handful); the sends then go out in queue order.
-    const now = nowIso();
-    const sendable = taken.filter((item) => planned.has(item.id));
-    const claimed = await Promise.all(sendable.map((item) => this.deps.db.messages.updateOne(this.scope(orgId), { id: item.id, status: 'queued' }, {
-      $set: { status: 'processing', relayId: planned.get(item.id)!.id, processingAt: now, nextAttemptAt: null, updatedAt: now },
-      $inc: { attempts: 1 },
-    })));
-    let unclaimed = 0;
-    for (const [i, item] of sendable.entries()) {
-      const relay = planned.get(item.id)!;
-      const doc = claimed[i];
-      if (!doc) {
-        relay.inFlight.delete(item.id); // cancelled, or handled already
-        unclaimed++;
-        continue;
-      }
-      await ctx.send(tenantProtocol, orgId, { kind: 'send-timeout', messageId: doc.id, relayId: relay.id, attempt: doc.attempts }, { delayMs: this.deps.config.messageSendTimeoutMs });
-      await this.deps.link.deliver(relay, {
-        type: 'send',
-        messageId: doc.id,
-        attempt: doc.attempts,
-        to: doc.to,
-        ...(doc.body ? { body: doc.body } : {}),
-        ...(doc.attachments.length > 0 ? { attachments: doc.attachments } : {}),
-        ...(doc.fromNumber ? { fromNumber: doc.fromNumber } : {}),
-      });
+    for (const [relay, items] of planned) {
+      await ctx.send(relayProtocol, relay.id, { kind: 'deliver', tenantId: orgId, session: relay.session, epoch: relay.epoch, items });
     }
-    // The credit of a message nobody could claim (a cancelled job's) goes to the next in the queue now, not at the next report.
-    if (unclaimed > 0) await this.pump(ctx, orgId, state);
   }
 }
 
@@ -386,13 +371,4 @@ function sentEvent(m: MessageDoc, status: 'sent' | 'delivered') {
 /** Queued messages that are not waiting for a retry's backoff. */
 function dueQueued() {
   return { status: 'queued', fanout: { $ne: true }, $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: nowIso() } }] };
-}
-
-function queueItem(m: MessageDoc): QueuedMessage {
-  const source = m.jobId ?? m.parentId;
-  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, ...(source ? { source } : {}) };
-}
-
-function onlineRelay(doc: RelayDoc): OnlineRelay {
-  return { id: doc.id, node: doc.node ?? '', session: doc.session, capacity: doc.capacity, phoneNumbers: doc.phoneNumbers, inFlight: new Set() };
 }

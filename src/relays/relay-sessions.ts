@@ -5,6 +5,8 @@ import { changeEventId, domainEvent } from '../events/event-stream.ts';
 import type { Outbox } from '../events/outbox.ts';
 import { nowIso } from '../ids.ts';
 import type { ActorContext, MessageOfKind } from '../runtime/actor.ts';
+import { RelayCredits } from './relay-credits.ts';
+import type { RelaySends } from './relay-sends.ts';
 import type { RelayCollections, RelayDoc } from './relay-store.ts';
 
 /** The relay actor's state: its document as last written (by this actor, the only writer), loaded on first need. */
@@ -12,6 +14,8 @@ export interface RelayState {
   doc: RelayDoc | null | undefined;
   /** Epoch ms of the current session's last heartbeat. */
   lastHeartbeatAt: number;
+  /** Its sends in flight and the credits granted for them, read from the store with the document. */
+  credits: RelayCredits;
 }
 
 type RelayContext = ActorContext<RelayState>;
@@ -31,28 +35,30 @@ export interface ConnectedRelay {
  * afterwards changes nothing.
  */
 export class RelaySessions {
-  constructor(private readonly deps: { db: RelayCollections; outbox: Outbox; heartbeatTimeoutMs: number }) {}
+  constructor(private readonly deps: { db: RelayCollections; outbox: Outbox; sends: RelaySends; heartbeatTimeoutMs: number }) {}
 
   activate(): RelayState {
-    return { doc: undefined, lastHeartbeatAt: 0 };
+    return { doc: undefined, lastHeartbeatAt: 0, credits: new RelayCredits() };
   }
 
   /**
    * The relay's document; the tenant comes with every message, so the read is
    * scoped by it. Read from the store (after a crash, a takeover or a failed
    * handler), it may still hold events its writer did not publish: they go out now.
+   * The sends in flight are read with it.
    */
-  private async load(ctx: RelayContext, tenantId: string): Promise<RelayDoc | null> {
+  async load(ctx: RelayContext, tenantId: string): Promise<RelayDoc | null> {
     if (ctx.state.doc === undefined || (ctx.state.doc && ctx.state.doc.tenantId !== tenantId)) {
       ctx.state.doc = await this.deps.db.relays.findOne({ tenantId }, { id: ctx.key });
       ctx.state.lastHeartbeatAt = Date.parse(ctx.state.doc?.lastHeartbeat ?? '') || 0;
       if (ctx.state.doc?.outboxAt) await this.deps.outbox.publishPending(this.deps.db.relays, { tenantId }, ctx.state.doc);
+      await this.deps.sends.rebuild(ctx, tenantId, ctx.state.doc);
     }
     return ctx.state.doc?.tenantId === tenantId ? ctx.state.doc : null;
   }
 
   private live(ctx: RelayContext, doc: RelayDoc | null, session: number): doc is RelayDoc {
-    return doc !== null && doc.status === 'online' && doc.session === session && ctx.key === doc.id;
+    return isLive(ctx.key, doc, session);
   }
 
   async connect(ctx: RelayContext, m: Msg<'connect'>): Promise<ConnectedRelay> {
@@ -84,6 +90,9 @@ export class RelaySessions {
       ctx.state.doc = connected;
       ctx.state.lastHeartbeatAt = Date.parse(now);
     }
+    // What the relay held on its last session stays in flight (it still reports on it); credits are granted anew, from capacity 0 until its `ready`.
+    ctx.state.credits.detach();
+    ctx.state.credits.capacity = connected.capacity;
     const session = connected.session;
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-online', relayId: ctx.key, session });
     await ctx.send(relayProtocol, ctx.key, { kind: 'heartbeat-check', tenantId: m.tenantId, session }, { delayMs: this.deps.heartbeatTimeoutMs });
@@ -106,7 +115,8 @@ export class RelaySessions {
     if (!this.live(ctx, doc, m.session)) return;
     const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { capacity: m.capacity } });
     if (updated) ctx.state.doc = updated;
-    await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-ready', relayId: ctx.key, session: m.session, capacity: m.capacity });
+    ctx.state.credits.capacity = m.capacity;
+    await this.deps.sends.grant(ctx, m.tenantId);
   }
 
   /** The timer armed at connect: a session silent for the timeout goes offline; otherwise it looks again when it would expire. */
@@ -122,6 +132,8 @@ export class RelaySessions {
   async offline(ctx: RelayContext, m: { tenantId: string; session: number }, reason: string): Promise<void> {
     const doc = await this.load(ctx, m.tenantId);
     if (!this.live(ctx, doc, m.session)) return;
+    // Before the document says offline: a crash in between leaves it online, and the redelivery hands back the rest.
+    await this.deps.sends.handBackAll(ctx, m.tenantId);
     const event = domainEvent('relay.offline', doc, { ...relayEventData(doc), status: 'offline' }, changeEventId('relay.offline', `${ctx.key}\u0000${m.session}`));
     const { doc: updated } = await this.deps.outbox.change(this.deps.db.relays, { tenantId: m.tenantId }, { id: ctx.key, session: m.session, status: 'online' },
       { $set: { status: 'offline', node: null, updatedAt: nowIso() } }, [event]);
@@ -130,6 +142,11 @@ export class RelaySessions {
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-offline', relayId: ctx.key, session: m.session, reason });
     ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, reason }, 'relay offline');
   }
+}
+
+/** The relay's document says this session is the one online now. */
+export function isLive(relayId: string, doc: RelayDoc | null | undefined, session: number): doc is RelayDoc {
+  return !!doc && doc.status === 'online' && doc.session === session && relayId === doc.id;
 }
 
 export function relayEventData(doc: RelayDoc) {

@@ -5,7 +5,6 @@ import { agentFrame, frameLimits, parseFrame, type AgentFrame, type HelloFrame, 
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import { relayProtocol } from '../actors/relay.actor.ts';
-import { tenantProtocol } from '../actors/tenant.actor.ts';
 import type { ConnectedRelay } from '../relays/relay-sessions.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -39,7 +38,7 @@ const onlineGauge = (register.getSingleMetric('relaybox_relays_connected') as Ga
 
 /**
  * The relay WebSocket gateway: authenticates a relay's hello, keeps its
- * socket, turns its frames into tenant actor messages, and writes the frames
+ * socket, turns its frames into relay actor messages, and writes the frames
  * actors address to it. Every frame is validated against its schema.
  */
 export function attachRelayGateway(
@@ -48,7 +47,6 @@ export function attachRelayGateway(
   opts: RelayGatewayOptions,
 ) {
   const log = deps.log.child({ component: 'relay-gateway' });
-  const tenants = actorClient(deps.runtime, tenantProtocol);
   const relays = actorClient(deps.runtime, relayProtocol);
   const sockets = new Map<string, WebSocket<RelaySocket>>();
   const pending = new Set<Promise<unknown>>();
@@ -133,7 +131,8 @@ export function attachRelayGateway(
         return void (await relays.send(relay.id, { kind: 'ready', ...session, capacity: frame.capacity }));
       case 'status': {
         const { type: _type, ...status } = frame;
-        await tenants.send(relay.tenantId, { kind: 'status', relayId: relay.id, session: relay.session, ...status });
+        // To the relay actor, which settles the send in flight and passes the report on to the tenant actor.
+        await relays.send(relay.id, { kind: 'status', ...session, ...status });
         return write(ws, { type: 'ack', of: 'status', messageId: frame.messageId, attempt: frame.attempt });
       }
       case 'inbound': {

@@ -47,7 +47,7 @@ eachBackend((backend) => {
         await r.connect();
         connected = [...connected, r];
       }
-      // Each connect tells the tenant actor twice (relay-online, then relay-ready): let those settle first.
+      // Each connect tells the tenant actor twice (relay-online, then the grant of its capacity): let those settle first.
       await waitFor(async () => (await handledBy('tenant')) - tenantStart >= fleet.length * 2, 20_000, 'arrivals handled');
       const tenantBefore = await handledBy('tenant');
       const relayBefore = await handledBy('relay');

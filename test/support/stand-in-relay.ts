@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerFrame, SendFrame } from '../../src/relay-protocol/frames.ts';
 import { relayProtocol } from '../../src/actors/relay.actor.ts';
-import { tenantProtocol } from '../../src/actors/tenant.actor.ts';
 import type { ConnectedRelay } from '../../src/relays/relay-sessions.ts';
 import { actorClient } from '../../src/runtime/actor.ts';
 import type { TestApp } from './test-app.ts';
@@ -44,7 +43,7 @@ export class StandInRelay {
 
   /** Reports on the latest attempt this relay was given, as the agent would, unless `attempt` names another. */
   report(messageId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string, attempt = this.lastAttempt(messageId)): Promise<string> {
-    return actorClient(this.t.app.runtime, tenantProtocol).send(this.orgId, { kind: 'status', relayId: this.id, session: this.session, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}) });
+    return this.relays.send(this.id, { kind: 'status', tenantId: this.orgId, session: this.session, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}) });
   }
 
   lastAttempt(messageId: string): number {

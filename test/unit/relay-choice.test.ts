@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { pickRelay, type RelayCredit } from '../../src/messages/relay-choice.ts';
 
 const relay = (id: string, capacity: number, inFlight: number, phoneNumbers: string[] = []): RelayCredit => ({
-  id, capacity, phoneNumbers, inFlight: new Set(Array.from({ length: inFlight }, (_, i) => `${id}-${i}`)),
+  id, capacity, phoneNumbers, credits: capacity - inFlight,
 });
 
 test('the least busy relay with credit, by share of its capacity', () => {

@@ -1,0 +1,170 @@
+import { relayProtocol } from '../actors/relay.actor.ts';
+import { tenantProtocol } from '../actors/tenant.actor.ts';
+import { nowIso } from '../ids.ts';
+import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
+import { queueItemOf, type QueuedMessage } from '../messages/send-queue.ts';
+import type { SendFrame } from '../relay-protocol/frames.ts';
+import type { ActorContext, MessageOfKind } from '../runtime/actor.ts';
+import type { RelayLink } from './relay-link.ts';
+import { isLive, type RelayState } from './relay-sessions.ts';
+import type { RelayDoc } from './relay-store.ts';
+
+type RelayContext = ActorContext<RelayState>;
+type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
+
+/** Messages a `returned` carries at most (its schema's limit). */
+const returnedBatch = 1_000;
+
+/**
+ * A relay's sends as its relay actor runs them: the tenant actor hands it
+ * queued messages within the credits it granted; it claims each in the store
+ * (`queued → processing`, one compare-and-set), keeps it in flight and
+ * writes its frame to the relay's socket; a report or a send timeout settles
+ * it and grants the credit back. The store stays the truth: the in-flight
+ * set is read back from its `processing` messages whenever the actor is
+ * activated. Only this actor claims a message for this relay or hands one
+ * back from it, so those writes never race each other.
+ */
+export class RelaySends {
+  constructor(private readonly deps: { db: MessagingCollections; link: RelayLink; sendTimeoutMs: number }) {}
+
+  /**
+   * The in-flight set as the store has it, when the relay's document is
+   * (re)loaded. While the relay is online each send gets its timeout again
+   * (due when its attempt's would have been: the worker that armed it may
+   * have died first), and the tenant actor is told to ask for credits again,
+   * since what was granted before was counted by the state just lost. A relay
+   * that is not online holds nothing: what the store still has on it goes back.
+   */
+  async rebuild(ctx: RelayContext, tenantId: string, doc: RelayDoc | null): Promise<void> {
+    const credits = ctx.state.credits;
+    credits.clear();
+    credits.detach();
+    credits.capacity = doc?.status === 'online' ? doc.capacity : 0;
+    const held = await this.held(ctx, tenantId);
+    if (!doc || doc.status !== 'online') {
+      await this.handBack(ctx, tenantId, held);
+      return;
+    }
+    for (const m of held) {
+      credits.add(m.id, m.attempts);
+      const since = Date.parse(String(m.processingAt ?? m.updatedAt)) || Date.now();
+      await ctx.send(relayProtocol, ctx.key, { kind: 'send-timeout', tenantId, messageId: m.id, attempt: m.attempts }, { delayMs: Math.max(0, since + this.deps.sendTimeoutMs - Date.now()) });
+    }
+    await ctx.send(tenantProtocol, tenantId, { kind: 'relay-online', relayId: ctx.key, session: doc.session });
+  }
+
+  /** A tenant activation asks for this session's credits: all that is free is granted to it. */
+  async attach(ctx: RelayContext, doc: RelayDoc | null, m: Msg<'attach'>): Promise<void> {
+    if (!isLive(ctx.key, doc, m.session)) return;
+    ctx.state.credits.attach(m.session, m.epoch);
+    await this.grant(ctx, m.tenantId);
+  }
+
+  /** Grants the tenant actor what has become free, if anything. */
+  async grant(ctx: RelayContext, tenantId: string): Promise<void> {
+    const grant = ctx.state.credits.due();
+    if (grant) await ctx.send(tenantProtocol, tenantId, { kind: 'grant', relayId: ctx.key, ...grant });
+  }
+
+  /**
+   * Claims and sends what the tenant actor handed over. A hand-over for
+   * another session than the one online (the relay left or reconnected since)
+   * sends nothing: its messages were never claimed and go back to the queue.
+   * A message another claim or a cancel got first is skipped, and its credit
+   * is granted again at once. A redelivered hand-over finds its claims made
+   * and sends nothing twice; a frame its first delivery did not get out is
+   * retried at the send's timeout.
+   */
+  async deliver(ctx: RelayContext, doc: RelayDoc | null, m: Msg<'deliver'>): Promise<void> {
+    const credits = ctx.state.credits;
+    if (!isLive(ctx.key, doc, m.session)) {
+      ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, messages: m.items.length }, 'hand-over for a session no longer online: back to the queue');
+      await ctx.send(tenantProtocol, m.tenantId, { kind: 'returned', relayId: ctx.key, items: m.items });
+      return;
+    }
+    credits.consumed(m.epoch, m.items.length);
+    const { messages } = this.deps.db;
+    const scope = { tenantId: m.tenantId };
+    const now = nowIso();
+    // The claims go to the store side by side (one round trip of latency for the whole hand-over); the frames then go out in queue order.
+    const claimed = await Promise.all(m.items.map((item) => messages.updateOne(scope, { id: item.id, status: 'queued' }, {
+      $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now },
+      $inc: { attempts: 1 },
+    })));
+    const relay = { id: ctx.key, node: doc.node ?? '', session: doc.session };
+    for (const sent of claimed) {
+      if (!sent) continue;
+      credits.add(sent.id, sent.attempts);
+      await ctx.send(relayProtocol, ctx.key, { kind: 'send-timeout', tenantId: m.tenantId, messageId: sent.id, attempt: sent.attempts }, { delayMs: this.deps.sendTimeoutMs });
+      await this.deps.link.deliver(relay, sendFrame(sent));
+    }
+    await this.grant(ctx, m.tenantId);
+  }
+
+  /**
+   * A report on a send: sent, delivered or failed ends its attempt in flight
+   * and frees its credit, granted with the report. The tenant actor writes the
+   * status (one compare-and-set on the attempt), whatever the session.
+   */
+  async status(ctx: RelayContext, m: Msg<'status'>): Promise<void> {
+    const { kind: _kind, tenantId, ...report } = m;
+    const settled = report.status !== 'read' && ctx.state.credits.settle(report.messageId, report.attempt);
+    const grant = settled ? ctx.state.credits.due() : undefined;
+    await ctx.send(tenantProtocol, tenantId, { kind: 'status', relayId: ctx.key, ...report, ...(grant ? { grant } : {}) });
+  }
+
+  /** The relay never reported on an attempt: it leaves the in-flight set, and the tenant actor retries it. */
+  async sendTimeout(ctx: RelayContext, m: Msg<'send-timeout'>): Promise<void> {
+    if (!ctx.state.credits.settle(m.messageId, m.attempt)) return;
+    ctx.log.warn({ tenantId: m.tenantId, relayId: ctx.key, messageId: m.messageId, attempt: m.attempt }, 'no report on a send in time');
+    await ctx.send(tenantProtocol, m.tenantId, { kind: 'send-timeout', relayId: ctx.key, messageId: m.messageId, attempt: m.attempt });
+    await this.grant(ctx, m.tenantId);
+  }
+
+  /** The relay leaves: everything in flight goes back to the queue, and no credit stays granted. */
+  async handBackAll(ctx: RelayContext, tenantId: string): Promise<void> {
+    const held = ctx.state.credits.entries().map(([id, attempts]) => ({ id, attempts }));
+    ctx.state.credits.detach();
+    await this.handBack(ctx, tenantId, held);
+  }
+
+  /** Sends the store still has on this relay while it is not online (a relay removed, say): handed back. */
+  async handBackStray(ctx: RelayContext, doc: RelayDoc | null, tenantId: string): Promise<void> {
+    if (doc?.status === 'online') return;
+    await this.handBack(ctx, tenantId, await this.held(ctx, tenantId));
+  }
+
+  private held(ctx: RelayContext, tenantId: string): Promise<MessageDoc[]> {
+    return this.deps.db.messages.find({ tenantId }, { status: 'processing', relayId: ctx.key }, { limit: 10_000 });
+  }
+
+  /** Each message back to `queued`, and so to the tenant's queue; the attempt it was on does not count. */
+  private async handBack(ctx: RelayContext, tenantId: string, held: { id: string; attempts: number }[]): Promise<void> {
+    if (held.length === 0) return;
+    const now = nowIso();
+    const back = await Promise.all(held.map((m) => this.deps.db.messages.updateOne(
+      { tenantId },
+      { id: m.id, status: 'processing', relayId: ctx.key, attempts: m.attempts },
+      { $set: { status: 'queued', relayId: null, updatedAt: now }, $inc: { attempts: -1 } },
+    )));
+    for (const m of held) ctx.state.credits.settle(m.id, m.attempts);
+    const items: QueuedMessage[] = back.filter((doc): doc is MessageDoc => doc !== null).map(queueItemOf);
+    if (items.length > 0) ctx.log.info({ tenantId, relayId: ctx.key, messages: items.length }, 'sends in flight handed back');
+    for (let i = 0; i < items.length; i += returnedBatch) {
+      await ctx.send(tenantProtocol, tenantId, { kind: 'returned', relayId: ctx.key, items: items.slice(i, i + returnedBatch) });
+    }
+  }
+}
+
+function sendFrame(doc: MessageDoc): SendFrame {
+  return {
+    type: 'send',
+    messageId: doc.id,
+    attempt: doc.attempts,
+    to: doc.to,
+    ...(doc.body ? { body: doc.body } : {}),
+    ...(doc.attachments.length > 0 ? { attachments: doc.attachments } : {}),
+    ...(doc.fromNumber ? { fromNumber: doc.fromNumber } : {}),
+  };
+}
