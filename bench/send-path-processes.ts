@@ -25,8 +25,9 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
-function tsx(file: string, args: string[], env: Record<string, string>, nodeFlags: string[] = []): ChildProcess {
+function tsx(file: string, args: string[], env: Record<string, string>, nodeFlags: string[] = [], cwd?: string): ChildProcess {
   return track(spawn(process.execPath, [...nodeFlags, '--import', 'tsx', file, ...args], {
+    cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   }));
@@ -84,7 +85,7 @@ export interface Running {
   stop(): Promise<void>;
 }
 
-export async function stop(child: ChildProcess): Promise<void> {
+async function stop(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
@@ -100,7 +101,7 @@ export async function startCeiling(): Promise<Running> {
 }
 
 /** A free port on 127.0.0.1: at LOG_LEVEL=warn the service does not log the port it got for PORT=0. */
-export async function freePort(): Promise<number> {
+async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -124,23 +125,24 @@ async function waitHealthy(base: string, child: ChildProcess): Promise<void> {
 export type Topology = 'all' | 'web+worker';
 
 /**
- * The real service (`src/main.ts`) on 127.0.0.1. With BENCH_CPU_PROF_DIR set,
- * every service process writes a V8 CPU profile there when it exits.
+ * The real service (`src/main.ts`, of the checkout at `root`, this one by
+ * default) on 127.0.0.1. With BENCH_CPU_PROF_DIR set, every service process
+ * writes a V8 CPU profile there when it exits.
  */
-export async function startService(topology: Topology, env: Record<string, string>): Promise<Running> {
+export async function startService(topology: Topology, env: Record<string, string>, root?: string): Promise<Running> {
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
   const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const started: ChildProcess[] = [];
   try {
     if (topology === 'web+worker') {
       // info, not warn, only so that the worker's "running" line says it is up; the worker logs no request lines.
-      const worker = tsx('src/main.ts', ['worker'], { ...env, LOG_LEVEL: 'info' }, flags);
+      const worker = tsx('src/main.ts', ['worker'], { ...env, LOG_LEVEL: 'info' }, flags, root);
       started.push(worker);
       await waitForLine(worker, 'worker', (line) => (parseJsonLine(line)?.msg as string | undefined)?.startsWith('relaybox worker ') || undefined);
     }
     const port = await freePort();
     const role = topology === 'all' ? 'all' : 'web';
-    const web = tsx('src/main.ts', [role], { ...env, HOST: '127.0.0.1', PORT: String(port) }, flags);
+    const web = tsx('src/main.ts', [role], { ...env, HOST: '127.0.0.1', PORT: String(port) }, flags, root);
     started.push(web);
     web.stdout!.resume();
     web.stderr!.on('data', (c: Buffer) => process.stderr.write(`[service ${role}] ${c.toString()}`));

@@ -16,11 +16,11 @@
  * The service's CPU time per accepted send is printed too: on a machine
  * shared with other work it moves less than the rate does.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { apiKeyFor, cpuSeconds, freePort, stop } from './send-path-processes.ts';
+import { apiKeyFor, cpuSeconds, startService, type Running } from './send-path-processes.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS || 64);
 const seconds = Number(process.env.BENCH_SECONDS || 10);
@@ -42,31 +42,6 @@ interface Measured {
 
 const results = new Map<string, Measured[]>();
 
-async function startService(root: string, dataDir: string): Promise<{ child: ChildProcess; base: string }> {
-  const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'all'], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH, HOME: process.env.HOME, NODE_ENV: 'production', LOG_LEVEL: 'warn',
-      HOST: '127.0.0.1', PORT: String(port), DATA_DIR: dataDir,
-      // The limiter runs but never refuses: the bench measures the send path, not the limit.
-      RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000',
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4_000)));
-  const base = `http://127.0.0.1:${port}`;
-  const until = Date.now() + 30_000;
-  while (Date.now() < until) {
-    if (child.exitCode !== null) throw new Error(`service in ${root} exited with ${child.exitCode}: ${stderr}`);
-    if (await fetch(`${base}/healthz`).then((r) => r.ok, () => false)) return { child, base };
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill('SIGKILL');
-  throw new Error(`service in ${root} did not answer /healthz within 30 s: ${stderr}`);
-}
-
 function wrk(url: string, script: string, duration: number): string {
   const run = spawnSync('wrk', ['-t', '1', '-c', String(connections), '-d', `${duration}s`, '--latency', '-s', script, url], { encoding: 'utf8', timeout: (duration + 30) * 1000 });
   if (run.error) throw new Error(`wrk could not run (${run.error.message}); install it (Debian: apt-get install wrk)`);
@@ -84,11 +59,16 @@ function percentile(out: string, p: string): number {
 
 async function measure(name: string, root: string): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-wrk-'));
-  let service: ChildProcess | undefined;
+  let service: Running | undefined;
   try {
-    const started = await startService(root, dataDir);
-    service = started.child;
-    const key = await apiKeyFor(started.base);
+    service = await startService('all', {
+      NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: dataDir, REDIS_URL: '', MONGODB_URL: '',
+      // The limiter runs but never refuses: the bench measures the send path, not the limit.
+      RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000',
+    }, root);
+    const base = `http://127.0.0.1:${service.port}`;
+    const pid = service.pids[0]!;
+    const key = await apiKeyFor(base);
     const script = join(dataDir, 'send.lua');
     // One conversation per connection-ish: a handful of recipients, a body that changes.
     await writeFile(script, [
@@ -101,12 +81,12 @@ async function measure(name: string, root: string): Promise<void> {
       '  return wrk.format(nil, nil, nil, string.format(\'{"to":"+1415555%04d","body":"bench %d"}\', n % 100, n))',
       'end',
     ].join('\n'));
-    const url = `${started.base}/api/v1/messages`;
+    const url = `${base}/api/v1/messages`;
     wrk(url, script, warmupSeconds);
-    const cpuBefore = cpuSeconds(service.pid!);
+    const cpuBefore = cpuSeconds(pid);
     const at = performance.now();
     const out = wrk(url, script, seconds);
-    const cpuAfter = cpuSeconds(service.pid!);
+    const cpuAfter = cpuSeconds(pid);
     const elapsed = (performance.now() - at) / 1000;
     const rate = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
     const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
@@ -125,7 +105,7 @@ async function measure(name: string, root: string): Promise<void> {
     results.set(name, [...(results.get(name) ?? []), row]);
     console.log(`${name}: ${row.sendsPerSecond.toFixed(0)} sends/s, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms, ${non2xx} non-2xx, ${socketErrors} socket errors, service CPU ${row.serviceCpuPercent?.toFixed(0) ?? '–'}%`);
   } finally {
-    if (service) await stop(service);
+    await service?.stop();
     await rm(dataDir, { recursive: true, force: true });
   }
 }
