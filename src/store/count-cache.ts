@@ -14,8 +14,16 @@ const tenantsKept = 1_000;
 
 /** A kept count: `filter` is the whole filter, tenant and team included. */
 export interface KeptCount {
+  tenant: string;
+  key: string;
   filter: Filter;
   n: number;
+}
+
+/** What changed since the last `changes()`: counts to store (new or moved), counts no longer kept. */
+export interface CountChanges {
+  write: KeptCount[];
+  drop: KeptCount[];
 }
 
 /**
@@ -26,11 +34,17 @@ export interface KeptCount {
  * walk over the team's index entries. Only filters SQL answers exactly are
  * kept, and the document test is the store's own matcher (`query.ts`), the
  * same semantics SQL is translated from.
+ *
+ * The store keeps them durably too (`changes()` is written in the same
+ * transaction as the writes that moved them), so a restart starts from the
+ * counts kept before it, not from a walk per team.
  */
 export class CountCache {
   private readonly byTenant = new Map<string, Map<string, KeptCount>>();
   readonly min: number;
   private readonly perTenant: number;
+  private dirty = new Set<KeptCount>();
+  private dropped: KeptCount[] = [];
 
   constructor(opts: CountCacheOptions = {}) {
     this.min = opts.min ?? 1_000;
@@ -49,14 +63,54 @@ export class CountCache {
   /** Keeps `n` for `filter` when it is large enough to be worth it. */
   keep(tenant: string, key: string, filter: Filter, n: number): void {
     if (n < this.min) return;
-    let counts = this.byTenant.get(tenant);
+    this.dirty.add(this.add({ tenant, key, filter, n }));
+  }
+
+  /** Counts kept before (read back from the store): they are kept again as they were, nothing to write. */
+  load(kept: KeptCount[]): void {
+    for (const c of kept) this.add(c);
+  }
+
+  private add(kept: KeptCount): KeptCount {
+    let counts = this.byTenant.get(kept.tenant);
     if (!counts) {
-      if (this.byTenant.size >= tenantsKept) this.byTenant.delete(this.byTenant.keys().next().value!);
+      if (this.byTenant.size >= tenantsKept) {
+        const [oldest, gone] = this.byTenant.entries().next().value!;
+        this.byTenant.delete(oldest);
+        for (const c of gone.values()) this.drop(c);
+      }
       counts = new Map();
-      this.byTenant.set(tenant, counts);
+      this.byTenant.set(kept.tenant, counts);
     }
-    if (counts.size >= this.perTenant) counts.delete(counts.keys().next().value!);
-    counts.set(key, { filter, n });
+    const replaced = counts.get(kept.key);
+    if (replaced) this.dirty.delete(replaced);
+    else if (counts.size >= this.perTenant) {
+      const [oldest, gone] = counts.entries().next().value!;
+      counts.delete(oldest);
+      this.drop(gone);
+    }
+    counts.delete(kept.key);
+    counts.set(kept.key, kept);
+    return kept;
+  }
+
+  private drop(kept: KeptCount): void {
+    this.dirty.delete(kept);
+    this.dropped.push(kept);
+  }
+
+  /** Whether there are changes to take. */
+  get pending(): boolean {
+    return this.dirty.size > 0 || this.dropped.length > 0;
+  }
+
+  /** The counts to store and to forget since the last call (forget first: a key can be dropped and kept again). */
+  changes(): CountChanges | undefined {
+    if (this.dirty.size === 0 && this.dropped.length === 0) return undefined;
+    const changes = { write: [...this.dirty], drop: this.dropped };
+    this.dirty = new Set();
+    this.dropped = [];
+    return changes;
   }
 
   /** The kept counts `doc` is in: hand them to `moved` once its change is written. */
@@ -72,15 +126,25 @@ export class CountCache {
    * was deleted).
    */
   moved(tenant: string, was: KeptCount[] | undefined, now: Doc | undefined): void {
-    for (const c of was ?? []) c.n--;
+    for (const c of was ?? []) {
+      c.n--;
+      if (this.byTenant.get(tenant)?.get(c.key) === c) this.dirty.add(c);
+    }
     if (!now) return;
     const counts = this.byTenant.get(tenant);
     if (!counts) return;
-    for (const c of counts.values()) if (matches(now, c.filter)) c.n++;
+    for (const c of counts.values()) {
+      if (!matches(now, c.filter)) continue;
+      c.n++;
+      this.dirty.add(c);
+    }
   }
 
+  /** Forgets everything, changes not yet taken included (they were rolled back). */
   clear(): void {
     this.byTenant.clear();
+    this.dirty = new Set();
+    this.dropped = [];
   }
 }
 

@@ -4,7 +4,7 @@ import { AppError } from '../errors.ts';
 import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
-import { after, keyColumn, keyOf, orderBy, quote, sortExpr, where, type Columns, type SqlValue } from './sql-filter.ts';
+import { after, keyColumn, keyOf, orderBy, quote, sortExpr, text, where, type Columns, type SqlValue } from './sql-filter.ts';
 
 /** What a collection needs of the store: its statements and its group-committed writes. */
 export interface Connection {
@@ -14,6 +14,8 @@ export interface Connection {
   exec(sql: string): void;
   /** Runs `work` in this turn's transaction. */
   write<R>(what: string, work: () => R): R;
+  /** Runs `work` once in this turn's transaction just before its COMMIT, however often it is asked for with the same `key`. */
+  beforeCommit(key: object, work: () => void): void;
   /** Settles once everything written so far is committed. */
   committed(): Promise<void>;
   /** Throws service_unavailable once the store is closed. */
@@ -80,13 +82,43 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private insertSql: string;
   private loaded = false;
   private readonly counts: CountCache;
-  private rollbacksSeen = 0;
+  /** The rollbacks the kept counts were read back after (-1: not read yet). */
+  private rollbacksSeen = -1;
 
   constructor(private readonly store: Connection, readonly name: string) {
     this.table = quote(name);
     this.insertSql = this.insertStatement();
     this.counts = new CountCache(store.countCache);
-    this.rollbacksSeen = store.rollbacks;
+  }
+
+  /**
+   * The kept counts, read back from the store the first time and after a
+   * rollback (which took back the writes they had counted, and their stored
+   * counts with them).
+   */
+  private kept(): CountCache {
+    if (this.rollbacksSeen === this.store.rollbacks) return this.counts;
+    this.rollbacksSeen = this.store.rollbacks;
+    this.counts.clear();
+    const rows = this.store.statement('SELECT tenant, key, filter, n FROM relaybox_counts WHERE collection = ? ORDER BY rowid').all([this.name]) as Array<{ tenant: string; key: Uint8Array; filter: string; n: number }>;
+    this.counts.load(rows.map((row) => ({ tenant: row.tenant, key: Buffer.from(row.key).toString(), filter: JSON.parse(row.filter) as Filter, n: row.n })));
+    this.countsChanged(); // what load dropped over the limits
+    return this.counts;
+  }
+
+  /** Stores the counts that changed, in the transaction of the writes that changed them. */
+  private countsChanged(): void {
+    if (this.counts.pending) this.store.beforeCommit(this.counts, () => this.writeCounts());
+  }
+
+  /** A count's key is stored as bytes: it holds NUL separators, which a bound string would end at. */
+  private writeCounts(): void {
+    const changes = this.counts.changes();
+    if (!changes) return;
+    for (const c of changes.drop) this.store.run('DELETE FROM relaybox_counts WHERE collection = ? AND key = ?', [this.name, Buffer.from(c.key)]);
+    for (const c of changes.write) {
+      this.store.run('INSERT INTO relaybox_counts (collection, key, tenant, filter, n) VALUES (?, ?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET n = excluded.n', [this.name, Buffer.from(c.key), c.tenant, JSON.stringify(c.filter), c.n]);
+    }
   }
 
   has(path: string): boolean {
@@ -176,11 +208,12 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private insertRow(doc: T): void {
     const values = this.values(doc);
     try {
-      this.store.run(this.insertSql, [doc.id, doc.tenantId, encode(doc), ...values.map(keyOf)]);
+      this.store.run(this.insertSql, [text(doc.id), text(doc.tenantId), encode(doc), ...values.map(keyOf)]);
     } catch (err) {
       throw this.conflict(err);
     }
-    this.counts.moved(doc.tenantId, undefined, doc);
+    this.kept().moved(doc.tenantId, undefined, doc);
+    this.countsChanged();
     this.noteArrays(values);
   }
 
@@ -195,14 +228,16 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     } catch (err) {
       throw this.conflict(err);
     }
-    this.counts.moved(doc.tenantId, was, doc);
+    this.kept().moved(doc.tenantId, was, doc);
+    this.countsChanged();
     this.noteArrays(values);
   }
 
   private deleteRow(rid: number, doc: T): void {
-    const was = this.counts.holding(doc);
+    const was = this.kept().holding(doc);
     this.store.run(`DELETE FROM ${this.table} WHERE rid = ?`, [rid]);
     this.counts.moved(doc.tenantId, was, undefined);
+    this.countsChanged();
   }
 
   private keys(doc: T): SqlValue[] {
@@ -279,15 +314,15 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     const scoped = scopedFilter(scope, filter);
     const { sql, params, rest } = where(this, scoped);
     if (Object.keys(rest).length > 0) return this.select(scope, filter).length;
-    if (this.store.rollbacks !== this.rollbacksSeen) {
-      this.counts.clear();
-      this.rollbacksSeen = this.store.rollbacks;
-    }
+    const counts = this.kept();
     const key = countKey(sql, params);
-    const kept = this.counts.get(scope.tenantId, key);
+    const kept = counts.get(scope.tenantId, key);
     if (kept !== undefined) return kept;
     const row = this.store.statement(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`).get(params) as { n: number };
-    if (row.n >= this.counts.min) this.counts.keep(scope.tenantId, key, structuredClone(scoped), row.n);
+    if (row.n >= counts.min && storable(scoped)) {
+      counts.keep(scope.tenantId, key, structuredClone(scoped), row.n);
+      this.countsChanged();
+    }
     return row.n;
   }
 
@@ -341,7 +376,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     let stored: T;
     if (current) {
       const before = this.keys(current.doc);
-      const was = this.counts.holding(current.doc);
+      const was = this.kept().holding(current.doc);
       stored = updated(scope, current.doc, update);
       this.store.write(this.name, () => this.replaceRow(current.rid, before, was, stored));
     } else {
@@ -359,7 +394,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     await this.settle(() => {
       for (const { rid, doc } of targets) {
         const before = this.keys(doc);
-        const was = this.counts.holding(doc);
+        const was = this.kept().holding(doc);
         this.replaceRow(rid, before, was, updated(scope, doc, update));
       }
     });
@@ -391,6 +426,15 @@ function valueAt(doc: Record<string, unknown>, path: string[]): unknown {
     value = (value as Record<string, unknown>)[part];
   }
   return value;
+}
+
+/** Whether a filter reads back from JSON as itself (no undefined, Date or RegExp in it), so its count can be stored. */
+function storable(value: unknown): boolean {
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(storable);
+  if (typeof value !== 'object' || Object.getPrototypeOf(value) !== Object.prototype) return false;
+  return Object.values(value).every(storable);
 }
 
 function sameKey(a: SqlValue, b: SqlValue): boolean {

@@ -6,7 +6,7 @@ import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
 import { legacyCollections, readLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
-import { quote, type SqlValue } from './sql-filter.ts';
+import { quote, text, type SqlValue } from './sql-filter.ts';
 import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 
@@ -32,6 +32,8 @@ const checkpointPages = 4_096;
 const openPaths = new Set<string>();
 
 interface Batch {
+  /** Work run just before the COMMIT, once per key. */
+  last: Map<object, () => void>;
   done: Promise<void>;
   resolve(): void;
   reject(err: unknown): void;
@@ -91,6 +93,7 @@ export class EmbeddedStore implements Store, Connection {
       this.db.exec(`PRAGMA wal_autocheckpoint = ${checkpointPages}`);
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
+      this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))');
       this.importLegacy(dataDir);
     } catch (err) {
       this.release();
@@ -180,6 +183,11 @@ export class EmbeddedStore implements Store, Connection {
     return work();
   }
 
+  /** Runs `work` once in this turn's transaction just before its COMMIT, however often it is asked for with the same `key`. */
+  beforeCommit(key: object, work: () => void): void {
+    this.write('store', () => this.batch!.last.set(key, work));
+  }
+
   /** Settles once everything written so far is committed. */
   committed(): Promise<void> {
     return this.batch?.done ?? Promise.resolve();
@@ -192,7 +200,7 @@ export class EmbeddedStore implements Store, Connection {
     const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
     done.catch(() => undefined); // every writer awaits it; this only keeps an unawaited failure from crashing the process
     setImmediate(() => this.flush());
-    return { done, resolve, reject };
+    return { last: new Map(), done, resolve, reject };
   }
 
   /** Group commit: one COMMIT for every write of the turn, then all their callers resolve. */
@@ -202,6 +210,7 @@ export class EmbeddedStore implements Store, Connection {
     this.batch = null;
     try {
       if (!this.db.inTransaction) throw new Error('the transaction was rolled back by SQLite');
+      for (const work of batch.last.values()) work();
       this.db.exec('COMMIT');
     } catch (err) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');
@@ -241,7 +250,7 @@ export class EmbeddedStore implements Store, Connection {
         for (const name of names) {
           createTable(this, name);
           const insert = this.statement(`INSERT OR REPLACE INTO ${quote(name)} (id, tenant, doc) VALUES (?, ?, ?)`);
-          for (const doc of readLegacyCollection(dataDir, name).values()) insert.run([doc.id, doc.tenantId, encode(doc)]);
+          for (const doc of readLegacyCollection(dataDir, name).values()) insert.run([text(doc.id), text(doc.tenantId), encode(doc)]);
         }
         this.statement("INSERT INTO relaybox_meta (key, value) VALUES ('legacy_import', ?)").run([new Date().toISOString()]);
         this.db.exec('COMMIT');

@@ -33,10 +33,20 @@ const nullLiteral = '-9e999';
 export function keyOf(value: unknown): SqlValue {
   if (value === undefined) return null;
   if (value === null) return nullKey;
-  if (typeof value === 'string') return value;
+  if (typeof value === 'string') return text(value);
   if (typeof value === 'number') return Number.isFinite(value) ? value : nullKey; // JSON keeps NaN and Infinity as null
   if (typeof value === 'boolean') return value ? trueKey : falseKey;
   return Array.isArray(value) ? arrayKey : objectKey;
+}
+
+/**
+ * A string as it is bound: this SQLite build ends a bound string at its first
+ * NUL, so NUL and \u0001 are escaped (\u0001\u0001 and \u0001\u0002), which
+ * keeps distinct strings distinct and in the same order. Other strings are
+ * bound as they are.
+ */
+export function text(value: string): string {
+  return /[\u0000\u0001]/.test(value) ? value.replace(/[\u0000\u0001]/g, (c) => (c === '\u0000' ? '\u0001\u0001' : '\u0001\u0002')) : value;
 }
 
 /** A value an equality can look up in a key column. */
@@ -73,13 +83,13 @@ export function where(columns: Columns, filter: Filter): Where {
   for (const [key, cond] of Object.entries(filter)) {
     if (key === 'tenantId' && typeof cond === 'string') {
       terms.push('tenant = ?');
-      params.push(cond);
+      params.push(text(cond));
     } else if (key === 'id' && typeof cond === 'string') {
       terms.push('id = ?');
-      params.push(cond);
+      params.push(text(cond));
     } else if (key === 'id' && idList(cond)) {
       terms.push('id IN (SELECT value FROM json_each(?))');
-      params.push(JSON.stringify(idList(cond)));
+      params.push(JSON.stringify(idList(cond)!.map(text)));
     } else if (!key.startsWith('$') && columns.has(key)) {
       const term = condition(keyColumn(key), columns.multikey(key), cond);
       if (term.sql) {
@@ -167,7 +177,7 @@ function operator(col: string, multikey: boolean, op: string, arg: unknown): Ter
       if (typeof arg === 'string') sql = op.startsWith('$g') ? `${col} ${sign} ? AND ${col} < X''` : `${col} ${sign} ? AND ${col} >= ''`;
       else if (typeof arg === 'number' && Number.isFinite(arg)) sql = op.startsWith('$g') ? `${col} ${sign} ? AND ${col} < ''` : `${col} ${sign} ? AND ${col} > ${nullLiteral}`;
       else return none;
-      return { sql: orArray(col, `(${sql})`, multikey), params: [arg], exact: !multikey };
+      return { sql: orArray(col, `(${sql})`, multikey), params: [keyOf(arg)], exact: !multikey };
     }
     default:
       return none;

@@ -5,7 +5,9 @@ import { EmbeddedStore } from '../../src/store/embedded-store.ts';
  * Writes to an embedded store in DATA_DIR as fast as it can until killed:
  * inserts, updates of earlier documents and deletes, several per turn of the
  * event loop. Prints `ack <op> <id> <n>` once each write has resolved, so the
- * parent knows exactly what the store acknowledged before the kill.
+ * parent knows exactly what the store acknowledged before the kill. It counts
+ * the items now and then, so the counts the store keeps (and stores with the
+ * writes that move them) are in play at the kill too.
  */
 interface Item extends Doc {
   n: number;
@@ -37,5 +39,6 @@ for (;;) {
     }
   }
   await Promise.all(writes);
+  if (next % 1_000 < 20) await Promise.all([items.count(scope, {}), items.count(scope, { status: 'done' }), items.count(scope, { status: 'new' })]);
   flush();
 }

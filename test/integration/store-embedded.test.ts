@@ -177,7 +177,54 @@ test('a process killed with SIGKILL mid-write loses no acknowledged write', asyn
     checked++;
   }
   assert.ok(checked >= 3_000);
-  assert.equal(await things.count({ tenantId: 'org_kill' }, { status: 'done' }), items.filter(([, d]) => d.status === 'done').length, 'the status index agrees with the documents');
+  const kept = store.statement("SELECT count(*) AS n FROM relaybox_counts WHERE collection = 'items'").get() as { n: number };
+  assert.ok(kept.n >= 2, `the writer's counts were kept in the store (${kept.n})`);
+  assert.equal(await things.count({ tenantId: 'org_kill' }, { status: 'done' }), items.filter(([, d]) => d.status === 'done').length, 'the status index and the kept count agree with the documents');
+  assert.equal(await things.count({ tenantId: 'org_kill' }, { status: 'new' }), items.filter(([, d]) => d.status === 'new').length);
+  assert.equal(await things.count({ tenantId: 'org_kill' }, {}), items.length);
+});
+
+test('strings holding NUL or \\u0001 stay distinct in ids, key columns and ranges, and keep their order', async (t) => {
+  const dir = await tempDir(t);
+  const store = new EmbeddedStore(dir);
+  t.after(() => store.close());
+  const things = store.collection<Thing>('nul', [{ keys: { tenantId: 1, status: 1 }, unique: true }]);
+  const values = ['a', 'a\u0000', 'a\u0000b', 'a\u0001', 'a\u0001\u0001', 'ab'];
+  for (const [i, v] of values.entries()) await things.insertOne(scope, { id: `x${v}`, tenantId: '', n: i, status: v });
+  for (const [i, v] of values.entries()) {
+    assert.deepEqual((await things.find(scope, { status: v })).map((d) => d.n), [i], `status ${JSON.stringify(v)}`);
+    assert.equal((await things.findOne(scope, { id: `x${v}` }))?.n, i, `id ${JSON.stringify(v)}`);
+  }
+  assert.deepEqual((await things.find(scope, { status: { $in: ['a\u0000', 'a\u0001'] } })).map((d) => d.n).sort(), [1, 3]);
+  assert.deepEqual((await things.find(scope, { id: { $in: ['xa\u0000b', 'xa'] } })).map((d) => d.n).sort(), [0, 2]);
+  assert.deepEqual((await things.find(scope, { status: { $gt: 'a\u0000' } }, { sort: { status: 1 } })).map((d) => d.status), values.slice(2));
+  assert.deepEqual((await things.find(scope, {}, { sort: { status: -1 } })).map((d) => d.status), [...values].reverse());
+  await assert.rejects(things.insertOne(scope, { id: 'y', tenantId: '', n: 9, status: 'a\u0000b' }), /already exists/);
+});
+
+test('a kept count is stored with the writes that move it and read back after a restart, not counted again', async (t) => {
+  const dir = await tempDir(t);
+  let store = new EmbeddedStore(dir, { countCache: { min: 10 } });
+  let things = store.collection<Thing>('kept', [{ keys: { tenantId: 1, status: 1 } }]);
+  const scope = { tenantId: 'org_k' };
+  await things.insertMany(scope, Array.from({ length: 50 }, (_, i) => ({ id: `k${i}`, tenantId: '', n: i, status: i % 2 ? 'odd' : 'even' })));
+  assert.equal(await things.count(scope, { status: 'odd' }), 25);
+  assert.equal(await things.count(scope, { status: 'even' }), 25);
+  assert.equal(await things.count({ tenantId: 'org_small' }, {}), 0, 'a count below the minimum is not kept');
+  await things.insertOne(scope, { id: 'k50', tenantId: '', n: 50, status: 'odd' });
+  await things.updateOne(scope, { id: 'k0' }, { $set: { status: 'odd' } });
+  await things.deleteOne(scope, { id: 'k2' });
+  await store.close();
+
+  store = new EmbeddedStore(dir, { countCache: { min: 10 } });
+  t.after(() => store.close());
+  const stored = store.statement("SELECT filter, n FROM relaybox_counts WHERE collection = 'kept' ORDER BY n").all() as Array<{ filter: string; n: number }>;
+  assert.deepEqual(stored.map((r) => [JSON.parse(r.filter).status, r.n]), [['even', 23], ['odd', 27]]);
+  // Proof that the restart reads the stored count instead of counting: a count changed behind the store's back is what it answers.
+  store.statement("UPDATE relaybox_counts SET n = n + 1000 WHERE collection = 'kept' AND filter LIKE '%even%'").run();
+  things = store.collection<Thing>('kept', [{ keys: { tenantId: 1, status: 1 } }]);
+  assert.equal(await things.count(scope, { status: 'even' }), 1_023);
+  assert.equal(await things.count(scope, { status: 'odd' }), 27);
 });
 
 test('a DATA_DIR of the previous store is imported on first start, with its indexes, and its files are moved aside', async (t) => {
