@@ -25,8 +25,15 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
+/**
+ * The Node flags `npm start` and the Procfile run the service with: one V8
+ * background thread, so that on a machine with 2 cores V8's helpers (GC,
+ * compilation) do not take the event loop's core from it.
+ */
+export const serviceNodeFlags = ['--v8-pool-size=1'];
+
 function tsx(file: string, args: string[], env: Record<string, string>, nodeFlags: string[] = [], cwd?: string): ChildProcess {
-  return track(spawn(process.execPath, [...nodeFlags, '--import', 'tsx', file, ...args], {
+  return track(spawn(process.execPath, [...serviceNodeFlags, ...nodeFlags, '--import', 'tsx', file, ...args], {
     cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
