@@ -28,6 +28,17 @@ export interface Connection {
 
 /** Rows rewritten per statement batch when a new index's key column is filled in. */
 const backfillRows = 1_000;
+/** Documents kept per collection for lookups by id (the most recently used), and their stored bytes at most. */
+const cachedDocs = 1_000;
+const cachedBytes = 1 << 20;
+/** A document larger than this is not kept. */
+const cachedDocMax = 8 << 10;
+
+/** A document as stored, kept for lookups by id. */
+interface Cached {
+  rid: number;
+  stored: Uint8Array | string;
+}
 
 export function createTable(store: Connection, name: string): void {
   const table = quote(name);
@@ -84,6 +95,16 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private readonly counts: CountCache;
   /** The rollbacks the kept counts were read back after (-1: not read yet). */
   private rollbacksSeen = -1;
+  /**
+   * Documents recently read or rewritten, by id, as stored: a lookup by id of
+   * one of them (a conversation touched per send, a message whose status
+   * changes) skips SQLite. Exact because this process is the file's only
+   * writer and every write here updates or drops its entry; emptied when a
+   * commit is rolled back.
+   */
+  private readonly docs = new Map<string, Cached>();
+  private docBytes = 0;
+  private docsRollbacks = 0;
 
   constructor(private readonly store: Connection, readonly name: string) {
     this.table = quote(name);
@@ -212,6 +233,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     } catch (err) {
       throw this.conflict(err);
     }
+    this.forget(doc.id);
     this.kept().moved(doc.tenantId, undefined, doc);
     this.countsChanged();
     this.noteArrays(values);
@@ -223,11 +245,14 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     const keys = values.map(keyOf);
     const changed = keys.map((_, i) => i).filter((i) => !sameKey(before[i]!, keys[i]!));
     const sql = `UPDATE ${this.table} SET doc = ?${changed.map((i) => `, ${keyColumn(this.fields[i]!)} = ?`).join('')} WHERE rid = ?`;
+    const stored = encode(doc);
     try {
-      this.store.run(sql, [encode(doc), ...changed.map((i) => keys[i]!), rid]);
+      this.store.run(sql, [stored, ...changed.map((i) => keys[i]!), rid]);
     } catch (err) {
+      this.forget(doc.id);
       throw this.conflict(err);
     }
+    this.remember(doc.id, rid, stored);
     this.kept().moved(doc.tenantId, was, doc);
     this.countsChanged();
     this.noteArrays(values);
@@ -235,6 +260,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
 
   private deleteRow(rid: number, doc: T): void {
     const was = this.kept().holding(doc);
+    this.forget(doc.id);
     this.store.run(`DELETE FROM ${this.table} WHERE rid = ?`, [rid]);
     this.counts.moved(doc.tenantId, was, undefined);
     this.countsChanged();
@@ -244,9 +270,49 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     return this.values(doc).map(keyOf);
   }
 
+  private cache(): Map<string, Cached> {
+    if (this.docsRollbacks !== this.store.rollbacks) {
+      this.docsRollbacks = this.store.rollbacks;
+      this.docs.clear();
+      this.docBytes = 0;
+    }
+    return this.docs;
+  }
+
+  private remember(id: string, rid: number, stored: Uint8Array | string): void {
+    const docs = this.cache();
+    this.forget(id);
+    if (stored.length > cachedDocMax) return;
+    docs.set(id, { rid, stored });
+    this.docBytes += stored.length;
+    while (docs.size > cachedDocs || this.docBytes > cachedBytes) this.forget(docs.keys().next().value!);
+  }
+
+  private forget(id: string): void {
+    const gone = this.docs.get(id);
+    if (!gone) return;
+    this.docs.delete(id);
+    this.docBytes -= gone.stored.length;
+  }
+
+  /** A lookup by id alone of a kept document: answered from memory, scope checked as the SQL would. */
+  private byId(scope: Scope, filter: Filter, opts: FindOptions): Array<{ rid: number; doc: T }> | undefined {
+    const id = filter.id;
+    if (typeof id !== 'string' || opts.skip || Object.keys(filter).length !== 1) return undefined;
+    const hit = this.cache().get(id);
+    if (!hit) return undefined;
+    this.docs.delete(id);
+    this.docs.set(id, hit);
+    const doc = decode<T>(hit.stored);
+    const inScope = doc.tenantId === scope.tenantId && (scope.teamId === undefined || doc.teamId === scope.teamId);
+    return inScope ? [{ rid: hit.rid, doc }] : [];
+  }
+
   /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. */
   private select(scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
     this.store.assertOpen(this.name);
+    const kept = this.byId(scope, filter, opts);
+    if (kept) return kept;
     const { sql, params, rest } = where(this, scopedFilter(scope, filter));
     const exact = Object.keys(rest).length === 0;
     const skip = opts.skip ?? 0;
@@ -270,6 +336,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
           continue;
         }
         out.push({ rid: row.rid, doc });
+        if (typeof filter.id === 'string') this.remember(filter.id, row.rid, row.doc);
         if (limit !== undefined && out.length >= limit) break;
       }
     } finally {

@@ -202,6 +202,34 @@ test('strings holding NUL or \\u0001 stay distinct in ids, key columns and range
   await assert.rejects(things.insertOne(scope, { id: 'y', tenantId: '', n: 9, status: 'a\u0000b' }), /already exists/);
 });
 
+test('a document looked up by id is answered from memory until a write changes it, in its scope only; a rolled back commit takes back what memory held', async (t) => {
+  const dir = await tempDir(t);
+  const store = new EmbeddedStore(dir, { countCache: { min: 1 } });
+  t.after(() => store.close());
+  const things = store.collection<Thing>('cached', [{ keys: { tenantId: 1, status: 1 } }]);
+  await things.insertOne(scope, { id: 'a', tenantId: '', n: 1, status: 'x' });
+  await things.insertOne({ tenantId: 'org_other', teamId: 'team_o' }, { id: 'b', tenantId: '', n: 2, status: 'x' });
+  for (let i = 0; i < 2; i++) {
+    assert.equal((await things.findOne(scope, { id: 'a' }))?.status, 'x');
+    assert.equal(await things.findOne({ tenantId: 'org_other' }, { id: 'a' }), null, 'another tenant does not find it');
+    assert.equal((await things.findOne({ tenantId: 'org_other' }, { id: 'b' }))?.n, 2);
+    assert.equal(await things.findOne({ tenantId: 'org_other', teamId: 'team_p' }, { id: 'b' }), null, 'nor another team');
+  }
+  await things.updateMany(scope, { status: 'x' }, { $set: { status: 'y' } });
+  assert.equal((await things.findOne(scope, { id: 'a' }))?.status, 'y', 'a write by another filter is seen');
+  assert.equal(await things.count(scope, { status: 'y' }), 1);
+  const lost = things.updateOne(scope, { id: 'a' }, { $set: { status: 'z' } });
+  store.exec('ROLLBACK'); // the transaction of this turn ends without its commit, as when SQLite rolls one back
+  await assert.rejects(lost, /could not commit/);
+  assert.equal((await things.findOne(scope, { id: 'a' }))?.status, 'y', 'the rolled back write is gone from memory too');
+  assert.equal(await things.count(scope, { status: 'y' }), 1);
+  assert.equal(await things.count(scope, { status: 'z' }), 0);
+  assert.equal(await things.deleteOne(scope, { id: 'a' }), true);
+  assert.equal(await things.findOne(scope, { id: 'a' }), null);
+  await things.insertOne(scope, { id: 'a', tenantId: '', n: 3, status: 'w' });
+  assert.equal((await things.findOne(scope, { id: 'a' }))?.n, 3);
+});
+
 test('a kept count is stored with the writes that move it and read back after a restart, not counted again', async (t) => {
   const dir = await tempDir(t);
   let store = new EmbeddedStore(dir, { countCache: { min: 10 } });
