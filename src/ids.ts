@@ -35,8 +35,17 @@ export function newOrderedId(prefix: string): string {
   return `${prefix}_${time}${newId('').slice(1, 1 + 22 - idTimeChars)}`;
 }
 
+/** The last millisecond formatted: a busy process asks for the time many times per millisecond. */
+let lastMs = Number.NaN;
+let lastIso = '';
+
 export function nowIso(): string {
-  return new Date().toISOString();
+  const ms = Date.now();
+  if (ms !== lastMs) {
+    lastMs = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
 }
 
 const idSuffix = /^[A-Za-z0-9_-]{22}$/;

@@ -46,8 +46,14 @@ export class StoreEventStream implements EventStream {
   /** Keeps about the newest `keep` events; older ones have been read by every consumer or never will be. */
   private trimming: Promise<void> | undefined;
 
-  /** The newest events appended by this process, by sequence: the consumers read them from here rather than from the store (each group reads every event). */
-  private readonly recent = new Map<number, DomainEvent>();
+  /**
+   * The newest events appended by this process, in a ring indexed by
+   * sequence (slot `seq % recentEvents`, which holds `recentSeqs[slot]`): the
+   * consumers read them from here rather than from the store (each group
+   * reads every event).
+   */
+  private readonly recent: Array<DomainEvent | undefined> = new Array(recentEvents);
+  private readonly recentSeqs = new Float64Array(recentEvents).fill(-1);
   /** Each group's acknowledged sequence as stored (one process reads and acknowledges on the embedded default). */
   private readonly cursorOf = new Map<string, number>();
 
@@ -145,7 +151,8 @@ export class StoreEventStream implements EventStream {
     const kept: ReadEvent[] = [];
     for (let i = this.firstAfter(cursor); i < this.seqs.length && ids.length < count && this.seqs[i]! < before; i++) {
       ids.push(this.ids[i]!);
-      const event = this.recent.get(this.seqs[i]!);
+      const seq = this.seqs[i]!;
+      const event = this.recentSeqs[seq % recentEvents] === seq ? this.recent[seq % recentEvents] : undefined;
       if (event) kept.push({ position: String(this.seqs[i]), event });
     }
     if (ids.length === 0) return [];
@@ -177,8 +184,8 @@ export class StoreEventStream implements EventStream {
   /** Adds stored events in order; appends finish in order on the embedded store, so this is nearly always a push. */
   private remember(docs: EventDoc[]): void {
     for (const doc of docs) {
-      this.recent.set(doc.seq, doc.event);
-      if (this.recent.size > recentEvents) this.recent.delete(this.recent.keys().next().value!);
+      this.recent[doc.seq % recentEvents] = doc.event;
+      this.recentSeqs[doc.seq % recentEvents] = doc.seq;
       if (this.seqs.length === this.head || doc.seq > this.seqs[this.seqs.length - 1]!) {
         this.seqs.push(doc.seq);
         this.ids.push(doc.id);
