@@ -93,7 +93,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private insertSql: string;
   private loaded = false;
   private readonly counts: CountCache;
-  /** The rollbacks the kept counts were read back after (-1: not read yet). */
+  /** The store's rollbacks when what this collection holds in memory was last made current (-1: not yet). */
   private rollbacksSeen = -1;
   /**
    * Documents recently read or rewritten, by id, as stored: a lookup by id of
@@ -104,7 +104,6 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
    */
   private readonly docs = new Map<string, Cached>();
   private docBytes = 0;
-  private docsRollbacks = 0;
 
   constructor(private readonly store: Connection, readonly name: string) {
     this.table = quote(name);
@@ -112,19 +111,27 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     this.counts = new CountCache(store.countCache);
   }
 
-  /**
-   * The kept counts, read back from the store the first time and after a
-   * rollback (which took back the writes they had counted, and their stored
-   * counts with them).
-   */
+  /** The kept counts, current (see `current`). */
   private kept(): CountCache {
-    if (this.rollbacksSeen === this.store.rollbacks) return this.counts;
+    this.current();
+    return this.counts;
+  }
+
+  /**
+   * What this collection holds in memory, made current the first time and
+   * after a rollback (which took back writes that memory had seen): the kept
+   * documents are dropped, the kept counts read back from the store (whose
+   * stored counts rolled back with the writes).
+   */
+  private current(): void {
+    if (this.rollbacksSeen === this.store.rollbacks) return;
     this.rollbacksSeen = this.store.rollbacks;
+    this.docs.clear();
+    this.docBytes = 0;
     this.counts.clear();
     const rows = this.store.statement('SELECT tenant, key, filter, n FROM relaybox_counts WHERE collection = ? ORDER BY rowid').all([this.name]) as Array<{ tenant: string; key: Uint8Array; filter: string; n: number }>;
     this.counts.load(rows.map((row) => ({ tenant: row.tenant, key: Buffer.from(row.key).toString(), filter: JSON.parse(row.filter) as Filter, n: row.n })));
     this.countsChanged(); // what load dropped over the limits
-    return this.counts;
   }
 
   /** Stores the counts that changed, in the transaction of the writes that changed them. */
@@ -270,22 +277,13 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     return this.values(doc).map(keyOf);
   }
 
-  private cache(): Map<string, Cached> {
-    if (this.docsRollbacks !== this.store.rollbacks) {
-      this.docsRollbacks = this.store.rollbacks;
-      this.docs.clear();
-      this.docBytes = 0;
-    }
-    return this.docs;
-  }
-
   private remember(id: string, rid: number, stored: Uint8Array | string): void {
-    const docs = this.cache();
+    this.current();
     this.forget(id);
     if (stored.length > cachedDocMax) return;
-    docs.set(id, { rid, stored });
+    this.docs.set(id, { rid, stored });
     this.docBytes += stored.length;
-    while (docs.size > cachedDocs || this.docBytes > cachedBytes) this.forget(docs.keys().next().value!);
+    while (this.docs.size > cachedDocs || this.docBytes > cachedBytes) this.forget(this.docs.keys().next().value!);
   }
 
   private forget(id: string): void {
@@ -299,7 +297,8 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private byId(scope: Scope, filter: Filter, opts: FindOptions): Array<{ rid: number; doc: T }> | undefined {
     const id = filter.id;
     if (typeof id !== 'string' || opts.skip || Object.keys(filter).length !== 1) return undefined;
-    const hit = this.cache().get(id);
+    this.current();
+    const hit = this.docs.get(id);
     if (!hit) return undefined;
     this.docs.delete(id);
     this.docs.set(id, hit);
