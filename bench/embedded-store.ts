@@ -28,7 +28,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { messagingCollections, type MessageDoc } from '../src/messages/message-store.ts';
 import type { Store } from '../src/store/collection.ts';
-import { serviceNodeFlags } from './send-path-processes.ts';
+import { serviceNodeFlags } from './service-node-flags.ts';
 
 const messages = Number(process.env.BENCH_MESSAGES || 1_000_000);
 const orgs = Number(process.env.BENCH_ORGS || 100);

@@ -10,6 +10,8 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { sleep } from '../src/runtime/actor-host.ts';
+import { request } from '../test/support/test-app.ts';
+import { serviceNodeFlags } from './service-node-flags.ts';
 
 const children = new Set<ChildProcess>();
 const startTimeoutMs = 30_000;
@@ -24,13 +26,6 @@ function track(child: ChildProcess): ChildProcess {
   child.once('exit', () => children.delete(child));
   return child;
 }
-
-/**
- * The Node flags `npm start` and the Procfile run the service with: one V8
- * background thread, so that on a machine with 2 cores V8's helpers (GC,
- * compilation) do not take the event loop's core from it.
- */
-export const serviceNodeFlags = ['--v8-pool-size=1'];
 
 function tsx(file: string, args: string[], env: Record<string, string>, nodeFlags: string[] = [], cwd?: string): ChildProcess {
   return track(spawn(process.execPath, [...serviceNodeFlags, ...nodeFlags, '--import', 'tsx', file, ...args], {
@@ -69,20 +64,16 @@ function parseJsonLine(line: string): Record<string, unknown> | undefined {
   }
 }
 
-async function post(base: string, path: string, body: unknown, token?: string): Promise<any> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
-  const text = await res.text();
-  if (res.status !== 201) throw new Error(`POST ${path} answered ${res.status}: ${text.slice(0, 300)}`);
-  return JSON.parse(text);
-}
-
 /** A fresh organization and a member API key of it. */
 export async function apiKeyFor(base: string): Promise<string> {
   const suffix = randomUUID().slice(0, 8);
-  const signup = await post(base, '/api/v1/auth/signup', { organizationName: `Bench ${suffix}`, email: `bench-${suffix}@example.com`, password: 'correct horse battery' });
-  const key = await post(base, '/api/v1/api-keys', { name: 'bench', role: 'member' }, signup.accessToken as string);
+  const created = async (path: string, body: unknown, token?: string): Promise<Record<string, unknown>> => {
+    const res = await request(base, 'POST', path, { body, token });
+    if (res.status !== 201) throw new Error(`POST ${path} answered ${res.status}: ${res.text.slice(0, 300)}`);
+    return res.body as Record<string, unknown>;
+  };
+  const signup = await created('/api/v1/auth/signup', { organizationName: `Bench ${suffix}`, email: `bench-${suffix}@example.com`, password: 'correct horse battery' });
+  const key = await created('/api/v1/api-keys', { name: 'bench', role: 'member' }, signup.accessToken as string);
   return key.key as string;
 }
 
