@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
-import { legacyCollections, readLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
+import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, text, type SqlValue } from './sql-filter.ts';
 import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
@@ -249,8 +249,10 @@ export class EmbeddedStore implements Store, Connection {
       try {
         for (const name of names) {
           createTable(this, name);
-          const insert = this.statement(`INSERT OR REPLACE INTO ${quote(name)} (id, tenant, doc) VALUES (?, ?, ?)`);
-          for (const doc of readLegacyCollection(dataDir, name).values()) insert.run([text(doc.id), text(doc.tenantId), encode(doc)]);
+          // Each change straight into SQLite, in the old store's order: its files are never held in memory whole.
+          const put = this.statement(`INSERT INTO ${quote(name)} (id, tenant, doc) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, doc = excluded.doc`);
+          const del = this.statement(`DELETE FROM ${quote(name)} WHERE id = ?`);
+          replayLegacyCollection(dataDir, name, (change) => (change.op === 'put' ? put.run([text(change.doc.id), text(change.doc.tenantId), encode(change.doc)]) : del.run([text(change.id)])));
         }
         this.statement("INSERT INTO relaybox_meta (key, value) VALUES ('legacy_import', ?)").run([new Date().toISOString()]);
         this.db.exec('COMMIT');

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Doc } from './collection.ts';
 
@@ -8,14 +8,19 @@ import type { Doc } from './collection.ts';
  * `<name>.log` and, after an interrupted compaction, `<name>.log.next` (one
  * change per line: `{"op":"put","doc":...}` or `{"op":"del","id":...}`).
  * Replayed in that order, the last change of an id wins; a torn line (a crash
- * mid-write) is skipped.
+ * mid-write) is skipped. The files are read a piece at a time: the old store
+ * wrote logs past V8's longest string (512 MiB, about 900,000 messages), which
+ * it could then not read back itself.
  */
 const suffixes = ['.snapshot', '.log', '.log.next'] as const;
 
 /** Where the imported files are moved, so they are never imported twice and can still be read by hand. */
 export const retiredDir = 'pre-sqlite';
 
-type Change = { op: 'put'; doc: Doc } | { op: 'del'; id: string };
+export type Change = { op: 'put'; doc: Doc } | { op: 'del'; id: string };
+
+/** Bytes read at a time. */
+const readBytes = 8 << 20;
 
 /** Collections that have files of the old store in `dataDir`. */
 export function legacyCollections(dataDir: string): string[] {
@@ -27,17 +32,12 @@ export function legacyCollections(dataDir: string): string[] {
   return [...names].sort();
 }
 
-/** The documents of one collection as the old store would have loaded them. */
-export function readLegacyCollection(dataDir: string, name: string): Map<string, Doc> {
-  const docs = new Map<string, Doc>();
-  const apply = (change: Change): void => {
-    if (change.op === 'put') docs.set(change.doc.id, change.doc);
-    else docs.delete(change.id);
-  };
+/** Calls `apply` with each change of one collection's files, in the order the old store replayed them. */
+export function replayLegacyCollection(dataDir: string, name: string, apply: (change: Change) => void): void {
   for (const [suffix, asChange] of [['.snapshot', false], ['.log', true], ['.log.next', true]] as const) {
     const path = join(dataDir, name + suffix);
     if (!existsSync(path)) continue;
-    for (const line of readFileSync(path, 'utf8').split('\n')) {
+    for (const line of fileLines(path)) {
       if (!line) continue;
       let parsed: unknown;
       try {
@@ -45,10 +45,37 @@ export function readLegacyCollection(dataDir: string, name: string): Map<string,
       } catch {
         continue; // a torn line from a crash mid-write: everything before it stands
       }
-      apply(asChange ? (parsed as Change) : { op: 'put', doc: parsed as Doc });
+      const change = asChange ? (parsed as Change) : ({ op: 'put', doc: parsed } as Change);
+      if (change?.op === 'put' ? typeof change.doc?.id === 'string' : change?.op === 'del' && typeof change.id === 'string') apply(change);
     }
   }
-  return docs;
+}
+
+/** The lines of a file (the last one without its newline too), read `chunk` bytes at a time; a longer line is gathered across reads. */
+export function* fileLines(path: string, chunk = readBytes): Generator<string> {
+  const fd = openSync(path, 'r');
+  try {
+    let buf = Buffer.allocUnsafe(chunk);
+    let held = 0; // the start of a line whose end is not read yet, at the front of buf
+    for (;;) {
+      if (held === buf.length) buf = Buffer.concat([buf], buf.length * 2);
+      const read = readSync(fd, buf, held, buf.length - held, null);
+      if (read === 0) {
+        if (held > 0) yield buf.toString('utf8', 0, held);
+        return;
+      }
+      const filled = buf.subarray(0, held + read);
+      let start = 0;
+      for (let nl = filled.indexOf(10, held); nl !== -1; nl = filled.indexOf(10, start)) {
+        yield filled.toString('utf8', start, nl);
+        start = nl + 1;
+      }
+      filled.copy(buf, 0, start);
+      held = filled.length - start;
+    }
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Moves the old files of `names` (and a leftover `.snapshot.tmp`) into `retiredDir`. */
