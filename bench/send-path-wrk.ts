@@ -11,22 +11,29 @@
  *   npm run bench:send:wrk
  *   BENCH_BASELINE=/path/to/an/earlier/checkout npm run bench:send:wrk
  *
+ * BENCH_STORED (0) messages are stored before the service starts: 100
+ * organizations' history, written once per target by that checkout's own
+ * store (as `npm run bench:store` fills it) and copied into each round's
+ * DATA_DIR, so each round starts from the same stored data.
+ *
  * BENCH_CONNECTIONS (64), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (3),
  * BENCH_ROUNDS (3). Needs `wrk` on the PATH (Debian: apt-get install wrk).
  * The service's CPU time per accepted send is printed too: on a machine
  * shared with other work it moves less than the rate does.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { apiKeyFor, cpuSeconds, startService, type Running } from './send-path-processes.ts';
+import { serviceNodeFlags } from './service-node-flags.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS || 64);
 const seconds = Number(process.env.BENCH_SECONDS || 10);
 const warmupSeconds = Number(process.env.BENCH_WARMUP_SECONDS || 3);
 const rounds = Number(process.env.BENCH_ROUNDS || 3);
 const baseline = process.env.BENCH_BASELINE ? resolve(process.env.BENCH_BASELINE) : undefined;
+const stored = Number(process.env.BENCH_STORED || 0);
 const here = resolve(import.meta.dirname, '..');
 
 interface Measured {
@@ -41,6 +48,8 @@ interface Measured {
 }
 
 const results = new Map<string, Measured[]>();
+/** Targets that could not be measured (a service that did not start on the stored data, say), with why; their later rounds are skipped. */
+const failures = new Map<string, string>();
 
 function wrk(url: string, script: string, duration: number): string {
   const run = spawnSync('wrk', ['-t', '1', '-c', String(connections), '-d', `${duration}s`, '--latency', '-s', script, url], { encoding: 'utf8', timeout: (duration + 30) * 1000 });
@@ -57,10 +66,25 @@ function percentile(out: string, p: string): number {
   return m[2] === 'us' ? value / 1000 : m[2] === 's' ? value * 1000 : value;
 }
 
+/** Per checkout, a DATA_DIR holding BENCH_STORED messages written by its own store, copied into each of its rounds. */
+const filled = new Map<string, string>();
+
+async function storedData(root: string): Promise<string> {
+  let dir = filled.get(root);
+  if (dir) return dir;
+  dir = await mkdtemp(join(tmpdir(), 'relaybox-wrk-stored-'));
+  filled.set(root, dir);
+  const fill = spawn(process.execPath, [...serviceNodeFlags, '--import', 'tsx', 'bench/embedded-store.ts', 'fill', dir, String(stored), root === here ? '' : root], { cwd: here, stdio: ['ignore', 'ignore', 'inherit'] });
+  const code = await new Promise<number | null>((done) => fill.once('exit', done));
+  if (code !== 0) throw new Error(`storing ${stored} messages for ${root} exited with ${code}`);
+  return dir;
+}
+
 async function measure(name: string, root: string): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-wrk-'));
   let service: Running | undefined;
   try {
+    if (stored > 0) await cp(await storedData(root), dataDir, { recursive: true });
     service = await startService('all', {
       NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: dataDir, REDIS_URL: '', MONGODB_URL: '',
       // The limiter runs but never refuses: the bench measures the send path, not the limit.
@@ -104,6 +128,9 @@ async function measure(name: string, root: string): Promise<void> {
     };
     results.set(name, [...(results.get(name) ?? []), row]);
     console.log(`${name}: ${row.sendsPerSecond.toFixed(0)} sends/s, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms, ${non2xx} non-2xx, ${socketErrors} socket errors, service CPU ${row.serviceCpuPercent?.toFixed(0) ?? '–'}%`);
+  } catch (err) {
+    failures.set(name, (err as Error).message);
+    console.log(`${name}: not measured: ${(err as Error).message}`);
   } finally {
     await service?.stop();
     await rm(dataDir, { recursive: true, force: true });
@@ -127,13 +154,16 @@ async function main(): Promise<void> {
   if (baseline) targets.push([`baseline ${base}`, baseline]);
   for (let r = 0; r < rounds; r++) {
     // Alternate which goes first, so neither always meets the warmer machine.
-    for (const [name, root] of r % 2 ? [...targets].reverse() : targets) await measure(name, root);
+    for (const [name, root] of r % 2 ? [...targets].reverse() : targets) if (!failures.has(name)) await measure(name, root);
   }
-  console.log(`\nPOST /api/v1/messages on the embedded default with wrk: ${connections} connections, ${seconds} s after ${warmupSeconds} s warm-up, ${rounds} rounds alternating\n`);
+  for (const dir of filled.values()) await rm(dir, { recursive: true, force: true });
+  console.log(`\nPOST /api/v1/messages on the embedded default with wrk: ${connections} connections, ${seconds} s after ${warmupSeconds} s warm-up, ${rounds} rounds alternating, ${stored.toLocaleString('en')} messages stored before each round\n`);
   console.log('| target | accepted sends/s (each round) | median | p50 ms (median) | p99 ms (median) | service CPU % (median) | service CPU µs per send (median) | non-2xx |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [name] of targets) {
     const rows = results.get(name) ?? [];
+    const failed = failures.get(name);
+    if (failed) console.log(`| ${name} | not measured: ${failed} | | | | | | |`);
     if (rows.length === 0) continue;
     console.log(`| ${name} | ${rows.map((m) => m.sendsPerSecond.toFixed(0)).join(', ')} | ${median(rows.map((m) => m.sendsPerSecond)).toFixed(0)} | ${median(rows.map((m) => m.p50Ms)).toFixed(1)} | ${median(rows.map((m) => m.p99Ms)).toFixed(1)} | ${median(rows.map((m) => m.serviceCpuPercent ?? NaN)).toFixed(0)} | ${median(rows.map((m) => ((m.serviceCpuPercent ?? NaN) * 10_000) / m.sendsPerSecond)).toFixed(0)} | ${rows.reduce((s, m) => s + m.non2xx, 0)} |`);
   }
