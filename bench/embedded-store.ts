@@ -21,14 +21,14 @@
  * write phase, BENCH_READS (300) the number of each read. BENCH_DATA_DIR keeps
  * this version's filled directory there (and reuses it when it is filled).
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { messagingCollections, type MessageDoc } from '../src/messages/message-store.ts';
 import type { Store } from '../src/store/collection.ts';
-import { serviceNodeFlags } from './service-node-flags.ts';
+import { storePhase } from './store-phase.ts';
 
 const messages = Number(process.env.BENCH_MESSAGES || 1_000_000);
 const orgs = Number(process.env.BENCH_ORGS || 100);
@@ -176,16 +176,6 @@ async function serve(dir: string, count: number, from: string | undefined): Prom
   return result;
 }
 
-/** Runs one phase in a fresh process, so its RSS and start are its own, with the Node flags the service runs with. */
-function child<R>(phase: 'fill' | 'serve', dir: string, count: number, from: string | undefined): Promise<R> {
-  return new Promise((resolveResult, reject) => {
-    const proc = spawn(process.execPath, [...serviceNodeFlags, '--import', 'tsx', 'bench/embedded-store.ts', phase, dir, String(count), from ?? ''], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    proc.once('exit', (code) => (code === 0 ? resolveResult(JSON.parse(out) as R) : reject(new Error(`${phase} exited with ${code}`))));
-  });
-}
-
 function sizeMiB(dir: string): number {
   let bytes = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
@@ -197,11 +187,11 @@ async function measure(name: string, count: number, from: string | undefined): P
   const dir = kept ?? (await mkdtemp(join(tmpdir(), 'relaybox-store-bench-')));
   try {
     const reuse = kept !== undefined && existsSync(join(kept, 'store.sqlite'));
-    const filled = reuse ? { seconds: NaN, rssMiB: NaN, firstReadP50: NaN, firstReadP99: NaN } : await child<Fill>('fill', dir, count, from);
+    const filled = reuse ? { seconds: NaN, rssMiB: NaN, firstReadP50: NaN, firstReadP99: NaN } : await storePhase<Fill>('fill', dir, count, from);
     const size = sizeMiB(dir);
     // The fill leaves about a GiB for the OS to write back: the restart is measured once the disk has settled, as after a real stop.
     spawnSync('sync');
-    const served = await child<Serve>('serve', dir, count, from);
+    const served = await storePhase<Serve>('serve', dir, count, from);
     const ms = (v: number) => v.toFixed(2);
     return `| ${name} | ${count.toLocaleString('en')} | ${Math.round(count / filled.seconds)} | ${filled.rssMiB} | ${size} | ${Math.round(served.restartMs)} | ${ms(filled.firstReadP50)} / ${ms(filled.firstReadP99)} | ${ms(served.listP50)} / ${ms(served.listP99)} | ${ms(served.threadP50)} / ${ms(served.threadP99)} | ${ms(served.readCpuMs)} | ${Math.round(served.sendsPerSecond)} | ${served.rssMiB} (max ${served.maxRssMiB}, heap ${served.heapMiB}) |`;
   } catch (err) {

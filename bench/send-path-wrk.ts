@@ -21,12 +21,12 @@
  * The service's CPU time per accepted send is printed too: on a machine
  * shared with other work it moves less than the rate does.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { apiKeyFor, cpuSeconds, startService, type Running } from './send-path-processes.ts';
-import { serviceNodeFlags } from './service-node-flags.ts';
+import { storePhase } from './store-phase.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS || 64);
 const seconds = Number(process.env.BENCH_SECONDS || 10);
@@ -74,9 +74,7 @@ async function storedData(root: string): Promise<string> {
   if (dir) return dir;
   dir = await mkdtemp(join(tmpdir(), 'relaybox-wrk-stored-'));
   filled.set(root, dir);
-  const fill = spawn(process.execPath, [...serviceNodeFlags, '--import', 'tsx', 'bench/embedded-store.ts', 'fill', dir, String(stored), root === here ? '' : root], { cwd: here, stdio: ['ignore', 'ignore', 'inherit'] });
-  const code = await new Promise<number | null>((done) => fill.once('exit', done));
-  if (code !== 0) throw new Error(`storing ${stored} messages for ${root} exited with ${code}`);
+  await storePhase('fill', dir, stored, root === here ? undefined : root);
   return dir;
 }
 
