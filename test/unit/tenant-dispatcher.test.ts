@@ -1,0 +1,275 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { Outbox } from '../../src/events/outbox.ts';
+import { StoreEventStream } from '../../src/events/store-event-stream.ts';
+import { createLogger } from '../../src/log.ts';
+import { messagingCollections, type MessageDoc } from '../../src/messages/message-store.ts';
+import { queueItemOf } from '../../src/messages/send-queue.ts';
+import { TenantDispatcher, type StatusReport, type TenantState } from '../../src/messages/tenant-dispatcher.ts';
+import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts';
+import type { ActorContext } from '../../src/runtime/types.ts';
+import { EmbeddedStore } from '../../src/store/embedded-store.ts';
+
+const config = { messageRetryBaseMs: 1_000, messageMaxAttempts: 3, messageSendTimeoutMs: 60_000, tenantSweepMs: 30_000 };
+const org = 'org_dispatch';
+const scope = { tenantId: org };
+const phone = '+14155550100';
+
+let clock = Date.UTC(2026, 0, 1);
+/** A queued single send; each one created after the one before. */
+const message = (id: string, fields: Partial<MessageDoc> = {}): MessageDoc => {
+  const at = new Date(clock++).toISOString();
+  return {
+    id, tenantId: org, teamId: 'team_1', direction: 'sent', status: 'queued', to: '+14155550199', from: null, participant: '+14155550199',
+    conversationId: 'conv_1', body: id, attachments: [], priority: 0, fromNumber: null, attempts: 0, lastError: null, relayId: null,
+    queuedAt: at, sentAt: null, deliveredAt: null, readAt: null, createdAt: at, updatedAt: at, ...fields,
+  };
+};
+
+/** An online relay on its first session. */
+const relay = (id: string, capacity: number, phoneNumbers: string[] = []): RelayDoc => ({
+  id, tenantId: org, teamId: 'team_1', name: id, status: 'online', node: 'node_1', capacity, phoneNumbers, lastHeartbeat: null,
+  systemInfo: { hostOsVersion: '14.5', hostname: id }, health: null, secretHash: 'hash', inboundCursor: 0, session: 1,
+  registeredAt: '2026-01-01T00:00:00.000Z', createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z',
+});
+
+interface Sent { type: string; key: string; msg: { kind: string; [field: string]: unknown }; delayMs?: number }
+
+/**
+ * A tenant actor's dispatcher on a real embedded store of its own, activated
+ * with these relays online and these messages stored. The actor context is a
+ * stand-in that records what is sent; `handedOut` also plays the relay
+ * actor's part (the claim that makes a handed-out message `processing`, one
+ * more attempt).
+ */
+async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = []) {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-dispatch-'));
+  const store = new EmbeddedStore(dir);
+  const db = { ...messagingCollections(store), ...relayCollections(store) };
+  const events = new StoreEventStream(store);
+  await store.init();
+  t.after(async () => {
+    await store.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  if (relays.length > 0) await db.relays.insertMany(scope, relays);
+  if (stored.length > 0) await db.messages.insertMany(scope, stored);
+  const log = createLogger('silent');
+  const dispatcher = new TenantDispatcher({ config, db, outbox: new Outbox(events, log) });
+  let sent: Sent[] = [];
+  let seq = 0;
+  const ctx: ActorContext<TenantState> = {
+    type: 'tenant', key: org, id: 'am_0', delivery: 1, log, state: undefined as unknown as TenantState,
+    send: async (to, key, msg, opts) => {
+      sent.push({ type: to.type, key, msg: msg as Sent['msg'], delayMs: opts?.delayMs });
+      return `${ctx.id}:${sent.length}`;
+    },
+    derivedId: (label) => `${ctx.id}:${label}`,
+    deactivate: () => {},
+    owned: new AbortController().signal,
+  };
+  ctx.state = await dispatcher.activate(ctx as unknown as ActorContext<undefined>);
+  /** One actor message, handled as the tenant actor does: nothing in the state is fresh after it. */
+  const handle = async (run: () => Promise<void>) => {
+    ctx.id = `am_${++seq}`;
+    try {
+      await run();
+    } finally {
+      ctx.state.fresh = false;
+    }
+  };
+  /** Removes and returns what was sent of this kind since the last look. */
+  const drain = (type: string, kind: string) => {
+    const matching = sent.filter((s) => s.type === type && s.msg.kind === kind);
+    sent = sent.filter((s) => !matching.includes(s));
+    return matching;
+  };
+  const attachments = new Map<string, { epoch: string; session: number }>();
+  const joins = () => {
+    for (const a of drain('relay', 'attach')) attachments.set(a.key, { epoch: String(a.msg.epoch), session: Number(a.msg.session) });
+  };
+  joins();
+  /** A grant of a relay actor to the current join of its relay (or to an earlier one). */
+  const grantFor = (relayId: string, credits: number, epoch?: string) => {
+    joins();
+    const join = attachments.get(relayId)!;
+    return { session: join.session, epoch: epoch ?? join.epoch, credits, capacity: relays.find((r) => r.id === relayId)!.capacity };
+  };
+  return {
+    events,
+    /** Stores queued messages and tells the dispatcher, as the send path does. */
+    queue: async (...docs: MessageDoc[]) => {
+      await db.messages.insertMany(scope, docs);
+      await handle(() => dispatcher.enqueue(ctx, docs.map(queueItemOf)));
+    },
+    grant: (relayId: string, credits: number, epoch?: string) => handle(() => dispatcher.grant(ctx, { relayId, ...grantFor(relayId, credits, epoch) })),
+    /** A relay's report on an attempt, through its relay actor; `freed` credits come with it. */
+    report: (relayId: string, messageId: string, attempt: number, status: StatusReport['status'], freed = 0, error?: string) => handle(() => dispatcher.status(ctx, {
+      relayId, session: 1, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}),
+      ...(freed ? { grant: grantFor(relayId, freed) } : {}),
+    })),
+    retry: (messageId: string) => handle(() => dispatcher.retry(ctx, messageId)),
+    /** The hand-overs since the last look, per relay, each claimed in the store as its relay actor would. */
+    handedOut: async () => {
+      const out: [string, string[]][] = [];
+      for (const d of drain('relay', 'deliver')) {
+        const ids = (d.msg.items as { id: string }[]).map((i) => i.id);
+        for (const id of ids) {
+          await db.messages.updateOne(scope, { id, status: 'queued' }, { $set: { status: 'processing', relayId: d.key, processingAt: new Date().toISOString() }, $inc: { attempts: 1 } });
+        }
+        out.push([d.key, ids]);
+      }
+      return out;
+    },
+    /** The retry timers set since the last look: message and delay. */
+    retryTimers: () => drain('tenant', 'retry').map((s) => [s.msg.messageId, s.delayMs] as const),
+    doc: async (id: string) => (await db.messages.findOne(scope, { id }))!,
+  };
+}
+
+test('activation queues what the store holds, highest priority first, leaving out a message waiting on its backoff', async (t) => {
+  const later = new Date(Date.now() + 3_600_000).toISOString();
+  const d = await open(t, [relay('r1', 10)], [
+    message('low'), message('backing_off', { priority: 90, nextAttemptAt: later }), message('mid', { priority: 50 }),
+    message('high', { priority: 90 }), message('sent_already', { status: 'sent', priority: 100 }),
+  ]);
+  assert.deepEqual(await d.handedOut(), [], 'no credit yet: nothing handed out');
+  await d.grant('r1', 10);
+  assert.deepEqual(await d.handedOut(), [['r1', ['high', 'mid', 'low']]]);
+});
+
+test('the highest priority goes first, one freed credit at a time', async (t) => {
+  const d = await open(t, [relay('r1', 1)]);
+  await d.queue(message('low1'), message('mid', { priority: 50 }), message('low2'), message('high', { priority: 90 }));
+  assert.deepEqual(await d.handedOut(), [], 'no credit yet');
+  const order: string[] = [];
+  await d.grant('r1', 1);
+  for (let i = 0; i < 4; i++) {
+    const [[relayId, ids]] = (await d.handedOut()) as [[string, string[]]];
+    assert.equal(relayId, 'r1');
+    assert.equal(ids.length, 1, 'one credit, one message');
+    order.push(ids[0]!);
+    await d.report('r1', ids[0]!, 1, 'sent', 1);
+  }
+  assert.deepEqual(order, ['high', 'mid', 'low1', 'low2']);
+  assert.deepEqual(await d.handedOut(), []);
+});
+
+test("a single send queued behind a bulk job's backlog goes out second, not after the job", async (t) => {
+  const d = await open(t, [relay('r1', 2)]);
+  const job = Array.from({ length: 200 }, (_, i) => message(`job_${i}`, { jobId: 'job_a', jobIndex: i }));
+  await d.queue(...job);
+  await d.queue(message('single'));
+  await d.grant('r1', 2);
+  assert.deepEqual(await d.handedOut(), [['r1', ['job_0', 'single']]]);
+  await d.report('r1', 'job_0', 1, 'sent', 1);
+  await d.report('r1', 'single', 1, 'sent', 1);
+  assert.deepEqual(await d.handedOut(), [['r1', ['job_1']], ['r1', ['job_2']]], 'the job goes on, a freed credit at a time');
+});
+
+test('a message from a number goes to the relay that owns it, and waits for it rather than going to another relay', async (t) => {
+  const d = await open(t, [relay('owner', 1, [phone]), relay('other', 5)]);
+  await d.grant('owner', 1);
+  await d.grant('other', 5);
+  await d.queue(message('from1', { fromNumber: phone }), message('from2', { fromNumber: phone }), message('any'), message('unowned', { fromNumber: '+19995550100' }));
+  assert.deepEqual(await d.handedOut(), [['owner', ['from1']], ['other', ['any', 'unowned']]]);
+  assert.equal((await d.doc('from2')).status, 'queued', 'its owner is full: it waits');
+  await d.report('owner', 'from1', 1, 'sent', 1);
+  assert.deepEqual(await d.handedOut(), [['owner', ['from2']]]);
+});
+
+test("a relay is never handed more than its credits; a grant of an earlier join adds none", async (t) => {
+  const d = await open(t, [relay('r1', 3), relay('r2', 2)]);
+  await d.grant('r1', 3);
+  await d.grant('r2', 2);
+  await d.queue(...Array.from({ length: 10 }, (_, i) => message(`m${i}`)));
+  const first = new Map(await d.handedOut());
+  assert.equal(first.get('r1')?.length, 3);
+  assert.equal(first.get('r2')?.length, 2);
+  await d.queue(message('m10'));
+  assert.deepEqual(await d.handedOut(), [], 'every credit is used');
+
+  await d.grant('r2', 4, 'an-earlier-join');
+  assert.deepEqual(await d.handedOut(), [], "another join's credits are not this one's");
+
+  const settled = first.get('r2')![0]!;
+  await d.report('r2', settled, 1, 'delivered', 1);
+  const next = await d.handedOut();
+  assert.equal(next.length, 1);
+  assert.equal(next[0]![0], 'r2');
+  assert.equal(next[0]![1].length, 1, 'one credit freed, one message handed out');
+  assert.equal((await d.doc(settled)).status, 'delivered');
+});
+
+/** Hands `id` out, fails its attempt with the relay's credit freed, and returns the retry timer set for it. */
+async function failOnce(d: Awaited<ReturnType<typeof open>>, id: string, attempt: number) {
+  assert.deepEqual(await d.handedOut(), [['r1', [id]]]);
+  assert.equal((await d.doc(id)).attempts, attempt);
+  const before = Date.now();
+  await d.report('r1', id, attempt, 'failed', 1, `Messages error ${attempt}`);
+  return { before, after: Date.now(), timers: d.retryTimers(), doc: await d.doc(id) };
+}
+
+test('a failed attempt is tried again after a backoff that grows four times, then goes to a relay again', async (t) => {
+  const d = await open(t, [relay('r1', 1)]);
+  await d.grant('r1', 1);
+  await d.queue(message('m1'));
+  for (const [attempt, nominal] of [[1, 1_000], [2, 4_000]] as const) {
+    const { before, after, timers, doc } = await failOnce(d, 'm1', attempt);
+    assert.equal(timers.length, 1, 'one retry timer');
+    const [messageId, delayMs] = timers[0]!;
+    assert.equal(messageId, 'm1');
+    assert.ok(delayMs! >= nominal * 0.8 && delayMs! <= nominal * 1.2, `attempt ${attempt}: ${delayMs} ms`);
+    assert.deepEqual([doc.status, doc.relayId, doc.lastError], ['queued', null, `Messages error ${attempt}`]);
+    const due = Date.parse(doc.nextAttemptAt!);
+    assert.ok(due >= before + nominal * 0.8 && due <= after + nominal * 1.2, 'the store has when it is due');
+    assert.deepEqual(await d.handedOut(), [], 'the credit is free, but the message waits for its backoff');
+    await d.retry('m1');
+  }
+  assert.deepEqual(await d.handedOut(), [['r1', ['m1']]]);
+  assert.equal((await d.doc('m1')).attempts, 3);
+});
+
+test('after the last attempt the message is failed and dead-lettered, with one message.failed event and no retry', async (t) => {
+  const d = await open(t, [relay('r1', 1)]);
+  await d.grant('r1', 1);
+  await d.queue(message('m1'));
+  for (const attempt of [1, 2]) {
+    await failOnce(d, 'm1', attempt);
+    await d.retry('m1');
+  }
+  const { timers, doc } = await failOnce(d, 'm1', 3);
+  assert.deepEqual(timers, [], 'no retry after the last attempt');
+  assert.deepEqual([doc.status, doc.deadLettered, doc.lastError, doc.attempts], ['failed', true, 'Messages error 3', 3]);
+  assert.ok(doc.failedAt);
+  const failed = (await d.events.read('test', 'c1', 100)).filter((e) => e.event.event === 'message.failed');
+  assert.equal(failed.length, 1);
+  assert.equal(failed[0]!.event.data.id, 'm1');
+  await d.retry('m1');
+  assert.deepEqual(await d.handedOut(), [], 'a stray retry timer hands out nothing');
+});
+
+test('a report on an earlier attempt changes nothing and frees no credit', async (t) => {
+  const d = await open(t, [relay('r1', 1)]);
+  await d.grant('r1', 1);
+  await d.queue(message('m1'));
+  await failOnce(d, 'm1', 1);
+  await d.retry('m1');
+  assert.deepEqual(await d.handedOut(), [['r1', ['m1']]]);
+  const inFlight = await d.doc('m1');
+  assert.equal(inFlight.attempts, 2);
+  await d.queue(message('m2'));
+
+  for (const status of ['failed', 'sent', 'delivered'] as const) await d.report('r1', 'm1', 1, status, 0, 'a late report');
+  const after = await d.doc('m1');
+  assert.deepEqual([after.status, after.attempts, after.lastError, after.sentAt], ['processing', 2, inFlight.lastError, null]);
+  assert.deepEqual(d.retryTimers(), [], 'no retry started');
+  assert.deepEqual(await d.handedOut(), [], 'no credit came back: m2 waits');
+
+  await d.report('r1', 'm1', 2, 'sent', 1);
+  assert.equal((await d.doc('m1')).status, 'sent');
+  assert.deepEqual(await d.handedOut(), [['r1', ['m2']]]);
+});
