@@ -18,7 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
-import { sleep } from '../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { StandInRelay } from '../test/support/stand-in-relay.ts';
 import { signup, startTestApp, type Backend, type TestApp } from '../test/support/test-app.ts';
 

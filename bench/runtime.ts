@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../src/config.ts';
 import { createLogger } from '../src/log.ts';
-import { sleep } from '../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { benchActor } from './runtime-protocol.ts';
 import { RedisTransport } from '../src/runtime/redis-transport.ts';
 

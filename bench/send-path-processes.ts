@@ -9,7 +9,7 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
-import { sleep } from '../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from '../test/support/test-app.ts';
 import { serviceNodeFlags } from './service-node-flags.ts';
 

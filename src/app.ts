@@ -1,36 +1,38 @@
+import { createActors } from './actors/index.ts';
+import { createAutomations, declareAutomationCollections } from './automations/index.ts';
 import type { Config } from './config.ts';
 import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
-import { apiRoutes } from './http/api-routes.ts';
-import type { RouteDef } from './http/route.ts';
-import { IdentityService } from './identity/identity-service.ts';
-import { identityCollections } from './identity/identity-store.ts';
-import { loadAccessTokens } from './identity/jwt.ts';
-import { requestAuth } from './identity/request-auth.ts';
-import type { Logger } from './log.ts';
-import { createBroadcast, createEventStream, createRateLimiter, createTransport, type RateLimiter, type Transport } from './runtime/index.ts';
-import type { EventStream } from './events/event-stream.ts';
-import { cancelledJobIds, createJobs, jobCollections } from './jobs/index.ts';
-import { createMessaging } from './messages/messaging.ts';
-import { messagingCollections } from './messages/message-store.ts';
-import { relayCollections } from './relays/relay-store.ts';
-import { RelayRegistry } from './relays/relay-registry.ts';
-import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
-import type { HttpServer } from './http/server.ts';
-import { exposeRuntimeStats } from './http/metrics.ts';
-import { createStore, type Store } from './store/index.ts';
 import { consumeEvents, type EventConsumer } from './events/event-consumer.ts';
-import { EventLog, eventLogCollection } from './events/event-log.ts';
-import { eventRoutes } from './events/events.routes.ts';
+import type { EventLog } from './events/event-log.ts';
+import type { EventStream } from './events/event-stream.ts';
+import { createEventLog, createEventStream } from './events/index.ts';
+import { Outbox } from './events/outbox.ts';
+import { exposeRuntimeStats } from './http/metrics.ts';
+import type { RouteDef } from './http/route.ts';
+import type { HttpServer } from './http/server.ts';
+import { createIdentity, identityCollections, loadAccessTokens } from './identity/index.ts';
+import { cancelledJobIds, createJobs, jobCollections } from './jobs/index.ts';
+import type { Logger } from './log.ts';
+import { createMessaging } from './messages/index.ts';
+import { messagingCollections } from './messages/message-store.ts';
+import { createRelays, relayCollections, RelayLink } from './relays/index.ts';
+import { createBroadcast, createRateLimiter, createTransport, type Transport } from './runtime/index.ts';
+import { createStore, type Store } from './store/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
-import { createAutomations, declareAutomationCollections } from './automations/index.ts';
+import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
 
-/** Everything a process of any role is made of, wired once; `main.ts` and the in-process tests both build it here. */
+/**
+ * Everything a process of any role is made of, wired once; `main.ts` and the
+ * in-process tests both build it here. This is the one composition root: the
+ * adapters, every feature (each `create<Feature>` answers its routes), the
+ * actors over the ports the features give them, and the route table.
+ */
 export interface App {
   config: Config;
   store: Store;
   runtime: Transport;
   events: EventStream;
-  messaging: ReturnType<typeof createMessaging>;
+  messaging: ReturnType<typeof createMessaging> & { link: RelayLink };
   webhooks: Awaited<ReturnType<typeof createWebhooks>>;
   automations: ReturnType<typeof createAutomations>;
   eventLog: EventLog;
@@ -39,7 +41,7 @@ export interface App {
   /** The relay WebSocket gateway on a frontend's server (web and all roles). */
   attachGateway(http: HttpServer): RelayGateway;
   routes: RouteDef[];
-  hooks: ReturnType<typeof requestAuth>;
+  hooks: Awaited<ReturnType<typeof createIdentity>>['hooks'];
   close(): Promise<void>;
 }
 
@@ -52,10 +54,11 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contactsDb = contactCollections(store);
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
-  const eventLog = new EventLog(eventLogCollection(store), config.eventRetentionDays);
+  const eventLog = createEventLog(store, config.eventRetentionDays);
   const events = createEventStream(runtime, store, config.runtime, config.eventClaimIdleMs);
-  const relays = new RelayRegistry(store);
+  const relays = createRelays(store);
   await store.init();
+
   const rate = createRateLimiter(config);
   const tokens = await loadAccessTokens({
     issuer: config.identity.jwtIssuer,
@@ -66,22 +69,27 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     dataDir: config.dataDir,
   });
   const broadcast = createBroadcast(config, log);
-  const identity = new IdentityService(identityDb, tokens, rate.limiter, config.identity, log.child({ component: 'identity' }), broadcast);
-  await identity.listenForRevocations();
+  const identity = await createIdentity({ config, log, db: identityDb, tokens, limiter: rate.limiter, broadcast });
   const contacts = createContacts(contactsDb);
-  const messaging = createMessaging({ config, log, db, runtime, events, tokens, contacts: contacts.directory, closedSources: (orgId) => cancelledJobIds(db, orgId) });
+  const outbox = new Outbox(events, log.child({ component: 'messaging' }));
+  const link = new RelayLink(runtime);
+  const messaging = createMessaging({ config, log, db, runtime, outbox, tokens, contacts: contacts.directory });
   const jobs = createJobs({ config, log, db, runtime, events });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events });
-  // Every role registers every actor type: senders need each type's shards and message schemas too.
   const automations = createAutomations({
     config, log, db: automationDb, messages: db.messages, contacts: contactsDb.contacts, send: messaging.send, box: webhooks.box, runtime, events,
   });
-  await runtime.start([...messaging.actors, jobs.actor, webhooks.actor, automations.actor], { consume: opts.consume });
-  if (opts.consume) await jobs.recoverTimers();
+  const actors = createActors({
+    config, log, db, webhookDb, automationDb, runtime, events, outbox, link,
+    attempts: webhooks.attempts, actions: automations.actions, closedSources: (orgId) => cancelledJobIds(db, orgId),
+  });
+
+  await runtime.start(actors.definitions, { consume: opts.consume });
+  if (opts.consume) await actors.recoverTimers();
   exposeRuntimeStats(() => runtime.stats());
   const consumers: EventConsumer[] = [];
   if (opts.consume) {
-    consumers.push(consumeEvents(events, 'event-log', config.nodeId, (batch) => eventLog.record(batch), log.child({ component: 'event-log' })));
+    consumers.push(consumeEvents(events, 'event-log', config.nodeId, (batch) => eventLog.log.record(batch), log.child({ component: 'event-log' })));
     await webhooks.startRouting();
     automations.startRouting();
   }
@@ -90,26 +98,29 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     store,
     runtime,
     events,
-    messaging,
+    messaging: { ...messaging, link },
     webhooks,
     automations,
-    eventLog,
+    eventLog: eventLog.log,
     contacts: contacts.directory,
-    attachGateway: (http) => attachRelayGateway(http.app, { registry: relays, runtime, link: messaging.link, log }, {
+    attachGateway: (http) => attachRelayGateway(http.app, { registry: relays.registry, runtime, link, log }, {
       heartbeatIntervalMs: config.relayHeartbeatIntervalMs,
       helloTimeoutMs: config.relayHelloTimeoutMs,
       maxBadFrames: config.relayMaxBadFrames,
       maxBackpressureBytes: config.relayMaxBackpressureBytes,
     }),
-    routes: [...apiRoutes({ identity, messaging, jobs, contacts, relays, refreshTokenTtlMs: config.identity.refreshTokenTtlMs }), ...webhooks.routes, ...automations.routes, ...eventRoutes(eventLog)],
-    hooks: requestAuth(identity, rate.limiter, config),
+    // Every route of the product in one table: the server, the OpenAPI document and the route matrices read it.
+    // Order matters where paths overlap (POST /api/v1/messages/bulk before /api/v1/messages/:id).
+    routes: [...identity.routes, ...jobs.routes, ...messaging.routes, ...contacts.routes, ...relays.routes, ...webhooks.routes, ...automations.routes, ...eventLog.routes],
+    hooks: identity.hooks,
     async close() {
       await webhooks.stopRouting();
       await automations.stopRouting();
       await Promise.all(consumers.map((c) => c.stop()));
       // Let actors finish and acknowledge before closing the store they write to.
       await runtime.stop();
-      await webhooks.close();
+      await actors.close();
+      webhooks.close();
       automations.close();
       await rate.close();
       await broadcast.close();

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import type { RuntimeConfig } from './runtime/types.ts';
 
 /** Every default of the service, read once from the environment. */
 export interface Config {
@@ -98,38 +99,6 @@ export interface IdentityConfig {
   /** How long a frontend trusts a cached API key or organization lookup: a revoke elsewhere takes effect within it. */
   credentialCacheMs: number;
   loginFailuresPerMinute: number;
-}
-
-export interface RuntimeConfig {
-  /** Prefix of every Redis key the runtime owns; tests use a random one. */
-  keyPrefix: string;
-  /** Streams per actor type unless the actor type says otherwise. */
-  defaultShards: number;
-  /** A handler that throws this many times sends the message to the dead-letter stream. */
-  maxDeliveries: number;
-  /** Pause between two deliveries of a message whose handler threw. */
-  redeliveryDelayMs: number;
-  /** A worker that stops renewing loses its shards after this long. */
-  leaseTtlMs: number;
-  leaseRenewMs: number;
-  /** How often a worker looks for free shards and its fair share of them. */
-  rebalanceMs: number;
-  /** How long a read on a shard stream blocks waiting for entries. */
-  readBlockMs: number;
-  readBatch: number;
-  /** How often the shard owner moves due timers into its stream. */
-  timerPollMs: number;
-  /** How long SIGTERM waits for in-flight handlers before leaving anyway. */
-  shutdownGraceMs: number;
-  askTimeoutMs: number;
-  /** How long a Redis ping (readiness) may take. */
-  pingTimeoutMs: number;
-  /** An actor key's activated state is dropped after this long without messages. */
-  actorIdleMs: number;
-  /** How long a message or event id emitted by a handler is remembered, so a redelivery does not emit it again. */
-  dedupeTtlMs: number;
-  /** How long a broadcast (a revoked API key) waits for every process to confirm it. */
-  broadcastConfirmMs: number;
 }
 
 type Env = Record<string, string | undefined>;

@@ -8,13 +8,8 @@ import { conversationsView, conversationView } from './views/conversations.ts';
 import { jobsView, jobView } from './views/jobs.ts';
 import { relaysView } from './views/relays.ts';
 import { webhooksView, webhookView } from './views/webhooks.ts';
+import type { PageContext } from './page.ts';
 
-/** What a page gets: the caller, the element to fill, and a way to stop its timers when the reader leaves. */
-export interface PageContext {
-  me: Me;
-  main: HTMLElement;
-  onLeave(stop: () => void): void;
-}
 
 type Page = (ctx: PageContext, param?: string) => void | Promise<void>;
 

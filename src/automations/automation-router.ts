@@ -1,11 +1,11 @@
-import { automationProtocol } from '../actors/automation.actor.ts';
+import { automationProtocol } from '../actors/automation/protocol.ts';
 import type { DomainEvent, ReadEvent } from '../events/event-stream.ts';
 import { nowIso } from '../ids.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
 import { normalizeParticipant } from '../messages/recipients.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
-import { insertNew } from '../webhooks/webhook-store.ts';
+import { insertNew } from '../store/insert-new.ts';
 import { executionOutcomes } from './automation-metrics.ts';
 import type { Trigger } from './automation-schemas.ts';
 import { executionId, orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type TriggeringMessage } from './automation-store.ts';

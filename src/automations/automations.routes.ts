@@ -1,7 +1,7 @@
 import { pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import {
   automationBody, automationDetailSchema, automationIdParams, automationSchema, executionListQuery, executionSchema, testBody, testResultSchema,
 } from './automation-schemas.ts';

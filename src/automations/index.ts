@@ -1,4 +1,3 @@
-import { automationActor } from '../actors/automation.actor.ts';
 import type { Config } from '../config.ts';
 import type { ContactCollections } from '../contacts/contact-store.ts';
 import { consumeEvents, type EventConsumer } from '../events/event-consumer.ts';
@@ -12,7 +11,6 @@ import type { SecretBox } from '../webhooks/secret-box.ts';
 import { WebhookSender } from '../webhooks/webhook-sender.ts';
 import { AutomationActions } from './automation-actions.ts';
 import { AutomationRouter } from './automation-router.ts';
-import { AutomationRunner } from './automation-runner.ts';
 import { AutomationService } from './automation-service.ts';
 import { automationCollections, type AutomationCollections } from './automation-store.ts';
 import { automationRoutes } from './automations.routes.ts';
@@ -22,7 +20,7 @@ export function declareAutomationCollections(store: Store): AutomationCollection
   return automationCollections(store);
 }
 
-/** Automations wired: routes (every role), the automation actor, and on consuming processes the event router. */
+/** Automations wired: routes (every role), the actions the automation actor performs, and on consuming processes the event router. */
 export function createAutomations(deps: {
   config: Config; log: Logger; db: AutomationCollections; messages: MessagingCollections['messages']; contacts: ContactCollections['contacts'];
   send: SendService; box: SecretBox; runtime: Transport; events: EventStream;
@@ -35,13 +33,12 @@ export function createAutomations(deps: {
     messages: deps.messages, contacts: deps.contacts, send: deps.send, sender, box: deps.box,
     repliesPerConversationPerHour: deps.config.automationRepliesPerConversationPerHour,
   });
-  const runner = new AutomationRunner({ db: deps.db, actions, webhook, log });
   const router = new AutomationRouter({ db: deps.db, messages: deps.messages, runtime: deps.runtime });
   const service = new AutomationService({ db: deps.db, box: deps.box, webhook });
   let consumer: EventConsumer | undefined;
   return {
     service,
-    actor: automationActor(runner),
+    actions,
     routes: automationRoutes(service),
     /** Starts reading message events (worker and all roles), after the runtime started. */
     startRouting(): void {

@@ -1,4 +1,4 @@
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { newId } from '../ids.ts';
 import { literalContains, type Filter, type Scope, type Store, type Update } from '../store/collection.ts';
 import { contactFields, type Contact, type ContactChanges, type ContactInput } from './contact-schemas.ts';

@@ -1,6 +1,6 @@
 import { paginate, pageWindow, type Page } from '../http/pagination.ts';
 import type { Collection, Filter, Store } from '../store/collection.ts';
-import { insertNew } from '../webhooks/webhook-store.ts';
+import { insertNew } from '../store/insert-new.ts';
 import type { ReadEvent } from './event-stream.ts';
 
 export interface OrgEventDoc {

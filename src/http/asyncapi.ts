@@ -1,6 +1,5 @@
 import type { TSchema } from '@sinclair/typebox';
-import { agentFrame, frameLimits, serverFrame } from '../relay-protocol/frames.ts';
-import { relaySocketPath } from '../ws/relay-gateway.ts';
+import { agentFrame, frameLimits, relaySocketPath, serverFrame } from '../relay-protocol/frames.ts';
 import { plain } from './openapi-responses.ts';
 
 /** What the frame schemas cannot say: the order of frames and the delivery rules both ends keep. */

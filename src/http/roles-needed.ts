@@ -1,4 +1,4 @@
-import type { Role } from '../identity/roles.ts';
+import type { Role } from '../roles.ts';
 import type { RouteDef } from './route.ts';
 
 /** Reading needs a viewer, writing a member, unless the route asks for more. */

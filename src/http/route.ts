@@ -1,6 +1,6 @@
 import { Kind, Type, type Static, type TSchema } from '@sinclair/typebox';
 import type { AppError, ErrorCode } from '../errors.ts';
-import type { Role } from '../identity/roles.ts';
+import type { Role } from '../roles.ts';
 import type { Logger } from '../log.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';

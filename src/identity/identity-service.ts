@@ -8,7 +8,7 @@ import { platformScope, type Scope } from '../store/collection.ts';
 import type { IdentityCollections, OrganizationDoc, TeamDoc, UserDoc } from './identity-store.ts';
 import type { AccessTokens } from './jwt.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
-import { hasRole, isRole, type Principal, type Role } from './roles.ts';
+import { hasRole, isRole, type Principal, type Role } from '../roles.ts';
 import { apiKeyPrefix, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
 
 export type IdentitySettings = Pick<IdentityConfig, 'refreshTokenTtlMs' | 'credentialCacheMs' | 'loginFailuresPerMinute'>;

@@ -1,5 +1,5 @@
 import type { Store } from '../store/collection.ts';
-import type { Role } from './roles.ts';
+import type { Role } from '../roles.ts';
 
 export interface OrganizationDoc {
   [field: string]: unknown;

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { defineRoute, named, noContent, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import type { IdentityService } from './identity-service.ts';
-import { roles } from './roles.ts';
+import { roles } from '../roles.ts';
 
 const email = Type.String({ format: 'email', maxLength: 254 });
 const password = Type.String({ minLength: 10, maxLength: 256 });

@@ -3,7 +3,7 @@ import { AppError } from '../errors.ts';
 import type { AuthenticateHook, AuthorizeHook, RateLimitHook, RequestContext } from '../http/route.ts';
 import type { RateLimiter, RateLimitPolicy } from '../runtime/rate-limiter.ts';
 import type { IdentityService } from './identity-service.ts';
-import { requireRole, type Principal } from './roles.ts';
+import { requireRole, type Principal } from '../roles.ts';
 
 type LimitSettings = Pick<Config, 'rateLimitPerMinute' | 'rateLimitBurst' | 'authRateLimitPerMinute' | 'authRateLimitBurst'>;
 

@@ -1,5 +1,5 @@
 import { AppError } from '../errors.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { paginate, pageWindow } from '../http/pagination.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';

@@ -1,7 +1,8 @@
-import { tenantProtocol } from '../actors/tenant.actor.ts';
-import { domainEvent, messageEventData, type EventStream } from '../events/event-stream.ts';
+import { tenantProtocol } from '../actors/tenant/protocol.ts';
+import { domainEvent, messageEventData, type DomainEvent, type EventStream } from '../events/event-stream.ts';
+import { nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
-import type { MessageDoc } from '../messages/message-store.ts';
+import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import type { ActorContext } from '../runtime/actor.ts';
 import { derivedId } from '../runtime/envelope.ts';
 
@@ -41,3 +42,32 @@ export async function releaseToSendQueue(deps: { events: EventStream; log: Logge
     deps.log.error({ err, jobId }, 'could not append message.queued events of a job');
   }
 }
+
+/**
+ * Every message of a cancelled job still stored as queued ends failed with
+ * lastError "cancelled", in one update, each with its message.failed event.
+ * The events are appended first, under ids derived from the job and the
+ * message, so a stop repeated after a crash appends none twice and misses
+ * none; the update is a compare-and-set on `queued` as of the read (a
+ * message handed back by a relay after it is left for the next pass).
+ */
+export async function stopUnsent(deps: { db: MessagingCollections; events: EventStream }, scope: { tenantId: string; teamId: string }, jobId: string): Promise<number> {
+  const readAt = nowIso();
+  const queued = { jobId, status: 'queued', updatedAt: { $lte: readAt } };
+  const events: DomainEvent[] = [];
+  for await (const page of deps.db.messages.scan(scope, queued, { sort: { jobIndex: 1 } })) {
+    for (const d of page) {
+      const failed = { ...d, status: 'failed' as const, lastError: 'cancelled' };
+      events.push(domainEvent('message.failed', failed, { ...messageEventData(failed), error: 'cancelled' }, jobEventId(jobId, 'message.failed', d.id)));
+    }
+  }
+  if (events.length === 0) return 0;
+  for (let i = 0; i < events.length; i += stopEventChunk) await deps.events.append(events.slice(i, i + stopEventChunk), { once: true });
+  const now = nowIso();
+  return deps.db.messages.updateMany(scope, queued, {
+    $set: { status: 'failed', lastError: 'cancelled', cancelled: true, failedAt: now, nextAttemptAt: null, updatedAt: now },
+  });
+}
+
+/** message.failed events of a cancel are appended this many at a time. */
+const stopEventChunk = 1_000;

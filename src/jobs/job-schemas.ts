@@ -1,7 +1,7 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
 import { paginationQuery } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
-import { sendBody } from '../messages/messages.routes.ts';
+import { sendBody } from '../messages/message-schemas.ts';
 import { jobStatuses, resultStatuses } from './job-store.ts';
 
 /** Spec limits of a bulk job (decisions.md, "Common"). */

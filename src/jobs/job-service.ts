@@ -2,19 +2,19 @@ import { Counter, register } from 'prom-client';
 import type { Static } from '@sinclair/typebox';
 import { AppError, pointer, validationError, type ErrorDetail } from '../errors.ts';
 import { validationFailure } from '../http/validation.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
-import { domainEvent, messageEventData, type DomainEvent, type EventStream } from '../events/event-stream.ts';
+import type { EventStream } from '../events/event-stream.ts';
 import type { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import { parseRecipient } from '../messages/recipients.ts';
 import { sentMessage } from '../messages/send-service.ts';
-import type { jobProtocol } from '../actors/job.actor.ts';
-import type { tenantProtocol } from '../actors/tenant.actor.ts';
+import type { jobProtocol } from '../actors/job/protocol.ts';
+import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
 import { countJob } from './job-counts.ts';
-import { jobEventId } from './job-release.ts';
+import { stopUnsent } from './job-release.ts';
 import { maxScheduleAheadDays, type AcceptedJob, type BulkBody } from './job-schemas.ts';
 import { jobIndexScope, publicJob, zeroCounts, type JobCollections, type JobDoc } from './job-store.ts';
 
@@ -148,35 +148,6 @@ export class JobService {
     return publicJob(job, await countJob(this.deps.db, scope, jobId, job.status));
   }
 }
-
-/**
- * Every message of a cancelled job still stored as queued ends failed with
- * lastError "cancelled", in one update, each with its message.failed event.
- * The events are appended first, under ids derived from the job and the
- * message, so a stop repeated after a crash appends none twice and misses
- * none; the update is a compare-and-set on `queued` as of the read (a
- * message handed back by a relay after it is left for the next pass).
- */
-export async function stopUnsent(deps: { db: MessagingCollections; events: EventStream }, scope: { tenantId: string; teamId: string }, jobId: string): Promise<number> {
-  const readAt = nowIso();
-  const queued = { jobId, status: 'queued', updatedAt: { $lte: readAt } };
-  const events: DomainEvent[] = [];
-  for await (const page of deps.db.messages.scan(scope, queued, { sort: { jobIndex: 1 } })) {
-    for (const d of page) {
-      const failed = { ...d, status: 'failed' as const, lastError: 'cancelled' };
-      events.push(domainEvent('message.failed', failed, { ...messageEventData(failed), error: 'cancelled' }, jobEventId(jobId, 'message.failed', d.id)));
-    }
-  }
-  if (events.length === 0) return 0;
-  for (let i = 0; i < events.length; i += stopEventChunk) await deps.events.append(events.slice(i, i + stopEventChunk), { once: true });
-  const now = nowIso();
-  return deps.db.messages.updateMany(scope, queued, {
-    $set: { status: 'failed', lastError: 'cancelled', cancelled: true, failedAt: now, nextAttemptAt: null, updatedAt: now },
-  });
-}
-
-/** message.failed events of a cancel are appended this many at a time. */
-const stopEventChunk = 1_000;
 
 /**
  * A job's messages are written in chunks side by side: on a MongoDB wire

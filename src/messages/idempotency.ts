@@ -1,7 +1,7 @@
 import { AppError } from '../errors.ts';
 import { sha256 } from '../identity/secrets.ts';
 import { nowIso } from '../ids.ts';
-import { sleep } from '../runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Collection } from '../store/collection.ts';
 import type { IdempotencyDoc } from './message-store.ts';
 

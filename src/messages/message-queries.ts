@@ -1,6 +1,6 @@
 import { AppError, validationError } from '../errors.ts';
 import { phoneNumberRule } from '../phone-number.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { paginate, pageWindow } from '../http/pagination.ts';
 import type { Filter, Scope } from '../store/collection.ts';
 import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessagingCollections } from './message-store.ts';

@@ -1,7 +1,24 @@
 import { Type } from '@sinclair/typebox';
 import { pageSchema } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
+import { phoneNumberField, strictObject, violationKey, type ViolationNote } from '../http/validation.ts';
 import { messageStatuses } from './message-store.ts';
+import { recipientFormat, recipientRule } from './recipients.ts';
+
+export const maxBodyChars = 10_000;
+
+/** One send, as `POST /api/v1/messages` takes it and as each entry of a bulk job. */
+export const sendBody = strictObject({
+  to: Type.String({ minLength: 1, maxLength: 320, format: recipientFormat, description: `${recipientRule}; a phone number is stored as E.164` }),
+  body: Type.Optional(Type.String({ maxLength: maxBodyChars, description: 'required unless attachments are given' })),
+  attachments: Type.Optional(Type.Array(Type.String({ format: 'uri', pattern: '^https?://', maxLength: 2048 }), { maxItems: 10 })),
+  priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
+  fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
+}, {
+  // A message carries text, attachments or both.
+  anyOf: [{ required: ['body'], properties: { body: { minLength: 1 } } }, { required: ['attachments'], properties: { attachments: { minItems: 1 } } }],
+  [violationKey]: { path: 'body', message: 'is required unless attachments are given' } satisfies ViolationNote,
+});
 
 const status = Type.Union(messageStatuses.map((s) => Type.Literal(s)));
 const nullableString = Type.Union([Type.String(), Type.Null()]);

@@ -2,28 +2,13 @@ import { Type } from '@sinclair/typebox';
 import { AppError } from '../errors.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import { paginationQuery } from '../http/pagination.ts';
-import { phoneNumberField, strictObject, violationKey, type ViolationNote } from '../http/validation.ts';
+import { strictObject } from '../http/validation.ts';
 import type { AttachmentLinks } from './attachment-links.ts';
 import type { MessageQueries } from './message-queries.ts';
-import { attachmentListSchema, messagePageSchema, queueStatsSchema, sentMessageSchema, statusRecordSchema } from './message-schemas.ts';
-import { recipientFormat, recipientRule } from './recipients.ts';
+import { attachmentListSchema, messagePageSchema, queueStatsSchema, sendBody, sentMessageSchema, statusRecordSchema } from './message-schemas.ts';
 import type { SendService } from './send-service.ts';
 
-export const maxBodyChars = 10_000;
-
 const id = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
-
-export const sendBody = strictObject({
-  to: Type.String({ minLength: 1, maxLength: 320, format: recipientFormat, description: `${recipientRule}; a phone number is stored as E.164` }),
-  body: Type.Optional(Type.String({ maxLength: maxBodyChars, description: 'required unless attachments are given' })),
-  attachments: Type.Optional(Type.Array(Type.String({ format: 'uri', pattern: '^https?://', maxLength: 2048 }), { maxItems: 10 })),
-  priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
-  fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
-}, {
-  // A message carries text, attachments or both.
-  anyOf: [{ required: ['body'], properties: { body: { minLength: 1 } } }, { required: ['attachments'], properties: { attachments: { minItems: 1 } } }],
-  [violationKey]: { path: 'body', message: 'is required unless attachments are given' } satisfies ViolationNote,
-});
 
 /** Spec 4.1 (all but bulk): send, history, delivery status, attachments, queue statistics. */
 export function messageRoutes(deps: { send: SendService; queries: MessageQueries; links: AttachmentLinks; publicBaseUrl(ctxHost: string | undefined): string }): RouteDef[] {

@@ -3,7 +3,7 @@ import { AppError } from '../errors.ts';
 import { metadataSchema } from '../http/metadata.ts';
 import { defineRoute, named, type RouteDef } from '../http/route.ts';
 import { phoneNumberField, strictObject } from '../http/validation.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Collection } from '../store/collection.ts';
 import type { PhoneNumberDoc } from './message-store.ts';

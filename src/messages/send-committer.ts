@@ -5,7 +5,7 @@ import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
 import { touchConversation } from './conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
-import { tenantProtocol } from '../actors/tenant.actor.ts';
+import { tenantProtocol } from '../actors/tenant/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 
 interface Submission {

@@ -1,6 +1,6 @@
 import type { Static } from '@sinclair/typebox';
 import { validationError } from '../errors.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { newOrderedId, nowIso } from '../ids.ts';
 import type { Scope } from '../store/collection.ts';
 import type { IdempotencyKeys } from './idempotency.ts';

@@ -30,6 +30,9 @@ import addFormatsImport from 'ajv-formats';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
+/** Where a relay opens its WebSocket. */
+export const relaySocketPath = '/api/v1/relays/connect';
+
 /** Every size bound of the protocol in one place. */
 export const frameLimits = {
   idLength: 128,

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { AppError } from '../errors.ts';
 import { sameSecret, sha256 } from '../identity/secrets.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { HelloFrame, RelayCredential } from '../relay-protocol/frames.ts';
 import { platformScope, type Store } from '../store/collection.ts';

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Counter, Gauge, Histogram, register } from 'prom-client';
 import { AppError, failurePolicy } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -172,8 +173,4 @@ export class ActorHost {
       },
     };
   }
-}
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

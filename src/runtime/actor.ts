@@ -1,6 +1,5 @@
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
 import type { Logger } from '../log.ts';
-import type { Transport } from './types.ts';
 
 /** The fields of each message kind of an actor type (without `kind`), as TypeBox properties. */
 export type MessageShapes = Record<string, TProperties>;
@@ -102,7 +101,13 @@ export interface ActorClient<P extends ActorProtocol> {
   ask<R = unknown>(key: string, msg: MessageOf<P>, timeoutMs?: number): Promise<R>;
 }
 
-export function actorClient<P extends ActorProtocol>(runtime: Pick<Transport, 'send' | 'ask'>, protocol: P): ActorClient<P> {
+/** What a typed client needs of a transport (src/runtime/types.ts `Transport` is one). */
+export interface ActorSender {
+  send(type: string, key: string, msg: { kind: string }, opts?: EmitOptions): Promise<string>;
+  ask<R = unknown>(type: string, key: string, msg: { kind: string }, timeoutMs?: number): Promise<R>;
+}
+
+export function actorClient<P extends ActorProtocol>(runtime: ActorSender, protocol: P): ActorClient<P> {
   return {
     send: (key, msg, opts) => runtime.send(protocol.type, key, msg, opts),
     ask: (key, msg, timeoutMs) => runtime.ask(protocol.type, key, msg, timeoutMs),

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { AppError, errorCodes, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import type { RuntimeConfig } from '../config.ts';
+import type { RuntimeConfig } from './types.ts';
 import { ActorHost } from './actor-host.ts';
 import { KeyedSerial } from './keyed-serial.ts';
 import { RecentIds } from './recent-ids.ts';

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Gauge, register } from 'prom-client';
-import type { RuntimeConfig } from '../config.ts';
+import type { RuntimeConfig } from './types.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { ActorHost, sleep, type DeliveryOutcome } from './actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
 import { KeyedSerial } from './keyed-serial.ts';
 import { askError, askTimeout } from './local-transport.ts';
 import { readEnvelope } from './envelope.ts';

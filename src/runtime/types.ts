@@ -4,6 +4,39 @@ import type { Envelope } from './envelope.ts';
 export type { ActorContext, ActorDefinition, ActorProtocol, ActorClient, MessageOf } from './actor.ts';
 export type { Envelope } from './envelope.ts';
 
+/** The runtime's own settings (the app's config holds them under `runtime`). */
+export interface RuntimeConfig {
+  /** Prefix of every Redis key the runtime owns; tests use a random one. */
+  keyPrefix: string;
+  /** Streams per actor type unless the actor type says otherwise. */
+  defaultShards: number;
+  /** A handler that throws this many times sends the message to the dead-letter stream. */
+  maxDeliveries: number;
+  /** Pause between two deliveries of a message whose handler threw. */
+  redeliveryDelayMs: number;
+  /** A worker that stops renewing loses its shards after this long. */
+  leaseTtlMs: number;
+  leaseRenewMs: number;
+  /** How often a worker looks for free shards and its fair share of them. */
+  rebalanceMs: number;
+  /** How long a read on a shard stream blocks waiting for entries. */
+  readBlockMs: number;
+  readBatch: number;
+  /** How often the shard owner moves due timers into its stream. */
+  timerPollMs: number;
+  /** How long SIGTERM waits for in-flight handlers before leaving anyway. */
+  shutdownGraceMs: number;
+  askTimeoutMs: number;
+  /** How long a Redis ping (readiness) may take. */
+  pingTimeoutMs: number;
+  /** An actor key's activated state is dropped after this long without messages. */
+  actorIdleMs: number;
+  /** How long a message or event id emitted by a handler is remembered, so a redelivery does not emit it again. */
+  dedupeTtlMs: number;
+  /** How long a broadcast (a revoked API key) waits for every process to confirm it. */
+  broadcastConfirmMs: number;
+}
+
 /** A message to an actor at the transport level; senders use a typed `ActorClient` instead. */
 export interface ActorMessage {
   kind: string;

@@ -1,4 +1,3 @@
-import { webhookActor } from '../actors/webhook.actor.ts';
 import type { Config } from '../config.ts';
 import { consumeEvents, type EventConsumer } from '../events/event-consumer.ts';
 import type { EventStream } from '../events/event-stream.ts';
@@ -8,8 +7,6 @@ import type { Store } from '../store/collection.ts';
 import { DeliveryAttempts } from './delivery-attempts.ts';
 import { DeliveryLog } from './delivery-log.ts';
 import { loadSecretBox } from './secret-box.ts';
-import { WebhookLanes } from './webhook-lanes.ts';
-import { exposePendingDeliveries } from './webhook-metrics.ts';
 import { WebhookRouter } from './webhook-router.ts';
 import { WebhookSender } from './webhook-sender.ts';
 import { WebhookService } from './webhook-service.ts';
@@ -21,22 +18,20 @@ export function declareWebhookCollections(store: Store): WebhookCollections {
   return webhookCollections(store);
 }
 
-/** Webhooks wired: routes (every role), the webhook actor, and on consuming processes the event router. */
+/** Webhooks wired: routes (every role), the delivery attempts the webhook actor makes, and on consuming processes the event router. */
 export async function createWebhooks(deps: { config: Config; log: Logger; db: WebhookCollections; runtime: Transport; events: EventStream }) {
   const log = deps.log.child({ component: 'webhooks' });
   const cfg = deps.config.webhook;
   const box = await loadSecretBox(cfg.secretKey, deps.config.dataDir);
   const sender = new WebhookSender({ allowPrivate: cfg.allowPrivate, timeoutMs: cfg.timeoutMs });
   const attempts = new DeliveryAttempts({ db: deps.db, deliveryLog: new DeliveryLog(deps.db.deliveries), box, sender, config: cfg, log });
-  const lanes = new WebhookLanes({ attempts, db: deps.db, runtime: deps.runtime, config: cfg, log });
   const router = new WebhookRouter({ db: deps.db, runtime: deps.runtime });
   const service = new WebhookService({ db: deps.db, box, attempts, runtime: deps.runtime, config: cfg, log });
-  exposePendingDeliveries(() => lanes.size);
   let consumer: EventConsumer | undefined;
   return {
     box,
     service,
-    actor: webhookActor(lanes),
+    attempts,
     routes: webhookRoutes(service),
     /** Starts routing events to webhooks (worker and all roles), after the runtime started. */
     async startRouting(): Promise<void> {
@@ -46,9 +41,8 @@ export async function createWebhooks(deps: { config: Config; log: Logger; db: We
     async stopRouting(): Promise<void> {
       await consumer?.stop();
     },
-    /** After the runtime stopped handing it messages. */
-    async close(): Promise<void> {
-      await lanes.stop();
+    /** After the runtime stopped and the webhook actor's lanes let go. */
+    close(): void {
       sender.close();
     },
   };

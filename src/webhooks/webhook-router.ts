@@ -1,9 +1,10 @@
 import type { ReadEvent } from '../events/event-stream.ts';
 import { nowIso } from '../ids.ts';
-import { webhookProtocol, type PendingDelivery } from '../actors/webhook.actor.ts';
+import { webhookProtocol, type PendingDelivery } from '../actors/webhook/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
-import { deliveryId, insertNew, orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
+import { insertNew } from '../store/insert-new.ts';
+import { deliveryId, orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 import { platformScope } from '../store/collection.ts';
 
 /** Deliveries per actor message, so one message stays small on the wire. */

@@ -3,7 +3,7 @@ import { notFound, validationError } from '../errors.ts';
 import { paginate, pageWindow, type Page } from '../http/pagination.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
-import { webhookProtocol } from '../actors/webhook.actor.ts';
+import { webhookProtocol } from '../actors/webhook/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
 import { platformScope, type Filter } from '../store/collection.ts';

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { AppError } from '../errors.ts';
-import type { Collection, Doc, Scope, Store } from '../store/collection.ts';
+import type { Scope, Store } from '../store/collection.ts';
 
 export interface WebhookDoc {
   [field: string]: unknown;
@@ -66,25 +65,4 @@ export const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
 /** One delivery per webhook and event, whoever creates it and however often: redelivered events make no duplicates. */
 export function deliveryId(webhookId: string, eventId: string): string {
   return `whd_${createHash('sha256').update(`${webhookId}\u0000${eventId}`).digest('base64url').slice(0, 22)}`;
-}
-
-/** Inserts what is not there yet and answers what it inserted; documents already stored (same id) are left as they are. */
-export async function insertNew<T extends Doc>(collection: Collection<T>, scope: Scope, docs: T[]): Promise<T[]> {
-  if (docs.length === 0) return [];
-  try {
-    await collection.insertMany(scope, docs);
-    return docs;
-  } catch (err) {
-    if (!(err instanceof AppError && err.code === 'conflict')) throw err;
-  }
-  const inserted: T[] = [];
-  for (const doc of docs) {
-    try {
-      await collection.insertOne(scope, doc);
-      inserted.push(doc);
-    } catch (err) {
-      if (!(err instanceof AppError && err.code === 'conflict')) throw err;
-    }
-  }
-  return inserted;
 }

@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
-import type { Principal } from '../identity/roles.ts';
+import type { Principal } from '../roles.ts';
 import {
   deliveryListQuery, deliveryParams, deliverySchema, webhookCreateBody, webhookIdParams, webhookSchema, webhookUpdateBody,
 } from './webhook-schemas.ts';

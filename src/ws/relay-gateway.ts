@@ -1,15 +1,12 @@
 import type { TemplatedApp, WebSocket } from '@trufflesuite/uws-js-unofficial';
 import { Gauge, register } from 'prom-client';
 import type { Logger } from '../log.ts';
-import { agentFrame, frameLimits, parseFrame, type AgentFrame, type HelloFrame, type ServerFrame } from '../relay-protocol/frames.ts';
+import { agentFrame, frameLimits, parseFrame, relaySocketPath, type AgentFrame, type HelloFrame, type ServerFrame } from '../relay-protocol/frames.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
-import { relayProtocol } from '../actors/relay.actor.ts';
-import type { ConnectedRelay } from '../relays/relay-sessions.ts';
+import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
-
-export const relaySocketPath = '/api/v1/relays/connect';
 
 interface RelaySocket {
   /** Set once the hello is accepted. */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { RelaySocket } from '../support/relay-socket.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';

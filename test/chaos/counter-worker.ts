@@ -6,7 +6,7 @@
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config.ts';
 import { createLogger } from '../../src/log.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { counterProtocol } from './counter-protocol.ts';
 import { defineActor } from '../../src/runtime/actor.ts';

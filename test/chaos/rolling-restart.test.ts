@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import type { MessageDoc } from '../../src/messages/message-store.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { Redis } from 'ioredis';
 import { testRuntimeConfig, waitFor } from '../integration/runtime-contract.ts';
 import { createLogger } from '../../src/log.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { serviceUrl } from '../support/services.ts';
 import { counterSender } from './counter-protocol.ts';

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { simulateInbound } from '../../src/relay-agent/simulated-messages-app.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { startServiceProcess } from '../support/service-process.ts';
 import { request, withDatabase } from '../support/test-app.ts';

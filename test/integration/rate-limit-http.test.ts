@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { eachBackend, signup, startTestApp } from '../support/test-app.ts';
 
 function runAdmin(args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LocalRateLimiter, RedisRateLimiter, type RateLimiter } from '../../src/runtime/rate-limiter.ts';
 import { serviceUrl } from '../support/services.ts';
 

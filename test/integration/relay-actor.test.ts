@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { register } from 'prom-client';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { RelayDoc } from '../../src/relays/relay-store.ts';
 import { eachBackend, signup, startTestApp, type TestApp } from '../support/test-app.ts';
 import { StandInRelay } from '../support/stand-in-relay.ts';

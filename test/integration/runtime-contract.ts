@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { loadConfig, type RuntimeConfig } from '../../src/config.ts';
+import { loadConfig } from '../../src/config.ts';
+import type { RuntimeConfig } from '../../src/runtime/types.ts';
 import { AppError } from '../../src/errors.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Type } from '@sinclair/typebox';
 import { defineActor, defineProtocol } from '../../src/runtime/actor.ts';
 import type { ActorDefinition, Transport } from '../../src/runtime/types.ts';

@@ -1,8 +1,8 @@
 import { Redis } from 'ioredis';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { RuntimeConfig } from '../../src/config.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import type { RuntimeConfig } from '../../src/runtime/types.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { ActorDefinition } from '../../src/runtime/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { relayProtocol } from '../../src/actors/relay.actor.ts';
+import { relayProtocol } from '../../src/actors/relay/protocol.ts';
 import { actorClient } from '../../src/runtime/actor.ts';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { StandInRelay } from '../support/stand-in-relay.ts';
 import { eachBackend, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 import { waitFor } from './runtime-contract.ts';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { DomainEvent } from '../../src/events/event-stream.ts';
 import { apiKey, eachBackend, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 import { StandInRelay } from '../support/stand-in-relay.ts';

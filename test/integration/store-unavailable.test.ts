@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { test } from 'node:test';
-import { sleep } from '../../src/runtime/actor-host.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { signup, startTestApp, withDatabase } from '../support/test-app.ts';
 
 /** A TCP hop between the app and the real MongoDB wire server that the test can cut and restore. */

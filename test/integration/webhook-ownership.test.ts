@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import assert from 'node:assert/strict';
 import type { ServerResponse } from 'node:http';
 import { test } from 'node:test';
-import { webhookProtocol } from '../../src/actors/webhook.actor.ts';
+import { webhookProtocol } from '../../src/actors/webhook/protocol.ts';
 import { shardOf } from '../../src/runtime/shard.ts';
 import { signup, startTestApp } from '../support/test-app.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';

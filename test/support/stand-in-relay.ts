@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerFrame, SendFrame } from '../../src/relay-protocol/frames.ts';
-import { relayProtocol } from '../../src/actors/relay.actor.ts';
-import type { ConnectedRelay } from '../../src/relays/relay-sessions.ts';
+import { relayProtocol } from '../../src/actors/relay/protocol.ts';
+import type { ConnectedRelay } from '../../src/actors/relay/protocol.ts';
 import { actorClient } from '../../src/runtime/actor.ts';
 import type { TestApp } from './test-app.ts';
 

@@ -3,8 +3,8 @@
  * executed): each `@ts-expect-error` fails the typecheck if the line below it
  * compiles, so a client that accepts a wrong kind or field is caught.
  */
-import { relayProtocol } from '../../src/actors/relay.actor.ts';
-import { tenantProtocol } from '../../src/actors/tenant.actor.ts';
+import { relayProtocol } from '../../src/actors/relay/protocol.ts';
+import { tenantProtocol } from '../../src/actors/tenant/protocol.ts';
 import { actorClient, defineActor, type ActorContext } from '../../src/runtime/actor.ts';
 import type { Transport } from '../../src/runtime/types.ts';
 

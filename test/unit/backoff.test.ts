@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { backoffMs } from '../../src/messages/backoff.ts';
+import { backoffMs } from '../../src/actors/tenant/backoff.ts';
 
 test('the base after the first attempt, four times as long after each further one', () => {
   const middle = () => 0.5;

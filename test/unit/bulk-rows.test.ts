@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { eventNames } from '../../src/events/event-stream.ts';
 import { maxJobMessages } from '../../src/jobs/job-schemas.ts';
-import { maxBodyChars } from '../../src/messages/messages.routes.ts';
+import { maxBodyChars } from '../../src/messages/message-schemas.ts';
 import { csvRecords, limits, parseCsv, parseJsonRows, parseUpload, summarize, toCsv } from '../../web/bulk-rows.ts';
 import { webhookEvents } from '../../web/event-names.ts';
 

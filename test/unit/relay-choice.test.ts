@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { pickRelay, type RelayCredit } from '../../src/messages/relay-choice.ts';
+import { pickRelay, type RelayCredit } from '../../src/actors/tenant/relay-choice.ts';
 
 const relay = (id: string, capacity: number, inFlight: number, phoneNumbers: string[] = []): RelayCredit => ({
   id, capacity, phoneNumbers, credits: capacity - inFlight,

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { RelayCredits } from '../../src/relays/relay-credits.ts';
+import { RelayCredits } from '../../src/actors/relay/relay-credits.ts';
 
 const ready = (capacity: number) => {
   const c = new RelayCredits();

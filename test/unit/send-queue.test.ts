@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SendQueue, type QueuedMessage } from '../../src/messages/send-queue.ts';
+import { SendQueue, type QueuedMessage } from '../../src/actors/tenant/send-queue.ts';
 
 const item = (id: string, source?: string, priority = 0): QueuedMessage => ({ id, priority, fromNumber: null, ...(source ? { source } : {}) });
 const takeAll = (q: SendQueue) => q.take(() => true).map((m) => m.id);

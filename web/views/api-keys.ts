@@ -1,6 +1,6 @@
 import { h, replace, table, when } from '../dom.ts';
 import { api, can } from '../session.ts';
-import type { PageContext } from '../main.ts';
+import type { PageContext } from '../page.ts';
 
 interface ApiKey { id: string; name: string; role: string; prefix: string; createdAt: string }
 

@@ -1,7 +1,7 @@
 import { parseUpload, summarize, type ParsedUpload, type PreviewRow, limits } from '../bulk-rows.ts';
 import { announce, h, replace } from '../dom.ts';
 import { api, ApiError, can } from '../session.ts';
-import type { PageContext } from '../main.ts';
+import type { PageContext } from '../page.ts';
 import { rememberRows } from './jobs.ts';
 
 const pageSize = 100;

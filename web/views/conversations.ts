@@ -1,6 +1,6 @@
 import { h, replace, table, when } from '../dom.ts';
 import { api } from '../session.ts';
-import type { PageContext } from '../main.ts';
+import type { PageContext } from '../page.ts';
 
 interface Conversation { id: string; participant: string; participantName: string | null; lastMessage: string; lastMessageAt: string; unreadCount: number }
 interface Message {

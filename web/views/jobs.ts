@@ -1,7 +1,7 @@
 import { storedRecipient, toCsv, type PreviewRow } from '../bulk-rows.ts';
 import { announce, h, replace, table, when } from '../dom.ts';
 import { allPages, api, can } from '../session.ts';
-import type { PageContext } from '../main.ts';
+import type { PageContext } from '../page.ts';
 
 interface Job {
   jobId: string; status: 'scheduled' | 'processing' | 'completed' | 'cancelled'; totalRecipients: number; progress: number;

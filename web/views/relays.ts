@@ -1,6 +1,6 @@
 import { h, replace, table, when } from '../dom.ts';
 import { api, can } from '../session.ts';
-import type { PageContext } from '../main.ts';
+import type { PageContext } from '../page.ts';
 
 interface Relay { id: string; name: string; status: 'online' | 'offline'; lastHeartbeat: string | null; capacity: number; phoneNumbers: string[]; systemInfo: { hostname: string; hostOsVersion: string } }
 interface Health { cpuPercent: number; memoryUsedBytes: number; memoryTotalBytes: number; messagesPerMinute: number; queueDepth: number; reportedAt: string }

@@ -1,7 +1,7 @@
 import { h, replace, table, when } from '../dom.ts';
 import { api, ApiError, can } from '../session.ts';
 import { webhookEvents } from '../event-names.ts';
-import type { PageContext } from '../main.ts';
+import type { PageContext } from '../page.ts';
 
 
 interface Webhook { id: string; url: string; events: string[]; enabled: boolean; hasSecret: boolean; createdAt: string }

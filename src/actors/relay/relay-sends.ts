@@ -1,13 +1,13 @@
-import { relayProtocol } from '../actors/relay.actor.ts';
-import { tenantProtocol } from '../actors/tenant.actor.ts';
-import { nowIso } from '../ids.ts';
-import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
-import { queueItemOf, type QueuedMessage } from '../messages/send-queue.ts';
-import type { SendFrame } from '../relay-protocol/frames.ts';
-import type { ActorContext, MessageOfKind } from '../runtime/actor.ts';
-import type { RelayLink } from './relay-link.ts';
-import { isLive, type RelayState } from './relay-sessions.ts';
-import type { RelayDoc } from './relay-store.ts';
+import { relayProtocol } from './protocol.ts';
+import { tenantProtocol } from '../tenant/protocol.ts';
+import { nowIso } from '../../ids.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import { queueItemOf, type QueuedMessage } from '../tenant/send-queue.ts';
+import type { SendFrame } from '../../relay-protocol/frames.ts';
+import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
+import type { RelayLink } from '../../relays/relay-link.ts';
+import { isLive, type RelayState } from './relay-state.ts';
+import type { RelayDoc } from '../../relays/relay-store.ts';
 
 type RelayContext = ActorContext<RelayState>;
 type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;

@@ -1,4 +1,4 @@
-import { AppError } from '../errors.ts';
+import { AppError } from './errors.ts';
 
 export const roles = ['viewer', 'member', 'admin', 'owner'] as const;
 export type Role = (typeof roles)[number];

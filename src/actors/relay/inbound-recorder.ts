@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
-import { AppError } from '../errors.ts';
-import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
-import { withOutbox, type Outbox } from '../events/outbox.ts';
-import { nowIso } from '../ids.ts';
-import type { RelayLink } from '../relays/relay-link.ts';
-import type { RelayCollections } from '../relays/relay-store.ts';
-import type { ActorContext } from '../runtime/actor.ts';
-import { touchConversation } from './conversation-writer.ts';
-import type { MessageDoc, MessagingCollections } from './message-store.ts';
-import { conversationIdOf, normalizeParticipant } from './recipients.ts';
+import { AppError } from '../../errors.ts';
+import { changeEventId, domainEvent, messageEventData } from '../../events/event-stream.ts';
+import { withOutbox, type Outbox } from '../../events/outbox.ts';
+import { nowIso } from '../../ids.ts';
+import type { RelayLink } from '../../relays/relay-link.ts';
+import type { RelayCollections } from '../../relays/relay-store.ts';
+import type { ActorContext } from '../../runtime/actor.ts';
+import { touchConversation } from '../../messages/conversation-writer.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
 
 export interface InboundReport {
   relayId: string;

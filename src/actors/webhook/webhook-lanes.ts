@@ -1,11 +1,16 @@
-import { webhookProtocol, type WebhookState } from '../actors/webhook.actor.ts';
-import type { WebhookConfig } from '../config.ts';
-import type { Logger } from '../log.ts';
-import { actorClient, type ActorContext } from '../runtime/actor.ts';
-import type { Transport } from '../runtime/types.ts';
-import { platformScope } from '../store/collection.ts';
-import type { DeliveryAttempts, LoadedWebhook } from './delivery-attempts.ts';
-import { orgScope, type DeliveryDoc, type WebhookCollections } from './webhook-store.ts';
+import { webhookProtocol } from './protocol.ts';
+import type { WebhookConfig } from '../../config.ts';
+import type { Logger } from '../../log.ts';
+import { actorClient, type ActorContext } from '../../runtime/actor.ts';
+import type { Transport } from '../../runtime/types.ts';
+import { platformScope } from '../../store/collection.ts';
+import type { DeliveryAttempts, LoadedWebhook } from '../../webhooks/delivery-attempts.ts';
+import { orgScope, type DeliveryDoc, type WebhookCollections } from '../../webhooks/webhook-store.ts';
+
+/** The actor's state: the webhook as its attempts use it (null once deleted). */
+export interface WebhookState {
+  hook: LoadedWebhook | null;
+}
 
 type Ctx = ActorContext<WebhookState>;
 

@@ -1,7 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import type { TenantDispatcher, TenantState } from '../messages/tenant-dispatcher.ts';
-import { deliveryStatus, frameLimits } from '../relay-protocol/frames.ts';
-import { defineActor, defineProtocol, type ActorContext } from '../runtime/actor.ts';
+import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { defineProtocol } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
 const text = (maxLength: number) => Type.String({ maxLength });
@@ -17,7 +16,7 @@ export const queueItem = Type.Object({
   source: Type.Optional(text(64)),
 }, { additionalProperties: false });
 
-/** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (relays/relay-credits.ts). */
+/** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (actors/relay/relay-credits.ts). */
 const creditGrant = {
   session,
   epoch: text(64),
@@ -56,30 +55,3 @@ export const tenantProtocol = defineProtocol('tenant', {
   /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
   'close-source': { source: text(64) },
 });
-
-/** One actor per organization: its send queue, and the dispatch of it to its online relays within the credits they grant. */
-export function tenantActor(dispatcher: TenantDispatcher) {
-  // After its first message, nothing in the state is fresh any more.
-  const settled = <M>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<void>) => async (ctx: ActorContext<TenantState>, m: M) => {
-    try {
-      await handle(ctx, m);
-    } finally {
-      ctx.state.fresh = false;
-    }
-  };
-  return defineActor<typeof tenantProtocol, TenantState>(tenantProtocol, {
-    activate: (ctx) => dispatcher.activate(ctx),
-    handlers: {
-      enqueue: settled((ctx, m) => dispatcher.enqueue(ctx, m.items)),
-      sweep: settled((ctx, m) => dispatcher.sweep(ctx, m.chain)),
-      'relay-online': settled((ctx, m) => dispatcher.relayOnline(ctx, m.relayId, m.session)),
-      'relay-offline': settled((ctx, m) => dispatcher.relayOffline(ctx, m, m.reason)),
-      grant: settled((ctx, m) => dispatcher.grant(ctx, m)),
-      returned: settled((ctx, m) => dispatcher.returned(ctx, m.items)),
-      status: settled((ctx, m) => dispatcher.status(ctx, m)),
-      'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
-      retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
-      'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
-    },
-  });
-}

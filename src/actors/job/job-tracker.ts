@@ -1,14 +1,14 @@
-import type { EventStream } from '../events/event-stream.ts';
-import { nowIso } from '../ids.ts';
-import type { Logger } from '../log.ts';
-import { touchConversation } from '../messages/conversation-writer.ts';
-import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
-import { jobProtocol } from '../actors/job.actor.ts';
-import type { ActorClient, ActorContext } from '../runtime/actor.ts';
-import { countJob } from './job-counts.ts';
-import { releaseToSendQueue } from './job-release.ts';
-import { stopUnsent } from './job-service.ts';
-import { jobIndexScope, type JobCollections, type JobDoc } from './job-store.ts';
+import type { EventStream } from '../../events/event-stream.ts';
+import { nowIso } from '../../ids.ts';
+import type { Logger } from '../../log.ts';
+import { touchConversation } from '../../messages/conversation-writer.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import { jobProtocol } from './protocol.ts';
+import type { ActorClient, ActorContext } from '../../runtime/actor.ts';
+import { countJob } from '../../jobs/job-counts.ts';
+import { releaseToSendQueue } from '../../jobs/job-release.ts';
+import { stopUnsent } from '../../jobs/job-release.ts';
+import { jobIndexScope, type JobCollections, type JobDoc } from '../../jobs/job-store.ts';
 
 type Deps = {
   db: MessagingCollections & JobCollections;

@@ -1,17 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import type { Config } from '../config.ts';
-import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
-import { outboxGraceMs, type Outbox } from '../events/outbox.ts';
-import { nowIso } from '../ids.ts';
-import type { CreditGrant } from '../relays/relay-credits.ts';
-import type { RelayCollections, RelayDoc } from '../relays/relay-store.ts';
-import { relayProtocol } from '../actors/relay.actor.ts';
-import { tenantProtocol } from '../actors/tenant.actor.ts';
-import type { ActorContext } from '../runtime/types.ts';
+import type { Config } from '../../config.ts';
+import { changeEventId, domainEvent, messageEventData } from '../../events/event-stream.ts';
+import { outboxGraceMs, type Outbox } from '../../events/outbox.ts';
+import { nowIso } from '../../ids.ts';
+import type { CreditGrant } from '../relay/relay-credits.ts';
+import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
+import { relayProtocol } from '../relay/protocol.ts';
+import { tenantProtocol } from './protocol.ts';
+import type { ActorContext } from '../../runtime/types.ts';
 import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
-import type { Scope } from '../store/collection.ts';
-import type { MessageDoc, MessagingCollections } from './message-store.ts';
+import type { Scope } from '../../store/collection.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 
 interface OnlineRelay extends RelayCredit {
@@ -51,7 +51,7 @@ type Deps = {
 /**
  * The tenant actor's work: the organization's send queue, handed to its
  * relays within the credits their relay actors grant (each relay actor keeps
- * its own sends in flight, relays/relay-sends.ts), and the status, retry and
+ * its own sends in flight, actors/relay/relay-sends.ts), and the status, retry and
  * failure of each message. The store is the truth; this state is rebuilt from
  * it on first use and on every sweep, so a crash, a takeover or a lost timer
  * heals. Every status change is one compare-and-set on the message, so a

@@ -1,6 +1,5 @@
-import { defineActor, defineProtocol } from '../runtime/actor.ts';
 import { Type } from '@sinclair/typebox';
-import type { AutomationRunner } from '../automations/automation-runner.ts';
+import { defineProtocol } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: 64 });
 
@@ -15,13 +14,3 @@ export const automationProtocol = defineProtocol('automation', {
   /** A timer: the next HTTP attempt of a call_webhook or log_to_crm action is due. */
   retry: { orgId: id, executionId: id, index: Type.Integer({ minimum: 0, maximum: 9 }) },
 });
-
-/** Stateless: every message reads its execution from the store, the one truth about what was done. */
-export function automationActor(runner: AutomationRunner) {
-  return defineActor<typeof automationProtocol, undefined>(automationProtocol, {
-    handlers: {
-      run: (ctx, m) => runner.run(ctx, m.orgId, m.executionId),
-      retry: (ctx, m) => runner.retry(ctx, m.orgId, m.executionId, m.index),
-    },
-  });
-}

@@ -1,4 +1,4 @@
-import type { MessageDoc } from './message-store.ts';
+import type { MessageDoc } from '../../messages/message-store.ts';
 
 export interface QueuedMessage {
   id: string;

@@ -1,8 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { defineActor, defineProtocol } from '../runtime/actor.ts';
-import type { LoadedWebhook } from '../webhooks/delivery-attempts.ts';
-import type { WebhookLanes } from '../webhooks/webhook-lanes.ts';
-import type { DeliveryDoc } from '../webhooks/webhook-store.ts';
+import { defineProtocol } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: 64 });
 const delivery = Type.Object({
@@ -26,26 +23,3 @@ export const webhookProtocol = defineProtocol('webhook', {
   /** The webhook was updated, toggled or deleted through the API. */
   changed: { orgId: id },
 });
-
-/** The actor's state: the webhook as its attempts use it (null once deleted). */
-export interface WebhookState {
-  hook: LoadedWebhook | null;
-}
-
-/**
- * One actor per webhook. Its state is the webhook as attempts use it (secret
- * opened); its deliveries run in the webhook's lane (webhook-lanes.ts), up to
- * WEBHOOK_CONCURRENCY at once, outside the handler, so a slow endpoint never
- * holds the actor's shard.
- */
-export function webhookActor(lanes: WebhookLanes) {
-  return defineActor<typeof webhookProtocol, WebhookState>(webhookProtocol, {
-    activate: async (ctx) => ({ hook: await lanes.load(ctx.key) }),
-    handlers: {
-      accept: (ctx, m) => lanes.accept(ctx, m.orgId, m.deliveries as DeliveryDoc[]),
-      retry: (ctx, m) => lanes.retry(ctx, m.orgId, m.deliveryId),
-      sweep: (ctx, m) => lanes.sweep(ctx, m.orgId),
-      changed: (ctx, m) => lanes.changed(ctx, m.orgId),
-    },
-  });
-}

@@ -1,31 +1,17 @@
-import { tenantProtocol } from '../actors/tenant.actor.ts';
-import { relayProtocol } from '../actors/relay.actor.ts';
-import { AppError } from '../errors.ts';
-import { changeEventId, domainEvent } from '../events/event-stream.ts';
-import type { Outbox } from '../events/outbox.ts';
-import { nowIso } from '../ids.ts';
-import type { ActorContext, MessageOfKind } from '../runtime/actor.ts';
+import { tenantProtocol } from '../tenant/protocol.ts';
+import { relayProtocol, type ConnectedRelay } from './protocol.ts';
+import { AppError } from '../../errors.ts';
+import { changeEventId, domainEvent } from '../../events/event-stream.ts';
+import type { Outbox } from '../../events/outbox.ts';
+import { nowIso } from '../../ids.ts';
+import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
 import { RelayCredits } from './relay-credits.ts';
+import { isLive, type RelayState } from './relay-state.ts';
 import type { RelaySends } from './relay-sends.ts';
-import type { RelayCollections, RelayDoc } from './relay-store.ts';
-
-/** The relay actor's state: its document as last written (by this actor, the only writer), loaded on first need. */
-export interface RelayState {
-  doc: RelayDoc | null | undefined;
-  /** Epoch ms of the current session's last heartbeat. */
-  lastHeartbeatAt: number;
-  /** Its sends in flight and the credits granted for them, read from the store with the document. */
-  credits: RelayCredits;
-}
+import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 
 type RelayContext = ActorContext<RelayState>;
 type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
-
-/** What `connect` answers the gateway. */
-export interface ConnectedRelay {
-  session: number;
-  inboundCursor: number;
-}
 
 /**
  * A relay's life as the relay actor runs it: connect (a new session, online,
@@ -142,11 +128,6 @@ export class RelaySessions {
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-offline', relayId: ctx.key, session: m.session, reason });
     ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, reason }, 'relay offline');
   }
-}
-
-/** The relay's document says this session is the one online now. */
-export function isLive(relayId: string, doc: RelayDoc | null | undefined, session: number): doc is RelayDoc {
-  return !!doc && doc.status === 'online' && doc.session === session && relayId === doc.id;
 }
 
 export function relayEventData(doc: RelayDoc) {

@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { JobTracker } from '../jobs/job-tracker.ts';
-import { defineActor, defineProtocol } from '../runtime/actor.ts';
+import { defineProtocol } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: 64 });
 /** Every message names the job's organization and team: the job actor reads nothing unscoped. */
@@ -15,14 +14,3 @@ export const jobProtocol = defineProtocol('job', {
   /** One look at a running job's progress; `tick` is the chain's position, so two chains never run side by side. */
   track: { ...owner, tick: Type.Integer({ minimum: 0 }) },
 });
-
-/** One actor per bulk job: starts a scheduled job on time and follows its progress until every message is done. */
-export function jobActor(tracker: JobTracker) {
-  return defineActor(jobProtocol, {
-    handlers: {
-      start: (ctx, m) => tracker.start(ctx, m.orgId, m.teamId),
-      stop: (ctx, m) => tracker.stop(ctx, m.orgId, m.teamId),
-      track: (ctx, m) => tracker.track(ctx, m.orgId, m.teamId, m.tick),
-    },
-  });
-}

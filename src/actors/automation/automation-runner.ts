@@ -1,13 +1,13 @@
-import { automationProtocol } from '../actors/automation.actor.ts';
-import type { WebhookConfig } from '../config.ts';
-import { nowIso } from '../ids.ts';
-import type { Logger } from '../log.ts';
-import type { ActorContext } from '../runtime/actor.ts';
-import { nextStep } from '../webhooks/retry-schedule.ts';
-import type { AutomationActions } from './automation-actions.ts';
-import { actionOutcomes, executionOutcomes } from './automation-metrics.ts';
-import type { ActionStatus } from './automation-schemas.ts';
-import { orgScope, type AutomationCollections, type ExecutionDoc } from './automation-store.ts';
+import { automationProtocol } from './protocol.ts';
+import type { WebhookConfig } from '../../config.ts';
+import { nowIso } from '../../ids.ts';
+import type { Logger } from '../../log.ts';
+import type { ActorContext } from '../../runtime/actor.ts';
+import { nextStep } from '../../webhooks/retry-schedule.ts';
+import type { AutomationActions } from '../../automations/automation-actions.ts';
+import { actionOutcomes, executionOutcomes } from '../../automations/automation-metrics.ts';
+import type { ActionStatus } from '../../automations/automation-schemas.ts';
+import { orgScope, type AutomationCollections, type ExecutionDoc } from '../../automations/automation-store.ts';
 
 type Ctx = ActorContext<undefined>;
 

@@ -1,5 +1,5 @@
-import type { ScriptedRedis } from './scripts.ts';
-import type { DomainEvent, EventStream, ReadEvent } from '../events/event-stream.ts';
+import type { ScriptedRedis } from '../runtime/scripts.ts';
+import type { DomainEvent, EventStream, ReadEvent } from './event-stream.ts';
 
 type StreamEntry = [id: string, fields: string[]];
 

@@ -1,0 +1,14 @@
+import { defineActor } from '../../runtime/actor.ts';
+import type { JobTracker } from './job-tracker.ts';
+import { jobProtocol } from './protocol.ts';
+
+/** One actor per bulk job: starts a scheduled job on time and follows its progress until every message is done. */
+export function jobActor(tracker: JobTracker) {
+  return defineActor(jobProtocol, {
+    handlers: {
+      start: (ctx, m) => tracker.start(ctx, m.orgId, m.teamId),
+      stop: (ctx, m) => tracker.stop(ctx, m.orgId, m.teamId),
+      track: (ctx, m) => tracker.track(ctx, m.orgId, m.teamId, m.tick),
+    },
+  });
+}

@@ -1,0 +1,30 @@
+import { defineActor, type ActorContext } from '../../runtime/actor.ts';
+import { tenantProtocol } from './protocol.ts';
+import type { TenantDispatcher, TenantState } from './tenant-dispatcher.ts';
+
+/** One actor per organization: its send queue, and the dispatch of it to its online relays within the credits they grant. */
+export function tenantActor(dispatcher: TenantDispatcher) {
+  // After its first message, nothing in the state is fresh any more.
+  const settled = <M>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<void>) => async (ctx: ActorContext<TenantState>, m: M) => {
+    try {
+      await handle(ctx, m);
+    } finally {
+      ctx.state.fresh = false;
+    }
+  };
+  return defineActor<typeof tenantProtocol, TenantState>(tenantProtocol, {
+    activate: (ctx) => dispatcher.activate(ctx),
+    handlers: {
+      enqueue: settled((ctx, m) => dispatcher.enqueue(ctx, m.items)),
+      sweep: settled((ctx, m) => dispatcher.sweep(ctx, m.chain)),
+      'relay-online': settled((ctx, m) => dispatcher.relayOnline(ctx, m.relayId, m.session)),
+      'relay-offline': settled((ctx, m) => dispatcher.relayOffline(ctx, m, m.reason)),
+      grant: settled((ctx, m) => dispatcher.grant(ctx, m)),
+      returned: settled((ctx, m) => dispatcher.returned(ctx, m.items)),
+      status: settled((ctx, m) => dispatcher.status(ctx, m)),
+      'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
+      retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
+      'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
+    },
+  });
+}
