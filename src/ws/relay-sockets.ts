@@ -1,0 +1,88 @@
+import type { WebSocket } from '@trufflesuite/uws-js-unofficial';
+import { Gauge, register } from 'prom-client';
+import type { Logger } from '../log.ts';
+import type { ServerFrame } from '../relay-protocol/frames.ts';
+import type { RelayLink } from '../relays/relay-link.ts';
+
+/** What the gateway keeps on each relay socket. */
+export interface RelaySocket {
+  /** Set once the hello is accepted. */
+  relay?: { id: string; tenantId: string; session: number };
+  badFrames: number;
+  closed: boolean;
+  helloTimer?: NodeJS.Timeout;
+  /** Frames handled one after another, in the order they arrived. */
+  work: Promise<void>;
+}
+
+export type RelayWebSocket = WebSocket<RelaySocket>;
+
+const onlineGauge = (register.getSingleMetric('relaybox_relays_connected') as Gauge | undefined) ?? new Gauge({
+  name: 'relaybox_relays_connected',
+  help: 'Relay sockets held by this frontend',
+});
+
+/**
+ * The relay sockets this frontend holds, one per relay (a newer connection
+ * replaces an older one), the frames written to them, and the work still
+ * running for them. Frames actors address to a relay (`RelayLink`) reach its
+ * socket only while it is the session they were meant for.
+ */
+export class RelaySockets {
+  private readonly sockets = new Map<string, RelayWebSocket>();
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(link: RelayLink, private readonly backpressureCap: number, private readonly log: Logger) {
+    link.onFrame((delivery) => {
+      const ws = this.sockets.get(delivery.relayId);
+      if (ws && ws.getUserData().relay?.session === delivery.session) this.write(ws, delivery.frame);
+    });
+  }
+
+  get size(): number {
+    return this.sockets.size;
+  }
+
+  /** Work the gateway waits for when it closes (a socket's frames, its offline report). */
+  track<T>(p: Promise<T>): Promise<T> {
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p)).catch(() => undefined);
+    return p;
+  }
+
+  write(ws: RelayWebSocket, frame: ServerFrame): void {
+    const state = ws.getUserData();
+    if (state.closed) return;
+    if (ws.getBufferedAmount() > this.backpressureCap) {
+      this.log.warn({ relayId: state.relay?.id }, 'relay is not reading; disconnecting it');
+      ws.end(1008, 'not reading');
+      return;
+    }
+    ws.cork(() => ws.send(JSON.stringify(frame), false));
+  }
+
+  refuse(ws: RelayWebSocket, code: string, message: string): void {
+    this.write(ws, { type: 'error', code, message });
+    if (!ws.getUserData().closed) ws.end(4001, code);
+  }
+
+  /** The socket's hello was accepted: it is the relay's socket now, and an older one is closed. */
+  adopt(relayId: string, ws: RelayWebSocket): void {
+    const previous = this.sockets.get(relayId);
+    this.sockets.set(relayId, ws);
+    onlineGauge.set(this.sockets.size);
+    if (previous && previous !== ws) previous.end(4002, 'replaced by a newer connection');
+  }
+
+  /** The socket closed; it is forgotten unless a newer one already replaced it. */
+  release(relayId: string, ws: RelayWebSocket): void {
+    if (this.sockets.get(relayId) === ws) this.sockets.delete(relayId);
+    onlineGauge.set(this.sockets.size);
+  }
+
+  /** Closes every relay socket and waits for the work still running for them. */
+  async close(): Promise<void> {
+    for (const ws of [...this.sockets.values()]) ws.end(1001, 'server shutting down');
+    await Promise.allSettled([...this.pending]);
+  }
+}
