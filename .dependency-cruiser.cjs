@@ -1,0 +1,90 @@
+/**
+ * The import rules of src/ and web/, checked by `npm run depcruise` (and so
+ * by `npm test`): imports only go down, and nothing imports in a circle.
+ * Layers, from the bottom: shared leaves (errors, ids, config, roles,
+ * relay-protocol), store and runtime, events and http, actor protocols,
+ * features and actors, the composition root (app.ts) and main.ts.
+ */
+const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin)/';
+const aboveFeatures = '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|ws)/|^src/(app|main)\\.ts$';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'A circle of imports has no bottom: split the shared part into a module both import.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'protocol-imports-only-runtime',
+      comment: "An actor's protocol.ts is its contract: it imports the runtime, the relay protocol's shared limits, other protocols and TypeBox, nothing above them.",
+      severity: 'error',
+      from: { path: '^src/actors/[^/]+/protocol\\.ts$' },
+      to: { dependencyTypesNot: ['npm', 'core'], pathNot: '^src/(runtime|relay-protocol)/|^src/actors/[^/]+/protocol\\.ts$' },
+    },
+    {
+      name: 'actor-imports-no-routes-or-services',
+      comment: 'An actor folder imports stores and protocols, never what users reach (routes, services, the frontends).',
+      severity: 'error',
+      from: { path: '^src/actors/' },
+      to: { path: '\\.routes\\.ts$|-service\\.ts$|^src/(http|ws|dashboard)/|^src/(app|main)\\.ts$' },
+    },
+    {
+      name: 'feature-reaches-actor-through-protocol',
+      comment: "A feature speaks to an actor only through its protocol.ts; the composition root (src/app.ts) builds the actors.",
+      severity: 'error',
+      from: { path: `${features}|^src/ws/` },
+      to: { path: '^src/actors/', pathNot: '^src/actors/[^/]+/protocol\\.ts$' },
+    },
+    {
+      name: 'lower-floors-import-no-feature',
+      comment: 'store/, runtime/ and events/ are below every feature: they take what they need as options.',
+      severity: 'error',
+      from: { path: '^src/(store|runtime|events)/' },
+      to: { path: aboveFeatures },
+    },
+    {
+      name: 'http-imports-no-feature',
+      comment: 'The HTTP server is plumbing: features hand it their routes through the composition root.',
+      severity: 'error',
+      from: { path: '^src/http/' },
+      to: { path: `${aboveFeatures}|^src/events/` },
+    },
+    {
+      name: 'only-runtime-imports-ioredis',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/runtime/' },
+      to: { path: 'node_modules/ioredis/' },
+    },
+    {
+      name: 'only-store-imports-mongodb',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/store/' },
+      to: { path: 'node_modules/mongodb/' },
+    },
+    {
+      name: 'only-frontends-import-uws',
+      comment: 'Actors and features never touch a socket: only the HTTP server and the relay gateway import uWebSockets.js.',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/(http|ws)/|^src/main\\.ts$' },
+      to: { path: 'node_modules/@trufflesuite/uws-js-unofficial/' },
+    },
+    {
+      name: 'web-imports-no-server-code',
+      comment: 'The dashboard is built for the browser on its own; it shares only the pure recipient rules with the server.',
+      severity: 'error',
+      from: { path: '^web/' },
+      to: { path: '^src/', pathNot: '^src/messages/recipient-rules\\.ts$' },
+    },
+  ],
+  options: {
+    // TypeScript 7 ships no compiler API; SWC parses the sources (type-only imports included).
+    parser: 'swc',
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '\\.d\\.ts$' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js', '.mjs', '.json'] },
+  },
+};
