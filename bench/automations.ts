@@ -11,7 +11,7 @@
  *
  * BENCH_EVENTS (2000), BENCH_AUTOMATIONS (10; half of them match every event).
  * FerretDB on PostgreSQL needs `pool_max_conns` above twice the client's 50
- * connections, or its findAndModify waits on its own pool for good (README).
+ * connections, or its findAndModify waits on its own pool for good (docs/benchmarks.md).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';

@@ -1,9 +1,10 @@
 /**
- * The README's automation example, run as written: its shell block against a
- * real server process (embedded default) and the relay agent in simulator
- * mode, after what the quick start before it leaves behind (an owner's
- * access token, a registered agent), with only the address and the
- * simulator's directory swapped for this run's own.
+ * The automation walk-through (docs/automations.md, continuing the README's
+ * quick start), run as written: its shell block against a real server process
+ * (embedded default) and the relay agent in simulator mode, after what the
+ * quick start leaves behind (an owner's access token, a registered agent),
+ * with only the address and the simulator's directory swapped for this run's
+ * own.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -13,21 +14,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { shellBlockAfter } from '../support/markdown-shell.ts';
 import { startServiceProcess } from '../support/service-process.ts';
 import { request } from '../support/test-app.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
 
-/** The first ```sh block after the automations heading. */
-function automationScript(readme: string): string {
-  const section = readme.indexOf('### Automations: auto-reply to "STOP"');
-  assert.ok(section >= 0, 'the README has the automation example');
-  const start = readme.indexOf('```sh\n', section);
-  const end = readme.indexOf('\n```', start + 6);
-  return readme.slice(start + 6, end + 1);
-}
-
-test('the README automation example runs as written: the STOP gets the reply and the contact is tagged', { timeout: 180_000 }, async (t) => {
+test('the automation walk-through runs as written: the STOP gets the reply and the contact is tagged', { timeout: 180_000 }, async (t) => {
   const missing = ['curl', 'jq', 'sqlite3'].filter((program) => spawnSync('sh', ['-c', `command -v ${program}`]).status !== 0);
   if (missing.length > 0) {
     if (process.env.CI === 'true') throw new Error(`${missing.join(', ')} must be installed in CI`);
@@ -57,7 +50,7 @@ test('the README automation example runs as written: the STOP gets the reply and
   agent.kill('SIGTERM');
   await new Promise((resolve) => agent.once('exit', resolve));
 
-  const script = automationScript(await readFile(join(root, 'README.md'), 'utf8'))
+  const script = shellBlockAfter(await readFile(join(root, 'docs', 'automations.md'), 'utf8'), '## Example: auto-reply to "STOP" and tag the contact', 'docs/automations.md')
     .replaceAll('localhost:3000', `127.0.0.1:${server.port}`)
     .replaceAll('./data/sim', sim);
   const run = spawn('bash', ['-c', `set -m\n${script}\nwait\necho "example done"`], {

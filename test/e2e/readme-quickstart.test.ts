@@ -11,19 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { waitFor } from '../integration/runtime-contract.ts';
+import { shellBlockAfter } from '../support/markdown-shell.ts';
 import { startServiceProcess } from '../support/service-process.ts';
 
 const root = new URL('../..', import.meta.url).pathname;
-
-/** The first ```sh block after the "## Use it" heading. */
-export function quickStartScript(readme: string): string {
-  const section = readme.indexOf('\n## Use it\n');
-  assert.ok(section >= 0, 'the README has a "Use it" section');
-  const start = readme.indexOf('```sh\n', section);
-  const end = readme.indexOf('\n```', start + 6);
-  assert.ok(start > section && end > start, 'the section has a sh block');
-  return readme.slice(start + 6, end + 1);
-}
 
 test('the README quick start runs as written and ends with a delivered message', { timeout: 120_000 }, async (t) => {
   const missing = ['curl', 'jq', 'sqlite3'].filter((program) => spawnSync('sh', ['-c', `command -v ${program}`]).status !== 0);
@@ -39,7 +30,7 @@ test('the README quick start runs as written and ends with a delivered message',
     await server.terminate();
     await rm(dir, { recursive: true, force: true });
   });
-  const script = quickStartScript(await readFile(join(root, 'README.md'), 'utf8'))
+  const script = shellBlockAfter(await readFile(join(root, 'README.md'), 'utf8'), '## Use it', 'README.md')
     .replaceAll('localhost:3000', `127.0.0.1:${server.port}`)
     .replaceAll('./data/sim', join(dir, 'sim'));
   assert.match(script, /npm run relay/, 'the quick start runs the agent');

@@ -96,7 +96,7 @@ eachBackend((backend) => {
       assert.deepEqual(fits.statuses, [200]);
     });
 
-    test('what uWebSockets.js drops without an answer (the README tells a proxy in front to normalize these)', async () => {
+    test('what uWebSockets.js drops without an answer (docs/operations.md tells a proxy in front to normalize these)', async () => {
       const unknownMethod = await rawExchange(app.base, httpRequest('FROB', '/healthz', [['Host', 'relaybox.test']]), 1_000);
       assert.deepEqual(unknownMethod.statuses, []);
       assert.ok(unknownMethod.closed);
