@@ -40,7 +40,7 @@ const ownedShardsGauge = (register.getSingleMetric('relaybox_runtime_owned_shard
 /**
  * Actors on Redis Streams: one stream per actor type and shard, one consumer
  * group, one worker per shard at a time through a lease. Delivery is
- * at-least-once; see README "Delivery guarantees".
+ * at-least-once; see docs/architecture.md, "Delivery guarantees".
  */
 export class RedisTransport implements Transport {
   readonly name = 'redis' as const;
