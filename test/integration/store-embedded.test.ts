@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AppError } from '../../src/errors.ts';
 import { scopedFilter, type Collection, type Doc, type Filter, type IndexSpec, type Scope, type Update } from '../../src/store/collection.ts';
-import { EmbeddedStore, storeFile } from '../../src/store/embedded-store.ts';
+import { EmbeddedStore, storeFile, type WalCheckpointReport } from '../../src/store/embedded-store.ts';
 import { applyUpdate, matches } from '../../src/store/query.ts';
 import { storeContract } from './store-contract.ts';
 
@@ -401,3 +401,30 @@ test(`tenant and equality indexes agree with a full scan across inserts, updates
   await store.close();
 });
 }
+
+test('a count leaves no read open; a read that is left open makes the write-ahead log past walMaxBytes report and recover', async (t) => {
+  const dir = await tempDir(t);
+  const reports: WalCheckpointReport[] = [];
+  const walMaxBytes = 2 << 20;
+  const store = new EmbeddedStore(dir, { walMaxBytes, onWalCheckpoint: (r) => reports.push(r) });
+  t.after(() => store.close());
+  const things = store.collection<Thing>('things', thingIndexes);
+  const walBytes = () => statSync(join(dir, `${storeFile}-wal`)).size;
+  const write = async (from: number) => {
+    let largest = 0;
+    for (let i = from; i < from + 1_500; i++) {
+      await things.insertOne(scope, { id: `w${i}`, tenantId: '', n: i, status: 'queued', pad: 'x'.repeat(2_000) });
+      largest = Math.max(largest, walBytes());
+    }
+    return largest;
+  };
+  assert.equal(await things.count(scope, { status: 'queued' }), 0);
+  assert.ok(await write(0) <= walMaxBytes + (64 << 10), 'the automatic checkpoint keeps up after a count');
+  assert.deepEqual(reports, [], 'nothing was left open');
+
+  store.statement('SELECT count(*) AS n FROM things').get(); // a statement left on its row: a read held open
+  const largest = await write(10_000);
+  assert.ok(reports.length > 0, 'the blocked checkpoint is reported');
+  assert.deepEqual({ ...reports[0], walBytes: 0 }, { walBytes: 0, walMaxBytes, reason: 'database table is locked', recovered: true });
+  assert.ok(largest <= walMaxBytes + (64 << 10), `the log stayed at its bound (${largest} bytes)`);
+});
