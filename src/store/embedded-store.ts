@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
+import { DataDirLock } from './data-dir-lock.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, text, type SqlValue } from './sql-filter.ts';
@@ -75,7 +76,7 @@ export class EmbeddedStore implements Store, Connection {
   readonly kind = 'embedded' as const;
   readonly path: string;
   private readonly db: SqliteDatabase;
-  private readonly owner: string;
+  private readonly lock: DataDirLock;
   private readonly statements = new Map<string, Statement>();
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
   private readonly syncTimer: NodeJS.Timeout | undefined;
@@ -96,9 +97,15 @@ export class EmbeddedStore implements Store, Connection {
     mkdirSync(dataDir, { recursive: true });
     this.path = join(resolve(dataDir), storeFile);
     if (openPaths.has(this.path)) throw new Error(`${this.path} is already open in this process`);
-    this.owner = `${this.path}.owner`;
-    claim(this.path, this.owner);
-    this.db = new Database(this.path);
+    this.lock = new DataDirLock(this.path);
+    // The SQLite build locks with this directory, which a killed process leaves behind: the lock above is what counts.
+    rmSync(`${this.path}.lock`, { recursive: true, force: true });
+    try {
+      this.db = new Database(this.path);
+    } catch (err) {
+      this.lock.release();
+      throw err;
+    }
     openPaths.add(this.path);
     const syncIntervalMs = opts.syncIntervalMs ?? 1_000;
     try {
@@ -158,7 +165,7 @@ export class EmbeddedStore implements Store, Connection {
     this.statements.clear();
     if (this.db.isOpen) this.db.close(); // checkpoints the log into the file and removes it
     openPaths.delete(this.path);
-    if (existsSync(this.owner)) unlinkSync(this.owner);
+    this.lock.release();
   }
 
   assertOpen(what: string): void {
@@ -330,18 +337,6 @@ export class EmbeddedStore implements Store, Connection {
     }
     retireLegacyFiles(dataDir, names);
   }
-}
-
-/**
- * Takes DATA_DIR for this process. The SQLite build locks with a directory
- * (`store.sqlite.lock`), which a killed process leaves behind; the owner file
- * says whether its process still runs.
- */
-function claim(path: string, owner: string): void {
-  const pid = existsSync(owner) ? Number(readFileSync(owner, 'utf8')) : 0;
-  if (pid && pid !== process.pid && processAlive(pid)) throw new Error(`${path} is in use by process ${pid}: stop it first (or, if that process is not this service, delete ${owner})`);
-  rmSync(`${path}.lock`, { recursive: true, force: true });
-  writeFileSync(owner, String(process.pid));
 }
 
 /** Whether a process with this id runs (one we may not signal runs too). */
