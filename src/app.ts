@@ -19,6 +19,7 @@ import type { HttpServer } from './http/server.ts';
 import { exposeRuntimeStats } from './http/metrics.ts';
 import { createStore, type Store } from './store/index.ts';
 import { consumeEvents, type EventConsumer } from './events/event-consumer.ts';
+import { cursorKeysCollection, EventCursors } from './events/event-cursor.ts';
 import { EventLog, eventLogCollection } from './events/event-log.ts';
 import { eventRoutes } from './events/events.routes.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
@@ -52,7 +53,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contactsDb = contactCollections(store);
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
-  const eventLog = new EventLog(eventLogCollection(store), config.eventRetentionDays);
+  const eventLog = new EventLog(eventLogCollection(store), config.eventRetentionDays, new EventCursors(cursorKeysCollection(store)));
   const events = createEventStream(runtime, store, config.runtime, config.eventClaimIdleMs);
   const relays = new RelayRegistry(store);
   await store.init();
