@@ -19,6 +19,12 @@ export interface Config {
   storeSyncIntervalMs: number;
   /** The embedded store's page cache: with a few MiB of working memory, what it holds in RAM whatever the data size. */
   storeCacheMb: number;
+  /**
+   * The embedded store's write-ahead log past this is checkpointed into the
+   * database file at once after a commit; a checkpoint that cannot complete
+   * is logged. Normal operation keeps it near 16 MiB.
+   */
+  storeWalMaxMb: number;
   logLevel: string;
   /** Identifies this process among the frontends and workers (logs, leases, addressed replies). */
   nodeId: string;
@@ -143,6 +149,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir: env.DATA_DIR || './data',
     storeSyncIntervalMs: int(env, 'STORE_SYNC_INTERVAL_MS', 1_000),
     storeCacheMb: positive(env, 'STORE_CACHE_MB', 32),
+    storeWalMaxMb: positive(env, 'STORE_WAL_MAX_MB', 64),
     logLevel: logLevel(env),
     nodeId: env.NODE_ID || `${hostname()}-${process.pid}-${randomUUID().slice(0, 8)}`,
     maxBodyBytes: positive(env, 'MAX_BODY_BYTES', 1024 * 1024),

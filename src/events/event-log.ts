@@ -1,6 +1,7 @@
 import { paginate, pageWindow, type Page } from '../http/pagination.ts';
 import type { Collection, Filter, Store } from '../store/collection.ts';
 import { insertNew } from '../store/insert-new.ts';
+import type { EventCursors } from './event-cursor.ts';
 import type { ReadEvent } from './event-stream.ts';
 
 export interface OrgEventDoc {
@@ -10,7 +11,7 @@ export interface OrgEventDoc {
   event: string;
   timestamp: string;
   data: Record<string, unknown>;
-  /** Sortable position in the event stream: the order events were appended in. */
+  /** Sortable position in the event stream: the order events were appended in (shared by every organization, so never shown). */
   cursor: string;
 }
 
@@ -19,6 +20,7 @@ export interface OrgEventView {
   event: string;
   timestamp: string;
   data: Record<string, unknown>;
+  /** The position as this organization's own opaque cursor (`EventCursors`). */
   cursor: string;
 }
 
@@ -43,7 +45,7 @@ export function sortableCursor(position: string): string {
 export class EventLog {
   private readonly trimmedAt = new Map<string, number>();
 
-  constructor(private readonly events: Collection<OrgEventDoc>, private readonly retentionDays: number) {}
+  constructor(private readonly events: Collection<OrgEventDoc>, private readonly retentionDays: number, private readonly cursors: EventCursors) {}
 
   private cutoff(): string {
     return new Date(Date.now() - this.retentionDays * 86_400_000).toISOString();
@@ -74,13 +76,14 @@ export class EventLog {
   async list(orgId: string, q: { type?: string; after?: string; page: number; limit: number }): Promise<Page<OrgEventView>> {
     const filter: Filter = { timestamp: { $gte: this.cutoff() } };
     if (q.type) filter.event = q.type;
-    if (q.after !== undefined) filter.cursor = { $gt: q.after };
+    if (q.after !== undefined) filter.cursor = { $gt: sortableCursor(await this.cursors.decode(orgId, q.after)) };
     const { skip, limit } = pageWindow(q.page, q.limit);
     const scope = { tenantId: orgId };
     const [docs, total] = await Promise.all([
       this.events.find(scope, filter, { sort: { cursor: q.after === undefined ? -1 : 1 }, skip, limit }),
       this.events.count(scope, filter),
     ]);
-    return paginate(docs.map((d) => ({ id: d.id, event: d.event, timestamp: d.timestamp, data: d.data, cursor: d.cursor })), total, q.page, q.limit);
+    const cursors = await this.cursors.encode(orgId, docs.map((d) => d.cursor));
+    return paginate(docs.map((d, i) => ({ id: d.id, event: d.event, timestamp: d.timestamp, data: d.data, cursor: cursors[i]! })), total, q.page, q.limit);
   }
 }

@@ -2,19 +2,20 @@ import { Type } from '@sinclair/typebox';
 import { pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
+import { cursorPattern } from './event-cursor.ts';
 import type { EventLog } from './event-log.ts';
 import { eventNames } from './event-stream.ts';
 
 const eventSchema = Type.Object({
   id: Type.String(), event: Type.String(), timestamp: Type.String(),
   data: Type.Record(Type.String(), Type.Unknown()),
-  cursor: Type.String({ description: 'Pass as `after` to read the events that came later' }),
+  cursor: Type.String({ description: 'Pass as `after` to read the events that came later. Opaque: it orders nothing by itself and means nothing to another organization' }),
 });
 
 export const eventListQuery = strictObject({
   ...paginationQuery,
   type: Type.Optional(Type.Union(eventNames.map((n) => Type.Literal(n)))),
-  after: Type.Optional(Type.String({ minLength: 1, maxLength: 64, pattern: '^[0-9-]+$' })),
+  after: Type.Optional(Type.String({ minLength: 22, maxLength: 22, pattern: cursorPattern })),
 });
 
 /** The organization's events of the last EVENT_RETENTION_DAYS (30 by default). */

@@ -1,5 +1,6 @@
 import { RedisTransport, type RuntimeConfig, type Transport } from '../runtime/index.ts';
 import type { Store } from '../store/collection.ts';
+import { cursorKeysCollection, EventCursors } from './event-cursor.ts';
 import { EventLog, eventLogCollection } from './event-log.ts';
 import type { EventStream } from './event-stream.ts';
 import { eventRoutes } from './events.routes.ts';
@@ -14,6 +15,6 @@ export function createEventStream(runtime: Transport, store: Store, config: Runt
 
 /** The organization's event history (`GET /api/v1/events`), wired: its routes and the log the event-log consumer writes. Declared before the store's init. */
 export function createEventLog(store: Store, retentionDays: number) {
-  const log = new EventLog(eventLogCollection(store), retentionDays);
+  const log = new EventLog(eventLogCollection(store), retentionDays, new EventCursors(cursorKeysCollection(store)));
   return { log, routes: eventRoutes(log) };
 }

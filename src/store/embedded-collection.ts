@@ -11,6 +11,8 @@ export interface Connection {
   statement(sql: string): Statement;
   /** Runs a write statement; after a failure (a constraint) the statement can be used again. */
   run(sql: string, params: SqlValue[]): void;
+  /** The first row of a query, the statement reset after it (a statement left on a row holds a read open). */
+  first(sql: string, params?: SqlValue[]): Record<string, SqlValue> | null;
   exec(sql: string): void;
   /** Runs `work` in this turn's transaction. */
   write<R>(what: string, work: () => R): R;
@@ -384,7 +386,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     const key = countKey(sql, params);
     const kept = counts.get(scope.tenantId, key);
     if (kept !== undefined) return kept;
-    const row = this.store.statement(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`).get(params) as { n: number };
+    const row = this.store.first(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`, params) as { n: number };
     if (row.n >= counts.min && storable(scoped)) {
       counts.keep(scope.tenantId, key, structuredClone(scoped), row.n);
       this.countsChanged();

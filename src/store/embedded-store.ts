@@ -1,9 +1,10 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
 import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
 import { AppError } from '../errors.ts';
+import { DataDirLock } from './data-dir-lock.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, text, type SqlValue } from './sql-filter.ts';
@@ -20,6 +21,20 @@ export interface EmbeddedStoreOptions {
   cacheMb?: number;
   /** Which counts are kept and maintained by the writes (count-cache.ts). */
   countCache?: CountCacheOptions;
+  /** The write-ahead log past this size is checkpointed and truncated at once after a commit (default 64 MiB). */
+  walMaxBytes?: number;
+  /** Told when the log is past `walMaxBytes` and a checkpoint could not fold all of it back. */
+  onWalCheckpoint?: (report: WalCheckpointReport) => void;
+}
+
+/** A checkpoint forced by the write-ahead log's size bound that did not complete. */
+export interface WalCheckpointReport {
+  walBytes: number;
+  walMaxBytes: number;
+  /** Why SQLite could not fold the whole log back. */
+  reason: string;
+  /** Whether resetting the idle statements (a read left open) let a second checkpoint complete. */
+  recovered: boolean;
 }
 
 /** The database file in DATA_DIR; SQLite keeps `store.sqlite-wal` beside it while open. */
@@ -28,6 +43,7 @@ export const storeFile = 'store.sqlite';
 const maxStatements = 500;
 /** Pages (4 KiB) of write-ahead log between two checkpoints. */
 const checkpointPages = 4_096;
+const pageBytes = 4_096;
 /** Paths open in this process: a second connection to the same file would not see the first one's lock. */
 const openPaths = new Set<string>();
 
@@ -60,7 +76,7 @@ export class EmbeddedStore implements Store, Connection {
   readonly kind = 'embedded' as const;
   readonly path: string;
   private readonly db: SqliteDatabase;
-  private readonly owner: string;
+  private readonly lock: DataDirLock;
   private readonly statements = new Map<string, Statement>();
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
   private readonly syncTimer: NodeJS.Timeout | undefined;
@@ -68,18 +84,28 @@ export class EmbeddedStore implements Store, Connection {
   private unsynced = false;
   private syncing: Promise<void> | null = null;
   private closed = false;
+  private readonly walMaxBytes: number;
+  private readonly onWalCheckpoint: (report: WalCheckpointReport) => void;
   /** Transactions SQLite rolled back: what a collection kept in memory about their writes is stale. */
   rollbacks = 0;
   readonly countCache: CountCacheOptions;
 
   constructor(dataDir: string, opts: EmbeddedStoreOptions = {}) {
     this.countCache = opts.countCache ?? {};
+    this.walMaxBytes = opts.walMaxBytes ?? 64 << 20;
+    this.onWalCheckpoint = opts.onWalCheckpoint ?? (() => undefined);
     mkdirSync(dataDir, { recursive: true });
     this.path = join(resolve(dataDir), storeFile);
     if (openPaths.has(this.path)) throw new Error(`${this.path} is already open in this process`);
-    this.owner = `${this.path}.owner`;
-    claim(this.path, this.owner);
-    this.db = new Database(this.path);
+    this.lock = new DataDirLock(this.path);
+    // The SQLite build locks with this directory, which a killed process leaves behind: the lock above is what counts.
+    rmSync(`${this.path}.lock`, { recursive: true, force: true });
+    try {
+      this.db = new Database(this.path);
+    } catch (err) {
+      this.lock.release();
+      throw err;
+    }
     openPaths.add(this.path);
     const syncIntervalMs = opts.syncIntervalMs ?? 1_000;
     try {
@@ -91,6 +117,8 @@ export class EmbeddedStore implements Store, Connection {
       this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
       // A checkpoint (the log folded into the file) syncs twice on the event loop: every 16 MiB of log, not every 4 MiB.
       this.db.exec(`PRAGMA wal_autocheckpoint = ${checkpointPages}`);
+      // A log that grew past one checkpoint's worth (a large transaction) is cut back to it when it starts over.
+      this.db.exec(`PRAGMA journal_size_limit = ${checkpointPages * pageBytes}`);
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))');
@@ -119,7 +147,7 @@ export class EmbeddedStore implements Store, Connection {
 
   async ping(): Promise<void> {
     this.assertOpen('store');
-    this.statement('SELECT 1').get();
+    this.first('SELECT 1');
   }
 
   /** Pending writes are committed; later calls are refused. */
@@ -137,7 +165,7 @@ export class EmbeddedStore implements Store, Connection {
     this.statements.clear();
     if (this.db.isOpen) this.db.close(); // checkpoints the log into the file and removes it
     openPaths.delete(this.path);
-    if (existsSync(this.owner)) unlinkSync(this.owner);
+    this.lock.release();
   }
 
   assertOpen(what: string): void {
@@ -169,6 +197,21 @@ export class EmbeddedStore implements Store, Connection {
     } catch (err) {
       reset(stmt);
       throw err;
+    }
+  }
+
+  /**
+   * `Statement.get` of this SQLite build steps to the first row and leaves the
+   * statement there: until its next use it holds a read transaction, and no
+   * checkpoint can then fold the write-ahead log back (it grows with every
+   * write). So every single-row read goes through here.
+   */
+  first(sql: string, params: SqlValue[] = []): Record<string, SqlValue> | null {
+    const stmt = this.statement(sql);
+    try {
+      return stmt.get(params) as Record<string, SqlValue> | null;
+    } finally {
+      reset(stmt);
     }
   }
 
@@ -220,6 +263,37 @@ export class EmbeddedStore implements Store, Connection {
     }
     this.unsynced = true;
     batch.resolve();
+    this.boundWal();
+  }
+
+  /**
+   * Keeps the write-ahead log under `walMaxBytes`. The automatic checkpoint
+   * cannot fold the log back while a read is open, and the log then grows
+   * with every write until the disk is full. Right after a COMMIT no read of
+   * this store is under way (every read runs synchronously and resets its
+   * statement), so a log over the bound is checkpointed and truncated here;
+   * if that cannot complete, a statement was left on a row: it is reported,
+   * every cached statement reset, and the checkpoint tried again.
+   */
+  private boundWal(): void {
+    // A stat per commit (about a microsecond) is small beside the commit's own writes to the log.
+    const walBytes = statSync(`${this.path}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+    if (walBytes <= this.walMaxBytes) return;
+    const reason = this.checkpoint();
+    if (reason === null) return;
+    for (const stmt of this.statements.values()) reset(stmt);
+    this.onWalCheckpoint({ walBytes, walMaxBytes: this.walMaxBytes, reason, recovered: this.checkpoint() === null });
+  }
+
+  /** A checkpoint of the whole log, truncating it to nothing: null when it completed, else why not. */
+  private checkpoint(): string | null {
+    try {
+      const row = this.db.get('PRAGMA wal_checkpoint(TRUNCATE)') as { busy: number; log: number; checkpointed: number };
+      if (row.busy === 0 && row.log === row.checkpointed) return null;
+      return `busy (${row.checkpointed} of ${row.log} frames checkpointed)`;
+    } catch (err) {
+      return (err as Error).message; // "database table is locked": a statement of this connection is still on a row
+    }
   }
 
   /** fdatasync of the write-ahead log on the thread pool (any descriptor of a file syncs the file), one at a time. */
@@ -243,7 +317,7 @@ export class EmbeddedStore implements Store, Connection {
   private importLegacy(dataDir: string): void {
     const names = legacyCollections(dataDir);
     if (names.length === 0) return;
-    const imported = this.statement("SELECT value FROM relaybox_meta WHERE key = 'legacy_import'").get();
+    const imported = this.first("SELECT value FROM relaybox_meta WHERE key = 'legacy_import'");
     if (!imported) {
       this.db.exec('BEGIN');
       try {
@@ -263,18 +337,6 @@ export class EmbeddedStore implements Store, Connection {
     }
     retireLegacyFiles(dataDir, names);
   }
-}
-
-/**
- * Takes DATA_DIR for this process. The SQLite build locks with a directory
- * (`store.sqlite.lock`), which a killed process leaves behind; the owner file
- * says whether its process still runs.
- */
-function claim(path: string, owner: string): void {
-  const pid = existsSync(owner) ? Number(readFileSync(owner, 'utf8')) : 0;
-  if (pid && pid !== process.pid && processAlive(pid)) throw new Error(`${path} is in use by process ${pid}: stop it first (or, if that process is not this service, delete ${owner})`);
-  rmSync(`${path}.lock`, { recursive: true, force: true });
-  writeFileSync(owner, String(process.pid));
 }
 
 /** Whether a process with this id runs (one we may not signal runs too). */

@@ -6,7 +6,7 @@ import { MongoStore } from './mongo-store.ts';
 export type { Store } from './collection.ts';
 
 /** MongoDB when a URL is given, otherwise the embedded SQLite store in dataDir. */
-export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; cacheMb?: number; pingTimeoutMs: number }, log: Logger): Store {
+export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; cacheMb?: number; walMaxMb?: number; pingTimeoutMs: number }, log: Logger): Store {
   if (opts.mongoUrl) {
     log.debug({ component: 'store' }, 'using MongoDB');
     return new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs);
@@ -14,5 +14,9 @@ export function createStore(opts: { mongoUrl: string | undefined; dataDir: strin
   return new EmbeddedStore(opts.dataDir, {
     ...(opts.syncIntervalMs === undefined ? {} : { syncIntervalMs: opts.syncIntervalMs }),
     ...(opts.cacheMb === undefined ? {} : { cacheMb: opts.cacheMb }),
+    ...(opts.walMaxMb === undefined ? {} : { walMaxBytes: opts.walMaxMb * 2 ** 20 }),
+    onWalCheckpoint: (report) => log.warn({ component: 'store', ...report }, report.recovered
+      ? 'the write-ahead log passed its bound because a read was left open; resetting the statements let the checkpoint complete'
+      : 'the write-ahead log is past its bound and cannot be checkpointed: it will grow until the store is restarted'),
   });
 }

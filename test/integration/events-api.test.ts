@@ -71,6 +71,38 @@ eachBackend((backend) => {
       assert.equal(relays.pagination.total, 1);
     });
 
+    test("a second organization's cursors reveal nothing about the first's volume, and work only for it", async () => {
+      const other = await signup(t, 'Neighbour');
+      const send = (o: Org, body: string) => t.request('POST', '/api/v1/messages', { token: o.ownerToken, body: { to: '+14155550100', body } });
+      const otherEvents = async (count: number) => {
+        const deadline = Date.now() + 15_000;
+        for (;;) {
+          const page = (await events('', other.ownerToken)).body;
+          if (page.pagination.total >= count) return page.data.reverse();
+          if (Date.now() > deadline) throw new Error(`expected ${count} events of the second organization`);
+          await sleep(50);
+        }
+      };
+      assert.equal((await send(other, 'b1')).status, 201);
+      for (let i = 0; i < 5; i++) assert.equal((await send(org, `busy ${i}`)).status, 201);
+      assert.equal((await send(other, 'b2')).status, 201);
+      const [first, second] = await otherEvents(2);
+      const stored = await t.app.store.collection('org_events').find({ tenantId: other.orgId }, {});
+      for (const e of [first, second]) {
+        assert.match(e.cursor, /^[A-Za-z0-9_-]{22}$/, 'opaque');
+        assert.doesNotMatch(e.cursor, /^[0-9-]+$/, 'not a position in the stream every organization shares');
+        assert.ok(!stored.some((doc) => doc.cursor === e.cursor), 'not the stored stream position');
+      }
+      // Catching up still works for the second organization, in its own order.
+      assert.deepEqual((await events(`?after=${first.cursor}`, other.ownerToken)).body.data.map((e: any) => e.id), [second.id]);
+      // A cursor is only meaningful to the organization it was given to.
+      const mine = (await events()).body.data[0].cursor;
+      const foreign = await events(`?after=${mine}`, other.ownerToken);
+      assert.equal(foreign.status, 400);
+      assert.equal(foreign.body.details[0].path, '/after');
+      assert.equal((await events(`?after=${first.cursor}`)).status, 400);
+    });
+
     test('another organization sees none of them', async () => {
       const other = await signup(t, 'Other');
       const res = await t.request('GET', '/api/v1/events', { token: other.ownerToken });

@@ -1,13 +1,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { AppError } from '../../src/errors.ts';
 import { scopedFilter, type Collection, type Doc, type Filter, type IndexSpec, type Scope, type Update } from '../../src/store/collection.ts';
-import { EmbeddedStore, storeFile } from '../../src/store/embedded-store.ts';
+import { EmbeddedStore, processAlive, storeFile, type WalCheckpointReport } from '../../src/store/embedded-store.ts';
 import { applyUpdate, matches } from '../../src/store/query.ts';
 import { storeContract } from './store-contract.ts';
 
@@ -70,7 +70,8 @@ async function reopen(dir: string, indexes = thingIndexes): Promise<{ store: Emb
 function killedCopy(t: TestContext, dir: string): string {
   const copy = mkdtempSync(join(tmpdir(), 'relaybox-store-'));
   t.after(() => rm(copy, { recursive: true, force: true }));
-  cpSync(dir, copy, { recursive: true });
+  // Not the lock FIFO (a copy cannot hold one): the copy's lock is made anew when it is opened.
+  cpSync(dir, copy, { recursive: true, filter: (src) => !src.endsWith('.in-use') });
   return copy;
 }
 
@@ -285,19 +286,38 @@ test('a DATA_DIR of the previous store is imported on first start, with its inde
   await again.store.close();
 });
 
-test('a DATA_DIR in use by another running process is refused; one left by a killed process is taken over', async (t) => {
+test('a DATA_DIR held by a live process is refused; the moment that process is killed (a zombie still, its id still taken) it is taken over', async (t) => {
   const dir = await tempDir(t);
   const first = await reopen(dir);
   await first.things.insertOne(scope, { id: 'a', tenantId: '', n: 1 });
   assert.throws(() => new EmbeddedStore(dir), /already open/);
-  const copy = killedCopy(t, dir);
   await first.store.close();
-  writeFileSync(join(copy, `${storeFile}.owner`), String(process.ppid));
-  assert.throws(() => new EmbeddedStore(copy), new RegExp(`in use by process ${process.ppid}`));
-  writeFileSync(join(copy, `${storeFile}.owner`), '999999999');
-  assert.ok(existsSync(join(copy, `${storeFile}.lock`)), 'the copy carries the lock of a process that is gone');
-  const taken = await reopen(copy);
-  assert.deepEqual(taken.all.map((d) => d.id), ['a']);
+
+  // The writer's parent execs into sleep, which never reaps it: once killed, the writer stays a zombie.
+  const parent = spawn('sh', ['-c', `"${process.execPath}" --import tsx test/chaos/store-writer.ts & echo "writer $!"; exec sleep 120`], { env: { ...process.env, DATA_DIR: dir }, stdio: ['ignore', 'pipe', 'inherit'] });
+  t.after(() => parent.kill('SIGKILL'));
+  const writerPid = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    let pid = 0;
+    parent.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      pid ||= Number(/writer (\d+)/.exec(out)?.[1] ?? 0);
+      if (pid && out.includes('ready')) resolve(pid);
+    });
+    parent.once('exit', (code) => reject(new Error(`the writer's parent exited with ${code}: ${out}`)));
+  });
+  assert.throws(() => new EmbeddedStore(dir), new RegExp(`in use by another running process \\(process ${writerPid}\\): stop it first`));
+  process.kill(writerPid, 'SIGKILL');
+  const zombie = () => readFileSync(`/proc/${writerPid}/stat`, 'utf8').split(') ')[1]?.startsWith('Z');
+  const deadline = Date.now() + 10_000;
+  while (process.platform === 'linux' && !zombie() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  if (process.platform === 'linux') assert.ok(zombie(), 'the killed writer is a zombie');
+  assert.ok(processAlive(writerPid), 'its process id still answers a signal');
+  assert.ok(existsSync(join(dir, `${storeFile}.lock`)), 'it left the SQLite build\'s lock directory behind');
+
+  const taken = await reopen(dir);
+  assert.equal(taken.all.find((d) => d.id === 'a')?.n, 1);
+  assert.ok(await taken.store.collection('items').count({ tenantId: 'org_kill' }, {}) > 0, 'what the writer committed is there');
   await taken.store.close();
 });
 
@@ -401,3 +421,30 @@ test(`tenant and equality indexes agree with a full scan across inserts, updates
   await store.close();
 });
 }
+
+test('a count leaves no read open; a read that is left open makes the write-ahead log past walMaxBytes report and recover', async (t) => {
+  const dir = await tempDir(t);
+  const reports: WalCheckpointReport[] = [];
+  const walMaxBytes = 2 << 20;
+  const store = new EmbeddedStore(dir, { walMaxBytes, onWalCheckpoint: (r) => reports.push(r) });
+  t.after(() => store.close());
+  const things = store.collection<Thing>('things', thingIndexes);
+  const walBytes = () => statSync(join(dir, `${storeFile}-wal`)).size;
+  const write = async (from: number) => {
+    let largest = 0;
+    for (let i = from; i < from + 1_500; i++) {
+      await things.insertOne(scope, { id: `w${i}`, tenantId: '', n: i, status: 'queued', pad: 'x'.repeat(2_000) });
+      largest = Math.max(largest, walBytes());
+    }
+    return largest;
+  };
+  assert.equal(await things.count(scope, { status: 'queued' }), 0);
+  assert.ok(await write(0) <= walMaxBytes + (64 << 10), 'the automatic checkpoint keeps up after a count');
+  assert.equal(reports.length, 0, 'nothing was left open');
+
+  store.statement('SELECT count(*) AS n FROM things').get(); // a statement left on its row: a read held open
+  const largest = await write(10_000);
+  assert.ok(reports.length > 0, 'the blocked checkpoint is reported');
+  assert.deepEqual({ ...reports[0]!, walBytes: 0 }, { walBytes: 0, walMaxBytes, reason: 'database table is locked', recovered: true });
+  assert.ok(largest <= walMaxBytes + (64 << 10), `the log stayed at its bound (${largest} bytes)`);
+});

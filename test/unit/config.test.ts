@@ -9,6 +9,7 @@ test('the defaults of the gateway, readiness, pings and actor lifecycle', () => 
   assert.equal(c.relayMaxBackpressureBytes, 1024 * 1024);
   assert.equal(c.readinessTimeoutMs, 2_000);
   assert.equal(c.storePingTimeoutMs, 2_000);
+  assert.equal(c.storeWalMaxMb, 64);
   assert.equal(c.runtime.pingTimeoutMs, 1_000);
   assert.equal(c.runtime.actorIdleMs, 60_000);
   assert.equal(c.runtime.dedupeTtlMs, 600_000);
@@ -23,6 +24,7 @@ test('a nonsensical setting stops the start with a message naming the variable',
     [{ RELAY_HELLO_TIMEOUT_MS: '1.5' }, /RELAY_HELLO_TIMEOUT_MS/],
     [{ PORT: '-1' }, /PORT/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
+    [{ STORE_WAL_MAX_MB: '0' }, /STORE_WAL_MAX_MB/],
     [{ RUNTIME_LEASE_TTL_MS: '1000', RUNTIME_LEASE_RENEW_MS: '1000' }, /RUNTIME_LEASE_RENEW_MS \(1000\) must be shorter than RUNTIME_LEASE_TTL_MS/],
     [{ RELAY_HEARTBEAT_INTERVAL_MS: '30000' }, /RELAY_HEARTBEAT_INTERVAL_MS/],
   ];
