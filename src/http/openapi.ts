@@ -130,6 +130,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       version: '1.0.0',
       description: [
         'Every error answer has the body {error, message, statusCode}; validation errors add details, one entry per violation, each naming the value by a JSON Pointer (`/messages/17/to`).',
+        'No string of a request (body, query, path, field names) may hold NUL (U+0000) or an unpaired UTF-16 surrogate: such a value is a 400 validation_error naming it.',
         'Error codes: ' + Object.entries(errorCodes).map(([code, { status }]) => `${code} (${status})`).join(', ') + '.',
         'Every answer carries X-Request-Id. Answers of authenticated routes and of signup, login and refresh carry RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining and RateLimit-Reset; 429 and 503 add Retry-After.',
         'Answers over 1 KiB are compressed (gzip or br) when the request accepts it (Accept-Encoding).',

@@ -13,7 +13,7 @@ import { neededRole } from './roles-needed.ts';
 
 export { neededRole };
 import { anyObject, type AuthenticateHook, type AuthorizeHook, type Method, type RateLimitHook, type Reply, type RequestContext, type RouteDef } from './route.ts';
-import { compileValidator, validationFailure, type Validator } from './validation.ts';
+import { compileValidator, jsonMayBreakTextRule, validationFailure, type Validator } from './validation.ts';
 
 export interface ReadinessCheck {
   name: string;
@@ -298,7 +298,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     };
     if (route.params) ctx.params = checked(() => route.params!(ctx.params), ctx.params);
     if (route.query) ctx.query = checked(() => route.query!(ctx.query), ctx.query);
-    if (route.body) ctx.body = checked(() => route.body!(parseJson(ctx, raw)), undefined);
+    if (route.body) ctx.body = checked(() => route.body!(parseJson(ctx, raw), { textRuleHolds: !jsonMayBreakTextRule(raw) }), undefined);
     if (violations.length > 0) throw validationFailure('request', violations);
     stage('validate');
     const reply = await def.handler(ctx);

@@ -28,16 +28,90 @@ export function defineFormat(name: string, check: (value: string) => boolean, me
 
 defineFormat(phoneNumberFormat, (value) => toE164(value) !== undefined, () => `is not a valid phone number: use ${phoneNumberRule}`);
 
-export type Validator = (value: unknown) => unknown;
+/** `textRuleHolds`: the caller knows no string in the value can break the text rule (`jsonMayBreakTextRule`), so it is not walked. */
+export type Validator = (value: unknown, opts?: { textRuleHolds?: boolean }) => unknown;
 
-/** Compiles once at start; the returned function throws a 400 naming every bad field, and hands on phone numbers as E.164. */
+/**
+ * Compiles once at start; the returned function throws a 400 naming every bad
+ * field (the text rule included), and hands on phone numbers as E.164.
+ */
 export function compileValidator(schema: TSchema, where: 'body' | 'query' | 'params'): Validator {
   const validate: ValidateFunction = (where === 'body' ? bodyAjv : queryAjv).compile(schema);
   const phones = mayHoldPhoneNumbers(schema);
-  return (value) => {
-    if (validate(value)) return phones ? normalizePhoneNumbers(schema, value) : value;
-    throw validationFailure(where, detailsOf(validate.errors ?? []));
+  return (value, opts) => {
+    const badText = opts?.textRuleHolds ? [] : textViolations(value);
+    if (validate(value) && badText.length === 0) return phones ? normalizePhoneNumbers(schema, value) : value;
+    throw validationFailure(where, [...badText, ...detailsOf(validate.errors ?? [])]);
   };
+}
+
+declare global {
+  interface String {
+    /** ES2024 (Node 20 has it): false when the string holds an unpaired surrogate. */
+    isWellFormed(): boolean;
+  }
+}
+
+/**
+ * The text rule: no string of a request, and no field name, holds NUL
+ * (U+0000) or an unpaired UTF-16 surrogate. The embedded store keeps such
+ * text but a MongoDB wire server refuses it (FerretDB: "unsupported Unicode
+ * escape sequence"), and a lone surrogate does not survive UTF-8; one rule
+ * for every backend makes it a 400 naming the field, not a 500 on one.
+ */
+export const textRuleMessage = 'must not contain NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)';
+
+/** Both checks run natively: about 40 ns a string on the send path's fields, a sixth of one `/[\0\uD800-\uDFFF]/u` test. */
+export function isStorableText(text: string): boolean {
+  return !text.includes('\u0000') && text.isWellFormed();
+}
+
+const jsonEscape = Buffer.from('\\u');
+
+/**
+ * Whether a JSON text can break the text rule once parsed. NUL and a lone
+ * surrogate only come from a `\u` escape: JSON refuses a raw control
+ * character, and decoding UTF-8 turns a surrogate's bytes into U+FFFD. A body
+ * without one is not walked: 15 µs of CPU to search a 1 MB bulk body, where
+ * walking its 10,000 messages takes 2 ms.
+ */
+export function jsonMayBreakTextRule(raw: Buffer | undefined): boolean {
+  return raw !== undefined && raw.includes(jsonEscape);
+}
+
+/** Whether any string or field name in a value breaks the text rule: the pass every request takes, allocating nothing. */
+function holdsUnstorableText(value: unknown): boolean {
+  if (typeof value === 'string') return !isStorableText(value);
+  if (value === null || typeof value !== 'object') return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (holdsUnstorableText(value[i])) return true;
+    return false;
+  }
+  for (const key in value) if (!isStorableText(key) || holdsUnstorableText((value as Record<string, unknown>)[key])) return true;
+  return false;
+}
+
+/** Every string and field name in a value that breaks the text rule, by JSON Pointer. */
+export function textViolations(value: unknown): ErrorDetail[] {
+  const found: ErrorDetail[] = [];
+  if (!holdsUnstorableText(value)) return found;
+  const segments: Array<string | number> = [];
+  const visit = (v: unknown): void => {
+    if (typeof v === 'string') {
+      if (!isStorableText(v)) found.push({ path: pointer(...segments), message: textRuleMessage });
+    } else if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) segments.push(i), visit(v[i]), segments.pop();
+    } else if (v !== null && typeof v === 'object') {
+      for (const key of Object.keys(v)) {
+        segments.push(key);
+        if (!isStorableText(key)) found.push({ path: pointer(...segments), message: 'is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)' });
+        visit((v as Record<string, unknown>)[key]);
+        segments.pop();
+      }
+    }
+  };
+  visit(value);
+  return found;
 }
 
 /** A 400 lists at most this many violations (a large array body can have thousands). */

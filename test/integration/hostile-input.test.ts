@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { httpRequest, rawExchange } from '../support/raw-http.ts';
-import { eachBackend, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
+import { eachBackend, signup, startTestApp, teamHeader, type Org, type TestApp } from '../support/test-app.ts';
 
 eachBackend((backend) => {
   describe(`hostile input is a 400, the same on every backend (${backend})`, () => {
@@ -54,6 +54,64 @@ eachBackend((backend) => {
       assert.deepEqual(res.body.metadata, metadata);
       const listed = await app.request('GET', '/api/v1/phone-numbers', { token: org.ownerToken });
       assert.deepEqual(listed.body.data.find((n: { id: string }) => n.id === id).metadata, metadata);
+    });
+
+    /** The text rule's 400: a validation_error whose details name `path`. */
+    const assertTextRefused = (res: { status: number; text: string; body: any }, path: string, what: string) => {
+      assert.equal(res.status, 400, `${what}: ${res.text.slice(0, 300)}`);
+      assert.equal(res.body.error, 'validation_error', what);
+      assert.ok(res.body.details.some((d: { path: string; message: string }) => d.path === path && /NUL \(U\+0000\) or an unpaired surrogate/.test(d.message)), `${what}: ${res.text.slice(0, 300)}`);
+    };
+
+    test('NUL or an unpaired surrogate in a body, a bulk row, a path id or a query value is a 400 naming the field; nothing is stored', async () => {
+      const team = await teamHeader(app, org);
+      const send = (text: string) => `{"to":"+14155550100","body":"${text}"}`;
+      const refused: [string, string, string, string | undefined, string][] = [
+        ['NUL in a message', 'POST', '/api/v1/messages', send('a\\u0000b'), '/body'],
+        ['a lone high surrogate in a message', 'POST', '/api/v1/messages', send('a\\ud800b'), '/body'],
+        ['a lone low surrogate at the end of a message', 'POST', '/api/v1/messages', send('ab\\udc00'), '/body'],
+        ['a surrogate pair in the wrong order', 'POST', '/api/v1/messages', send('\\ude00\\ud83d'), '/body'],
+        ['NUL in a bulk row', 'POST', '/api/v1/messages/bulk', `{"messages":[${send('fine')},${send('a\\u0000b')}]}`, '/messages/1/body'],
+        ['a lone surrogate in a contact name', 'POST', '/api/v1/contacts', '{"firstName":"Ada\\ud800"}', '/firstName'],
+        ['NUL in a path id', 'GET', '/api/v1/messages/msg_a%00b/status', undefined, '/id'],
+        ['NUL in a query value', 'GET', '/api/v1/contacts?search=a%00b', undefined, '/search'],
+      ];
+      for (const [what, method, path, body, field] of refused) {
+        assertTextRefused(await app.request(method, path, { token: org.ownerToken, headers: team, body }), field, what);
+      }
+      for (const list of ['/api/v1/messages', '/api/v1/messages/bulk', '/api/v1/contacts']) {
+        const res = await app.request('GET', list, { token: org.ownerToken, headers: team });
+        assert.deepEqual(res.body.data, [], list);
+      }
+    });
+
+    test('a surrogate pair (an emoji) is text: stored and read back as sent', async () => {
+      const team = await teamHeader(app, org);
+      const sent = await app.request('POST', '/api/v1/messages', { token: org.ownerToken, headers: team, body: '{"to":"+14155550100","body":"a\\ud83d\\ude00b"}' });
+      assert.equal(sent.status, 201, sent.text.slice(0, 300));
+      const listed = await app.request('GET', '/api/v1/messages', { token: org.ownerToken, headers: team });
+      assert.equal(listed.body.data[0].body, 'a\u{1F600}b');
+    });
+
+    test('a contact import row with NUL or an unpaired surrogate fails naming the field; the other rows are imported', async () => {
+      const team = await teamHeader(app, org);
+      const importFile = async (name: string, content: string) => {
+        const form = new FormData();
+        form.append('file', new Blob([content]), name);
+        const res = await fetch(`${app.base}/api/v1/contacts/import`, { method: 'POST', headers: { authorization: `Bearer ${org.ownerToken}`, ...team }, body: form });
+        const text = await res.text();
+        assert.equal(res.status, 200, `${name}: ${text.slice(0, 300)}`);
+        return JSON.parse(text);
+      };
+      const csv = await importFile('contacts.csv', 'firstName,notes\r\nAda,fine\r\nGrace,a\u0000b\r\n');
+      assert.deepEqual([csv.created, csv.failed], [1, 1], JSON.stringify(csv));
+      assert.equal(csv.errors[0].row, 2);
+      assert.match(csv.errors[0].error, /^\/notes: must not contain NUL/);
+      const json = await importFile('contacts.json', '[{"firstName":"Alan"},{"firstName":"Kat\\udfffe"}]');
+      assert.deepEqual([json.created, json.failed], [1, 1], JSON.stringify(json));
+      assert.match(json.errors[0].error, /^\/firstName: must not contain NUL/);
+      const listed = await app.request('GET', '/api/v1/contacts', { token: org.ownerToken, headers: team });
+      assert.deepEqual(listed.body.data.map((c: { firstName: string }) => c.firstName).sort(), ['Ada', 'Alan']);
     });
 
     test('an X-Team-Id that is not exactly a team id is 400, never the default team', async () => {

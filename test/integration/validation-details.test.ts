@@ -55,4 +55,11 @@ describe('a 400 lists every violation, each with its path', () => {
     assert.deepEqual(paths(ds), ['/emailAddresses/0', '/firstName', '/phoneNumbers/1', '/phoneNumbers/2', '/tags/1']);
     assert.equal(ds.find((d) => d.path === '/tags/1')!.message, 'must be no commas or semicolons, no leading or trailing space');
   });
+
+  test('NUL and unpaired surrogates are listed with the other violations, in values and in field names; "\\u0000" written out is text', async () => {
+    const ds = await details('POST', '/api/v1/contacts', '{"firstName":"\\u0000","lastName":"a\\\\u0000b","tags":["ok","x\\udbff"],"phoneNumbers":["nope"],"n\\u0000":1}');
+    assert.deepEqual(paths(ds), ['/firstName', '/n\u0000', '/phoneNumbers/0', '/tags/1']);
+    assert.match(ds.find((d) => d.path === '/firstName')!.message, /^must not contain NUL/);
+    assert.deepEqual(ds.filter((d) => d.path === '/n\u0000').map((d) => d.message).sort(), ['is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)', 'is not a known field']);
+  });
 });
