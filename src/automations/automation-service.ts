@@ -6,7 +6,7 @@ import { parseWebhookUrl, resolveTarget } from '../webhooks/address-guard.ts';
 import type { SecretBox } from '../webhooks/secret-box.ts';
 import { maxAutomationsPerOrg, type AutomationInput, type AutomationView, type ExecutionView } from './automation-schemas.ts';
 import { orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type StoredAction } from './automation-store.ts';
-import { checkPattern, evaluate, type Evaluation, type SampleMessage } from './conditions.ts';
+import { checkPatterns, evaluateWithRetry, type Evaluation, type SampleMessage } from './conditions.ts';
 
 /** Executions shown with GET /automations/:id. */
 const recentExecutions = 20;
@@ -90,7 +90,7 @@ export class AutomationService {
 
   /** The dry run: the evaluation a real run makes, on a sample message; nothing is sent, created or called. */
   async test(orgId: string, id: string, message: SampleMessage): Promise<Evaluation> {
-    return evaluate(await this.load(orgId, id), message);
+    return evaluateWithRetry(await this.load(orgId, id), message);
   }
 
   async executions(orgId: string, id: string, q: { page: number; limit: number }): Promise<Page<ExecutionView>> {
@@ -109,12 +109,10 @@ export class AutomationService {
     return doc;
   }
 
-  /** What the schema cannot check: patterns (linear-time engine, length) and action URLs (the webhook address guard). */
+  /** What the schema cannot check: patterns (linear-time engine, length, compiled size) and action URLs (the webhook address guard). */
   private async fields(body: AutomationInput): Promise<Pick<AutomationDoc, 'name' | 'trigger' | 'logic' | 'conditions' | 'actions' | 'enabled'>> {
     const conditions = body.conditions ?? [];
-    conditions.forEach((c, i) => {
-      if (c.operator === 'matches_regex') checkPattern(c.value, pointer('conditions', i, 'value'));
-    });
+    checkPatterns(conditions, (i) => pointer('conditions', i, 'value'));
     const actions: StoredAction[] = [];
     for (const [i, a] of body.actions.entries()) {
       if (a.type === 'call_webhook' || a.type === 'log_to_crm') {

@@ -348,7 +348,7 @@ eachBackend((backend) => {
     });
     after(() => t.stop());
 
-    test('loopback, private, link-local, CGNAT, multicast, reserved, unspecified and metadata addresses are refused in every notation', async () => {
+    test('loopback, private, link-local, CGNAT, multicast, reserved, unspecified, special-purpose and metadata addresses and names are refused in every notation', async () => {
       const refused = [
         'http://127.0.0.1/', 'http://2130706433/', 'http://0x7f000001/', 'http://0177.0.0.1/', 'http://127.1/', 'http://[::1]/',
         'http://[::ffff:127.0.0.1]/', 'http://[::ffff:7f00:1]/', 'http://[0:0:0:0:0:ffff:127.0.0.1]/', 'http://[::127.0.0.1]/',
@@ -357,6 +357,8 @@ eachBackend((backend) => {
         'http://100.64.0.1/', 'http://224.0.0.1/', 'http://[ff02::1]/', 'http://240.0.0.1/', 'http://255.255.255.255/', 'http://192.0.2.1/',
         'http://198.18.0.1/', 'http://0.0.0.0/', 'http://0/', 'http://[::]/', 'http://[64:ff9b::7f00:1]/', 'http://[2002:7f00:1::]/',
         'http://localhost/', 'https://localhost:8443/x', 'file:///etc/passwd', 'gopher://93.184.216.34/',
+        'http://168.63.129.16/machine?comp=goalstate', 'http://[100:0:0:1::1]/', 'http://[2001:db8::1]/', 'http://[3fff::1]/', 'http://192.0.0.9/',
+        'http://metadata.google.internal/computeMetadata/v1/', 'http://metadata.goog/', 'http://instance-data/latest/', 'http://printer.local/',
       ];
       for (const url of refused) {
         const res = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url, events: ['message.sent'] } });

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Condition } from '../../src/automations/automation-schemas.ts';
-import { checkPattern, conditionMatches, evaluate, listKey } from '../../src/automations/conditions.ts';
+import { RE2JS } from 're2js';
+import { checkPatterns, conditionMatches, evaluate, listKey, outOfTime } from '../../src/automations/conditions.ts';
+import { expandedSize } from '../../src/automations/pattern-size.ts';
 import { AppError } from '../../src/errors.ts';
 
 const message = { body: 'Please STOP sending me these', from: '+14155550100', to: 'shop@example.com' };
@@ -78,17 +80,23 @@ test('(a+)+$ against 10,000 a and ! evaluates in under 50 ms (linear-time engine
   assert.ok(performance.now() - long < 5_000);
 });
 
+const regex = (value: string): Condition => ({ field: 'body', operator: 'matches_regex', value });
+const checkPattern = (...patterns: string[]) => checkPatterns(patterns.map(regex), (i) => `/conditions/${i}/value`);
+
+/** The refusal's message and field of the first refused pattern among these. */
+function refusal(...patterns: string[]): { message: string; field: string } {
+  try {
+    checkPattern(...patterns);
+  } catch (err) {
+    assert.ok(err instanceof AppError);
+    assert.equal(err.code, 'validation_error');
+    return { message: err.details![0]!.message, field: err.details![0]!.path };
+  }
+  assert.fail(`${patterns.join(' ')} was accepted`);
+}
+
 test('patterns that need backtracking are refused naming the construct; the pattern length is capped', () => {
-  const refused = (pattern: string): string => {
-    try {
-      checkPattern(pattern, '/conditions/0/value');
-    } catch (err) {
-      assert.ok(err instanceof AppError);
-      assert.equal(err.code, 'validation_error');
-      return err.details![0]!.message;
-    }
-    assert.fail(`${pattern} was accepted`);
-  };
+  const refused = (pattern: string): string => refusal(pattern).message;
   assert.match(refused('(a)\\1'), /backreference/);
   assert.match(refused('(?<n>a)\\k<n>'), /named backreference/);
   assert.match(refused('foo(?=bar)'), /lookahead/);
@@ -98,6 +106,45 @@ test('patterns that need backtracking are refused naming the construct; the patt
   assert.match(refused('(?>a)'), /atomic group/);
   assert.match(refused('a(b'), /not a valid RE2 pattern/);
   assert.match(refused('a'.repeat(501)), /at most 500/);
-  checkPattern('(a+)+$', 'x');
-  checkPattern('a'.repeat(500), 'x');
+  checkPattern('(a+)+$');
+  checkPattern('a'.repeat(500));
+});
+
+const oneThousandRepeats = '.{0,1000}'.repeat(50) + '!';
+
+test('a pattern whose written-out repeats compile past 1,000 instructions is refused without being compiled, alone or with the others of its automation', () => {
+  const started = performance.now();
+  assert.match(refusal(oneThousandRepeats).message, /compiles to 100001 instructions.*1000 together/);
+  assert.match(refusal('.{1000}'.repeat(71) + '$').message, /compiles to 71001 instructions/);
+  assert.ok(performance.now() - started < 50, 'refused from the pattern text: compiling the first takes over a second');
+  assert.match(refusal('.{0,1000}x').message, /compiles to 200[13] instructions/);
+  const { message, field } = refusal('(?i)stop', '.{0,400}x', '.{0,400}y');
+  assert.equal(field, '/conditions/2/value');
+  assert.match(message, /the earlier ones take \d+/);
+  checkPattern('(?i)\\b(stop|unsubscribe|cancel|end|quit)\\b', 'https?://[^\\s]{1,200}', '\\b\\d{5}(-\\d{4})?\\b', '.{0,200}x');
+});
+
+test('the size read from the pattern text follows the compiled size', () => {
+  for (const pattern of ['(?i)\\b(stop|unsubscribe)\\b', '[]a]{100}', '[[:alpha:]]{100}', '\\x{41}{100}', '\\Qa{1000}\\E', '(?P<x>a{10}){10}', '(?:(?:a{10}){10}){10}',
+    '(?s:.{0,100}){3}', 'x*?y+?z??', '\\b(?:\\d[ -]*?){13,16}\\b', '[^\\]]{0,300}', oneThousandRepeats]) {
+    const compiled = RE2JS.compile(pattern).programSize();
+    const estimate = expandedSize(pattern);
+    assert.ok(estimate >= compiled - 3 && estimate <= compiled * 1.3, `${pattern}: ${estimate} read, ${compiled} compiled`);
+  }
+});
+
+test('a stored pattern over the limit (saved before it) does not match and says why; a pattern out of time does not match and says so', () => {
+  const actions = [{ type: 'send_reply' as const }];
+  const oversized = evaluate({ logic: 'or', conditions: [regex(oneThousandRepeats)], actions }, { body: `${'a'.repeat(999)}!` });
+  assert.equal(oversized.matched, false);
+  assert.match(oversized.conditionsEvaluated[0]!.error!, /^not run: the pattern compiles to/);
+
+  let seed = 1;
+  const body = Array.from({ length: 100_000 }, () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) >> 16) & 1 ? 'a' : 'b').join('');
+  const started = performance.now();
+  const slow = evaluate({ logic: 'or', conditions: [regex('[ab]*a[ab]{100}$')], actions }, { body });
+  const elapsed = performance.now() - started;
+  assert.equal(slow.conditionsEvaluated[0]!.error, outOfTime);
+  assert.equal(slow.matched, false);
+  assert.ok(elapsed < 1_000, `stopped at the deadline, not after the whole match (${elapsed.toFixed(0)} ms)`);
 });

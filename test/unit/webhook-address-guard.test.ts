@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { isIP, type AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { parseWebhookUrl, refusedAddress, resolveTarget, type Lookup } from '../../src/webhooks/address-guard.ts';
+import ipaddr from 'ipaddr.js';
+import { parseWebhookUrl, platformEndpoints, refusedAddress, refusedName, resolveTarget, specialPurposeBlocks, type Lookup } from '../../src/webhooks/address-guard.ts';
 import { WebhookSender } from '../../src/webhooks/webhook-sender.ts';
 
 const host = (url: string) => {
@@ -23,6 +24,36 @@ test('every notation of a refused address is refused', () => {
   ]) {
     assert.ok(refusedAddress(host(url)), `${url} (${host(url)}) is refused`);
   }
+});
+
+test('every block of the IANA special-purpose registries that is not globally reachable is refused: its first, middle and last address', () => {
+  for (const [cidr, name] of specialPurposeBlocks) {
+    if (cidr === '::ffff:0:0/96') continue; // judged by the IPv4 address it carries: see the notations test and ::ffff:8.8.8.8 below
+    const [base, bits] = ipaddr.parseCIDR(cidr);
+    const bytes = base.toByteArray();
+    const hostBits = bytes.length * 8 - bits;
+    const withHostBits = (fill: (bit: number) => number) => {
+      const out = [...bytes];
+      for (let bit = 0; bit < hostBits; bit++) {
+        const index = out.length - 1 - Math.floor(bit / 8);
+        out[index] = (out[index]! & ~(1 << bit % 8)) | (fill(bit) << bit % 8);
+      }
+      return ipaddr.fromByteArray(out).toString();
+    };
+    for (const address of [withHostBits(() => 0), withHostBits((bit) => (bit === hostBits - 1 ? 1 : 0)), withHostBits(() => 1)]) {
+      assert.ok(refusedAddress(address), `${address} (${cidr}, ${name}) is refused`);
+    }
+  }
+});
+
+test('cloud metadata and platform endpoints are refused, by address and by name; public names and addresses next to them pass', () => {
+  for (const address of platformEndpoints.keys()) assert.ok(refusedAddress(address), address);
+  assert.match(refusedAddress('168.63.129.16')!, /Azure/);
+  for (const address of ['168.63.129.15', '168.63.129.17', '100.128.100.200', '2001:4860:4860::8888']) assert.equal(refusedAddress(address), undefined, address);
+  for (const name of ['metadata.google.internal', 'METADATA.GOOGLE.INTERNAL.', 'metadata.goog', 'metadata', 'instance-data', 'instance-data.ec2.internal', 'localhost', 'api.localhost', 'printer.local', 'router.home.arpa']) {
+    assert.ok(refusedName(name), name);
+  }
+  for (const name of ['hooks.example.com', 'internal.example.com', 'metadata.example.com', 'local.example']) assert.equal(refusedName(name), undefined, name);
 });
 
 test('public addresses pass, in IPv4, IPv6 and IPv4-mapped form', () => {
@@ -70,6 +101,16 @@ test('at delivery: a refused address is a failed attempt with its reason and no 
     assert.match(refused.error!, /loopback/);
     const rebound = new WebhookSender({ allowPrivate: false, timeoutMs: 2_000, lookup: async () => [{ address: '127.0.0.1', family: 4 }] });
     assert.match((await rebound.attempt(`http://hooks.example.com:${port}/`, {}, '{}')).error!, /loopback/);
+    for (const [address, reason] of [['168.63.129.16', /Azure/], ['fd00:ec2::254', /unique/], ['100:0:0:1::7', /dummy IPv6 prefix/]] as const) {
+      const platform = new WebhookSender({ allowPrivate: false, timeoutMs: 2_000, lookup: async () => [{ address, family: isIP(address) }] });
+      assert.match((await platform.attempt(`http://hooks.example.com:${port}/`, {}, '{}')).error!, reason, address);
+      platform.close();
+    }
+    let looked = 0;
+    const named = new WebhookSender({ allowPrivate: false, timeoutMs: 2_000, lookup: async () => (looked++, [{ address: '127.0.0.1', family: 4 }]) });
+    assert.match((await named.attempt(`http://metadata.google.internal:${port}/computeMetadata/v1/`, {}, '{}')).error!, /metadata/);
+    assert.equal(looked, 0, 'a metadata name is refused before any lookup');
+    named.close();
     assert.equal(requests, 0, 'nothing reached the server');
     guarded.close();
     rebound.close();
