@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { relayProtocol } from '../../src/actors/relay.actor.ts';
+import { relayProtocol } from '../../src/actors/relay/protocol.ts';
 import { automationCollections } from '../../src/automations/automation-store.ts';
 import { orgScope } from '../../src/automations/automation-store.ts';
 import { actorClient } from '../../src/runtime/actor.ts';
