@@ -90,11 +90,20 @@ class Responder {
     });
   }
 
+  /**
+   * Reading stays paused until the last chunk: uWS's resume() arms its 10 s
+   * HTTP timeout, and a write that succeeds does not re-arm or clear it (only
+   * a write that met backpressure does, through onWritable), so a stream that
+   * outlasted it without meeting backpressure (a slow store's pages, or rows
+   * compressed small enough for the socket buffers) was cut before its end.
+   * Paused, the timeout stays off while chunks come, as for any pending
+   * answer; a client that stops reading still meets the timeout through a
+   * failed write.
+   */
   async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
-      this.resumeReading();
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
     });
@@ -112,7 +121,11 @@ class Responder {
       if (!this.aborted) this.res.close();
       throw err;
     }
-    if (!this.aborted) this.res.cork(() => this.res.end());
+    if (this.aborted) return;
+    this.res.cork(() => {
+      this.resumeReading();
+      this.res.end();
+    });
   }
 }
 
