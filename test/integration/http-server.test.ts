@@ -10,7 +10,7 @@ import { anyObject, defineRoute, noContent } from '../../src/http/route.ts';
 import { createHttpServer, type HttpServer } from '../../src/http/server.ts';
 import { strictObject } from '../../src/http/validation.ts';
 import { createLogger } from '../../src/log.ts';
-import { httpRequest, rawExchange } from '../support/raw-http.ts';
+import { httpRequest, rawExchange, rawGet } from '../support/raw-http.ts';
 
 const streamed = { description: 'text', content: { 'text/plain': Type.String() } };
 const json = async (res: Response): Promise<any> => res.json();
@@ -90,18 +90,6 @@ const routes = [
     }),
   }),
 ];
-
-/** A GET read to its end by node's http client, which does not decompress; a connection cut before the end rejects. */
-function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
-  return new Promise((resolve, reject) => {
-    http.get(url, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    }).on('error', reject);
-  });
-}
 
 describe('HTTP server', () => {
   let server: HttpServer;

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import net from 'node:net';
 
 export interface RawExchange {
@@ -154,4 +155,16 @@ export class RawConnection {
     this.received = this.received.subarray(end);
     return { status: Number(status[1]), head, body, closes: /\r\nconnection: *close/i.test(head) };
   }
+}
+
+/** A GET read to its end by node's http client, which does not decompress: the bytes on the wire; a connection cut before the end rejects. */
+export function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    }).on('error', reject);
+  });
 }
