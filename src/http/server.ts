@@ -90,11 +90,20 @@ class Responder {
     });
   }
 
+  /**
+   * Reading stays paused until the last chunk: uWS's resume() arms its 10 s
+   * HTTP timeout, and a write that succeeds does not re-arm or clear it (only
+   * a write that met backpressure does, through onWritable), so a stream that
+   * outlasted it without meeting backpressure (a slow store's pages, or rows
+   * compressed small enough for the socket buffers) was cut before its end.
+   * Paused, the timeout stays off while chunks come, as for any pending
+   * answer; a client that stops reading still meets the timeout through a
+   * failed write.
+   */
   async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
-      this.resumeReading();
       this.res.writeStatus(statusLine(status));
       for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
     });
@@ -112,7 +121,11 @@ class Responder {
       if (!this.aborted) this.res.close();
       throw err;
     }
-    if (!this.aborted) this.res.cork(() => this.res.end());
+    if (this.aborted) return;
+    this.res.cork(() => {
+      this.resumeReading();
+      this.res.end();
+    });
   }
 }
 
@@ -168,17 +181,8 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   app.any('/*', (res, req) => handle(res, req, undefined));
   const methodsServing = allowedMethods(routes);
 
-  /**
-   * Set while uWS finishes parsing the read that held a refused request head:
-   * uWS keeps parsing after an answer that closes the connection, so bytes
-   * after an ambiguous head would otherwise still reach a handler. The peer's
-   * address stands for the connection (uWS does not expose which it is).
-   */
-  let closingPeer: string | undefined;
-
   function handle(res: HttpResponse, req: HttpRequest, route: CompiledRoute | undefined): void {
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
-    if (peer === closingPeer) return closeAfterThisRead(res);
     const responder = new Responder(res);
     res.onAborted(() => {
       responder.aborted = true;
@@ -213,11 +217,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       responseHeaders: {},
       startedAt: performance.now(),
     };
-    if (refusal) {
-      closingPeer = peer;
-      setImmediate(() => (closingPeer = undefined));
-      return refuseBeforeReading(ctx, responder, refusal);
-    }
+    if (refusal) return refuseBeforeReading(ctx, responder, refusal);
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
     const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
     const body = hasBody ? readBody(res, responder, limit) : undefined;
@@ -306,8 +306,23 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     return reply;
   }
 
-  /** A request whose head is refused: answered at once, the connection closed, its body never read. */
+  /**
+   * A request whose head is refused: its body is never read, and it is
+   * answered once uWS has parsed the rest of the read that held it, with the
+   * connection closed. uWS goes on parsing a read after an answer, even one
+   * that closes the connection, so an answer given at once would let bytes
+   * after an ambiguous head run as a request. While this answer is pending,
+   * uWS itself closes the connection if the read holds another request (the
+   * client of a smuggling attempt gets no answer), and reads no further: no
+   * other connection is touched, whatever address it comes from.
+   */
   function refuseBeforeReading(ctx: RequestContext, responder: Responder, error: AppError): void {
+    responder.pauseReading();
+    setImmediate(() => answerRefusal(ctx, responder, error));
+  }
+
+  function answerRefusal(ctx: RequestContext, responder: Responder, error: AppError): void {
+    if (responder.aborted) return;
     const reply = errorReply(error);
     responder.send(reply.status, { 'x-request-id': ctx.reqId, 'content-type': 'application/json; charset=utf-8', ...reply.headers }, JSON.stringify(reply.body), true);
     durationOf(ctx.route, ctx.method, reply.status).observe((performance.now() - ctx.startedAt) / 1000);
@@ -392,13 +407,6 @@ function builtInRoutes(opts: HttpServerOptions): RouteDef[] {
       },
     },
   ];
-}
-
-/** Closes the connection without answering, once uWS has sent what is already answered on it (a refusal). */
-function closeAfterThisRead(res: HttpResponse): void {
-  let aborted = false;
-  res.onAborted(() => (aborted = true));
-  setImmediate(() => aborted || res.close());
 }
 
 function errorReply(error: AppError): Reply {

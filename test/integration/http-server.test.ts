@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import zlib from 'node:zlib';
 import { Type } from '@sinclair/typebox';
 import { loadConfig } from '../../src/config.ts';
 import { AppError } from '../../src/errors.ts';
@@ -9,12 +10,18 @@ import { anyObject, defineRoute, noContent } from '../../src/http/route.ts';
 import { createHttpServer, type HttpServer } from '../../src/http/server.ts';
 import { strictObject } from '../../src/http/validation.ts';
 import { createLogger } from '../../src/log.ts';
-import { httpRequest, rawExchange } from '../support/raw-http.ts';
+import { httpRequest, rawExchange, rawGet } from '../support/raw-http.ts';
 
 const streamed = { description: 'text', content: { 'text/plain': Type.String() } };
 const json = async (res: Response): Promise<any> => res.json();
 
 let slowWrites = 0;
+/**
+ * 13 s in all: past uWS's 10 s HTTP timeout, which its timer (4 s ticks)
+ * fires between 8 and 12 s after it is armed.
+ */
+const slowStreamRows = 26;
+const slowStreamGapMs = 500;
 
 const routes = [
   defineRoute({
@@ -67,6 +74,19 @@ const routes = [
       status: 200,
       headers: { 'content-type': 'text/csv' },
       stream: (async function* () { for (let i = 0; i < 2000; i++) yield `row-${i},${'x'.repeat(100)}\n`; })(),
+    }),
+  }),
+  defineRoute({
+    method: 'GET', path: '/api/v1/slow-stream', summary: 'streams for longer than uWS lets a connection idle', auth: false, schema: { response: { 200: streamed } },
+    handler: (_ctx) => ({
+      status: 200,
+      headers: { 'content-type': 'text/csv' },
+      stream: (async function* () {
+        for (let i = 0; i < slowStreamRows; i++) {
+          yield `row-${i}\n`;
+          await new Promise((r) => setTimeout(r, slowStreamGapMs));
+        }
+      })(),
     }),
   }),
 ];
@@ -260,6 +280,17 @@ describe('HTTP server', () => {
     const text = await res.text();
     assert.equal(text.split('\n').filter(Boolean).length, 2000);
     assert.ok(text.startsWith('row-0,'));
+  });
+
+  test('a stream that lasts longer than uWS\'s 10 s HTTP timeout arrives whole, plain, gzip or br', async () => {
+    const decoders = { identity: (raw: Buffer) => raw, gzip: zlib.gunzipSync, br: zlib.brotliDecompressSync };
+    await Promise.all(Object.entries(decoders).map(async ([encoding, decode]) => {
+      const res = await rawGet(base + '/api/v1/slow-stream', { 'accept-encoding': encoding });
+      assert.equal(res.status, 200);
+      assert.equal(res.headers['content-encoding'], encoding === 'identity' ? undefined : encoding);
+      const rows = decode(res.raw).toString().split('\n').filter(Boolean);
+      assert.equal(rows.length, slowStreamRows, `${encoding}: every row`);
+    }));
   });
 
   test('metrics carry the route pattern, readyz follows its checks', async () => {

@@ -1,3 +1,4 @@
+import http from 'node:http';
 import net from 'node:net';
 
 export interface RawExchange {
@@ -54,4 +55,116 @@ function statusesOf(text: string): number[] {
     at = headEnd + 4 + Number(length?.[1] ?? 0);
   }
   return statuses;
+}
+
+export interface RawAnswer {
+  status: number;
+  /** The head as sent, header names as the server wrote them. */
+  head: string;
+  body: Buffer;
+  /** The answer says the server closes the connection after it. */
+  closes: boolean;
+}
+
+/**
+ * One keep-alive connection on which requests go one at a time, each
+ * written raw and read back by its framing (Content-Length or chunked): for
+ * request shapes a fetch client would refuse to send, mixed with ordinary
+ * ones on the same connection.
+ */
+export class RawConnection {
+  private received = Buffer.alloc(0);
+  private wake: (() => void) | undefined;
+  /** The server closed the connection (or it failed). */
+  ended = false;
+
+  private constructor(private readonly socket: net.Socket) {
+    socket.on('data', (chunk) => {
+      this.received = Buffer.concat([this.received, chunk]);
+      this.wake?.();
+    });
+    const end = () => {
+      this.ended = true;
+      this.wake?.();
+    };
+    socket.on('close', end);
+    socket.on('error', end);
+  }
+
+  static open(base: string): Promise<RawConnection> {
+    const { hostname, port } = new URL(base);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, () => {
+        socket.off('error', reject);
+        resolve(new RawConnection(socket));
+      });
+      socket.once('error', reject);
+    });
+  }
+
+  /** Writes one request and reads its answer; undefined when the connection ends (or `waitMs` passes) before a whole answer came. */
+  async exchange(data: string | Buffer, waitMs = 10_000): Promise<RawAnswer | undefined> {
+    if (this.ended) return undefined;
+    this.socket.write(data);
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const answer = this.takeAnswer();
+      if (answer) return answer;
+      if (this.ended || Date.now() >= deadline) return undefined;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, deadline - Date.now());
+        this.wake = () => (clearTimeout(timer), resolve());
+      });
+      this.wake = undefined;
+    }
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+
+  private takeAnswer(): RawAnswer | undefined {
+    const headEnd = this.received.indexOf('\r\n\r\n');
+    if (headEnd < 0) return undefined;
+    const head = this.received.subarray(0, headEnd).toString('latin1');
+    const status = /^HTTP\/1\.1 (\d{3})/.exec(head);
+    if (!status) throw new Error(`not an HTTP answer: ${JSON.stringify(head.slice(0, 80))}`);
+    const bodyAt = headEnd + 4;
+    let body: Buffer;
+    let end: number;
+    if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+      const chunks: Buffer[] = [];
+      let at = bodyAt;
+      for (;;) {
+        const lineEnd = this.received.indexOf('\r\n', at);
+        if (lineEnd < 0) return undefined;
+        const size = parseInt(this.received.subarray(at, lineEnd).toString('latin1'), 16);
+        if (this.received.length < lineEnd + 2 + size + 2) return undefined;
+        chunks.push(this.received.subarray(lineEnd + 2, lineEnd + 2 + size));
+        at = lineEnd + 2 + size + 2;
+        if (size === 0) break;
+      }
+      body = Buffer.concat(chunks);
+      end = at;
+    } else {
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+      if (this.received.length < bodyAt + length) return undefined;
+      body = this.received.subarray(bodyAt, bodyAt + length);
+      end = bodyAt + length;
+    }
+    this.received = this.received.subarray(end);
+    return { status: Number(status[1]), head, body, closes: /\r\nconnection: *close/i.test(head) };
+  }
+}
+
+/** A GET read to its end by node's http client, which does not decompress: the bytes on the wire; a connection cut before the end rejects. */
+export function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
+  return new Promise((resolve, reject) => {
+    http.get(url, { headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    }).on('error', reject);
+  });
 }
