@@ -26,7 +26,6 @@ export interface AgentConfig {
   logFormat: LogFormat;
   /** How often the one-line summary is logged; 0: never (RELAY_SUMMARY_MS). */
   summaryIntervalMs: number;
-  sqlite3Program: string;
   osascriptPath: string;
   reconnectBaseMs: number;
   reconnectCapMs: number;
@@ -108,7 +107,6 @@ export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): Age
     // A person at a terminal reads lines; a service manager or log shipper gets JSON.
     logFormat: flags.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'),
     summaryIntervalMs: envInt(env, 'RELAY_SUMMARY_MS', 60_000),
-    sqlite3Program: env.RELAY_SQLITE3 || 'sqlite3',
     osascriptPath: env.RELAY_OSASCRIPT || '/usr/bin/osascript',
     reconnectBaseMs: 500,
     reconnectCapMs: 30_000,

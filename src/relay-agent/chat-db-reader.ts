@@ -1,6 +1,6 @@
 import { appleTimeToMs } from './apple-time.ts';
 import { decodeAttributedBody } from './attributed-body.ts';
-import { SqliteCli, sqlInteger } from './sqlite-cli.ts';
+import { asChatDbError, openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sqlite-file.ts';
 
 /** One row of `message` with what the agent needs from its handle and chat. */
 export interface ChatRow {
@@ -30,7 +30,7 @@ interface RawRow {
   rowId: number;
   guid: string;
   text: string | null;
-  attributedBodyHex: string | null;
+  attributedBody: ArrayBuffer | null;
   isFromMe: number;
   date: number | null;
   dateDelivered: number | null;
@@ -51,7 +51,7 @@ const groupChatStyle = 43;
 
 // A message joined to several chats (rare) is reported with the lowest chat id, once.
 const selectRows = `
-SELECT m.ROWID AS rowId, m.guid AS guid, m.text AS text, hex(m.attributedBody) AS attributedBodyHex,
+SELECT m.ROWID AS rowId, m.guid AS guid, m.text AS text, m.attributedBody AS attributedBody,
   m.is_from_me AS isFromMe, m.date AS date, m.date_delivered AS dateDelivered, m.date_read AS dateRead,
   m.is_delivered AS isDelivered, m.is_read AS isRead, m.is_sent AS isSent, m.error AS error,
   COALESCE(h.id, c.chat_identifier) AS handle, c.guid AS chatGuid, c.style AS chatStyle, m.cache_roomnames AS roomName,
@@ -63,49 +63,66 @@ LEFT JOIN chat c ON c.ROWID = (SELECT cmj.chat_id FROM chat_message_join cmj WHE
 
 /** Ordinary messages only: no tapbacks/reactions (associated_message_type) and no group events (item_type). */
 const ordinaryMessage = 'm.item_type = 0 AND m.associated_message_type = 0';
+/** A followed row not yet delivered that now shows delivery, a read or an error. */
+const deliveryNews = '(m.is_delivered = 1 OR m.date_delivered > 0 OR m.is_read = 1 OR m.date_read > 0 OR m.error != 0)';
+const readNews = '(m.is_read = 1 OR m.date_read > 0)';
+/** A list of ROWIDs is bound as one JSON array, so one prepared statement serves any length. */
+const rowIdIn = 'm.ROWID IN (SELECT value FROM json_each(?))';
+
+/** Every query the reader runs, prepared once per connection; values are only ever bound. */
+const queries = {
+  maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
+  incoming: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
+  outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
+  rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
+  deliveryNews: `${selectRows}\nWHERE ${rowIdIn} AND ${deliveryNews}\nORDER BY m.ROWID`,
+  readNews: `${selectRows}\nWHERE ${rowIdIn} AND ${readNews}\nORDER BY m.ROWID`,
+};
+
+type Statements = Record<keyof typeof queries, SqliteStatement>;
 
 /**
  * Reads ~/Library/Messages/chat.db (or a simulator file of the same schema)
- * strictly read-only. Every query is constant text plus integers checked by
- * `sqlInteger`; nothing from a message ever becomes SQL.
+ * strictly read-only, through one connection held for the reader's life and
+ * opened on first use. Each statement runs in its own read transaction and is
+ * reset when done, so the reader never holds a snapshot between polls (which
+ * would keep Messages' WAL from being checkpointed); in WAL mode it never
+ * blocks Messages' writes, and it waits up to `busyTimeoutMs` for a lock.
+ * After a failure the connection is dropped and the next call opens a new one.
  */
 export class ChatDbReader {
-  private readonly db: SqliteCli;
+  private db: SqliteDatabase | undefined;
+  private statements: Statements | undefined;
 
-  constructor(readonly dbPath: string, options: { sqlite3Program?: string } = {}) {
-    // Polled every second or so: one sqlite3 program for the reader's life rather than one per query.
-    this.db = new SqliteCli(dbPath, { readonly: true, longLived: true, ...(options.sqlite3Program ? { program: options.sqlite3Program } : {}) });
-  }
+  constructor(readonly dbPath: string) {}
 
   async close(): Promise<void> {
-    await this.db.close();
+    const db = this.db;
+    this.db = undefined;
+    this.statements = undefined;
+    db?.close();
   }
 
-  /** Fails with a `SqliteError` when the file cannot be read (on macOS: no Full Disk Access). */
+  /** Fails with a `ChatDbError` when the file cannot be read (on macOS: no Full Disk Access). */
   async maxRowId(): Promise<number> {
-    const rows = await this.db.query<{ maxRowId: number | null }>('SELECT MAX(ROWID) AS maxRowId FROM message');
-    return rows[0]?.maxRowId ?? 0;
+    const row = this.run((s) => s.maxRowId.get()) as { maxRowId: number | null } | undefined;
+    return row?.maxRowId ?? 0;
   }
 
   /** Messages others sent, oldest first, after a ROWID cursor. */
   async readIncoming(afterRowId: number, limit: number): Promise<ChatRow[]> {
-    return this.read(`m.ROWID > ${sqlInteger(afterRowId)} AND m.is_from_me = 0 AND ${ordinaryMessage}`, limit);
+    return this.read((s) => s.incoming.all(afterRowId, limit));
   }
 
   /** Messages this Mac sent (by the agent or by hand), oldest first, after a ROWID cursor. */
   async readOutgoing(afterRowId: number, limit: number): Promise<ChatRow[]> {
-    return this.read(`m.ROWID > ${sqlInteger(afterRowId)} AND m.is_from_me = 1 AND ${ordinaryMessage}`, limit);
+    return this.read((s) => s.outgoing.all(afterRowId, limit));
   }
 
   /** The current state of given rows, to follow a sent message to delivered and read. */
   async readRows(rowIds: number[]): Promise<ChatRow[]> {
     if (rowIds.length === 0) return [];
-    const rows: ChatRow[] = [];
-    for (let i = 0; i < rowIds.length; i += 500) {
-      const chunk = rowIds.slice(i, i + 500).map(sqlInteger).join(',');
-      rows.push(...(await this.read(`m.ROWID IN (${chunk})`, 500)));
-    }
-    return rows;
+    return this.read((s) => s.rows.all(JSON.stringify(rowIds)));
   }
 
   /**
@@ -115,26 +132,35 @@ export class ChatDbReader {
    * that changed.
    */
   async readRowsWithNews(awaitingDelivery: number[], awaitingRead: number[]): Promise<ChatRow[]> {
-    const delivery = '(m.is_delivered = 1 OR m.date_delivered > 0 OR m.is_read = 1 OR m.date_read > 0 OR m.error != 0)';
-    const read = '(m.is_read = 1 OR m.date_read > 0)';
     const rows: ChatRow[] = [];
-    for (const [ids, news] of [[awaitingDelivery, delivery], [awaitingRead, read]] as const) {
-      for (let i = 0; i < ids.length; i += 1_000) {
-        const chunk = ids.slice(i, i + 1_000);
-        rows.push(...(await this.read(`m.ROWID IN (${chunk.map(sqlInteger).join(',')}) AND ${news}`, chunk.length)));
-      }
-    }
+    if (awaitingDelivery.length > 0) rows.push(...this.read((s) => s.deliveryNews.all(JSON.stringify(awaitingDelivery))));
+    if (awaitingRead.length > 0) rows.push(...this.read((s) => s.readNews.all(JSON.stringify(awaitingRead))));
     return rows;
   }
 
-  private async read(where: string, limit: number): Promise<ChatRow[]> {
-    const raw = await this.db.query<RawRow>(`${selectRows}\nWHERE ${where}\nORDER BY m.ROWID\nLIMIT ${sqlInteger(limit)}`);
-    return raw.map(toChatRow);
+  private read(query: (statements: Statements) => unknown[]): ChatRow[] {
+    return (this.run(query) as RawRow[]).map(toChatRow);
+  }
+
+  private run<T>(query: (statements: Statements) => T): T {
+    try {
+      return query(this.open());
+    } catch (err) {
+      void this.close();
+      throw asChatDbError(err, this.dbPath);
+    }
+  }
+
+  private open(): Statements {
+    if (this.statements) return this.statements;
+    const db = (this.db = openSqliteFile(this.dbPath, 'readonly'));
+    const entries = Object.entries(queries).map(([name, sql]) => [name, db.prepare(sql)]);
+    return (this.statements = Object.fromEntries(entries) as Statements);
   }
 }
 
 function toChatRow(r: RawRow): ChatRow {
-  const blob = r.attributedBodyHex ? Buffer.from(r.attributedBodyHex, 'hex') : undefined;
+  const blob = r.attributedBody ? new Uint8Array(r.attributedBody) : undefined;
   const raw = r.text ?? decodeAttributedBody(blob) ?? '';
   // U+FFFC stands where an attachment sits in the text; the attachments are reported on their own.
   const text = raw.includes('\uFFFC') ? raw.replace(/\uFFFC/g, '').trim() : raw;

@@ -31,7 +31,6 @@ Environment:
   RELAY_MATCH_WINDOW_MS  how long a sent message's chat.db row may take to appear (default 120000)
   RELAY_SIM_DELIVERY_MS  simulator: delay before a sent message is delivered (default 500)
   RELAY_SIM_READ_MS      simulator: delay after delivery before it is read (default: never)
-  RELAY_SQLITE3          sqlite3 program (default: sqlite3 on the PATH)
   RELAY_OSASCRIPT        osascript program (default: /usr/bin/osascript)
 
 Exit codes: 0 stopped, 1 cannot run (the message says why), 2 bad arguments.`;

@@ -13,7 +13,7 @@ import { RelayAgent } from './relay-agent.ts';
 import { RelayStateStore } from './relay-state.ts';
 import { SendJournal } from './send-journal.ts';
 import { SimulatedMessagesApp, simulateFailures, simulateInbound } from './simulated-messages-app.ts';
-import { SqliteCli, SqliteError } from './sqlite-cli.ts';
+import { ChatDbError } from './sqlite-file.ts';
 import { readSystemInfo } from './system-info.ts';
 
 /** A failure the user can act on: printed as is, exit code 1. */
@@ -55,30 +55,23 @@ async function runAgent(config: AgentConfig): Promise<number> {
   if (!config.simulate && process.platform !== 'darwin') {
     throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate --chat-db PATH');
   }
-  try {
-    await new SqliteCli(config.chatDbPath, { readonly: true, program: config.sqlite3Program }).version();
-  } catch {
-    throw new CannotRun(`cannot run "${config.sqlite3Program}"; install the SQLite command-line program (macOS ships it as /usr/bin/sqlite3)`);
-  }
-
   let simulator: SimulatedMessagesApp | undefined;
   let sender: MessageSender;
   if (config.simulate) {
     simulator = await SimulatedMessagesApp.open(config.chatDbPath, {
       deliveryDelayMs: config.simulatorDeliveryMs,
       ...(config.simulatorReadMs !== undefined ? { readDelayMs: config.simulatorReadMs } : {}),
-      sqlite3Program: config.sqlite3Program,
     });
     sender = simulator;
   } else {
     sender = new AppleScriptSender({ osascriptPath: config.osascriptPath, timeoutMs: config.sendTimeoutMs });
   }
 
-  const reader = new ChatDbReader(config.chatDbPath, { sqlite3Program: config.sqlite3Program });
+  const reader = new ChatDbReader(config.chatDbPath);
   try {
     await reader.maxRowId();
   } catch (err) {
-    if (err instanceof SqliteError && err.accessDenied && !config.simulate) {
+    if (err instanceof ChatDbError && err.accessDenied && !config.simulate) {
       throw new CannotRun(`cannot read ${config.chatDbPath}: give your terminal app Full Disk Access (System Settings → Privacy & Security → Full Disk Access), then restart it`);
     }
     throw new CannotRun(`cannot read ${config.chatDbPath}: ${(err as Error).message}`);
@@ -116,7 +109,7 @@ async function runAgent(config: AgentConfig): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    const message = err instanceof CannotRun || err instanceof SqliteError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
+    const message = err instanceof CannotRun || err instanceof ChatDbError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
     process.stderr.write(`relay: ${message}\n`);
     process.exit(1);
   },

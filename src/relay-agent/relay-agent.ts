@@ -12,7 +12,7 @@ import { RelayConnection, type CloseInfo } from './relay-connection.ts';
 import type { RelayState, RelayStateStore } from './relay-state.ts';
 import { SendWorker } from './send-worker.ts';
 import { attemptKey, type SendJournal, type SendRecord } from './send-journal.ts';
-import { SqliteError } from './sqlite-cli.ts';
+import { ChatDbError } from './sqlite-file.ts';
 
 export interface RelayAgentDeps {
   config: AgentConfig;
@@ -311,7 +311,7 @@ export class RelayAgent {
     } catch (err) {
       const message = (err as Error).message;
       if (message !== this.lastPollError) {
-        const hint = err instanceof SqliteError && err.accessDenied ? 'give the terminal Full Disk Access (System Settings → Privacy & Security)' : undefined;
+        const hint = err instanceof ChatDbError && err.accessDenied ? 'give the terminal Full Disk Access (System Settings → Privacy & Security)' : undefined;
         this.log.error({ err: message, hint }, 'reading chat.db failed');
         this.lastPollError = message;
       }

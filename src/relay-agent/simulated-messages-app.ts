@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import { msToAppleNs } from './apple-time.ts';
 import { encodeAttributedBody } from './attributed-body.ts';
 import { normalizeHandle, type MessageSender, type OutgoingMessage, type SendOutcome } from './message-sender.ts';
-import { SqliteCli, sqlLiteral as q } from './sqlite-cli.ts';
+import { openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sqlite-file.ts';
 
 /**
  * Plays the Messages app against a chat.db file so the real reading path runs
@@ -46,15 +46,102 @@ export interface SimulatorOptions {
   deliveryDelayMs?: number;
   /** Delay after delivery before it is marked read; undefined: never (RELAY_SIM_READ_MS). */
   readDelayMs?: number;
-  sqlite3Program?: string;
 }
 
-/** Opens (creating if absent) a simulated chat.db with the Messages schema. */
-export async function createSimulatedChatDb(dbPath: string, sqlite3Program?: string, longLived = false): Promise<SqliteCli> {
+/** Opens (creating if absent) a simulated chat.db with the Messages schema. The caller closes it. */
+export async function createSimulatedChatDb(dbPath: string): Promise<SqliteDatabase> {
   await mkdir(dirname(dbPath), { recursive: true });
-  const db = new SqliteCli(dbPath, { readonly: false, longLived, ...(sqlite3Program ? { program: sqlite3Program } : {}) });
-  await db.exec(schema);
+  const db = openSqliteFile(dbPath, 'readwrite');
+  try {
+    db.exec(schema);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
   return db;
+}
+
+/**
+ * The simulator's writes, as Messages makes them, prepared once per
+ * connection. Values are bound by name; flags are 0/1 numbers.
+ */
+class SimulatorWrites {
+  private readonly upsertHandle: SqliteStatement;
+  private readonly upsertChat: SqliteStatement;
+  private readonly joinHandle: SqliteStatement;
+  private readonly consumeFailure: SqliteStatement;
+  private readonly insertMessage: SqliteStatement;
+  private readonly joinChat: SqliteStatement;
+  private readonly insertAttachment: SqliteStatement;
+  private readonly joinAttachment: SqliteStatement;
+  private readonly addFailures: SqliteStatement;
+  readonly markDelivered: SqliteStatement;
+  readonly markRead: SqliteStatement;
+
+  constructor(readonly db: SqliteDatabase) {
+    this.upsertHandle = db.prepare('INSERT OR IGNORE INTO handle (id, service, uncanonicalized_id) VALUES (@handle, @service, @handle)');
+    this.upsertChat = db.prepare(`INSERT OR IGNORE INTO chat (guid, style, state, chat_identifier, service_name, room_name)
+  VALUES (@chatGuid, @style, 3, @identifier, @service, @roomName)`);
+    this.joinHandle = db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
+  WHERE c.guid = @chatGuid AND h.id = @handle AND h.service = @service`);
+    this.consumeFailure = db.prepare('UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0');
+    this.insertMessage = db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, error, date, date_read, date_delivered,
+  is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
+  VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @error, @date, 0, 0,
+  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName)`);
+    this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
+  SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
+    this.insertAttachment = db.prepare('INSERT INTO attachment (guid, created_date, filename, transfer_name) VALUES (@guid, @date, @filename, @transferName)');
+    this.joinAttachment = db.prepare('INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)');
+    this.addFailures = db.prepare('UPDATE relaybox_simulator SET pending_failures = pending_failures + @count WHERE id = 1');
+    this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
+    this.markRead = db.prepare('UPDATE message SET is_read = 1, date_read = @date WHERE ROWID = @rowId');
+  }
+
+  /** Writes one message row with its handle, chat and attachments, in one transaction; returns its ROWID and error. */
+  writeMessage(row: MessageRow): { rowId: number; error: number } {
+    return this.db.transaction(() => {
+      const { handle, group } = row;
+      const chatGuid = group ? `${service};+;${group}` : `${service};-;${handle}`;
+      this.upsertHandle.run({ handle, service });
+      this.upsertChat.run({ chatGuid, style: group ? chatStyle.group : chatStyle.direct, identifier: group ?? handle, service, roomName: group ?? null });
+      this.joinHandle.run({ chatGuid, handle, service });
+      // An outgoing send consumes one injected failure, if any is pending.
+      const error = row.isFromMe ? this.consumeFailure.run().changes : 0;
+      const messageId = Number(this.insertMessage.run({
+        guid: row.guid, text: row.text, attributedBody: row.attributedBody, handle, service, error, date: row.date,
+        isDelivered: row.isFromMe ? 0 : 1, isFromMe: row.isFromMe ? 1 : 0, isSent: row.isFromMe ? 1 : 0,
+        hasAttachments: row.hasAttachments ? 1 : 0, roomName: group ?? null,
+      }).lastInsertRowid);
+      this.joinChat.run({ messageId, date: row.date, chatGuid });
+      for (const filename of row.attachments) {
+        const attachmentId = this.insertAttachment.run({
+          guid: randomUUID().toUpperCase(), date: row.date, filename, transferName: filename.split('/').pop() ?? filename,
+        }).lastInsertRowid;
+        this.joinAttachment.run({ messageId, attachmentId });
+      }
+      return { rowId: messageId, error };
+    }).immediate();
+  }
+
+  addPendingFailures(count: number): void {
+    this.addFailures.run({ count });
+  }
+}
+
+interface MessageRow {
+  guid: string;
+  handle: string;
+  /** A group chat's identifier; undefined for the one-to-one chat with `handle`. */
+  group: string | undefined;
+  isFromMe: boolean;
+  text: string | null;
+  attributedBody: Buffer | null;
+  /** Apple nanoseconds. */
+  date: bigint;
+  hasAttachments: boolean;
+  /** Local paths recorded as the row's attachments. */
+  attachments: string[];
 }
 
 /** Where the simulator appends one JSON line per send it performs. */
@@ -76,30 +163,21 @@ export interface SendLogEntry {
 export class SimulatedMessagesApp implements MessageSender {
   private readonly timers = new Set<NodeJS.Timeout>();
 
-  private constructor(readonly dbPath: string, private readonly db: SqliteCli, private readonly options: SimulatorOptions) {}
+  private constructor(readonly dbPath: string, private readonly writes: SimulatorWrites, private readonly options: SimulatorOptions) {}
 
   static async open(dbPath: string, options: SimulatorOptions = {}): Promise<SimulatedMessagesApp> {
-    // One sqlite3 program for the app's life: a send is then a few milliseconds, not a process start.
-    return new SimulatedMessagesApp(dbPath, await createSimulatedChatDb(dbPath, options.sqlite3Program, true), options);
+    // One connection for the app's life: a send is then a few statements, not an open.
+    return new SimulatedMessagesApp(dbPath, new SimulatorWrites(await createSimulatedChatDb(dbPath)), options);
   }
 
   /** Writes the outgoing row as Messages would, then marks it delivered (and read) later, unless a failure was injected. */
   async send(message: OutgoingMessage): Promise<SendOutcome> {
     const handle = normalizeHandle(message.to);
     const guid = randomUUID().toUpperCase();
-    const now = msToAppleNs(Date.now());
-    // changes() is the count of the UPDATE just before the message INSERT: 1 when an injected failure was consumed.
-    const [row] = await this.db.query<{ rowId: number; error: number }>(`
-BEGIN IMMEDIATE;
-${upsertDirectChat(handle)}
-UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0;
-INSERT INTO message (guid, text, handle_id, service, error, date, date_read, date_delivered, is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments)
-  VALUES (${q(guid)}, ${q(message.body)}, (SELECT ROWID FROM handle WHERE id = ${q(handle)} AND service = ${q(service)}), ${q(service)},
-  changes(), ${now}, 0, 0, 0, 1, 1, 0, 1, ${message.attachmentPaths.length > 0 ? 1 : 0});
-${joinChat(`${service};-;${handle}`, guid, now)}
-SELECT ROWID AS rowId, error FROM message WHERE guid = ${q(guid)};
-COMMIT;`);
-    if (!row) throw new Error('simulator: the outgoing row was not written');
+    const row = this.writes.writeMessage({
+      guid, handle, group: undefined, isFromMe: true, text: message.body, attributedBody: null, date: msToAppleNs(Date.now()),
+      hasAttachments: message.attachmentPaths.length > 0, attachments: [],
+    });
     const entry: SendLogEntry = {
       at: new Date().toISOString(), messageId: message.messageId, attempt: message.attempt, to: handle, rowId: row.rowId, guid, error: row.error, attachments: message.attachmentPaths.length,
     };
@@ -108,29 +186,31 @@ COMMIT;`);
     return { ok: true };
   }
 
-  /** Stops pending delivered/read updates and the sqlite3 program. */
+  /** Stops pending delivered/read updates and closes the file. */
   async close(): Promise<void> {
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
-    await this.db.close();
+    this.writes.db.close();
   }
 
-  private async markDelivered(rowId: number): Promise<void> {
-    const now = msToAppleNs(Date.now());
-    await this.db.exec(`UPDATE message SET is_delivered = 1, date_delivered = ${now} WHERE ROWID = ${rowId};`);
+  private markDelivered(rowId: number): void {
+    this.writes.markDelivered.run({ date: msToAppleNs(Date.now()), rowId });
     const readDelayMs = this.options.readDelayMs;
     if (readDelayMs !== undefined) this.later(readDelayMs, () => this.markRead(rowId));
   }
 
-  private async markRead(rowId: number): Promise<void> {
-    const now = msToAppleNs(Date.now());
-    await this.db.exec(`UPDATE message SET is_read = 1, date_read = ${now} WHERE ROWID = ${rowId};`);
+  private markRead(rowId: number): void {
+    this.writes.markRead.run({ date: msToAppleNs(Date.now()), rowId });
   }
 
-  private later(ms: number, fn: () => Promise<void>): void {
+  private later(ms: number, fn: () => void): void {
     const timer = setTimeout(() => {
       this.timers.delete(timer);
-      fn().catch((err: unknown) => process.emitWarning(`simulator update failed: ${(err as Error).message}`));
+      try {
+        fn();
+      } catch (err) {
+        process.emitWarning(`simulator update failed: ${(err as Error).message}`);
+      }
     }, ms);
     this.timers.add(timer);
   }
@@ -148,59 +228,33 @@ export interface InboundInjection {
 }
 
 /** Writes a message "received" from someone, as Messages would. Used by tests and `simulate-inbound`. */
-export async function simulateInbound(dbPath: string, message: InboundInjection, sqlite3Program?: string): Promise<{ rowId: number; guid: string }> {
-  const db = await createSimulatedChatDb(dbPath, sqlite3Program);
-  const handle = normalizeHandle(message.from);
+export async function simulateInbound(dbPath: string, message: InboundInjection): Promise<{ rowId: number; guid: string }> {
   const guid = randomUUID().toUpperCase();
-  const now = msToAppleNs(Date.now());
-  const chatGuid = message.groupId ? `${service};+;${message.groupId}` : `${service};-;${handle}`;
-  const attachments = message.attachments ?? [];
-  const attachmentSql = attachments
-    .map((path) => {
-      const attachmentGuid = randomUUID().toUpperCase();
-      return `INSERT INTO attachment (guid, created_date, filename, transfer_name) VALUES (${q(attachmentGuid)}, ${now}, ${q(path)}, ${q(path.split('/').pop() ?? path)});
-INSERT INTO message_attachment_join (message_id, attachment_id) SELECT m.ROWID, a.ROWID FROM message m, attachment a WHERE m.guid = ${q(guid)} AND a.guid = ${q(attachmentGuid)};`;
-    })
-    .join('\n');
-  const text = message.attributedBodyOnly ? null : message.body;
-  const blob = message.attributedBodyOnly ? encodeAttributedBody(message.body) : null;
-  const [row] = await db.query<{ rowId: number }>(`
-BEGIN IMMEDIATE;
-${message.groupId ? upsertGroupChat(chatGuid, message.groupId, handle) : upsertDirectChat(handle)}
-INSERT INTO message (guid, text, attributedBody, handle_id, service, error, date, date_read, date_delivered, is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
-  VALUES (${q(guid)}, ${q(text)}, ${q(blob)}, (SELECT ROWID FROM handle WHERE id = ${q(handle)} AND service = ${q(service)}), ${q(service)},
-  0, ${now}, 0, 0, 1, 1, 0, 0, 0, ${attachments.length > 0 ? 1 : 0}, ${q(message.groupId ?? null)});
-${joinChat(chatGuid, guid, now)}
-${attachmentSql}
-SELECT ROWID AS rowId FROM message WHERE guid = ${q(guid)};
-COMMIT;`);
-  if (!row) throw new Error('simulator: the inbound row was not written');
+  const row = await withSimulatorWrites(dbPath, (writes) => writes.writeMessage({
+    guid,
+    handle: normalizeHandle(message.from),
+    group: message.groupId,
+    isFromMe: false,
+    text: message.attributedBodyOnly ? null : message.body,
+    attributedBody: message.attributedBodyOnly ? encodeAttributedBody(message.body) : null,
+    date: msToAppleNs(Date.now()),
+    hasAttachments: (message.attachments ?? []).length > 0,
+    attachments: message.attachments ?? [],
+  }));
   return { rowId: row.rowId, guid };
 }
 
 /** Makes the next `count` sends of any simulator on this file fail (error = 1). */
-export async function simulateFailures(dbPath: string, count: number, sqlite3Program?: string): Promise<void> {
+export async function simulateFailures(dbPath: string, count: number): Promise<void> {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`count must be a non-negative integer, got ${count}`);
-  const db = await createSimulatedChatDb(dbPath, sqlite3Program);
-  await db.exec(`UPDATE relaybox_simulator SET pending_failures = pending_failures + ${count} WHERE id = 1;`);
+  await withSimulatorWrites(dbPath, (writes) => writes.addPendingFailures(count));
 }
 
-function upsertDirectChat(handle: string): string {
-  const chatGuid = `${service};-;${handle}`;
-  return `INSERT OR IGNORE INTO handle (id, service, uncanonicalized_id) VALUES (${q(handle)}, ${q(service)}, ${q(handle)});
-INSERT OR IGNORE INTO chat (guid, style, state, chat_identifier, service_name) VALUES (${q(chatGuid)}, ${chatStyle.direct}, 3, ${q(handle)}, ${q(service)});
-INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
-  WHERE c.guid = ${q(chatGuid)} AND h.id = ${q(handle)} AND h.service = ${q(service)};`;
-}
-
-function upsertGroupChat(chatGuid: string, groupId: string, handle: string): string {
-  return `INSERT OR IGNORE INTO handle (id, service, uncanonicalized_id) VALUES (${q(handle)}, ${q(service)}, ${q(handle)});
-INSERT OR IGNORE INTO chat (guid, style, state, chat_identifier, service_name, room_name) VALUES (${q(chatGuid)}, ${chatStyle.group}, 3, ${q(groupId)}, ${q(service)}, ${q(groupId)});
-INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
-  WHERE c.guid = ${q(chatGuid)} AND h.id = ${q(handle)} AND h.service = ${q(service)};`;
-}
-
-function joinChat(chatGuid: string, messageGuid: string, date: bigint): string {
-  return `INSERT INTO chat_message_join (chat_id, message_id, message_date)
-  SELECT c.ROWID, m.ROWID, ${date} FROM chat c, message m WHERE c.guid = ${q(chatGuid)} AND m.guid = ${q(messageGuid)};`;
+async function withSimulatorWrites<T>(dbPath: string, write: (writes: SimulatorWrites) => T): Promise<T> {
+  const db = await createSimulatedChatDb(dbPath);
+  try {
+    return write(new SimulatorWrites(db));
+  } finally {
+    db.close();
+  }
 }

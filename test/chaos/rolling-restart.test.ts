@@ -25,7 +25,7 @@ import { wireRun } from '../support/wire-run.ts';
 /**
  * 600 messages by default keep the run to a few minutes in CI; ROLLING_MESSAGES=5000
  * runs the issue's full size. What bounds the rate is the store, not the
- * simulated relays (one sqlite3 program each, a few milliseconds a send):
+ * simulated relays (one SQLite connection each, a few milliseconds a send):
  * FerretDB 1.x answers every filter with a scan of the collection, so each of
  * the tenant actor's reads and compare-and-sets costs time in proportion to
  * the messages stored, and the run slows as it grows.
@@ -67,7 +67,7 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
     RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '2000', RUNTIME_LEASE_RENEW_MS: '400', RUNTIME_REBALANCE_MS: '300',
     SHUTDOWN_GRACE_MS: '8000', RELAY_HEARTBEAT_TIMEOUT_MS: '10000', RELAY_HEARTBEAT_INTERVAL_MS: '2000',
     // A send whose frame a killed worker never published is tried again within the test, not after the default
-    // 2 minutes; long enough that a slow simulated relay (10 sends queued, each a sqlite3 process) is never timed out.
+    // 2 minutes; long enough that a slow simulated relay (10 sends queued) is never timed out.
     MESSAGE_SEND_TIMEOUT_MS: '60000', MESSAGE_RETRY_BASE_MS: '500',
     RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', LOG_LEVEL: 'warn',
   };

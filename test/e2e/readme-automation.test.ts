@@ -21,7 +21,7 @@ import { request } from '../support/test-app.ts';
 const root = new URL('../..', import.meta.url).pathname;
 
 test('the automation walk-through runs as written: the STOP gets the reply and the contact is tagged', { timeout: 180_000 }, async (t) => {
-  const missing = ['curl', 'jq', 'sqlite3'].filter((program) => spawnSync('sh', ['-c', `command -v ${program}`]).status !== 0);
+  const missing = ['curl', 'jq'].filter((program) => spawnSync('sh', ['-c', `command -v ${program}`]).status !== 0);
   if (missing.length > 0) {
     if (process.env.CI === 'true') throw new Error(`${missing.join(', ')} must be installed in CI`);
     return t.skip(`${missing.join(', ')} not installed: the example needs them`);

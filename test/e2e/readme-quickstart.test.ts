@@ -17,7 +17,7 @@ import { startServiceProcess } from '../support/service-process.ts';
 const root = new URL('../..', import.meta.url).pathname;
 
 test('the README quick start runs as written and ends with a delivered message', { timeout: 120_000 }, async (t) => {
-  const missing = ['curl', 'jq', 'sqlite3'].filter((program) => spawnSync('sh', ['-c', `command -v ${program}`]).status !== 0);
+  const missing = ['curl', 'jq'].filter((program) => spawnSync('sh', ['-c', `command -v ${program}`]).status !== 0);
   if (missing.length > 0) {
     if (process.env.CI === 'true') throw new Error(`${missing.join(', ')} must be installed in CI`);
     return t.skip(`${missing.join(', ')} not installed: the quick start needs them`);

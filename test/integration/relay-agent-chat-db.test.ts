@@ -1,30 +1,31 @@
 /**
  * ChatDbReader, unchanged, against a chat.db written by the simulator: the
- * reading path the Mac runs, exercised on any machine with sqlite3.
+ * reading path the Mac runs, exercised on any machine.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'libsql';
 import { ChatDbReader } from '../../src/relay-agent/chat-db-reader.ts';
 import { OutgoingTracker } from '../../src/relay-agent/outgoing-tracker.ts';
 import { SendJournal, type SendRecord } from '../../src/relay-agent/send-journal.ts';
 import { SimulatedMessagesApp, simulateFailures, simulateInbound } from '../../src/relay-agent/simulated-messages-app.ts';
-import { SqliteCli, SqliteError } from '../../src/relay-agent/sqlite-cli.ts';
+import { ChatDbError, openSqliteFile } from '../../src/relay-agent/sqlite-file.ts';
 
 async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDelayMs?: number } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-chatdb-'));
   const dbPath = join(dir, 'chat.db');
   const app = await SimulatedMessagesApp.open(dbPath, options);
+  const reader = new ChatDbReader(dbPath);
   t.after(async () => {
+    await reader.close();
     await app.close();
     await rm(dir, { recursive: true, force: true });
   });
-  const reader = new ChatDbReader(dbPath);
   const journal = new SendJournal(join(dir, 'state'), 60_000);
   const tracker = new OutgoingTracker(journal, reader, { matchWindowMs: 5_000, trackStatusMs: 60_000 });
   await tracker.init();
@@ -94,9 +95,9 @@ test('inbound rows are read after the cursor, in order, with group, attachments 
   const archived = await simulateInbound(dbPath, { from: '+15551110000', body: 'only in attributedBody ✓', attributedBodyOnly: true });
   const group = await simulateInbound(dbPath, { from: 'Friend@Example.com', body: 'to the group', groupId: 'chat900', attachments: ['/Users/me/Library/Messages/Attachments/a.jpg'] });
 
-  const raw = await new SqliteCli(dbPath, { readonly: true }).query<{ text: string | null; hasBlob: number }>(
-    `SELECT text, attributedBody IS NOT NULL AS hasBlob FROM message WHERE ROWID = ${archived.rowId}`,
-  );
+  const plain = openSqliteFile(dbPath, 'readonly');
+  const raw = plain.prepare('SELECT text, attributedBody IS NOT NULL AS hasBlob FROM message WHERE ROWID = ?').all(archived.rowId);
+  plain.close();
   assert.deepEqual(raw, [{ text: null, hasBlob: 1 }], 'the row really has NULL text');
 
   const all = await reader.readIncoming(0, 100);
@@ -118,46 +119,68 @@ test('inbound rows are read after the cursor, in order, with group, attachments 
   assert.equal(await reader.maxRowId(), group.rowId);
 });
 
-test('the reader sees rows still in the WAL and cannot write', async (t) => {
+test('the reader sees rows still in the WAL, reads while a writer holds its lock, and cannot write', async (t) => {
   const { reader, dbPath } = await setup(t);
   // Messages keeps chat.db open, so its WAL is not checkpointed away between writes; a held connection plays that part.
-  const holder = spawn('sqlite3', [dbPath], { stdio: ['pipe', 'pipe', 'ignore'] });
-  t.after(() => holder.kill());
-  holder.stdin.write('SELECT COUNT(*) FROM message;\n');
-  await once(holder.stdout, 'data');
+  const messages = openSqliteFile(dbPath, 'readwrite');
+  t.after(() => messages.close());
   // The simulator holds its file open too: its schema is moved into the main file first, so only the row is in the WAL.
-  execFileSync('sqlite3', [dbPath, 'PRAGMA wal_checkpoint(TRUNCATE);']);
+  messages.exec('PRAGMA wal_checkpoint(TRUNCATE)');
   const row = await simulateInbound(dbPath, { from: '+15552220000', body: 'in the wal' });
   assert.ok((await stat(`${dbPath}-wal`)).size > 0, 'the row is in the write-ahead log');
-  const mainFileOnly = execFileSync('sqlite3', [`file:${dbPath}?immutable=1`, 'SELECT COUNT(*) FROM message'], { encoding: 'utf8' }).trim();
-  assert.equal(mainFileOnly, '0', 'the main file alone does not have the row yet');
+  const mainFileOnly = new Database(`file:${dbPath}?immutable=1`);
+  assert.deepEqual(mainFileOnly.prepare('SELECT COUNT(*) AS n FROM message').all(), [{ n: 0 }], 'the main file alone does not have the row yet');
+  mainFileOnly.close();
   assert.equal((await reader.readIncoming(0, 10))[0]?.rowId, row.rowId);
-  const ro = new SqliteCli(dbPath, { readonly: true });
-  await assert.rejects(ro.query('DELETE FROM message'), (err: unknown) => err instanceof SqliteError && /readonly|read-only/i.test(err.stderr));
-  await assert.rejects(ro.exec('DELETE FROM message'), /read-only/);
+
+  // Messages in the middle of a write: the reader is not blocked and sees what was committed before it.
+  messages.exec("BEGIN IMMEDIATE; UPDATE message SET text = 'uncommitted'");
+  // (Were reads blocked, this one would fail with SQLITE_BUSY: the lock is held until the ROLLBACK below.)
+  assert.deepEqual((await reader.readIncoming(0, 10)).map((r) => r.body), ['in the wal']);
+  messages.exec('ROLLBACK');
+
+  // Read-only is SQLite's own (mode=ro), not an option libsql would ignore.
+  const ro = openSqliteFile(dbPath, 'readonly');
+  t.after(() => ro.close());
+  assert.throws(() => ro.exec('DELETE FROM message'), (err: Error & { code?: string }) => err.code === 'SQLITE_READONLY');
   assert.equal((await reader.readIncoming(0, 10)).length, 1);
 });
 
-test('a missing database is a SqliteError, not a crash', async (t) => {
-  const { dir } = await setup(t);
-  const reader = new ChatDbReader(join(dir, 'absent', 'chat.db'));
-  await assert.rejects(reader.maxRowId(), SqliteError);
+test('between polls the reader holds no snapshot, so Messages can checkpoint its WAL', async (t) => {
+  const { reader, dbPath } = await setup(t);
+  const messages = openSqliteFile(dbPath, 'readwrite');
+  t.after(() => messages.close());
+  for (let i = 0; i < 3; i++) await simulateInbound(dbPath, { from: '+15552220000', body: `row ${i}` });
+  assert.equal(await reader.maxRowId(), 3);
+  assert.equal((await reader.readIncoming(0, 2)).length, 2, 'a read that stops before the last row');
+  await reader.readRowsWithNews([1, 2], [3]);
+  assert.deepEqual(messages.prepare('PRAGMA wal_checkpoint(TRUNCATE)').all(), [{ busy: 0, log: 0, checkpointed: 0 }]);
+  assert.equal((await stat(`${dbPath}-wal`)).size, 0);
 });
 
-test('one long-lived sqlite3 program runs statement after statement, survives a failing one and ends on close', async (t) => {
+test('a missing database is a ChatDbError that reads as a refused open, and is not created', async (t) => {
   const { dir } = await setup(t);
-  const db = new SqliteCli(join(dir, 'long-lived.db'), { readonly: false, longLived: true });
-  t.after(() => db.close());
-  await db.exec('CREATE TABLE t (n INTEGER NOT NULL)');
-  // Many small statements, queued at once, run in order through the one program.
-  await Promise.all(Array.from({ length: 200 }, (_, n) => db.exec(`INSERT INTO t (n) VALUES (${n})`)));
-  assert.deepEqual(await db.query('SELECT COUNT(*) AS rows, SUM(n) AS total FROM t'), [{ rows: 200, total: 19_900 }]);
-  // A failing statement inside a transaction ends that program; the transaction is rolled back and the next statement runs on a new one.
-  await assert.rejects(db.exec('BEGIN IMMEDIATE; INSERT INTO t (n) VALUES (1000); INSERT INTO t (n) VALUES (NULL); COMMIT;'), (err: unknown) => err instanceof SqliteError && /NOT NULL/i.test(err.stderr));
-  assert.deepEqual(await db.query('SELECT COUNT(*) AS rows FROM t'), [{ rows: 200 }]);
-  // A statement without a closing semicolon and one that returns no rows both complete.
-  assert.deepEqual(await db.query('SELECT n FROM t WHERE n < 0'), []);
-  assert.deepEqual(await db.query('SELECT MAX(n) AS top FROM t'), [{ top: 199 }]);
-  await db.close();
-  await assert.rejects(db.query('SELECT 1'), SqliteError);
+  const path = join(dir, 'absent.db');
+  const reader = new ChatDbReader(path);
+  await assert.rejects(reader.maxRowId(), (err: unknown) => err instanceof ChatDbError && err.code === 14 && err.accessDenied && err.message.includes(path));
+  assert.equal(existsSync(path), false, 'the read-only open did not create the file');
+  await assert.rejects(new ChatDbReader(join(dir, 'no-such-dir', 'chat.db')).readIncoming(0, 10), ChatDbError);
+});
+
+test('a database the process may not open gives the Full Disk Access hint (accessDenied)', async (t) => {
+  if (process.getuid?.() === 0) return t.skip('root opens any file');
+  const { dbPath } = await setup(t);
+  await chmod(dbPath, 0o000);
+  await assert.rejects(new ChatDbReader(dbPath).maxRowId(), (err: unknown) => err instanceof ChatDbError && err.accessDenied);
+});
+
+test('a file that is not a Messages database is a ChatDbError without the Full Disk Access hint, and is read once it is one', async (t) => {
+  const { dir } = await setup(t);
+  const path = join(dir, 'other.db');
+  openSqliteFile(path, 'readwrite').close();
+  const reader = new ChatDbReader(path);
+  t.after(() => reader.close());
+  await assert.rejects(reader.maxRowId(), (err: unknown) => err instanceof ChatDbError && !err.accessDenied && /no such table/.test(err.message));
+  const row = await simulateInbound(path, { from: '+15553330000', body: 'now it has the schema' });
+  assert.equal(await reader.maxRowId(), row.rowId);
 });
