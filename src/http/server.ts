@@ -1,34 +1,25 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
-import { Type } from '@sinclair/typebox';
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import type { Config } from '../config.ts';
-import { AppError, toHttpError, type ErrorDetail } from '../errors.ts';
+import { AppError, toHttpError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { encodeAnswer } from './compression.ts';
-import { collectProcessMetrics, httpDuration, metricsRegistry, stageDuration } from './metrics.ts';
 import { apiDocumentRoutes } from './api-documents.ts';
+import { builtInRoutes, type ReadinessCheck } from './built-in-routes.ts';
+import { collectProcessMetrics, httpDuration } from './metrics.ts';
 import { allowedMethods, clientAddress, copyHeaders } from './request-guard.ts';
 import { neededRole } from './roles-needed.ts';
+import { compileRoute, runStages, type CompiledRoute, type StageHooks } from './request-stages.ts';
+import { readBody, Responder } from './responder.ts';
+import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
 
 export { neededRole };
-import { anyObject, type AuthenticateHook, type AuthorizeHook, type Method, type RateLimitHook, type Reply, type RequestContext, type RouteDef } from './route.ts';
-import { compileValidator, jsonMayBreakTextRule, validationFailure, type Validator } from './validation.ts';
+export type { ReadinessCheck } from './built-in-routes.ts';
 
-export interface ReadinessCheck {
-  name: string;
-  check(): Promise<void>;
-}
-
-export interface HttpServerOptions {
+export interface HttpServerOptions extends StageHooks {
   config: Config;
   log: Logger;
   routes: RouteDef[];
-  authenticate?: AuthenticateHook;
-  authorize?: AuthorizeHook;
-  rateLimit?: RateLimitHook;
-  /** Charges a `limitPerAddress` route to the client address's budget. */
-  limitAddress?: RateLimitHook;
   readinessChecks?: ReadinessCheck[];
 }
 
@@ -39,141 +30,21 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-type StageName = 'auth' | 'rate_limit' | 'validate' | 'handler';
-
-interface CompiledRoute {
-  def: RouteDef;
-  /** Histogram children resolved once, not per request. */
-  stages: Record<StageName, { observe(seconds: number): void }>;
-  paramNames: string[];
-  params?: Validator;
-  query?: Validator;
-  body?: Validator;
-}
 
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
 
-const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`;
 
-/** Wraps a uWS response so nothing is written after the client went away. */
-class Responder {
-  aborted = false;
-  done = false;
-  private paused = false;
-  constructor(private readonly res: HttpResponse) {}
-
-  /**
-   * Stops reading the connection once the request is complete, until it is
-   * answered: uWS closes a connection on which a request arrives while the
-   * previous answer is pending, so a pipelined request that comes in a later
-   * read waits in the socket instead, and is answered in order.
-   */
-  pauseReading(): void {
-    if (this.aborted || this.done || this.paused) return;
-    this.paused = true;
-    this.res.pause();
-  }
-
-  private resumeReading(): void {
-    if (this.paused) this.res.resume();
-    this.paused = false;
-  }
-
-  send(status: number, headers: Record<string, string>, body: string | Buffer, closeConnection = false): void {
-    if (this.aborted || this.done) return;
-    this.done = true;
-    this.res.cork(() => {
-      this.resumeReading();
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
-      this.res.end(body, closeConnection);
-    });
-  }
-
-  /**
-   * Reading stays paused until the last chunk: uWS's resume() arms its 10 s
-   * HTTP timeout, and a write that succeeds does not re-arm or clear it (only
-   * a write that met backpressure does, through onWritable), so a stream that
-   * outlasted it without meeting backpressure (a slow store's pages, or rows
-   * compressed small enough for the socket buffers) was cut before its end.
-   * Paused, the timeout stays off while chunks come, as for any pending
-   * answer; a client that stops reading still meets the timeout through a
-   * failed write.
-   */
-  async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
-    if (this.aborted || this.done) return;
-    this.done = true;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
-    });
-    try {
-      for await (const chunk of chunks) {
-        if (this.aborted) return;
-        let ok = false;
-        this.res.cork(() => {
-          ok = this.res.write(chunk);
-        });
-        if (!ok) await new Promise<void>((resolve) => this.res.onWritable(() => (resolve(), true)));
-      }
-    } catch (err) {
-      // The status line is out already: the only honest signal left is a connection cut before the end.
-      if (!this.aborted) this.res.close();
-      throw err;
-    }
-    if (this.aborted) return;
-    this.res.cork(() => {
-      this.resumeReading();
-      this.res.end();
-    });
-  }
-}
-
-function readBody(res: HttpResponse, responder: Responder, limit: number): Promise<Buffer | 'too_large' | 'aborted'> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    res.onData((chunk, isLast) => {
-      if (responder.aborted) return resolve('aborted');
-      if (over) return;
-      size += chunk.byteLength;
-      if (size > limit) {
-        over = true;
-        return resolve('too_large');
-      }
-      // uWS reuses the chunk's memory after this callback: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
-      if (isLast) {
-        responder.pauseReading();
-        resolve(Buffer.concat(chunks, size));
-      }
-    });
-  });
-}
 
 export function createHttpServer(opts: HttpServerOptions): HttpServer {
   const { config, log } = opts;
   collectProcessMetrics();
   const app = uWS.App();
-  const builtIns = builtInRoutes(opts);
+  const builtIns = builtInRoutes({ readinessTimeoutMs: config.readinessTimeoutMs, ...(opts.readinessChecks ? { readinessChecks: opts.readinessChecks } : {}) });
   const routes = [...builtIns, ...opts.routes];
   routes.push(...apiDocumentRoutes(routes, { publicBaseUrl: config.publicBaseUrl }));
 
   for (const def of routes) {
-    const compiled: CompiledRoute = {
-      def,
-      stages: {
-        auth: stageDuration.labels(def.path, 'auth'),
-        rate_limit: stageDuration.labels(def.path, 'rate_limit'),
-        validate: stageDuration.labels(def.path, 'validate'),
-        handler: stageDuration.labels(def.path, 'handler'),
-      },
-      paramNames: [...def.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!),
-      params: def.schema?.params ? compileValidator(def.schema.params, 'params') : undefined,
-      query: def.schema?.query ? compileValidator(def.schema.query, 'query') : undefined,
-      body: def.schema?.body ? compileValidator(def.schema.body, 'body') : undefined,
-    };
+    const compiled = compileRoute(def);
     const uwsMethod = def.method === 'DELETE' ? 'del' : (def.method.toLowerCase() as 'get' | 'post' | 'put' | 'patch');
     const register = app[uwsMethod].bind(app);
     register(def.path, (res, req) => handle(res, req, compiled));
@@ -237,7 +108,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
         closeConnection = true;
         throw new AppError('payload_too_large', `the body is larger than ${route.def.maxBodyBytes ?? config.maxBodyBytes} bytes`);
       }
-      reply = await runRoute(ctx, route, raw);
+      reply = await runStages(ctx, route, raw, opts);
     } catch (err) {
       const error = toHttpError(err);
       if (error.statusCode >= 500) ctx.log.error({ err, route: ctx.route }, 'request failed');
@@ -261,50 +132,6 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, ms: Math.round(seconds * 1000 * 100) / 100 }, 'request');
   }
 
-  async function runRoute(ctx: RequestContext, route: CompiledRoute, raw: Buffer | undefined): Promise<Reply> {
-    const def = route.def;
-    let mark = performance.now();
-    const stage = (name: StageName) => {
-      const now = performance.now();
-      route.stages[name].observe((now - mark) / 1000);
-      mark = now;
-    };
-    if (def.auth !== false) {
-      if (!opts.authenticate) throw new AppError('unauthorized', 'missing or invalid credentials');
-      ctx.principal = await opts.authenticate(ctx);
-      stage('auth');
-      if (opts.rateLimit) {
-        const refused = await opts.rateLimit(ctx);
-        stage('rate_limit');
-        if (refused) throw refused;
-      }
-      opts.authorize?.(ctx.principal, neededRole(def));
-    } else if (def.limitPerAddress && opts.limitAddress) {
-      const refused = await opts.limitAddress(ctx);
-      stage('rate_limit');
-      if (refused) throw refused;
-    }
-    ctx.rawBody = raw;
-    // Path, query and body are all checked before answering, so one 400 lists every violation.
-    const violations: ErrorDetail[] = [];
-    const checked = <T>(check: () => T, fallback: T): T => {
-      try {
-        return check();
-      } catch (err) {
-        if (!(err instanceof AppError) || err.code !== 'validation_error') throw err;
-        violations.push(...(err.details ?? []));
-        return fallback;
-      }
-    };
-    if (route.params) ctx.params = checked(() => route.params!(ctx.params), ctx.params);
-    if (route.query) ctx.query = checked(() => route.query!(ctx.query), ctx.query);
-    if (route.body) ctx.body = checked(() => route.body!(parseJson(ctx, raw), { textRuleHolds: !jsonMayBreakTextRule(raw) }), undefined);
-    if (violations.length > 0) throw validationFailure('request', violations);
-    stage('validate');
-    const reply = await def.handler(ctx);
-    stage('handler');
-    return reply;
-  }
 
   /**
    * A request whose head is refused: its body is never read, and it is
@@ -337,18 +164,6 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     return new AppError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`);
   }
 
-  function parseJson(ctx: RequestContext, raw: Buffer | undefined): unknown {
-    if (!raw || raw.length === 0) return {};
-    const type = ctx.headers['content-type'] ?? '';
-    if (!/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
-      throw new AppError('unsupported_media_type', 'the body must be application/json');
-    }
-    try {
-      return JSON.parse(raw.toString('utf8'));
-    } catch {
-      throw new AppError('validation_error', 'the body is not valid JSON', { details: [{ path: '', message: 'is not valid JSON' }] });
-    }
-  }
 
   let listenSocket: us_listen_socket | undefined;
   return {
@@ -370,44 +185,6 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   };
 }
 
-function builtInRoutes(opts: HttpServerOptions): RouteDef[] {
-  const checks = opts.readinessChecks ?? [];
-  return [
-    { method: 'GET', path: '/healthz', summary: 'The process is up', auth: false, schema: { response: { 200: anyObject } }, handler: () => ({ status: 200, body: { status: 'ok' } }) },
-    {
-      method: 'GET',
-      path: '/readyz',
-      summary: 'The process and its backends answer',
-      auth: false,
-      schema: { response: { 200: anyObject } },
-      async handler() {
-        const results = await Promise.all(checks.map(async (c) => {
-          try {
-            await withTimeout(c.check(), opts.config.readinessTimeoutMs);
-            return [c.name, 'ok'] as const;
-          } catch (err) {
-            return [c.name, err instanceof Error ? err.message : 'failed'] as const;
-          }
-        }));
-        const failed = results.filter(([, r]) => r !== 'ok');
-        if (failed.length > 0) {
-          throw new AppError('service_unavailable', `not ready: ${failed.map(([n, r]) => `${n} (${r})`).join(', ')}`, { retryAfterSeconds: 1 });
-        }
-        return { status: 200, body: { status: 'ok', checks: Object.fromEntries(results) } };
-      },
-    },
-    {
-      method: 'GET',
-      path: '/metrics',
-      summary: 'Prometheus metrics',
-      auth: false,
-      schema: { response: { 200: { description: 'the metrics', content: { 'text/plain': Type.String() } } } },
-      async handler() {
-        return { status: 200, body: await metricsRegistry.metrics(), headers: { 'content-type': metricsRegistry.contentType } };
-      },
-    },
-  ];
-}
 
 function errorReply(error: AppError): Reply {
   const headers: Record<string, string> = {};
@@ -454,12 +231,3 @@ function queryOf(raw: string | undefined): Record<string, string> {
   return raw ? Object.fromEntries(new URLSearchParams(raw)) : {};
 }
 
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-    work.then(
-      (v) => (clearTimeout(timer), resolve(v)),
-      (e) => (clearTimeout(timer), reject(e)),
-    );
-  });
-}

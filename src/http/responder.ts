@@ -1,0 +1,102 @@
+import { STATUS_CODES } from 'node:http';
+import type { HttpResponse } from '@trufflesuite/uws-js-unofficial';
+
+const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`;
+
+/** Wraps a uWS response so nothing is written after the client went away. */
+export class Responder {
+  aborted = false;
+  done = false;
+  private paused = false;
+  constructor(private readonly res: HttpResponse) {}
+
+  /**
+   * Stops reading the connection once the request is complete, until it is
+   * answered: uWS closes a connection on which a request arrives while the
+   * previous answer is pending, so a pipelined request that comes in a later
+   * read waits in the socket instead, and is answered in order.
+   */
+  pauseReading(): void {
+    if (this.aborted || this.done || this.paused) return;
+    this.paused = true;
+    this.res.pause();
+  }
+
+  private resumeReading(): void {
+    if (this.paused) this.res.resume();
+    this.paused = false;
+  }
+
+  send(status: number, headers: Record<string, string>, body: string | Buffer, closeConnection = false): void {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => {
+      this.resumeReading();
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      this.res.end(body, closeConnection);
+    });
+  }
+
+  /**
+   * Reading stays paused until the last chunk: uWS's resume() arms its 10 s
+   * HTTP timeout, and a write that succeeds does not re-arm or clear it (only
+   * a write that met backpressure does, through onWritable), so a stream that
+   * outlasted it without meeting backpressure (a slow store's pages, or rows
+   * compressed small enough for the socket buffers) was cut before its end.
+   * Paused, the timeout stays off while chunks come, as for any pending
+   * answer; a client that stops reading still meets the timeout through a
+   * failed write.
+   */
+  async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status));
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+    });
+    try {
+      for await (const chunk of chunks) {
+        if (this.aborted) return;
+        let ok = false;
+        this.res.cork(() => {
+          ok = this.res.write(chunk);
+        });
+        if (!ok) await new Promise<void>((resolve) => this.res.onWritable(() => (resolve(), true)));
+      }
+    } catch (err) {
+      // The status line is out already: the only honest signal left is a connection cut before the end.
+      if (!this.aborted) this.res.close();
+      throw err;
+    }
+    if (this.aborted) return;
+    this.res.cork(() => {
+      this.resumeReading();
+      this.res.end();
+    });
+  }
+}
+
+/** The request's body, up to `limit` bytes; reading pauses once it is whole, until the answer is written. */
+export function readBody(res: HttpResponse, responder: Responder, limit: number): Promise<Buffer | 'too_large' | 'aborted'> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let over = false;
+    res.onData((chunk, isLast) => {
+      if (responder.aborted) return resolve('aborted');
+      if (over) return;
+      size += chunk.byteLength;
+      if (size > limit) {
+        over = true;
+        return resolve('too_large');
+      }
+      // uWS reuses the chunk's memory after this callback: copy it.
+      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      if (isLast) {
+        responder.pauseReading();
+        resolve(Buffer.concat(chunks, size));
+      }
+    });
+  });
+}
