@@ -21,14 +21,15 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { StandInRelay } from '../test/support/stand-in-relay.ts';
 import { signup, startTestApp, type Backend, type TestApp } from '../test/support/test-app.ts';
+import { isEntryPoint } from './entry-point.ts';
 
-const recipients = 10_000;
+export const recipients = 10_000;
 const acceptSamples = Number(process.env.BENCH_ACCEPT_SAMPLES || 5);
 const relayCount = Number(process.env.BENCH_RELAYS || 4);
 const relayCapacity = Number(process.env.BENCH_RELAY_CAPACITY || 25);
 const targets = { acceptEmbeddedMs: 500, acceptRedisMongoMs: 3_000, singleDispatchMs: 1_000 };
 
-interface Row {
+export interface Row {
   backend: Backend;
   acceptMs: number[];
   drainMs?: number;
@@ -46,11 +47,11 @@ interface Row {
 /** The handed-out count at which the second single send is submitted: the job is draining at full speed by then. */
 const midDrainAt = 2_000;
 
-/** 10,000 distinct valid US numbers per batch (+1 415 <exchange> xxxx): each batch its own exchange, so no number was seen before. */
+/** Up to 10,000 distinct valid US numbers per batch (+1 415 <exchange> xxxx): each batch its own exchange, so no number was seen before. */
 let batches = 0;
-const entries = (tag: string) => {
+const entries = (tag: string, count = recipients) => {
   const exchange = 500 + batches++;
-  return Array.from({ length: recipients }, (_, i) => ({ to: `+1415${exchange}${String(i).padStart(4, '0')}`, body: `${tag} ${i}` }));
+  return Array.from({ length: count }, (_, i) => ({ to: `+1415${exchange}${String(i).padStart(4, '0')}`, body: `${tag} ${i}` }));
 };
 const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -63,8 +64,8 @@ async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: num
   }
 }
 
-/** Accepting: each sample on a quiet service (the previous job's background work, its conversations, finished). */
-async function measureAccept(t: TestApp, row: Row): Promise<void> {
+/** Accepting: each sample on a quiet service (the previous job's background work, its conversations, finished); `awaitLastJob: false` leaves the last job's. */
+export async function measureAccept(t: TestApp, row: Row, opts: { awaitLastJob?: boolean } = {}): Promise<void> {
   const org = await signup(t, 'Bench accept');
   const jobs = t.app.store.collection('bulk_jobs');
   for (let i = 0; i < acceptSamples; i++) {
@@ -75,12 +76,14 @@ async function measureAccept(t: TestApp, row: Row): Promise<void> {
     if (res.status !== 201) throw new Error(`accept answered ${res.status}: ${res.text.slice(0, 200)}`);
     row.acceptMs.push(ms);
     console.log(`# ${row.backend}: accept ${i + 1}/${acceptSamples}: ${ms.toFixed(0)} ms`);
+    if (i === acceptSamples - 1 && opts.awaitLastJob === false) break; // nothing is measured after it
     await waitUntil(async () => (await jobs.findOne({ tenantId: org.orgId, teamId: org.teamId }, { id: res.body.jobId, conversationsTouched: true })) !== null, 600_000, 'the job\'s background work', 200);
   }
 }
 
-/** Draining: relays online, a job, then a single send right after it. */
-async function measureDrain(t: TestApp, row: Row): Promise<void> {
+/** Draining: relays online, a job of `count` messages, then a single send right after it. */
+export async function measureDrain(t: TestApp, row: Row, count = recipients): Promise<void> {
+  const midCount = Math.min(midDrainAt, Math.floor(count / 2));
   const org = await signup(t, 'Bench drain');
   const relays = Array.from({ length: relayCount }, () => new StandInRelay(t, org.orgId, org.teamId, { capacity: relayCapacity }));
   const handedOut = new Map<string, number>();
@@ -98,7 +101,7 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
   const beats = setInterval(() => relays.forEach((r) => void r.heartbeat()), 5_000);
   try {
     for (const r of relays) await r.connect();
-    const body = { messages: entries('drain') };
+    const body = { messages: entries('drain', count) };
     const started = performance.now();
     startedAt = started;
     const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body });
@@ -109,13 +112,13 @@ async function measureDrain(t: TestApp, row: Row): Promise<void> {
     await waitUntil(() => handedOut.has(single.body.id), 120_000, 'the single send');
     row.singleWaitMs = handedOut.get(single.body.id)! - singleAt;
     row.singlePosition = [...handedOut.keys()].indexOf(single.body.id);
-    await waitUntil(() => handedOut.size >= midDrainAt, 600_000, `${midDrainAt} messages handed out`);
+    await waitUntil(() => handedOut.size >= midCount, 600_000, `${midCount} messages handed out`);
     const midAt = performance.now();
     const mid = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155559998', body: 'one-off while the job drains' } });
     if (mid.status !== 201) throw new Error(`single send answered ${mid.status}`);
     await waitUntil(() => handedOut.has(mid.body.id), 120_000, 'the single send sent while the job drains');
     row.midWaitMs = handedOut.get(mid.body.id)! - midAt;
-    await waitUntil(() => handedOut.size >= recipients + 2, 600_000, 'every message handed out');
+    await waitUntil(() => handedOut.size >= count + 2, 600_000, 'every message handed out');
     const jobIds = new Set([...handedOut.keys()].filter((id) => id !== single.body.id && id !== mid.body.id));
     row.drainMs = Math.max(...[...handedOut].filter(([id]) => jobIds.has(id)).map(([, at]) => at)) - started;
     await waitUntil(async () => (await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken })).body.status === 'completed', 600_000, 'the job completed', 500);
@@ -145,6 +148,11 @@ async function measureCancel(t: TestApp, row: Row): Promise<void> {
   row.stoppedMs = performance.now() - started;
 }
 
+/** The whole service in this process; the simulated relays heartbeat, but a loaded machine must not take them offline mid-drain. */
+export function startBulkApp(backend: Backend): Promise<TestApp> {
+  return startTestApp(backend, { RUNTIME_KEY_PREFIX: `bulk${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
+}
+
 async function bench(row: Row): Promise<void> {
   const backend = row.backend;
   let t: TestApp | undefined;
@@ -157,8 +165,7 @@ async function bench(row: Row): Promise<void> {
     }
   };
   try {
-    // The simulated relays heartbeat, but a loaded machine must not take them offline mid-drain.
-    t = await startTestApp(backend, { RUNTIME_KEY_PREFIX: `bulk${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
+    t = await startBulkApp(backend);
     if (acceptSamples > 0) await phase('accept', (app) => measureAccept(app, row));
     if (process.env.BENCH_CANCEL !== '0') await phase('cancel', (app) => measureCancel(app, row));
     if (process.env.BENCH_DRAIN !== '0') await phase('drain', (app) => measureDrain(app, row));
@@ -174,20 +181,22 @@ const backends = process.env.BENCH_ONLY ? all.filter((b) => process.env.BENCH_ON
 const load = () => loadavg().map((l) => l.toFixed(2)).join(', ');
 const loadBefore = load();
 const rows: Row[] = [];
-// A run cut short (SIGTERM, Ctrl-C) still prints what it measured.
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.once(signal, () => {
-    report(`cut short by ${signal}`);
-    process.exit(1);
-  });
+if (isEntryPoint(import.meta.url)) {
+  // A run cut short (SIGTERM, Ctrl-C) still prints what it measured.
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(signal, () => {
+      report(`cut short by ${signal}`);
+      process.exit(1);
+    });
+  }
+  for (const backend of backends) {
+    const row: Row = { backend, acceptMs: [] };
+    rows.push(row);
+    await bench(row);
+  }
+  report();
+  process.exit(0);
 }
-for (const backend of backends) {
-  const row: Row = { backend, acceptMs: [] };
-  rows.push(row);
-  await bench(row);
-}
-report();
-process.exit(0);
 
 function report(note?: string): void {
   const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${Math.round(ms)} ms`);

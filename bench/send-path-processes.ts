@@ -92,6 +92,19 @@ async function stop(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
+/** A Node program of another project (the reference peer, say) run from `cwd`, up once a stdout line matches `ready`. */
+export async function startNodeProgram(file: string, cwd: string, env: Record<string, string>, ready: RegExp): Promise<Running> {
+  const child = track(spawn(process.execPath, [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
+  try {
+    await waitForLine(child, file, (line) => ready.test(line) || undefined);
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+  child.stdout!.resume();
+  return { port: undefined, pids: [child.pid!], stop: () => stop(child) };
+}
+
 export async function startCeiling(): Promise<Running> {
   const child = tsx('bench/send-path-ceiling.ts', [], {});
   const port = await waitForLine(child, 'ceiling server', (line) => parseJsonLine(line)?.port as number | undefined);
@@ -99,7 +112,7 @@ export async function startCeiling(): Promise<Running> {
 }
 
 /** A free port on 127.0.0.1: at LOG_LEVEL=warn the service does not log the port it got for PORT=0. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer();
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');

@@ -27,6 +27,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { apiKeyFor, cpuSeconds, startService, type Running } from './send-path-processes.ts';
 import { storePhase } from './store-phase.ts';
+import { sendScript, wrk } from './wrk.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS || 64);
 const seconds = Number(process.env.BENCH_SECONDS || 10);
@@ -50,21 +51,6 @@ interface Measured {
 const results = new Map<string, Measured[]>();
 /** Targets that could not be measured (a service that did not start on the stored data, say), with why; their later rounds are skipped. */
 const failures = new Map<string, string>();
-
-function wrk(url: string, script: string, duration: number): string {
-  const run = spawnSync('wrk', ['-t', '1', '-c', String(connections), '-d', `${duration}s`, '--latency', '-s', script, url], { encoding: 'utf8', timeout: (duration + 30) * 1000 });
-  if (run.error) throw new Error(`wrk could not run (${run.error.message}); install it (Debian: apt-get install wrk)`);
-  if (run.status !== 0) throw new Error(`wrk exited with ${run.status}: ${run.stderr}`);
-  return run.stdout;
-}
-
-/** wrk's latency figures ("50%    3.21ms") in milliseconds. */
-function percentile(out: string, p: string): number {
-  const m = new RegExp(`^\\s*${p}%\\s+([\\d.]+)(us|ms|s)\\s*$`, 'm').exec(out);
-  if (!m) return NaN;
-  const value = Number(m[1]);
-  return m[2] === 'us' ? value / 1000 : m[2] === 's' ? value * 1000 : value;
-}
 
 /** Per checkout, a DATA_DIR holding BENCH_STORED messages written by its own store, copied into each of its rounds. */
 const filled = new Map<string, string>();
@@ -92,37 +78,23 @@ async function measure(name: string, root: string): Promise<void> {
     const pid = service.pids[0]!;
     const key = await apiKeyFor(base);
     const script = join(dataDir, 'send.lua');
-    // One conversation per connection-ish: a handful of recipients, a body that changes.
-    await writeFile(script, [
-      'wrk.method = "POST"',
-      `wrk.headers["Authorization"] = "Bearer ${key}"`,
-      'wrk.headers["Content-Type"] = "application/json"',
-      'local n = 0',
-      'request = function()',
-      '  n = n + 1',
-      '  return wrk.format(nil, nil, nil, string.format(\'{"to":"+1415555%04d","body":"bench %d"}\', n % 100, n))',
-      'end',
-    ].join('\n'));
+    await writeFile(script, sendScript(key));
     const url = `${base}/api/v1/messages`;
-    wrk(url, script, warmupSeconds);
+    wrk(url, script, warmupSeconds, connections);
     const cpuBefore = cpuSeconds(pid);
     const at = performance.now();
-    const out = wrk(url, script, seconds);
+    const out = wrk(url, script, seconds, connections);
     const cpuAfter = cpuSeconds(pid);
     const elapsed = (performance.now() - at) / 1000;
-    const rate = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1]);
-    const non2xx = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0);
-    const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-    const socketErrors = socket ? socket.slice(1).reduce((s, v) => s + Number(v), 0) : 0;
-    const total = Number(/(\d+) requests in/.exec(out)?.[1]);
+    const { sendsPerSecond, p50Ms, p99Ms, non2xx, socketErrors, accepted } = out;
     const row: Measured = {
-      sendsPerSecond: rate * (total > 0 ? (total - non2xx) / total : 1),
-      p50Ms: percentile(out, '50'),
-      p99Ms: percentile(out, '99'),
+      sendsPerSecond,
+      p50Ms,
+      p99Ms,
       non2xx,
       socketErrors,
       serviceCpuPercent: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) / elapsed) * 100,
-      accepted: total - non2xx,
+      accepted,
     };
     results.set(name, [...(results.get(name) ?? []), row]);
     console.log(`${name}: ${row.sendsPerSecond.toFixed(0)} sends/s, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms, ${non2xx} non-2xx, ${socketErrors} socket errors, service CPU ${row.serviceCpuPercent?.toFixed(0) ?? '–'}%`);

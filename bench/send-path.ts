@@ -17,8 +17,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { MongoStore } from '../src/store/mongo-store.ts';
+import { discardRedisKeys } from '../test/support/discard-data.ts';
 import { fetchStageHistograms, subtract, summarizeStages, type StageSummary } from './send-path-metrics.ts';
 import { apiKeyFor, killAll, runLoad, startCeiling, startService, type LoadResult, type Running, type Topology } from './send-path-processes.ts';
 
@@ -98,14 +98,7 @@ async function benchRedisMongo(topology: Topology): Promise<void> {
   } finally {
     const store = new MongoStore(database.toString(), undefined, loadConfig({}).storePingTimeoutMs);
     await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch((err) => console.error('could not drop the bench database:', err));
-    const redis = new Redis(redisUrl!);
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await redis.del(...keys);
-    } while (cursor !== '0');
-    redis.disconnect();
+    await discardRedisKeys(redisUrl!, `${prefix}:`);
   }
 }
 

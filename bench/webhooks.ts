@@ -21,6 +21,7 @@ import { loadConfig } from '../src/config.ts';
 import { domainEvent } from '../src/events/event-stream.ts';
 import { createLogger } from '../src/log.ts';
 import { discardRunData } from '../test/support/discard-data.ts';
+import { isEntryPoint } from './entry-point.ts';
 
 const events = Number(process.env.BENCH_EVENTS ?? 5_000);
 const webhooks = Number(process.env.BENCH_WEBHOOKS ?? 4);
@@ -89,7 +90,17 @@ async function receiver() {
   };
 }
 
-async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
+export interface WebhookFigures {
+  /** Signed deliveries per second with every event appended at once. */
+  deliveriesPerSecond: number;
+  /** Deliveries per second paced at half that rate, and the event-to-delivery latency there (none when `seconds` is 0). */
+  halfRate?: { perSecond: number; p50Ms: number; p99Ms: number };
+  storeCalls?: string;
+}
+
+/** `events` events to `webhooks` webhooks on `backend` (a fresh app in this process), then `seconds` at half the rate. */
+export async function measureWebhooks(backend: 'embedded' | 'redis+mongo', opts: { events: number; webhooks: number; seconds: number }): Promise<WebhookFigures> {
+  const { events, webhooks, seconds } = opts;
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-'));
   const suffix = randomUUID().slice(0, 8);
   const env: Record<string, string> = { DATA_DIR: dataDir, RUNTIME_KEY_PREFIX: `bw${suffix}`, WEBHOOK_ALLOW_PRIVATE: 'true', LOG_LEVEL: 'warn' };
@@ -120,30 +131,42 @@ async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
   const rate = (delivered / (performance.now() - started)) * 1000;
   const storeCalls = profile?.report(delivered);
 
-  // Half that rate, paced every 10 ms, for the latency from the event to its delivery.
-  const before = await sink.reset();
-  const perTick = Math.max(1, Math.round(rate / 2 / webhooks / 100));
-  let sent = 0;
-  const until = Date.now() + seconds * 1000;
-  while (Date.now() < until) {
-    const tick = Date.now();
-    await app.events.append(Array.from({ length: perTick }, (_, k) => event(events + sent + k)));
-    sent += perTick;
-    await new Promise((r) => setTimeout(r, Math.max(0, 10 - (Date.now() - tick))));
-  }
-  await waitFor(before + sent * webhooks);
-  const sorted = (await sink.latencies()).sort((a, b) => a - b);
-  console.log(`| ${backend} | ${webhooks} | ${Math.round(rate)} | ${Math.round((sent * webhooks) / seconds)} | ${percentile(sorted, 50)} | ${percentile(sorted, 99)} |`);
-  if (storeCalls) console.log(`  store calls at full speed (${backend}):\n${storeCalls}`);
-
+  const figures: WebhookFigures = { deliveriesPerSecond: rate, storeCalls };
+  if (seconds > 0) figures.halfRate = await halfRate();
   await app.close();
   await sink.close();
   await discardRunData(config, dataDir);
+  return figures;
+
+  /** Half the full rate, paced every 10 ms, for the latency from the event to its delivery. */
+  async function halfRate(): Promise<WebhookFigures['halfRate']> {
+    const before = await sink.reset();
+    const perTick = Math.max(1, Math.round(rate / 2 / webhooks / 100));
+    let sent = 0;
+    const until = Date.now() + seconds * 1000;
+    while (Date.now() < until) {
+      const tick = Date.now();
+      await app.events.append(Array.from({ length: perTick }, (_, k) => event(events + sent + k)));
+      sent += perTick;
+      await new Promise((r) => setTimeout(r, Math.max(0, 10 - (Date.now() - tick))));
+    }
+    await waitFor(before + sent * webhooks);
+    const sorted = (await sink.latencies()).sort((a, b) => a - b);
+    return { perSecond: (sent * webhooks) / seconds, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99) };
+  }
 }
 
-console.log(`${events} events to ${webhooks} webhooks (${events * webhooks} signed deliveries), then ${seconds} s at half the rate`);
-console.log('| backend | webhooks | deliveries/s | half rate/s | p50 ms | p99 ms |');
-console.log('|---|---|---|---|---|---|');
-await run('embedded');
-if (process.env.REDIS_URL && process.env.MONGODB_URL) await run('redis+mongo');
-process.exit(0);
+async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
+  const f = await measureWebhooks(backend, { events, webhooks, seconds });
+  console.log(`| ${backend} | ${webhooks} | ${Math.round(f.deliveriesPerSecond)} | ${Math.round(f.halfRate!.perSecond)} | ${f.halfRate!.p50Ms} | ${f.halfRate!.p99Ms} |`);
+  if (f.storeCalls) console.log(`  store calls at full speed (${backend}):\n${f.storeCalls}`);
+}
+
+if (isEntryPoint(import.meta.url)) {
+  console.log(`${events} events to ${webhooks} webhooks (${events * webhooks} signed deliveries), then ${seconds} s at half the rate`);
+  console.log('| backend | webhooks | deliveries/s | half rate/s | p50 ms | p99 ms |');
+  console.log('|---|---|---|---|---|---|');
+  await run('embedded');
+  if (process.env.REDIS_URL && process.env.MONGODB_URL) await run('redis+mongo');
+  process.exit(0);
+}

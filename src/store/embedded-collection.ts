@@ -4,6 +4,7 @@ import { AppError } from '../errors.ts';
 import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
+import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { after, keyColumn, keyOf, orderBy, quote, sortExpr, text, where, type Columns, type SqlValue } from './sql-filter.ts';
 
 /** What a collection needs of the store: its statements and its group-committed writes. */
@@ -309,8 +310,8 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     return inScope ? [{ rid: hit.rid, doc }] : [];
   }
 
-  /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. */
-  private select(scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
+  /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. One counted statement unless kept. */
+  private select(operation: StoreOperation, scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
     this.store.assertOpen(this.name);
     const kept = this.byId(scope, filter, opts);
     if (kept) return kept;
@@ -325,31 +326,38 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       text += ' LIMIT ? OFFSET ?';
       bound.push(limit ?? -1, skip);
     }
-    const stmt = this.store.statement(text);
-    const out: Array<{ rid: number; doc: T }> = [];
-    let skipped = exact ? skip : 0;
-    try {
-      for (const row of stmt.iterate(bound) as IterableIterator<Row>) {
-        const doc = decode<T>(row.doc);
-        if (!exact && !matches(doc, rest)) continue;
-        if (skipped < skip) {
-          skipped++;
-          continue;
+    return countedCommand(this.name, operation, () => {
+      const stmt = this.store.statement(text);
+      const out: Array<{ rid: number; doc: T }> = [];
+      let skipped = exact ? skip : 0;
+      try {
+        for (const row of stmt.iterate(bound) as IterableIterator<Row>) {
+          const doc = decode<T>(row.doc);
+          if (!exact && !matches(doc, rest)) continue;
+          if (skipped < skip) {
+            skipped++;
+            continue;
+          }
+          out.push({ rid: row.rid, doc });
+          if (typeof filter.id === 'string') this.remember(filter.id, row.rid, row.doc);
+          if (limit !== undefined && out.length >= limit) break;
         }
-        out.push({ rid: row.rid, doc });
-        if (typeof filter.id === 'string') this.remember(filter.id, row.rid, row.doc);
-        if (limit !== undefined && out.length >= limit) break;
+      } finally {
+        reset(stmt);
       }
-    } finally {
-      reset(stmt);
-    }
-    return out;
+      return out;
+    });
+  }
+
+  /** The statements of one call, in this turn's transaction: one counted batch. */
+  private batch(operation: StoreOperation, work: () => void): void {
+    countedCommand(this.name, operation, () => this.store.write(this.name, work));
   }
 
   /** The changes made before a failure are kept (and awaited) too. */
-  private async settle(work: () => void): Promise<void> {
+  private async settle(operation: StoreOperation, work: () => void): Promise<void> {
     try {
-      this.store.write(this.name, work);
+      this.batch(operation, work);
     } catch (err) {
       await this.store.committed();
       throw err;
@@ -358,35 +366,35 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   }
 
   async insertOne(scope: Scope, doc: T): Promise<void> {
-    this.store.write(this.name, () => this.insertRow(scopedDoc(scope, doc)));
+    this.batch('insertOne', () => this.insertRow(scopedDoc(scope, doc)));
     await this.store.committed();
   }
 
   async insertMany(scope: Scope, docs: T[]): Promise<void> {
     if (docs.length === 0) return;
-    await this.settle(() => {
+    await this.settle('insertMany', () => {
       for (const doc of docs) this.insertRow(scopedDoc(scope, doc));
     });
   }
 
   async findOne(scope: Scope, filter: Filter): Promise<T | null> {
-    return this.select(scope, filter, { limit: 1 })[0]?.doc ?? null;
+    return this.select('findOne', scope, filter, { limit: 1 })[0]?.doc ?? null;
   }
 
   async find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
-    return this.select(scope, filter, opts).map((r) => r.doc);
+    return this.select('find', scope, filter, opts).map((r) => r.doc);
   }
 
   async count(scope: Scope, filter: Filter): Promise<number> {
     this.store.assertOpen(this.name);
     const scoped = scopedFilter(scope, filter);
     const { sql, params, rest } = where(this, scoped);
-    if (Object.keys(rest).length > 0) return this.select(scope, filter).length;
+    if (Object.keys(rest).length > 0) return this.select('count', scope, filter).length;
     const counts = this.kept();
     const key = countKey(sql, params);
     const kept = counts.get(scope.tenantId, key);
     if (kept !== undefined) return kept;
-    const row = this.store.first(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`, params) as { n: number };
+    const row = countedCommand(this.name, 'count', () => this.store.first(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`, params)) as { n: number };
     if (row.n >= counts.min && storable(scoped)) {
       counts.keep(scope.tenantId, key, structuredClone(scoped), row.n);
       this.countsChanged();
@@ -412,23 +420,22 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     for (;;) {
       this.store.assertOpen(this.name);
       const next: { sql: string; params: SqlValue[] } | null = last ? after(this, sort, last) : null;
-      const stmt = this.store.statement(`SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`);
-      let rows = 0;
-      let full = false;
-      try {
-        for (const row of stmt.iterate([...params, ...(next?.params ?? []), pageSize]) as IterableIterator<Row & Record<string, SqlValue>>) {
-          rows++;
-          last = Object.keys(sort).map((_, i): SqlValue => row[`s${i}`] ?? null);
-          const doc = decode<T>(row.doc);
-          if (exact || matches(doc, rest)) page.push(doc);
-          if (page.length === pageSize) {
-            full = true;
-            break;
+      const { rows, full } = countedCommand(this.name, 'scan_page', () => {
+        const stmt = this.store.statement(`SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`);
+        let rows = 0;
+        try {
+          for (const row of stmt.iterate([...params, ...(next?.params ?? []), pageSize]) as IterableIterator<Row & Record<string, SqlValue>>) {
+            rows++;
+            last = Object.keys(sort).map((_, i): SqlValue => row[`s${i}`] ?? null);
+            const doc = decode<T>(row.doc);
+            if (exact || matches(doc, rest)) page.push(doc);
+            if (page.length === pageSize) return { rows, full: true };
           }
+        } finally {
+          reset(stmt);
         }
-      } finally {
-        reset(stmt);
-      }
+        return { rows, full: false };
+      });
       const end = !full && rows < pageSize;
       if (full || (end && page.length > 0)) {
         yield page;
@@ -440,26 +447,26 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   }
 
   async updateOne(scope: Scope, filter: Filter, update: Update, opts: { upsert?: boolean } = {}): Promise<T | null> {
-    const [current] = this.select(scope, filter, { limit: 1 });
+    const [current] = this.select('updateOne', scope, filter, { limit: 1 });
     let stored: T;
     if (current) {
       const before = this.keys(current.doc);
       const was = this.kept().holding(current.doc);
       stored = updated(scope, current.doc, update);
-      this.store.write(this.name, () => this.replaceRow(current.rid, before, was, stored));
+      this.batch('updateOne', () => this.replaceRow(current.rid, before, was, stored));
     } else {
       if (!opts.upsert) return null;
       stored = scopedDoc(scope, equalityFields(filter) as T);
       applyUpdate(stored, update, true);
-      this.store.write(this.name, () => this.insertRow(stored));
+      this.batch('updateOne', () => this.insertRow(stored));
     }
     await this.store.committed();
     return stored; // stored as text: this object is the caller's
   }
 
   async updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
-    const targets = this.select(scope, filter);
-    await this.settle(() => {
+    const targets = this.select('updateMany', scope, filter);
+    await this.settle('updateMany', () => {
       for (const { rid, doc } of targets) {
         const before = this.keys(doc);
         const was = this.kept().holding(doc);
@@ -470,16 +477,16 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   }
 
   async deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
-    const [target] = this.select(scope, filter, { limit: 1 });
+    const [target] = this.select('deleteOne', scope, filter, { limit: 1 });
     if (!target) return false;
-    this.store.write(this.name, () => this.deleteRow(target.rid, target.doc));
+    this.batch('deleteOne', () => this.deleteRow(target.rid, target.doc));
     await this.store.committed();
     return true;
   }
 
   async deleteMany(scope: Scope, filter: Filter): Promise<number> {
-    const targets = this.select(scope, filter);
-    await this.settle(() => {
+    const targets = this.select('deleteMany', scope, filter);
+    await this.settle('deleteMany', () => {
       for (const { rid, doc } of targets) this.deleteRow(rid, doc);
     });
     return targets.length;

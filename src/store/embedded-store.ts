@@ -10,6 +10,7 @@ import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './
 import { quote, text, type SqlValue } from './sql-filter.ts';
 import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
+import { countedCommand, everyCollection } from './operation-count.ts';
 
 const require = createRequire(import.meta.url);
 const { Database } = require('node-sqlite3-wasm') as { Database: typeof SqliteDatabase };
@@ -253,8 +254,10 @@ export class EmbeddedStore implements Store, Connection {
     this.batch = null;
     try {
       if (!this.db.inTransaction) throw new Error('the transaction was rolled back by SQLite');
-      for (const work of batch.last.values()) work();
-      this.db.exec('COMMIT');
+      countedCommand(everyCollection, 'transaction', () => {
+        for (const work of batch.last.values()) work();
+        this.db.exec('COMMIT');
+      });
     } catch (err) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');
       this.rollbacks++;

@@ -1,6 +1,7 @@
 import { MongoClient, MongoServerError, type Db, type Document } from 'mongodb';
 import { AppError } from '../errors.ts';
 import { compareBySort, getPath } from './query.ts';
+import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { withTransientRetry } from './transient-errors.ts';
 import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update } from './collection.ts';
 
@@ -59,6 +60,11 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.db.collection(this.name);
   }
 
+  /** Every driver call goes through here: one call is one command, one round trip (a retry is another). */
+  private sent<R>(operation: StoreOperation, command: () => Promise<R>): Promise<R> {
+    return countedCommand(this.name, operation, command);
+  }
+
   /** Every operation goes through here: a duplicate key is a 409, a transient failure retried where safe or a 503. */
   private async guard<R>(work: () => Promise<R>, idempotent = false): Promise<R> {
     try {
@@ -70,19 +76,19 @@ class MongoCollection<T extends Doc> implements Collection<T> {
 
   insertOne(scope: Scope, doc: T): Promise<void> {
     return this.guard(async () => {
-      await this.col.insertOne(toMongoDoc(scopedDoc(scope, doc)));
+      await this.sent('insertOne', () => this.col.insertOne(toMongoDoc(scopedDoc(scope, doc))));
     });
   }
 
   insertMany(scope: Scope, docs: T[]): Promise<void> {
     if (docs.length === 0) return Promise.resolve();
     return this.guard(async () => {
-      await this.col.insertMany(docs.map((d) => toMongoDoc(scopedDoc(scope, d))), { ordered: true });
+      await this.sent('insertMany', () => this.col.insertMany(docs.map((d) => toMongoDoc(scopedDoc(scope, d))), { ordered: true }));
     });
   }
 
   findOne(scope: Scope, filter: Filter): Promise<T | null> {
-    return this.guard(async () => fromMongo<T>(await this.col.findOne(toMongoFilter(scopedFilter(scope, filter)))), true);
+    return this.guard(async () => fromMongo<T>(await this.sent('findOne', () => this.col.findOne(toMongoFilter(scopedFilter(scope, filter))))), true);
   }
 
   /**
@@ -107,7 +113,7 @@ class MongoCollection<T extends Doc> implements Collection<T> {
       if (opts.sort) cursor = cursor.sort(toMongoFilter(opts.sort) as Record<string, 1 | -1>);
       if (opts.skip) cursor = cursor.skip(opts.skip);
       if (opts.limit) cursor = cursor.limit(opts.limit);
-      return (await cursor.toArray()).map((d) => fromMongo<T>(d)!);
+      return (await this.sent('find', () => cursor.toArray())).map((d) => fromMongo<T>(d)!);
     }, true);
   }
 
@@ -116,7 +122,7 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.guard(async () => {
       const docs: T[] = [];
       for (let i = 0; i < ids.length; i += idReadsInFlight) {
-        const found = await Promise.all(ids.slice(i, i + idReadsInFlight).map((id) => this.col.findOne(toMongoFilter({ ...scoped, id }))));
+        const found = await Promise.all(ids.slice(i, i + idReadsInFlight).map((id) => this.sent('find', () => this.col.findOne(toMongoFilter({ ...scoped, id })))));
         for (const d of found) if (d) docs.push(fromMongo<T>(d)!);
       }
       if (opts.sort) docs.sort(compareBySort(opts.sort));
@@ -126,7 +132,7 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   count(scope: Scope, filter: Filter): Promise<number> {
-    return this.guard(() => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter))), true);
+    return this.guard(() => this.sent('count', () => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter)))), true);
   }
 
   /**
@@ -154,7 +160,7 @@ class MongoCollection<T extends Doc> implements Collection<T> {
       };
       try {
         for (;;) {
-          const page = await this.guard(readPage, true);
+          const page = await this.guard(() => this.sent('scan_page', readPage), true);
           if (page.length === 0) return;
           last = page[page.length - 1];
           yield page;
@@ -170,10 +176,10 @@ class MongoCollection<T extends Doc> implements Collection<T> {
 
   updateOne(scope: Scope, filter: Filter, update: Update, opts: { upsert?: boolean } = {}): Promise<T | null> {
     return this.guard(async () => {
-      const doc = await this.col.findOneAndUpdate(toMongoFilter(scopedFilter(scope, filter)), update as Document, {
+      const doc = await this.sent('updateOne', () => this.col.findOneAndUpdate(toMongoFilter(scopedFilter(scope, filter)), update as Document, {
         returnDocument: 'after',
         upsert: opts.upsert ?? false,
-      });
+      }));
       return fromMongo<T>(doc);
     });
   }
@@ -181,8 +187,8 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId(ids, async (id) => (await this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document)).modifiedCount);
-    return this.guard(async () => (await this.col.updateMany(toMongoFilter(scoped), update as Document)).modifiedCount);
+    if (ids) return this.eachId(ids, async (id) => (await this.sent('updateMany', () => this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document))).modifiedCount);
+    return this.guard(async () => (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document))).modifiedCount);
   }
 
   /** One write per id, one after another; the count of documents written. */
@@ -195,14 +201,14 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
-    return this.guard(async () => (await this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter)))).deletedCount === 1);
+    return this.guard(async () => (await this.sent('deleteOne', () => this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter))))).deletedCount === 1);
   }
 
   deleteMany(scope: Scope, filter: Filter): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId(ids, async (id) => (await this.col.deleteOne(toMongoFilter({ ...scoped, id }))).deletedCount);
-    return this.guard(async () => (await this.col.deleteMany(toMongoFilter(scoped))).deletedCount);
+    if (ids) return this.eachId(ids, async (id) => (await this.sent('deleteMany', () => this.col.deleteOne(toMongoFilter({ ...scoped, id })))).deletedCount);
+    return this.guard(async () => (await this.sent('deleteMany', () => this.col.deleteMany(toMongoFilter(scoped)))).deletedCount);
   }
 }
 

@@ -1,4 +1,5 @@
 import { rm } from 'node:fs/promises';
+import { Redis } from 'ioredis';
 import type { Config } from '../../src/config.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 
@@ -11,4 +12,19 @@ export async function discardRunData(config: Config, dataDir: string): Promise<v
     await store.close();
   }
   await rm(dataDir, { recursive: true, force: true });
+}
+
+/** Deletes a run's Redis keys: those under `prefix` (its RUNTIME_KEY_PREFIX, or any key pattern's fixed start). */
+export async function discardRedisKeys(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }

@@ -1,0 +1,272 @@
+/**
+ * One run, one table: Relaybox beside the reference peer (../shared/peer:
+ * Fastify + BullMQ `queue.add`, what a Node team would build first), on the
+ * embedded default and on Redis + MongoDB wire. It reports, it does not assert.
+ *
+ *   npm run bench
+ *   BENCH_PARTS=send BENCH_SECONDS=5 npm run bench
+ *
+ * Parts (BENCH_PARTS, all by default):
+ * - send: accepted POST /api/v1/messages under wrk (BENCH_CONNECTIONS 64,
+ *   BENCH_SECONDS 10 after BENCH_WARMUP_SECONDS 3) for the peer and each
+ *   backend: sends/s, p99, the service's CPU µs per accepted send, and store
+ *   round trips per accepted send (relaybox_store_operations_total on
+ *   /metrics, before and after the measured window).
+ * - bulk: a 10,000-recipient job accepted (p50 of BENCH_ACCEPT_SAMPLES, 5),
+ *   then a job of BENCH_DRAIN_MESSAGES (10,000) drained to simulated relays:
+ *   messages/s handed out, the time from its 201 to `completed`, store round
+ *   trips per delivered message.
+ * - webhooks: BENCH_EVENTS (5,000) events to BENCH_WEBHOOKS (4) webhooks,
+ *   signed deliveries/s.
+ *
+ * REDIS_URL (redis://127.0.0.1:6379) and MONGODB_URL (mongodb://127.0.0.1:27017;
+ * each run its own database, dropped after) for the Redis + MongoDB wire
+ * column, skipped with the reason when either does not answer. The peer needs
+ * Redis on 127.0.0.1:6379 (its own setting) and `wrk` on the PATH.
+ */
+import { randomUUID } from 'node:crypto';
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { register } from 'prom-client';
+import { loadConfig } from '../src/config.ts';
+import { discardRedisKeys, discardRunData } from '../test/support/discard-data.ts';
+import { withDatabase, type Backend, type TestApp } from '../test/support/test-app.ts';
+import { measureAccept, measureDrain, recipients, startBulkApp, type Row as BulkRow } from './bulk.ts';
+import { apiKeyFor, cpuSeconds, freePort, killAll, startNodeProgram, startService, type Running } from './send-path-processes.ts';
+import { measureWebhooks } from './webhooks.ts';
+import { sendScript, wrk } from './wrk.ts';
+
+const here = resolve(import.meta.dirname, '..');
+const parts = new Set((process.env.BENCH_PARTS || 'send,bulk,webhooks').split(','));
+const connections = Number(process.env.BENCH_CONNECTIONS || 64);
+const seconds = Number(process.env.BENCH_SECONDS || 10);
+const warmupSeconds = Number(process.env.BENCH_WARMUP_SECONDS || 3);
+const acceptSamples = Number(process.env.BENCH_ACCEPT_SAMPLES || 5);
+const drainMessages = Number(process.env.BENCH_DRAIN_MESSAGES || recipients);
+const events = Number(process.env.BENCH_EVENTS || 5_000);
+const webhooks = Number(process.env.BENCH_WEBHOOKS || 4);
+const redisUrl = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const mongoUrl = process.env.MONGODB_URL || 'mongodb://127.0.0.1:27017';
+// The in-process parts (bulk.ts, webhooks.ts) take them from the environment, each run naming its own database.
+process.env.REDIS_URL = redisUrl;
+process.env.MONGODB_URL = mongoUrl;
+const peerSource = resolve(process.env.BENCH_PEER_DIR || join(here, '..', 'shared', 'peer'));
+const peerRedis = 'redis://127.0.0.1:6379';
+/** The limiter runs but never refuses: the bench measures the send path, not the limit. */
+const generousRateLimit = { RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000' };
+
+type Target = 'peer' | Backend;
+const targets: Target[] = ['peer', 'embedded', 'redis+mongo'];
+
+interface Figures {
+  sendsPerSecond?: number;
+  p99Ms?: number;
+  cpuUsPerSend?: number;
+  storePerSend?: number;
+  acceptMs?: number;
+  drainPerSecond?: number;
+  completedMs?: number;
+  storePerDelivered?: number;
+  webhookDeliveriesPerSecond?: number;
+  /** Why a figure is missing: skipped, or failed. */
+  notes: string[];
+}
+
+const figures = new Map<Target, Figures>(targets.map((t) => [t, { notes: [] }]));
+const note = (target: Target, text: string) => {
+  figures.get(target)!.notes.push(text);
+  console.log(`# ${target}: ${text}`);
+};
+
+/** Whether something listens at the URL's host and port (2 s to answer). */
+function reachable(url: string, defaultPort: number): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((done) => {
+    const socket = connect({ host: hostname || '127.0.0.1', port: Number(port || defaultPort), timeout: 2_000 });
+    const end = (ok: boolean) => (socket.destroy(), done(ok));
+    socket.once('connect', () => end(true));
+    socket.once('error', () => end(false));
+    socket.once('timeout', () => end(false));
+  });
+}
+
+/** The sum of relaybox_store_operations_total in a Prometheus exposition. */
+function storeCommands(exposition: string): number {
+  let sum = 0;
+  for (const m of exposition.matchAll(/^relaybox_store_operations_total\{[^}]*\}\s+(\S+)$/gm)) sum += Number(m[1]);
+  return sum;
+}
+
+async function scrapeStoreCommands(base: string): Promise<number> {
+  const res = await fetch(`${base}/metrics`);
+  if (!res.ok) throw new Error(`GET /metrics answered ${res.status}`);
+  return storeCommands(await res.text());
+}
+
+/**
+ * Warm-up, then the measured window: wrk's figures, the CPU the process used
+ * per accepted send and, for Relaybox, its store commands per accepted send.
+ */
+async function measureSends(target: Target, url: string, script: string, pid: number, metricsBase?: string): Promise<void> {
+  wrk(url, script, warmupSeconds, connections);
+  const storeBefore = metricsBase ? await scrapeStoreCommands(metricsBase) : undefined;
+  const cpuBefore = cpuSeconds(pid);
+  const out = wrk(url, script, seconds, connections);
+  const cpuAfter = cpuSeconds(pid);
+  const storeAfter = metricsBase ? await scrapeStoreCommands(metricsBase) : undefined;
+  const f = figures.get(target)!;
+  f.sendsPerSecond = out.sendsPerSecond;
+  f.p99Ms = out.p99Ms;
+  if (cpuBefore !== undefined && cpuAfter !== undefined && out.accepted > 0) f.cpuUsPerSend = ((cpuAfter - cpuBefore) * 1e6) / out.accepted;
+  if (storeBefore !== undefined && storeAfter !== undefined && out.accepted > 0) f.storePerSend = (storeAfter - storeBefore) / out.accepted;
+  if (out.non2xx || out.socketErrors) note(target, `${out.non2xx} non-2xx answers, ${out.socketErrors} socket errors while measured`);
+  console.log(`# ${target}: ${Math.round(out.sendsPerSecond)} sends/s, p99 ${out.p99Ms.toFixed(1)} ms`);
+}
+
+/**
+ * The peer's directory with its dependencies installed: ../shared/peer itself
+ * when they are there, else a copy under .tmp/peer (ignored by git), since
+ * shared/ is reference material the bench does not write into.
+ */
+async function peerDirectory(): Promise<string> {
+  if (existsSync(join(peerSource, 'node_modules'))) return peerSource;
+  const dir = join(here, '.tmp', 'peer');
+  await mkdir(dir, { recursive: true });
+  const lockFile = join(dir, 'package-lock.json');
+  const installed = existsSync(join(dir, 'node_modules')) && existsSync(lockFile) ? await readFile(lockFile, 'utf8') : undefined;
+  for (const file of ['package.json', 'package-lock.json', 'server.mjs', 'post.lua']) await copyFile(join(peerSource, file), join(dir, file));
+  if (installed !== (await readFile(lockFile, 'utf8'))) {
+    console.log(`# peer: npm ci in ${dir}`);
+    const ci = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: dir, stdio: 'inherit' });
+    if (ci.status !== 0) throw new Error(`npm ci in ${dir} exited with ${ci.status}`);
+  }
+  return dir;
+}
+
+async function sendPeer(): Promise<void> {
+  if (!(await reachable(peerRedis, 6379))) return note('peer', `skipped: no Redis at ${peerRedis}, which the peer uses`);
+  let peer: Running | undefined;
+  try {
+    const dir = await peerDirectory();
+    const port = await freePort();
+    peer = await startNodeProgram('server.mjs', dir, { PORT: String(port) }, /^peer listening on/);
+    await measureSends('peer', `http://127.0.0.1:${port}/api/v1/messages`, join(dir, 'post.lua'), peer.pids[0]!);
+  } catch (err) {
+    note('peer', `failed: ${(err as Error).message.split('\n')[0]}`);
+  } finally {
+    await peer?.stop();
+    // BullMQ names the peer's queue after its process: `bull:peer-send-<pid>:`.
+    if (peer) await discardRedisKeys(peerRedis, `bull:peer-send-${peer.pids[0]}:`);
+  }
+}
+
+async function sendRelaybox(backend: Backend): Promise<void> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-all-'));
+  const suffix = randomUUID().slice(0, 8);
+  const env: Record<string, string> = { ...generousRateLimit, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: dataDir, RUNTIME_KEY_PREFIX: `bench${suffix}`, REDIS_URL: '', MONGODB_URL: '' };
+  if (backend === 'redis+mongo') Object.assign(env, { REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, `relaybox_bench_${suffix}`) });
+  let service: Running | undefined;
+  try {
+    service = await startService('all', env);
+    const base = `http://127.0.0.1:${service.port}`;
+    const script = join(dataDir, 'send.lua');
+    await writeFile(script, sendScript(await apiKeyFor(base)));
+    await measureSends(backend, `${base}/api/v1/messages`, script, service.pids[0]!, base);
+  } catch (err) {
+    note(backend, `send failed: ${(err as Error).message.split('\n')[0]}`);
+  } finally {
+    await service?.stop();
+    await discardRunData(loadConfig(env), dataDir).catch((err) => console.error(`could not drop the ${backend} bench data:`, err));
+    if (backend === 'redis+mongo') await discardRedisKeys(redisUrl, `bench${suffix}:`);
+  }
+}
+
+/** Store commands so far in this process (the bulk and webhook parts run the service here). */
+const storeCommandsHere = async () => storeCommands(await register.metrics());
+
+async function bulk(backend: Backend): Promise<void> {
+  const f = figures.get(backend)!;
+  const row: BulkRow = { backend, acceptMs: [] };
+  let t: TestApp | undefined;
+  try {
+    t = await startBulkApp(backend);
+    // The drain first: the last accepted job's background work (10,000 conversations) then delays nothing measured.
+    if (drainMessages > 0) {
+      const before = await storeCommandsHere();
+      await measureDrain(t, row, drainMessages);
+      // The job's messages and the two single sends measureDrain makes beside it, each delivered.
+      f.storePerDelivered = ((await storeCommandsHere()) - before) / (drainMessages + 2);
+      f.drainPerSecond = row.drainMs ? drainMessages / (row.drainMs / 1000) : undefined;
+      f.completedMs = row.completedMs;
+    }
+    if (acceptSamples > 0) {
+      await measureAccept(t, row, { awaitLastJob: false });
+      f.acceptMs = [...row.acceptMs].sort((a, b) => a - b)[Math.floor(row.acceptMs.length / 2)];
+    }
+  } catch (err) {
+    note(backend, `bulk failed: ${(err as Error).message.split('\n')[0]}`);
+  } finally {
+    await t?.stop();
+  }
+}
+
+async function webhookDeliveries(backend: Backend): Promise<void> {
+  try {
+    figures.get(backend)!.webhookDeliveriesPerSecond = (await measureWebhooks(backend, { events, webhooks, seconds: 0 })).deliveriesPerSecond;
+  } catch (err) {
+    note(backend, `webhooks failed: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
+function report(started: Date, loadBefore: string): void {
+  const n = (x: number | undefined, digits = 0) => (x === undefined || !Number.isFinite(x) ? '–' : x.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+  const ms = (x: number | undefined) => (x === undefined ? '–' : `${n(x)} ms`);
+  const rows: Array<[string, (f: Figures, t: Target) => string]> = [
+    [`accepted sends/s (wrk, ${connections} connections, ${seconds} s)`, (f) => n(f.sendsPerSecond)],
+    ['p99 ms', (f) => n(f.p99Ms, 1)],
+    ['service CPU µs per accepted send', (f) => n(f.cpuUsPerSend)],
+    ['store round trips per accepted send', (f, t) => (t === 'peer' ? 'no database' : n(f.storePerSend, 2))],
+    [`${recipients.toLocaleString('en')}-recipient bulk accept (p50 of ${acceptSamples})`, (f) => ms(f.acceptMs)],
+    [`bulk drain of ${drainMessages.toLocaleString('en')} to simulated relays, messages/s`, (f) => n(f.drainPerSecond)],
+    ['bulk drain: 201 to `completed`', (f) => ms(f.completedMs)],
+    ['store round trips per delivered message (drain)', (f) => n(f.storePerDelivered, 2)],
+    [`signed webhook deliveries/s (${events.toLocaleString('en')} events x ${webhooks} webhooks)`, (f) => n(f.webhookDeliveriesPerSecond)],
+  ];
+  const heads = { peer: 'peer: Fastify + BullMQ', embedded: 'Relaybox, embedded default', 'redis+mongo': 'Relaybox, Redis + MongoDB wire' };
+  console.log(`\nnpm run bench, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} cores, load average (1, 5, 15 min) ${loadBefore} at the start, ${loadavg().map((l) => l.toFixed(1)).join(', ')} at the end; parts: ${[...parts].join(', ')}\n`);
+  console.log(`| | ${targets.map((t) => heads[t]).join(' | ')} |`);
+  console.log(`|---|${targets.map(() => '---').join('|')}|`);
+  for (const [label, cell] of rows) console.log(`| ${label} | ${targets.map((t) => cell(figures.get(t)!, t)).join(' | ')} |`);
+  const peerRate = figures.get('peer')!.sendsPerSecond;
+  if (peerRate) console.log(`\nsends/s against the peer: ${targets.filter((t) => t !== 'peer' && figures.get(t)!.sendsPerSecond).map((t) => `${t} ${(figures.get(t)!.sendsPerSecond! / peerRate).toFixed(2)}x`).join(', ')}`);
+  for (const t of targets) for (const text of figures.get(t)!.notes) console.log(`- ${t}: ${text}`);
+}
+
+const started = new Date();
+const loadBefore = loadavg().map((l) => l.toFixed(1)).join(', ');
+// A run cut short still prints what it measured.
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    killAll();
+    report(started, loadBefore);
+    console.log(`\n(cut short by ${signal})`);
+    process.exit(130);
+  });
+}
+const backends: Backend[] = ['embedded'];
+const [redisUp, mongoUp] = await Promise.all([reachable(redisUrl, 6379), reachable(mongoUrl, 27017)]);
+if (redisUp && mongoUp) backends.push('redis+mongo');
+else note('redis+mongo', `skipped: ${[redisUp ? '' : `no Redis at ${redisUrl}`, mongoUp ? '' : `no MongoDB wire server at ${mongoUrl}`].filter(Boolean).join(', ')}`);
+if (parts.has('send')) {
+  await sendPeer();
+  for (const backend of backends) await sendRelaybox(backend);
+}
+if (parts.has('bulk')) for (const backend of backends) await bulk(backend);
+if (parts.has('webhooks')) for (const backend of backends) await webhookDeliveries(backend);
+report(started, loadBefore);
+killAll();
+process.exit(0);
