@@ -123,8 +123,8 @@ export class EmbeddedStore implements Store, Connection {
       this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
       // A checkpoint (the log folded into the file, two disk syncs) is the worker's, never this connection's.
       this.db.exec('PRAGMA wal_autocheckpoint = 0');
-      // A log that grew past one checkpoint's worth (a large transaction) is cut back to it when it starts over.
-      this.db.exec(`PRAGMA journal_size_limit = ${checkpointPages * pageBytes}`);
+      // The log is cut to what the first commit after it starts over wrote: its file's size is then what it holds, which is how the worker and `boundWal` measure it.
+      this.db.exec('PRAGMA journal_size_limit = 0');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))');
