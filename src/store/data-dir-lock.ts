@@ -23,8 +23,9 @@ const releasePollMs = 20;
  * process holds the directory is one `open`; the descriptors of a process
  * that died are closed by the kernel, so there is nothing stale to clean up
  * (no process id to check, none that a recycled id could fake). Node has no
- * flock or fcntl, and the SQLite build locks with a directory that a killed
- * process leaves behind.
+ * flock or fcntl, and SQLite's own locks let a second process share the file
+ * in WAL mode, where the store assumes it is the file's only writer (its kept
+ * counts and documents).
  *
  * Two processes starting at the same instant both find no holder; a claim
  * file created exclusively decides which one takes the lock, and the other

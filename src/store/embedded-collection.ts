@@ -1,11 +1,13 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import type { Statement } from 'node-sqlite3-wasm';
+import type Database from 'libsql';
 import { AppError } from '../errors.ts';
 import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { after, keyColumn, keyOf, orderBy, quote, sortExpr, text, where, type Columns, type SqlValue } from './sql-filter.ts';
+
+export type Statement = Database.Statement;
 
 /** What a collection needs of the store: its statements and its group-committed writes. */
 export interface Connection {
@@ -57,27 +59,28 @@ function indexColumn(path: string): string {
   return path === 'tenantId' ? 'tenant' : path === 'id' ? 'id' : keyColumn(path);
 }
 
+/** A row as libsql's `all` and `iterate` give it: a BLOB comes as an ArrayBuffer (`get` gives a Buffer). */
 interface Row {
   rid: number;
-  doc: Uint8Array | string;
+  doc: ArrayBuffer | Uint8Array | string;
 }
 
 /**
- * A document is stored as the UTF-8 bytes of its JSON (a blob): Buffer encodes
- * them natively, where binding a string to this SQLite build encodes it in
- * JavaScript.
+ * A document is stored as the UTF-8 bytes of its JSON (a blob), as every
+ * earlier version of this store did: Buffer encodes them natively.
  */
 export function encode(doc: Doc): Uint8Array {
   return Buffer.from(JSON.stringify(doc));
 }
 
-function decode<T>(stored: Uint8Array | string): T {
-  return JSON.parse(typeof stored === 'string' ? stored : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString()) as T;
+/** A column's value as it is bound again (a key) or kept: a BLOB as bytes. */
+function fromColumn<V>(value: V | ArrayBuffer): V | Buffer {
+  return value instanceof ArrayBuffer ? Buffer.from(value) : value;
 }
 
-/** Ends a statement's run early, so it holds nothing until its next use. */
-export function reset(stmt: Statement): void {
-  (stmt as unknown as { _reset(): boolean })._reset();
+function decode<T>(stored: ArrayBuffer | Uint8Array | string): T {
+  if (typeof stored === 'string') return JSON.parse(stored) as T;
+  return JSON.parse(stored instanceof ArrayBuffer ? Buffer.from(stored).toString() : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString()) as T;
 }
 
 /**
@@ -132,7 +135,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     this.docs.clear();
     this.docBytes = 0;
     this.counts.clear();
-    const rows = this.store.statement('SELECT tenant, key, filter, n FROM relaybox_counts WHERE collection = ? ORDER BY rowid').all([this.name]) as Array<{ tenant: string; key: Uint8Array; filter: string; n: number }>;
+    const rows = this.store.statement('SELECT tenant, key, filter, n FROM relaybox_counts WHERE collection = ? ORDER BY rowid').all([this.name]) as Array<{ tenant: string; key: ArrayBuffer; filter: string; n: number }>;
     this.counts.load(rows.map((row) => ({ tenant: row.tenant, key: Buffer.from(row.key).toString(), filter: JSON.parse(row.filter) as Filter, n: row.n })));
     this.countsChanged(); // what load dropped over the limits
   }
@@ -330,21 +333,20 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       const stmt = this.store.statement(text);
       const out: Array<{ rid: number; doc: T }> = [];
       let skipped = exact ? skip : 0;
-      try {
-        for (const row of stmt.iterate(bound) as IterableIterator<Row>) {
-          const doc = decode<T>(row.doc);
-          if (!exact && !matches(doc, rest)) continue;
-          if (skipped < skip) {
-            skipped++;
-            continue;
-          }
-          out.push({ rid: row.rid, doc });
-          if (typeof filter.id === 'string') this.remember(filter.id, row.rid, row.doc);
-          if (limit !== undefined && out.length >= limit) break;
+      const take = (row: Row): boolean => {
+        const doc = decode<T>(row.doc);
+        if (!exact && !matches(doc, rest)) return true;
+        if (skipped < skip) {
+          skipped++;
+          return true;
         }
-      } finally {
-        reset(stmt);
-      }
+        out.push({ rid: row.rid, doc });
+        if (typeof filter.id === 'string') this.remember(filter.id, row.rid, fromColumn(row.doc));
+        return limit === undefined || out.length < limit;
+      };
+      // Exact: SQL applies the limit, so every row is taken and the statement runs to its end.
+      if (exact) (stmt.all(bound) as Row[]).forEach(take);
+      else takeUntil(stmt, bound, take);
       return out;
     });
   }
@@ -423,16 +425,13 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       const { rows, full } = countedCommand(this.name, 'scan_page', () => {
         const stmt = this.store.statement(`SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`);
         let rows = 0;
-        try {
-          for (const row of stmt.iterate([...params, ...(next?.params ?? []), pageSize]) as IterableIterator<Row & Record<string, SqlValue>>) {
-            rows++;
-            last = Object.keys(sort).map((_, i): SqlValue => row[`s${i}`] ?? null);
-            const doc = decode<T>(row.doc);
-            if (exact || matches(doc, rest)) page.push(doc);
-            if (page.length === pageSize) return { rows, full: true };
-          }
-        } finally {
-          reset(stmt);
+        // A page at most (LIMIT), read whole, so the statement runs to its end and holds no read between pages.
+        for (const row of stmt.all([...params, ...(next?.params ?? []), pageSize]) as Array<Row & Record<string, SqlValue | ArrayBuffer>>) {
+          rows++;
+          last = Object.keys(sort).map((_, i): SqlValue => fromColumn(row[`s${i}`] ?? null));
+          const doc = decode<T>(row.doc);
+          if (exact || matches(doc, rest)) page.push(doc);
+          if (page.length === pageSize) return { rows, full: true };
         }
         return { rows, full: false };
       });
@@ -490,6 +489,22 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       for (const { rid, doc } of targets) this.deleteRow(rid, doc);
     });
     return targets.length;
+  }
+}
+
+/**
+ * Runs `stmt` over its rows until `take` returns false. libsql 0.5 has no
+ * reset, and a statement stopped on a row holds a read open (no checkpoint can
+ * fold the log back past it) until its next run; its `get` takes one more row
+ * and then resets it, so a stop early ends with one.
+ */
+function takeUntil(stmt: Statement, params: SqlValue[], take: (row: Row) => boolean): void {
+  const rows = stmt.iterate(params) as IterableIterator<Row>;
+  for (let next = rows.next(); !next.done; next = rows.next()) {
+    if (!take(next.value)) {
+      stmt.get();
+      return;
+    }
   }
 }
 

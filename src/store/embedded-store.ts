@@ -1,19 +1,15 @@
 import { mkdirSync, rmSync, statSync } from 'node:fs';
-import { open } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { join, resolve } from 'node:path';
-import type { Database as SqliteDatabase, Statement } from 'node-sqlite3-wasm';
+import Database from 'libsql';
 import { AppError } from '../errors.ts';
 import { DataDirLock } from './data-dir-lock.ts';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, text, type SqlValue } from './sql-filter.ts';
-import { createTable, EmbeddedCollection, encode, reset, type Connection } from './embedded-collection.ts';
+import { createTable, EmbeddedCollection, encode, type Connection, type Statement } from './embedded-collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { countedCommand, everyCollection } from './operation-count.ts';
-
-const require = createRequire(import.meta.url);
-const { Database } = require('node-sqlite3-wasm') as { Database: typeof SqliteDatabase };
+import { WalCheckpointer } from './wal-checkpointer.ts';
 
 export interface EmbeddedStoreOptions {
   /** How often the write-ahead log is fdatasync'd in the background; 0 syncs every commit before it resolves. */
@@ -26,6 +22,8 @@ export interface EmbeddedStoreOptions {
   walMaxBytes?: number;
   /** Told when the log is past `walMaxBytes` and a checkpoint could not fold all of it back. */
   onWalCheckpoint?: (report: WalCheckpointReport) => void;
+  /** Told when the checkpoint worker failed a round (it tries again at the next one). */
+  onWorkerError?: (message: string) => void;
 }
 
 /** A checkpoint forced by the write-ahead log's size bound that did not complete. */
@@ -42,9 +40,16 @@ export interface WalCheckpointReport {
 export const storeFile = 'store.sqlite';
 /** Prepared statements kept per store; SQL text is per filter shape, so a few dozen in practice. */
 const maxStatements = 500;
-/** Pages (4 KiB) of write-ahead log between two checkpoints. */
+/** Pages (4 KiB) of write-ahead log between two checkpoints (the worker's). */
 const checkpointPages = 4_096;
 const pageBytes = 4_096;
+/**
+ * How long a statement waits for a lock another connection holds: only the
+ * checkpoint worker's connection ever holds one, for the length of a
+ * checkpoint, and only the store's own forced checkpoint (the log past its
+ * bound) waits for it.
+ */
+const busyTimeoutMs = 2_000;
 /** Paths open in this process: a second connection to the same file would not see the first one's lock. */
 const openPaths = new Set<string>();
 
@@ -57,13 +62,13 @@ interface Batch {
 }
 
 /**
- * The embedded default: SQLite (compiled to WebAssembly, no native build) in
+ * The embedded default: SQLite (libsql's native build, a prebuilt binary) in
  * one file under `dataDir`. Each collection is a table of JSON documents with
  * a column per field that a declared index names, and those indexes as SQL
  * indexes; queries become SQL on them (see `sql-filter.ts`).
  *
- * Memory: SQLite's page cache (`cacheMb`) and the statements' working memory
- * in the WebAssembly heap, not the data.
+ * Memory: SQLite's page cache (`cacheMb`) and the statements' working memory,
+ * not the data.
  *
  * Durability: the writes of one turn of the event loop form one transaction
  * (group commit), and each resolves once it is committed: in the write-ahead
@@ -72,18 +77,20 @@ interface Batch {
  * every commit, before it resolves), so a power failure can lose about the
  * last interval of acknowledged writes; SQLite keeps the file consistent
  * either way. Reads see a write as soon as it is made, before its commit.
+ *
+ * The background sync and the checkpoints run on a worker thread with its own
+ * connection (`WalCheckpointer`): this connection never checkpoints on its
+ * own, so no commit waits for the two disk syncs of a checkpoint.
  */
 export class EmbeddedStore implements Store, Connection {
   readonly kind = 'embedded' as const;
   readonly path: string;
-  private readonly db: SqliteDatabase;
+  private readonly db: Database.Database;
   private readonly lock: DataDirLock;
   private readonly statements = new Map<string, Statement>();
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
-  private readonly syncTimer: NodeJS.Timeout | undefined;
+  private readonly checkpointer: WalCheckpointer;
   private batch: Batch | null = null;
-  private unsynced = false;
-  private syncing: Promise<void> | null = null;
   private closed = false;
   private readonly walMaxBytes: number;
   private readonly onWalCheckpoint: (report: WalCheckpointReport) => void;
@@ -99,7 +106,7 @@ export class EmbeddedStore implements Store, Connection {
     this.path = join(resolve(dataDir), storeFile);
     if (openPaths.has(this.path)) throw new Error(`${this.path} is already open in this process`);
     this.lock = new DataDirLock(this.path);
-    // The SQLite build locks with this directory, which a killed process leaves behind: the lock above is what counts.
+    // The WebAssembly SQLite build used before locked with this directory, which a killed process left behind.
     rmSync(`${this.path}.lock`, { recursive: true, force: true });
     try {
       this.db = new Database(this.path);
@@ -110,16 +117,15 @@ export class EmbeddedStore implements Store, Connection {
     openPaths.add(this.path);
     const syncIntervalMs = opts.syncIntervalMs ?? 1_000;
     try {
-      // Exclusive locking first: WAL then needs no shared memory, which this VFS does not have.
-      this.db.exec('PRAGMA locking_mode = EXCLUSIVE');
-      const mode = this.db.get('PRAGMA journal_mode = WAL') as { journal_mode?: string } | null;
+      this.db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+      const mode = this.first('PRAGMA journal_mode = WAL') as { journal_mode?: string } | null;
       if (mode?.journal_mode !== 'wal') throw new Error(`${this.path}: SQLite refused WAL mode (${mode?.journal_mode})`);
       this.db.exec(`PRAGMA synchronous = ${syncIntervalMs > 0 ? 'NORMAL' : 'FULL'}`);
       this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
-      // A checkpoint (the log folded into the file) syncs twice on the event loop: every 16 MiB of log, not every 4 MiB.
-      this.db.exec(`PRAGMA wal_autocheckpoint = ${checkpointPages}`);
-      // A log that grew past one checkpoint's worth (a large transaction) is cut back to it when it starts over.
-      this.db.exec(`PRAGMA journal_size_limit = ${checkpointPages * pageBytes}`);
+      // A checkpoint (the log folded into the file, two disk syncs) is the worker's, never this connection's.
+      this.db.exec('PRAGMA wal_autocheckpoint = 0');
+      // The log is cut to what the first commit after it starts over wrote: its file's size is then what it holds, which is how the worker and `boundWal` measure it.
+      this.db.exec('PRAGMA journal_size_limit = 0');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))');
@@ -128,10 +134,7 @@ export class EmbeddedStore implements Store, Connection {
       this.release();
       throw err;
     }
-    if (syncIntervalMs > 0) {
-      this.syncTimer = setInterval(() => this.syncInBackground(), syncIntervalMs);
-      this.syncTimer.unref();
-    }
+    this.checkpointer = new WalCheckpointer(this.path, { checkpointBytes: checkpointPages * pageBytes, syncIntervalMs, onError: opts.onWorkerError ?? (() => undefined) });
   }
 
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {
@@ -154,17 +157,21 @@ export class EmbeddedStore implements Store, Connection {
   /** Pending writes are committed; later calls are refused. */
   async close(): Promise<void> {
     if (this.closed) return;
-    clearInterval(this.syncTimer);
     this.flush();
     this.closed = true;
-    await this.syncing;
+    await this.checkpointer.stop();
+    this.checkpoint(); // the whole log folded into the file, so the next start has none to read
     this.release();
   }
 
+  /**
+   * libsql 0.5 closes the file once the last statement object is garbage
+   * collected, not at `close()`: nothing of it is used after this, and no
+   * statement is left on a row (see `first`), so it holds no read meanwhile.
+   */
   private release(): void {
-    for (const stmt of this.statements.values()) stmt.finalize();
     this.statements.clear();
-    if (this.db.isOpen) this.db.close(); // checkpoints the log into the file and removes it
+    if (this.db.open) this.db.close();
     openPaths.delete(this.path);
     this.lock.release();
   }
@@ -173,47 +180,32 @@ export class EmbeddedStore implements Store, Connection {
     if (this.closed) throw new AppError('service_unavailable', `the ${what} collection is closed`);
   }
 
-  /** A prepared statement, kept for reuse (finalized on eviction and at close). */
+  /** A prepared statement, kept for reuse (left to the garbage collector on eviction: never on a row, it holds nothing). */
   statement(sql: string): Statement {
     let stmt = this.statements.get(sql);
     if (stmt) {
       this.statements.delete(sql);
     } else {
       stmt = this.db.prepare(sql);
-      if (this.statements.size >= maxStatements) {
-        const [oldest, evicted] = this.statements.entries().next().value as [string, Statement];
-        this.statements.delete(oldest);
-        evicted.finalize();
-      }
+      if (this.statements.size >= maxStatements) this.statements.delete(this.statements.keys().next().value!);
     }
     this.statements.set(sql, stmt);
     return stmt;
   }
 
-  /** Runs a write statement; after a failure (a constraint) the statement is reset, so it can be used again. */
+  /** Runs a write statement (libsql runs it to its end, a failed one included: it holds nothing after). */
   run(sql: string, params: SqlValue[]): void {
-    const stmt = this.statement(sql);
-    try {
-      stmt.run(params);
-    } catch (err) {
-      reset(stmt);
-      throw err;
-    }
+    this.statement(sql).run(params);
   }
 
   /**
-   * `Statement.get` of this SQLite build steps to the first row and leaves the
-   * statement there: until its next use it holds a read transaction, and no
-   * checkpoint can then fold the write-ahead log back (it grows with every
-   * write). So every single-row read goes through here.
+   * The first row. libsql's `get` resets the statement after its row (a
+   * statement left on a row holds a read open, and no checkpoint can then
+   * fold the write-ahead log back: it grows with every write). Its `iterate`
+   * does not: see `EmbeddedCollection.select`.
    */
   first(sql: string, params: SqlValue[] = []): Record<string, SqlValue> | null {
-    const stmt = this.statement(sql);
-    try {
-      return stmt.get(params) as Record<string, SqlValue> | null;
-    } finally {
-      reset(stmt);
-    }
+    return (this.statement(sql).get(params) as Record<string, SqlValue> | undefined) ?? null;
   }
 
   exec(sql: string): void {
@@ -264,52 +256,51 @@ export class EmbeddedStore implements Store, Connection {
       batch.reject(new AppError('service_unavailable', 'the store could not commit', { cause: err }));
       return;
     }
-    this.unsynced = true;
+    this.checkpointer.committed();
     batch.resolve();
     this.boundWal();
   }
 
   /**
-   * Keeps the write-ahead log under `walMaxBytes`. The automatic checkpoint
+   * Keeps the write-ahead log under `walMaxBytes`. The worker's checkpoint
    * cannot fold the log back while a read is open, and the log then grows
    * with every write until the disk is full. Right after a COMMIT no read of
-   * this store is under way (every read runs synchronously and resets its
+   * this store is under way (every read runs synchronously and ends its
    * statement), so a log over the bound is checkpointed and truncated here;
    * if that cannot complete, a statement was left on a row: it is reported,
-   * every cached statement reset, and the checkpoint tried again.
+   * every cached reading statement reset (libsql has no reset: a `get` takes
+   * one more row and then resets), and the checkpoint tried again.
    */
   private boundWal(): void {
     // A stat per commit (about a microsecond) is small beside the commit's own writes to the log.
     const walBytes = statSync(`${this.path}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+    if (walBytes >= checkpointPages * pageBytes && walBytes <= this.walMaxBytes && this.checkpointer.checkpointed()) {
+      // The worker folded back all but what was committed while it ran: folding that tail here lets the next commit start the log over.
+      this.checkpoint('PASSIVE');
+      return;
+    }
     if (walBytes <= this.walMaxBytes) return;
     const reason = this.checkpoint();
     if (reason === null) return;
-    for (const stmt of this.statements.values()) reset(stmt);
+    for (const stmt of this.statements.values()) {
+      try {
+        if (stmt.reader) stmt.get();
+      } catch {
+        // a statement that fails to run again holds nothing either
+      }
+    }
     this.onWalCheckpoint({ walBytes, walMaxBytes: this.walMaxBytes, reason, recovered: this.checkpoint() === null });
   }
 
-  /** A checkpoint of the whole log, truncating it to nothing: null when it completed, else why not. */
-  private checkpoint(): string | null {
+  /** A checkpoint of the whole log (TRUNCATE: cut to nothing): null when it completed, else why not. */
+  private checkpoint(mode: 'TRUNCATE' | 'PASSIVE' = 'TRUNCATE'): string | null {
     try {
-      const row = this.db.get('PRAGMA wal_checkpoint(TRUNCATE)') as { busy: number; log: number; checkpointed: number };
+      const row = this.first(`PRAGMA wal_checkpoint(${mode})`) as { busy: number; log: number; checkpointed: number };
       if (row.busy === 0 && row.log === row.checkpointed) return null;
       return `busy (${row.checkpointed} of ${row.log} frames checkpointed)`;
     } catch (err) {
       return (err as Error).message; // "database table is locked": a statement of this connection is still on a row
     }
-  }
-
-  /** fdatasync of the write-ahead log on the thread pool (any descriptor of a file syncs the file), one at a time. */
-  private syncInBackground(): void {
-    if (this.syncing || !this.unsynced || this.closed) return;
-    this.unsynced = false;
-    this.syncing = syncFile(`${this.path}-wal`)
-      .catch(() => {
-        this.unsynced = true;
-      })
-      .finally(() => {
-        this.syncing = null;
-      });
   }
 
   /**
@@ -349,20 +340,5 @@ export function processAlive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-async function syncFile(path: string): Promise<void> {
-  let handle;
-  try {
-    handle = await open(path, 'r');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return; // checkpointed away
-    throw err;
-  }
-  try {
-    await handle.datasync();
-  } finally {
-    await handle.close();
   }
 }

@@ -18,5 +18,6 @@ export function createStore(opts: { mongoUrl: string | undefined; dataDir: strin
     onWalCheckpoint: (report) => log.warn({ component: 'store', ...report }, report.recovered
       ? 'the write-ahead log passed its bound because a read was left open; resetting the statements let the checkpoint complete'
       : 'the write-ahead log is past its bound and cannot be checkpointed: it will grow until the store is restarted'),
+    onWorkerError: (message) => log.warn({ component: 'store', err: message }, 'the write-ahead log worker failed a round; it tries again at the next'),
   });
 }

@@ -40,10 +40,11 @@ export function keyOf(value: unknown): SqlValue {
 }
 
 /**
- * A string as it is bound: this SQLite build ends a bound string at its first
- * NUL, so NUL and \u0001 are escaped (\u0001\u0001 and \u0001\u0002), which
- * keeps distinct strings distinct and in the same order. Other strings are
- * bound as they are.
+ * A string as it is bound: libsql, as the WebAssembly build before it, ends a
+ * bound string at its first NUL, so NUL and \u0001 are escaped (\u0001\u0001
+ * and \u0001\u0002), which keeps distinct strings distinct and in the same
+ * order. Other strings are bound as they are. Files written since the first
+ * version hold them escaped so: the escape is part of the file format.
  */
 export function text(value: string): string {
   return /[\u0000\u0001]/.test(value) ? value.replace(/[\u0000\u0001]/g, (c) => (c === '\u0000' ? '\u0001\u0001' : '\u0001\u0002')) : value;

@@ -1,0 +1,79 @@
+// @ts-check
+// Plain JavaScript, not TypeScript: a worker thread does not get the TypeScript loader under every way the service is started (tsx's CLI gives it none).
+import { closeSync, fdatasyncSync, openSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { parentPort, workerData } from 'node:worker_threads';
+
+const Database = createRequire(import.meta.url)('libsql');
+
+/**
+ * The store's disk work that would otherwise stall the event loop, on its own
+ * thread and its own connection to the file: the checkpoint (the log folded
+ * back into the database, two disk syncs) once the log passes
+ * `checkpointBytes`, and the fdatasync of the log every `syncIntervalMs` when
+ * something was committed since the last one. A PASSIVE checkpoint never
+ * waits for the writer or a reader: what a read still needs stays in the log
+ * until the next round. The log starts over from its beginning (cut back to
+ * `journal_size_limit`) only once all of it is folded back, which the frames
+ * the writer adds during this checkpoint prevent: the store folds those few
+ * back itself after its next commit (see `EmbeddedStore.boundWal`).
+ *
+ * workerData: see `WalWorkerData` in wal-checkpointer.ts.
+ */
+const { path, checkpointBytes, syncIntervalMs, pollMs, counters } = /** @type {import('./wal-checkpointer.ts').WalWorkerData} */ (workerData);
+const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
+const wal = `${path}-wal`;
+const shared = new Int32Array(counters); // [commits by the store, checkpoints by this worker]
+const db = new Database(path);
+const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+let synced = Atomics.load(shared, 0);
+let syncedAt = Date.now();
+
+function tick() {
+  const walBytes = statSync(wal, { throwIfNoEntry: false })?.size ?? 0;
+  if (walBytes >= checkpointBytes) {
+    checkpoint.get();
+    Atomics.add(shared, 1, 1);
+  }
+  const seen = Atomics.load(shared, 0);
+  if (syncIntervalMs > 0 && seen !== synced && Date.now() - syncedAt >= syncIntervalMs) {
+    syncFile(wal);
+    synced = seen;
+    syncedAt = Date.now();
+  }
+}
+
+/** Any descriptor of a file syncs the file. @param {string} file */
+function syncFile(file) {
+  let fd;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    if (/** @type {NodeJS.ErrnoException} */ (err).code === 'ENOENT') return; // checkpointed away
+    throw err;
+  }
+  try {
+    fdatasyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const timer = setInterval(() => {
+  try {
+    tick();
+  } catch (err) {
+    port.postMessage({ error: /** @type {Error} */ (err).message }); // tried again next round
+  }
+}, pollMs);
+
+port.on('message', (/** @type {{ stop?: boolean }} */ msg) => {
+  if (!msg.stop) return;
+  clearInterval(timer);
+  try {
+    tick();
+  } finally {
+    db.close();
+    port.close();
+  }
+});
