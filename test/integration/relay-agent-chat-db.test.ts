@@ -3,10 +3,12 @@
  * reading path the Mac runs, exercised on any machine.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'libsql';
@@ -168,10 +170,25 @@ test('a missing database is a ChatDbError that reads as a refused open, and is n
 });
 
 test('a database the process may not open gives the Full Disk Access hint (accessDenied)', async (t) => {
-  if (process.getuid?.() === 0) return t.skip('root opens any file');
   const { dbPath } = await setup(t);
   await chmod(dbPath, 0o000);
-  await assert.rejects(new ChatDbReader(dbPath).maxRowId(), (err: unknown) => err instanceof ChatDbError && err.accessDenied);
+  if (process.getuid?.() !== 0) {
+    await assert.rejects(new ChatDbReader(dbPath).maxRowId(), (err: unknown) => err instanceof ChatDbError && err.accessDenied);
+    return;
+  }
+  // Root opens any file: the same read runs in a child process that has dropped to an unprivileged user.
+  const readerModule = pathToFileURL(join(import.meta.dirname, '../../src/relay-agent/chat-db-reader.ts')).href;
+  const errorModule = pathToFileURL(join(import.meta.dirname, '../../src/relay-agent/sqlite-file.ts')).href;
+  const script = `
+    const { ChatDbReader } = await import(${JSON.stringify(readerModule)});
+    const { ChatDbError } = await import(${JSON.stringify(errorModule)});
+    try { await new ChatDbReader(${JSON.stringify(dbPath)}).maxRowId(); console.log('opened'); }
+    catch (err) { console.log(err instanceof ChatDbError && err.accessDenied ? 'access-denied' : 'other: ' + err.message); }`;
+  const run = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script], {
+    encoding: 'utf8', cwd: join(import.meta.dirname, '../..'), timeout: 60_000,
+  });
+  assert.equal(run.error, undefined, `setpriv (util-linux) runs the read as an unprivileged user: ${run.error?.message}`);
+  assert.equal(run.stdout.trim(), 'access-denied', run.stderr);
 });
 
 test('a file that is not a Messages database is a ChatDbError without the Full Disk Access hint, and is read once it is one', async (t) => {
