@@ -228,7 +228,7 @@ eachBackend((backend) => {
       assert.equal(stop.status, 200);
       assert.deepEqual(stop.body.counts, { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17 }, 'counted as cancelled from the answer on');
       for (const frame of relay.sends) await relay.report(frame.messageId, 'delivered');
-      await waitFor(async () => (await detail(org, jobId)).completedAt !== null, 20_000, 'the handed-out sends finish');
+      await waitFor(async () => (await detail(org, jobId)).completedAt !== null, 60_000, 'the handed-out sends finish');
       await sleep(300);
       assert.equal(relay.sends.length, 3, 'nothing more was handed out');
       const after = await detail(org, jobId);
