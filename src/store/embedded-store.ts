@@ -50,6 +50,10 @@ const pageBytes = 4_096;
  * bound) waits for it.
  */
 const busyTimeoutMs = 2_000;
+/** How long a checkpoint past the log's bound waits for the checkpoint worker's own to end (one 16 MiB fold takes tens of ms). */
+const checkpointLockWaitMs = 1_000;
+/** What `checkpoint` answers while another connection holds the checkpoint lock. */
+const checkpointLockHeld = 'busy (-1 of -1';
 /** Paths open in this process: a second connection to the same file would not see the first one's lock. */
 const openPaths = new Set<string>();
 
@@ -280,7 +284,7 @@ export class EmbeddedStore implements Store, Connection {
       return;
     }
     if (walBytes <= this.walMaxBytes) return;
-    const reason = this.checkpoint();
+    const reason = this.checkpointBeside();
     if (reason === null) return;
     for (const stmt of this.statements.values()) {
       try {
@@ -289,7 +293,21 @@ export class EmbeddedStore implements Store, Connection {
         // a statement that fails to run again holds nothing either
       }
     }
-    this.onWalCheckpoint({ walBytes, walMaxBytes: this.walMaxBytes, reason, recovered: this.checkpoint() === null });
+    this.onWalCheckpoint({ walBytes, walMaxBytes: this.walMaxBytes, reason, recovered: this.checkpointBeside() === null });
+  }
+
+  /**
+   * A TRUNCATE checkpoint that waits (briefly, on this rare path past the
+   * bound) for the worker's own checkpoint to end: SQLite answers busy at once
+   * while another connection holds the checkpoint lock ("-1 of -1 frames").
+   */
+  private checkpointBeside(): string | null {
+    let reason = this.checkpoint();
+    for (const until = Date.now() + checkpointLockWaitMs; reason !== null && reason.startsWith(checkpointLockHeld) && Date.now() < until; ) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
+      reason = this.checkpoint();
+    }
+    return reason;
   }
 
   /** A checkpoint of the whole log (TRUNCATE: cut to nothing): null when it completed, else why not. */
