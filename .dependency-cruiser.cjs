@@ -8,6 +8,18 @@
 const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin)/';
 const aboveFeatures = '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|ws)/|^src/(app|main)\\.ts$';
 
+/** Each backend's or socket library's package, and the only code that may import it. */
+const onlyImportedBy = [
+  { name: 'only-runtime-imports-ioredis', comment: 'Redis is the runtime\'s.', importers: '^src/runtime/', module: 'ioredis' },
+  { name: 'only-store-imports-mongodb', comment: 'MongoDB is the store\'s.', importers: '^src/store/', module: 'mongodb' },
+  {
+    name: 'only-frontends-import-uws',
+    comment: 'Actors and features never touch a socket: only the HTTP server and the relay gateway import uWebSockets.js.',
+    importers: '^src/(http|ws)/|^src/main\\.ts$',
+    module: '@trufflesuite/uws-js-unofficial',
+  },
+];
+
 module.exports = {
   forbidden: [
     {
@@ -52,25 +64,11 @@ module.exports = {
       from: { path: '^src/http/' },
       to: { path: `${aboveFeatures}|^src/events/` },
     },
-    {
-      name: 'only-runtime-imports-ioredis',
-      severity: 'error',
-      from: { path: '^src/', pathNot: '^src/runtime/' },
-      to: { path: 'node_modules/ioredis/' },
-    },
-    {
-      name: 'only-store-imports-mongodb',
-      severity: 'error',
-      from: { path: '^src/', pathNot: '^src/store/' },
-      to: { path: 'node_modules/mongodb/' },
-    },
-    {
-      name: 'only-frontends-import-uws',
-      comment: 'Actors and features never touch a socket: only the HTTP server and the relay gateway import uWebSockets.js.',
-      severity: 'error',
-      from: { path: '^src/', pathNot: '^src/(http|ws)/|^src/main\\.ts$' },
-      to: { path: 'node_modules/@trufflesuite/uws-js-unofficial/' },
-    },
+    ...onlyImportedBy.map(({ name, comment, importers, module }) => ({
+      name, comment, severity: 'error',
+      from: { path: '^src/', pathNot: importers },
+      to: { path: `node_modules/${module}/` },
+    })),
     {
       name: 'web-imports-no-server-code',
       comment: 'The dashboard is built for the browser on its own; it shares only the pure recipient rules with the server.',
