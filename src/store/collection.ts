@@ -71,6 +71,25 @@ export interface IndexSpec {
   sparse?: boolean;
 }
 
+/**
+ * One write of a `bulkWrite`: a compare-and-set (or upsert) on the first
+ * match, or a delete of the first match. The operations of one call touch
+ * different documents: they may run in any order.
+ */
+export type WriteOp =
+  | { updateOne: { filter: Filter; update: Update; upsert?: boolean } }
+  | { deleteOne: { filter: Filter } };
+
+export interface BulkWriteResult {
+  /** Update operations whose filter matched a document. */
+  matched: number;
+  /** Update operations that inserted (an upsert that matched nothing). */
+  upserted: number;
+  deleted: number;
+  /** Indexes of the operations refused for a unique key (an upsert that lost a race to insert): the others were applied. */
+  conflicts: number[];
+}
+
 export interface Collection<T extends Doc> {
   readonly name: string;
   insertOne(scope: Scope, doc: T): Promise<void>;
@@ -96,6 +115,13 @@ export interface Collection<T extends Doc> {
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number>;
   deleteOne(scope: Scope, filter: Filter): Promise<boolean>;
   deleteMany(scope: Scope, filter: Filter): Promise<number>;
+  /**
+   * Many independent writes in one database round trip (MongoDB's unordered
+   * `bulkWrite`; one transaction on the embedded store): the way a batch of
+   * compare-and-sets is written. Every operation is tried; a unique-key
+   * refusal is reported in `conflicts`, any other failure is thrown.
+   */
+  bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult>;
 }
 
 export interface Store {

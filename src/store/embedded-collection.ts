@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type Database from 'libsql';
 import { AppError } from '../errors.ts';
-import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update } from './collection.ts';
+import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
@@ -314,7 +314,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   }
 
   /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. One counted statement unless kept. */
-  private select(operation: StoreOperation, scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
+  private select(operation: StoreOperation | null, scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
     this.store.assertOpen(this.name);
     const kept = this.byId(scope, filter, opts);
     if (kept) return kept;
@@ -329,7 +329,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       text += ' LIMIT ? OFFSET ?';
       bound.push(limit ?? -1, skip);
     }
-    return countedCommand(this.name, operation, () => {
+    const run = () => {
       const stmt = this.store.statement(text);
       const out: Array<{ rid: number; doc: T }> = [];
       let skipped = exact ? skip : 0;
@@ -348,7 +348,9 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       if (exact) (stmt.all(bound) as Row[]).forEach(take);
       else takeUntil(stmt, bound, take);
       return out;
-    });
+    };
+    // Inside a bulk write the whole batch is the one counted command.
+    return operation === null ? run() : countedCommand(this.name, operation, run);
   }
 
   /** The statements of one call, in this turn's transaction: one counted batch. */
@@ -442,6 +444,50 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       }
       if (end) return;
       await nextTurn();
+    }
+  }
+
+  /**
+   * Every operation read and written in this turn's transaction, so the batch
+   * commits whole: one counted command. A unique-key refusal of one operation
+   * is reported and the others still apply, as MongoDB's unordered bulkWrite does.
+   */
+  async bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
+    const result: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
+    if (ops.length === 0) return result;
+    this.batch('bulkWrite', () => ops.forEach((op, i) => {
+      try {
+        this.applyOp(scope, op, result);
+      } catch (err) {
+        if (!(err instanceof AppError && err.code === 'conflict')) throw err;
+        result.conflicts.push(i);
+      }
+    }));
+    await this.store.committed();
+    return result;
+  }
+
+  private applyOp(scope: Scope, op: WriteOp, result: BulkWriteResult): void {
+    if ('deleteOne' in op) {
+      const [target] = this.select(null, scope, op.deleteOne.filter, { limit: 1 });
+      if (target) {
+        this.deleteRow(target.rid, target.doc);
+        result.deleted++;
+      }
+      return;
+    }
+    const { filter, update, upsert } = op.updateOne;
+    const [current] = this.select(null, scope, filter, { limit: 1 });
+    if (current) {
+      const before = this.keys(current.doc);
+      const was = this.kept().holding(current.doc);
+      this.replaceRow(current.rid, before, was, updated(scope, current.doc, update));
+      result.matched++;
+    } else if (upsert) {
+      const stored = scopedDoc(scope, equalityFields(filter) as T);
+      applyUpdate(stored, update, true);
+      this.insertRow(stored);
+      result.upserted++;
     }
   }
 

@@ -1,9 +1,9 @@
-import { MongoClient, MongoServerError, type Db, type Document } from 'mongodb';
+import { MongoBulkWriteError, MongoClient, MongoServerError, type AnyBulkWriteOperation, type Db, type Document } from 'mongodb';
 import { AppError } from '../errors.ts';
 import { compareBySort, getPath } from './query.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { withTransientRetry } from './transient-errors.ts';
-import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update } from './collection.ts';
+import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
 
 const duplicateKey = 11000;
 const cursorNotFound = 43;
@@ -53,8 +53,16 @@ const idLookupLimit = 200;
 /** Single-id reads of one id list in flight at once: few, so one list never holds many of the server's connections. */
 const idReadsInFlight = 4;
 
+/** What a MongoDB wire server does unlike MongoDB, learnt at connect time (FerretDB 1.x says so in `buildInfo`). */
+interface ServerQuirks {
+  /** An `_id: {$in}` filter reads the whole collection. */
+  scansIdLists: boolean;
+  /** An unordered bulk write stops at its first failure and misreports it. */
+  partialBulkErrors: boolean;
+}
+
 class MongoCollection<T extends Doc> implements Collection<T> {
-  constructor(readonly name: string, private readonly db: Db, private readonly server: { scansIdLists: boolean }) {}
+  constructor(readonly name: string, private readonly db: Db, private readonly server: ServerQuirks) {}
 
   private get col() {
     return this.db.collection(this.name);
@@ -187,17 +195,18 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId(ids, async (id) => (await this.sent('updateMany', () => this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document))).modifiedCount);
+    if (ids) return this.eachId('updateMany', ids.map((id) => ({ updateOne: { filter: toMongoFilter({ ...scoped, id }), update: update as Document } })), (r) => r.modifiedCount);
     return this.guard(async () => (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document))).modifiedCount);
   }
 
-  /** One write per id, one after another; the count of documents written. */
-  private eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
-    return this.guard(async () => {
-      let written = 0;
-      for (const id of ids) written += await write(id);
-      return written;
-    });
+  /**
+   * An id list's write on FerretDB 1.x: one single-id statement per id, all in
+   * one command (an unordered bulk write), so it is one round trip and each
+   * statement finds its document by `_id` rather than by a collection scan.
+   */
+  private eachId(operation: StoreOperation, ops: AnyBulkWriteOperation[], written: (r: { modifiedCount: number; deletedCount: number }) => number): Promise<number> {
+    if (ops.length === 0) return Promise.resolve(0);
+    return this.guard(async () => written(await this.sent(operation, () => this.col.bulkWrite(ops, { ordered: false }))));
   }
 
   deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
@@ -207,8 +216,61 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   deleteMany(scope: Scope, filter: Filter): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId(ids, async (id) => (await this.sent('deleteMany', () => this.col.deleteOne(toMongoFilter({ ...scoped, id })))).deletedCount);
+    if (ids) return this.eachId('deleteMany', ids.map((id) => ({ deleteOne: { filter: toMongoFilter({ ...scoped, id }) } })), (r) => r.deletedCount);
     return this.guard(async () => (await this.sent('deleteMany', () => this.col.deleteMany(toMongoFilter(scoped)))).deletedCount);
+  }
+
+  /**
+   * MongoDB's unordered bulkWrite: one command per kind of operation in the
+   * batch (an update command, a delete command), each one round trip however
+   * many statements it carries. A unique-key refusal (an upsert that lost a
+   * race) is reported by index; the other statements stand.
+   */
+  bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
+    const mongoOps: AnyBulkWriteOperation[] = ops.map((op) => 'deleteOne' in op
+      ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
+      : { updateOne: { filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)), update: op.updateOne.update as Document, upsert: op.updateOne.upsert ?? false } });
+    if (this.server.partialBulkErrors && ops.some((op) => 'updateOne' in op && op.updateOne.upsert)) return this.bulkOneByOne(mongoOps);
+    return this.guard(() => this.bulk(mongoOps, (i) => i));
+  }
+
+  /**
+   * FerretDB 1.x ends an unordered bulk write at its first failed statement
+   * and reports it at the wrong index with counts of zero, so a batch that may
+   * conflict (upserts racing another writer's) cannot be told apart there:
+   * each statement is its own command, a few side by side. It costs one round
+   * trip per statement, as separate writes did; MongoDB never takes this path.
+   */
+  private bulkOneByOne(ops: AnyBulkWriteOperation[]): Promise<BulkWriteResult> {
+    return this.guard(async () => {
+      const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
+      for (let i = 0; i < ops.length; i += idReadsInFlight) {
+        const results = await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => this.bulk([op], () => i + j)));
+        for (const r of results) {
+          total.matched += r.matched;
+          total.upserted += r.upserted;
+          total.deleted += r.deleted;
+          total.conflicts.push(...r.conflicts);
+        }
+      }
+      return total;
+    });
+  }
+
+  /** One bulkWrite command; `indexOf` maps its statement indexes to the caller's. */
+  private async bulk(ops: AnyBulkWriteOperation[], indexOf: (i: number) => number): Promise<BulkWriteResult> {
+    if (ops.length === 0) return { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
+    try {
+      const r = await this.sent('bulkWrite', () => this.col.bulkWrite(ops, { ordered: false }));
+      return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts: [] };
+    } catch (err) {
+      if (!(err instanceof MongoBulkWriteError)) throw err;
+      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+      const conflicts = errors.filter((e) => e.code === duplicateKey || backendDuplicateKeyMessages.some((text) => (e.errmsg ?? '').includes(text))).map((e) => indexOf(e.index));
+      if (conflicts.length !== errors.length) throw err;
+      const r = err.result;
+      return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts };
+    }
   }
 }
 
@@ -232,7 +294,7 @@ export class MongoStore implements Store {
   private readonly db: Db;
   private readonly declared = new Map<string, IndexSpec[]>();
   /** What the server is: FerretDB says so in `buildInfo` (known at `init`, before any read). */
-  private readonly server = { scansIdLists: false };
+  private readonly server = { scansIdLists: false, partialBulkErrors: false };
 
   constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number) {
     this.client = new MongoClient(url, { serverSelectionTimeoutMS: 3_000, connectTimeoutMS: 3_000, maxPoolSize: 50 });
@@ -247,7 +309,9 @@ export class MongoStore implements Store {
   async init(): Promise<void> {
     await this.client.connect();
     const info = await this.db.admin().command({ buildInfo: 1 });
-    this.server.scansIdLists = typeof info.ferretdbVersion === 'string';
+    const ferretdb = typeof info.ferretdbVersion === 'string';
+    this.server.scansIdLists = ferretdb;
+    this.server.partialBulkErrors = ferretdb;
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {
         const keys = Object.fromEntries(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]));

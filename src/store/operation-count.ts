@@ -5,7 +5,7 @@ import { Counter, Histogram, register } from 'prom-client';
  * issued it (`scan_page`: one page of a scan; `transaction`: the embedded
  * store's group COMMIT).
  */
-export type StoreOperation = 'insertOne' | 'insertMany' | 'findOne' | 'find' | 'count' | 'scan_page' | 'updateOne' | 'updateMany' | 'deleteOne' | 'deleteMany' | 'transaction';
+export type StoreOperation = 'insertOne' | 'insertMany' | 'findOne' | 'find' | 'count' | 'scan_page' | 'updateOne' | 'updateMany' | 'deleteOne' | 'deleteMany' | 'bulkWrite' | 'transaction';
 
 /** The collection label of a command that spans collections (the embedded store's COMMIT). */
 export const everyCollection = '*';

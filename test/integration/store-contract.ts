@@ -127,6 +127,43 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.equal(await items.deleteMany(B, { id: { $in: list } }), 1);
     });
 
+    test('bulkWrite applies independent compare-and-sets, upserts and deletes in one call, scoped, and reports unique-key refusals by index', async () => {
+      await items.insertMany(A, [
+        { id: 'w1', tenantId: '', name: 'w1', n: 1, status: 'open' },
+        { id: 'w2', tenantId: '', name: 'w2', n: 2, status: 'closed' },
+        { id: 'w3', tenantId: '', name: 'w3', n: 3, status: 'open' },
+      ]);
+      await items.insertOne(B, { id: 'w4', tenantId: '', name: 'w4', n: 4, status: 'open' });
+      const result = await items.bulkWrite(A, [
+        { updateOne: { filter: { id: 'w1', status: 'open' }, update: { $set: { status: 'done' }, $inc: { n: 10 } } } },
+        { updateOne: { filter: { id: 'w2', status: 'open' }, update: { $set: { status: 'done' } } } },
+        { updateOne: { filter: { id: 'w5' }, update: { $set: { status: 'new' }, $setOnInsert: { name: 'w5' } }, upsert: true } },
+        { updateOne: { filter: { id: 'w4' }, update: { $set: { status: 'stolen' } } } },
+        { deleteOne: { filter: { id: 'w3' } } },
+        { deleteOne: { filter: { id: 'w4' } } },
+      ]);
+      assert.deepEqual(result, { matched: 1, upserted: 1, deleted: 1, conflicts: [] });
+      const w1 = await items.findOne(A, { id: 'w1' });
+      assert.deepEqual([w1?.status, w1?.n], ['done', 11]);
+      assert.equal((await items.findOne(A, { id: 'w2' }))?.status, 'closed', 'a compare-and-set that does not match writes nothing');
+      const w5 = await items.findOne(A, { id: 'w5' });
+      assert.deepEqual([w5?.name, w5?.status, w5?.tenantId], ['w5', 'new', 'org_a']);
+      assert.equal(await items.findOne(A, { id: 'w3' }), null);
+      assert.equal((await items.findOne(B, { id: 'w4' }))?.status, 'open', "another tenant's document is neither changed nor deleted");
+      assert.deepEqual(await items.bulkWrite(A, []), { matched: 0, upserted: 0, deleted: 0, conflicts: [] });
+      await items.deleteOne(B, { id: 'w4' });
+
+      await uniq.insertOne(A, { id: 'bw1', tenantId: '', name: 'taken' });
+      const clash = await uniq.bulkWrite(A, [
+        { updateOne: { filter: { id: 'bw2' }, update: { $set: { name: 'taken' } }, upsert: true } },
+        { updateOne: { filter: { id: 'bw3' }, update: { $set: { name: 'free' } }, upsert: true } },
+      ]);
+      assert.deepEqual(clash.conflicts, [0]);
+      assert.equal(clash.upserted, 1, 'the operation after the refused one is still applied');
+      assert.equal((await uniq.findOne(A, { id: 'bw3' }))?.name, 'free');
+      assert.equal(await uniq.findOne(A, { id: 'bw2' }), null);
+    });
+
     test('a unique index violation is a conflict', async () => {
       await uniq.insertOne(A, { id: 'q1', tenantId: '', name: 'same' });
       await assert.rejects(uniq.insertOne(A, { id: 'q2', tenantId: '', name: 'same' }), (e: unknown) => e instanceof AppError && e.code === 'conflict');
