@@ -81,12 +81,13 @@ export class Outbox {
    * Inserts new documents with their events (`eventsOf` each; new ids). Where
    * the stream commits with the store (the embedded default), the events are
    * appended in the same synchronous run as the insert, so the same
-   * transaction holds both and no outbox is written or cleared. Elsewhere each
-   * document carries its events in its outbox, then they are published; a
-   * failed publish leaves them for the sweep (the insert stands).
+   * transaction holds both and nothing is left to publish. Elsewhere each
+   * document carries its events in its outbox, and what is returned is for
+   * `publish` (the caller's to call, when it suits it: the insert is durable
+   * with its events either way, and the sweep publishes what is never published).
    */
-  async insert<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, docs: T[], eventsOf: (doc: T) => DomainEvent[]): Promise<void> {
-    if (docs.length === 0) return;
+  async insert<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, docs: T[], eventsOf: (doc: T) => DomainEvent[]): Promise<Outboxed[]> {
+    if (docs.length === 0) return [];
     const appendWithWrite = this.stream.appendWithWrite;
     if (appendWithWrite) {
       await this.stream.ready?.();
@@ -94,11 +95,11 @@ export class Outbox {
       const inserted = collection.insertMany(scope, docs);
       const appended = appendWithWrite(docs.flatMap(eventsOf));
       await Promise.all([inserted, appended]);
-      return;
+      return [];
     }
     const written = docs.map((d) => withOutbox(d, eventsOf(d)));
     await collection.insertMany(scope, written.map((w) => w.doc));
-    await this.publish(collection, scope, written.map((w) => w.entry));
+    return written.map((w) => w.entry);
   }
 
   /** Publishes what a document read from the store still holds in its outbox (its writer died or could not publish). */

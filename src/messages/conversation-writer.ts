@@ -1,7 +1,6 @@
-import { AppError } from '../errors.ts';
 import { nowIso } from '../ids.ts';
-import type { Collection } from '../store/collection.ts';
-import type { ConversationDoc } from './message-store.ts';
+import type { Collection, WriteOp } from '../store/collection.ts';
+import type { ConversationDoc, MessageDoc } from './message-store.ts';
 
 export interface ConversationTouch {
   tenantId: string;
@@ -15,23 +14,53 @@ export interface ConversationTouch {
   unread: number;
 }
 
-/**
- * Brings a conversation up to date with a new message, creating it on the
- * first one. Two writers racing to create it: the loser's insert conflicts
- * and it updates instead.
- */
-export async function touchConversation(conversations: Collection<ConversationDoc>, touch: ConversationTouch): Promise<void> {
-  const scope = { tenantId: touch.tenantId, teamId: touch.teamId };
-  const now = nowIso();
-  const update = {
+/** Conversations written per bulk command: a 10,000-message job's touches go in a few commands, none of them huge. */
+const touchesPerCommand = 1_000;
+
+/** The touch a sent message makes: its conversation shows it as the latest, nothing unread. */
+export function sentTouch(d: MessageDoc): ConversationTouch {
+  return {
+    tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
+    isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
+  };
+}
+
+function touchUpdate(touch: ConversationTouch, now: string) {
+  return {
     $set: { lastMessage: touch.lastMessage, lastMessageAt: touch.lastMessageAt, updatedAt: now },
     $inc: { unreadCount: touch.unread },
     $setOnInsert: { participant: touch.participant, isGroup: touch.isGroup, createdAt: now },
   };
-  try {
-    await conversations.updateOne(scope, { id: touch.conversationId }, update, { upsert: true });
-  } catch (err) {
-    if (!(err instanceof AppError && err.code === 'conflict')) throw err;
-    await conversations.updateOne(scope, { id: touch.conversationId }, update);
+}
+
+/** Brings one conversation up to date with a new message, creating it on the first one. */
+export function touchConversation(conversations: Collection<ConversationDoc>, touch: ConversationTouch): Promise<void> {
+  return touchConversations(conversations, [touch]);
+}
+
+/**
+ * Brings conversations up to date with new messages, creating each on its
+ * first: one bulk write of upserts per team (the latest touch of each
+ * conversation wins). Two writers racing to create one: the loser's upsert
+ * conflicts, and it updates instead.
+ */
+export async function touchConversations(conversations: Collection<ConversationDoc>, touches: ConversationTouch[]): Promise<void> {
+  const latest = new Map<string, ConversationTouch>();
+  for (const t of touches) latest.set(`${t.tenantId}\u0000${t.teamId}\u0000${t.conversationId}`, t);
+  const byTeam = new Map<string, ConversationTouch[]>();
+  for (const t of latest.values()) {
+    const key = `${t.tenantId}\u0000${t.teamId}`;
+    const team = byTeam.get(key);
+    if (team) team.push(t);
+    else byTeam.set(key, [t]);
   }
+  const now = nowIso();
+  await Promise.all([...byTeam.values()].map(async (team) => {
+    const scope = { tenantId: team[0]!.tenantId, teamId: team[0]!.teamId };
+    for (let i = 0; i < team.length; i += touchesPerCommand) {
+      const ops: WriteOp[] = team.slice(i, i + touchesPerCommand).map((t) => ({ updateOne: { filter: { id: t.conversationId }, update: touchUpdate(t, now), upsert: true } }));
+      const { conflicts } = await conversations.bulkWrite(scope, ops);
+      if (conflicts.length > 0) await conversations.bulkWrite(scope, conflicts.map((c) => ({ updateOne: { ...(ops[c] as Extract<WriteOp, { updateOne: unknown }>).updateOne, upsert: false } })));
+    }
+  }));
 }

@@ -63,13 +63,13 @@ const perSend: Record<Backend, Record<string, number>> = {
   embedded: {
     'messages.insertMany': 1,
     'events.insertMany': 1,
-    'conversations.updateOne': 1,
+    'conversations.bulkWrite': 1,
     'org_events.insertMany': 1,
     'webhooks.find': 1,
   },
   'redis+mongo': {
     'messages.insertMany': 1,
-    'conversations.updateOne': 1,
+    'conversations.bulkWrite': 1,
     // the outbox: the event published, then cleared from the message
     'messages.updateMany': 1,
     'org_events.insertMany': 1,

@@ -1,7 +1,7 @@
 import type { EventStream } from '../../events/event-stream.ts';
 import { nowIso } from '../../ids.ts';
 import type { Logger } from '../../log.ts';
-import { touchConversation } from '../../messages/conversation-writer.ts';
+import { sentTouch, touchConversations } from '../../messages/conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { jobProtocol } from './protocol.ts';
 import type { ActorClient, ActorContext } from '../../runtime/actor.ts';
@@ -22,9 +22,6 @@ type Deps = {
 
 /** The job list's counts are refreshed every this many looks. */
 const countsEvery = 5;
-
-/** Conversations are brought up to date this many side by side: few, so the send path keeps most of the database. */
-const conversationBatch = 8;
 
 /**
  * The job actor's work. The store is the truth: the job document and its
@@ -102,18 +99,11 @@ export class JobTracker {
     }
   }
 
-  /** Each conversation of the job shows its latest message, as a single send's does; done off the request path. */
+  /** Each conversation of the job shows its latest message, as a single send's does; done off the request path, a page of messages at a time. */
   private async touchConversations(job: JobDoc): Promise<void> {
     const scope = { tenantId: job.tenantId, teamId: job.teamId };
-    const docs = await this.deps.db.messages.find(scope, { jobId: job.id });
-    const latest = new Map<string, MessageDoc>();
-    for (const d of docs) latest.set(d.conversationId, d);
-    const touches = [...latest.values()];
-    for (let i = 0; i < touches.length; i += conversationBatch) {
-      await Promise.all(touches.slice(i, i + conversationBatch).map((d) => touchConversation(this.deps.db.conversations, {
-        tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
-        isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
-      })));
+    for await (const page of this.deps.db.messages.scan(scope, { jobId: job.id }, { sort: { jobIndex: 1 } })) {
+      await touchConversations(this.deps.db.conversations, page.map(sentTouch));
     }
     await this.deps.db.jobs.updateOne(scope, { id: job.id }, { $set: { conversationsTouched: true } });
   }
