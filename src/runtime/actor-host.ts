@@ -41,6 +41,13 @@ const handlerSeconds = singleton('relaybox_runtime_handler_duration_seconds', ()
   buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
 }));
 
+const batchSizes = singleton('relaybox_runtime_batch_size', () => new Histogram({
+  name: 'relaybox_runtime_batch_size',
+  help: 'Actor messages one batch handler run handled together, by actor type',
+  labelNames: ['type'],
+  buckets: [2, 4, 8, 16, 32, 64, 128, 256],
+}));
+
 const liveStatesGauge = singleton('relaybox_runtime_live_actor_states', () => new Gauge({
   name: 'relaybox_runtime_live_actor_states',
   help: 'Actor keys whose activated state this process holds',
@@ -121,14 +128,65 @@ export class ActorHost {
     }
   }
 
+  /** Whether waiting messages like `a` and `b` may go to one batch handler: the same kind of a kind that has one, neither asked. */
+  together(a: Envelope, b: Envelope): boolean {
+    return a.type === b.type && a.key === b.key && a.msg.kind === b.msg.kind && a.replyTo === undefined && b.replyTo === undefined
+      && this.actors.get(a.type)?.batches[a.msg.kind] !== undefined;
+  }
+
+  /**
+   * Messages of one key and kind (as `together` pairs them), in order: one
+   * run of the kind's batch handler when it has one and there are several,
+   * else (and after the batch handler failed) each alone through `deliver`.
+   * One outcome per envelope, in order.
+   */
+  async deliverBatch(envs: Array<{ env: Envelope; previousDeliveries: number }>, owned: AbortSignal): Promise<DeliveryOutcome[]> {
+    const outcomes: Array<DeliveryOutcome | undefined> = envs.map(({ env, previousDeliveries }) => {
+      const problem = this.validators.problem(env);
+      return problem ? this.failed(env, problem, Math.max(1, previousDeliveries), undefined, true) : undefined;
+    });
+    const valid = envs.filter((_, i) => outcomes[i] === undefined);
+    if (valid.length > 1 && (await this.runBatch(valid.map((v) => v.env), Math.max(...valid.map((v) => v.previousDeliveries)) + 1, owned))) {
+      return outcomes.map((o) => o ?? { ok: true, value: undefined });
+    }
+    for (const [i, { env, previousDeliveries }] of envs.entries()) {
+      outcomes[i] ??= await this.deliver(env, previousDeliveries, owned);
+    }
+    return outcomes as DeliveryOutcome[];
+  }
+
+  /** One run of a batch handler; false when it failed (its messages are then handled one by one). */
+  private async runBatch(envs: Envelope[], delivery: number, owned: AbortSignal): Promise<boolean> {
+    const first = envs[0]!;
+    const batch = this.actors.get(first.type)!.batches[first.msg.kind]!;
+    const started = performance.now();
+    // The batch's own id: derived from its messages, so the same batch delivered again sends the same ids.
+    const id = derivedId(first.id, `batch\u0000${envs.map((e) => e.id).join('\u0000')}`);
+    try {
+      await this.withState({ ...first, id }, delivery, owned, (ctx) => batch(ctx, envs.map((e) => e.msg)));
+    } catch (err) {
+      this.log.warn({ actor: first.type, actorKey: first.key, messages: envs.length, err }, 'actor batch handler failed; its messages are handled one by one');
+      return false;
+    }
+    handlerSeconds.observe({ type: first.type }, (performance.now() - started) / 1000);
+    handled.inc({ type: first.type, outcome: 'ok' }, envs.length);
+    batchSizes.observe({ type: first.type }, envs.length);
+    return true;
+  }
+
   private failed(env: Envelope, error: string, deliveries: number, answer: AskFailure | undefined, deadLetter: boolean): DeliveryOutcome {
     handled.inc({ type: env.type, outcome: deadLetter ? 'dead_letter' : 'answered_error' });
     return { ok: false, error, deliveries, answer, deadLetter };
   }
 
-  private async runOnce(env: Envelope, delivery: number, owned: AbortSignal): Promise<unknown> {
+  private runOnce(env: Envelope, delivery: number, owned: AbortSignal): Promise<unknown> {
+    const handler = this.actors.get(env.type)!.handlers[env.msg.kind]!;
+    return this.withState(env, delivery, owned, (ctx) => handler(ctx, env.msg));
+  }
+
+  /** Runs `work` with the key's state, activating it first if needed; a failure, or the work's `deactivate`, drops it. */
+  private async withState<R>(env: Envelope, delivery: number, owned: AbortSignal, work: (ctx: ActorContext<unknown>) => R | Promise<R>): Promise<R> {
     const def = this.actors.get(env.type)!;
-    const handler = def.handlers[env.msg.kind]!;
     let deactivate = false;
     const ctx = this.context(env, delivery, owned, () => (deactivate = true));
     const entry = this.states.begin(env.type, env.key);
@@ -138,7 +196,7 @@ export class ActorHost {
         this.states.activate(entry, state);
       }
       ctx.state = entry.state;
-      const value = await handler(ctx, env.msg);
+      const value = await work(ctx);
       if (deactivate) this.states.drop(env.type, env.key);
       return value;
     } catch (err) {

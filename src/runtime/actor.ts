@@ -71,6 +71,18 @@ export interface ActorContext<S = unknown> {
 
 export type Handler<S, M> = (ctx: ActorContext<S>, msg: M) => unknown;
 
+/**
+ * Handles several messages of one kind for one key at once, in the order
+ * they were sent: as if each had been handled in turn, with the writes of
+ * all of them batched. The runtime uses it for messages that wait next to
+ * each other in the key's mailbox and asks nobody for an answer; when it
+ * throws, each message is handled again alone by the kind's handler (which
+ * is the truth, with its retries). What it sends derives its ids from the
+ * batch, which a redelivery may compose differently: it must be safe for its
+ * receivers to get it twice.
+ */
+export type BatchHandler<S, M> = (ctx: ActorContext<S>, msgs: M[]) => Promise<void>;
+
 export interface ActorImplementation<P extends ActorProtocol, S> {
   /**
    * Builds a key's state from the store, on the first message after the key
@@ -81,6 +93,8 @@ export interface ActorImplementation<P extends ActorProtocol, S> {
    */
   activate?: (ctx: ActorContext<undefined>) => S | Promise<S>;
   handlers: { [K in Kinds<P>]: Handler<S, MessageOfKind<P, K>> };
+  /** Kinds whose waiting messages may be handled together (see `BatchHandler`). */
+  batches?: { [K in Kinds<P>]?: BatchHandler<S, MessageOfKind<P, K>> };
 }
 
 /** An actor type as the runtime runs it. Built by `defineActor`, never by hand. */
@@ -88,10 +102,11 @@ export interface ActorDefinition {
   protocol: ActorProtocol;
   activate: ((ctx: ActorContext<undefined>) => unknown) | undefined;
   handlers: Record<string, Handler<any, any>>;
+  batches: Record<string, BatchHandler<any, any>>;
 }
 
 export function defineActor<P extends ActorProtocol, S = undefined>(protocol: P, impl: ActorImplementation<P, S>): ActorDefinition {
-  return { protocol, activate: impl.activate, handlers: impl.handlers as Record<string, Handler<any, any>> };
+  return { protocol, activate: impl.activate, handlers: impl.handlers as Record<string, Handler<any, any>>, batches: (impl.batches ?? {}) as Record<string, BatchHandler<any, any>> };
 }
 
 /** A sender's handle on one actor type: a wrong `kind` or field does not compile. */

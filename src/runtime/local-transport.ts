@@ -2,10 +2,15 @@ import { randomUUID } from 'node:crypto';
 import { AppError, errorCodes, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeConfig } from './types.ts';
-import { ActorHost } from './actor-host.ts';
-import { KeyedSerial } from './keyed-serial.ts';
+import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
+import { maxBatch, Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
 import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
+
+interface Delivery {
+  env: Envelope;
+  reply: ((outcome: DeliveryOutcome) => void) | undefined;
+}
 
 /**
  * The embedded default: every actor runs in this process. Timers are
@@ -15,7 +20,11 @@ import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLet
 export class LocalTransport implements Transport {
   readonly name = 'local' as const;
   private host: ActorHost | undefined;
-  private readonly serial = new KeyedSerial();
+  private readonly serial = new Mailboxes<Delivery>(
+    (items) => this.handle(items),
+    (a, b) => this.requireHost().together(a.env, b.env),
+    maxBatch,
+  );
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly dead = new Map<string, DeadLetter[]>();
   private readonly pending = new Map<string, number>();
@@ -55,11 +64,11 @@ export class LocalTransport implements Transport {
     if (opts.delayMs && opts.delayMs > 0) {
       const timer = setTimeout(() => {
         this.timers.delete(timer);
-        void this.dispatch(env);
+        this.dispatch(env);
       }, opts.delayMs);
       this.timers.add(timer);
     } else {
-      void this.dispatch(env);
+      this.dispatch(env);
     }
     return env.id;
   }
@@ -69,7 +78,7 @@ export class LocalTransport implements Transport {
     env.replyTo = { node: this.nodeId, askId: env.id };
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => reject(askTimeout(type, timeoutMs)), timeoutMs);
-      void this.dispatch(env, (outcome) => {
+      this.dispatch(env, (outcome) => {
         clearTimeout(timer);
         if (outcome.ok) resolve(outcome.value as T);
         else reject(askError(type, outcome.error, outcome.answer));
@@ -110,15 +119,23 @@ export class LocalTransport implements Transport {
     return { id: id ?? randomUUID(), type, key, msg, sentAt: Date.now() };
   }
 
-  private dispatch(env: Envelope, reply?: (outcome: Awaited<ReturnType<ActorHost['deliver']>>) => void): Promise<void> {
-    const host = this.requireHost();
+  private dispatch(env: Envelope, reply?: (outcome: DeliveryOutcome) => void): void {
+    this.requireHost();
     this.pending.set(env.type, (this.pending.get(env.type) ?? 0) + 1);
-    return this.serial.run(`${env.type}\u0000${env.key}`, async () => {
-      const outcome = await host.deliver(env, 0, this.ownership.signal);
+    this.serial.post(`${env.type}\u0000${env.key}`, { env, reply });
+  }
+
+  private async handle(items: Delivery[]): Promise<void> {
+    const host = this.requireHost();
+    const outcomes = items.length === 1
+      ? [await host.deliver(items[0]!.env, 0, this.ownership.signal)]
+      : await host.deliverBatch(items.map((d) => ({ env: d.env, previousDeliveries: 0 })), this.ownership.signal);
+    for (const [i, { env, reply }] of items.entries()) {
+      const outcome = outcomes[i]!;
       this.pending.set(env.type, (this.pending.get(env.type) ?? 1) - 1);
       if (!outcome.ok && outcome.deadLetter) this.deadLetter(env, outcome.error, outcome.deliveries);
       reply?.(outcome);
-    });
+    }
   }
 
   private deadLetter(envelope: Envelope, error: string, deliveries: number): void {

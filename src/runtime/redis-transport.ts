@@ -6,7 +6,7 @@ import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
-import { KeyedSerial } from './keyed-serial.ts';
+import { maxBatch, Mailboxes } from './mailboxes.ts';
 import { askError, askTimeout } from './local-transport.ts';
 import { readEnvelope } from './envelope.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
@@ -32,6 +32,14 @@ interface Shard {
 
 type StreamEntry = [id: string, fields: string[]];
 
+/** An entry read from a shard's stream, waiting in its key's mailbox. */
+interface StreamDelivery {
+  shard: Shard;
+  id: string;
+  env: Envelope;
+  previousDeliveries: number;
+}
+
 const ownedShardsGauge = (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ?? new Gauge({
   name: 'relaybox_runtime_owned_shards',
   help: 'Shards this worker holds the lease of',
@@ -48,7 +56,11 @@ export class RedisTransport implements Transport {
   private reader: Redis | undefined;
   private sub: Redis | undefined;
   private host: ActorHost | undefined;
-  private readonly serial = new KeyedSerial();
+  private readonly serial = new Mailboxes<StreamDelivery>(
+    (items) => this.handle(items),
+    (a, b) => a.shard === b.shard && this.requireHost().together(a.env, b.env),
+    maxBatch,
+  );
   private readonly owned = new Map<string, Shard>();
   private readonly inFlightIds = new Set<string>();
   private readonly asks = new Map<string, { resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout }>();
@@ -352,17 +364,29 @@ export class RedisTransport implements Transport {
     const env = read.envelope;
     this.inFlightIds.add(entryKey);
     shard.inFlight++;
-    void this.serial.run(`${env.type}\u0000${env.key}`, async () => {
-      try {
-        const outcome = await this.requireHost().deliver(env, previousDeliveries, shard.ownership.signal);
-        await this.settle(shard, id, env, outcome);
-      } catch (err) {
-        this.log.error({ err, stream: shard.stream, entry: id }, 'could not settle an entry; it will be delivered again');
-      } finally {
-        this.inFlightIds.delete(entryKey);
+    this.serial.post(`${env.type}\u0000${env.key}`, { shard, id, env, previousDeliveries });
+  }
+
+  private async handle(items: StreamDelivery[]): Promise<void> {
+    try {
+      const host = this.requireHost();
+      const first = items[0]!;
+      const outcomes = items.length === 1
+        ? [await host.deliver(first.env, first.previousDeliveries, first.shard.ownership.signal)]
+        : await host.deliverBatch(items, first.shard.ownership.signal);
+      await Promise.all(items.map(async ({ shard, id, env }, i) => {
+        try {
+          await this.settle(shard, id, env, outcomes[i]!);
+        } catch (err) {
+          this.log.error({ err, stream: shard.stream, entry: id }, 'could not settle an entry; it will be delivered again');
+        }
+      }));
+    } finally {
+      for (const { shard, id } of items) {
+        this.inFlightIds.delete(`${shard.stream}/${id}`);
         shard.inFlight--;
       }
-    });
+    }
   }
 
   private async settle(shard: Shard, id: string, env: Envelope, outcome: DeliveryOutcome): Promise<void> {

@@ -15,6 +15,7 @@ export const counterProtocol = defineProtocol('counter', {
   stall: { ms: Type.Integer() },
   tick: {},
   explode: {},
+  note: { seq: Type.Integer(), failBatch: Type.Optional(Type.Boolean()) },
 });
 
 export type MakeTransport = (cfg: RuntimeConfig) => Promise<Transport>;
@@ -54,6 +55,9 @@ interface Observed {
   activeOverall: number;
   fired: Map<string, number>;
   failures: number;
+  /** `note` messages handled, by key, in the order handled; and how many each batch-handler run took. */
+  notes: Map<string, number[]>;
+  noteBatches: number[];
 }
 
 function recordingActors(seen: Observed): ActorDefinition[] {
@@ -96,6 +100,16 @@ function recordingActors(seen: Observed): ActorDefinition[] {
           seen.failures++;
           throw new Error('handler exploded');
         },
+        async note(ctx, msg) {
+          seen.notes.set(ctx.key, [...(seen.notes.get(ctx.key) ?? []), msg.seq]);
+        },
+      },
+      batches: {
+        async note(ctx, msgs) {
+          if (msgs.some((m) => m.failBatch)) throw new Error('batch refused');
+          seen.noteBatches.push(msgs.length);
+          seen.notes.set(ctx.key, [...(seen.notes.get(ctx.key) ?? []), ...msgs.map((m) => m.seq)]);
+        },
       },
     }),
   ];
@@ -109,7 +123,7 @@ export function runtimeContract(name: string, make: MakeTransport): void {
     const cfg = testRuntimeConfig();
 
     before(async () => {
-      seen = { order: new Map(), active: new Map(), maxConcurrentPerKey: 0, maxConcurrentOverall: 0, activeOverall: 0, fired: new Map(), failures: 0 };
+      seen = { order: new Map(), active: new Map(), maxConcurrentPerKey: 0, maxConcurrentOverall: 0, activeOverall: 0, fired: new Map(), failures: 0, notes: new Map(), noteBatches: [] };
       rt = await make(cfg);
       await rt.start(recordingActors(seen), { consume: true });
     });
@@ -132,6 +146,28 @@ export function runtimeContract(name: string, make: MakeTransport): void {
       }
       assert.equal(seen.maxConcurrentPerKey, 1, 'never two messages of one actor at once');
       assert.ok(seen.maxConcurrentOverall > 1, 'different actors run concurrently');
+    });
+
+    test('messages of one kind waiting next to each other go to its batch handler together, in order, each once; a failed batch is handled one by one', async () => {
+      const key = 'batched';
+      // The key is kept busy, so what follows waits in its mailbox.
+      const burst = async (from: number, failing?: number) => {
+        const busy = rt.ask('counter', key, { kind: 'stall', ms: 300 });
+        await sleep(50);
+        const sends: Promise<string>[] = [];
+        for (let seq = from; seq < from + 20; seq++) sends.push(rt.send('counter', key, { kind: 'note', seq, ...(seq === failing ? { failBatch: true } : {}) }));
+        await Promise.all(sends);
+        await busy;
+        await waitFor(() => (seen.notes.get(key)?.length ?? 0) >= from + 19, 10_000, 'every note handled');
+      };
+      await burst(1);
+      assert.ok(seen.noteBatches.some((n) => n > 1), `several in one batch: ${JSON.stringify(seen.noteBatches)}`);
+      const batched = seen.noteBatches.reduce((a, b) => a + b, 0);
+      await burst(21, 25);
+      await sleep(100);
+      assert.deepEqual(seen.notes.get(key), Array.from({ length: 40 }, (_, i) => i + 1), 'each once, in order');
+      assert.ok(seen.noteBatches.reduce((a, b) => a + b, 0) - batched < 20, 'the batch holding the refused message was handled one by one');
+      assert.equal(seen.maxConcurrentPerKey, 1);
     });
 
     test('ask returns the handler value', async () => {

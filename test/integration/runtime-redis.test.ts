@@ -40,7 +40,7 @@ describe('redis transport: durability and shard ownership', () => {
   const log = createLogger('silent');
   const make = (cfg: RuntimeConfig, node: string) => new RedisTransport(redisUrl!, cfg, node, log);
   const counting = (seen: string[]): ActorDefinition[] => [defineActor(counterProtocol, { handlers: {
-    tick: (ctx) => { seen.push(ctx.id); }, add: () => {}, echo: () => {}, stall: () => {}, explode: () => {},
+    tick: (ctx) => { seen.push(ctx.id); }, add: () => {}, echo: () => {}, stall: () => {}, explode: () => {}, note: () => {},
   } })];
 
   test('a timer set before a worker restart fires once after it', async (t) => {
@@ -89,7 +89,7 @@ describe('redis transport: durability and shard ownership', () => {
     const cfg = testRuntimeConfig({ defaultShards: 1, leaseTtlMs: 600, leaseRenewMs: 100 });
     t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
     const stuck: ActorDefinition[] = [defineActor(counterProtocol, { handlers: {
-      tick: () => new Promise(() => {}), add: () => {}, echo: () => {}, stall: () => {}, explode: () => {},
+      tick: () => new Promise(() => {}), add: () => {}, echo: () => {}, stall: () => {}, explode: () => {}, note: () => {},
     } })];
     const dying = make(cfg, 'w-dying');
     await dying.start(stuck, { consume: true });

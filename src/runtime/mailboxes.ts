@@ -1,0 +1,68 @@
+/** Waiting messages of one key and kind an actor's batch handler is given at once, at most. */
+export const maxBatch = 256;
+
+/**
+ * Runs work one key at a time, in the order it was posted, while different
+ * keys run concurrently: what gives an actor its one-message-at-a-time
+ * guarantee inside one process. Items of one key that wait next to each other
+ * and that `together` pairs (the same kind of message, say) are handed over
+ * at once, up to `maxBatch`: a burst costs one handling, not one each.
+ */
+export class Mailboxes<T> {
+  /** Each running key's waiting items; a key is here exactly while it runs. */
+  private readonly boxes = new Map<string, T[]>();
+  private inFlight = 0;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly handle: (items: T[]) => Promise<void>,
+    private readonly together: (first: T, next: T) => boolean = () => false,
+    private readonly maxBatch = 1,
+  ) {}
+
+  post(key: string, item: T): void {
+    this.inFlight++;
+    const box = this.boxes.get(key);
+    if (box) {
+      box.push(item);
+      return;
+    }
+    this.boxes.set(key, [item]);
+    // The first take waits for the end of this turn, so what is posted in the same turn (one stream read) can go together.
+    queueMicrotask(() => void this.drain(key));
+  }
+
+  private async drain(key: string): Promise<void> {
+    const box = this.boxes.get(key)!;
+    while (box.length > 0) {
+      let n = 1;
+      while (n < box.length && n < this.maxBatch && this.together(box[0]!, box[n]!)) n++;
+      const items = box.splice(0, n);
+      try {
+        await this.handle(items);
+      } catch {
+        // The handler settles its own failures; nothing here may stop the key's queue.
+      }
+      this.inFlight -= n;
+    }
+    this.boxes.delete(key);
+    if (this.inFlight === 0) this.wakeIdle();
+  }
+
+  /** Items posted and not yet handled, running ones included. */
+  get size(): number {
+    return this.inFlight;
+  }
+
+  /** Resolves when nothing is queued or running. */
+  idle(): Promise<void> {
+    if (this.inFlight === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private wakeIdle(): void {
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const wake of waiters) wake();
+  }
+}
