@@ -1,6 +1,6 @@
 import { nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
-import type { Collection, Doc, Filter, Scope, Update } from '../store/collection.ts';
+import type { Collection, Doc, Filter, Scope, Update, WriteOp } from '../store/collection.ts';
 import type { DomainEvent, EventStream } from './event-stream.ts';
 
 /**
@@ -78,6 +78,35 @@ export class Outbox {
   }
 
   /**
+   * Many `change`s in one bulk write, each a compare-and-set on its own
+   * document carrying its events; then every applied change's events are
+   * published together. Whether each applied is known from the write's count
+   * when all did; otherwise the documents are read back (each still holds its
+   * events unless the change did not apply). `exclusive`: the document's
+   * outbox was empty when the caller read it.
+   */
+  async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<void> {
+    if (changes.length === 0) return;
+    const written = changes.map((c) => {
+      const { set, token } = c.events.length > 0 ? outboxSet(c.events) : { set: {}, token: '' };
+      return { ...c, token, op: { updateOne: { filter: c.filter, update: { ...c.update, $set: { ...c.update.$set, ...set } } } } };
+    });
+    const { matched } = await collection.bulkWrite(scope, written.map((w) => w.op));
+    const withEvents = written.filter((w) => w.events.length > 0);
+    if (withEvents.length === 0) return;
+    let entries: Outboxed[] = withEvents.map((w) => ({ docId: String(w.filter.id), events: w.events, token: w.token, exclusive: w.exclusive }));
+    if (matched < changes.length) {
+      const docs = new Map((await collection.find(scope, { id: { $in: entries.map((e) => e.docId) } })).map((d) => [d.id, d]));
+      entries = entries.flatMap((e) => {
+        const doc = docs.get(e.docId);
+        if (!doc || !e.events.every((ev) => doc.outbox?.[ev.id] !== undefined)) return [];
+        return [{ ...e, exclusive: e.exclusive && doc.outboxAt === e.token }];
+      });
+    }
+    await this.publish(collection, scope, entries);
+  }
+
+  /**
    * Inserts new documents with their events (`eventsOf` each; new ids). Where
    * the stream commits with the store (the embedded default), the events are
    * appended in the same synchronous run as the insert, so the same
@@ -130,17 +159,13 @@ export class Outbox {
    * writer that died is never left without the marker that finds it.
    */
   private async clear<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, entries: Outboxed[]): Promise<void> {
-    const exclusive = entries.filter((e) => e.exclusive);
+    const own = (e: Outboxed): WriteOp => ({ updateOne: { filter: { id: e.docId }, update: { $unset: Object.fromEntries(e.events.map((ev) => [`outbox.${ev.id}`, ''])) } } });
     // A token names one write, so a document matches only under its own token.
-    const cleared = exclusive.length === 0 ? 0 : await collection.updateMany(scope,
-      { id: { $in: exclusive.map((e) => e.docId) }, outboxAt: { $in: exclusive.map((e) => e.token) } },
-      { $unset: { outbox: '', outboxAt: '' } });
-    if (cleared === entries.length) return;
-    for (const e of entries) {
-      const mine: Record<string, ''> = {};
-      for (const ev of e.events) mine[`outbox.${ev.id}`] = '';
-      await collection.updateOne(scope, { id: e.docId }, { $unset: mine });
-    }
+    const whole = (e: Outboxed): WriteOp => ({ updateOne: { filter: { id: e.docId, outboxAt: e.token }, update: { $unset: { outbox: '', outboxAt: '' } } } });
+    const { matched } = await collection.bulkWrite(scope, entries.map((e) => (e.exclusive ? whole(e) : own(e))));
+    if (matched === entries.length) return;
+    // Some exclusive write was followed by another: its own events go, the marker stays for the later write's publisher or the sweep.
+    await collection.bulkWrite(scope, entries.filter((e) => e.exclusive).map(own));
   }
 
   /** Publishes what writers left behind in `scope` for longer than the grace period, and drops the markers of emptied outboxes. */

@@ -8,7 +8,8 @@ import { StoreEventStream } from '../../src/events/store-event-stream.ts';
 import { createLogger } from '../../src/log.ts';
 import { messagingCollections, type MessageDoc } from '../../src/messages/message-store.ts';
 import { queueItemOf } from '../../src/actors/tenant/send-queue.ts';
-import { TenantDispatcher, type StatusReport, type TenantState } from '../../src/actors/tenant/tenant-dispatcher.ts';
+import { TenantDispatcher, type TenantState } from '../../src/actors/tenant/tenant-dispatcher.ts';
+import type { StatusReport } from '../../src/actors/tenant/protocol.ts';
 import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts';
 import type { ActorContext } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
@@ -111,6 +112,10 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
       relayId, session: 1, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}),
       ...(freed ? { grant: grantFor(relayId, freed) } : {}),
     })),
+    /** Reports that waited side by side, handed to the batch handler together. */
+    reports: (list: Array<[relayId: string, messageId: string, attempt: number, status: StatusReport['status'], freed?: number]>) => handle(() => dispatcher.statuses(ctx, list.map(([relayId, messageId, attempt, status, freed]) => ({
+      relayId, session: 1, messageId, attempt, status, at: new Date().toISOString(), ...(freed ? { grant: grantFor(relayId, freed) } : {}),
+    })))),
     retry: (messageId: string) => handle(() => dispatcher.retry(ctx, messageId)),
     /** The hand-overs since the last look, per relay, each claimed in the store as its relay actor would. */
     handedOut: async () => {
@@ -272,4 +277,27 @@ test('a report on an earlier attempt changes nothing and frees no credit', async
   await d.report('r1', 'm1', 2, 'sent', 1);
   assert.equal((await d.doc('m1')).status, 'sent');
   assert.deepEqual(await d.handedOut(), [['r1', ['m2']]]);
+});
+
+test('reports handled as a batch end as the same reports one by one would: one write and one message.sent per message, stale ones ignored', async (t) => {
+  const d = await open(t, [relay('r1', 3)]);
+  await d.grant('r1', 3);
+  await d.queue(message('m1'), message('m2'), message('m3'), message('m4'));
+  assert.deepEqual(await d.handedOut(), [['r1', ['m1', 'm2', 'm3']]]);
+  await d.reports([
+    ['r1', 'm1', 1, 'sent'],
+    ['r1', 'm1', 1, 'delivered', 1],
+    ['r1', 'm2', 1, 'delivered', 1],
+    ['r1', 'm3', 2, 'sent'],
+    ['r1', 'm2', 1, 'read'],
+    ['r1', 'm1', 1, 'sent'],
+  ]);
+  const [m1, m2, m3] = [await d.doc('m1'), await d.doc('m2'), await d.doc('m3')];
+  assert.deepEqual([m1.status, Boolean(m1.sentAt), Boolean(m1.deliveredAt), m1.readAt], ['delivered', true, true, null]);
+  assert.deepEqual([m2.status, m2.sentAt === m2.deliveredAt, Boolean(m2.readAt)], ['delivered', true, true], 'delivered with no sent before it counts as sent at the same time');
+  assert.deepEqual([m3.status, m3.sentAt], ['processing', null], 'a report on another attempt changes nothing');
+  for (const m of [m1, m2]) assert.equal(m.outbox, undefined, 'published and cleared');
+  const sent = (await d.events.read('test', 'c1', 100)).filter((e) => e.event.event === 'message.sent').map((e) => e.event.data.id);
+  assert.deepEqual(sent.sort(), ['m1', 'm2'], 'one message.sent each');
+  assert.deepEqual(await d.handedOut(), [['r1', ['m4']]], 'the credits that came back hand out what waits');
 });

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
-import { defineProtocol } from '../../runtime/actor.ts';
+import { defineProtocol, type MessageOfKind } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
 const text = (maxLength: number) => Type.String({ maxLength });
@@ -55,3 +55,8 @@ export const tenantProtocol = defineProtocol('tenant', {
   /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
   'close-source': { source: text(64) },
 });
+
+/** Which relay session a report comes from. */
+export type RelayReport = { relayId: string; session: number };
+/** A relay's report on one attempt of a send, as the tenant actor handles it. */
+export type StatusReport = Omit<MessageOfKind<typeof tenantProtocol, 'status'>, 'kind'>;

@@ -13,6 +13,8 @@ import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
+import { foldReports, type StatusChange } from './status-fold.ts';
+import type { RelayReport, StatusReport } from './protocol.ts';
 
 interface OnlineRelay extends RelayCredit {
   session: number;
@@ -36,8 +38,6 @@ export interface TenantState {
 
 type TenantContext = ActorContext<TenantState>;
 
-export type RelayReport = { relayId: string; session: number };
-export type StatusReport = RelayReport & { messageId: string; attempt: number; status: 'sent' | 'delivered' | 'read' | 'failed'; at: string; error?: string; guid?: string; grant?: CreditGrant };
 
 type Deps = {
   config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs'>;
@@ -264,35 +264,44 @@ export class TenantDispatcher {
   async status(ctx: TenantContext, report: StatusReport): Promise<void> {
     const orgId = ctx.key;
     const state = await this.state(ctx);
-    const { messages } = this.deps.db;
-    const scope = this.scope(orgId);
-    // Only the message's current attempt on this relay counts: a late report of an earlier attempt
-    // (re-sent after a reconnect) must not settle the retry now in flight (its relay actor freed no credit for it either).
-    const attempt = { id: report.messageId, relayId: report.relayId, attempts: report.attempt };
     // Sent, delivered or failed: the relay actor freed the send's credit, and grants it with the report.
     const released = report.grant ? this.applyGrant(state, report.relayId, report.grant) > 0 : false;
-    const current = await messages.findOne(scope, attempt);
-    if (!current) {
-      if (released) await this.pump(ctx, orgId, state);
-      return;
-    }
-    const at = report.at;
-    const guid = report.guid ? { guid: report.guid } : {};
-    // Each status write carries its event in the message's outbox (events/outbox.ts): a crash after it loses nothing.
-    if (report.status === 'sent') {
-      await this.deps.outbox.change(messages, scope, { ...attempt, status: 'processing' },
-        { $set: { status: 'sent', sentAt: at, lastError: null, updatedAt: nowIso(), ...guid } }, [sentEvent(current, 'sent')]);
-    } else if (report.status === 'delivered') {
-      // Delivered with no sent report before it: it was sent, so the same write says so, once.
-      const unsent = current.sentAt === null;
-      await this.deps.outbox.change(messages, scope, { ...attempt, status: { $in: ['processing', 'sent'] }, ...(unsent ? { sentAt: null } : {}) },
-        { $set: { status: 'delivered', deliveredAt: at, updatedAt: nowIso(), ...guid, ...(unsent ? { sentAt: at } : {}) } }, unsent ? [sentEvent(current, 'delivered')] : []);
-    } else if (report.status === 'read') {
-      await messages.updateOne(scope, { ...attempt, status: { $in: ['sent', 'delivered'] }, readAt: null }, { $set: { readAt: at, updatedAt: nowIso() } });
-    } else {
+    if (report.status === 'failed') {
       await this.failAttempt(ctx, orgId, report.messageId, report.relayId, report.attempt, report.error ?? 'the relay could not send it');
+    } else {
+      // Only the message's current attempt on this relay counts: a late report of an earlier attempt
+      // (re-sent after a reconnect) must not settle the retry now in flight (its relay actor freed no credit for it either).
+      const current = await this.deps.db.messages.findOne(this.scope(orgId), { id: report.messageId, relayId: report.relayId, attempts: report.attempt });
+      if (current) await this.writeChanges(orgId, foldReports(new Map([[current.id, current]]), [report], nowIso()));
     }
     if (released || report.status === 'failed') await this.pump(ctx, orgId, state);
+  }
+
+  /**
+   * Reports that waited side by side, handled as `status` handles each: the
+   * messages read in one query, every change written in one bulk write (each
+   * a compare-and-set carrying its events in the message's outbox), the
+   * events published together. A failure report schedules a retry, so a
+   * batch holding one is handled one report at a time.
+   */
+  async statuses(ctx: TenantContext, reports: StatusReport[]): Promise<void> {
+    if (reports.some((r) => r.status === 'failed')) {
+      for (const report of reports) await this.status(ctx, report);
+      return;
+    }
+    const orgId = ctx.key;
+    const state = await this.state(ctx);
+    let released = false;
+    for (const r of reports) if (r.grant && this.applyGrant(state, r.relayId, r.grant) > 0) released = true;
+    const ids = [...new Set(reports.map((r) => r.messageId))];
+    const read = await this.deps.db.messages.find(this.scope(orgId), { id: { $in: ids } });
+    await this.writeChanges(orgId, foldReports(new Map(read.map((m) => [m.id, m])), reports, nowIso()));
+    if (released) await this.pump(ctx, orgId, state);
+  }
+
+  /** Each status change written with its events (events/outbox.ts): a crash after the write loses nothing. */
+  private async writeChanges(orgId: string, changes: StatusChange[]): Promise<void> {
+    await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
   }
 
   async sendTimeout(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<void> {
@@ -361,11 +370,6 @@ export class TenantDispatcher {
       await ctx.send(relayProtocol, relay.id, { kind: 'deliver', tenantId: orgId, session: relay.session, epoch: relay.epoch, items });
     }
   }
-}
-
-/** A message's one `message.sent`, built before the write that records it (with the status that write sets). */
-function sentEvent(m: MessageDoc, status: 'sent' | 'delivered') {
-  return domainEvent('message.sent', m, messageEventData({ ...m, status }), changeEventId('message.sent', m.id));
 }
 
 /** Queued messages that are not waiting for a retry's backoff. */

@@ -26,5 +26,9 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
       'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
     },
+    // A burst of relay reports: one read and one write for all of them.
+    batches: {
+      status: settled((ctx, ms) => dispatcher.statuses(ctx, ms)),
+    },
   });
 }
