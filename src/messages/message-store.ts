@@ -39,6 +39,8 @@ export interface MessageDoc extends OutboxFields {
   guid?: string;
   queuedAt: string | null;
   processingAt?: string | null;
+  /** The relay actor's claim that made it `processing` (unique to that hand-over): how the claim reads back what it got. */
+  claim?: string;
   sentAt: string | null;
   deliveredAt: string | null;
   readAt: string | null;
@@ -107,7 +109,7 @@ export type MessagingCollections = ReturnType<typeof messagingCollections>;
 
 /** What the API shows of a message: everything but the storage fields. */
 export function publicMessage(doc: MessageDoc) {
-  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
+  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
   return rest;
 }
 

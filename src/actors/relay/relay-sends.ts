@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { relayProtocol } from './protocol.ts';
 import { tenantProtocol } from '../tenant/protocol.ts';
 import { nowIso } from '../../ids.ts';
@@ -84,22 +85,35 @@ export class RelaySends {
       return;
     }
     credits.consumed(m.epoch, m.items.length);
-    const { messages } = this.deps.db;
-    const scope = { tenantId: m.tenantId };
-    const now = nowIso();
-    // The claims go to the store side by side (one round trip of latency for the whole hand-over); the frames then go out in queue order.
-    const claimed = await Promise.all(m.items.map((item) => messages.updateOne(scope, { id: item.id, status: 'queued' }, {
-      $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now },
-      $inc: { attempts: 1 },
-    })));
     const relay = { id: ctx.key, node: doc.node ?? '', session: doc.session };
-    for (const sent of claimed) {
-      if (!sent) continue;
+    for (const sent of await this.claim(ctx, m)) {
       credits.add(sent.id, sent.attempts);
       await ctx.send(relayProtocol, ctx.key, { kind: 'send-timeout', tenantId: m.tenantId, messageId: sent.id, attempt: sent.attempts }, { delayMs: this.deps.sendTimeoutMs });
       await this.deps.link.deliver(relay, sendFrame(sent));
     }
     await this.grant(ctx, m.tenantId);
+  }
+
+  /**
+   * Claims the hand-over's messages still queued, in one write (`queued →
+   * processing`, one more attempt, marked with a claim unique to this
+   * delivery), then reads back what this claim got: two round trips for the
+   * whole hand-over. Returned in queue order. A redelivered hand-over makes a
+   * new claim, which finds its messages no longer queued: nothing is sent twice.
+   */
+  private async claim(ctx: RelayContext, m: Msg<'deliver'>): Promise<MessageDoc[]> {
+    const { messages } = this.deps.db;
+    const scope = { tenantId: m.tenantId };
+    const now = nowIso();
+    const claim = randomUUID();
+    const ids = m.items.map((item) => item.id);
+    const claimed = await messages.updateMany(scope, { id: { $in: ids }, status: 'queued' }, {
+      $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now, claim },
+      $inc: { attempts: 1 },
+    });
+    if (claimed === 0) return [];
+    const got = new Map((await messages.find(scope, { id: { $in: ids }, claim })).map((d) => [d.id, d]));
+    return ids.flatMap((id) => got.get(id) ?? []);
   }
 
   /**
