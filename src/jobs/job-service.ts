@@ -17,6 +17,7 @@ import { countJob } from './job-counts.ts';
 import { stopUnsent } from './job-release.ts';
 import { maxScheduleAheadDays, type AcceptedJob, type BulkBody } from './job-schemas.ts';
 import { jobIndexScope, publicJob, zeroCounts, type JobCollections, type JobDoc } from './job-store.ts';
+import { chunks } from '../chunks.ts';
 
 
 const acceptedMessages = (register.getSingleMetric('relaybox_bulk_messages_accepted_total') as Counter | undefined) ?? new Counter({
@@ -156,11 +157,6 @@ export class JobService {
  */
 const insertChunk = 1_000;
 
-function chunks<T>(items: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
-}
 
 function checkSchedule(raw: string): string {
   const at = Date.parse(raw);

@@ -1,6 +1,7 @@
 import { nowIso } from '../ids.ts';
-import type { Collection, WriteOp } from '../store/collection.ts';
+import type { Collection, Update } from '../store/collection.ts';
 import type { ConversationDoc, MessageDoc } from './message-store.ts';
+import { chunks } from '../chunks.ts';
 
 export interface ConversationTouch {
   tenantId: string;
@@ -25,12 +26,12 @@ export function sentTouch(d: MessageDoc): ConversationTouch {
   };
 }
 
-function touchUpdate(touch: ConversationTouch, now: string) {
-  return {
-    $set: { lastMessage: touch.lastMessage, lastMessageAt: touch.lastMessageAt, updatedAt: now },
-    $inc: { unreadCount: touch.unread },
-    $setOnInsert: { participant: touch.participant, isGroup: touch.isGroup, createdAt: now },
-  };
+/** A sent message's touch sets fixed values only, so it is safe to apply twice (a bulk write may); a received one counts itself unread. */
+function touchUpdate(touch: ConversationTouch, now: string): Update {
+  const $set = { lastMessage: touch.lastMessage, lastMessageAt: touch.lastMessageAt, updatedAt: now };
+  const created = { participant: touch.participant, isGroup: touch.isGroup, createdAt: now };
+  if (touch.unread === 0) return { $set, $setOnInsert: { ...created, unreadCount: 0 } };
+  return { $set, $inc: { unreadCount: touch.unread }, $setOnInsert: created };
 }
 
 /** Brings one conversation up to date with a new message, creating it on the first one. */
@@ -57,10 +58,14 @@ export async function touchConversations(conversations: Collection<ConversationD
   const now = nowIso();
   await Promise.all([...byTeam.values()].map(async (team) => {
     const scope = { tenantId: team[0]!.tenantId, teamId: team[0]!.teamId };
-    for (let i = 0; i < team.length; i += touchesPerCommand) {
-      const ops: WriteOp[] = team.slice(i, i + touchesPerCommand).map((t) => ({ updateOne: { filter: { id: t.conversationId }, update: touchUpdate(t, now), upsert: true } }));
-      const { conflicts } = await conversations.bulkWrite(scope, ops);
-      if (conflicts.length > 0) await conversations.bulkWrite(scope, conflicts.map((c) => ({ updateOne: { ...(ops[c] as Extract<WriteOp, { updateOne: unknown }>).updateOne, upsert: false } })));
+    const unread = team.filter((t) => t.unread !== 0);
+    const read = team.filter((t) => t.unread === 0);
+    // Batches of operations safe to apply twice; a touch that counts unread goes alone (Collection.bulkWrite).
+    const batches = [...unread.map((t) => [t]), ...chunks(read, touchesPerCommand)];
+    for (const batch of batches) {
+      const ops = batch.map((t) => ({ filter: { id: t.conversationId }, update: touchUpdate(t, now) }));
+      const { conflicts } = await conversations.bulkWrite(scope, ops.map((op) => ({ updateOne: { ...op, upsert: true } })));
+      if (conflicts.length > 0) await conversations.bulkWrite(scope, conflicts.map((c) => ({ updateOne: ops[c]! })));
     }
   }));
 }

@@ -230,17 +230,31 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     const mongoOps: AnyBulkWriteOperation[] = ops.map((op) => 'deleteOne' in op
       ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
       : { updateOne: { filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)), update: op.updateOne.update as Document, upsert: op.updateOne.upsert ?? false } });
-    if (this.server.partialBulkErrors && ops.some((op) => 'updateOne' in op && op.updateOne.upsert)) return this.bulkOneByOne(mongoOps);
+    if (this.server.partialBulkErrors && mongoOps.length > 1) return this.guard(() => this.bulkOrOneByOne(mongoOps));
     return this.guard(() => this.bulk(mongoOps, (i) => i));
   }
 
   /**
    * FerretDB 1.x ends an unordered bulk write at its first failed statement
-   * and reports it at the wrong index with counts of zero, so a batch that may
-   * conflict (upserts racing another writer's) cannot be told apart there:
-   * each statement is its own command, a few side by side. It costs one round
-   * trip per statement, as separate writes did; MongoDB never takes this path.
+   * and reports it at the wrong index with counts of zero, so after a failure
+   * nobody can tell which statements were applied. There the batch goes as one
+   * command (one round trip: the common case), and only when that fails is it
+   * written again one statement per command, which gives each its own answer.
+   * That is why every operation of a bulk write must be safe to apply twice
+   * (see `Collection.bulkWrite`); the counts of the second pass then leave out
+   * what the first applied. MongoDB never takes this path.
    */
+  private async bulkOrOneByOne(ops: AnyBulkWriteOperation[]): Promise<BulkWriteResult> {
+    try {
+      const r = await this.sent('bulkWrite', () => this.col.bulkWrite(ops, { ordered: false }));
+      return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts: [] };
+    } catch (err) {
+      if (!(err instanceof MongoBulkWriteError)) throw err;
+      return this.bulkOneByOne(ops);
+    }
+  }
+
+  /** Each statement its own command, a few side by side. */
   private bulkOneByOne(ops: AnyBulkWriteOperation[]): Promise<BulkWriteResult> {
     return this.guard(async () => {
       const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };

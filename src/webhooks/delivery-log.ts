@@ -1,6 +1,7 @@
 import { nowIso } from '../ids.ts';
 import type { Collection } from '../store/collection.ts';
 import { orgScope, type DeliveryDoc } from './webhook-store.ts';
+import { chunks } from '../chunks.ts';
 
 interface Success {
   delivery: DeliveryDoc;
@@ -68,10 +69,4 @@ export class DeliveryLog {
     this.flushing = false;
     this.schedule();
   }
-}
-
-function chunks<T>(items: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
 }

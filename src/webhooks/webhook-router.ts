@@ -6,6 +6,7 @@ import type { Transport } from '../runtime/types.ts';
 import { insertNew } from '../store/insert-new.ts';
 import { deliveryId, orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 import { platformScope } from '../store/collection.ts';
+import { chunks } from '../chunks.ts';
 
 /** Deliveries per actor message, so one message stays small on the wire. */
 const acceptChunk = 200;
@@ -74,10 +75,4 @@ export class WebhookRouter {
     const index = await this.deps.db.index.find(platformScope, {});
     await Promise.all(index.map((entry) => this.webhooks.send(entry.id, { kind: 'sweep', orgId: entry.orgId })));
   }
-}
-
-function chunks<T>(items: T[], size: number): T[][] {
-  const out: T[][] = [];
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
-  return out;
 }

@@ -70,8 +70,8 @@ const perSend: Record<Backend, Record<string, number>> = {
   'redis+mongo': {
     'messages.insertMany': 1,
     'conversations.bulkWrite': 1,
-    // the outbox: the event published, then cleared from the message
-    'messages.updateMany': 1,
+    // the outbox: the event published, then cleared from the message (one bulk write for the batch)
+    'messages.bulkWrite': 1,
     'org_events.insertMany': 1,
     'webhooks.find': 1,
   },
