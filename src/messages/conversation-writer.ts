@@ -26,7 +26,7 @@ export function sentTouch(d: MessageDoc): ConversationTouch {
   };
 }
 
-/** A sent message's touch sets fixed values only, so it is safe to apply twice (a bulk write may); a received one counts itself unread. */
+/** A sent message's touch sets fixed values only; a received one counts itself unread. */
 function touchUpdate(touch: ConversationTouch, now: string): Update {
   const $set = { lastMessage: touch.lastMessage, lastMessageAt: touch.lastMessageAt, updatedAt: now };
   const created = { participant: touch.participant, isGroup: touch.isGroup, createdAt: now };
@@ -58,11 +58,7 @@ export async function touchConversations(conversations: Collection<ConversationD
   const now = nowIso();
   await Promise.all([...byTeam.values()].map(async (team) => {
     const scope = { tenantId: team[0]!.tenantId, teamId: team[0]!.teamId };
-    const unread = team.filter((t) => t.unread !== 0);
-    const read = team.filter((t) => t.unread === 0);
-    // Batches of operations safe to apply twice; a touch that counts unread goes alone (Collection.bulkWrite).
-    const batches = [...unread.map((t) => [t]), ...chunks(read, touchesPerCommand)];
-    for (const batch of batches) {
+    for (const batch of chunks(team, touchesPerCommand)) {
       const ops = batch.map((t) => ({ filter: { id: t.conversationId }, update: touchUpdate(t, now) }));
       const { conflicts } = await conversations.bulkWrite(scope, ops.map((op) => ({ updateOne: { ...op, upsert: true } })));
       if (conflicts.length > 0) await conversations.bulkWrite(scope, conflicts.map((c) => ({ updateOne: ops[c]! })));

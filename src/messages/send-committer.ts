@@ -3,7 +3,7 @@ import type { Outbox, Outboxed } from '../events/outbox.ts';
 import { stageDuration } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
-import { sentTouch, touchConversations } from './conversation-writer.ts';
+import { sentTouch, touchConversations, type ConversationTouch } from './conversation-writer.ts';
 import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
 import { tenantProtocol } from '../actors/tenant/protocol.ts';
@@ -38,6 +38,7 @@ export class SendCommitter {
   private pendingDocs = 0;
   private flushing = 0;
   private scheduled = false;
+  private conversationWrites: Promise<void> = Promise.resolve();
   private readonly tenants;
 
   constructor(
@@ -120,9 +121,22 @@ export class SendCommitter {
         const scope = { tenantId: group[0]!.tenantId, teamId: group[0]!.teamId };
         return { scope, entries: await this.deps.outbox.insert(messages, scope, group, queued) };
       })),
-      touchConversations(conversations, docs.filter((d) => !d.fanout).map(sentTouch)),
+      this.touchInTurn(docs.filter((d) => !d.fanout).map(sentTouch)),
     ]);
     return written.filter((w) => w.entries.length > 0);
+  }
+
+  /**
+   * Conversations are written by one group commit at a time, even while
+   * several are in flight: two of them would otherwise race to create the
+   * same new conversation (a conflict, and on FerretDB 1.x a connection it
+   * never gives back).
+   */
+  private touchInTurn(touches: ConversationTouch[]): Promise<void> {
+    const { conversations } = this.deps.db;
+    const mine = this.conversationWrites.then(() => touchConversations(conversations, touches));
+    this.conversationWrites = mine.catch(() => undefined);
+    return mine;
   }
 
   /** A failed publish leaves the events in their messages' outboxes, where the tenant's sweep publishes them. */

@@ -119,12 +119,7 @@ export interface Collection<T extends Doc> {
    * Many independent writes in one database round trip (MongoDB's unordered
    * `bulkWrite`; one transaction on the embedded store): the way a batch of
    * compare-and-sets is written. Every operation is tried; a unique-key
-   * refusal is reported in `conflicts`, any other failure is thrown. Each
-   * operation must be safe to apply twice (a compare-and-set whose update
-   * changes what its filter matches, a `$set` or `$unset` of fixed values; no
-   * `$inc`): a MongoDB wire server that cannot say which statements of a
-   * failed batch it applied (FerretDB 1.x) has the batch written again one
-   * operation at a time, and the counts then leave out what the first pass did.
+   * refusal is reported in `conflicts`, any other failure is thrown.
    */
   bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult>;
 }

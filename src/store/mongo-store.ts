@@ -1,6 +1,6 @@
 import { MongoBulkWriteError, MongoClient, MongoServerError, type AnyBulkWriteOperation, type Db, type Document } from 'mongodb';
 import { AppError } from '../errors.ts';
-import { compareBySort, getPath } from './query.ts';
+import { applyUpdate, compareBySort, equalityFields, getPath } from './query.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { withTransientRetry } from './transient-errors.ts';
 import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
@@ -57,8 +57,12 @@ const idReadsInFlight = 4;
 interface ServerQuirks {
   /** An `_id: {$in}` filter reads the whole collection. */
   scansIdLists: boolean;
-  /** An unordered bulk write stops at its first failure and misreports it. */
-  partialBulkErrors: boolean;
+  /**
+   * A write command holds a backend connection per statement until it ends,
+   * so a few concurrent many-statement commands take every connection and
+   * wait for more, for good; an upsert that conflicts loses a connection too.
+   */
+  writesOneStatementEach: boolean;
 }
 
 class MongoCollection<T extends Doc> implements Collection<T> {
@@ -195,18 +199,19 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId('updateMany', ids.map((id) => ({ updateOne: { filter: toMongoFilter({ ...scoped, id }), update: update as Document } })), (r) => r.modifiedCount);
+    if (ids) return this.eachId(ids, async (id) => (await this.sent('updateMany', () => this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document))).modifiedCount);
     return this.guard(async () => (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document))).modifiedCount);
   }
 
-  /**
-   * An id list's write on FerretDB 1.x: one single-id statement per id, all in
-   * one command (an unordered bulk write), so it is one round trip and each
-   * statement finds its document by `_id` rather than by a collection scan.
-   */
-  private eachId(operation: StoreOperation, ops: AnyBulkWriteOperation[], written: (r: { modifiedCount: number; deletedCount: number }) => number): Promise<number> {
-    if (ops.length === 0) return Promise.resolve(0);
-    return this.guard(async () => written(await this.sent(operation, () => this.col.bulkWrite(ops, { ordered: false }))));
+  /** An id list's write on FerretDB 1.x: one single-id command per id (each finds its document by `_id`), a few side by side. */
+  private eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
+    return this.guard(async () => {
+      let written = 0;
+      for (let i = 0; i < ids.length; i += idReadsInFlight) {
+        for (const n of await Promise.all(ids.slice(i, i + idReadsInFlight).map(write))) written += n;
+      }
+      return written;
+    });
   }
 
   deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
@@ -216,7 +221,7 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   deleteMany(scope: Scope, filter: Filter): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId('deleteMany', ids.map((id) => ({ deleteOne: { filter: toMongoFilter({ ...scoped, id }) } })), (r) => r.deletedCount);
+    if (ids) return this.eachId(ids, async (id) => (await this.sent('deleteMany', () => this.col.deleteOne(toMongoFilter({ ...scoped, id })))).deletedCount);
     return this.guard(async () => (await this.sent('deleteMany', () => this.col.deleteMany(toMongoFilter(scoped)))).deletedCount);
   }
 
@@ -230,45 +235,50 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     const mongoOps: AnyBulkWriteOperation[] = ops.map((op) => 'deleteOne' in op
       ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
       : { updateOne: { filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)), update: op.updateOne.update as Document, upsert: op.updateOne.upsert ?? false } });
-    if (this.server.partialBulkErrors && mongoOps.length > 1) return this.guard(() => this.bulkOrOneByOne(mongoOps));
+    if (this.server.writesOneStatementEach) return this.guard(() => this.statementEach(scope, ops));
     return this.guard(() => this.bulk(mongoOps, (i) => i));
   }
 
   /**
-   * FerretDB 1.x ends an unordered bulk write at its first failed statement
-   * and reports it at the wrong index with counts of zero, so after a failure
-   * nobody can tell which statements were applied. There the batch goes as one
-   * command (one round trip: the common case), and only when that fails is it
-   * written again one statement per command, which gives each its own answer.
-   * That is why every operation of a bulk write must be safe to apply twice
-   * (see `Collection.bulkWrite`); the counts of the second pass then leave out
-   * what the first applied. MongoDB never takes this path.
+   * A bulk write on FerretDB 1.x, which holds a PostgreSQL connection per
+   * statement of a write command until the command ends (three concurrent
+   * 30-statement updates take a 90-connection pool and then wait for good)
+   * and loses one for every upsert that conflicts. So each operation is its
+   * own single-statement command, a few side by side, and an upsert is never
+   * sent: an update, and when it matches nothing an insert of the document the
+   * upsert would have made, and when that conflicts (another writer inserted
+   * it first) the update again. One round trip per operation, as separate
+   * writes were; MongoDB never takes this path.
    */
-  private async bulkOrOneByOne(ops: AnyBulkWriteOperation[]): Promise<BulkWriteResult> {
-    try {
-      const r = await this.sent('bulkWrite', () => this.col.bulkWrite(ops, { ordered: false }));
-      return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts: [] };
-    } catch (err) {
-      if (!(err instanceof MongoBulkWriteError)) throw err;
-      return this.bulkOneByOne(ops);
-    }
-  }
-
-  /** Each statement its own command, a few side by side. */
-  private bulkOneByOne(ops: AnyBulkWriteOperation[]): Promise<BulkWriteResult> {
-    return this.guard(async () => {
-      const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
-      for (let i = 0; i < ops.length; i += idReadsInFlight) {
-        const results = await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => this.bulk([op], () => i + j)));
-        for (const r of results) {
-          total.matched += r.matched;
-          total.upserted += r.upserted;
-          total.deleted += r.deleted;
-          total.conflicts.push(...r.conflicts);
-        }
+  private async statementEach(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
+    const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
+    const one = async (op: WriteOp, i: number): Promise<void> => {
+      if ('deleteOne' in op) {
+        total.deleted += (await this.sent('bulkWrite', () => this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))))).deletedCount;
+        return;
       }
-      return total;
-    });
+      const filter = toMongoFilter(scopedFilter(scope, op.updateOne.filter));
+      const update = op.updateOne.update as Document;
+      const updated = async () => (await this.sent('bulkWrite', () => this.col.updateOne(filter, update))).matchedCount === 1;
+      if (await updated()) {
+        total.matched++;
+        return;
+      }
+      if (!op.updateOne.upsert) return;
+      const doc = scopedDoc(scope, equalityFields(op.updateOne.filter) as Doc);
+      applyUpdate(doc, op.updateOne.update, true);
+      try {
+        await this.sent('bulkWrite', () => this.col.insertOne(toMongoDoc(doc)));
+        total.upserted++;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        if (await updated()) total.matched++;
+        else total.conflicts.push(i);
+      }
+    };
+    for (let i = 0; i < ops.length; i += idReadsInFlight) await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => one(op, i + j)));
+    total.conflicts.sort((a, b) => a - b);
+    return total;
   }
 
   /** One bulkWrite command; `indexOf` maps its statement indexes to the caller's. */
@@ -308,7 +318,7 @@ export class MongoStore implements Store {
   private readonly db: Db;
   private readonly declared = new Map<string, IndexSpec[]>();
   /** What the server is: FerretDB says so in `buildInfo` (known at `init`, before any read). */
-  private readonly server = { scansIdLists: false, partialBulkErrors: false };
+  private readonly server: ServerQuirks = { scansIdLists: false, writesOneStatementEach: false };
 
   constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number) {
     this.client = new MongoClient(url, { serverSelectionTimeoutMS: 3_000, connectTimeoutMS: 3_000, maxPoolSize: 50 });
@@ -325,7 +335,7 @@ export class MongoStore implements Store {
     const info = await this.db.admin().command({ buildInfo: 1 });
     const ferretdb = typeof info.ferretdbVersion === 'string';
     this.server.scansIdLists = ferretdb;
-    this.server.partialBulkErrors = ferretdb;
+    this.server.writesOneStatementEach = ferretdb;
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {
         const keys = Object.fromEntries(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]));
