@@ -81,7 +81,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   });
   const actors = createActors({
     config, log, db, webhookDb, automationDb, runtime, events, outbox, link,
-    attempts: webhooks.attempts, actions: automations.actions, closedSources: (orgId) => cancelledJobIds(db, orgId),
+    attempts: webhooks.attempts, actions: automations.actions, closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
   });
 
   await runtime.start(actors.definitions, { consume: opts.consume });

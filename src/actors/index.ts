@@ -43,8 +43,8 @@ export interface ActorDeps {
   attempts: DeliveryAttempts;
   /** What an automation's actions do (the automations feature's). */
   actions: AutomationActions;
-  /** The organization's cancelled bulk jobs whose messages the dispatch must not hand out. */
-  closedSources: (orgId: string) => Promise<string[]>;
+  /** The organization's cancelled bulk jobs whose messages the dispatch must not hand out; `closed` are those it has closed already. */
+  closedSources: (orgId: string, closed: string[]) => Promise<string[]>;
 }
 
 /** Every actor type, built over its stores and the ports it is given: every role registers them all (senders need each type's shards and schemas). */

@@ -145,7 +145,7 @@ export class JobService {
     }
     await this.deps.db.jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'cancelled' } });
     // The job actor stops the queued messages in the store, then records when the sends already on a relay are done.
-    await this.deps.jobs.send(jobId, { kind: 'stop', ...owner }).catch((err: unknown) => this.deps.log.warn({ err, jobId }, 'could not hand a cancel to its job actor; its next progress check stops the messages'));
+    await this.deps.jobs.send(jobId, { kind: 'stop', ...owner, cancelledAt: now }).catch((err: unknown) => this.deps.log.warn({ err, jobId }, 'could not hand a cancel to its job actor; its next progress check stops the messages'));
     return publicJob(job, await countJob(this.deps.db, scope, jobId, job.status));
   }
 }

@@ -62,9 +62,17 @@ export function jobCollections(store: Store) {
 
 export type JobCollections = ReturnType<typeof jobCollections>;
 
-/** The organization's cancelled jobs that still have messages to stop or to finish: sources the dispatch must not hand out. */
-export async function cancelledJobIds(db: JobCollections, orgId: string): Promise<string[]> {
-  return (await db.jobs.find({ tenantId: orgId }, { status: 'cancelled', completedAt: null })).map((j) => j.id);
+/**
+ * The organization's cancelled jobs that still have messages to stop or to
+ * finish: sources the dispatch must not hand out. Those of `closed` (jobs the
+ * dispatch heard were cancelled) stay in until they finish, whatever status
+ * the store shows: a cancel is never undone, though on a MongoDB wire server
+ * such as FerretDB 1.x a concurrent write can briefly put the job back as
+ * running until its job actor makes the cancel again (JobTracker.stop).
+ */
+export async function cancelledJobIds(db: JobCollections, orgId: string, closed: string[] = []): Promise<string[]> {
+  const cancelled = closed.length === 0 ? { status: 'cancelled' } : { $or: [{ status: 'cancelled' }, { id: { $in: closed } }] };
+  return (await db.jobs.find({ tenantId: orgId }, { ...cancelled, completedAt: null })).map((j) => j.id);
 }
 
 export const jobIndexScope = platformScope;

@@ -4,6 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { apiKey, eachBackend, signup, startTestApp, teamHeader, type Org, type TestApp } from '../support/test-app.ts';
 import { StandInRelay } from '../support/stand-in-relay.ts';
 import { waitFor } from './runtime-contract.ts';
+import type { JobDoc } from '../../src/jobs/job-store.ts';
+import type { MessageDoc } from '../../src/messages/message-store.ts';
 
 // Stand-in relays do not heartbeat: a slow backend must not take them offline in the middle of a test.
 const fast = { MESSAGE_RETRY_BASE_MS: '40', MESSAGE_MAX_ATTEMPTS: '1', TENANT_SWEEP_MS: '300', JOB_TRACK_MS: '100', RELAY_HEARTBEAT_TIMEOUT_MS: '600000' };
@@ -31,6 +33,16 @@ eachBackend((backend) => {
     };
     const storedMessages = (org: Org) => t.app.store.collection('messages').count({ tenantId: org.orgId }, {});
     const storedJobs = (org: Org) => t.app.store.collection('bulk_jobs').count({ tenantId: org.orgId }, {});
+    /** A job and its messages as the store has them: what a wait that timed out was waiting on. */
+    const storedJob = async (org: Org, jobId: string) => {
+      const scope = { tenantId: org.orgId };
+      const job = await t.app.store.collection<JobDoc>('bulk_jobs').findOne(scope, { id: jobId });
+      const messages = await t.app.store.collection<MessageDoc>('messages').find(scope, { jobId }, { sort: { jobIndex: 1 } });
+      return JSON.stringify({
+        job: job && { status: job.status, trackTick: job.trackTick, completedAt: job.completedAt },
+        messages: messages.map((m) => ({ i: m.jobIndex, status: m.status, relayId: m.relayId, attempts: m.attempts, updatedAt: m.updatedAt, lastError: m.lastError })),
+      });
+    };
 
     test('limits: 0 and 10,001 entries, 10 MiB + 1, scheduledAt in the past or beyond 90 days are refused and nothing is created', async () => {
       const org = await signup(t);
@@ -228,7 +240,9 @@ eachBackend((backend) => {
       assert.equal(stop.status, 200);
       assert.deepEqual(stop.body.counts, { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17 }, 'counted as cancelled from the answer on');
       for (const frame of relay.sends) await relay.report(frame.messageId, 'delivered');
-      await waitFor(async () => (await detail(org, jobId)).completedAt !== null, 60_000, 'the handed-out sends finish');
+      await waitFor(async () => (await detail(org, jobId)).completedAt !== null, 60_000, 'the handed-out sends finish').catch(async (err: Error) => {
+        throw new Error(`${err.message}; ${relay.sends.length} handed out; stored: ${await storedJob(org, jobId)}`);
+      });
       await sleep(300);
       assert.equal(relay.sends.length, 3, 'nothing more was handed out');
       const after = await detail(org, jobId);

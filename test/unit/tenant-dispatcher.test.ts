@@ -11,6 +11,7 @@ import { queueItemOf } from '../../src/actors/tenant/send-queue.ts';
 import { TenantDispatcher, type TenantState } from '../../src/actors/tenant/tenant-dispatcher.ts';
 import type { StatusReport } from '../../src/actors/tenant/protocol.ts';
 import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts';
+import { cancelledJobIds, jobCollections, zeroCounts, type JobDoc } from '../../src/jobs/job-store.ts';
 import type { ActorContext } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 
@@ -49,7 +50,7 @@ interface Sent { type: string; key: string; msg: { kind: string; [field: string]
 async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = []) {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-dispatch-'));
   const store = new EmbeddedStore(dir);
-  const db = { ...messagingCollections(store), ...relayCollections(store) };
+  const db = { ...messagingCollections(store), ...relayCollections(store), ...jobCollections(store) };
   const events = new StoreEventStream(store);
   await store.init();
   t.after(async () => {
@@ -59,7 +60,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
   if (relays.length > 0) await db.relays.insertMany(scope, relays);
   if (stored.length > 0) await db.messages.insertMany(scope, stored);
   const log = createLogger('silent');
-  const dispatcher = new TenantDispatcher({ config, db, outbox: new Outbox(events, log) });
+  const dispatcher = new TenantDispatcher({ config, db, outbox: new Outbox(events, log), closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed) });
   let sent: Sent[] = [];
   let seq = 0;
   const ctx: ActorContext<TenantState> = {
@@ -117,6 +118,15 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
       relayId, session: 1, messageId, attempt, status, at: new Date().toISOString(), ...(freed ? { grant: grantFor(relayId, freed) } : {}),
     })))),
     retry: (messageId: string) => handle(() => dispatcher.retry(ctx, messageId)),
+    /** A cancel's close of a bulk job, as the request asks for it. */
+    closeSource: (source: string) => handle(() => dispatcher.closeSource(ctx, source)),
+    /** One look of the activation's sweep chain (its next timer is left out). */
+    sweep: async () => {
+      await handle(() => dispatcher.sweep(ctx, ctx.state.sweepChain!));
+      drain('tenant', 'sweep');
+    },
+    closed: () => [...ctx.state.closedSources],
+    jobs: db.jobs,
     /** The hand-overs since the last look, per relay, each claimed in the store as its relay actor would. */
     handedOut: async () => {
       const out: [string, string[]][] = [];
@@ -300,4 +310,31 @@ test('reports handled as a batch end as the same reports one by one would: one w
   const sent = (await d.events.read('test', 'c1', 100)).filter((e) => e.event.event === 'message.sent').map((e) => e.event.data.id);
   assert.deepEqual(sent.sort(), ['m1', 'm2'], 'one message.sent each');
   assert.deepEqual(await d.handedOut(), [['r1', ['m4']]], 'the credits that came back hand out what waits');
+});
+
+/** A bulk job of the team as the store has it. */
+const bulkJob = (id: string, fields: Partial<JobDoc> = {}): JobDoc => ({
+  id, tenantId: org, teamId: 'team_1', status: 'processing', totalRecipients: 4, scheduledAt: null, startedAt: '2026-01-01T00:00:00.000Z', completedAt: null,
+  cancelledAt: null, counts: zeroCounts(), trackTick: 0, released: true, conversationsTouched: true, createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z', ...fields,
+});
+
+test('a cancelled job stays closed while the store shows it processing again (a lost write), and leaves the closed set once it finishes', async (t) => {
+  const d = await open(t, [relay('r1', 3)]);
+  const jobScope = { tenantId: org, teamId: 'team_1' };
+  await d.jobs.insertOne(jobScope, bulkJob('job_a'));
+  await d.grant('r1', 1);
+  await d.queue(...Array.from({ length: 4 }, (_, i) => message(`job_${i}`, { jobId: 'job_a', jobIndex: i })));
+  assert.deepEqual(await d.handedOut(), [['r1', ['job_0']]]);
+  await d.jobs.updateOne(jobScope, { id: 'job_a' }, { $set: { status: 'cancelled' } });
+  await d.closeSource('job_a');
+  // A write of the job that read it before the cancel lands after it (FerretDB 1.x): the store shows it running again.
+  await d.jobs.updateOne(jobScope, { id: 'job_a' }, { $set: { status: 'processing' } });
+  await d.sweep();
+  assert.deepEqual(d.closed(), ['job_a']);
+  await d.grant('r1', 2);
+  assert.deepEqual(await d.handedOut(), [], 'nothing more of the cancelled job is handed out');
+
+  await d.jobs.updateOne(jobScope, { id: 'job_a' }, { $set: { status: 'cancelled', completedAt: '2026-01-01T00:01:00.000Z' } });
+  await d.sweep();
+  assert.deepEqual(d.closed(), [], 'a finished job drops out');
 });

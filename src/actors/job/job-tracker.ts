@@ -4,6 +4,7 @@ import type { Logger } from '../../log.ts';
 import { sentTouch, touchConversations } from '../../messages/conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { jobProtocol } from './protocol.ts';
+import { tenantProtocol } from '../tenant/protocol.ts';
 import type { ActorClient, ActorContext } from '../../runtime/actor.ts';
 import { countJob } from '../../jobs/job-counts.ts';
 import { releaseToSendQueue } from '../../jobs/job-release.ts';
@@ -58,14 +59,35 @@ export class JobTracker {
   }
 
   /** A cancelled job's messages still queued are stopped (the dispatch already hands none of them out); then its progress is followed to the end. */
-  async stop(ctx: ActorContext, orgId: string, teamId: string): Promise<void> {
+  async stop(ctx: ActorContext, orgId: string, teamId: string, cancelledAt = nowIso()): Promise<void> {
     const jobId = ctx.key;
     const scope = { tenantId: orgId, teamId };
-    const job = await this.deps.db.jobs.findOne(scope, { id: jobId, status: 'cancelled' });
+    const job = await this.holdCancel(ctx, scope, jobId, cancelledAt);
     if (!job) return;
     const stopped = await stopUnsent(this.deps, scope, jobId);
     ctx.log.info({ jobId, tenantId: orgId, stopped }, 'cancelled job stopped');
     await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: job.trackTick });
+  }
+
+  /**
+   * The unfinished job, cancelled. A stop is sent only after a cancel, yet the
+   * job may show `scheduled` or `processing` again: a MongoDB wire server
+   * such as FerretDB 1.x applies concurrent updates of one document as read,
+   * then write of the whole document, so a write of this actor (a progress
+   * look's) that lands just after the request's cancel puts the job back as
+   * it was. The cancel is made again here, in this actor's order, where none
+   * of its later writes can undo it, and the dispatch closes the job again
+   * (it may have read the job back as running meanwhile).
+   */
+  private async holdCancel(ctx: ActorContext, scope: { tenantId: string; teamId: string }, jobId: string, cancelledAt: string): Promise<JobDoc | null> {
+    const { jobs } = this.deps.db;
+    const job = await jobs.findOne(scope, { id: jobId, completedAt: null });
+    if (!job || job.status === 'cancelled') return job;
+    const again = await jobs.updateOne(scope, { id: jobId, status: job.status, completedAt: null }, { $set: { status: 'cancelled', cancelledAt, updatedAt: nowIso() } });
+    if (!again) return null;
+    ctx.log.warn({ jobId, tenantId: scope.tenantId, was: job.status }, 'a cancel the store lost was made again');
+    await ctx.send(tenantProtocol, scope.tenantId, { kind: 'close-source', source: jobId });
+    return again;
   }
 
   /** One look at a running (or cancelled, still finishing) job; schedules the next until every message is done. */

@@ -7,7 +7,7 @@ export function jobActor(tracker: JobTracker) {
   return defineActor(jobProtocol, {
     handlers: {
       start: (ctx, m) => tracker.start(ctx, m.orgId, m.teamId),
-      stop: (ctx, m) => tracker.stop(ctx, m.orgId, m.teamId),
+      stop: (ctx, m) => tracker.stop(ctx, m.orgId, m.teamId, m.cancelledAt),
       track: (ctx, m) => tracker.track(ctx, m.orgId, m.teamId, m.tick),
     },
   });

@@ -9,8 +9,8 @@ const owner = { orgId: id, teamId: id };
 export const jobProtocol = defineProtocol('job', {
   /** Its messages go on the send queue and are announced: at once for a job sent now, by a timer at a scheduled job's `scheduledAt`. */
   start: owner,
-  /** The job was cancelled: its messages still queued are stopped in the store. */
-  stop: owner,
+  /** The job was cancelled (at `cancelledAt`; absent from a stop sent before the field): its messages still queued are stopped in the store. */
+  stop: { ...owner, cancelledAt: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })) },
   /** One look at a running job's progress; `tick` is the chain's position, so two chains never run side by side. */
   track: { ...owner, tick: Type.Integer({ minimum: 0 }) },
 });

@@ -44,8 +44,8 @@ type Deps = {
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
-  /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished). */
-  closedSources?: (orgId: string) => Promise<string[]>;
+  /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished), keeping those of `closed` until they finish. */
+  closedSources?: (orgId: string, closed: string[]) => Promise<string[]>;
 };
 
 /**
@@ -102,7 +102,7 @@ export class TenantDispatcher {
     const [queued, online, closed] = await Promise.all([
       readAll(dueQueued(), { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
-      this.deps.closedSources?.(orgId) ?? [],
+      this.deps.closedSources?.(orgId, []) ?? [],
     ]);
     state.closedSources = new Set(closed);
     state.queue.clear();
@@ -194,7 +194,8 @@ export class TenantDispatcher {
     const scope = this.scope(orgId);
     const online = await relays.find(scope, { status: 'online' });
     // The store records a close before the actor hears of it, so its list is complete; a finished job drops out.
-    if (this.deps.closedSources) state.closedSources = new Set(await this.deps.closedSources(orgId));
+    // One closed here stays closed until it finishes, even while the store shows it running again (a lost write, see cancelledJobIds).
+    if (this.deps.closedSources) state.closedSources = new Set(await this.deps.closedSources(orgId, [...state.closedSources]));
     const onlineIds = online.map((r) => r.id);
     for (const id of [...state.relays.keys()]) if (!onlineIds.includes(id)) state.relays.delete(id);
     for (const doc of online) {
