@@ -63,6 +63,11 @@ export function withOutbox<T extends Doc>(doc: T, events: DomainEvent[]): { doc:
 export class Outbox {
   constructor(private readonly stream: EventStream, private readonly log: Logger) {}
 
+  /** The stream commits with the store (the embedded default): an insert and its events are one local transaction, with no round trip to wait on. */
+  get commitsWithStore(): boolean {
+    return this.stream.appendWithWrite !== undefined;
+  }
+
   /**
    * A compare-and-set that carries `events` in the changed document's outbox
    * (one write: the events exist exactly when the change does), then

@@ -16,11 +16,13 @@ interface Submission {
 
 /**
  * Group commits under way at once. While they run the next batch gathers, so
- * batches grow as the database slows; more than one lets the next write start
- * while the last one's answer travels back (pipelining), which is what keeps
- * a remote database's round trip from bounding the rate.
+ * batches grow as the database slows; against a remote database more than
+ * one lets the next write start while the last one's answer travels back
+ * (pipelining), which is what keeps its round trip from bounding the rate.
+ * The embedded store writes in the caller's turn and commits once per turn,
+ * so there one at a time makes the fewest, largest transactions.
  */
-const maxFlushesInFlight = 3;
+const flushesInFlight = { remote: 3, embedded: 1 };
 const persistStage = stageDuration.labels('/api/v1/messages', 'persist');
 const enqueueStage = stageDuration.labels('/api/v1/messages', 'enqueue');
 
@@ -40,12 +42,14 @@ export class SendCommitter {
   private scheduled = false;
   private conversationWrites: Promise<void> = Promise.resolve();
   private readonly tenants;
+  private readonly maxFlushesInFlight: number;
 
   constructor(
     private readonly deps: { db: MessagingCollections; runtime: Transport; outbox: Outbox; log: Logger },
     private readonly batchMax: number,
   ) {
     this.tenants = actorClient(deps.runtime, tenantProtocol);
+    this.maxFlushesInFlight = deps.outbox.commitsWithStore ? flushesInFlight.embedded : flushesInFlight.remote;
   }
 
   submit(docs: MessageDoc[]): Promise<void> {
@@ -57,7 +61,7 @@ export class SendCommitter {
   }
 
   private schedule(): void {
-    if (this.scheduled || this.flushing >= maxFlushesInFlight || this.pending.length === 0) return;
+    if (this.scheduled || this.flushing >= this.maxFlushesInFlight || this.pending.length === 0) return;
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
