@@ -141,6 +141,7 @@ export class ActorHost {
    * One outcome per envelope, in order.
    */
   async deliverBatch(envs: Array<{ env: Envelope; previousDeliveries: number }>, owned: AbortSignal): Promise<DeliveryOutcome[]> {
+    if (envs.length === 1) return [await this.deliver(envs[0]!.env, envs[0]!.previousDeliveries, owned)];
     const outcomes: Array<DeliveryOutcome | undefined> = envs.map(({ env, previousDeliveries }) => {
       const problem = this.validators.problem(env);
       return problem ? this.failed(env, problem, Math.max(1, previousDeliveries), undefined, true) : undefined;

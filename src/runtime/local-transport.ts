@@ -3,7 +3,7 @@ import { AppError, errorCodes, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import type { RuntimeConfig } from './types.ts';
 import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
-import { maxBatch, Mailboxes } from './mailboxes.ts';
+import { Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
 import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
 
@@ -23,7 +23,6 @@ export class LocalTransport implements Transport {
   private readonly serial = new Mailboxes<Delivery>(
     (items) => this.handle(items),
     (a, b) => this.requireHost().together(a.env, b.env),
-    maxBatch,
   );
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly dead = new Map<string, DeadLetter[]>();
@@ -127,9 +126,7 @@ export class LocalTransport implements Transport {
 
   private async handle(items: Delivery[]): Promise<void> {
     const host = this.requireHost();
-    const outcomes = items.length === 1
-      ? [await host.deliver(items[0]!.env, 0, this.ownership.signal)]
-      : await host.deliverBatch(items.map((d) => ({ env: d.env, previousDeliveries: 0 })), this.ownership.signal);
+    const outcomes = await host.deliverBatch(items.map((d) => ({ env: d.env, previousDeliveries: 0 })), this.ownership.signal);
     for (const [i, { env, reply }] of items.entries()) {
       const outcome = outcomes[i]!;
       this.pending.set(env.type, (this.pending.get(env.type) ?? 1) - 1);

@@ -1,6 +1,3 @@
-/** Waiting messages of one key and kind an actor's batch handler is given at once, at most. */
-export const maxBatch = 256;
-
 /**
  * Runs work one key at a time, in the order it was posted, while different
  * keys run concurrently: what gives an actor its one-message-at-a-time
@@ -16,8 +13,9 @@ export class Mailboxes<T> {
 
   constructor(
     private readonly handle: (items: T[]) => Promise<void>,
-    private readonly together: (first: T, next: T) => boolean = () => false,
-    private readonly maxBatch = 1,
+    private readonly together: (first: T, next: T) => boolean,
+    /** Waiting items handed over at once, at most (what an actor's batch handler is given). */
+    private readonly maxBatch = 256,
   ) {}
 
   post(key: string, item: T): void {

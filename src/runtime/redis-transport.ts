@@ -6,7 +6,7 @@ import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
-import { maxBatch, Mailboxes } from './mailboxes.ts';
+import { Mailboxes } from './mailboxes.ts';
 import { askError, askTimeout } from './local-transport.ts';
 import { readEnvelope } from './envelope.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
@@ -59,7 +59,6 @@ export class RedisTransport implements Transport {
   private readonly serial = new Mailboxes<StreamDelivery>(
     (items) => this.handle(items),
     (a, b) => a.shard === b.shard && this.requireHost().together(a.env, b.env),
-    maxBatch,
   );
   private readonly owned = new Map<string, Shard>();
   private readonly inFlightIds = new Set<string>();
@@ -369,11 +368,7 @@ export class RedisTransport implements Transport {
 
   private async handle(items: StreamDelivery[]): Promise<void> {
     try {
-      const host = this.requireHost();
-      const first = items[0]!;
-      const outcomes = items.length === 1
-        ? [await host.deliver(first.env, first.previousDeliveries, first.shard.ownership.signal)]
-        : await host.deliverBatch(items, first.shard.ownership.signal);
+      const outcomes = await this.requireHost().deliverBatch(items, items[0]!.shard.ownership.signal);
       await Promise.all(items.map(async ({ shard, id, env }, i) => {
         try {
           await this.settle(shard, id, env, outcomes[i]!);

@@ -35,11 +35,15 @@ function fromMongo<T extends Doc>(doc: Document | null): T | null {
  */
 const backendDuplicateKeyMessages = ['UNIQUE constraint failed', 'duplicate key value violates unique constraint'];
 
+/** A server's answer that a write broke a unique key: MongoDB's code, or FerretDB's backend message. */
+function duplicateKeyAnswer(code: unknown, message: unknown): boolean {
+  return code === duplicateKey || (typeof message === 'string' && backendDuplicateKeyMessages.some((text) => message.includes(text)));
+}
+
 function isDuplicateKey(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const { code, message } = err as { code?: unknown; message?: unknown };
-  if (code === duplicateKey) return true;
-  return err instanceof MongoServerError && typeof message === 'string' && backendDuplicateKeyMessages.some((text) => message.includes(text));
+  return code === duplicateKey || (err instanceof MongoServerError && duplicateKeyAnswer(code, message));
 }
 
 function translateError(err: unknown, collection: string): unknown {
@@ -232,11 +236,24 @@ class MongoCollection<T extends Doc> implements Collection<T> {
    * race) is reported by index; the other statements stand.
    */
   bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
+    if (this.server.writesOneStatementEach) return this.guard(() => this.statementEach(scope, ops));
+    if (ops.length === 0) return Promise.resolve({ matched: 0, upserted: 0, deleted: 0, conflicts: [] });
     const mongoOps: AnyBulkWriteOperation[] = ops.map((op) => 'deleteOne' in op
       ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
       : { updateOne: { filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)), update: op.updateOne.update as Document, upsert: op.updateOne.upsert ?? false } });
-    if (this.server.writesOneStatementEach) return this.guard(() => this.statementEach(scope, ops));
-    return this.guard(() => this.bulk(mongoOps, (i) => i));
+    return this.guard(async () => {
+      try {
+        const r = await this.sent('bulkWrite', () => this.col.bulkWrite(mongoOps, { ordered: false }));
+        return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts: [] };
+      } catch (err) {
+        if (!(err instanceof MongoBulkWriteError)) throw err;
+        const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+        const conflicts = errors.filter((e) => duplicateKeyAnswer(e.code, e.errmsg)).map((e) => e.index);
+        if (conflicts.length !== errors.length) throw err;
+        const r = err.result;
+        return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts };
+      }
+    });
   }
 
   /**
@@ -279,22 +296,6 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     for (let i = 0; i < ops.length; i += idReadsInFlight) await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => one(op, i + j)));
     total.conflicts.sort((a, b) => a - b);
     return total;
-  }
-
-  /** One bulkWrite command; `indexOf` maps its statement indexes to the caller's. */
-  private async bulk(ops: AnyBulkWriteOperation[], indexOf: (i: number) => number): Promise<BulkWriteResult> {
-    if (ops.length === 0) return { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
-    try {
-      const r = await this.sent('bulkWrite', () => this.col.bulkWrite(ops, { ordered: false }));
-      return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts: [] };
-    } catch (err) {
-      if (!(err instanceof MongoBulkWriteError)) throw err;
-      const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-      const conflicts = errors.filter((e) => e.code === duplicateKey || backendDuplicateKeyMessages.some((text) => (e.errmsg ?? '').includes(text))).map((e) => indexOf(e.index));
-      if (conflicts.length !== errors.length) throw err;
-      const r = err.result;
-      return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts };
-    }
   }
 }
 

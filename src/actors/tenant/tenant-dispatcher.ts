@@ -262,20 +262,15 @@ export class TenantDispatcher {
     ctx.log.info({ tenantId: ctx.key, relayId: report.relayId, reason }, 'relay left the dispatch');
   }
 
+  /** A relay's report on a send. Sent, delivered and read are a batch of one (`statuses`); a failure schedules a retry. */
   async status(ctx: TenantContext, report: StatusReport): Promise<void> {
+    if (report.status !== 'failed') return this.statuses(ctx, [report]);
     const orgId = ctx.key;
     const state = await this.state(ctx);
-    // Sent, delivered or failed: the relay actor freed the send's credit, and grants it with the report.
-    const released = report.grant ? this.applyGrant(state, report.relayId, report.grant) > 0 : false;
-    if (report.status === 'failed') {
-      await this.failAttempt(ctx, orgId, report.messageId, report.relayId, report.attempt, report.error ?? 'the relay could not send it');
-    } else {
-      // Only the message's current attempt on this relay counts: a late report of an earlier attempt
-      // (re-sent after a reconnect) must not settle the retry now in flight (its relay actor freed no credit for it either).
-      const current = await this.deps.db.messages.findOne(this.scope(orgId), { id: report.messageId, relayId: report.relayId, attempts: report.attempt });
-      if (current) await this.writeChanges(orgId, foldReports(new Map([[current.id, current]]), [report], nowIso()));
-    }
-    if (released || report.status === 'failed') await this.pump(ctx, orgId, state);
+    // The relay actor freed the send's credit, and grants it with the report.
+    if (report.grant) this.applyGrant(state, report.relayId, report.grant);
+    await this.failAttempt(ctx, orgId, report.messageId, report.relayId, report.attempt, report.error ?? 'the relay could not send it');
+    await this.pump(ctx, orgId, state);
   }
 
   /**
@@ -292,10 +287,13 @@ export class TenantDispatcher {
     }
     const orgId = ctx.key;
     const state = await this.state(ctx);
+    // Sent or delivered: the relay actor freed the send's credit, and grants it with the report.
     let released = false;
     for (const r of reports) if (r.grant && this.applyGrant(state, r.relayId, r.grant) > 0) released = true;
+    // One message is read by id (the embedded store may answer it from memory); several by one id list.
     const ids = [...new Set(reports.map((r) => r.messageId))];
-    const read = await this.deps.db.messages.find(this.scope(orgId), { id: { $in: ids } });
+    const { messages } = this.deps.db;
+    const read = ids.length === 1 ? [await messages.findOne(this.scope(orgId), { id: ids[0] })].filter((m) => m !== null) : await messages.find(this.scope(orgId), { id: { $in: ids } });
     await this.writeChanges(orgId, foldReports(new Map(read.map((m) => [m.id, m])), reports, nowIso()));
     if (released) await this.pump(ctx, orgId, state);
   }
