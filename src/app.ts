@@ -4,7 +4,7 @@ import type { Config } from './config.ts';
 import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
 import { consumeEvents, type EventConsumer } from './events/event-consumer.ts';
 import type { EventLog } from './events/event-log.ts';
-import type { EventStream } from './events/event-stream.ts';
+import type { EventStream, ReadEvent } from './events/event-stream.ts';
 import { createEventLog, createEventStream } from './events/index.ts';
 import { Outbox } from './events/outbox.ts';
 import { exposeRuntimeStats } from './http/metrics.ts';
@@ -89,7 +89,10 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   exposeRuntimeStats(() => runtime.stats());
   const consumers: EventConsumer[] = [];
   if (opts.consume) {
-    consumers.push(consumeEvents(events, 'event-log', config.nodeId, (batch) => eventLog.log.record(batch), log.child({ component: 'event-log' })));
+    const record = (batch: ReadEvent[]) => eventLog.log.record(batch);
+    // On the embedded store the log is written with each append, in its transaction; elsewhere a consumer group copies it.
+    if (events.mirror) await events.mirror('event-log', record);
+    else consumers.push(consumeEvents(events, 'event-log', config.nodeId, record, log.child({ component: 'event-log' })));
     await webhooks.startRouting();
     automations.startRouting();
   }

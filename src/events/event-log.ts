@@ -39,7 +39,8 @@ export function sortableCursor(position: string): string {
 
 /**
  * Each organization's events, copied from the internal stream by a consumer
- * group of its own, kept `retentionDays`: what GET /api/v1/events pages
+ * group of its own (on the embedded store, written with each append: see
+ * `EventStream.mirror`), kept `retentionDays`: what GET /api/v1/events pages
  * through, so a receiver that was down can catch up and see what it missed.
  */
 export class EventLog {

@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'libsql';
 import { AppError } from '../errors.ts';
@@ -10,6 +10,7 @@ import { createTable, EmbeddedCollection, encode, type Connection, type Statemen
 import type { CountCacheOptions } from './count-cache.ts';
 import { countedCommand, everyCollection } from './operation-count.ts';
 import { WalCheckpointer } from './wal-checkpointer.ts';
+import { WalIndex } from './wal-index.mjs';
 
 export interface EmbeddedStoreOptions {
   /** How often the write-ahead log is fdatasync'd in the background; 0 syncs every commit before it resolves. */
@@ -94,6 +95,7 @@ export class EmbeddedStore implements Store, Connection {
   private readonly statements = new Map<string, Statement>();
   private readonly collections = new Map<string, EmbeddedCollection<Doc>>();
   private readonly checkpointer: WalCheckpointer;
+  private readonly walIndex: WalIndex;
   private batch: Batch | null = null;
   private closed = false;
   private readonly walMaxBytes: number;
@@ -108,6 +110,7 @@ export class EmbeddedStore implements Store, Connection {
     this.onWalCheckpoint = opts.onWalCheckpoint ?? (() => undefined);
     mkdirSync(dataDir, { recursive: true });
     this.path = join(resolve(dataDir), storeFile);
+    this.walIndex = new WalIndex(this.path);
     if (openPaths.has(this.path)) throw new Error(`${this.path} is already open in this process`);
     this.lock = new DataDirLock(this.path);
     // The WebAssembly SQLite build used before locked with this directory, which a killed process left behind.
@@ -128,8 +131,8 @@ export class EmbeddedStore implements Store, Connection {
       this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
       // A checkpoint (the log folded into the file, two disk syncs) is the worker's, never this connection's.
       this.db.exec('PRAGMA wal_autocheckpoint = 0');
-      // The log is cut to what the first commit after it starts over wrote: its file's size is then what it holds, which is how the worker and `boundWal` measure it.
-      this.db.exec('PRAGMA journal_size_limit = 0');
+      // The log file keeps its size when the log starts over (up to the bound), so commits write into blocks already there rather than growing the file again (which costs each commit more than twice as much); what it holds is read from the WAL index (`WalIndex`).
+      this.db.exec(`PRAGMA journal_size_limit = ${this.walMaxBytes}`);
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))');
@@ -175,6 +178,7 @@ export class EmbeddedStore implements Store, Connection {
    */
   private release(): void {
     this.statements.clear();
+    this.walIndex.close();
     if (this.db.open) this.db.close();
     openPaths.delete(this.path);
     this.lock.release();
@@ -277,7 +281,7 @@ export class EmbeddedStore implements Store, Connection {
    */
   private boundWal(): void {
     // A stat per commit (about a microsecond) is small beside the commit's own writes to the log.
-    const walBytes = statSync(`${this.path}-wal`, { throwIfNoEntry: false })?.size ?? 0;
+    const walBytes = this.walIndex.bytes();
     if (walBytes >= checkpointPages * pageBytes && walBytes <= this.walMaxBytes && this.checkpointer.checkpointed()) {
       // The worker folded back all but what was committed while it ran: folding that tail here lets the next commit start the log over.
       this.checkpoint('PASSIVE');

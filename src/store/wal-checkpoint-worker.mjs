@@ -1,8 +1,9 @@
 // @ts-check
 // Plain JavaScript, not TypeScript: a worker thread does not get the TypeScript loader under every way the service is started (tsx's CLI gives it none).
-import { closeSync, fdatasyncSync, openSync, statSync } from 'node:fs';
+import { closeSync, fdatasyncSync, openSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { parentPort, workerData } from 'node:worker_threads';
+import { WalIndex } from './wal-index.mjs';
 
 const Database = createRequire(import.meta.url)('libsql');
 
@@ -25,12 +26,13 @@ const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPor
 const wal = `${path}-wal`;
 const shared = new Int32Array(counters); // [commits by the store, checkpoints by this worker]
 const db = new Database(path);
+const log = new WalIndex(path);
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
 let synced = Atomics.load(shared, 0);
 let syncedAt = Date.now();
 
 function tick() {
-  const walBytes = statSync(wal, { throwIfNoEntry: false })?.size ?? 0;
+  const walBytes = log.bytes();
   if (walBytes >= checkpointBytes) {
     checkpoint.get();
     Atomics.add(shared, 1, 1);
@@ -73,6 +75,7 @@ port.on('message', (/** @type {{ stop?: boolean }} */ msg) => {
   try {
     tick();
   } finally {
+    log.close();
     db.close();
     port.close();
   }

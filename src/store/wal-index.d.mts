@@ -1,0 +1,7 @@
+/** See wal-index.mjs. */
+export declare class WalIndex {
+  constructor(databasePath: string);
+  /** Bytes of log not yet started over: header and frames up to the last valid one. */
+  bytes(): number;
+  close(): void;
+}
