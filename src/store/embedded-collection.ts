@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type Database from 'libsql';
 import { AppError } from '../errors.ts';
-import { scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
+import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
@@ -63,6 +63,11 @@ function indexColumn(path: string): string {
 interface Row {
   rid: number;
   doc: ArrayBuffer | Uint8Array | string;
+}
+
+/** Whether a document is in `scope`, as the SQL's tenant and team conditions would find. */
+function inScope(scope: Scope, doc: Doc): boolean {
+  return doc.tenantId === scope.tenantId && (scope.teamId === undefined || doc.teamId === scope.teamId);
 }
 
 /**
@@ -299,18 +304,41 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     this.docBytes -= gone.stored.length;
   }
 
-  /** A lookup by id alone of a kept document: answered from memory, scope checked as the SQL would. */
+  /**
+   * A lookup by id of kept documents, answered from memory: one id, or a
+   * list of ids all kept (unsorted), with any further conditions checked on
+   * each document as MongoDB would (what the SQL path matches too), and the
+   * scope as the SQL would. Undefined when SQL must answer.
+   */
   private byId(scope: Scope, filter: Filter, opts: FindOptions): Array<{ rid: number; doc: T }> | undefined {
     const id = filter.id;
-    if (typeof id !== 'string' || opts.skip || Object.keys(filter).length !== 1) return undefined;
+    if (opts.skip) return undefined;
+    const ids = typeof id === 'string' ? [id] : opts.sort ? undefined : idList(id);
+    if (!ids) return undefined;
+    const hits: Cached[] = [];
+    for (const each of ids) {
+      const hit = this.keptDoc(each);
+      if (!hit) return undefined;
+      hits.push(hit);
+    }
+    const { id: _, ...rest } = filter;
+    const out: Array<{ rid: number; doc: T }> = [];
+    for (const hit of hits) {
+      const doc = decode<T>(hit.stored);
+      if (inScope(scope, doc) && matches(doc, rest)) out.push({ rid: hit.rid, doc });
+      if (opts.limit && out.length === opts.limit) break;
+    }
+    return out;
+  }
+
+  /** A kept document, now the most recently used. */
+  private keptDoc(id: string): Cached | undefined {
     this.current();
     const hit = this.docs.get(id);
     if (!hit) return undefined;
     this.docs.delete(id);
     this.docs.set(id, hit);
-    const doc = decode<T>(hit.stored);
-    const inScope = doc.tenantId === scope.tenantId && (scope.teamId === undefined || doc.teamId === scope.teamId);
-    return inScope ? [{ rid: hit.rid, doc }] : [];
+    return hit;
   }
 
   /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. One counted statement unless kept. */
@@ -329,6 +357,8 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       text += ' LIMIT ? OFFSET ?';
       bound.push(limit ?? -1, skip);
     }
+    // Documents read by id are kept: a status change reads its message by id, then writes it.
+    const byIds = typeof filter.id === 'string' || idList(filter.id) !== undefined;
     const run = () => {
       const stmt = this.store.statement(text);
       const out: Array<{ rid: number; doc: T }> = [];
@@ -341,7 +371,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
           return true;
         }
         out.push({ rid: row.rid, doc });
-        if (typeof filter.id === 'string') this.remember(filter.id, row.rid, fromColumn(row.doc));
+        if (byIds) this.remember(doc.id, row.rid, fromColumn(row.doc));
         return limit === undefined || out.length < limit;
       };
       // Exact: SQL applies the limit, so every row is taken and the statement runs to its end.

@@ -159,12 +159,32 @@ test('the embedded store counts a statement batch per call and one COMMIT per tu
   const things = store.collection<{ id: string; tenantId: string; n: number }>('round_trip_things');
   await things.findOne({ tenantId: 'org_count' }, { id: 't2' });
   assert.deepEqual(await commandsOf(() => things.findOne({ tenantId: 'org_count' }, { id: 't2' })), {});
-  // Writes of one turn share one COMMIT; t2 is kept (its update is one write batch), t3 is not (its delete reads it first).
+  // Writes of one turn share one COMMIT; t2 and t3 are kept (read by id, and in a list), so each write is one batch, with no read first.
   assert.deepEqual(await commandsOf(() => Promise.all([things.updateOne({ tenantId: 'org_count' }, { id: 't2' }, { $inc: { n: 1 } }), things.deleteOne({ tenantId: 'org_count' }, { id: 't3' })])), {
     'round_trip_things.updateOne': 1,
-    'round_trip_things.deleteOne': 2,
+    'round_trip_things.deleteOne': 1,
     '*.transaction': 1,
   });
+  // A compare-and-set by id with further conditions, and an id list whose documents are all kept, are checked in memory too.
+  const org = { tenantId: 'org_count' };
+  await things.insertMany(org, [{ id: 'k1', tenantId: '', n: 1 }, { id: 'k2', tenantId: '', n: 2 }]);
+  await things.find(org, { id: { $in: ['k1', 'k2'] } });
+  assert.deepEqual(await commandsOf(async () => {
+    assert.equal((await things.findOne(org, { id: 'k1', n: 1 }))?.id, 'k1');
+    assert.equal(await things.findOne(org, { id: 'k1', n: { $gt: 1 } }), null, 'a condition that fails');
+    assert.equal(await things.findOne({ tenantId: 'org_other' }, { id: 'k1', n: 1 }), null, 'another tenant');
+    assert.deepEqual((await things.find(org, { id: { $in: ['k2', 'k1', 'k2'] } })).map((d) => d.id).sort(), ['k1', 'k2']);
+    assert.deepEqual(await things.find({ tenantId: 'org_other' }, { id: { $in: ['k1'] } }), []);
+  }), {});
+  assert.deepEqual(await commandsOf(() => things.bulkWrite(org, [{ updateOne: { filter: { id: 'k1', n: 1 }, update: { $set: { n: 10 } } } }, { updateOne: { filter: { id: 'k2', n: 5 }, update: { $set: { n: 20 } } } }])), {
+    'round_trip_things.bulkWrite': 1,
+    '*.transaction': 1,
+  });
+  assert.deepEqual((await things.find(org, { id: { $in: ['k1', 'k2'] } })).map((d) => d.n).sort((a, b) => a - b), [2, 10], 'only the compare-and-set that held was applied');
+  assert.deepEqual(await commandsOf(async () => {
+    assert.deepEqual((await things.find(org, { id: { $in: ['k1', 'k2'] }, n: { $gt: 5 } })).map((d) => d.id), ['k1'], 'a list with a condition');
+  }), {});
+  assert.deepEqual(await commandsOf(() => things.find(org, { id: { $in: ['k1', 'k9'] } })), { 'round_trip_things.find': 1 }, 'a list with an id not kept is read with SQL');
 });
 
 test('the MongoDB adapter counts every command it sends: one per driver call, one per id where FerretDB reads an id list one id at a time', async (t) => {
