@@ -92,6 +92,16 @@ export class Outbox {
    */
   async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<void> {
     if (changes.length === 0) return;
+    const appendWithWrite = this.stream.appendWithWrite;
+    if (appendWithWrite) {
+      // The embedded store: each applied change's events are appended in the same synchronous run, so the same transaction holds both.
+      await this.stream.ready?.();
+      const events: DomainEvent[] = [];
+      const written = collection.bulkWrite(scope, changes.map((c) => ({ updateOne: { filter: c.filter, update: c.update, applied: () => events.push(...c.events) } })));
+      const appended = appendWithWrite(events);
+      await Promise.all([written, appended]);
+      return;
+    }
     const written = changes.map((c) => {
       const { set, token } = c.events.length > 0 ? outboxSet(c.events) : { set: {}, token: '' };
       return { ...c, token, op: { updateOne: { filter: c.filter, update: { ...c.update, $set: { ...c.update.$set, ...set } } } } };

@@ -77,7 +77,20 @@ export interface IndexSpec {
  * different documents: they may run in any order.
  */
 export type WriteOp =
-  | { updateOne: { filter: Filter; update: Update; upsert?: boolean } }
+  | {
+    updateOne: {
+      filter: Filter;
+      update: Update;
+      upsert?: boolean;
+      /**
+       * Called while the write is made, in its transaction, if this update
+       * applied (matched or upserted): the embedded store only, whose event
+       * stream appends commit with its writes (`EventStream.appendWithWrite`).
+       * Other stores never call it.
+       */
+      applied?: () => void;
+    };
+  }
   | { deleteOne: { filter: Filter } };
 
 export interface BulkWriteResult {

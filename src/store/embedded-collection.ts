@@ -506,18 +506,20 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       }
       return;
     }
-    const { filter, update, upsert } = op.updateOne;
+    const { filter, update, upsert, applied } = op.updateOne;
     const [current] = this.select(null, scope, filter, { limit: 1 });
     if (current) {
       const before = this.keys(current.doc);
       const was = this.kept().holding(current.doc);
       this.replaceRow(current.rid, before, was, updated(scope, current.doc, update));
       result.matched++;
+      applied?.();
     } else if (upsert) {
       const stored = scopedDoc(scope, equalityFields(filter) as T);
       applyUpdate(stored, update, true);
       this.insertRow(stored);
       result.upserted++;
+      applied?.();
     }
   }
 

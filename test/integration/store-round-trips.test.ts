@@ -176,10 +176,15 @@ test('the embedded store counts a statement batch per call and one COMMIT per tu
     assert.deepEqual((await things.find(org, { id: { $in: ['k2', 'k1', 'k2'] } })).map((d) => d.id).sort(), ['k1', 'k2']);
     assert.deepEqual(await things.find({ tenantId: 'org_other' }, { id: { $in: ['k1'] } }), []);
   }), {});
-  assert.deepEqual(await commandsOf(() => things.bulkWrite(org, [{ updateOne: { filter: { id: 'k1', n: 1 }, update: { $set: { n: 10 } } } }, { updateOne: { filter: { id: 'k2', n: 5 }, update: { $set: { n: 20 } } } }])), {
+  const applied: string[] = [];
+  assert.deepEqual(await commandsOf(() => things.bulkWrite(org, [
+    { updateOne: { filter: { id: 'k1', n: 1 }, update: { $set: { n: 10 } }, applied: () => applied.push('k1') } },
+    { updateOne: { filter: { id: 'k2', n: 5 }, update: { $set: { n: 20 } }, applied: () => applied.push('k2') } },
+  ])), {
     'round_trip_things.bulkWrite': 1,
     '*.transaction': 1,
   });
+  assert.deepEqual(applied, ['k1'], 'told which update applied, as it was made');
   assert.deepEqual((await things.find(org, { id: { $in: ['k1', 'k2'] } })).map((d) => d.n).sort((a, b) => a - b), [2, 10], 'only the compare-and-set that held was applied');
   assert.deepEqual(await commandsOf(async () => {
     assert.deepEqual((await things.find(org, { id: { $in: ['k1', 'k2'] }, n: { $gt: 5 } })).map((d) => d.id), ['k1'], 'a list with a condition');
