@@ -8,7 +8,7 @@ import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './
 import { quote, text, type SqlValue } from './sql-filter.ts';
 import { createTable, EmbeddedCollection, encode, type Connection, type Statement } from './embedded-collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
-import { countedCommand, everyCollection } from './operation-count.ts';
+import { countedCommand, countFolded, everyCollection } from './operation-count.ts';
 import { WalCheckpointer } from './wal-checkpointer.ts';
 import { WalIndex } from './wal-index.mjs';
 
@@ -102,6 +102,8 @@ export class EmbeddedStore implements Store, Connection {
   private readonly onWalCheckpoint: (report: WalCheckpointReport) => void;
   /** Transactions SQLite rolled back: what a collection kept in memory about their writes is stale. */
   rollbacks = 0;
+  /** Frames of the log folded back into the file, by the worker and by this thread (the tail of each of the worker's rounds): the worker should do nearly all. */
+  readonly walFolded = { worker: 0, eventLoop: 0 };
   readonly countCache: CountCacheOptions;
 
   constructor(dataDir: string, opts: EmbeddedStoreOptions = {}) {
@@ -282,9 +284,13 @@ export class EmbeddedStore implements Store, Connection {
   private boundWal(): void {
     // A stat per commit (about a microsecond) is small beside the commit's own writes to the log.
     const walBytes = this.walIndex.bytes();
-    if (walBytes >= checkpointPages * pageBytes && walBytes <= this.walMaxBytes && this.checkpointer.checkpointed()) {
+    // Read at every commit: a round of the worker is news until the next commit only (the log may have started over since).
+    const workerFolded = this.checkpointer.checkpointed();
+    if (workerFolded && walBytes >= checkpointPages * pageBytes && walBytes <= this.walMaxBytes) {
       // The worker folded back all but what was committed while it ran: folding that tail here lets the next commit start the log over.
-      this.checkpoint('PASSIVE');
+      const byWorker = this.walIndex.backfilled();
+      const row = this.first('PRAGMA wal_checkpoint(PASSIVE)') as { busy: number; checkpointed: number };
+      if (row.busy === 0 && row.checkpointed >= byWorker) countFolded(this.walFolded, byWorker, row.checkpointed - byWorker);
       return;
     }
     if (walBytes <= this.walMaxBytes) return;

@@ -60,3 +60,17 @@ export function countedCommand<R>(collection: string, operation: StoreOperation,
   done();
   return result;
 }
+
+const walFrames = singleton('relaybox_store_wal_frames_checkpointed_total', () => new Counter({
+  name: 'relaybox_store_wal_frames_checkpointed_total',
+  help: "Pages of the embedded store's write-ahead log folded back into its file, by who did it: the checkpoint worker, or the event loop (the few committed during the worker's round)",
+  labelNames: ['by'],
+}));
+
+/** Counts one round of the embedded store's checkpoint: frames folded back by the worker, then by the event loop. */
+export function countFolded(totals: { worker: number; eventLoop: number }, worker: number, eventLoop: number): void {
+  totals.worker += worker;
+  totals.eventLoop += eventLoop;
+  walFrames.labels('worker').inc(worker);
+  walFrames.labels('event_loop').inc(eventLoop);
+}

@@ -28,14 +28,30 @@ const shared = new Int32Array(counters); // [commits by the store, checkpoints b
 const db = new Database(path);
 const log = new WalIndex(path);
 const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+/** Passes at most per round, and the frames (about 1 MiB) left for the store to fold back that end them. */
+const catchUpPasses = 4;
+const tailFrames = 256;
+let restUntil = 0;
 let synced = Atomics.load(shared, 0);
 let syncedAt = Date.now();
 
 function tick() {
   const walBytes = log.bytes();
-  if (walBytes >= checkpointBytes) {
-    checkpoint.get();
-    Atomics.add(shared, 1, 1);
+  if (walBytes >= checkpointBytes && Date.now() >= restUntil) {
+    // Each pass folds back what was committed during the one before, a shorter stretch each time, so what the store folds back itself after its next commit (on the event loop) is small.
+    let folded = false;
+    for (let pass = 0; pass < catchUpPasses; pass++) {
+      const { busy, log: frames, checkpointed } = /** @type {{ busy: number, log: number, checkpointed: number }} */ (checkpoint.get());
+      // Busy: the store is checkpointing itself (past its bound, or the tail of this worker's last round). Only a round that folded the log back is counted, or the store would take a stale count for one and fold back the whole log on the event loop.
+      if (busy) break;
+      folded = true;
+      if (frames - checkpointed <= tailFrames) break;
+    }
+    if (folded) {
+      Atomics.add(shared, 1, 1);
+      // A round's tail is the store's to fold back after its next commit: a pass of this worker meanwhile would only make that busy.
+      restUntil = Date.now() + pollMs;
+    }
   }
   const seen = Atomics.load(shared, 0);
   if (syncIntervalMs > 0 && seen !== synced && Date.now() - syncedAt >= syncIntervalMs) {

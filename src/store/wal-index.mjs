@@ -44,6 +44,17 @@ export class WalIndex {
     return statSync(this.wal, { throwIfNoEntry: false })?.size ?? 0;
   }
 
+  /** Frames of the log folded back into the database so far (`nBackfill`, the u32 at byte 96 of the index, after both copies of its header); 0 when unknown. */
+  backfilled() {
+    try {
+      this.fd ??= openSync(this.shm, 'r');
+      if (readSync(this.fd, this.header, 0, 4, 96) === 4) return little ? this.header.readUInt32LE(0) : this.header.readUInt32BE(0);
+    } catch {
+      // no index yet
+    }
+    return 0;
+  }
+
   close() {
     if (this.fd !== undefined) closeSync(this.fd);
     this.fd = undefined;

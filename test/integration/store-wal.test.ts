@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { storeFile } from '../../src/store/embedded-store.ts';
+import { EmbeddedStore, storeFile } from '../../src/store/embedded-store.ts';
 import { signup, startTestApp } from '../support/test-app.ts';
 
 /**
@@ -61,6 +61,12 @@ test(`the embedded store's write-ahead log stays under STORE_WAL_MAX_MB while /m
     assert.ok(maxWalBytes < walMaxMb * 2 ** 20, `the log reached ${walMiB.toFixed(1)} MiB`);
     // The bound holds by the automatic checkpoint alone: the store never had to step in for a read left open.
     assert.deepEqual(logLines.filter((line) => line.includes('write-ahead log')), []);
+    // The worker thread folds the log back; the event loop only the few pages committed during each of its rounds.
+    const folded = (t.app.store as EmbeddedStore).walFolded;
+    console.log(`# log pages folded back by the worker ${folded.worker}, by the event loop ${folded.eventLoop}`);
+    assert.ok(folded.worker > 0, 'the worker folded the log back');
+    assert.ok(folded.eventLoop * 4 < folded.worker, `the event loop folded back ${folded.eventLoop} pages, the worker ${folded.worker}`);
+    assert.match((await t.request('GET', '/metrics')).text, /relaybox_store_wal_frames_checkpointed_total\{by="worker"\} [1-9]/);
   } finally {
     await t.stop();
   }
