@@ -485,19 +485,37 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   async bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
     const result: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
     if (ops.length === 0) return result;
-    this.batch('bulkWrite', () => ops.forEach((op, i) => {
-      try {
-        this.applyOp(scope, op, result);
-      } catch (err) {
-        if (!(err instanceof AppError && err.code === 'conflict')) throw err;
-        result.conflicts.push(i);
-      }
-    }));
+    this.batch('bulkWrite', () => {
+      const absent = this.absentIds(scope, ops);
+      ops.forEach((op, i) => {
+        try {
+          this.applyOp(scope, op, result, absent);
+        } catch (err) {
+          if (!(err instanceof AppError && err.code === 'conflict')) throw err;
+          result.conflicts.push(i);
+        }
+      });
+    });
     await this.store.committed();
     return result;
   }
 
-  private applyOp(scope: Scope, op: WriteOp, result: BulkWriteResult): void {
+  /**
+   * The ids named by the batch's upserts (by `id`, possibly with further
+   * conditions) that no document has: looked up in one statement rather
+   * than one per operation (a job's new conversations), the documents found
+   * kept in memory for the operations that follow.
+   */
+  private absentIds(scope: Scope, ops: WriteOp[]): Set<string> {
+    const named = new Set<string>();
+    for (const op of ops) if ('updateOne' in op && op.updateOne.upsert && typeof op.updateOne.filter.id === 'string') named.add(op.updateOne.filter.id);
+    if (named.size < 2) return new Set();
+    const ids = [...named];
+    for (const found of this.select(null, scope, { id: { $in: ids } })) named.delete(found.doc.id);
+    return named;
+  }
+
+  private applyOp(scope: Scope, op: WriteOp, result: BulkWriteResult, absent: Set<string>): void {
     if ('deleteOne' in op) {
       const [target] = this.select(null, scope, op.deleteOne.filter, { limit: 1 });
       if (target) {
@@ -507,7 +525,9 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       return;
     }
     const { filter, update, upsert, applied } = op.updateOne;
-    const [current] = this.select(null, scope, filter, { limit: 1 });
+    // An id no document had when the batch began, unless an earlier operation of it made one.
+    const known = typeof filter.id === 'string' && absent.delete(filter.id);
+    const [current] = known ? [] : this.select(null, scope, filter, { limit: 1 });
     if (current) {
       const before = this.keys(current.doc);
       const was = this.kept().holding(current.doc);
