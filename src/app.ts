@@ -117,6 +117,8 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     routes: [...identity.routes, ...jobs.routes, ...messaging.routes, ...contacts.routes, ...relays.routes, ...webhooks.routes, ...automations.routes, ...eventLog.routes],
     hooks: identity.hooks,
     async close() {
+      // Sends answered 201 finish their background work (events published, messages queued) while the runtime still runs.
+      await messaging.settled();
       await webhooks.stopRouting();
       await automations.stopRouting();
       await Promise.all(consumers.map((c) => c.stop()));

@@ -8,7 +8,21 @@ export class Responder {
   aborted = false;
   done = false;
   private paused = false;
+  /** What waits on the client (the rest of a body, room to write): woken when it goes away, so nothing started waits for ever. */
+  private readonly onAbort: Array<() => void> = [];
   constructor(private readonly res: HttpResponse) {}
+
+  /** The client went away (uWS's onAborted). */
+  abort(): void {
+    this.aborted = true;
+    for (const wake of this.onAbort.splice(0)) wake();
+  }
+
+  /** Runs `wake` when the client goes away (at once if it has). */
+  whenAborted(wake: () => void): void {
+    if (this.aborted) wake();
+    else this.onAbort.push(wake);
+  }
 
   /**
    * Stops reading the connection once the request is complete, until it is
@@ -62,7 +76,12 @@ export class Responder {
         this.res.cork(() => {
           ok = this.res.write(chunk);
         });
-        if (!ok) await new Promise<void>((resolve) => this.res.onWritable(() => (resolve(), true)));
+        if (!ok) {
+          await new Promise<void>((resolve) => {
+            this.res.onWritable(() => (resolve(), true));
+            this.whenAborted(resolve);
+          });
+        }
       }
     } catch (err) {
       // The status line is out already: the only honest signal left is a connection cut before the end.
@@ -80,6 +99,7 @@ export class Responder {
 /** The request's body, up to `limit` bytes; reading pauses once it is whole, until the answer is written. */
 export function readBody(res: HttpResponse, responder: Responder, limit: number): Promise<Buffer | 'too_large' | 'aborted'> {
   return new Promise((resolve) => {
+    responder.whenAborted(() => resolve('aborted'));
     const chunks: Buffer[] = [];
     let size = 0;
     let over = false;

@@ -27,6 +27,7 @@ export interface HttpServer {
   app: TemplatedApp;
   routes: RouteDef[];
   listen(host: string, port: number): Promise<number>;
+  /** Stops listening and refuses requests on connections kept alive (503); settles once every request started is answered. */
   close(): Promise<void>;
 }
 
@@ -51,13 +52,16 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   }
   app.any('/*', (res, req) => handle(res, req, undefined));
   const methodsServing = allowedMethods(routes);
+  /** Set by `close()`: requests that arrive after it on connections kept alive are refused. */
+  let closing = false;
+  /** Requests started and not yet answered; `close()` waits for them. */
+  let inFlight = 0;
+  const drained: Array<() => void> = [];
 
   function handle(res: HttpResponse, req: HttpRequest, route: CompiledRoute | undefined): void {
     const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
     const responder = new Responder(res);
-    res.onAborted(() => {
-      responder.aborted = true;
-    });
+    res.onAborted(() => responder.abort());
     // Everything needed from req is copied now: req is invalid after the first await.
     const { headers, refusal } = copyHeaders(req, config.maxHeaderBytes);
     const incomingId = headers['x-request-id'];
@@ -89,11 +93,18 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       startedAt: performance.now(),
     };
     if (refusal) return refuseBeforeReading(ctx, responder, refusal);
+    // Stopping: a request on a connection kept alive from before is not started; its client retries on another instance.
+    if (closing) return refuseBeforeReading(ctx, responder, new AppError('service_unavailable', 'the service is shutting down', { retryAfterSeconds: 1 }));
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
     const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
     const body = hasBody ? readBody(res, responder, limit) : undefined;
     if (!hasBody) responder.pauseReading();
-    run(ctx, route, responder, body).catch((err) => ctx.log.error({ err }, 'failed to answer a request'));
+    inFlight++;
+    run(ctx, route, responder, body)
+      .catch((err) => ctx.log.error({ err }, 'failed to answer a request'))
+      .finally(() => {
+        if (--inFlight === 0) for (const wake of drained.splice(0)) wake();
+      });
   }
 
   async function run(ctx: RequestContext, route: CompiledRoute | undefined, responder: Responder, body: Promise<Buffer | 'too_large' | 'aborted'> | undefined): Promise<void> {
@@ -179,8 +190,11 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       });
     },
     async close() {
+      closing = true;
       if (listenSocket) uWS.us_listen_socket_close(listenSocket);
       listenSocket = undefined;
+      // What was started is answered before the caller closes what answering needs (the store, the runtime).
+      if (inFlight > 0) await new Promise<void>((resolve) => drained.push(resolve));
     },
   };
 }

@@ -36,6 +36,8 @@ export function createMessaging(deps: MessagingDeps) {
   return {
     /** The send path, for replies automations send. */
     send,
+    /** Settles once every accepted send is committed, published and queued. */
+    settled: () => committer.idle(),
     routes: [...messageRoutes({ send, queries, links, publicBaseUrl }), ...conversationRoutes(queries), ...phoneNumberRoutes(deps.db.phoneNumbers)],
   };
 }

@@ -41,6 +41,8 @@ export class SendCommitter {
   private flushing = 0;
   private scheduled = false;
   private conversationWrites: Promise<void> = Promise.resolve();
+  /** Who waits for every submission to be committed, published and queued (a stopping process). */
+  private idleWaiters: Array<() => void> = [];
   private readonly tenants;
   private readonly maxFlushesInFlight: number;
 
@@ -107,7 +109,14 @@ export class SendCommitter {
     } finally {
       this.flushing--;
       this.schedule();
+      if (this.flushing === 0 && this.pending.length === 0) for (const wake of this.idleWaiters.splice(0)) wake();
     }
+  }
+
+  /** Settles once nothing submitted is still being committed, published or queued: a stopping process waits for it before its runtime and store close. */
+  idle(): Promise<void> {
+    if (this.flushing === 0 && this.pending.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   /**
