@@ -4,10 +4,26 @@ export { register as metricsRegistry };
 
 let defaultsCollected = false;
 
+/** prom-client's gauges named like counters (`promtool check metrics` refuses a gauge ending in `_total`): replaced by `nodejs_active_resources{type}`. */
+const misnamedDefaults = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total', 'nodejs_active_handles', 'nodejs_active_requests', 'nodejs_active_resources'];
+
 export function collectProcessMetrics(): void {
   if (defaultsCollected) return;
   defaultsCollected = true;
   collectDefaultMetrics({ register });
+  for (const name of misnamedDefaults) register.removeSingleMetric(name);
+  new Gauge({
+    name: 'nodejs_active_resources',
+    help: 'Resources keeping the event loop alive (handles, requests, timers), by type',
+    labelNames: ['type'],
+    registers: [register],
+    collect() {
+      this.reset();
+      const counts = new Map<string, number>();
+      for (const type of process.getActiveResourcesInfo()) counts.set(type, (counts.get(type) ?? 0) + 1);
+      for (const [type, n] of counts) this.set({ type }, n);
+    },
+  });
 }
 
 function singleton<T>(name: string, make: () => T): T {
@@ -18,7 +34,8 @@ export const httpDuration = singleton('relaybox_http_request_duration_seconds', 
   name: 'relaybox_http_request_duration_seconds',
   help: 'HTTP request duration by route pattern, method and status',
   labelNames: ['route', 'method', 'status'],
-  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  // Up to a minute: a bulk upload or an export takes seconds, and each should land in a bucket of its own, not in +Inf.
+  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
 }));
 
 /** Time spent in each stage of a request (auth, rate_limit, validate, handler; features add persist, enqueue). */

@@ -24,7 +24,8 @@ export class LocalTransport implements Transport {
     (items) => this.handle(items),
     (a, b) => this.requireHost().together(a.env, b.env),
   );
-  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Timers not yet due, with the actor type each is for. */
+  private readonly timers = new Map<NodeJS.Timeout, string>();
   private readonly dead = new Map<string, DeadLetter[]>();
   private readonly pending = new Map<string, number>();
   private stopping = false;
@@ -65,7 +66,7 @@ export class LocalTransport implements Transport {
         this.timers.delete(timer);
         this.dispatch(env);
       }, opts.delayMs);
-      this.timers.add(timer);
+      this.timers.set(timer, type);
     } else {
       this.dispatch(env);
     }
@@ -91,11 +92,13 @@ export class LocalTransport implements Transport {
 
   async stats(): Promise<ActorTypeStats[]> {
     const host = this.requireHost();
+    const timers = new Map<string, number>();
+    for (const type of this.timers.values()) timers.set(type, (timers.get(type) ?? 0) + 1);
     return host.types.map((type) => ({
       type,
       pending: this.pending.get(type) ?? 0,
       deadLetters: this.dead.get(type)?.length ?? 0,
-      timers: this.timers.size,
+      timers: timers.get(type) ?? 0,
     }));
   }
 
@@ -104,7 +107,7 @@ export class LocalTransport implements Transport {
   async stop(): Promise<void> {
     this.stopping = true;
     this.ownership.abort();
-    for (const timer of this.timers) clearTimeout(timer);
+    for (const timer of this.timers.keys()) clearTimeout(timer);
     this.timers.clear();
     await this.serial.idle();
     this.host?.states.stop();
