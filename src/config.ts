@@ -10,6 +10,8 @@ export interface Config {
   compressMinBytes: number;
   /** Where clients reach this API (signed download links); default: the request's Host. */
   publicBaseUrl: string | undefined;
+  /** The commit `relaybox_build_info` reports (BUILD_COMMIT); else read from the checkout. */
+  buildCommit: string | undefined;
   /** The web role serves the dashboard at / and the API reference at /docs (DASHBOARD=false turns both off). */
   dashboard: boolean;
   redisUrl: string | undefined;
@@ -143,6 +145,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST || '0.0.0.0',
     compressMinBytes: int(env, 'COMPRESS_MIN_BYTES', 1024),
     publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, '') || undefined,
+    buildCommit: env.BUILD_COMMIT?.trim().slice(0, 40) || undefined,
     dashboard: env.DASHBOARD !== 'false',
     redisUrl: env.REDIS_URL || undefined,
     mongoUrl: env.MONGODB_URL || undefined,

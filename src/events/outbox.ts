@@ -88,10 +88,11 @@ export class Outbox {
    * published together. Whether each applied is known from the write's count
    * when all did; otherwise the documents are read back (each still holds its
    * events unless the change did not apply). `exclusive`: the document's
-   * outbox was empty when the caller read it.
+   * outbox was empty when the caller read it. Returns the events of the
+   * changes that applied (stored, whether or not published yet).
    */
-  async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<void> {
-    if (changes.length === 0) return;
+  async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<DomainEvent[]> {
+    if (changes.length === 0) return [];
     const appendWithWrite = this.stream.appendWithWrite;
     if (appendWithWrite) {
       // The embedded store: each applied change's events are appended in the same synchronous run, so the same transaction holds both.
@@ -100,7 +101,7 @@ export class Outbox {
       const written = collection.bulkWrite(scope, changes.map((c) => ({ updateOne: { filter: c.filter, update: c.update, applied: () => events.push(...c.events) } })));
       const appended = appendWithWrite(events);
       await Promise.all([written, appended]);
-      return;
+      return events;
     }
     const written = changes.map((c) => {
       const { set, token } = c.events.length > 0 ? outboxSet(c.events) : { set: {}, token: '' };
@@ -108,7 +109,7 @@ export class Outbox {
     });
     const { matched } = await collection.bulkWrite(scope, written.map((w) => w.op));
     const withEvents = written.filter((w) => w.events.length > 0);
-    if (withEvents.length === 0) return;
+    if (withEvents.length === 0) return [];
     let entries: Outboxed[] = withEvents.map((w) => ({ docId: String(w.filter.id), events: w.events, token: w.token, exclusive: w.exclusive }));
     if (matched < changes.length) {
       const docs = new Map((await collection.find(scope, { id: { $in: entries.map((e) => e.docId) } })).map((d) => [d.id, d]));
@@ -119,6 +120,7 @@ export class Outbox {
       });
     }
     await this.publish(collection, scope, entries);
+    return entries.flatMap((e) => e.events);
   }
 
   /**

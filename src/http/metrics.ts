@@ -1,3 +1,5 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { collectDefaultMetrics, Gauge, Histogram, register } from 'prom-client';
 
 export { register as metricsRegistry };
@@ -7,11 +9,13 @@ let defaultsCollected = false;
 /** prom-client's gauges named like counters (`promtool check metrics` refuses a gauge ending in `_total`): replaced by `nodejs_active_resources{type}`. */
 const misnamedDefaults = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total', 'nodejs_active_handles', 'nodejs_active_requests', 'nodejs_active_resources'];
 
-export function collectProcessMetrics(): void {
+export function collectProcessMetrics(opts: { buildCommit?: string | undefined } = {}): void {
   if (defaultsCollected) return;
   defaultsCollected = true;
   collectDefaultMetrics({ register });
   for (const name of misnamedDefaults) register.removeSingleMetric(name);
+  new Gauge({ name: 'relaybox_build_info', help: 'Always 1: the running version, its commit and the Node.js version', labelNames: ['version', 'commit', 'node'], registers: [register] })
+    .set({ version: packageVersion(), commit: opts.buildCommit ?? checkoutCommit(), node: process.version }, 1);
   new Gauge({
     name: 'nodejs_active_resources',
     help: 'Resources keeping the event loop alive (handles, requests, timers), by type',
@@ -68,4 +72,29 @@ export function exposeRuntimeStats(stats: () => Promise<Array<{ type: string; pe
   gauge(names[0]!, 'Actor messages sent and not yet handled, by actor type', 'pending');
   gauge(names[1]!, 'Actor messages in the dead-letter stream, by actor type', 'deadLetters');
   gauge(names[2]!, 'Durable timers not yet due, by actor type', 'timers');
+}
+
+const root = resolve(import.meta.dirname, '..', '..');
+
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version?: string }).version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** The checkout's HEAD read from `.git` (no git program needed), else "unknown". */
+function checkoutCommit(): string {
+  try {
+    const git = join(root, '.git');
+    const head = readFileSync(join(git, 'HEAD'), 'utf8').trim();
+    if (!head.startsWith('ref: ')) return head.slice(0, 12);
+    const ref = head.slice(5);
+    if (existsSync(join(git, ref))) return readFileSync(join(git, ref), 'utf8').trim().slice(0, 12);
+    const packed = readFileSync(join(git, 'packed-refs'), 'utf8').split('\n').find((line) => line.endsWith(` ${ref}`));
+    return packed ? packed.slice(0, 12) : 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }

@@ -38,7 +38,7 @@ const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
 
 export function createHttpServer(opts: HttpServerOptions): HttpServer {
   const { config, log } = opts;
-  collectProcessMetrics();
+  collectProcessMetrics({ buildCommit: config.buildCommit });
   const app = uWS.App();
   const builtIns = builtInRoutes({ readinessTimeoutMs: config.readinessTimeoutMs, ...(opts.readinessChecks ? { readinessChecks: opts.readinessChecks } : {}) });
   const routes = [...builtIns, ...opts.routes];

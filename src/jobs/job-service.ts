@@ -10,6 +10,7 @@ import type { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import { parseRecipient } from '../messages/recipients.ts';
 import { sentMessage } from '../messages/send-service.ts';
+import { countMessages } from '../messages/message-metrics.ts';
 import type { jobProtocol } from '../actors/job/protocol.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
@@ -72,6 +73,7 @@ export class JobService {
       throw err;
     }
     acceptedMessages.inc(docs.length);
+    countMessages('accepted', docs.length);
     return { status: 201 as const, body: { jobId, status: job.status, totalRecipients: job.totalRecipients, createdAt: now, scheduledAt } };
   }
 

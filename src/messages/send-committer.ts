@@ -4,6 +4,7 @@ import { stageDuration } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
 import { sentTouch, touchConversations, type ConversationTouch } from './conversation-writer.ts';
+import { countMessages } from './message-metrics.ts';
 import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
 import { tenantProtocol } from '../actors/tenant/protocol.ts';
@@ -100,6 +101,7 @@ export class SendCommitter {
         return;
       }
       const persisted = performance.now();
+      countMessages('accepted', docs.filter((d) => !d.fanout).length);
       for (const s of batch) s.done();
       await this.publish(unpublished);
       await this.enqueue(docs);

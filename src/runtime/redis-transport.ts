@@ -40,7 +40,8 @@ interface StreamDelivery {
   previousDeliveries: number;
 }
 
-const ownedShardsGauge = (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ?? new Gauge({
+/** Registered by the first Redis transport made: a process on the in-process transport has no shards and exports none (an alert on "no shard owned" must not fire there). */
+const ownedShards = () => (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ?? new Gauge({
   name: 'relaybox_runtime_owned_shards',
   help: 'Shards this worker holds the lease of',
 });
@@ -69,6 +70,8 @@ export class RedisTransport implements Transport {
   private stopping = false;
   private rebalancing = false;
   private nodeHandler: ((payload: unknown) => void) | undefined;
+
+  private readonly ownedShardsGauge = ownedShards();
 
   constructor(private readonly url: string, private readonly config: RuntimeConfig, readonly nodeId: string, private readonly log: Logger) {
     this.cmd = withScripts(new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }));
@@ -235,7 +238,7 @@ export class RedisTransport implements Transport {
         this.log.warn({ stream: shard.stream }, 'shard lease lost');
       }
     }
-    ownedShardsGauge.set(this.owned.size);
+    this.ownedShardsGauge.set(this.owned.size);
   }
 
   /** Takes free shards up to this worker's fair share and gives back what is above it. */
@@ -258,7 +261,7 @@ export class RedisTransport implements Transport {
       }
     } finally {
       this.rebalancing = false;
-      ownedShardsGauge.set(this.owned.size);
+      this.ownedShardsGauge.set(this.owned.size);
     }
   }
 
@@ -441,7 +444,7 @@ export class RedisTransport implements Transport {
       await Promise.all([...this.owned.values()].map((s) => this.cmd.leaseRelease(s.lease, this.nodeId).catch(() => 0)));
       this.owned.clear();
       await this.cmd.zrem(this.membersKey, this.nodeId).catch(() => 0);
-      ownedShardsGauge.set(0);
+      this.ownedShardsGauge.set(0);
     }
     for (const [, waiting] of this.asks) {
       clearTimeout(waiting.timer);

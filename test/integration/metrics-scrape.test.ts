@@ -27,6 +27,8 @@ test('the whole /metrics output after a send is clean for promtool, with buckets
   assert.match(text, /relaybox_http_request_duration_seconds_bucket\{le="60",route="\/api\/v1\/messages",method="POST",status="201"\} 1/, 'a slow request lands in a bucket of its own, not in +Inf');
   assert.match(text, /^nodejs_active_resources\{type="[A-Za-z]+"\} \d+$/m);
   assert.doesNotMatch(text, /^nodejs_active_\w+_total/m, 'no gauge named like a counter');
+  assert.match(text, /^relaybox_messages_total\{outcome="accepted"\} 1$/m, 'the send is counted where it was stored');
+  assert.match(text, new RegExp(`^relaybox_build_info\\{version="\\d+\\.\\d+\\.\\d+[^"]*",commit="[^"]+",node="${process.version.replace(/\./g, '\\.')}"\\} 1$`, 'm'));
 
   const tool = promtool();
   if (!tool) {

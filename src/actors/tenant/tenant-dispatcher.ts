@@ -12,6 +12,7 @@ import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import { countMessages, outcomeOfEvent } from '../../messages/message-metrics.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import type { RelayReport, StatusReport } from './protocol.ts';
@@ -300,7 +301,11 @@ export class TenantDispatcher {
 
   /** Each status change written with its events (events/outbox.ts): a crash after the write loses nothing. */
   private async writeChanges(orgId: string, changes: StatusChange[]): Promise<void> {
-    await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
+    const stored = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
+    for (const event of stored) {
+      const outcome = outcomeOfEvent(event.event);
+      if (outcome) countMessages(outcome);
+    }
   }
 
   async sendTimeout(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<void> {
@@ -331,7 +336,11 @@ export class TenantDispatcher {
     const { doc: failed } = await this.deps.outbox.change(messages, scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
       $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
     }, [event]);
-    if (failed) ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
+    if (failed) {
+      countMessages('failed');
+      countMessages('dead_lettered');
+      ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
+    }
   }
 
   async retry(ctx: TenantContext, messageId: string): Promise<void> {

@@ -1,0 +1,57 @@
+/**
+ * The monitoring kept as code (monitoring/relaybox-rules.yml): promtool
+ * checks the rules and runs their unit tests (monitoring/relaybox-rules.test.yml:
+ * every alert fires on a series that should page or ticket and stays silent
+ * on a healthy one), and every metric the rules read is one a running
+ * service exports, so a renamed metric breaks the build, not the pager.
+ * promtool comes from Debian's `prometheus` package (`.ci/run` installs it);
+ * outside CI a machine without it skips the promtool checks, saying why.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { test, type TestContext } from 'node:test';
+import { startTestApp, type Backend } from '../support/test-app.ts';
+
+const dir = resolve(import.meta.dirname, '..', '..', 'monitoring');
+const rulesFile = join(dir, 'relaybox-rules.yml');
+
+function promtool(t: TestContext, args: string[]): { status: number | null; output: string } | undefined {
+  const run = spawnSync('promtool', args, { cwd: dir, encoding: 'utf8' });
+  if (run.error) {
+    if (process.env.CI === 'true') assert.fail('promtool is missing in CI: .ci/run installs it (Debian package prometheus)');
+    t.skip('promtool not found (apt-get install prometheus)');
+    return undefined;
+  }
+  return { status: run.status, output: `${run.stdout}${run.stderr}` };
+}
+
+test('promtool accepts the rules and their unit tests pass', (t) => {
+  const checked = promtool(t, ['check', 'rules', rulesFile]);
+  if (!checked) return;
+  assert.equal(checked.status, 0, checked.output);
+  const tested = promtool(t, ['test', 'rules', join(dir, 'relaybox-rules.test.yml')]);
+  assert.equal(tested?.status, 0, tested?.output);
+});
+
+test('every metric the rules read is exported by a running service', async (t) => {
+  const used = new Set([...readFileSync(rulesFile, 'utf8').matchAll(/\b((?:relaybox|nodejs|process)_[a-z0-9_]+)\b/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, '')));
+  const backends: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
+  const exported = new Set<string>();
+  for (const backend of backends) {
+    const app = await startTestApp(backend);
+    try {
+      const text = (await app.request('GET', '/metrics')).text;
+      for (const m of text.matchAll(/^# TYPE (\S+) /gm)) exported.add(m[1]!);
+    } finally {
+      await app.stop();
+    }
+  }
+  // Shards exist only where actors run on Redis Streams.
+  const wireOnly = new Set(['relaybox_runtime_owned_shards']);
+  const missing = [...used].filter((name) => !exported.has(name) && !(backends.length === 1 && wireOnly.has(name)));
+  if (backends.length === 1) t.diagnostic(`REDIS_URL/MONGODB_URL not set: not checked on the wire backend (${[...wireOnly].join(', ')})`);
+  assert.ok(used.has('relaybox_http_request_duration_seconds') && used.has('relaybox_messages_total'), `the metric names read from the rules: ${[...used].join(', ')}`);
+  assert.deepEqual(missing, [], 'metrics the rules read that no service exports');
+});
