@@ -88,31 +88,36 @@ export class Outbox {
    * published together. Whether each applied is known from the write's count
    * when all did; otherwise the documents are read back (each still holds its
    * events unless the change did not apply). `exclusive`: the document's
-   * outbox was empty when the caller read it. Returns the events of the
-   * changes that applied (stored, whether or not published yet).
+   * outbox was empty when the caller read it. Returns, for each change,
+   * whether it applied (stored, its events published or not yet).
    */
-  async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<DomainEvent[]> {
+  async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<boolean[]> {
     if (changes.length === 0) return [];
     const appendWithWrite = this.stream.appendWithWrite;
     if (appendWithWrite) {
       // The embedded store: each applied change's events are appended in the same synchronous run, so the same transaction holds both.
       await this.stream.ready?.();
       const events: DomainEvent[] = [];
-      const written = collection.bulkWrite(scope, changes.map((c) => ({ updateOne: { filter: c.filter, update: c.update, applied: () => events.push(...c.events) } })));
+      const applied = changes.map(() => false);
+      const written = collection.bulkWrite(scope, changes.map((c, i) => ({ updateOne: { filter: c.filter, update: c.update, applied: () => ((applied[i] = true), events.push(...c.events)) } })));
       const appended = appendWithWrite(events);
       await Promise.all([written, appended]);
-      return events;
+      return applied;
     }
     const written = changes.map((c) => {
       const { set, token } = c.events.length > 0 ? outboxSet(c.events) : { set: {}, token: '' };
       return { ...c, token, op: { updateOne: { filter: c.filter, update: { ...c.update, $set: { ...c.update.$set, ...set } } } } };
     });
     const { matched } = await collection.bulkWrite(scope, written.map((w) => w.op));
-    const withEvents = written.filter((w) => w.events.length > 0);
-    if (withEvents.length === 0) return [];
-    let entries: Outboxed[] = withEvents.map((w) => ({ docId: String(w.filter.id), events: w.events, token: w.token, exclusive: w.exclusive }));
+    let applied = changes.map(() => true);
+    let entries: Outboxed[] = written.filter((w) => w.events.length > 0).map((w) => ({ docId: String(w.filter.id), events: w.events, token: w.token, exclusive: w.exclusive }));
     if (matched < changes.length) {
-      const docs = new Map((await collection.find(scope, { id: { $in: entries.map((e) => e.docId) } })).map((d) => [d.id, d]));
+      // Some did not apply: each document read back says which (it holds the change's fields, and its events unless published since).
+      const docs = new Map((await collection.find(scope, { id: { $in: written.map((w) => String(w.filter.id)) } })).map((d) => [d.id, d]));
+      applied = written.map((w) => {
+        const doc = docs.get(String(w.filter.id));
+        return doc !== undefined && Object.entries(w.update.$set ?? {}).every(([k, v]) => JSON.stringify(doc[k]) === JSON.stringify(v));
+      });
       entries = entries.flatMap((e) => {
         const doc = docs.get(e.docId);
         if (!doc || !e.events.every((ev) => doc.outbox?.[ev.id] !== undefined)) return [];
@@ -120,7 +125,7 @@ export class Outbox {
       });
     }
     await this.publish(collection, scope, entries);
-    return entries.flatMap((e) => e.events);
+    return applied;
   }
 
   /**

@@ -1,4 +1,4 @@
-import { Counter, register } from 'prom-client';
+import { Counter, Histogram, register } from 'prom-client';
 
 /** What happened to a message, counted where the change is stored. */
 export type MessageOutcome = 'accepted' | 'sent' | 'delivered' | 'failed' | 'dead_lettered';
@@ -18,7 +18,13 @@ export function countMessages(outcome: MessageOutcome, n = 1): void {
   child.inc(n);
 }
 
-/** The outcome a stored status event stands for, if any (`message.read` is none). */
-export function outcomeOfEvent(event: string): MessageOutcome | undefined {
-  return event === 'message.sent' ? 'sent' : event === 'message.delivered' ? 'delivered' : undefined;
+const latency = (register.getSingleMetric('relaybox_message_latency_seconds') as Histogram | undefined) ?? new Histogram({
+  name: 'relaybox_message_latency_seconds',
+  help: 'From a message\'s acceptance to its status sent, and to delivered, observed when the status is stored',
+  labelNames: ['to'],
+  buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+});
+
+export function observeLatency(to: 'sent' | 'delivered', seconds: number): void {
+  if (Number.isFinite(seconds) && seconds >= 0) latency.labels(to).observe(seconds);
 }

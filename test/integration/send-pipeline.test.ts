@@ -158,6 +158,14 @@ eachBackend((backend) => {
     });
 
     test('sent then delivered with timestamps; a replayed sent after delivered leaves delivered', async () => {
+      // The process's counters and histograms, read before and after: each status is counted once, where it is stored.
+      const metric = async (line: RegExp) => Number(line.exec((await t.request('GET', '/metrics')).text)?.[1] ?? 0);
+      const counted = () => Promise.all([
+        metric(/^relaybox_messages_total\{outcome="sent"\} (\d+)$/m),
+        metric(/^relaybox_messages_total\{outcome="delivered"\} (\d+)$/m),
+        metric(/^relaybox_message_latency_seconds_count\{to="delivered"\} (\d+)$/m),
+      ]);
+      const before = await counted();
       const org = await signup(t);
       const relay = relayFor(org, 5);
       await relay.connect();
@@ -179,6 +187,8 @@ eachBackend((backend) => {
       assert.ok(final.sentAt <= final.deliveredAt);
       const sentEvents = (await eventsOf(org, `g2-${org.orgId}`)).filter((e) => e.event === 'message.sent');
       assert.equal(sentEvents.length, 1, 'message.sent once');
+      const after = await counted();
+      assert.deepEqual(after.map((n, i) => n - before[i]!), [1, 1, 1], 'sent, delivered and its latency counted once each, the replays not at all');
     });
 
     test('a failing send is retried with backoff, then failed, dead-lettered and message.failed', async () => {

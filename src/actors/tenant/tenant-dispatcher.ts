@@ -12,7 +12,7 @@ import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
-import { countMessages, outcomeOfEvent } from '../../messages/message-metrics.ts';
+import { countMessages, observeLatency } from '../../messages/message-metrics.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import type { RelayReport, StatusReport } from './protocol.ts';
@@ -295,17 +295,25 @@ export class TenantDispatcher {
     const ids = [...new Set(reports.map((r) => r.messageId))];
     const { messages } = this.deps.db;
     const read = ids.length === 1 ? [await messages.findOne(this.scope(orgId), { id: ids[0] })].filter((m) => m !== null) : await messages.find(this.scope(orgId), { id: { $in: ids } });
-    await this.writeChanges(orgId, foldReports(new Map(read.map((m) => [m.id, m])), reports, nowIso()));
+    const byId = new Map(read.map((m) => [m.id, m]));
+    await this.writeChanges(orgId, foldReports(byId, reports, nowIso()), byId);
     if (released) await this.pump(ctx, orgId, state);
   }
 
   /** Each status change written with its events (events/outbox.ts): a crash after the write loses nothing. */
-  private async writeChanges(orgId: string, changes: StatusChange[]): Promise<void> {
-    const stored = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
-    for (const event of stored) {
-      const outcome = outcomeOfEvent(event.event);
-      if (outcome) countMessages(outcome);
-    }
+  private async writeChanges(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>): Promise<void> {
+    const applied = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
+    const now = Date.now();
+    changes.forEach((c, i) => {
+      if (!applied[i]) return;
+      const createdAt = Date.parse(read.get(String(c.filter.id))?.createdAt ?? '');
+      // A change may carry a sent and a delivered report at once (folded): it counts as both.
+      const reached = c.set.status === 'delivered' ? (c.set.sentAt !== undefined ? ['sent', 'delivered'] as const : ['delivered'] as const) : c.set.status === 'sent' ? ['sent'] as const : [];
+      for (const outcome of reached) {
+        countMessages(outcome);
+        observeLatency(outcome, (now - createdAt) / 1000);
+      }
+    });
   }
 
   async sendTimeout(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<void> {
