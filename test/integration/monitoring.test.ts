@@ -1,8 +1,9 @@
 /**
- * The monitoring kept as code (monitoring/relaybox-rules.yml): promtool
+ * The monitoring kept as code (monitoring/relaybox-rules.yml and the
+ * Grafana dashboard monitoring/relaybox-dashboard.json): promtool
  * checks the rules and runs their unit tests (monitoring/relaybox-rules.test.yml:
  * every alert fires on a series that should page or ticket and stays silent
- * on a healthy one), and every metric the rules read is one a running
+ * on a healthy one), and every metric the rules and the dashboard read is one a running
  * service exports, so a renamed metric breaks the build, not the pager.
  * promtool comes from Debian's `prometheus` package (`.ci/run` installs it);
  * outside CI a machine without it skips the promtool checks, saying why.
@@ -16,6 +17,13 @@ import { startTestApp, type Backend } from '../support/test-app.ts';
 
 const dir = resolve(import.meta.dirname, '..', '..', 'monitoring');
 const rulesFile = join(dir, 'relaybox-rules.yml');
+const dashboardFile = join(dir, 'relaybox-dashboard.json');
+
+/** Every query of the dashboard (Grafana JSON): its panels' targets. */
+function dashboardQueries(): string[] {
+  const dashboard = JSON.parse(readFileSync(dashboardFile, 'utf8')) as { panels: Array<{ title: string; targets?: Array<{ expr: string }> }> };
+  return dashboard.panels.flatMap((p) => (p.targets ?? []).map((q) => q.expr));
+}
 
 function promtool(t: TestContext, args: string[]): { status: number | null; output: string } | undefined {
   const run = spawnSync('promtool', args, { cwd: dir, encoding: 'utf8' });
@@ -35,8 +43,14 @@ test('promtool accepts the rules and their unit tests pass', (t) => {
   assert.equal(tested?.status, 0, tested?.output);
 });
 
-test('every metric the rules read is exported by a running service', async (t) => {
-  const used = new Set([...readFileSync(rulesFile, 'utf8').matchAll(/\b((?:relaybox|nodejs|process)_[a-z0-9_]+)\b/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, '')));
+test('every metric the rules and the dashboard read is exported by a running service, every recorded series they use is recorded', async (t) => {
+  const rules = readFileSync(rulesFile, 'utf8');
+  const queries = dashboardQueries();
+  assert.ok(queries.length >= 10, `the dashboard has ${queries.length} queries`);
+  const recorded = new Set([...rules.matchAll(/^\s+- record: (\S+)$/gm)].map((m) => m[1]!));
+  const usedRecords = new Set(queries.flatMap((q) => [...q.matchAll(/\b(relaybox:[a-z0-9_:]+)\b/g)].map((m) => m[1]!)));
+  assert.deepEqual([...usedRecords].filter((r) => !recorded.has(r)), [], 'series the dashboard reads that no rule records');
+  const used = new Set([rules, ...queries].flatMap((text) => [...text.matchAll(/\b((?:relaybox|nodejs|process)_[a-z0-9_]+)\b/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, ''))));
   const backends: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
   const exported = new Set<string>();
   for (const backend of backends) {
@@ -53,5 +67,5 @@ test('every metric the rules read is exported by a running service', async (t) =
   const missing = [...used].filter((name) => !exported.has(name) && !(backends.length === 1 && wireOnly.has(name)));
   if (backends.length === 1) t.diagnostic(`REDIS_URL/MONGODB_URL not set: not checked on the wire backend (${[...wireOnly].join(', ')})`);
   assert.ok(used.has('relaybox_http_request_duration_seconds') && used.has('relaybox_messages_total'), `the metric names read from the rules: ${[...used].join(', ')}`);
-  assert.deepEqual(missing, [], 'metrics the rules read that no service exports');
+  assert.deepEqual(missing, [], 'metrics the rules or the dashboard read that no service exports');
 });
