@@ -10,6 +10,8 @@ export interface StatusChange {
   events: DomainEvent[];
   /** The message's outbox was empty when read: once published, the events may take the outbox marker with them. */
   exclusive: boolean;
+  /** The statuses this change makes the message reach, in order (a folded sent and delivered reach both). */
+  reached: Array<'sent' | 'delivered'>;
 }
 
 /** A message's one `message.sent`, built before the write that records it (with the status that write sets). */
@@ -23,22 +25,22 @@ export function sentEvent(m: MessageDoc, status: 'sent' | 'delivered'): DomainEv
  * reporting relay counts, and no report moves a message backwards. Null
  * when it changes nothing. `failed` is not folded (it schedules a retry).
  */
-export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set: Record<string, unknown>; events: DomainEvent[] } | null {
+export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set: Record<string, unknown>; events: DomainEvent[]; reached: StatusChange['reached'] } | null {
   if (m.relayId !== r.relayId || m.attempts !== r.attempt) return null;
   const guid = r.guid ? { guid: r.guid } : {};
   if (r.status === 'sent') {
     if (m.status !== 'processing') return null;
-    return { set: { status: 'sent', sentAt: r.at, lastError: null, updatedAt: now, ...guid }, events: [sentEvent(m, 'sent')] };
+    return { set: { status: 'sent', sentAt: r.at, lastError: null, updatedAt: now, ...guid }, events: [sentEvent(m, 'sent')], reached: ['sent'] };
   }
   if (r.status === 'delivered') {
     if (m.status !== 'processing' && m.status !== 'sent') return null;
     // Delivered with no sent report before it: it was sent, so the same write says so, once.
     const unsent = m.sentAt === null;
-    return { set: { status: 'delivered', deliveredAt: r.at, updatedAt: now, ...guid, ...(unsent ? { sentAt: r.at } : {}) }, events: unsent ? [sentEvent(m, 'delivered')] : [] };
+    return { set: { status: 'delivered', deliveredAt: r.at, updatedAt: now, ...guid, ...(unsent ? { sentAt: r.at } : {}) }, events: unsent ? [sentEvent(m, 'delivered')] : [], reached: unsent ? ['sent', 'delivered'] : ['delivered'] };
   }
   if (r.status === 'read') {
     if ((m.status !== 'sent' && m.status !== 'delivered') || m.readAt !== null) return null;
-    return { set: { readAt: r.at, updatedAt: now }, events: [] };
+    return { set: { readAt: r.at, updatedAt: now }, events: [], reached: [] };
   }
   return null;
 }
@@ -63,9 +65,11 @@ export function foldReports(read: Map<string, MessageDoc>, reports: StatusReport
       set: {},
       events: [],
       exclusive: Object.keys((first as { outbox?: object }).outbox ?? {}).length === 0,
+      reached: [],
     };
     Object.assign(folded.set, change.set);
     folded.events.push(...change.events);
+    folded.reached.push(...change.reached);
     changes.set(r.messageId, folded);
     current.set(r.messageId, { ...m, ...change.set } as MessageDoc);
   }

@@ -307,9 +307,7 @@ export class TenantDispatcher {
     changes.forEach((c, i) => {
       if (!applied[i]) return;
       const createdAt = Date.parse(read.get(String(c.filter.id))?.createdAt ?? '');
-      // A change may carry a sent and a delivered report at once (folded): it counts as both.
-      const reached = c.set.status === 'delivered' ? (c.set.sentAt !== undefined ? ['sent', 'delivered'] as const : ['delivered'] as const) : c.set.status === 'sent' ? ['sent'] as const : [];
-      for (const outcome of reached) {
+      for (const outcome of c.reached) {
         countMessages(outcome);
         observeLatency(outcome, (now - createdAt) / 1000);
       }
