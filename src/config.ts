@@ -211,7 +211,8 @@ export function loadConfig(env: Env = process.env): Config {
       readBlockMs: positive(env, 'RUNTIME_READ_BLOCK_MS', 500),
       readBatch: positive(env, 'RUNTIME_READ_BATCH', 256),
       timerPollMs: positive(env, 'RUNTIME_TIMER_POLL_MS', 100),
-      shutdownGraceMs: positive(env, 'SHUTDOWN_GRACE_MS', 10_000),
+      // SHUTDOWN_GRACE_MS is the name this setting had before; it is still read when the new one is not set.
+      shutdownGraceMs: positive(env, env.SHUTDOWN_TIMEOUT_MS === undefined && env.SHUTDOWN_GRACE_MS !== undefined ? 'SHUTDOWN_GRACE_MS' : 'SHUTDOWN_TIMEOUT_MS', 10_000),
       askTimeoutMs: positive(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
       broadcastConfirmMs: positive(env, 'RUNTIME_BROADCAST_CONFIRM_MS', 1_000),
       pingTimeoutMs: positive(env, 'RUNTIME_PING_TIMEOUT_MS', 1_000),

@@ -65,6 +65,8 @@ export class RedisTransport implements Transport {
   private readonly inFlightIds = new Set<string>();
   private readonly asks = new Map<string, { resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout }>();
   private readonly loops: NodeJS.Timeout[] = [];
+  /** Background rounds (lease renewal, rebalance, due timers) under way: a stop waits for them before it closes the connections. */
+  private readonly rounds = new Set<Promise<void>>();
   private readLoopDone: Promise<void> = Promise.resolve();
   private consuming = false;
   private stopping = false;
@@ -121,7 +123,15 @@ export class RedisTransport implements Transport {
     const timer = setInterval(() => {
       if (running || this.stopping) return;
       running = true;
-      work().catch((err) => this.log.warn({ err }, 'runtime background task failed')).finally(() => (running = false));
+      const round = work()
+        .catch((err) => {
+          this.log.warn({ err }, 'runtime background task failed');
+        })
+        .finally(() => {
+          running = false;
+          this.rounds.delete(round);
+        });
+      this.rounds.add(round);
     }, ms);
     this.loops.push(timer);
   }
@@ -435,6 +445,7 @@ export class RedisTransport implements Transport {
     if (this.stopping) return;
     this.stopping = true;
     for (const timer of this.loops) clearInterval(timer);
+    await Promise.all(this.rounds);
     if (this.consuming) {
       await this.readLoopDone;
       // Leave time to release leases inside the overall shutdown budget.

@@ -4,7 +4,7 @@
  * from before gets 503 and its connection closed), lets every send it
  * answered 201 finish its background work (its event published, the message
  * on its tenant's queue) before its runtime and store close, and exits 0
- * within SHUTDOWN_GRACE_MS. Every 201 is then stored, with nothing left in an
+ * within SHUTDOWN_TIMEOUT_MS. Every 201 is then stored, with nothing left in an
  * outbox for a sweep to find.
  */
 import assert from 'node:assert/strict';
@@ -64,7 +64,7 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   });
   // The limiter is out of the way: this test is about what a stop does to requests, not about their rate.
   env = { ...env, RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000' };
-  const first = await startServiceProcess('all', { ...env, SHUTDOWN_GRACE_MS: String(graceMs) });
+  const first = await startServiceProcess('all', { ...env, SHUTDOWN_TIMEOUT_MS: String(graceMs) });
   procs.push(first);
   const base = `http://127.0.0.1:${first.port}`;
   const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: 'Stopped', email: 'owner@example.com', password: 'correct horse battery' } });
@@ -76,7 +76,7 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   const { code, ms } = await exit!;
   console.log(`# ${outcome.accepted.length} sends accepted, refused ${JSON.stringify(Object.fromEntries(outcome.refused))}, ${outcome.cut} cut; exited ${code} after ${ms} ms`);
   assert.equal(code, 0, 'a clean exit');
-  assert.ok(ms < graceMs, `exited within SHUTDOWN_GRACE_MS (${ms} ms)`);
+  assert.ok(ms < graceMs, `exited within SHUTDOWN_TIMEOUT_MS (${ms} ms)`);
   assert.throws(() => process.kill(first.child.pid!, 0), /ESRCH/, 'the process is gone');
   assert.deepEqual([...outcome.refused.keys()].filter((s) => s !== 503), [], 'a request refused while stopping is a 503, never an error');
   const warnings = first.lines.filter((line) => /"level":(40|50|60)/.test(line));

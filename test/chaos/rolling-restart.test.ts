@@ -65,7 +65,7 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
   const env = {
     ...run.env,
     RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '2000', RUNTIME_LEASE_RENEW_MS: '400', RUNTIME_REBALANCE_MS: '300',
-    SHUTDOWN_GRACE_MS: '8000', RELAY_HEARTBEAT_TIMEOUT_MS: '10000', RELAY_HEARTBEAT_INTERVAL_MS: '2000',
+    SHUTDOWN_TIMEOUT_MS: '8000', RELAY_HEARTBEAT_TIMEOUT_MS: '10000', RELAY_HEARTBEAT_INTERVAL_MS: '2000',
     // A send whose frame a killed worker never published is tried again within the test, not after the default
     // 2 minutes; long enough that a slow simulated relay (10 sends queued) is never timed out.
     MESSAGE_SEND_TIMEOUT_MS: '60000', MESSAGE_RETRY_BASE_MS: '500',

@@ -37,3 +37,11 @@ test('automations: at most 5 automated replies per conversation and hour by defa
   assert.equal(loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '0' }).automationRepliesPerConversationPerHour, 0);
   assert.throws(() => loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '-1' }), /AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR/);
 });
+
+test('the shutdown budget: 10 s by default, SHUTDOWN_TIMEOUT_MS, and its former name SHUTDOWN_GRACE_MS when the new one is not set', () => {
+  assert.equal(loadConfig({}).runtime.shutdownGraceMs, 10_000);
+  assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: '4000' }).runtime.shutdownGraceMs, 4_000);
+  assert.equal(loadConfig({ SHUTDOWN_GRACE_MS: '3000' }).runtime.shutdownGraceMs, 3_000);
+  assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: '4000', SHUTDOWN_GRACE_MS: '3000' }).runtime.shutdownGraceMs, 4_000);
+  assert.throws(() => loadConfig({ SHUTDOWN_TIMEOUT_MS: '0' }), /SHUTDOWN_TIMEOUT_MS/);
+});
