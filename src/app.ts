@@ -1,4 +1,5 @@
 import { createActors } from './actors/index.ts';
+import { exposeDispatchMetrics } from './actors/dispatch-metrics.ts';
 import { createAutomations, declareAutomationCollections } from './automations/index.ts';
 import type { Config } from './config.ts';
 import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
@@ -7,7 +8,7 @@ import type { EventLog } from './events/event-log.ts';
 import type { EventStream, ReadEvent } from './events/event-stream.ts';
 import { createEventLog, createEventStream } from './events/index.ts';
 import { Outbox } from './events/outbox.ts';
-import { exposeRuntimeStats } from './http/metrics.ts';
+import { exposeRuntimeStats, exposeEventStreamLag } from './http/metrics.ts';
 import type { RouteDef } from './http/route.ts';
 import type { HttpServer } from './http/server.ts';
 import { createIdentity, identityCollections, loadAccessTokens } from './identity/index.ts';
@@ -86,6 +87,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
 
   await runtime.start(actors.definitions, { consume: opts.consume });
   if (opts.consume) await actors.recoverTimers();
+  if (opts.consume) exposeDispatchMetrics(runtime);
   exposeRuntimeStats(() => runtime.stats());
   const consumers: EventConsumer[] = [];
   if (opts.consume) {
@@ -95,6 +97,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     else consumers.push(consumeEvents(events, 'event-log', config.nodeId, record, log.child({ component: 'event-log' })));
     await webhooks.startRouting();
     automations.startRouting();
+    exposeEventStreamLag(() => events.lag());
   }
   return {
     config,

@@ -56,6 +56,16 @@ export interface EventStream {
   mirror?(group: string, write: (batch: ReadEvent[]) => Promise<void>): Promise<void>;
   read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
   ack(group: string, positions: string[]): Promise<void>;
+  /** Each consumer group's events appended and not yet acknowledged, and how long ago the oldest of them was appended. */
+  lag(): Promise<GroupLag[]>;
+}
+
+export interface GroupLag {
+  group: string;
+  /** Events not yet handled: not yet read, or read and not yet acknowledged. */
+  events: number;
+  /** Seconds since the oldest of them was appended; 0 when there is none. */
+  oldestAgeSeconds: number;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { ScriptedRedis } from '../runtime/scripts.ts';
-import type { DomainEvent, EventStream, ReadEvent } from './event-stream.ts';
+import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
 
 type StreamEntry = [id: string, fields: string[]];
 
@@ -69,4 +69,45 @@ export class RedisEventStream implements EventStream {
   async ack(group: string, positions: string[]): Promise<void> {
     if (positions.length > 0) await this.redis.xack(this.key, group, ...positions);
   }
+
+  async lag(): Promise<GroupLag[]> {
+    let groups: unknown[][];
+    try {
+      groups = (await this.redis.xinfo('GROUPS', this.key)) as unknown[][];
+    } catch (err) {
+      if (String(err).includes('no such key')) return [];
+      throw err;
+    }
+    const infos = groups.map((flat) => {
+      const field = (name: string) => flat[flat.indexOf(name) + 1];
+      return { group: String(field('name')), pending: Number(field('pending') ?? 0), lastDelivered: String(field('last-delivered-id') ?? '0-0'), lag: field('lag') as number | null | undefined };
+    });
+    // One round trip for every group: the oldest entry read and not acknowledged, the first not yet read, and the server's clock (the ids' clock).
+    const pipeline = this.redis.pipeline();
+    for (const g of infos) {
+      pipeline.xpending(this.key, g.group);
+      // Past the last delivered entry: `lag` is unknown after deletions, so these are counted, up to a bound.
+      pipeline.xrange(this.key, `(${g.lastDelivered}`, '+', 'COUNT', g.lag == null ? unknownLagBound : 1);
+    }
+    pipeline.time();
+    const replies = ((await pipeline.exec()) ?? []).map(([err, reply]) => {
+      if (err) throw err;
+      return reply;
+    });
+    const [seconds, micros] = replies.pop() as [string, string];
+    const nowMs = Number(seconds) * 1000 + Number(micros) / 1000;
+    return infos.map((g, i) => {
+      const pendingSummary = replies[2 * i] as [number, string | null, string | null, unknown] | null;
+      const unread = (replies[2 * i + 1] as StreamEntry[] | null) ?? [];
+      const oldestId = pendingSummary?.[1] ?? unread[0]?.[0];
+      return {
+        group: g.group,
+        events: g.pending + (g.lag ?? unread.length),
+        oldestAgeSeconds: oldestId ? Math.max(0, (nowMs - Number(oldestId.split('-')[0])) / 1000) : 0,
+      };
+    });
+  }
 }
+
+/** Entries counted past a group's last delivered one when Redis cannot say the lag. */
+const unknownLagBound = 10_000;

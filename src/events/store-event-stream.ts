@@ -1,5 +1,5 @@
 import { platformScope, type Collection, type Store } from '../store/collection.ts';
-import type { DomainEvent, EventStream, ReadEvent } from './event-stream.ts';
+import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
 
 interface EventDoc {
   [field: string]: unknown;
@@ -211,6 +211,21 @@ export class StoreEventStream implements EventStream {
     const highest = Math.max(...positions.map(Number));
     if (!Number.isFinite(highest)) return;
     await this.moveCursor(group, highest);
+  }
+
+  async lag(): Promise<GroupLag[]> {
+    if (!this.loaded) await this.ready();
+    const groups = new Map(this.cursorOf);
+    for (const cursor of await this.cursors.find(platformScope, {})) if (!groups.has(cursor.id)) groups.set(cursor.id, cursor.seq);
+    const now = Date.now();
+    return Promise.all([...groups].map(async ([group, cursor]) => {
+      const first = this.firstAfter(cursor);
+      const events = this.seqs.length - first;
+      if (events === 0) return { group, events, oldestAgeSeconds: 0 };
+      const seq = this.seqs[first]!;
+      const event = this.recentSeqs[seq % recentEvents] === seq ? this.recent[seq % recentEvents] : (await this.events.findOne(platformScope, { id: this.ids[first]! }))?.event;
+      return { group, events, oldestAgeSeconds: event ? Math.max(0, (now - Date.parse(event.timestamp)) / 1000) : 0 };
+    }));
   }
 
   /** The group's cursor, written in this turn's transaction. */

@@ -51,27 +51,47 @@ export const stageDuration = singleton('relaybox_http_stage_duration_seconds', (
 }));
 
 /**
- * Actor backlog and dead letters by actor type, read from the transport when
- * Prometheus scrapes (not on every message).
+ * Figures read from somewhere else (the transport, the event stream) when
+ * Prometheus scrapes, not on every message: one read serves every gauge of
+ * the set for half a second. Each gauge is labelled by `label`.
  */
-export function exposeRuntimeStats(stats: () => Promise<Array<{ type: string; pending: number; deadLetters: number; timers: number }>>): void {
-  const names = ['relaybox_runtime_pending_messages', 'relaybox_runtime_dead_letters', 'relaybox_runtime_timers'];
-  for (const name of names) register.removeSingleMetric(name);
-  let latest: ReturnType<typeof stats> | undefined;
-  const read = () => (latest ??= stats().finally(() => setTimeout(() => (latest = undefined), 500)));
-  const gauge = (name: string, help: string, field: 'pending' | 'deadLetters' | 'timers') =>
-    new Gauge({
+function exposeRead<R extends Record<string, unknown>>(
+  label: keyof R & string,
+  read: () => Promise<R[]>,
+  gauges: Array<{ name: string; help: string; field: keyof R & string }>,
+): void {
+  for (const { name } of gauges) register.removeSingleMetric(name);
+  let latest: Promise<R[]> | undefined;
+  const current = () => (latest ??= read().finally(() => setTimeout(() => (latest = undefined), 500)));
+  for (const { name, help, field } of gauges) {
+    new Gauge<string>({
       name,
       help,
-      labelNames: ['type'],
-      // A transport that cannot answer keeps the last figures: one unreadable gauge must not fail the whole scrape.
+      labelNames: [label],
+      // A source that cannot answer keeps the last figures: one unreadable gauge must not fail the whole scrape.
       async collect() {
-        for (const s of (await read().catch(() => [])) ?? []) this.set({ type: s.type }, s[field]);
+        for (const row of (await current().catch(() => [])) ?? []) this.set({ [label]: String(row[label]) }, Number(row[field]));
       },
     });
-  gauge(names[0]!, 'Actor messages sent and not yet handled, by actor type', 'pending');
-  gauge(names[1]!, 'Actor messages in the dead-letter stream, by actor type', 'deadLetters');
-  gauge(names[2]!, 'Durable timers not yet due, by actor type', 'timers');
+  }
+}
+
+/** Actor backlog, its age, dead letters and timers by actor type. */
+export function exposeRuntimeStats(stats: () => Promise<Array<{ type: string; pending: number; oldestAgeSeconds: number; deadLetters: number; timers: number }>>): void {
+  exposeRead('type', stats, [
+    { name: 'relaybox_runtime_pending_messages', help: 'Actor messages sent and not yet handled, by actor type', field: 'pending' },
+    { name: 'relaybox_runtime_oldest_message_age_seconds', help: 'How long the oldest actor message not yet handled has waited, by actor type (0 when none waits)', field: 'oldestAgeSeconds' },
+    { name: 'relaybox_runtime_dead_letters', help: 'Actor messages in the dead-letter stream, by actor type', field: 'deadLetters' },
+    { name: 'relaybox_runtime_timers', help: 'Durable timers not yet due, by actor type', field: 'timers' },
+  ]);
+}
+
+/** How far each consumer group of the event stream (event-log, webhooks, automations) is behind. */
+export function exposeEventStreamLag(lag: () => Promise<Array<{ group: string; events: number; oldestAgeSeconds: number }>>): void {
+  exposeRead('group', lag, [
+    { name: 'relaybox_event_stream_pending_events', help: 'Events appended and not yet handled by the consumer group (read or not)', field: 'events' },
+    { name: 'relaybox_event_stream_oldest_pending_age_seconds', help: 'Seconds since the oldest event the consumer group has not yet handled was appended (0 when none)', field: 'oldestAgeSeconds' },
+  ]);
 }
 
 const root = resolve(import.meta.dirname, '..', '..');

@@ -55,6 +55,12 @@ export class ActorStates {
     this.onSize(this.entries.size);
   }
 
+  /** The activated states of `type` (a scrape reads them; nothing may change them from outside their handlers). */
+  *activated(type: string): Iterable<unknown> {
+    const prefix = `${type}\u0000`;
+    for (const [id, entry] of this.entries) if (entry.activated && id.startsWith(prefix)) yield entry.state;
+  }
+
   /** Drops every state of `type` whose key `matches` (the keys of a shard that left this worker). */
   dropWhere(type: string, matches: (key: string) => boolean): number {
     const prefix = `${type}\u0000`;

@@ -10,6 +10,8 @@ import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLet
 interface Delivery {
   env: Envelope;
   reply: ((outcome: DeliveryOutcome) => void) | undefined;
+  /** When it entered its mailbox (a delayed message: when it fell due). */
+  postedAt: number;
 }
 
 /**
@@ -54,6 +56,10 @@ export class LocalTransport implements Transport {
     this.host.states.start();
   }
 
+  statesOf(type: string): Iterable<unknown> {
+    return this.host?.states.activated(type) ?? [];
+  }
+
   liveStates(): number {
     return this.host?.states.size ?? 0;
   }
@@ -94,9 +100,13 @@ export class LocalTransport implements Transport {
     const host = this.requireHost();
     const timers = new Map<string, number>();
     for (const type of this.timers.values()) timers.set(type, (timers.get(type) ?? 0) + 1);
+    const oldest = new Map<string, number>();
+    for (const { env, postedAt } of this.serial.heads()) oldest.set(env.type, Math.min(oldest.get(env.type) ?? Infinity, postedAt));
+    const now = Date.now();
     return host.types.map((type) => ({
       type,
       pending: this.pending.get(type) ?? 0,
+      oldestAgeSeconds: oldest.has(type) ? Math.max(0, (now - oldest.get(type)!) / 1000) : 0,
       deadLetters: this.dead.get(type)?.length ?? 0,
       timers: timers.get(type) ?? 0,
     }));
@@ -124,7 +134,7 @@ export class LocalTransport implements Transport {
   private dispatch(env: Envelope, reply?: (outcome: DeliveryOutcome) => void): void {
     this.requireHost();
     this.pending.set(env.type, (this.pending.get(env.type) ?? 0) + 1);
-    this.serial.post(`${env.type}\u0000${env.key}`, { env, reply });
+    this.serial.post(`${env.type}\u0000${env.key}`, { env, reply, postedAt: Date.now() });
   }
 
   private async handle(items: Delivery[]): Promise<void> {

@@ -47,6 +47,11 @@ export class Mailboxes<T> {
     if (this.inFlight === 0) this.wakeIdle();
   }
 
+  /** The first waiting item of each key: the oldest of each key's queue. */
+  *heads(): Iterable<T> {
+    for (const box of this.boxes.values()) if (box.length > 0) yield box[0]!;
+  }
+
   /** Items posted and not yet handled, running ones included. */
   get size(): number {
     return this.inFlight;

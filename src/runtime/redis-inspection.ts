@@ -17,14 +17,22 @@ export async function readDeadLetters(redis: Redis, dlq: string, limit: number):
 /** Backlog, timers and dead letters of one actor type, in one round trip. */
 export async function readTypeStats(redis: Redis, type: string, streams: string[], dlq: string): Promise<ActorTypeStats> {
   const pipeline = redis.pipeline();
-  for (const stream of streams) pipeline.xlen(stream).zcard(`${stream}:timers`);
-  pipeline.xlen(dlq);
-  const counts = ((await pipeline.exec()) ?? []).map(([, n]) => Number(n ?? 0));
-  const deadLetters = counts.pop() ?? 0;
-  return {
-    type,
-    pending: counts.filter((_, i) => i % 2 === 0).reduce((a, b) => a + b, 0),
-    timers: counts.filter((_, i) => i % 2 === 1).reduce((a, b) => a + b, 0),
-    deadLetters,
-  };
+  // A handled entry is deleted from its stream, so each stream's first entry is its oldest not yet handled; its id holds when it was added.
+  for (const stream of streams) pipeline.xlen(stream).zcard(`${stream}:timers`).xrange(stream, '-', '+', 'COUNT', 1);
+  // The age is read against the server's clock, as the entry ids are.
+  pipeline.xlen(dlq).time();
+  const replies = ((await pipeline.exec()) ?? []).map(([, reply]) => reply);
+  const [seconds, micros] = (replies.pop() as [string, string] | null) ?? [String(Date.now() / 1000), '0'];
+  const nowMs = Number(seconds) * 1000 + Number(micros) / 1000;
+  const deadLetters = Number(replies.pop() ?? 0);
+  let pending = 0;
+  let timers = 0;
+  let oldest = Infinity;
+  for (let i = 0; i < replies.length; i += 3) {
+    pending += Number(replies[i] ?? 0);
+    timers += Number(replies[i + 1] ?? 0);
+    const first = (replies[i + 2] as StreamEntry[] | null)?.[0];
+    if (first) oldest = Math.min(oldest, Number(first[0].split('-')[0]));
+  }
+  return { type, pending, timers, deadLetters, oldestAgeSeconds: Number.isFinite(oldest) ? Math.max(0, (nowMs - oldest) / 1000) : 0 };
 }

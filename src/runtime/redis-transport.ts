@@ -136,6 +136,10 @@ export class RedisTransport implements Transport {
     this.loops.push(timer);
   }
 
+  statesOf(type: string): Iterable<unknown> {
+    return this.host?.states.activated(type) ?? [];
+  }
+
   liveStates(): number {
     return this.host?.states.size ?? 0;
   }

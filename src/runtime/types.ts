@@ -66,6 +66,8 @@ export interface ActorTypeStats {
   type: string;
   /** Entries sent but not yet handled (stream backlog plus entries being handled). */
   pending: number;
+  /** How long the oldest of those has waited, in seconds (0 when there is none). */
+  oldestAgeSeconds: number;
   deadLetters: number;
   timers: number;
 }
@@ -97,6 +99,8 @@ export interface Transport {
   stats(): Promise<ActorTypeStats[]>;
   /** Actor keys whose state is held in this process right now. */
   liveStates(): number;
+  /** The activated states of actor type `type` this process holds, for figures read when Prometheus scrapes. */
+  statesOf(type: string): Iterable<unknown>;
   /** This process's name: where addressed messages for it go. */
   readonly nodeId: string;
   /**

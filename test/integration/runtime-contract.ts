@@ -170,6 +170,20 @@ export function runtimeContract(name: string, make: MakeTransport): void {
       assert.equal(seen.maxConcurrentPerKey, 1);
     });
 
+    test('stats: the backlog of an actor type and how long its oldest message has waited; none once handled', async () => {
+      const key = 'aged';
+      const busy = rt.ask('counter', key, { kind: 'stall', ms: 1_200 }, 5_000);
+      await sleep(100);
+      await Promise.all([1, 2, 3].map((seq) => rt.send('counter', key, { kind: 'note', seq })));
+      await sleep(700);
+      const waiting = (await rt.stats()).find((s) => s.type === 'counter')!;
+      assert.ok(waiting.pending >= 3, `backlog ${waiting.pending}`);
+      assert.ok(waiting.oldestAgeSeconds >= 0.6 && waiting.oldestAgeSeconds < 5, `oldest waited ${waiting.oldestAgeSeconds} s`);
+      await busy;
+      await waitFor(async () => (await rt.stats()).find((s) => s.type === 'counter')!.pending === 0, 10_000, 'backlog handled');
+      assert.equal((await rt.stats()).find((s) => s.type === 'counter')!.oldestAgeSeconds, 0);
+    });
+
     test('ask returns the handler value', async () => {
       const answer = await rt.ask<{ key: string; value: string }>('counter', 'asked', { kind: 'echo', value: 'hello' });
       assert.deepEqual(answer, { key: 'asked', value: 'hello' });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { SendQueue, type QueuedMessage } from '../../src/actors/tenant/send-queue.ts';
+import { priorityBands, SendQueue, type QueuedMessage } from '../../src/actors/tenant/send-queue.ts';
 
 const item = (id: string, source?: string, priority = 0): QueuedMessage => ({ id, priority, fromNumber: null, ...(source ? { source } : {}) });
 const takeAll = (q: SendQueue) => q.take(() => true).map((m) => m.id);
@@ -103,4 +103,23 @@ test('priorities outside 0..100 are clamped, not lost', () => {
   q.push(item('high', undefined, 1_000));
   q.push(item('mid', undefined, 50));
   assert.deepEqual(takeAll(q), ['high', 'mid', 'low']);
+});
+
+test('the oldest waiting message of each priority band: a handed-back message counts from when it was first queued', () => {
+  const q = new SendQueue();
+  assert.deepEqual(q.oldestByBand(), [undefined, undefined, undefined, undefined]);
+  q.push({ id: 'a', priority: 0, fromNumber: null, queuedAt: 1_000 });
+  q.push({ id: 'b', priority: 0, fromNumber: null, source: 'job_1', queuedAt: 500 });
+  q.push({ id: 'c', priority: 50, fromNumber: null, queuedAt: 2_000 });
+  q.push({ id: 'd', priority: 100, fromNumber: null });
+  const [zero, low, mid, high] = q.oldestByBand();
+  assert.equal(zero, 500, 'the oldest head of the sources in the band');
+  assert.equal(low, undefined);
+  assert.equal(mid, 2_000);
+  assert.ok(high !== undefined && Math.abs(high - Date.now()) < 1_000, 'without a time, from when the queue took it');
+  const [taken] = q.take((item) => item.id === 'b');
+  assert.equal(q.oldestByBand()[0], 1_000);
+  q.pushFront(taken!);
+  assert.equal(q.oldestByBand()[0], 500);
+  assert.equal(priorityBands.map((b) => b.band).join(' '), '0 1-33 34-66 67-100');
 });

@@ -14,6 +14,8 @@ export const queueItem = Type.Object({
   fromNumber: Type.Union([text(32), Type.Null()]),
   /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
   source: Type.Optional(text(64)),
+  /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
+  queuedAt: Type.Optional(Type.Integer({ minimum: 0 })),
 }, { additionalProperties: false });
 
 /** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (actors/relay/relay-credits.ts). */

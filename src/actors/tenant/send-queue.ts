@@ -6,13 +6,24 @@ export interface QueuedMessage {
   fromNumber: string | null;
   /** Where it came from: its bulk job or group send; absent for a single send. */
   source?: string;
+  /** Epoch ms since it has waited to be sent; set when the queue takes it, if not before. */
+  queuedAt?: number;
 }
 
-/** A stored message as the queue knows it. */
+/** A stored message as the queue knows it: waiting since it was accepted. */
 export function queueItemOf(m: MessageDoc): QueuedMessage {
   const source = m.jobId ?? m.parentId;
-  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, ...(source ? { source } : {}) };
+  const queuedAt = Date.parse(m.createdAt);
+  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, ...(source ? { source } : {}), ...(Number.isFinite(queuedAt) ? { queuedAt } : {}) };
 }
+
+/** The priority bands the queue's age is reported by (bounded metric labels): the default 0, then thirds of 1 to 100. */
+export const priorityBands = [
+  { band: '0', from: 0, to: 0 },
+  { band: '1-33', from: 1, to: 33 },
+  { band: '34-66', from: 34, to: 66 },
+  { band: '67-100', from: 67, to: 100 },
+] as const;
 
 const levels = 101;
 /** The source every single send shares. */
@@ -80,6 +91,7 @@ export class SendQueue {
   push(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
     this.ids.add(item.id);
+    item.queuedAt ??= Date.now();
     this.fifo(item).items.push(item);
   }
 
@@ -87,7 +99,23 @@ export class SendQueue {
   pushFront(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
     this.ids.add(item.id);
+    item.queuedAt ??= Date.now();
     this.fifo(item).pushFront(item);
+  }
+
+  /** For each of `priorityBands`, when its oldest waiting message was queued (epoch ms), or undefined when none waits. */
+  oldestByBand(): Array<number | undefined> {
+    return priorityBands.map(({ from, to }) => {
+      let oldest: number | undefined;
+      for (let p = from; p <= to; p++) {
+        // Each source's FIFO is in queue order, so its head is its oldest (a handed-back message goes to the head, older still).
+        for (const fifo of this.levels[p]!.sources.values()) {
+          const at = fifo.items[fifo.head]?.queuedAt;
+          if (at !== undefined && (oldest === undefined || at < oldest)) oldest = at;
+        }
+      }
+      return oldest;
+    });
   }
 
   private fifo(item: QueuedMessage): Fifo {

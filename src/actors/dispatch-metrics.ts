@@ -1,0 +1,82 @@
+import { Gauge, register } from 'prom-client';
+import type { Transport } from '../runtime/types.ts';
+import { relayProtocol } from './relay/protocol.ts';
+import type { RelayState } from './relay/relay-state.ts';
+import { tenantProtocol } from './tenant/protocol.ts';
+import { priorityBands } from './tenant/send-queue.ts';
+import type { TenantState } from './tenant/tenant-dispatcher.ts';
+
+/**
+ * The send queues and relays this worker runs, read from the actors' states
+ * when Prometheus scrapes: a tenant actor holds its whole due queue and its
+ * online relays while it has work, a relay actor its sends in flight. Each
+ * worker reports what it holds: sum the counts and take the max of the ages
+ * across workers.
+ */
+export function exposeDispatchMetrics(runtime: Pick<Transport, 'statesOf'>): void {
+  const tenants = () => runtime.statesOf(tenantProtocol.type) as Iterable<TenantState>;
+  const relays = () => runtime.statesOf(relayProtocol.type) as Iterable<RelayState>;
+  gauge({
+    name: 'relaybox_queue_oldest_message_age_seconds',
+    help: 'How long the oldest message waiting in a send queue has waited since it was accepted, by priority band (0 when none waits)',
+    labelNames: ['band'],
+    collect(set) {
+      const oldest = priorityBands.map((): number | undefined => undefined);
+      for (const state of tenants()) {
+        state.queue.oldestByBand().forEach((at, i) => {
+          if (at !== undefined && (oldest[i] === undefined || at < oldest[i]!)) oldest[i] = at;
+        });
+      }
+      const now = Date.now();
+      priorityBands.forEach(({ band }, i) => set({ band }, oldest[i] === undefined ? 0 : Math.max(0, (now - oldest[i]!) / 1000)));
+    },
+  });
+  gauge({
+    name: 'relaybox_queue_messages',
+    help: 'Messages waiting in the send queues, due and not yet handed to a relay',
+    collect(set) {
+      let n = 0;
+      for (const state of tenants()) n += state.queue.size;
+      set({}, n);
+    },
+  });
+  gauge({
+    name: 'relaybox_tenants_waiting_for_relay',
+    help: 'Organizations with messages waiting in their send queue and no relay online',
+    collect(set) {
+      let n = 0;
+      for (const state of tenants()) if (state.queue.size > 0 && state.relays.size === 0) n++;
+      set({}, n);
+    },
+  });
+  gauge({
+    name: 'relaybox_relay_send_capacity',
+    help: 'Sends the online relays take at once, as each declared (its capacity): the credits they grant',
+    collect(set) {
+      let n = 0;
+      for (const state of relays()) if (state.doc?.status === 'online') n += state.credits.capacity;
+      set({}, n);
+    },
+  });
+  gauge({
+    name: 'relaybox_relay_sends_in_flight',
+    help: 'Sends handed to relays and not yet reported on: the capacity in use',
+    collect(set) {
+      let n = 0;
+      for (const state of relays()) n += state.credits.size;
+      set({}, n);
+    },
+  });
+}
+
+function gauge(opts: { name: string; help: string; labelNames?: string[]; collect: (set: (labels: Record<string, string>, value: number) => void) => void }): void {
+  register.removeSingleMetric(opts.name);
+  new Gauge<string>({
+    name: opts.name,
+    help: opts.help,
+    labelNames: opts.labelNames ?? [],
+    collect() {
+      opts.collect((labels, value) => this.set(labels, value));
+    },
+  });
+}
