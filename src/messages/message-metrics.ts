@@ -28,3 +28,13 @@ const latency = (register.getSingleMetric('relaybox_message_latency_seconds') as
 export function observeLatency(to: 'sent' | 'delivered', seconds: number): void {
   if (Number.isFinite(seconds) && seconds >= 0) latency.labels(to).observe(seconds);
 }
+
+const sendWait = (register.getSingleMetric('relaybox_message_send_wait_seconds') as Histogram | undefined) ?? new Histogram({
+  name: 'relaybox_message_send_wait_seconds',
+  help: 'From a message\'s acceptance, or from when a relay of its organization came online if that is later, to its status sent: the delivery SLO\'s clock, which does not run while no relay is online',
+  buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900, 3600],
+});
+
+export function observeSendWait(seconds: number): void {
+  if (Number.isFinite(seconds)) sendWait.observe(Math.max(0, seconds));
+}

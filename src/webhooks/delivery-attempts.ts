@@ -5,7 +5,7 @@ import type { Filter } from '../store/collection.ts';
 import { nextStep, type NextStep } from './retry-schedule.ts';
 import type { AttemptResult } from './webhook-sender.ts';
 import type { SecretBox } from './secret-box.ts';
-import { deliveryAttempts, deliveryDuration } from './webhook-metrics.ts';
+import { deliveryAttempts, deliveryDuration, observeFirstAttempt } from './webhook-metrics.ts';
 import type { WebhookSender } from './webhook-sender.ts';
 import type { DeliveryLog } from './delivery-log.ts';
 import { deliveryHeaders } from './webhook-signing.ts';
@@ -47,6 +47,7 @@ export class DeliveryAttempts {
    * outcome is recorded: the endpoint is free for the next attempt then.
    */
   async attempt(hook: LoadedWebhook, delivery: DeliveryDoc, opts: { manual?: boolean; onSent?: () => void } = {}): Promise<AttemptOutcome> {
+    if (!opts.manual && delivery.attempts === 0) observeFirstAttempt(delivery.payload);
     const result = await this.send(hook, delivery);
     opts.onSent?.();
     const attempts = delivery.attempts + 1;

@@ -17,6 +17,24 @@ export const deliveryDuration = singleton('relaybox_webhook_delivery_duration_se
   buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
 }));
 
+/** The webhook delivery SLO's clock: from the event to the start of its first attempt, whatever the endpoint then answers. */
+const firstAttemptDelay = singleton('relaybox_webhook_first_attempt_delay_seconds', () => new Histogram({
+  name: 'relaybox_webhook_first_attempt_delay_seconds',
+  help: 'Time from an event to the start of the first attempt to deliver it to a webhook (the endpoint\'s answer does not count)',
+  buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+}));
+
+export function observeFirstAttempt(payload: string, now = Date.now()): void {
+  let timestamp: unknown;
+  try {
+    timestamp = (JSON.parse(payload) as { timestamp?: unknown }).timestamp;
+  } catch {
+    return;
+  }
+  const at = typeof timestamp === 'string' ? Date.parse(timestamp) : NaN;
+  if (Number.isFinite(at)) firstAttemptDelay.observe(Math.max(0, (now - at) / 1000));
+}
+
 /** Deliveries this process holds waiting for a slot or in flight. */
 let pendingNow = () => 0;
 export function exposePendingDeliveries(read: () => number): void {

@@ -21,6 +21,11 @@ eachBackend((backend) => {
       await t.stop();
     });
     const org = await signup(t);
+    // The histograms belong to the process (both backends run in it): compared as differences.
+    const latencySum = () => series(t, 'relaybox_message_latency_seconds_sum', 'to="sent"').then((v) => v ?? 0);
+    const waitSum = () => series(t, 'relaybox_message_send_wait_seconds_sum').then((v) => v ?? 0);
+    const waitCount = () => series(t, 'relaybox_message_send_wait_seconds_count').then((v) => v ?? 0);
+    const [latencyBefore, waitBefore, countBefore] = [await latencySum(), await waitSum(), await waitCount()];
     const ids: string[] = [];
     for (const priority of [0, 0, 80]) {
       const sent = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: `p${priority}`, priority } });
@@ -52,6 +57,10 @@ eachBackend((backend) => {
     await waitFor(async () => (await series(t, 'relaybox_relay_sends_in_flight')) === 0, 10_000, 'none in flight');
     assert.equal(await series(t, 'relaybox_queue_messages'), 0);
     assert.equal(await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="0"'), 0);
+    // The delivery SLO's clock: the second and more each message waited with no relay online are not counted.
+    assert.equal(await waitCount() - countBefore, 3);
+    const excluded = (await latencySum() - latencyBefore) - (await waitSum() - waitBefore);
+    assert.ok(excluded >= 3 * 1.0, `time with no relay online left out of the send wait: ${excluded} s for 3 messages`);
     // Every consumer group of the event stream catches up with the sends' events.
     await waitFor(async () => (await series(t, 'relaybox_event_stream_pending_events', 'group="webhooks"')) === 0, 10_000, 'webhooks caught up');
     assert.equal(await series(t, 'relaybox_event_stream_oldest_pending_age_seconds', 'group="webhooks"'), 0);

@@ -335,6 +335,11 @@ eachBackend((backend) => {
       assert.match(text, /relaybox_webhook_deliveries_total\{outcome="retrying"\} [1-9]/);
       assert.match(text, /relaybox_webhook_delivery_duration_seconds_count [1-9]/);
       assert.match(text, /relaybox_webhook_pending_deliveries \d/);
+      // The delivery SLO's clock stops at each delivery's first attempt only: retries are not observed again.
+      const value = (pattern: RegExp) => [...text.matchAll(pattern)].reduce((sum, m) => sum + Number(m[1]), 0);
+      const first = value(/^relaybox_webhook_first_attempt_delay_seconds_count (\d+)$/gm);
+      const attempts = value(/^relaybox_webhook_deliveries_total\{outcome="\w+"\} (\d+)$/gm);
+      assert.ok(first >= 1 && first < attempts, `${first} first attempts among ${attempts}`);
       assert.ok(!/relaybox_webhook_[a-z_]+\{[^}]*(url|webhook)/.test(text), 'no per-webhook or per-URL label');
     });
   });

@@ -12,7 +12,7 @@ import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
-import { countMessages, observeLatency } from '../../messages/message-metrics.ts';
+import { countMessages, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import type { RelayReport, StatusReport } from './protocol.ts';
@@ -35,6 +35,14 @@ export interface TenantState {
   fresh: boolean;
   /** Sources (cancelled bulk jobs) none of whose messages may be handed out any more, though some are still stored as queued. */
   closedSources: Set<string>;
+  /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
+  relayOnlineSince?: number;
+}
+
+/** Keeps `relayOnlineSince` true to the relays online now: called after every change to them. */
+function noteRelays(state: TenantState): void {
+  if (state.relays.size === 0) delete state.relayOnlineSince;
+  else state.relayOnlineSince ??= Date.now();
 }
 
 type TenantContext = ActorContext<TenantState>;
@@ -110,6 +118,7 @@ export class TenantDispatcher {
     for (const m of queued) state.queue.push(queueItemOf(m));
     state.relays.clear();
     for (const doc of online) await this.join(ctx, state, doc);
+    noteRelays(state);
     await this.handBackStrays(ctx, online.map((r) => r.id));
   }
 
@@ -123,6 +132,7 @@ export class TenantDispatcher {
   private async join(ctx: ActorContext<unknown>, state: TenantState, doc: RelayDoc): Promise<void> {
     const epoch = randomUUID();
     state.relays.set(doc.id, { id: doc.id, session: doc.session, epoch, capacity: doc.capacity, phoneNumbers: doc.phoneNumbers, credits: 0 });
+    noteRelays(state);
     await ctx.send(relayProtocol, doc.id, { kind: 'attach', tenantId: ctx.key, session: doc.session, epoch });
   }
 
@@ -207,6 +217,7 @@ export class TenantDispatcher {
       }
       await this.join(ctx, state, doc);
     }
+    noteRelays(state);
     await this.handBackStrays(ctx, onlineIds);
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
     if (canSend && state.queue.size === 0) {
@@ -260,6 +271,7 @@ export class TenantDispatcher {
     const relay = state.relays.get(report.relayId);
     if (!relay || relay.session !== report.session) return;
     state.relays.delete(report.relayId);
+    noteRelays(state);
     ctx.log.info({ tenantId: ctx.key, relayId: report.relayId, reason }, 'relay left the dispatch');
   }
 
@@ -296,12 +308,12 @@ export class TenantDispatcher {
     const { messages } = this.deps.db;
     const read = ids.length === 1 ? [await messages.findOne(this.scope(orgId), { id: ids[0] })].filter((m) => m !== null) : await messages.find(this.scope(orgId), { id: { $in: ids } });
     const byId = new Map(read.map((m) => [m.id, m]));
-    await this.writeChanges(orgId, foldReports(byId, reports, nowIso()), byId);
+    await this.writeChanges(orgId, foldReports(byId, reports, nowIso()), byId, state.relayOnlineSince);
     if (released) await this.pump(ctx, orgId, state);
   }
 
   /** Each status change written with its events (events/outbox.ts): a crash after the write loses nothing. */
-  private async writeChanges(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>): Promise<void> {
+  private async writeChanges(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>, relayOnlineSince: number | undefined): Promise<void> {
     const applied = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
     const now = Date.now();
     changes.forEach((c, i) => {
@@ -311,6 +323,8 @@ export class TenantDispatcher {
         countMessages(outcome);
         observeLatency(outcome, (now - createdAt) / 1000);
       }
+      // The delivery SLO's clock runs only while a relay is online: from acceptance, or from when one came online if later.
+      if (c.reached.includes('sent')) observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
     });
   }
 
