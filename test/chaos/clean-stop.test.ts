@@ -57,14 +57,16 @@ async function sendUntilStopped(base: string, token: string, stop: () => void): 
   return outcome;
 }
 
-async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft: (orgId: string) => Promise<number>): Promise<void> {
+/** `web`: the process stopped is a frontend, with a worker of its own running beside it throughout. */
+async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft: (orgId: string) => Promise<number>, role: 'all' | 'web' = 'all'): Promise<void> {
   const procs: ServiceProcess[] = [];
   t.after(() => {
     for (const p of procs) p.child.kill('SIGKILL');
   });
   // The limiter is out of the way: this test is about what a stop does to requests, not about their rate.
   env = { ...env, RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000' };
-  const first = await startServiceProcess('all', { ...env, SHUTDOWN_TIMEOUT_MS: String(graceMs) });
+  if (role === 'web') procs.push(await startServiceProcess('worker', env));
+  const first = await startServiceProcess(role, { ...env, SHUTDOWN_TIMEOUT_MS: String(graceMs) });
   procs.push(first);
   const base = `http://127.0.0.1:${first.port}`;
   const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: 'Stopped', email: 'owner@example.com', password: 'correct horse battery' } });
@@ -83,7 +85,7 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   assert.deepEqual(warnings, [], 'nothing was cut short: no event left to a sweep, no message left off its queue');
   assert.equal(await outboxLeft(signup.body.organization.id), 0, 'no event waits in an outbox');
 
-  const second = await startServiceProcess('all', env);
+  const second = await startServiceProcess(role, env);
   procs.push(second);
   const again = `http://127.0.0.1:${second.port}`;
   const missing: string[] = [];
@@ -93,6 +95,7 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   }
   assert.deepEqual(missing, [], 'every send answered 201 is stored');
   assert.equal((await second.terminate()).code, 0);
+  for (const p of procs.slice(0, -2)) assert.equal((await p.terminate()).code, 0, 'the worker beside it stops cleanly too');
 }
 
 test('SIGTERM under load on the embedded default: every 201 stored and queued, a clean exit in time', async (t) => {
@@ -102,16 +105,18 @@ test('SIGTERM under load on the embedded default: every 201 stored and queued, a
   await cleanStop(t, { REDIS_URL: '', MONGODB_URL: '', LOG_LEVEL: 'info', DATA_DIR: dataDir }, async () => 0);
 });
 
-test('SIGTERM under load on Redis + MongoDB wire: every 201 stored with its event published, a clean exit in time', async (t) => {
-  const run = await wireRun(t, 'stop', () => undefined);
-  if (!run) return;
-  await cleanStop(t, { ...run.env, LOG_LEVEL: 'info' }, async (orgId) => {
-    const store = new MongoStore(run.mongoUrl, run.database, loadConfig({}).storePingTimeoutMs);
-    try {
-      await store.init();
-      return await store.collection('messages').count({ tenantId: orgId }, { outboxAt: { $exists: true } });
-    } finally {
-      await store.close();
-    }
+for (const role of ['all', 'web'] as const) {
+  test(`SIGTERM under load on Redis + MongoDB wire, ${role === 'all' ? 'one process' : 'a frontend with a worker beside it'}: every 201 stored with its event published, a clean exit in time`, async (t) => {
+    const run = await wireRun(t, `stop-${role}`, () => undefined);
+    if (!run) return;
+    await cleanStop(t, { ...run.env, LOG_LEVEL: 'info' }, async (orgId) => {
+      const store = new MongoStore(run.mongoUrl, run.database, loadConfig({}).storePingTimeoutMs);
+      try {
+        await store.init();
+        return await store.collection('messages').count({ tenantId: orgId }, { outboxAt: { $exists: true } });
+      } finally {
+        await store.close();
+      }
+    }, role);
   });
-});
+}

@@ -127,6 +127,13 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
     note('SIGTERM w1');
     const term = await workers.get('w1')!.terminate();
     note(`w1 exited ${term.code} after ${term.ms} ms; starting w1b`);
+    // A worker stopped by SIGTERM under load exits cleanly within SHUTDOWN_TIMEOUT_MS, its shards released, not left to expire.
+    assert.equal(term.code, 0, 'w1 exits 0');
+    assert.ok(term.ms < Number(env.SHUTDOWN_TIMEOUT_MS), `w1 exited within SHUTDOWN_TIMEOUT_MS (${term.ms} ms)`);
+    assert.throws(() => process.kill(workers.get('w1')!.child.pid!, 0), /ESRCH/, 'w1 is gone');
+    const leaseKeys = await redis.keys(`${prefix}:lease:*`);
+    const stillHeld = leaseKeys.length === 0 ? [] : (await redis.mget(...leaseKeys)).filter((owner) => owner === `${prefix}-w1`);
+    assert.deepEqual(stillHeld, [], 'no lease is left held by w1');
     workers.delete('w1');
     await startWorker('w1b');
     await waitFor(() => accepted >= messages * 0.4, phaseMs, '40% accepted');

@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { startTestApp, type Backend } from '../support/test-app.ts';
@@ -41,6 +41,24 @@ test('promtool accepts the rules and their unit tests pass', (t) => {
   assert.equal(checked.status, 0, checked.output);
   const tested = promtool(t, ['test', 'rules', join(dir, 'relaybox-rules.test.yml')]);
   assert.equal(tested?.status, 0, tested?.output);
+});
+
+test('every alert has its runbook page, and a unit test where it fires', () => {
+  const rules = readFileSync(rulesFile, 'utf8');
+  const tests = readFileSync(join(dir, 'relaybox-rules.test.yml'), 'utf8');
+  const alerts = new Set([...rules.matchAll(/^\s+- alert: (\S+)$/gm)].map((m) => m[1]!));
+  assert.ok(alerts.size >= 11, `${alerts.size} alerts`);
+  const urls = [...rules.matchAll(/runbook_url: (\S+)$/gm)].map((m) => m[1]!);
+  assert.equal(urls.length, [...rules.matchAll(/^\s+- alert: /gm)].length, 'every alert rule names a runbook');
+  for (const url of new Set(urls)) {
+    assert.match(url, /^docs\/runbooks\/Relaybox\w+\.md$/);
+    assert.ok(existsSync(join(dir, '..', url)), `${url} exists`);
+  }
+  for (const alert of alerts) {
+    assert.ok(urls.includes(`docs/runbooks/${alert}.md`), `${alert} has a page of its own`);
+    // A test case that expects it: its name followed by a non-empty list of expected alerts.
+    assert.match(tests, new RegExp(`alertname: ${alert}\\n\\s+exp_alerts:\\n\\s+- exp_labels:`), `a unit test fires ${alert}`);
+  }
 });
 
 test('every metric the rules and the dashboard read is exported by a running service, every recorded series they use is recorded', async (t) => {
