@@ -5,7 +5,11 @@
  * answered 201 finish its background work (its event published, the message
  * on its tenant's queue) before its runtime and store close, and exits 0
  * within SHUTDOWN_TIMEOUT_MS. Every 201 is then stored, with nothing left in an
- * outbox for a sweep to find.
+ * outbox for a sweep to find. A relay connected to it is told 1001 (going
+ * away), and the sends it held in flight are back on the queue. On the wire
+ * the stopped process is either the only one (`all`) or a frontend with a
+ * worker running beside it; a worker's own stop under load is checked by the
+ * rolling restart (rolling-restart.test.ts: exit 0 in time, no lease left).
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,6 +19,7 @@ import { test, type TestContext } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
+import { RelaySocket } from '../support/relay-socket.ts';
 import { request } from '../support/test-app.ts';
 import { wireRun } from '../support/wire-run.ts';
 
@@ -22,6 +27,8 @@ const graceMs = 10_000;
 const senders = 32;
 /** SIGTERM once this many sends are answered 201: the rest of the senders are mid-request then. */
 const acceptedBeforeStop = 150;
+/** Sends the relay on the stopping process holds in flight. */
+const relayCapacity = 5;
 
 interface Outcome {
   accepted: string[];
@@ -72,6 +79,16 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: 'Stopped', email: 'owner@example.com', password: 'correct horse battery' } });
   assert.equal(signup.status, 201, signup.text);
   const token = signup.body.accessToken as string;
+  const orgId = signup.body.organization.id as string;
+
+  // A relay on the stopping process takes a few sends and never reports on them: they are in flight when SIGTERM comes.
+  const relayToken = await request(base, 'POST', `/api/v1/tenants/${orgId}/relay-tokens`, { token });
+  assert.equal(relayToken.status, 201, relayToken.text);
+  const relay = await RelaySocket.open(base);
+  t.after(() => relay.close());
+  relay.hello({ registrationToken: relayToken.body.token });
+  await relay.next('welcome', undefined, 15_000);
+  relay.send({ type: 'ready', capacity: relayCapacity });
 
   let exit: Promise<{ code: number | null; ms: number }> | undefined;
   const outcome = await sendUntilStopped(base, token, () => (exit = first.terminate()));
@@ -83,7 +100,10 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   assert.deepEqual([...outcome.refused.keys()].filter((s) => s !== 503), [], 'a request refused while stopping is a 503, never an error');
   const warnings = first.lines.filter((line) => /"level":(40|50|60)/.test(line));
   assert.deepEqual(warnings, [], 'nothing was cut short: no event left to a sweep, no message left off its queue');
-  assert.equal(await outboxLeft(signup.body.organization.id), 0, 'no event waits in an outbox');
+  assert.equal(await outboxLeft(orgId), 0, 'no event waits in an outbox');
+  assert.deepEqual(await relay.closed, { code: 1001, reason: 'server shutting down' }, 'the relay is told the server is going away');
+  const handed = [...new Set(relay.frames.flatMap((f) => (f.type === 'send' ? [f.messageId] : [])))];
+  assert.equal(handed.length, relayCapacity, 'the relay held sends when the stop came');
 
   const second = await startServiceProcess(role, env);
   procs.push(second);
@@ -94,6 +114,10 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
     if (res.status !== 200) missing.push(`${id}: ${res.status}`);
   }
   assert.deepEqual(missing, [], 'every send answered 201 is stored');
+  for (const id of handed) {
+    const res = await request(again, 'GET', `/api/v1/messages/${id}/status`, { token });
+    assert.equal(res.body.status, 'queued', `${id}, in flight on the relay at the stop, was handed back to the queue`);
+  }
   assert.equal((await second.terminate()).code, 0);
   for (const p of procs.slice(0, -2)) assert.equal((await p.terminate()).code, 0, 'the worker beside it stops cleanly too');
 }
