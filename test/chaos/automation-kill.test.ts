@@ -10,8 +10,8 @@ import { request, withDatabase } from '../support/test-app.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 
 test('a worker SIGKILLed in the middle of an automation run: another worker completes the execution, once', { timeout: 120_000 }, async (t) => {
-  const redisUrl = serviceUrl(t, 'REDIS_URL', 'redis://127.0.0.1:6379');
-  const mongoUrl = serviceUrl(t, 'MONGODB_URL', 'mongodb://127.0.0.1:27017/relaybox');
+  const redisUrl = await serviceUrl(t, 'REDIS_URL', 'redis://127.0.0.1:6379');
+  const mongoUrl = await serviceUrl(t, 'MONGODB_URL', 'mongodb://127.0.0.1:27017/relaybox');
   if (!redisUrl || !mongoUrl) return;
   const suffix = randomUUID().slice(0, 8);
   const env = {

@@ -48,8 +48,8 @@ test('the embedded default starts in one process, serves, and stops cleanly on S
 });
 
 test('web and worker roles run as separate processes on Redis and MongoDB wire', async (t) => {
-  const redisUrl = serviceUrl(t, 'REDIS_URL');
-  const mongoUrl = serviceUrl(t, 'MONGODB_URL');
+  const redisUrl = await serviceUrl(t, 'REDIS_URL');
+  const mongoUrl = await serviceUrl(t, 'MONGODB_URL');
   if (!redisUrl || !mongoUrl) return;
   const db = `relaybox_e2e_${Math.random().toString(36).slice(2, 8)}`;
   const env = {

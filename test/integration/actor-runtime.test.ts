@@ -18,8 +18,9 @@ import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import type { Transport } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 import { testRuntimeConfig, waitFor } from './runtime-contract.ts';
+import { fileServiceUrl } from '../support/services.ts';
 
-const redisUrl = process.env.REDIS_URL || (process.env.CI === 'true' ? undefined : 'redis://127.0.0.1:6379');
+const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
 
 async function deletePrefix(url: string, prefix: string): Promise<void> {
   const redis = new Redis(url);

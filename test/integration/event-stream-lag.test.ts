@@ -10,8 +10,9 @@ import { RedisEventStream } from '../../src/events/redis-event-stream.ts';
 import { StoreEventStream } from '../../src/events/store-event-stream.ts';
 import { withScripts } from '../../src/runtime/scripts.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
+import { fileServiceUrl } from '../support/services.ts';
 
-const redisUrl = process.env.REDIS_URL || (process.env.CI === 'true' ? undefined : 'redis://127.0.0.1:6379');
+const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
 
 async function embedded(t: TestContext): Promise<EventStream> {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-lag-'));
@@ -35,7 +36,6 @@ async function onRedis(t: TestContext): Promise<EventStream> {
 
 const backends: Array<[string, (t: TestContext) => Promise<EventStream>]> = [['embedded store', embedded]];
 if (redisUrl) backends.push(['Redis', onRedis]);
-else console.log('# Redis event stream lag not tested: REDIS_URL is not set and no Redis answered');
 
 for (const [name, open] of backends) {
   test(`${name}: each group's events not yet handled (read or not) and the age of the oldest; none once acknowledged`, async (t) => {

@@ -6,11 +6,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ActorDefinition } from '../../src/runtime/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
-import { serviceUrl } from '../support/services.ts';
+import { fileServiceUrl, serviceUrl } from '../support/services.ts';
 import { counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
 import { defineActor } from '../../src/runtime/actor.ts';
 
-export const redisUrl = process.env.REDIS_URL || (process.env.CI === 'true' ? undefined : 'redis://127.0.0.1:6379');
+export const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
 
 export async function deletePrefix(url: string, prefix: string): Promise<void> {
   const redis = new Redis(url);
@@ -31,8 +31,8 @@ if (redisUrl) {
     return transport;
   });
 } else {
-  test('runtime contract: redis', (t) => {
-    serviceUrl(t, 'REDIS_URL');
+  test('runtime contract: redis', async (t) => {
+    await serviceUrl(t, 'REDIS_URL');
   });
 }
 

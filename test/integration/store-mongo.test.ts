@@ -11,7 +11,7 @@ if (url) {
     return { store, dispose: async () => { await store.dropDatabase(); await store.close(); } };
   });
 } else {
-  test('store contract: mongodb wire', (t) => {
-    serviceUrl(t, 'MONGODB_URL');
+  test('store contract: mongodb wire', async (t) => {
+    await serviceUrl(t, 'MONGODB_URL');
   });
 }

@@ -193,7 +193,7 @@ test('the embedded store counts a statement batch per call and one COMMIT per tu
 });
 
 test('the MongoDB adapter counts every command it sends: one per driver call, one per id where FerretDB reads an id list one id at a time', async (t) => {
-  const url = serviceUrl(t, 'MONGODB_URL');
+  const url = await serviceUrl(t, 'MONGODB_URL');
   if (!url) return;
   const dbName = `relaybox_rt_${Math.random().toString(36).slice(2, 10)}`;
   const client = new MongoClient(url);

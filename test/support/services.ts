@@ -1,13 +1,65 @@
+import { connect } from 'node:net';
 import type { TestContext } from 'node:test';
 
+type ServiceName = 'REDIS_URL' | 'MONGODB_URL';
+
+const defaultPorts: Record<string, number> = { 'redis:': 6379, 'rediss:': 6379, 'mongodb:': 27017 };
+const probes = new Map<string, Promise<boolean>>();
+
+/** Whether something accepts a connection at the URL's (first) host and port within a second; asked once per address per process. */
+export function answers(url: string): Promise<boolean> {
+  const parsed = new URL(url.replace(/^(mongodb:\/\/[^/,]+),[^/]*/, '$1'));
+  const host = parsed.hostname || '127.0.0.1';
+  const port = Number(parsed.port) || defaultPorts[parsed.protocol] || 0;
+  const key = `${host}:${port}`;
+  let probe = probes.get(key);
+  if (!probe) {
+    probe = new Promise<boolean>((resolve) => {
+      const socket = connect({ host, port });
+      const done = (ok: boolean) => {
+        socket.destroy();
+        resolve(ok);
+      };
+      socket.setTimeout(1_000, () => done(false));
+      socket.once('connect', () => done(true));
+      socket.once('error', () => done(false));
+    });
+    probes.set(key, probe);
+  }
+  return probe;
+}
+
 /**
- * The URL of a backing service for an integration test. Outside CI a missing
- * service skips the test with the reason printed; in CI it is a failure.
+ * The URL of a backing service: the variable's value, or outside CI the local
+ * default. Outside CI a service that does not answer is reported with the
+ * reason (undefined is returned, so the caller skips); in CI the variable must
+ * be set, and a missing one throws.
  */
-export function serviceUrl(t: TestContext, name: 'REDIS_URL' | 'MONGODB_URL', localDefault?: string): string | undefined {
-  const url = process.env[name] || (process.env.CI === 'true' ? undefined : localDefault);
-  if (url) return url;
-  if (process.env.CI === 'true') throw new Error(`${name} is not set: CI must run this test against a real service`);
-  t.skip(`${name} not set: start the service (see README) to run this test`);
+export async function availableService(name: ServiceName, localDefault?: string): Promise<{ url: string } | { skipped: string }> {
+  const ci = process.env.CI === 'true';
+  const set = process.env[name];
+  if (ci) {
+    if (!set) throw new Error(`${name} is not set: CI must run this test against a real service`);
+    return { url: set };
+  }
+  const url = set || localDefault;
+  if (!url) return { skipped: `${name} not set: start the service (see README) to run this test` };
+  if (!(await answers(url))) return { skipped: `${name} ${set ? 'is set' : `not set and the local default ${url}`} does not answer: start the service (see README) to run this test` };
+  return { url };
+}
+
+/** `availableService` for one test: a service that is not there skips it with the reason. */
+export async function serviceUrl(t: TestContext, name: ServiceName, localDefault?: string): Promise<string | undefined> {
+  const found = await availableService(name, localDefault);
+  if ('url' in found) return found.url;
+  t.skip(found.skipped);
+  return undefined;
+}
+
+/** `availableService` for a whole file (top-level await): the reason is printed once when the service is not there. */
+export async function fileServiceUrl(name: ServiceName, localDefault?: string): Promise<string | undefined> {
+  const found = await availableService(name, localDefault);
+  if ('url' in found) return found.url;
+  console.log(`# ${found.skipped}`);
   return undefined;
 }
