@@ -94,6 +94,8 @@ export interface WebhookConfig {
   secretKey: string | undefined;
   /** How often a webhook with pending deliveries looks for ones whose attempt was lost (a worker died). */
   sweepMs: number;
+  /** After a secret rotation, deliveries carry the previous secret's signature too this long, so receivers can switch keys without a gap. */
+  secretGraceMs: number;
 }
 
 export interface IdentityConfig {
@@ -188,6 +190,7 @@ export function loadConfig(env: Env = process.env): Config {
       concurrency: positive(env, 'WEBHOOK_CONCURRENCY', 8),
       secretKey: env.WEBHOOK_SECRET_KEY || undefined,
       sweepMs: positive(env, 'WEBHOOK_SWEEP_MS', 30_000),
+      secretGraceMs: positive(env, 'WEBHOOK_SECRET_GRACE_MS', 24 * 3600 * 1000),
     },
     automationRepliesPerConversationPerHour: int(env, 'AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR', 5),
     identity: {

@@ -7,7 +7,7 @@ import type { MessagingCollections } from '../messages/message-store.ts';
 import type { SendService } from '../messages/send-service.ts';
 import { normalizeParticipant } from '../messages/recipients.ts';
 import type { WebhookSender, AttemptResult } from '../webhooks/webhook-sender.ts';
-import { deliveryHeaders } from '../webhooks/webhook-signing.ts';
+import { deliveryHeaders, signingKey } from '../webhooks/webhook-signing.ts';
 import type { SecretBox } from '../webhooks/secret-box.ts';
 import type { ExecutionDoc, StoredAction } from './automation-store.ts';
 
@@ -94,8 +94,9 @@ export class AutomationActions {
       if (action.config.apiKeySealed) headers.authorization = `Bearer ${this.deps.box.open(action.config.apiKeySealed)}`;
     }
     const body = JSON.stringify(payload);
-    const secret = action.config.secretSealed ? this.deps.box.open(action.config.secretSealed) : null;
-    Object.assign(headers, deliveryHeaders({ webhookId: `${exec.id}_${index}`, body, secret }));
+    // An action's secret signs with its UTF-8 bytes, whatever it looks like: `whsec_` keys are webhooks' only.
+    const keys = action.config.secretSealed ? [signingKey(this.deps.box.open(action.config.secretSealed), 'raw')] : [];
+    Object.assign(headers, deliveryHeaders({ webhookId: `${exec.id}_${index}`, body, keys }));
     return this.deps.sender.attempt(action.config.url ?? '', headers, body);
   }
 

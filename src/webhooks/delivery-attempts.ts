@@ -8,13 +8,23 @@ import type { SecretBox } from './secret-box.ts';
 import { deliveryAttempts, deliveryDuration, observeFirstAttempt } from './webhook-metrics.ts';
 import type { WebhookSender } from './webhook-sender.ts';
 import type { DeliveryLog } from './delivery-log.ts';
-import { deliveryHeaders } from './webhook-signing.ts';
+import { deliveryHeaders, signingKey } from './webhook-signing.ts';
 import { orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 
-/** A webhook as an attempt needs it: the secret opened once, kept only in memory. */
+/** A webhook as an attempt needs it: its secrets opened once into HMAC keys, kept only in memory. */
 export interface LoadedWebhook {
   doc: WebhookDoc;
-  secret: string | null;
+  /** The current secret's key; null: deliveries are unsigned. */
+  key: Buffer | null;
+  /** The key a rotation replaced and when (ms) it stops signing. */
+  previous: { key: Buffer; until: number } | null;
+}
+
+/** The keys that sign at `now`: the current one first, the previous one only within its grace period. */
+function keysAt(hook: LoadedWebhook, now: number): Buffer[] {
+  const keys = hook.key ? [hook.key] : [];
+  if (hook.previous && hook.previous.until > now) keys.push(hook.previous.key);
+  return keys;
 }
 
 export interface AttemptOutcome {
@@ -34,13 +44,23 @@ export class DeliveryAttempts {
   async loadWebhook(orgId: string, webhookId: string): Promise<LoadedWebhook | null> {
     const doc = await this.deps.db.webhooks.findOne(orgScope(orgId), { id: webhookId });
     if (!doc) return null;
-    return { doc, secret: doc.secretSealed === null ? null : this.deps.box.open(doc.secretSealed) };
+    const key = doc.secretSealed === null ? null : signingKey(this.deps.box.open(doc.secretSealed), doc.secretFormat ?? 'raw');
+    const previous = doc.previousSecret;
+    if (!previous) return { doc, key, previous: null };
+    const until = Date.parse(previous.until);
+    if (until <= Date.now()) {
+      // Its grace period is over: the previous secret is dropped, not merely left unused (compare-and-set, a newer rotation stays).
+      await this.deps.db.webhooks.updateOne(orgScope(orgId), { id: webhookId, 'previousSecret.until': previous.until }, { $set: { previousSecret: null } });
+      return { doc: { ...doc, previousSecret: null }, key, previous: null };
+    }
+    return { doc, key, previous: { key: signingKey(this.deps.box.open(previous.sealed), previous.format), until } };
   }
 
   /**
    * `manual`: a retry asked for through the API. It is one extra attempt:
    * a pending delivery keeps its schedule when it fails, a settled one stays
-   * failed; it always signs with the current secret and a fresh timestamp.
+   * failed; it signs with the webhook's keys as they are now (both during a
+   * rotation) and a fresh timestamp.
    */
   /**
    * `onSent` is called once the endpoint answered (or failed to), before the
@@ -72,7 +92,7 @@ export class DeliveryAttempts {
 
   /** The HTTP request of an attempt, recorded nowhere (a test delivery is stored with its outcome in one write). */
   async send(hook: LoadedWebhook, delivery: Pick<DeliveryDoc, 'eventId' | 'payload'>): Promise<AttemptResult> {
-    const headers = deliveryHeaders({ webhookId: delivery.eventId, body: delivery.payload, secret: hook.secret });
+    const headers = deliveryHeaders({ webhookId: delivery.eventId, body: delivery.payload, keys: keysAt(hook, Date.now()) });
     const result = await this.deps.sender.attempt(hook.doc.url, headers, delivery.payload);
     deliveryDuration.observe(result.durationMs / 1000);
     return result;

@@ -9,7 +9,10 @@ export const testEventName = 'webhook.test';
 const eventName = Type.Union(eventNames.map((n) => Type.Literal(n)));
 const url = Type.String({ minLength: 1, maxLength: 2048, description: 'http(s) URL of a public address' });
 const events = Type.Array(eventName, { minItems: 1, maxItems: eventNames.length, uniqueItems: true });
-const secret = Type.String({ minLength: 1, maxLength: 256, description: 'Shared secret for the signatures; stored encrypted, never returned' });
+const secret = Type.String({
+  minLength: 1, maxLength: 256,
+  description: 'Shared secret for the signatures; stored encrypted, never returned. `whsec_` and the base64 of 24 to 64 bytes is a Standard Webhooks key and signs with the decoded bytes; any other value signs with its UTF-8 bytes',
+});
 
 export const webhookCreateBody = strictObject({ url, events, secret: Type.Optional(secret) });
 export const webhookUpdateBody = strictObject(
@@ -39,5 +42,13 @@ export const deliverySchema = Type.Object({
   responseStatus: Type.Union([Type.Integer(), Type.Null()]), lastError: Type.Union([Type.String(), Type.Null()]),
   nextAttemptAt: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String(),
 });
+export const rotatedSecretSchema = Type.Object({
+  ...webhookSchema.properties,
+  secret: Type.String({ description: 'The new secret, `whsec_` and the base64 of 32 random bytes: in this answer only, never returned again' }),
+  previousSecretExpiresAt: Type.Union([Type.String(), Type.Null()], {
+    description: "Until then each delivery's webhook-signature also carries the previous secret's signature; null when the webhook had no secret",
+  }),
+});
 export type WebhookView = Static<typeof webhookSchema>;
+export type RotatedSecret = Static<typeof rotatedSecretSchema>;
 export type DeliveryView = Static<typeof deliverySchema>;

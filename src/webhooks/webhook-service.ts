@@ -11,8 +11,9 @@ import { parseWebhookUrl, resolveTarget } from './address-guard.ts';
 import type { DeliveryAttempts } from './delivery-attempts.ts';
 import type { SecretBox } from './secret-box.ts';
 import { newDelivery } from './webhook-router.ts';
-import { testEventName, type DeliveryView, type WebhookCreate, type WebhookUpdate, type WebhookView } from './webhook-schemas.ts';
-import { orgScope, type DeliveryDoc, type DeliveryStatus, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
+import { testEventName, type DeliveryView, type RotatedSecret, type WebhookCreate, type WebhookUpdate, type WebhookView } from './webhook-schemas.ts';
+import { newSecret, secretFormat, secretProblem } from './webhook-signing.ts';
+import { orgScope, type DeliveryDoc, type DeliveryStatus, type PreviousSecret, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 
 /** How long a change waits for the webhook's actor to drop what it cached; past it, the actor's 1 s cache bounds the delay. */
 const changeNoticeMs = 1_000;
@@ -41,7 +42,7 @@ export class WebhookService {
     const now = nowIso();
     const doc: WebhookDoc = {
       id: newId('whk'), tenantId: orgId, url: body.url, events: body.events, enabled: true,
-      secretSealed: body.secret === undefined ? null : this.deps.box.seal(body.secret), activeSince: now, createdAt: now, updatedAt: now,
+      ...this.sealedSecret(body.secret ?? null), activeSince: now, createdAt: now, updatedAt: now,
     };
     await this.deps.db.webhooks.insertOne(orgScope(orgId), doc);
     await this.deps.db.index.insertOne(platformScope, { id: doc.id, tenantId: platformScope.tenantId, orgId });
@@ -67,7 +68,8 @@ export class WebhookService {
     const set: Partial<WebhookDoc> = { updatedAt: nowIso() };
     if (body.url !== undefined) set.url = body.url;
     if (body.events !== undefined) set.events = body.events;
-    if (body.secret !== undefined) set.secretSealed = body.secret === null ? null : this.deps.box.seal(body.secret);
+    // A secret set here replaces the current one at once; rotateSecret is the change without a gap.
+    if (body.secret !== undefined) Object.assign(set, this.sealedSecret(body.secret), { previousSecret: null });
     const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id }, { $set: set });
     if (!doc) throw notFound('webhook');
     await this.noticeChange(orgId, id);
@@ -91,6 +93,28 @@ export class WebhookService {
     if (!doc) return this.toggle(orgId, id);
     await this.noticeChange(orgId, id);
     return webhookView(doc);
+  }
+
+  /**
+   * A new `whsec_` secret, answered only here. The one it replaces keeps
+   * signing beside it for `secretGraceMs`, then it is dropped: when the
+   * webhook is next loaded after that, at the latest by the timer set here.
+   * A rotation during a grace period drops the older secret at once.
+   */
+  async rotateSecret(orgId: string, id: string): Promise<RotatedSecret> {
+    const current = await this.doc(orgId, id);
+    const secret = newSecret();
+    const until = new Date(Date.now() + this.deps.config.secretGraceMs).toISOString();
+    const previous: PreviousSecret | null = current.secretSealed === null
+      ? null
+      : { sealed: current.secretSealed, format: current.secretFormat ?? 'raw', until };
+    const set: Partial<WebhookDoc> = { ...this.sealedSecret(secret), previousSecret: previous, updatedAt: nowIso() };
+    // Compare-and-set on the sealed secret: of two rotations at once, the second keeps the first's secret as its previous one.
+    const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id, secretSealed: current.secretSealed }, { $set: set });
+    if (!doc) return this.rotateSecret(orgId, id);
+    await this.noticeChange(orgId, id);
+    if (previous) await this.webhooks.send(id, { kind: 'changed', orgId }, { delayMs: this.deps.config.secretGraceMs });
+    return { ...webhookView(doc), secret, previousSecretExpiresAt: previous?.until ?? null };
   }
 
   async deliveries(orgId: string, id: string, q: { page: number; limit: number; status?: DeliveryStatus; event?: string }): Promise<Page<DeliveryView>> {
@@ -141,6 +165,14 @@ export class WebhookService {
     const hook = await this.deps.attempts.loadWebhook(orgId, id);
     if (!hook) throw notFound('webhook');
     return hook;
+  }
+
+  /** The stored form of a secret set now; a `whsec_` value that is not a Standard Webhooks key is refused (400). */
+  private sealedSecret(secret: string | null): Pick<WebhookDoc, 'secretSealed' | 'secretFormat'> {
+    if (secret === null) return { secretSealed: null };
+    const problem = secretProblem(secret);
+    if (problem) throw validationError('/secret', problem);
+    return { secretSealed: this.deps.box.seal(secret), secretFormat: secretFormat(secret) };
   }
 
   /** Refused at once (400) rather than at every delivery: not http(s), or a host that is not a public address. */

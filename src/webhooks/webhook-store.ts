@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Scope, Store } from '../store/collection.ts';
+import type { SecretFormat } from './webhook-signing.ts';
 
 export interface WebhookDoc {
   [field: string]: unknown;
@@ -10,10 +11,21 @@ export interface WebhookDoc {
   enabled: boolean;
   /** AES-256-GCM of the secret (secret-box.ts); the secret itself is never stored. */
   secretSealed: string | null;
+  /** How the secret keys the signatures; absent on webhooks stored before `whsec_` keys, whose secrets keep signing `raw`. */
+  secretFormat?: SecretFormat;
+  /** The secret a rotation replaced (sealed too): it signs beside the current one until `until`, then it is dropped. */
+  previousSecret?: PreviousSecret | null;
   /** Events from this instant on are delivered: set at creation and whenever it is enabled again. */
   activeSince: string;
   createdAt: string;
   updatedAt: string;
+}
+
+export interface PreviousSecret {
+  sealed: string;
+  format: SecretFormat;
+  /** ISO time the grace period ends. */
+  until: string;
 }
 
 export const deliveryStatuses = ['pending', 'succeeded', 'failed'] as const;

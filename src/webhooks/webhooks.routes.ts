@@ -4,7 +4,7 @@ import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import type { Principal } from '../roles.ts';
 import {
-  deliveryListQuery, deliveryParams, deliverySchema, webhookCreateBody, webhookIdParams, webhookSchema, webhookUpdateBody,
+  deliveryListQuery, deliveryParams, deliverySchema, rotatedSecretSchema, webhookCreateBody, webhookIdParams, webhookSchema, webhookUpdateBody,
 } from './webhook-schemas.ts';
 import type { WebhookService } from './webhook-service.ts';
 
@@ -30,7 +30,7 @@ export function webhookRoutes(service: WebhookService): RouteDef[] {
       handler: async (ctx) => ({ status: 200, body: await service.get(org(ctx.principal), ctx.params.id) }),
     }),
     defineRoute({
-      method: 'PUT', path: '/api/v1/webhooks/:id', summary: 'Change the URL, events or secret (null removes it)', tags, minRole: 'admin',
+      method: 'PUT', path: '/api/v1/webhooks/:id', summary: 'Change the URL, events or secret (at once; null removes it)', tags, minRole: 'admin',
       schema: { params: webhookIdParams, body: webhookUpdateBody, response: { 200: webhookSchema } },
       handler: async (ctx) => ({ status: 200, body: await service.update(org(ctx.principal), ctx.params.id, ctx.body) }),
     }),
@@ -41,6 +41,12 @@ export function webhookRoutes(service: WebhookService): RouteDef[] {
         await service.delete(org(ctx.principal), ctx.params.id);
         return { status: 204 };
       },
+    }),
+    defineRoute({
+      method: 'POST', path: '/api/v1/webhooks/:id/rotate-secret', tags, minRole: 'admin',
+      summary: 'Replace the secret with a new whsec_ key, answered only here; the previous one keeps signing beside it for WEBHOOK_SECRET_GRACE_MS (24 h)',
+      schema: { params: webhookIdParams, body: strictObject({}), response: { 200: rotatedSecretSchema } },
+      handler: async (ctx) => ({ status: 200, body: await service.rotateSecret(org(ctx.principal), ctx.params.id) }),
     }),
     defineRoute({
       method: 'PATCH', path: '/api/v1/webhooks/:id/toggle', summary: 'Switch between enabled and disabled; events while disabled are not delivered', tags, minRole: 'admin',
@@ -54,7 +60,7 @@ export function webhookRoutes(service: WebhookService): RouteDef[] {
     }),
     defineRoute({
       method: 'POST', path: '/api/v1/webhooks/:id/deliveries/:deliveryId/retry', tags, minRole: 'admin',
-      summary: 'Send a delivery again now: current secret, fresh timestamp, same webhook-id',
+      summary: 'Send a delivery again now: signed as deliveries are now, fresh timestamp, same webhook-id',
       schema: { params: deliveryParams, body: strictObject({}), response: { 200: deliverySchema } },
       handler: async (ctx) => ({ status: 200, body: await service.retry(org(ctx.principal), ctx.params.id, ctx.params.deliveryId) }),
     }),

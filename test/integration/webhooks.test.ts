@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { readdir, readFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Webhook } from 'standardwebhooks';
 import { apiKey, eachBackend, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 import { sleep, until } from '../support/until.ts';
 import { verifySignature, WebhookReceivers, type ReceivedDelivery } from '../support/webhook-receiver.ts';
 
-function verify(d: ReceivedDelivery, secret: string): unknown {
-  const payload = verifySignature(d, secret);
+function verify(d: ReceivedDelivery, secret: string, format: 'whsec' | 'raw' = 'raw'): unknown {
+  const payload = verifySignature(d, secret, format);
   assert.equal(d.headers['content-type'], 'application/json');
   return payload;
 }
@@ -16,11 +18,14 @@ eachBackend((backend) => {
   describe(`webhooks (${backend})`, () => {
     let t: TestApp;
     const logLines: string[] = [];
+    // Long enough for a delivery and a test delivery on a loaded machine, short enough to wait out.
+    const graceMs = 5_000;
     const receivers = new WebhookReceivers();
 
     before(async () => {
       t = await startTestApp(backend, {
         WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_BASE_MS: '40', WEBHOOK_RETRY_CAP_MS: '400', WEBHOOK_SWEEP_MS: '500',
+        WEBHOOK_SECRET_GRACE_MS: String(graceMs),
       }, { logLines });
     });
     after(async () => {
@@ -74,8 +79,16 @@ eachBackend((backend) => {
         assert.equal((await call(org, 'PATCH', `/webhooks/${made.id}/toggle`, undefined, token)).status, 403);
         assert.equal((await call(org, 'DELETE', `/webhooks/${made.id}`, undefined, token)).status, 403);
         assert.equal((await call(org, 'POST', `/webhooks/${made.id}/test`, undefined, token)).status, 403);
+        assert.equal((await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`, undefined, token)).status, 403);
       }
+      assert.equal((await call(org, 'GET', `/webhooks/${made.id}`)).body.hasSecret, false, 'no rotation was made by a viewer or member');
       assert.equal((await call(org, 'PUT', `/webhooks/${made.id}`, { url: 'https://93.184.216.35/x' }, admin)).status, 200);
+      const rotated = await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`, undefined, admin);
+      assert.equal(rotated.status, 200, rotated.text);
+      assert.match(rotated.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+      assert.equal(rotated.body.previousSecretExpiresAt, null, 'a webhook without a secret has nothing to keep signing');
+      assert.equal(rotated.body.hasSecret, true);
+      assert.equal(rotated.body.id, made.id);
       assert.equal((await call(org, 'DELETE', `/webhooks/${made.id}`)).status, 204);
       assert.equal((await call(org, 'GET', `/webhooks/${made.id}`)).status, 404);
       assert.equal((await call(org, 'GET', `/webhooks/${made.id}/deliveries`)).status, 404);
@@ -304,6 +317,107 @@ eachBackend((backend) => {
       assert.equal((await call(org, 'POST', `/webhooks/${made.id}/deliveries/whd_nope/retry`)).status, 404);
     });
 
+    test('a whsec_ secret given at create or update signs with its decoded bytes: the reference library verifies with its default options; an invalid one is 400', async () => {
+      const org = await signup(t, 'Standard');
+      const r = await receiver();
+      const secret = `whsec_${randomBytes(24).toString('base64')}`;
+      const made = await hook(org, { url: r.url, events: ['message.queued'], secret });
+      await send(org);
+      const [d] = await r.waitFor(1);
+      assert.equal((verify(d!, secret, 'whsec') as any).event, 'message.queued');
+      assert.throws(() => new Webhook(secret, { format: 'raw' }).verify(d!.body, d!.headers), 'the key is the decoded bytes, not the text');
+      // A secret set with PUT replaces the current one at once, and ends a rotation's grace period.
+      assert.notEqual((await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`)).body.previousSecretExpiresAt, null);
+      const replaced = `whsec_${randomBytes(32).toString('base64')}`;
+      assert.equal((await call(org, 'PUT', `/webhooks/${made.id}`, { secret: replaced })).status, 200);
+      assert.equal((await call(org, 'POST', `/webhooks/${made.id}/test`)).body.status, 'succeeded');
+      const second = (await r.waitFor(2))[1]!;
+      verify(second, replaced, 'whsec');
+      assert.equal(second.headers['webhook-signature']!.split(' ').length, 1);
+      assert.throws(() => new Webhook(secret).verify(second.body, second.headers), 'the secret before the rotation no longer signs');
+      for (const bad of ['whsec_', 'whsec_not base64!', `whsec_${randomBytes(16).toString('base64')}`, `whsec_${randomBytes(32).toString('base64url')}`]) {
+        const created = await call(org, 'POST', '/webhooks', { url: r.url, events: ['message.queued'], secret: bad });
+        const updated = await call(org, 'PUT', `/webhooks/${made.id}`, { secret: bad });
+        for (const res of [created, updated]) {
+          assert.equal(res.status, 400, `${bad}: ${res.text}`);
+          assert.equal(res.body.error, 'validation_error');
+          assert.equal(res.body.details[0].path, '/secret');
+          if (bad.length > 'whsec_'.length) assert.ok(!res.text.includes(bad.slice('whsec_'.length)), 'the answer does not repeat the value');
+        }
+      }
+      assert.equal((await call(org, 'GET', '/webhooks')).body.data.length, 1, 'nothing was created');
+    });
+
+    test('a secret stored before whsec_ keys keeps signing with its UTF-8 bytes, even one that starts with whsec_', async () => {
+      const org = await signup(t, 'Legacy');
+      const r = await receiver();
+      const secret = `whsec_${randomBytes(24).toString('base64')}`;
+      const made = await hook(org, { url: r.url, events: ['message.queued'], secret });
+      // A webhook stored before whsec_ keys has no secretFormat.
+      const webhooks = t.app.store.collection('webhooks');
+      assert.equal((await webhooks.findOne({ tenantId: org.orgId }, { id: made.id }))?.secretFormat, 'whsec');
+      await webhooks.updateOne({ tenantId: org.orgId }, { id: made.id }, { $unset: { secretFormat: '' } });
+      assert.equal((await call(org, 'POST', `/webhooks/${made.id}/test`)).body.status, 'succeeded');
+      const [d] = await r.waitFor(1);
+      verify(d!, secret, 'raw');
+      assert.throws(() => new Webhook(secret).verify(d!.body, d!.headers));
+    });
+
+    test('rotate-secret: a new whsec_ key answered once; for the grace period deliveries, test deliveries and retries verify with the old and the new key, then with the new one only', async () => {
+      const org = await signup(t, 'Rotation');
+      const r = await receiver();
+      const old = `raw-before-rotation-${Math.random().toString(36).slice(2)}`;
+      const made = await hook(org, { url: r.url, events: ['message.queued'], secret: old });
+      const asked = Date.now();
+      const rotated = await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`);
+      assert.equal(rotated.status, 200, rotated.text);
+      const { secret, previousSecretExpiresAt, ...view } = rotated.body;
+      assert.match(secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
+      assert.deepEqual(view, { ...made, updatedAt: view.updatedAt });
+      const until = Date.parse(previousSecretExpiresAt);
+      assert.ok(until >= asked + graceMs && until <= Date.now() + graceMs, previousSecretExpiresAt);
+
+      // Within the grace period: an event's delivery, a test delivery (failed) and its manual retry carry both signatures.
+      r.respond = (_d, res) => void res.writeHead(r.received.length === 2 ? 500 : 200).end();
+      await send(org);
+      await r.waitFor(1);
+      const tested = await call(org, 'POST', `/webhooks/${made.id}/test`);
+      assert.equal(tested.body.status, 'failed', tested.text);
+      assert.equal((await call(org, 'POST', `/webhooks/${made.id}/deliveries/${tested.body.id}/retry`)).body.status, 'succeeded');
+      const during = (await r.waitFor(3)).slice(0, 3);
+      for (const d of during) {
+        assert.ok(Number(d.headers['webhook-timestamp']) * 1000 < until, 'made within the grace period');
+        assert.equal(d.headers['webhook-signature']!.split(' ').length, 2);
+        verify(d, secret, 'whsec');
+        assert.deepEqual(new Webhook(old, { format: 'raw' }).verify(d.body, d.headers), d.json, 'the old key verifies too');
+      }
+
+      // After it: the new key only, and the old secret is no longer stored.
+      await sleep(until - Date.now() + 100);
+      await send(org);
+      await r.waitFor(4);
+      await call(org, 'POST', `/webhooks/${made.id}/test`);
+      const later = (await r.waitFor(5)).slice(3, 5);
+      for (const d of later) {
+        assert.equal(d.headers['webhook-signature']!.split(' ').length, 1);
+        verify(d, secret, 'whsec');
+        assert.throws(() => new Webhook(old, { format: 'raw' }).verify(d.body, d.headers), 'the old key no longer verifies');
+      }
+      const stored = await t.app.store.collection('webhooks').findOne({ tenantId: org.orgId }, { id: made.id });
+      assert.equal(stored?.previousSecret, null, 'the previous secret is dropped');
+      assert.ok(!JSON.stringify(stored).includes(secret.slice('whsec_'.length)), 'the new secret is stored sealed');
+
+      // Never answered again, never logged.
+      const again = await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`);
+      assert.notEqual(again.body.secret, secret);
+      for (const res of [again, await call(org, 'GET', '/webhooks'), await call(org, 'GET', `/webhooks/${made.id}`), await call(org, 'GET', `/webhooks/${made.id}/deliveries`)]) {
+        assert.equal(res.status, 200, res.text);
+        assert.ok(!res.text.includes(secret.slice('whsec_'.length)), res.text);
+      }
+      assert.ok(logLines.length > 0, 'log lines were captured');
+      assert.ok(!logLines.some((l) => l.includes(secret.slice('whsec_'.length)) || l.includes(old)), 'no log line holds a secret');
+    });
+
     test("organizations are apart: B gets 404 on A's webhooks and deliveries and never receives A's events", async () => {
       const a = await signup(t, 'A');
       const b = await signup(t, 'B');
@@ -317,11 +431,13 @@ eachBackend((backend) => {
       for (const [method, path] of [
         ['GET', `/webhooks/${hookA.id}`], ['PUT', `/webhooks/${hookA.id}`], ['DELETE', `/webhooks/${hookA.id}`],
         ['PATCH', `/webhooks/${hookA.id}/toggle`], ['GET', `/webhooks/${hookA.id}/deliveries`], ['POST', `/webhooks/${hookA.id}/test`],
-        ['POST', `/webhooks/${hookA.id}/deliveries/${dA.id}/retry`],
+        ['POST', `/webhooks/${hookA.id}/deliveries/${dA.id}/retry`], ['POST', `/webhooks/${hookA.id}/rotate-secret`],
       ] as const) {
         const res = await call(b, method, path, method === 'PUT' ? { events: ['message.sent'] } : undefined);
         assert.equal(res.status, 404, `${method} ${path}`);
+        assert.ok(!('secret' in res.body), `${method} ${path} answers no secret`);
       }
+      assert.equal((await call(a, 'GET', `/webhooks/${hookA.id}`)).body.hasSecret, false, "B's rotation left A's webhook as it was");
       assert.deepEqual((await call(b, 'GET', '/webhooks')).body.data.map((h: any) => h.url), [rb.url]);
       assert.ok(!(await call(b, 'GET', '/events')).body.data.some((e: any) => e.id === dA.eventId), "B's events API does not show A's");
       await sleep(300);

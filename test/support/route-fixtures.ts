@@ -60,6 +60,7 @@ export const routeFixtures: Record<string, RouteFixture> = {
   'PUT /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) }, body: { events: ['message.sent'] } }),
   'DELETE /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) } }),
   'PATCH /api/v1/webhooks/:id/toggle': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
+  'POST /api/v1/webhooks/:id/rotate-secret': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
   'GET /api/v1/webhooks/:id/deliveries': async (t, org) => ({ params: { id: await webhook(t, org) } }),
   'POST /api/v1/webhooks/:id/test': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
   'POST /api/v1/webhooks/:id/deliveries/:deliveryId/retry': async (t, org) => {

@@ -98,9 +98,16 @@ export class WebhookReceivers {
   }
 }
 
-/** What a receiver does: the reference verifier of Standard Webhooks, then the hex signature of the body; answers the verified payload. */
-export function verifySignature(d: ReceivedDelivery, secret: string): any {
-  const payload = new Webhook(secret, { format: 'raw' }).verify(d.body, d.headers);
-  assert.equal(d.headers['x-webhook-signature'], createHmac('sha256', secret).update(d.body).digest('hex'));
+/**
+ * What a receiver does: the reference verifier of Standard Webhooks, then the
+ * hex signature of the body; answers the verified payload. `whsec`: the
+ * library's default options, the key being the decoded bytes; `raw`: the
+ * secret's own bytes (`format: 'raw'`).
+ */
+export function verifySignature(d: ReceivedDelivery, secret: string, format: 'whsec' | 'raw' = 'raw'): any {
+  const whsec = format === 'whsec';
+  const payload = (whsec ? new Webhook(secret) : new Webhook(secret, { format: 'raw' })).verify(d.body, d.headers);
+  const key = whsec ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
+  assert.equal(d.headers['x-webhook-signature'], createHmac('sha256', key).update(d.body).digest('hex'));
   return payload;
 }

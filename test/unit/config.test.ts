@@ -45,3 +45,9 @@ test('the shutdown budget: 10 s by default, SHUTDOWN_TIMEOUT_MS, and its former 
   assert.equal(loadConfig({ SHUTDOWN_TIMEOUT_MS: '4000', SHUTDOWN_GRACE_MS: '3000' }).runtime.shutdownGraceMs, 4_000);
   assert.throws(() => loadConfig({ SHUTDOWN_TIMEOUT_MS: '0' }), /SHUTDOWN_TIMEOUT_MS/);
 });
+
+test('webhooks: a rotated secret keeps signing 24 h by default; WEBHOOK_SECRET_GRACE_MS changes it; 0 is refused', () => {
+  assert.equal(loadConfig({}).webhook.secretGraceMs, 24 * 3600 * 1000);
+  assert.equal(loadConfig({ WEBHOOK_SECRET_GRACE_MS: '60000' }).webhook.secretGraceMs, 60_000);
+  assert.throws(() => loadConfig({ WEBHOOK_SECRET_GRACE_MS: '0' }), /WEBHOOK_SECRET_GRACE_MS/);
+});

@@ -20,6 +20,6 @@ export const webhookProtocol = defineProtocol('webhook', {
   retry: { orgId: id, deliveryId: id },
   /** Look in the store for due deliveries nobody here is attempting (a timer while deliveries are pending; sent to every webhook when a worker starts). */
   sweep: { orgId: id },
-  /** The webhook was updated, toggled or deleted through the API. */
+  /** The webhook was updated, toggled or deleted through the API, or a rotated secret's grace period ended (a timer). */
   changed: { orgId: id },
 });

@@ -4,10 +4,10 @@ import { webhookProtocol } from './protocol.ts';
 import type { WebhookLanes, WebhookState } from './webhook-lanes.ts';
 
 /**
- * One actor per webhook. Its state is the webhook as attempts use it (secret
- * opened); its deliveries run in the webhook's lane (webhook-lanes.ts), up to
- * WEBHOOK_CONCURRENCY at once, outside the handler, so a slow endpoint never
- * holds the actor's shard.
+ * One actor per webhook. Its state is the webhook as attempts use it
+ * (secrets opened into keys); its deliveries run in the webhook's lane
+ * (webhook-lanes.ts), up to WEBHOOK_CONCURRENCY at once, outside the handler,
+ * so a slow endpoint never holds the actor's shard.
  */
 export function webhookActor(lanes: WebhookLanes) {
   return defineActor<typeof webhookProtocol, WebhookState>(webhookProtocol, {
