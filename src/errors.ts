@@ -1,25 +1,28 @@
 /**
  * The one error registry: every error code the API can answer, with its HTTP
- * status and whether a caller may retry. Handlers throw `AppError`; the HTTP
- * edge turns anything else into a logged 500 through `toHttpError`.
+ * status, whether a caller may retry, its problem type's title and what it
+ * means (RFC 9457: the answer's `title`, and the API description's text).
+ * Handlers throw `AppError`; the HTTP edge turns anything else into a logged
+ * 500 through `toHttpError`. docs/errors.md has a section for every code (a
+ * test checks it).
  */
 export const errorCodes = {
-  validation_error: { status: 400, retryable: false },
+  validation_error: { status: 400, retryable: false, title: 'Validation error', means: 'the request is malformed: `details` lists every violation with its JSON Pointer' },
   /** The request itself is malformed or ambiguous (framing, an id header): answered before any handler runs. */
-  bad_request: { status: 400, retryable: false },
-  unauthorized: { status: 401, retryable: false },
-  forbidden: { status: 403, retryable: false },
-  not_found: { status: 404, retryable: false },
-  method_not_allowed: { status: 405, retryable: false },
-  conflict: { status: 409, retryable: false },
-  payload_too_large: { status: 413, retryable: false },
-  unsupported_media_type: { status: 415, retryable: false },
-  idempotency_mismatch: { status: 422, retryable: false },
-  header_fields_too_large: { status: 431, retryable: false },
-  rate_limited: { status: 429, retryable: true },
-  internal_error: { status: 500, retryable: true },
-  service_unavailable: { status: 503, retryable: true },
-} as const;
+  bad_request: { status: 400, retryable: false, title: 'Bad request', means: 'the request is ambiguous or malformed before any field is read (conflicting framing, an id header that is not exactly an id); framing errors close the connection' },
+  unauthorized: { status: 401, retryable: false, title: 'Unauthorized', means: 'missing or invalid credentials' },
+  forbidden: { status: 403, retryable: false, title: 'Forbidden', means: "the caller's role is too low for this operation" },
+  not_found: { status: 404, retryable: false, title: 'Not found', means: "the resource does not exist in the caller's organization and team" },
+  method_not_allowed: { status: 405, retryable: false, title: 'Method not allowed', means: 'the path exists but not with this method; `Allow` lists the methods it has' },
+  conflict: { status: 409, retryable: false, title: 'Conflict', means: 'the request conflicts with the current state (a duplicate, or an Idempotency-Key still in use)' },
+  payload_too_large: { status: 413, retryable: false, title: 'Payload too large', means: 'the body is larger than this operation accepts; the connection is closed' },
+  unsupported_media_type: { status: 415, retryable: false, title: 'Unsupported media type', means: 'the body has a content type this operation does not read' },
+  idempotency_mismatch: { status: 422, retryable: false, title: 'Idempotency key reused', means: 'this Idempotency-Key was used with a different body' },
+  header_fields_too_large: { status: 431, retryable: false, title: 'Header fields too large', means: 'the request has too many or too large header fields' },
+  rate_limited: { status: 429, retryable: true, title: 'Rate limited', means: 'the rate limit is exceeded; wait Retry-After seconds' },
+  internal_error: { status: 500, retryable: true, title: 'Internal error', means: 'an unexpected failure; quote X-Request-Id when reporting it' },
+  service_unavailable: { status: 503, retryable: true, title: 'Service unavailable', means: 'a backend is unavailable or shutting down; retry after Retry-After seconds' },
+} as const satisfies Record<string, { status: number; retryable: boolean; title: string; means: string }>;
 
 export type ErrorCode = keyof typeof errorCodes;
 
@@ -29,7 +32,30 @@ export interface ErrorDetail {
   message: string;
 }
 
-export interface ErrorBody {
+/** The media type of every error answer (RFC 9457). */
+export const problemMediaType = 'application/problem+json';
+
+/**
+ * Where each code's problem type is documented: a path reference (RFC 3986,
+ * 4.2), the same string on every deployment, that resolves against the
+ * address the client called to a page the service serves itself
+ * (`GET /errors/{code}`); docs/errors.md has the same sections.
+ */
+export const problemTypeOf = (code: ErrorCode): string => `/errors/${code}`;
+
+/**
+ * An error answer: RFC 9457 problem details (`type`, `title`, `status`,
+ * `detail`, `instance`), with the members the API answered before them kept
+ * as extension members (`error`, `message`, `statusCode`, `details`), so a
+ * client that reads either keeps working.
+ */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  /** The request id, as X-Request-Id carries it. */
+  instance: string;
   error: ErrorCode;
   message: string;
   statusCode: number;
@@ -56,8 +82,13 @@ export class AppError extends Error {
     return errorCodes[this.code].retryable;
   }
 
-  toBody(): ErrorBody {
-    const body: ErrorBody = { error: this.code, message: this.message, statusCode: this.statusCode };
+  /** The answer's body; `requestId` names this occurrence (`instance`). */
+  toProblem(requestId: string): Problem {
+    const { title } = errorCodes[this.code];
+    const body: Problem = {
+      type: problemTypeOf(this.code), title, status: this.statusCode, detail: this.message, instance: requestId,
+      error: this.code, message: this.message, statusCode: this.statusCode,
+    };
     if (this.details && this.details.length > 0) body.details = this.details;
     return body;
   }

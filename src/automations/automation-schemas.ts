@@ -1,5 +1,6 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
 import { paginationQuery } from '../http/pagination.ts';
+import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 
 /** Per organization; a create beyond it is 400. */
@@ -57,14 +58,14 @@ export const actionSchema = Type.Union([
 export type Action = Static<typeof actionSchema>;
 
 /** POST and PUT take the same body: PUT replaces the automation whole, so what is required here is required there. */
-export const automationBody = strictObject({
+export const automationBody = named('AutomationInput', strictObject({
   name: Type.String({ minLength: 1, maxLength: 200 }),
   trigger: literals(triggers),
   logic: Type.Optional(literals(['and', 'or'] as const)),
   conditions: Type.Optional(Type.Array(conditionSchema, { maxItems: maxConditions })),
   actions: Type.Array(actionSchema, { minItems: 1, maxItems: maxActions }),
   enabled: Type.Optional(Type.Boolean()),
-});
+}));
 export type AutomationInput = Static<typeof automationBody>;
 
 export const automationIdParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
@@ -81,19 +82,19 @@ export const testBody = strictObject({
 /** Secrets and API keys are never answered: an action shows `hasSecret` / `hasApiKey` instead. */
 const actionView = Type.Object({ type: literals(actionTypes), config: Type.Record(Type.String(), Type.Unknown()) });
 
-export const executionSchema = Type.Object({
+export const executionSchema = named('AutomationExecution', Type.Object({
   id: Type.String(), automationId: Type.String(), messageId: Type.String(), trigger: literals(triggers), matched: Type.Boolean(),
   actions: Type.Array(Type.Object({ type: literals(actionTypes), status: literals(actionStatuses), error: Type.Union([Type.String(), Type.Null()]) })),
   createdAt: Type.String(),
-});
+}));
 export type ExecutionView = Static<typeof executionSchema>;
 
-export const automationSchema = Type.Object({
+export const automationSchema = named('Automation', Type.Object({
   id: Type.String(), name: Type.String(), trigger: literals(triggers), logic: literals(['and', 'or'] as const),
   conditions: Type.Array(Type.Object({ field: Type.String(), operator: Type.String(), value: Type.String() })),
   actions: Type.Array(actionView), enabled: Type.Boolean(),
   createdAt: Type.String(), updatedAt: Type.String(), lastExecutedAt: Type.Union([Type.String(), Type.Null()]), executionCount: Type.Integer(),
-});
+}));
 export type AutomationView = Static<typeof automationSchema>;
 
 export const automationDetailSchema = Type.Intersect([automationSchema, Type.Object({ executions: Type.Array(executionSchema) })]);

@@ -37,11 +37,11 @@ export function dashboardRoutes(assets: DashboardAssets): RouteDef[] {
   const appPage = pageAnswer(page('Relaybox', `<link rel="stylesheet" href="${assets.app.style.path}">\n<script type="module" src="${assets.app.script.path}"></script>`,
     '<div id="app"><noscript>The Relaybox dashboard needs JavaScript. The API reference is at <a href="/docs">/docs</a>.</noscript></div>'), appPolicy);
   const docsPage = pageAnswer(page('Relaybox API reference', '',
-    `<redoc spec-url="/api/v1/openapi.json" hide-download-button="false"></redoc>\n<script src="${assets.redoc.path}"></script>`), docsPolicy);
+    `<redoc spec-url="/api/v1/openapi.json?codeSamples=true" hide-download-button="false"></redoc>\n<script src="${assets.redoc.path}"></script>`), docsPolicy);
   const common = { auth: false as const, tags: ['dashboard'], schema: { response: { 200: { description: 'a page or an asset' } } } };
   return [
     { ...common, method: 'GET', path: '/', summary: 'The dashboard', handler: appPage },
-    { ...common, method: 'GET', path: '/docs', summary: 'The API reference, rendered from /api/v1/openapi.json', handler: docsPage },
+    { ...common, method: 'GET', path: '/docs', summary: 'The API reference with code samples, rendered from /api/v1/openapi.json?codeSamples=true', handler: docsPage },
     {
       ...common, method: 'GET', path: '/assets/*', summary: 'Dashboard scripts and styles',
       async handler(ctx) {

@@ -1,5 +1,6 @@
-import { errorCodes } from '../errors.ts';
-import { errorSchema, headerComponents, plain, responsesOf } from './openapi-responses.ts';
+import { errorCodes, problemMediaType } from '../errors.ts';
+import { headerComponents, plain, problemSchema, responsesOf } from './openapi-responses.ts';
+import { codeSamplesOf } from './openapi-samples.ts';
 import { schemaNameKey, type RouteDef } from './route.ts';
 import { neededRole } from './roles-needed.ts';
 
@@ -36,15 +37,20 @@ export function requestView(schema: unknown): any {
 
 const requiredFields = (schema: Record<string, any>): string[] => schema.required ?? [];
 
+/** The header parameters many operations share, described once under components.parameters. */
+const parameterComponents = {
+  'X-Team-Id': { name: 'X-Team-Id', in: 'header', required: false, schema: { type: 'string', maxLength: 64 }, description: "The team the request acts in; default the organization's default team. Another organization's team: 404." },
+  'Idempotency-Key': { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 }, description: 'A repeat within 24 h replays the first answer (with Idempotent-Replayed: true); the same key with another body is 422 idempotency_mismatch.' },
+  'X-Request-Id': { name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' }, description: 'Kept as the request id of the answer (and an error\'s `instance`) and the logs when valid; otherwise one is made.' },
+};
+
+const parameterRef = (name: keyof typeof parameterComponents) => ({ $ref: `#/components/parameters/${name}` });
+
 function parameters(route: RouteDef) {
   const out: unknown[] = [];
-  if (route.auth !== false) {
-    out.push({ name: 'X-Team-Id', in: 'header', required: false, schema: { type: 'string', maxLength: 64 }, description: "The team the request acts in; default the organization's default team. Another organization's team: 404." });
-  }
-  if (route.idempotent) {
-    out.push({ name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 }, description: 'A repeat within 24 h replays the first answer (with Idempotent-Replayed: true); the same key with another body is 422 idempotency_mismatch.' });
-  }
-  out.push({ name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' }, description: 'Kept as the request id of the answer and the logs when valid; otherwise one is made.' });
+  if (route.auth !== false) out.push(parameterRef('X-Team-Id'));
+  if (route.idempotent) out.push(parameterRef('Idempotency-Key'));
+  out.push(parameterRef('X-Request-Id'));
   for (const where of ['params', 'query'] as const) {
     const schema = route.schema[where] ? requestView(plain(route.schema[where])) : undefined;
     for (const [name, prop] of Object.entries<Record<string, unknown>>(schema?.properties ?? {})) {
@@ -60,20 +66,19 @@ function parameters(route: RouteDef) {
   return out;
 }
 
-function requestBody(route: RouteDef) {
+function requestBody(route: RouteDef, schema: Record<string, any> | undefined) {
   if (route.uploadField) {
     const field = route.uploadField;
     return { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: [field], properties: { [field]: { type: 'string', format: 'binary' } } } } } };
   }
-  if (!route.schema.body) return undefined;
-  const schema = requestView(plain(route.schema.body));
+  if (!schema) return undefined;
   // A body with nothing required may be left out altogether (an empty body reads as {}).
   return { required: requiredFields(schema).length > 0, content: { 'application/json': { schema } } };
 }
 
 function describe(route: RouteDef): string | undefined {
   if (route.auth === false) return undefined;
-  const team = route.teamScoped ? " Belongs to the team picked by X-Team-Id (default: the organization's default team)." : '';
+  const team = route.teamScoped ? ' Acts in the team X-Team-Id picks.' : '';
   return `Needs the ${neededRole(route)} role or higher.${team}`;
 }
 
@@ -95,16 +100,20 @@ const tagDescriptions: Record<string, string> = {
 export interface DocumentOptions {
   /** Where clients reach the API, when the deployment says so (PUBLIC_BASE_URL). */
   publicBaseUrl?: string;
+  /** Adds a curl and a TypeScript sample to each operation (`x-codeSamples`), as /docs shows them. */
+  codeSamples?: boolean;
 }
 
 /** The OpenAPI 3.1 description, generated from the route table and the routes' TypeBox schemas, so it cannot drift from the code. */
 export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) {
   const paths: Record<string, Record<string, unknown>> = {};
   const tags = new Set<string>();
+  const errorResponses: Record<string, unknown> = {};
   for (const route of routes) {
     const path = openApiPath(route.path);
     for (const tag of route.tags ?? []) tags.add(tag);
-    const body = requestBody(route);
+    const bodySchema = route.schema.body ? requestView(plain(route.schema.body)) : undefined;
+    const body = requestBody(route, bodySchema);
     const description = describe(route);
     paths[path] ??= {};
     paths[path]![route.method.toLowerCase()] = {
@@ -114,11 +123,13 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       tags: route.tags ?? [],
       parameters: parameters(route),
       ...(body ? { requestBody: body } : {}),
-      responses: responsesOf(route),
+      responses: responsesOf(route, errorResponses),
       security: route.auth === false ? [] : [{ bearer: [] }],
+      ...(opts.codeSamples ? { 'x-codeSamples': codeSamplesOf({ route, path, body: bodySchema, query: route.schema.query ? requestView(plain(route.schema.query)) : undefined }) } : {}),
     };
   }
   const schemas = collectNamedSchemas(paths);
+  const sharedParameters = shareParameters(paths);
   const servers = [
     ...(opts.publicBaseUrl ? [{ url: opts.publicBaseUrl, description: 'this deployment' }] : []),
     { url: '/', description: 'the host that serves this document' },
@@ -129,7 +140,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       title: 'Relaybox messaging API',
       version: '1.0.0',
       description: [
-        'Every error answer has the body {error, message, statusCode}; validation errors add details, one entry per violation, each naming the value by a JSON Pointer (`/messages/17/to`).',
+        `Every error answer is RFC 9457 problem details (${problemMediaType}): type (\`/errors/{code}\`, a page documenting the code), title, status, detail and instance (the request id); error, message and statusCode stay beside them, and validation errors add details, one entry per violation, each naming the value by a JSON Pointer (\`/messages/17/to\`).`,
         'No string of a request (body, query, path, field names) may hold NUL (U+0000) or an unpaired UTF-16 surrogate: such a value is a 400 validation_error naming it.',
         'Error codes: ' + Object.entries(errorCodes).map(([code, { status }]) => `${code} (${status})`).join(', ') + '.',
         'Every answer carries X-Request-Id. Answers of authenticated routes and of signup, login and refresh carry RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining and RateLimit-Reset; 429 and 503 add Retry-After.',
@@ -140,12 +151,44 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
     servers,
     tags: [...tags].sort().map((name) => ({ name, description: tagDescriptions[name] ?? `Operations on ${name.replace(/-/g, ' ')}` })),
     components: {
-      schemas: { ...schemas, Error: errorSchema },
+      schemas: { ...schemas, Problem: problemSchema },
+      responses: Object.fromEntries(Object.entries(errorResponses).sort(([a], [b]) => a.localeCompare(b))),
+      parameters: { ...parameterComponents, ...sharedParameters },
       headers: headerComponents,
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' } },
     },
     paths,
   };
+}
+
+/**
+ * A path or query parameter that several operations declare alike (`page`,
+ * `limit`) is listed once under components.parameters and referenced; one
+ * name declared in two shapes (an `id` of another length) stays inline.
+ */
+function shareParameters(paths: Record<string, Record<string, any>>): Record<string, unknown> {
+  const operations = Object.values(paths).flatMap((item) => Object.values(item));
+  const seen = new Map<string, { text: string; uses: number } | 'ambiguous'>();
+  for (const op of operations) {
+    for (const p of op.parameters as Array<Record<string, any>>) {
+      if (p.$ref) continue;
+      const text = JSON.stringify(p);
+      const entry = seen.get(p.name);
+      if (!entry) seen.set(p.name, { text, uses: 1 });
+      else if (entry !== 'ambiguous' && entry.text === text) entry.uses++;
+      else seen.set(p.name, 'ambiguous');
+    }
+  }
+  const shared: Record<string, unknown> = {};
+  for (const op of operations) {
+    op.parameters = (op.parameters as Array<Record<string, any>>).map((p) => {
+      const entry = seen.get(p.name);
+      if (p.$ref || !entry || entry === 'ambiguous' || entry.uses < 2 || p.name in parameterComponents) return p;
+      shared[p.name] = p;
+      return { $ref: `#/components/parameters/${p.name}` };
+    });
+  }
+  return shared;
 }
 
 /**

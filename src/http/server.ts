@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
 import type { Config } from '../config.ts';
-import { AppError, toHttpError } from '../errors.ts';
+import { AppError, problemMediaType, toHttpError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { encodeAnswer } from './compression.ts';
 import { apiDocumentRoutes } from './api-documents.ts';
@@ -123,7 +123,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     } catch (err) {
       const error = toHttpError(err);
       if (error.statusCode >= 500) ctx.log.error({ err, route: ctx.route }, 'request failed');
-      reply = errorReply(error);
+      reply = errorReply(error, ctx.reqId);
     }
     if (responder.aborted) return;
     const headers: Record<string, string> = { 'x-request-id': ctx.reqId, ...ctx.responseHeaders, ...reply.headers };
@@ -161,8 +161,8 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 
   function answerRefusal(ctx: RequestContext, responder: Responder, error: AppError): void {
     if (responder.aborted) return;
-    const reply = errorReply(error);
-    responder.send(reply.status, { 'x-request-id': ctx.reqId, 'content-type': 'application/json; charset=utf-8', ...reply.headers }, JSON.stringify(reply.body), true);
+    const reply = errorReply(error, ctx.reqId);
+    responder.send(reply.status, { 'x-request-id': ctx.reqId, ...reply.headers }, JSON.stringify(reply.body), true);
     durationOf(ctx.route, ctx.method, reply.status).observe((performance.now() - ctx.startedAt) / 1000);
     log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, reason: error.message }, 'request refused');
   }
@@ -200,10 +200,11 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 }
 
 
-function errorReply(error: AppError): Reply {
-  const headers: Record<string, string> = {};
+/** Every error is answered as problem details, whatever the request's Accept says: a client that asked for JSON reads it as JSON. */
+function errorReply(error: AppError, reqId: string): Reply {
+  const headers: Record<string, string> = { 'content-type': problemMediaType };
   if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
-  return { status: error.statusCode, body: error.toBody(), headers };
+  return { status: error.statusCode, body: error.toProblem(reqId), headers };
 }
 
 const safeMethods = new Set<string>(['GET', 'HEAD', 'OPTIONS']);

@@ -19,14 +19,23 @@ export const phoneNumberField = (description = phoneNumberRule) =>
 const bodyAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false, verbose: true }));
 const queryAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: true, verbose: true }));
 const formatMessages = new Map<string, (value: string) => string>();
+const formatExamples = new Map<string, string>();
 
-/** A string format checked by code (a phone number, a message recipient), known to every validator, with the message a bad value gets. */
-export function defineFormat(name: string, check: (value: string) => boolean, message: (value: string) => string): void {
+/**
+ * A string format checked by code (a phone number, a message recipient),
+ * known to every validator, with the message a bad value gets and a valid
+ * value the API description's code samples use.
+ */
+export function defineFormat(name: string, check: (value: string) => boolean, message: (value: string) => string, example: string): void {
   for (const ajv of [bodyAjv, queryAjv]) ajv.addFormat(name, { type: 'string', validate: check });
   formatMessages.set(name, message);
+  formatExamples.set(name, example);
 }
 
-defineFormat(phoneNumberFormat, (value) => toE164(value) !== undefined, () => `is not a valid phone number: use ${phoneNumberRule}`);
+/** A valid value of a format defined with `defineFormat`. */
+export const formatExample = (name: string): string | undefined => formatExamples.get(name);
+
+defineFormat(phoneNumberFormat, (value) => toE164(value) !== undefined, () => `is not a valid phone number: use ${phoneNumberRule}`, '+14155550100');
 
 /** `textRuleHolds`: the caller knows no string in the value can break the text rule (`jsonMayBreakTextRule`), so it is not walked. */
 export type Validator = (value: unknown, opts?: { textRuleHolds?: boolean }) => unknown;

@@ -1,5 +1,6 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
 import { paginationQuery } from '../http/pagination.ts';
+import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { sendBody } from '../messages/message-schemas.ts';
 import { jobStatuses, resultStatuses } from './job-store.ts';
@@ -30,11 +31,11 @@ export const acceptedJob = Type.Object({
 
 export type AcceptedJob = Static<typeof acceptedJob>;
 
-export const jobSummary = Type.Object({
+export const jobSummary = named('BulkJob', Type.Object({
   jobId: Type.String(), status: literals(jobStatuses), teamId: Type.String(), totalRecipients: Type.Integer(),
   counts, progress: Type.Number({ minimum: 0, maximum: 1, description: 'sent, delivered, failed and cancelled over totalRecipients' }),
   createdAt: Type.String(), scheduledAt: nullableString, startedAt: nullableString, completedAt: nullableString, cancelledAt: nullableString,
-});
+}));
 
 export const jobDetail = Type.Composite([jobSummary, Type.Object({
   estimatedCompletionAt: Type.Union([Type.String(), Type.Null()], { description: "from the online relays' capacity and the job's recent throughput; null when no relay is online" }),

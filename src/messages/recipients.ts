@@ -8,7 +8,7 @@ export { recipientRule, type Recipient } from './recipient-rules.ts';
 
 /** `to` as a JSON Schema format, so a bad recipient is listed with the request's other violations. */
 export const recipientFormat = 'message-recipient';
-defineFormat(recipientFormat, (value) => recipientOf(value) !== undefined, recipientProblem);
+defineFormat(recipientFormat, (value) => recipientOf(value) !== undefined, recipientProblem, '+14155550100');
 
 /** Parses `to`, or throws a 400 naming `path` (a JSON Pointer). */
 export function parseRecipient(raw: string, path = '/to'): Recipient {

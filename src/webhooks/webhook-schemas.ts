@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { eventNames } from '../events/event-stream.ts';
 import { paginationQuery } from '../http/pagination.ts';
+import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { deliveryStatuses } from './webhook-store.ts';
 
@@ -31,17 +32,17 @@ export const deliveryListQuery = strictObject({
   event: Type.Optional(Type.Union([eventName, Type.Literal(testEventName)])),
 });
 
-export const webhookSchema = Type.Object({
+export const webhookSchema = named('Webhook', Type.Object({
   id: Type.String(), url: Type.String(), events: Type.Array(Type.String()), enabled: Type.Boolean(),
   hasSecret: Type.Boolean(), createdAt: Type.String(), updatedAt: Type.String(),
-});
+}));
 
-export const deliverySchema = Type.Object({
+export const deliverySchema = named('WebhookDelivery', Type.Object({
   id: Type.String(), event: Type.String(), eventId: Type.String({ description: 'Sent as webhook-id on every attempt' }),
   status: Type.Union(deliveryStatuses.map((s) => Type.Literal(s))), attempts: Type.Integer(),
   responseStatus: Type.Union([Type.Integer(), Type.Null()]), lastError: Type.Union([Type.String(), Type.Null()]),
   nextAttemptAt: Type.Union([Type.String(), Type.Null()]), createdAt: Type.String(),
-});
+}));
 export const rotatedSecretSchema = Type.Object({
   ...webhookSchema.properties,
   secret: Type.String({ description: 'The new secret, `whsec_` and the base64 of 32 random bytes: in this answer only, never returned again' }),

@@ -377,11 +377,16 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
     });
   });
 
-  test('/docs renders the operations from /api/v1/openapi.json, offline', async () => {
+  test('/docs renders the operations from /api/v1/openapi.json with their curl and TypeScript samples, offline', async () => {
     await scenario(page, 'docs', async () => {
       await page.goto(`${base}/docs`);
       await page.locator('h2', { hasText: 'Create a bulk job' }).first().waitFor({ timeout: 60_000 });
       await page.locator('h2', { hasText: 'Send a message' }).first().waitFor();
+      const send = page.locator('[data-section-id="operation/sendMessage"]');
+      await send.getByRole('tab', { name: 'curl', exact: true }).click();
+      await send.locator('pre', { hasText: 'curl -X POST "$RELAYBOX_URL/api/v1/messages"' }).first().waitFor();
+      await send.getByRole('tab', { name: 'TypeScript', exact: true }).click();
+      await send.locator('pre', { hasText: "await client.POST('/api/v1/messages'" }).first().waitFor();
       assert.deepEqual(browser.external, [], 'nothing is loaded from outside our origin');
     });
   });

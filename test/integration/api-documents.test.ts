@@ -5,23 +5,44 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { Ajv } from 'ajv';
+import addFormatsImport from 'ajv-formats';
 import { errorCodes } from '../../src/errors.ts';
+import { recipientFormat } from '../../src/messages/recipients.ts';
+import { phoneNumberFormat, toE164 } from '../../src/phone-number.ts';
 import { agentFrame, serverFrame } from '../../src/relay-protocol/frames.ts';
 import { startTestApp, type TestApp } from '../support/test-app.ts';
 
 const run = promisify(execFile);
+const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 const root = join(import.meta.dirname, '..', '..');
+
+/** What a local reference (#/components/...) names, or the node itself when it is no reference. */
+const resolved = (node: any, doc: any): any => (node?.$ref ? node.$ref.slice(2).split('/').reduce((at: any, key: string) => at[key], doc) : node);
+
+/** A schema with its local references replaced by what they name. */
+function inline(schema: unknown, doc: any): any {
+  if (Array.isArray(schema)) return schema.map((s) => inline(s, doc));
+  if (schema === null || typeof schema !== 'object') return schema;
+  if ((schema as { $ref?: string }).$ref) return inline(resolved(schema, doc), doc);
+  return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, inline(v, doc)]));
+}
 
 describe('API descriptions (OpenAPI and AsyncAPI)', () => {
   let t: TestApp;
   let openapi: any;
   let asyncapi: any;
+  let withSamples: any;
   const op = (method: string, path: string) => openapi.paths[path][method];
+  /** An operation's error answer for a status: the shared one it refers to. */
+  const errorAnswer = (operation: any, status: string) => resolved(operation.responses[status], openapi);
+  const parametersOf = (operation: any) => operation.parameters.map((p: any) => resolved(p, openapi));
 
   before(async () => {
     t = await startTestApp('embedded', { PUBLIC_BASE_URL: 'https://api.example.org' });
     openapi = (await t.request('GET', '/api/v1/openapi.json')).body;
     asyncapi = (await t.request('GET', '/api/v1/asyncapi.json')).body;
+    withSamples = (await t.request('GET', '/api/v1/openapi.json?codeSamples=true')).body;
   });
   after(() => t.stop());
 
@@ -56,13 +77,66 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
         if (operation.security.length > 0) assert.ok(statuses.includes('401'), `${method} ${path} documents 401`);
         if (operation.requestBody) assert.ok(statuses.includes('400') && statuses.includes('413'), `${method} ${path} documents 400 and 413`);
         for (const s of statuses.filter((x) => Number(x) >= 400)) {
-          assert.equal(operation.responses[s].content['application/json'].schema.$ref, '#/components/schemas/Error');
-          assert.ok(operation.responses[s].headers['X-Request-Id'], `${method} ${path} ${s} has X-Request-Id`);
+          const shared = errorAnswer(operation, s);
+          assert.equal(shared.content['application/problem+json'].schema.allOf[0].$ref, '#/components/schemas/Problem', `${method} ${path} ${s}`);
+          assert.ok(shared.headers['X-Request-Id'], `${method} ${path} ${s} has X-Request-Id`);
         }
       }
     }
     assert.ok(ids.size >= 40, `all operations are there (${ids.size})`);
-    assert.deepEqual(openapi.components.schemas.Error.properties.error.enum, Object.keys(errorCodes));
+    assert.deepEqual(openapi.components.schemas.Problem.properties.error.enum, Object.keys(errorCodes));
+  });
+
+  test('error answers are shared: each status refers to components.responses, narrowed to its codes, with the problem schema', () => {
+    const problem = openapi.components.schemas.Problem;
+    assert.deepEqual(problem.required, ['type', 'title', 'status', 'detail', 'instance', 'error', 'message', 'statusCode']);
+    const used = new Set<string>();
+    for (const item of Object.values<any>(openapi.paths)) {
+      for (const operation of Object.values<any>(item)) {
+        for (const [status, answer] of Object.entries<any>(operation.responses)) {
+          if (Number(status) < 400) continue;
+          assert.match(answer.$ref, /^#\/components\/responses\/[A-Za-z]+$/, 'no error answer is inline');
+          used.add(answer.$ref.split('/').pop());
+        }
+      }
+    }
+    assert.deepEqual([...used].sort(), Object.keys(openapi.components.responses).sort(), 'every shared answer is used');
+    for (const [name, answer] of Object.entries<any>(openapi.components.responses)) {
+      const narrowed = answer.content['application/problem+json'].schema.allOf[1].properties;
+      const codes: string[] = narrowed.error.enum;
+      assert.ok(codes.every((c) => errorCodes[c as keyof typeof errorCodes].status === narrowed.status.const), name);
+      assert.deepEqual(narrowed.type.enum, codes.map((c) => `/errors/${c}`), name);
+      for (const code of codes) assert.ok(answer.description.includes(`${code}: `), `${name} says what ${code} means`);
+    }
+    assert.equal(openapi.components.responses.ValidationErrorOrBadRequest.content['application/problem+json'].schema.allOf[1].properties.status.const, 400);
+  });
+
+  test('the document stays under 150 KB; with codeSamples=true every operation has a curl and a TypeScript sample made from its route', async () => {
+    const served = await t.request('GET', '/api/v1/openapi.json');
+    const bytes = Buffer.byteLength(served.text);
+    console.log(`# the OpenAPI document: ${bytes} bytes; with code samples: ${Buffer.byteLength(JSON.stringify(withSamples))} bytes`);
+    assert.ok(bytes <= 150_000, `${bytes} bytes`);
+    const withoutSamples = JSON.parse(JSON.stringify(withSamples, (key, value) => (key === 'x-codeSamples' ? undefined : value)));
+    assert.deepEqual(withoutSamples, openapi, 'the samples are all that codeSamples=true adds');
+    assert.ok(Object.values<any>(openapi.paths).every((item) => Object.values<any>(item).every((o) => !('x-codeSamples' in o))), 'the plain document has none');
+    const ajv = addFormats(new Ajv({ strict: false, allErrors: true })).addFormat(phoneNumberFormat, (v: string) => toE164(v) !== undefined).addFormat(recipientFormat, (v: string) => toE164(v) !== undefined);
+    for (const [path, item] of Object.entries<any>(withSamples.paths)) {
+      for (const [method, operation] of Object.entries<any>(item)) {
+        const where = `${method} ${path}`;
+        const samples = operation['x-codeSamples'];
+        assert.deepEqual(samples.map((s: any) => [s.lang, s.label]), [['Shell', 'curl'], ['TypeScript', 'TypeScript']], where);
+        const [curl, ts] = samples.map((s: any) => s.source as string);
+        const shellPath = path.replace(/\{([^}]+)\}/g, (_, n: string) => `$${n.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}`);
+        assert.ok(curl.startsWith(`curl${method === 'get' ? '' : ` -X ${method.toUpperCase()}`} "$RELAYBOX_URL${shellPath}`), `${where}: ${curl}`);
+        assert.equal(curl.includes('Authorization: Bearer $RELAYBOX_API_KEY'), operation.security.length > 0, where);
+        assert.ok(ts.includes(`await client.${method.toUpperCase()}('${path}'`), `${where}: ${ts}`);
+        const schema = operation.requestBody?.content['application/json']?.schema;
+        if (!schema) continue;
+        const body = JSON.parse(/-d '(.*)'$/s.exec(curl)![1]!.replace(/'\\''/g, "'"));
+        const validate = ajv.compile(inline(schema, withSamples));
+        assert.ok(validate(body), `${where}: the sample body ${JSON.stringify(body)} is valid: ${JSON.stringify(validate.errors)}`);
+      }
+    }
   });
 
   test('optional inputs are not required: priority, page, limit, format, the relay-token body', () => {
@@ -71,11 +145,11 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     assert.deepEqual(body.required, ['to']);
     assert.equal(body.properties.priority.default, 0);
     for (const path of ['/api/v1/messages', '/api/v1/conversations', '/api/v1/contacts', '/api/v1/conversations/{id}']) {
-      const params = op('get', path).parameters.filter((p: any) => p.name === 'page' || p.name === 'limit');
+      const params = parametersOf(op('get', path)).filter((p: any) => p.name === 'page' || p.name === 'limit');
       assert.equal(params.length, 2, path);
       assert.ok(params.every((p: any) => p.required === false), `${path}: page and limit are optional`);
     }
-    const format = op('get', '/api/v1/contacts/export').parameters.find((p: any) => p.name === 'format');
+    const format = parametersOf(op('get', '/api/v1/contacts/export')).find((p: any) => p.name === 'format');
     assert.equal(format.required, false);
     assert.equal(op('post', '/api/v1/tenants/{tenantId}/relay-tokens').requestBody.required, false);
   });
@@ -94,11 +168,12 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
       assert.equal(noContent.content, undefined, `${method} ${path}: a 204 has no body`);
     }
     const send = op('post', '/api/v1/messages');
-    assert.ok(send.parameters.some((p: any) => p.name === 'Idempotency-Key' && p.in === 'header'));
+    assert.ok(send.parameters.some((p: any) => p.$ref === '#/components/parameters/Idempotency-Key'));
+    assert.equal(openapi.components.parameters['Idempotency-Key'].in, 'header');
     assert.ok(send.responses['201'].headers['Idempotent-Replayed']);
     assert.ok(send.responses['422'], 'idempotency_mismatch is documented');
-    assert.deepEqual(Object.keys(send.responses['429'].headers).sort(), ['RateLimit-Limit', 'RateLimit-Policy', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id']);
-    assert.equal(op('post', '/api/v1/contacts/import').responses['415'].content['application/json'].schema.$ref, '#/components/schemas/Error');
+    assert.deepEqual(Object.keys(errorAnswer(send, '429').headers).sort(), ['RateLimit-Limit', 'RateLimit-Policy', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id']);
+    assert.ok(errorAnswer(op('post', '/api/v1/contacts/import'), '415').content['application/problem+json']);
     assert.deepEqual(openapi.servers.map((s: { url: string }) => s.url), ['https://api.example.org', '/']);
   });
 

@@ -198,8 +198,11 @@ describe('HTTP server', () => {
   test('unknown routes are 404 not_found; params and DELETE routes work', async () => {
     const res = await fetch(base + '/api/v1/nowhere');
     assert.equal(res.status, 404);
-    assert.deepEqual(Object.keys(await json(res)).sort(), ['error', 'message', 'statusCode']);
+    assert.equal(res.headers.get('content-type'), 'application/problem+json');
+    const problem = await json(res);
+    assert.deepEqual(Object.keys(problem).sort(), ['detail', 'error', 'instance', 'message', 'status', 'statusCode', 'title', 'type']);
     assert.ok(res.headers.get('x-request-id'));
+    assert.equal(problem.instance, res.headers.get('x-request-id'));
     assert.deepEqual(await json((await fetch(base + '/api/v1/things/a%20b'))), { id: 'a b' });
     assert.equal((await fetch(base + '/api/v1/things/x', { method: 'DELETE' })).status, 204);
   });
@@ -303,8 +306,11 @@ describe('HTTP server', () => {
     ready = false;
     const res = await fetch(base + '/readyz');
     assert.equal(res.status, 503);
+    assert.equal(res.headers.get('content-type'), 'application/problem+json');
     const body = await json(res);
     assert.equal(body.error, 'service_unavailable');
+    assert.equal(body.type, '/errors/service_unavailable');
+    assert.equal(body.status, 503);
     assert.match(body.message, /store/);
     ready = true;
   });

@@ -12,8 +12,11 @@ interface Operation {
   path: string;
   pattern: RegExp;
   params: number;
-  responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+  responses: Record<string, { $ref?: string; content?: Record<string, { schema: unknown }> }>;
 }
+
+/** JSON, as `application/json` or a structured `+json` type (`application/problem+json`). */
+export const isJson = (mediaType: string) => /^application\/([a-z0-9.-]+\+)?json$/i.test(mediaType);
 
 /** Checks recorded answers against an OpenAPI document: the status is documented, the body matches its schema. */
 export class OpenApiContract {
@@ -42,8 +45,10 @@ export class OpenApiContract {
   check(answer: RecordedAnswer): { op: Operation; problems: string[] } | undefined {
     const op = this.operationOf(answer.method, answer.path);
     if (!op) return undefined;
-    const response = op.responses[String(answer.status)];
-    if (!response) return { op, problems: [`status ${answer.status} is not documented`] };
+    const documented = op.responses[String(answer.status)];
+    if (!documented) return { op, problems: [`status ${answer.status} is not documented`] };
+    // A shared answer (an error) is a reference to components.responses.
+    const response: { content?: Record<string, { schema: unknown }> } = documented.$ref ? this.resolve(documented.$ref) : documented;
     const mediaType = (answer.contentType ?? '').split(';')[0]!.trim();
     if (!response.content) {
       const empty = answer.body === undefined || answer.body === '';
@@ -51,7 +56,7 @@ export class OpenApiContract {
     }
     const media = response.content[mediaType];
     if (!media) return { op, problems: [`status ${answer.status}: media type ${mediaType || '(none)'} is not documented (${Object.keys(response.content).join(', ')})`] };
-    if (answer.bodyOmitted || mediaType !== 'application/json') return { op, problems: [] };
+    if (answer.bodyOmitted || !isJson(mediaType)) return { op, problems: [] };
     const validate = this.validatorFor(media.schema);
     if (validate(answer.body)) return { op, problems: [] };
     const errors = (validate.errors ?? []).slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
@@ -67,12 +72,18 @@ export class OpenApiContract {
     return validate;
   }
 
-  /** Component references (#/components/schemas/Error) replaced by the component itself. */
+  /** A local reference (#/components/...) resolved in the document. */
+  resolve(ref: string): any {
+    if (!ref.startsWith('#/')) throw new Error(`not a local reference: ${ref}`);
+    return ref.slice(2).split('/').reduce((node: any, key) => node?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
+  }
+
+  /** Component references (#/components/schemas/Problem) replaced by the component itself. */
   private inlineRefs(schema: unknown): unknown {
     if (Array.isArray(schema)) return schema.map((s) => this.inlineRefs(s));
     if (schema === null || typeof schema !== 'object') return schema;
     const ref = (schema as { $ref?: string }).$ref;
-    if (ref?.startsWith('#/')) return this.inlineRefs(ref.slice(2).split('/').reduce((node: any, key) => node[key.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc));
+    if (ref?.startsWith('#/')) return this.inlineRefs(this.resolve(ref));
     return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, this.inlineRefs(v)]));
   }
 }
