@@ -9,6 +9,7 @@ import { normalizeParticipant } from '../messages/recipients.ts';
 import type { WebhookSender, AttemptResult } from '../webhooks/webhook-sender.ts';
 import { deliveryHeaders, signingKey } from '../webhooks/webhook-signing.ts';
 import type { SecretBox } from '../webhooks/secret-box.ts';
+import { triggerEvents } from './automation-schemas.ts';
 import type { ExecutionDoc, StoredAction } from './automation-store.ts';
 
 const hourMs = 3_600_000;
@@ -82,10 +83,13 @@ export class AutomationActions {
   async post(exec: ExecutionDoc, action: StoredAction, index: number): Promise<AttemptResult> {
     const m = exec.message;
     const payload: Record<string, unknown> = {
-      event: exec.trigger === 'message_received' ? 'message.received' : 'message.sent',
+      event: triggerEvents[exec.trigger],
       timestamp: nowIso(),
       automationId: exec.automationId,
-      data: { id: m.id, to: m.to, from: m.from, body: m.body, status: m.status, conversationId: m.conversationId },
+      data: {
+        id: m.id, to: m.to, from: m.from, body: m.body, status: m.status, conversationId: m.conversationId,
+        ...(m.deliveredAt ? { deliveredAt: m.deliveredAt } : {}), ...(m.readAt ? { readAt: m.readAt } : {}),
+      },
     };
     const headers: Record<string, string> = {};
     if (action.type === 'log_to_crm') {

@@ -7,14 +7,14 @@ import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
 import { insertNew } from '../store/insert-new.ts';
 import { executionOutcomes } from './automation-metrics.ts';
-import type { Trigger } from './automation-schemas.ts';
+import { triggerEvents, type Trigger } from './automation-schemas.ts';
 import { executionId, orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type TriggeringMessage } from './automation-store.ts';
 import { evaluateWithRetry, loopTurn, type Evaluation } from './conditions.ts';
 
 /** Evaluations of one batch run back to back for at most this long before the loop takes its turn. */
 const evaluationSliceMs = 10;
 
-const triggerOf: Partial<Record<DomainEvent['event'], Trigger>> = { 'message.received': 'message_received', 'message.sent': 'message_sent' };
+const triggerOf = Object.fromEntries(Object.entries(triggerEvents).map(([trigger, event]) => [event, trigger])) as Partial<Record<DomainEvent['event'], Trigger>>;
 
 /**
  * Turns message events of the durable stream (the `automations` consumer
@@ -77,7 +77,7 @@ export class AutomationRouter {
 
   /** Message ids among these events that are replies sent by an automation. */
   private async automatedReplies(orgId: string, events: DomainEvent[]): Promise<Set<string>> {
-    const sent = events.filter((e) => e.event === 'message.sent').map((e) => String(e.data.id));
+    const sent = events.filter((e) => e.event !== 'message.received').map((e) => String(e.data.id));
     if (sent.length === 0) return new Set();
     const docs = await this.deps.messages.find(orgScope(orgId), { id: { $in: sent }, automationId: { $exists: true } });
     return new Set(docs.map((d) => d.id));
@@ -85,11 +85,12 @@ export class AutomationRouter {
 }
 
 function triggeringMessage(e: DomainEvent): TriggeringMessage {
-  const d = e.data as { id: string; to: string; from: string | null; body: string; status: string; conversationId: string };
+  const d = e.data as { id: string; to: string; from: string | null; body: string; status: string; conversationId: string; deliveredAt?: string; readAt?: string };
   const other = e.event === 'message.received' ? (d.from ?? '') : d.to;
   return {
     id: d.id, teamId: e.teamId!, conversationId: d.conversationId, from: d.from, to: d.to, body: d.body ?? '', status: d.status,
     participant: normalizeParticipant(other) ?? other,
+    ...(d.deliveredAt ? { deliveredAt: d.deliveredAt } : {}), ...(d.readAt ? { readAt: d.readAt } : {}),
   };
 }
 

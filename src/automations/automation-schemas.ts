@@ -1,4 +1,5 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
+import type { EventName } from '../events/event-stream.ts';
 import { paginationQuery } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
@@ -19,8 +20,13 @@ export const maxPatternLength = 500;
  */
 export const maxPatternInstructions = 1_000;
 
-export const triggers = ['message_received', 'message_sent'] as const;
+/** The spec's two triggers, and `message_delivered` and `message_read` added beside them. */
+export const triggers = ['message_received', 'message_sent', 'message_delivered', 'message_read'] as const;
 export type Trigger = (typeof triggers)[number];
+/** The event each trigger runs on. */
+export const triggerEvents = {
+  message_received: 'message.received', message_sent: 'message.sent', message_delivered: 'message.delivered', message_read: 'message.read',
+} as const satisfies Record<Trigger, EventName>;
 export const conditionFields = ['body', 'from', 'to'] as const;
 export const operators = ['contains', 'equals', 'starts_with', 'ends_with', 'matches_regex', 'is_in'] as const;
 export type Operator = (typeof operators)[number];

@@ -50,6 +50,9 @@ export interface TriggeringMessage {
   status: string;
   /** Who the conversation is with: the sender of a received message, the recipient of a sent one. */
   participant: string;
+  /** As the message.delivered or message.read event that triggered it had them. */
+  deliveredAt?: string;
+  readAt?: string;
 }
 
 export interface ExecutionDoc {

@@ -1,8 +1,12 @@
 import { createHash } from 'node:crypto';
 import { idTimeChars, newId, nowIso } from '../ids.ts';
 
-/** The events of spec section 6; webhooks and automations consume them with consumer groups of their own. */
-export const eventNames = ['message.queued', 'message.sent', 'message.failed', 'message.received', 'relay.online', 'relay.offline'] as const;
+/**
+ * The events of spec section 6, and `message.delivered` and `message.read`
+ * added beside them; webhooks and automations consume them with consumer
+ * groups of their own.
+ */
+export const eventNames = ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received', 'relay.online', 'relay.offline'] as const;
 export type EventName = (typeof eventNames)[number];
 
 export interface DomainEvent {

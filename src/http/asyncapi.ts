@@ -7,7 +7,7 @@ const protocolRules = [
   'One JSON object per text frame, each with a `type`; binary frames and frames over ' + `${frameLimits.maxFrameBytes} bytes are refused.`,
   'The relay opens with `hello` (a registration token from POST /api/v1/tenants/{tenantId}/relay-tokens the first time, its stored credential afterwards); the server answers `welcome`, or `error` and closes with 4001. No hello within 10 s closes the socket.',
   'The relay sends `heartbeat` every `welcome.heartbeatIntervalMs`; a relay silent past the heartbeat timeout is offline and its unfinished sends go back to the queue.',
-  '`ready.capacity` is the credit window: the server keeps at most `capacity` sends unfinished on one connection; a send is finished once the relay reports `sent` or `failed`. The relay repeats `ready` whenever a send finishes.',
+  '`ready.capacity` is the credit window: the server keeps at most `capacity` sends unfinished on one connection; a send is finished once the relay reports `sent` or `failed` (or a `delivered` or `read` that comes first). The relay repeats `ready` whenever a send finishes.',
   'A `send` delivered again (a redelivered frame, a reconnect) is never sent twice; the relay re-reports its statuses instead.',
   'Each `status` is acknowledged with `ack {of: "status"}`; unacknowledged statuses are sent again after a reconnect.',
   '`inbound` rows are at-least-once: the relay sends every row after `welcome.inboundCursor` and moves its cursor on `ack {of: "inbound"}`; the server drops repeats by `guid`.',

@@ -8,8 +8,9 @@
  * - `ready.capacity` is the credit window: the server keeps at most
  *   `capacity` sends unfinished on one connection, where a send is finished
  *   once the agent reports `sent` or `failed` (`delivered` and `read` come
- *   later and hold no credit). The agent repeats `ready` whenever a send
- *   finishes; the latest value is the window.
+ *   later and hold no credit; one that comes first finishes the send too).
+ *   The agent repeats `ready` whenever a send finishes; the latest value is
+ *   the window.
  * - A send attempt is identified by (messageId, attempt) end to end: the
  *   `send` frame, the agent's journal, every `status` and its `ack` carry both.
  *   A retry of a failed attempt comes with the next attempt number and is sent

@@ -277,6 +277,30 @@ eachBackend((backend) => {
       assert.equal(crmPayload.contact.firstName, 'Ada');
     });
 
+    test('message_delivered and message_read run once on the first delivered and read of a sent message, with deliveredAt and readAt', async () => {
+      const org = await signup(t, 'Receipts');
+      const relay = await relayOf(org, 5);
+      const hook = await receiver();
+      const onDelivered = await automation(org, { name: 'Delivered', trigger: 'message_delivered', actions: [{ type: 'call_webhook', config: { url: hook.url, secret: 's' } }] });
+      const onRead = await automation(org, { name: 'Read', trigger: 'message_read', actions: [{ type: 'call_webhook', config: { url: hook.url, secret: 's' } }] });
+      const out = await call(org, 'POST', '/messages', { to: '+14155550701', body: 'did it arrive?' });
+      assert.equal(out.status, 201);
+      await until('dispatched', async () => relay.sends.some((f) => f.messageId === out.body.id));
+      for (const status of ['sent', 'delivered', 'delivered', 'read', 'read'] as const) await relay.report(out.body.id, status);
+      const [delivered] = await settled(org, onDelivered.id, 1);
+      const [read] = await settled(org, onRead.id, 1);
+      assert.deepEqual([delivered.trigger, delivered.messageId, delivered.matched], ['message_delivered', out.body.id, true]);
+      assert.deepEqual([read.trigger, read.messageId, read.matched], ['message_read', out.body.id, true]);
+      const calls = (await hook.waitFor(2)).map((d) => verify(d, 's')).sort((a: any, b: any) => a.event.localeCompare(b.event));
+      const status = (await call(org, 'GET', `/messages/${out.body.id}/status`)).body;
+      assert.deepEqual(calls.map((p: any) => [p.event, p.automationId, p.data.id]), [['message.delivered', onDelivered.id, out.body.id], ['message.read', onRead.id, out.body.id]]);
+      assert.equal(calls[0].data.deliveredAt, status.deliveredAt);
+      assert.equal(calls[1].data.readAt, status.readAt);
+      await sleep(500);
+      assert.equal((await executions(org, onDelivered.id)).length + (await executions(org, onRead.id)).length, 2, 'the repeated reports trigger nothing');
+      assert.equal(hook.received.length, 2);
+    });
+
     test('loop guard: a reply never triggers automations; at most the hourly cap of replies per conversation, the rest skipped with the reason', async () => {
       const org = await signup(t, 'Loops');
       const relay = await relayOf(org, 50);

@@ -198,6 +198,45 @@ eachBackend((backend) => {
       assert.deepEqual(after.map((n, i) => n - before[i]!), [1, 1, 1], 'sent, delivered and its latency counted once each, the replays not at all');
     });
 
+    test('message.delivered and message.read once each, in order, in the events API: a relay that reports delivered twice, and one that reports read before sent is stored', async () => {
+      const org = await signup(t);
+      const relay = relayFor(org, 1);
+      await relay.connect();
+      const twice = (await send(org, { to: '+14155550100', body: 'delivered twice' })).body.id;
+      const early = (await send(org, { to: '+14155550101', body: 'read first' })).body.id;
+      await waitFor(() => relay.sends.some((s) => s.messageId === twice), 5_000, 'the first dispatched');
+      await relay.report(twice, 'sent');
+      await relay.report(twice, 'delivered');
+      await relay.report(twice, 'delivered');
+      await waitFor(() => relay.sends.some((s) => s.messageId === early), 5_000, 'the second dispatched');
+      await relay.report(early, 'read');
+      const third = (await send(org, { to: '+14155550102', body: 'after the read' })).body.id;
+      await waitFor(() => relay.sends.some((s) => s.messageId === third), 5_000, 'a read that comes first frees the send\'s credit');
+      for (const status of ['sent', 'delivered', 'read'] as const) await relay.report(early, status);
+
+      const statusEvents = async (query = '') => {
+        const page = (await t.request('GET', `/api/v1/events?limit=100${query}`, { token: org.ownerToken })).body;
+        return (page.data as Array<{ event: string; data: Record<string, unknown> }>).filter((e) => e.event.startsWith('message.') && e.event !== 'message.queued').reverse();
+      };
+      await waitFor(async () => (await statusEvents()).length >= 5, 5_000, 'five status events');
+      await sleep(300);
+      const events = await statusEvents();
+      assert.deepEqual(events.map((e) => [e.data.id, e.event]), [
+        [twice, 'message.sent'], [twice, 'message.delivered'],
+        [early, 'message.sent'], [early, 'message.delivered'], [early, 'message.read'],
+      ]);
+      const [twiceStatus, earlyStatus] = [await statusOf(org, twice), await statusOf(org, early)];
+      assert.deepEqual([earlyStatus.status, earlyStatus.sentAt, earlyStatus.deliveredAt], ['delivered', earlyStatus.readAt, earlyStatus.readAt]);
+      const delivered = events[1]!;
+      assert.deepEqual(Object.keys(delivered.data).sort(), ['body', 'conversationId', 'deliveredAt', 'from', 'id', 'status', 'to']);
+      assert.deepEqual([delivered.data.status, delivered.data.deliveredAt], ['delivered', twiceStatus.deliveredAt]);
+      const read = events[4]!;
+      assert.deepEqual(Object.keys(read.data).sort(), ['body', 'conversationId', 'from', 'id', 'readAt', 'status', 'to']);
+      assert.equal(read.data.readAt, earlyStatus.readAt);
+      assert.deepEqual((await statusEvents('&type=message.delivered')).map((e) => e.data.id), [twice, early], 'the type filter');
+      assert.deepEqual((await statusEvents('&type=message.read')).map((e) => e.data.id), [early]);
+    });
+
     test('a failing send is retried with backoff, then failed, dead-lettered and message.failed', async () => {
       const org = await signup(t);
       const relay = relayFor(org, 5);

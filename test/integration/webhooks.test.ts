@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
+import { StandInRelay } from '../support/stand-in-relay.ts';
 import { apiKey, eachBackend, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 import { sleep, until } from '../support/until.ts';
 import { verifySignature, WebhookReceivers, type ReceivedDelivery } from '../support/webhook-receiver.ts';
@@ -169,6 +170,32 @@ eachBackend((backend) => {
       assert.equal(r.received.length, 1, 'delivered once');
       const events = (await call(org, 'GET', '/events')).body;
       assert.ok(events.data.some((e: any) => e.id === d!.headers['webhook-id']), 'the same event id is in the events API');
+    });
+
+    test('message.delivered and message.read go to the webhooks subscribed to them, once each, with deliveredAt and readAt', async (context) => {
+      const org = await signup(t, 'Receipts');
+      const r = await receiver();
+      const other = await receiver();
+      await hook(org, { url: r.url, events: ['message.delivered', 'message.read'], secret: 'receipts' });
+      await hook(org, { url: other.url, events: ['message.sent'] });
+      const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 1 });
+      context.after(() => relay.close());
+      await relay.connect();
+      const msg = await send(org, 'tell me when it is read');
+      await until('dispatched', async () => relay.sends.some((s) => s.messageId === msg.id));
+      for (const status of ['delivered', 'delivered', 'read', 'read'] as const) await relay.report(msg.id, status);
+      const got = await r.waitFor(2);
+      const payloads = got.map((d) => verify(d, 'receipts') as any).sort((a, b) => a.event.localeCompare(b.event));
+      assert.deepEqual(payloads.map((p) => p.event), ['message.delivered', 'message.read']);
+      const status = (await call(org, 'GET', `/messages/${msg.id}/status`)).body;
+      const data = { id: msg.id, to: '+14155550100', from: null, body: 'tell me when it is read', status: 'delivered', conversationId: msg.conversationId };
+      assert.deepEqual(payloads[0].data, { ...data, deliveredAt: status.deliveredAt });
+      assert.deepEqual(payloads[1].data, { ...data, readAt: status.readAt });
+      const [sent] = await other.waitFor(1);
+      assert.equal(sent!.json.event, 'message.sent', 'a delivered before any sent is sent first');
+      await sleep(300);
+      assert.equal(r.received.length, 2, 'the repeated reports are not delivered again');
+      assert.equal(other.received.length, 1);
     });
 
     test('a failing endpoint is retried with growing delays under the same webhook-id, then the delivery succeeds; after 8 attempts it fails', async () => {

@@ -312,6 +312,31 @@ test('reports handled as a batch end as the same reports one by one would: one w
   assert.deepEqual(await d.handedOut(), [['r1', ['m4']]], 'the credits that came back hand out what waits');
 });
 
+test('message.delivered and message.read once each, in order: a repeated delivered emits nothing, and a read before sent is stored is sent, delivered and read', async (t) => {
+  const d = await open(t, [relay('r1', 2)]);
+  await d.grant('r1', 2);
+  await d.queue(message('twice'), message('early'));
+  assert.deepEqual(await d.handedOut(), [['r1', ['twice', 'early']]]);
+  await d.report('r1', 'twice', 1, 'sent', 1);
+  await d.report('r1', 'twice', 1, 'delivered');
+  await d.report('r1', 'twice', 1, 'delivered');
+  await d.report('r1', 'early', 1, 'read', 1);
+  for (const status of ['sent', 'delivered', 'read'] as const) await d.report('r1', 'early', 1, status);
+  const events = (await d.events.read('test', 'c1', 100)).map((e) => e.event);
+  assert.deepEqual(events.map((e) => [e.data.id, e.event]), [
+    ['twice', 'message.sent'], ['twice', 'message.delivered'],
+    ['early', 'message.sent'], ['early', 'message.delivered'], ['early', 'message.read'],
+  ]);
+  const [twice, early] = [await d.doc('twice'), await d.doc('early')];
+  assert.deepEqual([twice.status, twice.readAt], ['delivered', null]);
+  assert.deepEqual([early.status, early.sentAt, early.deliveredAt], ['delivered', early.readAt, early.readAt], 'a read first: sent and delivered at its time');
+  const delivered = events.find((e) => e.event === 'message.delivered' && e.data.id === 'twice')!;
+  assert.deepEqual(delivered.data, { id: 'twice', to: twice.to, from: null, body: 'twice', status: 'delivered', conversationId: 'conv_1', deliveredAt: twice.deliveredAt });
+  const read = events.find((e) => e.event === 'message.read')!;
+  assert.deepEqual(read.data, { id: 'early', to: early.to, from: null, body: 'early', status: 'delivered', conversationId: 'conv_1', readAt: early.readAt });
+  assert.equal(early.outbox, undefined, 'published and cleared');
+});
+
 /** A bulk job of the team as the store has it. */
 const bulkJob = (id: string, fields: Partial<JobDoc> = {}): JobDoc => ({
   id, tenantId: org, teamId: 'team_1', status: 'processing', totalRecipients: 4, scheduledAt: null, startedAt: '2026-01-01T00:00:00.000Z', completedAt: null,

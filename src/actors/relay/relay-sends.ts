@@ -117,13 +117,14 @@ export class RelaySends {
   }
 
   /**
-   * A report on a send: sent, delivered or failed ends its attempt in flight
-   * and frees its credit, granted with the report. The tenant actor writes the
+   * A report on a send: the first one on an attempt in flight (sent, or a
+   * delivered or read that came before it, or failed) ends the attempt and
+   * frees its credit, granted with the report. The tenant actor writes the
    * status (one compare-and-set on the attempt), whatever the session.
    */
   async status(ctx: RelayContext, m: Msg<'status'>): Promise<void> {
     const { kind: _kind, tenantId, ...report } = m;
-    const settled = report.status !== 'read' && ctx.state.credits.settle(report.messageId, report.attempt);
+    const settled = ctx.state.credits.settle(report.messageId, report.attempt);
     const grant = settled ? ctx.state.credits.due() : undefined;
     await ctx.send(tenantProtocol, tenantId, { kind: 'status', relayId: ctx.key, ...report, ...(grant ? { grant } : {}) });
   }

@@ -10,45 +10,67 @@ export interface StatusChange {
   events: DomainEvent[];
   /** The message's outbox was empty when read: once published, the events may take the outbox marker with them. */
   exclusive: boolean;
-  /** The statuses this change makes the message reach, in order (a folded sent and delivered reach both). */
+  /** The statuses this change makes the message reach, in order (a folded sent and delivered reach both; read is not a status). */
   reached: Array<'sent' | 'delivered'>;
 }
 
-/** A message's one `message.sent`, built before the write that records it (with the status that write sets). */
-export function sentEvent(m: MessageDoc, status: 'sent' | 'delivered'): DomainEvent {
-  return domainEvent('message.sent', m, messageEventData({ ...m, status }), changeEventId('message.sent', m.id));
+/** The steps a send is reported through, in the order they happen; a report of a later one says the earlier ones happened. */
+const steps = ['sent', 'delivered', 'read'] as const;
+type Step = (typeof steps)[number];
+
+/** The event of each step, and the field of its time that its `data` adds to the spec's message fields (message.sent adds none). */
+const stepEvents = { sent: ['message.sent', null], delivered: ['message.delivered', 'deliveredAt'], read: ['message.read', 'readAt'] } as const;
+
+/** How many steps the message is through (processing: none); null when no report moves it (queued, failed). */
+function stepsDone(m: MessageDoc): number | null {
+  if (m.status === 'processing') return 0;
+  if (m.status === 'sent') return 1;
+  if (m.status === 'delivered') return m.readAt === null ? 2 : 3;
+  return null;
+}
+
+/**
+ * A message's one event of a step, built before the write that records it
+ * (with the status that write sets), under an id derived from the message,
+ * so every writer of the step makes the same event.
+ */
+function stepEvent(m: MessageDoc, step: Step, status: 'sent' | 'delivered', at: string): DomainEvent {
+  const [event, timeField] = stepEvents[step];
+  const data = { ...messageEventData({ ...m, status }), ...(timeField ? { [timeField]: at } : {}) };
+  return domainEvent(event, m, data, changeEventId(event, m.id));
 }
 
 /**
  * What a report of a send changes on the message as it stands, as the
  * one-by-one path writes it: only the message's current attempt on the
- * reporting relay counts, and no report moves a message backwards. Null
+ * reporting relay counts, and no report moves a message backwards. A report
+ * takes the message through every step up to its own that was not reported
+ * yet (a `read` first is sent, delivered and read at its time), one event
+ * per step, in order; a step already recorded is never emitted again. Null
  * when it changes nothing. `failed` is not folded (it schedules a retry).
  */
 export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set: Record<string, unknown>; events: DomainEvent[]; reached: StatusChange['reached'] } | null {
-  if (m.relayId !== r.relayId || m.attempts !== r.attempt) return null;
-  const guid = r.guid ? { guid: r.guid } : {};
-  if (r.status === 'sent') {
-    if (m.status !== 'processing') return null;
-    return { set: { status: 'sent', sentAt: r.at, lastError: null, updatedAt: now, ...guid }, events: [sentEvent(m, 'sent')], reached: ['sent'] };
+  if (m.relayId !== r.relayId || m.attempts !== r.attempt || r.status === 'failed') return null;
+  const done = stepsDone(m);
+  const reported = steps.indexOf(r.status) + 1;
+  if (done === null || reported <= done) return null;
+  const status = r.status === 'sent' ? 'sent' : 'delivered';
+  const set: Record<string, unknown> = { status, updatedAt: now, ...(r.guid ? { guid: r.guid } : {}) };
+  const events: DomainEvent[] = [];
+  const reached: StatusChange['reached'] = [];
+  for (const step of steps.slice(done, reported)) {
+    if (step === 'sent') Object.assign(set, { sentAt: r.at, lastError: null });
+    else set[stepEvents[step][1]] = r.at;
+    if (step !== 'read') reached.push(step);
+    events.push(stepEvent(m, step, status, r.at));
   }
-  if (r.status === 'delivered') {
-    if (m.status !== 'processing' && m.status !== 'sent') return null;
-    // Delivered with no sent report before it: it was sent, so the same write says so, once.
-    const unsent = m.sentAt === null;
-    return { set: { status: 'delivered', deliveredAt: r.at, updatedAt: now, ...guid, ...(unsent ? { sentAt: r.at } : {}) }, events: unsent ? [sentEvent(m, 'delivered')] : [], reached: unsent ? ['sent', 'delivered'] : ['delivered'] };
-  }
-  if (r.status === 'read') {
-    if ((m.status !== 'sent' && m.status !== 'delivered') || m.readAt !== null) return null;
-    return { set: { readAt: r.at, updatedAt: now }, events: [], reached: [] };
-  }
-  return null;
+  return { set, events, reached };
 }
 
 /**
  * Reports, in the order they came, folded over the messages as read: one
  * change per message carrying what all its reports did (a `sent` and its
- * `delivered` in one batch are one write and one event), guarded by the
+ * `delivered` in one batch are one write with both events), guarded by the
  * status, relay, attempt and read time it was read with.
  */
 export function foldReports(read: Map<string, MessageDoc>, reports: StatusReport[], now: string): StatusChange[] {

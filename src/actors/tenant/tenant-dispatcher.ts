@@ -300,7 +300,7 @@ export class TenantDispatcher {
     }
     const orgId = ctx.key;
     const state = await this.state(ctx);
-    // Sent or delivered: the relay actor freed the send's credit, and grants it with the report.
+    // The first report on a send: the relay actor freed its credit, and grants it with the report.
     let released = false;
     for (const r of reports) if (r.grant && this.applyGrant(state, r.relayId, r.grant) > 0) released = true;
     // One message is read by id (the embedded store may answer it from memory); several by one id list.
