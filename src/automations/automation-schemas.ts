@@ -1,5 +1,5 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
-import { paginationQuery } from '../http/pagination.ts';
+import { keysetPaginationQuery, pageOrAfter } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
 
 /** Per organization; a create beyond it is 400. */
@@ -68,7 +68,7 @@ export const automationBody = strictObject({
 export type AutomationInput = Static<typeof automationBody>;
 
 export const automationIdParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
-export const executionListQuery = strictObject({ ...paginationQuery });
+export const executionListQuery = strictObject({ ...keysetPaginationQuery }, pageOrAfter);
 
 export const testBody = strictObject({
   message: strictObject({
