@@ -11,8 +11,16 @@
  * cleared) at that size, and the RSS and DATA_DIR size. It reports, it does
  * not assert.
  *
+ * Then, in another fresh process and DATA_DIR, one team's history of
+ * BENCH_PAGE_MESSAGES (1,000,000) messages, four a millisecond, read as
+ * GET /messages reads it (`readListPage`), 100 a page: the whole of it page
+ * after page by cursor (each message seen once, in order, is checked), then
+ * the first page, the second and the last (the 10,000th) by cursor, and the
+ * last by offset.
+ *
  *   npm run bench:store
  *   BENCH_BASELINE=/path/to/checkout npm run bench:store
+ *   BENCH_MESSAGES=0 BENCH_PAGE_MESSAGES=200000 npm run bench:store   (the paging part only, smaller)
  *
  * BENCH_BASELINE names a checkout of an earlier version whose
  * src/store/embedded-store.ts is measured the same way beside it, at
@@ -26,11 +34,18 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import type { SortKeys } from '../src/http/list-cursors.ts';
+import { readListPage, type PageRequest } from '../src/http/pagination.ts';
+import { historyOrder } from '../src/messages/message-queries.ts';
 import { messagingCollections, type MessageDoc } from '../src/messages/message-store.ts';
 import type { Store } from '../src/store/collection.ts';
 import { storePhase } from './store-phase.ts';
 
-const messages = Number(process.env.BENCH_MESSAGES || 1_000_000);
+/** A count from the environment; 0 skips that part. */
+const countSetting = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
+const messages = countSetting('BENCH_MESSAGES', 1_000_000);
+const pageMessages = countSetting('BENCH_PAGE_MESSAGES', 1_000_000);
+const pageSize = 100;
 const orgs = Number(process.env.BENCH_ORGS || 100);
 const baseline = process.env.BENCH_BASELINE ? resolve(process.env.BENCH_BASELINE) : undefined;
 const baselineMessages = Number(process.env.BENCH_BASELINE_MESSAGES || 150_000);
@@ -111,7 +126,7 @@ async function fill(dir: string, count: number, from: string | undefined): Promi
   const first: number[] = [];
   for (let o = 0; o < orgs; o++) {
     const t0 = performance.now();
-    await Promise.all([db.messages.find(listScope(o), listFilter, { sort: { createdAt: -1 }, limit: 50 }), db.messages.count(listScope(o), listFilter)]);
+    await Promise.all([db.messages.find(listScope(o), listFilter, { sort: historyOrder, limit: 50 }), db.messages.count(listScope(o), listFilter)]);
     first.push(performance.now() - t0);
   }
   first.sort((a, b) => a - b);
@@ -142,7 +157,7 @@ async function serve(dir: string, count: number, from: string | undefined): Prom
   for (let r = 0; r < reads; r++) {
     const o = (r * 37) % orgs;
     const scope = listScope(o);
-    list.push(await timed(() => Promise.all([db.messages.find(scope, listFilter, { sort: { createdAt: -1 }, limit: 50 }), db.messages.count(scope, listFilter)])));
+    list.push(await timed(() => Promise.all([db.messages.find(scope, listFilter, { sort: historyOrder, limit: 50 }), db.messages.count(scope, listFilter)])));
     const conversation = { conversationId: `conv_${o}_+1415555${String(r % conversationsPerOrg).padStart(4, '0')}`, fanout: { $ne: true } };
     thread.push(await timed(() => Promise.all([db.messages.find(scope, conversation, { sort: { createdAt: -1 }, limit: 50 }), db.messages.count(scope, conversation)])));
   }
@@ -176,6 +191,104 @@ async function serve(dir: string, count: number, from: string | undefined): Prom
   return result;
 }
 
+interface Paging {
+  fillSeconds: number;
+  pages: number;
+  /** The walk over every page by cursor: its seconds, each page's p50 / p99 ms, and whether it saw each message once, newest first. */
+  walkSeconds: number;
+  walkP50: number;
+  walkP99: number;
+  seen: number;
+  inOrder: boolean;
+  /** Medians, ms: page 1 as asked for without `after` (by offset, with its count), page 2 and the last page by cursor, the last page by offset (with its count). */
+  first: number;
+  secondByCursor: number;
+  lastByCursor: number;
+  lastByOffset: number;
+}
+
+/** Whether `a` comes before `b` in the history's order: newer, or as new with a greater id. */
+const comesBefore = (a: MessageDoc, b: MessageDoc) => a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id);
+
+async function paging(dir: string, count: number): Promise<Paging> {
+  const store = await openStore(dir, undefined);
+  const db = messagingCollections(store);
+  const scope = listScope(0);
+  const began = performance.now();
+  for (let i = 0; i < count; ) {
+    const docs: MessageDoc[] = [];
+    // Four messages a millisecond: pages end inside a millisecond, where the id orders them.
+    for (let k = 0; k < fillBatch && i < count; k++, i++) docs.push(message(i, 0, start + Math.floor(i / 4)));
+    await db.messages.insertMany(scope, docs);
+    if (i % 100_000 === 0) process.stderr.write(`filled ${i} in one team\n`);
+  }
+  const fillSeconds = (performance.now() - began) / 1000;
+  const read = (q: PageRequest) => readListPage(db.messages, scope, listFilter, historyOrder, q);
+  const pages = Math.ceil(count / pageSize);
+
+  const times: number[] = [];
+  let after: SortKeys | undefined;
+  let toSecond: SortKeys | undefined;
+  let toLast: SortKeys | undefined;
+  let seen = 0;
+  let inOrder = true;
+  let previous: MessageDoc | undefined;
+  const walkBegan = performance.now();
+  for (let n = 1; ; n++) {
+    const t0 = performance.now();
+    const page = await read({ page: 1, limit: pageSize, after });
+    times.push(performance.now() - t0);
+    for (const doc of page.data) {
+      if (previous && !comesBefore(previous, doc)) inOrder = false;
+      previous = doc;
+      seen++;
+    }
+    if (!page.next) break;
+    if (n === 1) toSecond = page.next;
+    if (n === pages - 1) toLast = page.next;
+    after = page.next;
+  }
+  const walkSeconds = (performance.now() - walkBegan) / 1000;
+  times.sort((a, b) => a - b);
+
+  const median = async (rounds: number, q: PageRequest): Promise<number> => {
+    const took: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      const t0 = performance.now();
+      await read(q);
+      took.push(performance.now() - t0);
+    }
+    return took.sort((a, b) => a - b)[Math.floor(rounds / 2)]!;
+  };
+  const result: Paging = {
+    fillSeconds, pages, walkSeconds, walkP50: percentile(times, 0.5), walkP99: percentile(times, 0.99), seen, inOrder,
+    first: await median(21, { page: 1, limit: pageSize }),
+    secondByCursor: await median(21, { page: 1, limit: pageSize, after: toSecond }),
+    lastByCursor: await median(21, { page: 1, limit: pageSize, after: toLast }),
+    lastByOffset: await median(5, { page: pages, limit: pageSize }),
+  };
+  await store.close();
+  return result;
+}
+
+async function measurePaging(count: number): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-paging-bench-'));
+  try {
+    const p = await storePhase<Paging>('pages', dir, count, undefined);
+    const ms = (v: number) => `${v.toFixed(2)} ms`;
+    return [
+      `\nOne team's history of ${count.toLocaleString('en')} messages, ${pageSize} a page (${p.pages.toLocaleString('en')} pages), filled in ${p.fillSeconds.toFixed(0)} s:\n`,
+      `| page 1 (no after: by offset, with its count) | page 2 by cursor | page ${p.pages.toLocaleString('en')} by cursor | page ${p.pages.toLocaleString('en')} by offset (with its count) | every page by cursor: s, p50 / p99 per page | messages seen, each once in order |`,
+      '|---|---|---|---|---|---|',
+      `| ${ms(p.first)} | ${ms(p.secondByCursor)} | ${ms(p.lastByCursor)} | ${ms(p.lastByOffset)} | ${p.walkSeconds.toFixed(1)} s, ${p.walkP50.toFixed(2)} / ${p.walkP99.toFixed(2)} ms | ${p.seen.toLocaleString('en')}, ${p.inOrder && p.seen === count ? 'yes' : 'NO'} |`,
+    ].join('\n');
+  } catch (err) {
+    return `paging: failed: ${(err as Error).message}`;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 function sizeMiB(dir: string): number {
   let bytes = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
@@ -202,10 +315,10 @@ async function measure(name: string, count: number, from: string | undefined): P
 }
 
 const [phase, dir, count, from] = process.argv.slice(2);
-if (phase === 'fill' || phase === 'serve') {
-  const result = phase === 'fill' ? await fill(dir!, Number(count), from || undefined) : await serve(dir!, Number(count), from || undefined);
+if (phase === 'fill' || phase === 'serve' || phase === 'pages') {
+  const result = phase === 'fill' ? await fill(dir!, Number(count), from || undefined) : phase === 'serve' ? await serve(dir!, Number(count), from || undefined) : await paging(dir!, Number(count));
   process.stdout.write(JSON.stringify(result));
-} else {
+} else if (messages > 0) {
   const rows = [await measure('embedded store (this version)', messages, undefined)];
   if (baseline) rows.push(await measure(`embedded store of ${baseline}`, baselineMessages, baseline));
   console.log(`\n${orgs} organizations, ${reads} reads of each kind, ${writeSeconds} s of send writes; load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
@@ -213,3 +326,4 @@ if (phase === 'fill' || phase === 'serve') {
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
 }
+if (!phase && pageMessages > 0) console.log(await measurePaging(pageMessages));

@@ -8,6 +8,7 @@ import type { EventLog } from './events/event-log.ts';
 import type { EventStream, ReadEvent } from './events/event-stream.ts';
 import { createEventLog, createEventStream } from './events/index.ts';
 import { Outbox } from './events/outbox.ts';
+import { ListCursors } from './http/list-cursors.ts';
 import { exposeRuntimeStats, exposeEventStreamLag } from './http/metrics.ts';
 import type { RouteDef } from './http/route.ts';
 import type { HttpServer } from './http/server.ts';
@@ -71,14 +72,15 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   });
   const broadcast = createBroadcast(config, log);
   const identity = await createIdentity({ config, log, db: identityDb, tokens, limiter: rate.limiter, broadcast });
-  const contacts = createContacts(contactsDb);
+  const cursors = new ListCursors(eventLog.cursors);
+  const contacts = createContacts(contactsDb, cursors);
   const outbox = new Outbox(events, log.child({ component: 'messaging' }));
   const link = new RelayLink(runtime);
-  const messaging = createMessaging({ config, log, db, runtime, outbox, tokens, contacts: contacts.directory });
-  const jobs = createJobs({ config, log, db, runtime, events });
-  const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events });
+  const messaging = createMessaging({ config, log, db, runtime, outbox, tokens, contacts: contacts.directory, cursors });
+  const jobs = createJobs({ config, log, db, runtime, events, cursors });
+  const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events, cursors });
   const automations = createAutomations({
-    config, log, db: automationDb, messages: db.messages, contacts: contactsDb.contacts, send: messaging.send, box: webhooks.box, runtime, events,
+    config, log, db: automationDb, messages: db.messages, contacts: contactsDb.contacts, send: messaging.send, box: webhooks.box, runtime, events, cursors,
   });
   const actors = createActors({
     config, log, db, webhookDb, automationDb, runtime, events, outbox, link,

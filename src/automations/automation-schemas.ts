@@ -1,6 +1,6 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
 import type { EventName } from '../events/event-stream.ts';
-import { paginationQuery } from '../http/pagination.ts';
+import { keysetPaginationQuery, pageOrAfter } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 
@@ -75,7 +75,7 @@ export const automationBody = named('AutomationInput', strictObject({
 export type AutomationInput = Static<typeof automationBody>;
 
 export const automationIdParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
-export const executionListQuery = strictObject({ ...paginationQuery });
+export const executionListQuery = strictObject({ ...keysetPaginationQuery }, pageOrAfter);
 
 export const testBody = strictObject({
   message: strictObject({

@@ -1,12 +1,16 @@
 import type { WebhookConfig } from '../config.ts';
 import { notFound, pointer, validationError } from '../errors.ts';
-import { paginate, pageWindow, type Page } from '../http/pagination.ts';
+import { paginate, pageWindow, readListPage, type ListPage, type Page, type PageRequest } from '../http/pagination.ts';
 import { newId, nowIso } from '../ids.ts';
+import type { Sort } from '../store/collection.ts';
 import { parseWebhookUrl, resolveTarget } from '../webhooks/address-guard.ts';
 import type { SecretBox } from '../webhooks/secret-box.ts';
 import { maxAutomationsPerOrg, type AutomationInput, type AutomationView, type ExecutionView } from './automation-schemas.ts';
 import { orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type StoredAction } from './automation-store.ts';
 import { checkPatterns, evaluateWithRetry, type Evaluation, type SampleMessage } from './conditions.ts';
+
+/** The execution log's order, on the index over (automationId, createdAt, id). */
+const newestFirst: Sort = { createdAt: -1, id: 1 };
 
 /** Executions shown with GET /automations/:id. */
 const recentExecutions = 20;
@@ -60,7 +64,7 @@ export class AutomationService {
 
   async get(orgId: string, id: string): Promise<AutomationView & { executions: ExecutionView[] }> {
     const doc = await this.load(orgId, id);
-    const executions = await this.deps.db.executions.find(orgScope(orgId), { automationId: id }, { sort: { createdAt: -1, id: 1 }, limit: recentExecutions });
+    const executions = await this.deps.db.executions.find(orgScope(orgId), { automationId: id }, { sort: newestFirst, limit: recentExecutions });
     return { ...automationView(doc), executions: executions.map(executionView) };
   }
 
@@ -93,14 +97,10 @@ export class AutomationService {
     return evaluateWithRetry(await this.load(orgId, id), message);
   }
 
-  async executions(orgId: string, id: string, q: { page: number; limit: number }): Promise<Page<ExecutionView>> {
+  async executions(orgId: string, id: string, q: PageRequest): Promise<ListPage<ExecutionView>> {
     await this.load(orgId, id);
-    const { skip, limit } = pageWindow(q.page, q.limit);
-    const [docs, total] = await Promise.all([
-      this.deps.db.executions.find(orgScope(orgId), { automationId: id }, { sort: { createdAt: -1, id: 1 }, skip, limit }),
-      this.deps.db.executions.count(orgScope(orgId), { automationId: id }),
-    ]);
-    return paginate(docs.map(executionView), total, q.page, q.limit);
+    const page = await readListPage(this.deps.db.executions, orgScope(orgId), { automationId: id }, newestFirst, q);
+    return { ...page, data: page.data.map(executionView) };
   }
 
   private async load(orgId: string, id: string): Promise<AutomationDoc> {

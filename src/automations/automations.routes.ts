@@ -1,4 +1,5 @@
-import { pageSchema, paginationQuery } from '../http/pagination.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
+import { listAnswer, listReply, pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import type { Principal } from '../roles.ts';
@@ -11,7 +12,7 @@ const tags = ['automations'];
 const org = (p: Principal) => p.orgId;
 
 /** Spec 4.8: admins and owners write, every role reads. Automations belong to the organization and run on every team's messages. */
-export function automationRoutes(service: AutomationService): RouteDef[] {
+export function automationRoutes(service: AutomationService, cursors: ListCursors): RouteDef[] {
   return [
     defineRoute({
       method: 'POST', path: '/api/v1/automations', summary: 'Create an automation (at most 100 per organization)', tags, minRole: 'admin',
@@ -53,8 +54,8 @@ export function automationRoutes(service: AutomationService): RouteDef[] {
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/automations/:id/executions', summary: 'The execution log, newest first', tags,
-      schema: { params: automationIdParams, query: executionListQuery, response: { 200: pageSchema(executionSchema) } },
-      handler: async (ctx) => ({ status: 200, body: await service.executions(org(ctx.principal), ctx.params.id, ctx.query) }),
+      schema: { params: automationIdParams, query: executionListQuery, response: { 200: listAnswer(executionSchema) } },
+      handler: (ctx) => listReply(ctx, cursors, (after) => service.executions(org(ctx.principal), ctx.params.id, { ...ctx.query, after })),
     }),
   ];
 }

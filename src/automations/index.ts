@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
 import type { ContactCollections } from '../contacts/contact-store.ts';
 import { consumeEvents, type EventConsumer } from '../events/event-consumer.ts';
 import type { EventStream } from '../events/event-stream.ts';
@@ -23,7 +24,7 @@ export function declareAutomationCollections(store: Store): AutomationCollection
 /** Automations wired: routes (every role), the actions the automation actor performs, and on consuming processes the event router. */
 export function createAutomations(deps: {
   config: Config; log: Logger; db: AutomationCollections; messages: MessagingCollections['messages']; contacts: ContactCollections['contacts'];
-  send: SendService; box: SecretBox; runtime: Transport; events: EventStream;
+  send: SendService; box: SecretBox; runtime: Transport; events: EventStream; cursors: ListCursors;
 }) {
   const log = deps.log.child({ component: 'automations' });
   const webhook = deps.config.webhook;
@@ -39,7 +40,7 @@ export function createAutomations(deps: {
   return {
     service,
     actions,
-    routes: automationRoutes(service),
+    routes: automationRoutes(service, deps.cursors),
     /** Starts reading message events (worker and all roles), after the runtime started. */
     startRouting(): void {
       consumer = consumeEvents(deps.events, 'automations', deps.config.nodeId, (batch) => router.route(batch), log);

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { validationError } from '../errors.ts';
-import { paginationQuery } from '../http/pagination.ts';
+import { keysetPaginationQuery, pageOrAfter } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { phoneNumberField, strictObject } from '../http/validation.ts';
 
@@ -98,7 +98,7 @@ const filterQuery = {
   search: Type.Optional(Type.String({ maxLength: contactLimits.searchLength, description: 'case-insensitive literal text in the name, a phone number, an email address or a tag' })),
   tags: Type.Optional(Type.String({ maxLength: contactLimits.filterTags * (contactLimits.tagLength + 1), description: 'comma-separated; a contact must have all of them (case-insensitive)' })),
 };
-export const contactListQuery = strictObject({ ...filterQuery, ...paginationQuery });
+export const contactListQuery = strictObject({ ...filterQuery, ...keysetPaginationQuery }, pageOrAfter);
 export const contactExportQuery = strictObject({
   ...filterQuery,
   format: Type.Union([Type.Literal('json'), Type.Literal('csv')], { default: 'json' }),

@@ -1,5 +1,5 @@
 import { notFound } from '../errors.ts';
-import { paginate, pageWindow, type Page } from '../http/pagination.ts';
+import { readListPage, type ListPage, type PageRequest } from '../http/pagination.ts';
 import { nowIso } from '../ids.ts';
 import type { Contact, ContactChanges, ContactInput } from './contact-schemas.ts';
 import {
@@ -45,14 +45,10 @@ export class ContactService {
     if (!(await this.db.contacts.deleteOne(scope, { id }))) throw notFound('contact');
   }
 
-  async list(scope: TeamScope, query: ContactQuery & { page: number; limit: number }): Promise<Page<Contact>> {
-    const filter = contactFilter(query);
-    const window = pageWindow(query.page, query.limit);
-    const [docs, total] = await Promise.all([
-      this.db.contacts.find(scope, filter, { sort: { createdAt: -1, id: -1 }, ...window }),
-      this.db.contacts.count(scope, filter),
-    ]);
-    return paginate(docs.map(publicContact), total, query.page, query.limit);
+  /** Newest first, on the index over (team, createdAt, id). */
+  async list(scope: TeamScope, query: ContactQuery & PageRequest): Promise<ListPage<Contact>> {
+    const page = await readListPage(this.db.contacts, scope, contactFilter(query), { createdAt: -1, id: -1 }, query);
+    return { ...page, data: page.data.map(publicContact) };
   }
 
   /** Every matching contact, oldest first, a page at a time (a keyset scan: an export of any size costs O(n) and lets other requests run between pages). */

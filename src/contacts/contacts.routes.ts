@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { pageSchema } from '../http/pagination.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
+import { listAnswer, listReply } from '../http/pagination.ts';
 import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
 import { contactGroupRoutes } from './contact-groups.routes.ts';
 import type { ContactGroups } from './contact-groups.ts';
@@ -25,6 +26,7 @@ export interface ContactsDeps {
   contacts: ContactService;
   groups: ContactGroups;
   importer: ContactImporter;
+  cursors: ListCursors;
 }
 
 const tags = ['contacts'];
@@ -42,11 +44,8 @@ export function contactRoutes(deps: ContactsDeps): RouteDef[] {
     defineRoute({
       method: 'GET', path: '/api/v1/contacts', summary: 'List contacts; search is literal and case-insensitive, tags must all match', tags, teamScoped: true,
       operationId: 'listContacts',
-      schema: { query: contactListQuery, response: { 200: pageSchema(contactSchema) } },
-      handler: async (ctx) => ({
-        status: 200,
-        body: await contacts.list(teamScope(ctx.principal), { search: ctx.query.search, tags: parseTagFilter(ctx.query.tags), page: ctx.query.page, limit: ctx.query.limit }),
-      }),
+      schema: { query: contactListQuery, response: { 200: listAnswer(contactSchema) } },
+      handler: (ctx) => listReply(ctx, deps.cursors, (after) => contacts.list(teamScope(ctx.principal), { search: ctx.query.search, tags: parseTagFilter(ctx.query.tags), page: ctx.query.page, limit: ctx.query.limit, after })),
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/contacts/export', tags, teamScoped: true,

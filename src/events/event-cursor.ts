@@ -51,14 +51,15 @@ export class EventCursors {
     return this.secret;
   }
 
-  private async keyFor(orgId: string): Promise<Buffer> {
+  /** The organization's own cursor key: its event cursors' AES key, and what its list cursors are signed with (`ListCursors`). */
+  async orgKey(orgId: string): Promise<Buffer> {
     return createHmac('sha256', await this.load()).update(orgId).digest();
   }
 
   /** The cursors of positions as stored (`sortableCursor`), for one organization. */
   async encode(orgId: string, positions: string[]): Promise<string[]> {
     if (positions.length === 0) return [];
-    const cipher = createCipheriv('aes-256-ecb', await this.keyFor(orgId), null).setAutoPadding(false);
+    const cipher = createCipheriv('aes-256-ecb', await this.orgKey(orgId), null).setAutoPadding(false);
     return positions.map((p) => cipher.update(pack(p)).toString('base64url'));
   }
 
@@ -66,7 +67,7 @@ export class EventCursors {
   async decode(orgId: string, cursor: string): Promise<string> {
     const block = Buffer.from(cursor, 'base64url');
     if (block.length === 16) {
-      const decipher = createDecipheriv('aes-256-ecb', await this.keyFor(orgId), null).setAutoPadding(false);
+      const decipher = createDecipheriv('aes-256-ecb', await this.orgKey(orgId), null).setAutoPadding(false);
       const position = unpack(decipher.update(block));
       if (position !== null) return position;
     }

@@ -13,8 +13,9 @@ export function createEventStream(runtime: Transport, store: Store, config: Runt
   return new StoreEventStream(store);
 }
 
-/** The organization's event history (`GET /api/v1/events`), wired: its routes and the log the event-log consumer writes. Declared before the store's init. */
+/** The organization's event history (`GET /api/v1/events`), wired: its routes, the log the event-log consumer writes, and the cursor keys every list signs its cursors with. Declared before the store's init. */
 export function createEventLog(store: Store, retentionDays: number) {
-  const log = new EventLog(eventLogCollection(store), retentionDays, new EventCursors(cursorKeysCollection(store)));
-  return { log, routes: eventRoutes(log) };
+  const cursors = new EventCursors(cursorKeysCollection(store));
+  const log = new EventLog(eventLogCollection(store), retentionDays, cursors);
+  return { log, routes: eventRoutes(log), cursors };
 }

@@ -173,6 +173,9 @@ function toDetail(e: ErrorObject): ErrorDetail {
     return { path: join((e.params as { missingProperty: string }).missingProperty), message: 'is required' };
   }
   if (e.keyword === 'anyOf') return alternativesDetail(e, base);
+  // A rule across fields (`not` two of them together) says in its note which field it is about and why.
+  const note = (e.parentSchema as { [violationKey]?: ViolationNote } | undefined)?.[violationKey];
+  if (e.keyword === 'not' && note) return { path: join(note.path), message: note.message };
   // A pattern means little to a client; the schema's description says the rule in words.
   const rule = (e.parentSchema as { description?: string } | undefined)?.description;
   if (e.keyword === 'pattern' && rule) return { path: base, message: `must be ${rule}` };

@@ -2,6 +2,7 @@ import { jobProtocol } from '../actors/job/protocol.ts';
 import { tenantProtocol } from '../actors/tenant/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Config } from '../config.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
 import type { EventStream } from '../events/event-stream.ts';
 import type { Logger } from '../log.ts';
 import { IdempotencyKeys } from '../messages/idempotency.ts';
@@ -22,6 +23,7 @@ export interface JobsDeps {
   db: MessagingCollections & RelayCollections & JobCollections;
   runtime: Transport;
   events: EventStream;
+  cursors: ListCursors;
 }
 
 /** Bulk jobs, wired: their routes. */
@@ -33,6 +35,6 @@ export function createJobs(deps: JobsDeps) {
   const queries = new JobQueries({ db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs });
   exposeJobGauge(deps.db);
   return {
-    routes: jobRoutes({ service, queries, maxBodyBytes: deps.config.bulkMaxBodyBytes }),
+    routes: jobRoutes({ service, queries, cursors: deps.cursors, maxBodyBytes: deps.config.bulkMaxBodyBytes }),
   };
 }

@@ -1,6 +1,6 @@
 import { AppError } from '../errors.ts';
 import type { Principal } from '../roles.ts';
-import { paginate, pageWindow } from '../http/pagination.ts';
+import { emptyPage, paginate, pageWindow, readListPage, type PageRequest } from '../http/pagination.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
 import type { Filter, Scope } from '../store/collection.ts';
@@ -71,20 +71,16 @@ export class JobQueries {
   }
 
   /** One entry per recipient in request order; available while the job runs. */
-  async results(p: Principal, jobId: string, q: { status?: ResultStatus; page: number; limit: number }) {
+  async results(p: Principal, jobId: string, q: PageRequest & { status?: ResultStatus }) {
     const job = await this.job(p, jobId);
     const only = q.status ? resultFilter(q.status, job.status) : {};
-    if (only === null) return paginate([], 0, q.page, q.limit);
-    const filter: Filter = { jobId, ...only };
-    const { skip } = pageWindow(q.page, q.limit);
-    const [docs, total] = await Promise.all([
-      this.deps.db.messages.find(teamScope(p), filter, { sort: { jobIndex: 1 }, skip, limit: q.limit }),
-      this.deps.db.messages.count(teamScope(p), filter),
-    ]);
-    const data = docs.map((d) => {
+    if (only === null) return emptyPage(q);
+    // Request order, on the index over (jobId, jobIndex, id).
+    const page = await readListPage(this.deps.db.messages, teamScope(p), { jobId, ...only }, { jobIndex: 1 }, q);
+    const data = page.data.map((d) => {
       const status = resultStatus(d, job.status);
       return { messageId: d.id, to: d.to, status, error: status === 'cancelled' ? 'cancelled' : d.status === 'failed' ? d.lastError : null };
     });
-    return paginate(data, total, q.page, q.limit);
+    return { ...page, data };
   }
 }

@@ -1,5 +1,5 @@
 import { Type, type Static, type TLiteral, type TUnion } from '@sinclair/typebox';
-import { paginationQuery } from '../http/pagination.ts';
+import { keysetPaginationQuery, pageOrAfter, paginationQuery } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { sendBody } from '../messages/message-schemas.ts';
@@ -20,7 +20,7 @@ export type BulkBody = Static<typeof bulkBody>;
 export const jobIdParams = strictObject({ jobId: Type.String({ minLength: 1, maxLength: 64 }) });
 
 export const jobListQuery = strictObject({ ...paginationQuery, status: Type.Optional(literals(jobStatuses)) });
-export const resultsQuery = strictObject({ ...paginationQuery, status: Type.Optional(literals(resultStatuses)) });
+export const resultsQuery = strictObject({ ...keysetPaginationQuery, status: Type.Optional(literals(resultStatuses)) }, pageOrAfter);
 
 const nullableString = Type.Union([Type.String(), Type.Null()]);
 const counts = Type.Object(Object.fromEntries(resultStatuses.map((s) => [s, Type.Integer()])));

@@ -1,19 +1,22 @@
 import { Type } from '@sinclair/typebox';
 import { defineRoute, type RouteDef } from '../http/route.ts';
-import { paginationQuery } from '../http/pagination.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
+import { keysetPaginationQuery, listAnswer, listReply, pageOrAfter, paginationQuery } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
 import type { MessageQueries } from './message-queries.ts';
-import { conversationPageSchema, conversationSchema, conversationWithMessagesSchema } from './message-schemas.ts';
-
+import { conversationSchema, conversationWithMessagesSchema } from './message-schemas.ts';
 
 /** Spec 4.4: conversations, kept up to date by every sent and received message. */
-export function conversationRoutes(queries: MessageQueries): RouteDef[] {
+export function conversationRoutes(queries: MessageQueries, cursors: ListCursors): RouteDef[] {
   return [
     defineRoute({
       method: 'GET', path: '/api/v1/conversations', summary: 'Conversations, most recent activity first', tags: ['conversations'], teamScoped: true,
       operationId: 'listConversations',
-      schema: { query: strictObject({ ...paginationQuery, search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'participant name, phone or email' })) }), response: { 200: conversationPageSchema } },
-      handler: async (ctx) => ({ status: 200, body: await queries.conversations(ctx.principal, ctx.query) }),
+      schema: {
+        query: strictObject({ ...keysetPaginationQuery, search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'participant name, phone or email' })) }, pageOrAfter),
+        response: { 200: listAnswer(conversationSchema) },
+      },
+      handler: (ctx) => listReply(ctx, cursors, (after) => queries.conversations(ctx.principal, { ...ctx.query, after })),
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/conversations/lookup', summary: 'The conversation with a participant; 404 when there is none', tags: ['conversations'], teamScoped: true,

@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
 import type { Outbox } from '../events/outbox.ts';
 import type { AccessTokens } from '../identity/jwt.ts';
 import type { Logger } from '../log.ts';
@@ -23,6 +24,7 @@ export interface MessagingDeps {
   outbox: Outbox;
   tokens: AccessTokens;
   contacts: ContactLookup;
+  cursors: ListCursors;
 }
 
 /** The send path, message history, conversations and phone numbers, wired: their routes, and the send path for automations' replies. */
@@ -38,6 +40,6 @@ export function createMessaging(deps: MessagingDeps) {
     send,
     /** Settles once every accepted send is committed, published and queued. */
     settled: () => committer.idle(),
-    routes: [...messageRoutes({ send, queries, links, publicBaseUrl }), ...conversationRoutes(queries), ...phoneNumberRoutes(deps.db.phoneNumbers)],
+    routes: [...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }), ...conversationRoutes(queries, deps.cursors), ...phoneNumberRoutes(deps.db.phoneNumbers)],
   };
 }

@@ -1,13 +1,17 @@
 import { AppError, validationError } from '../errors.ts';
 import { phoneNumberRule } from '../phone-number.ts';
 import type { Principal } from '../roles.ts';
-import { paginate, pageWindow } from '../http/pagination.ts';
-import type { Filter, Scope } from '../store/collection.ts';
+import { paginate, pageWindow, readListPage, type PageRequest } from '../http/pagination.ts';
+import type { Filter, Scope, Sort } from '../store/collection.ts';
 import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessagingCollections } from './message-store.ts';
 import { normalizeParticipant } from './recipients.ts';
 import type { ContactLookup } from './send-service.ts';
 
 const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
+
+/** The orders of the lists, each served by an index on both stores (`messagingCollections`): the newest message first, the conversation with the latest activity first. */
+export const historyOrder: Sort = { createdAt: -1, id: -1 };
+const latestActivityFirst: Sort = { lastMessageAt: -1, id: -1 };
 
 /** A participant filter: a phone number must be a valid one (and is matched as E.164); other values are matched as given. */
 function participantOf(raw: string): string {
@@ -21,11 +25,12 @@ function participantOf(raw: string): string {
 export class MessageQueries {
   constructor(private readonly deps: { db: MessagingCollections; contacts: ContactLookup }) {}
 
-  async list(p: Principal, q: { direction?: 'sent' | 'received'; participant?: string; page: number; limit: number }) {
+  async list(p: Principal, q: PageRequest & { direction?: 'sent' | 'received'; participant?: string }) {
     const filter: Filter = { fanout: { $ne: true } };
     if (q.direction) filter.direction = q.direction;
     if (q.participant) filter.participant = participantOf(q.participant);
-    return this.page(teamScope(p), filter, q.page, q.limit);
+    const page = await readListPage(this.deps.db.messages, teamScope(p), filter, historyOrder, q);
+    return { ...page, data: page.data.map(publicMessage) };
   }
 
   private async page(scope: Scope, filter: Filter, page: number, limit: number) {
@@ -81,25 +86,21 @@ export class MessageQueries {
     return { pending, processing, failed, deadLetter };
   }
 
-  async conversations(p: Principal, q: { search?: string; page: number; limit: number }) {
+  async conversations(p: Principal, q: PageRequest & { search?: string }) {
     const scope = teamScope(p);
     let filter: Filter = {};
     if (q.search) {
       // Names live with contacts: a search matches participants directly or through the contacts whose name matches.
       const needle = q.search.trim().toLowerCase();
       const ids: string[] = [];
-      for await (const page of this.deps.db.conversations.scan(scope, {}, { sort: { lastMessageAt: -1, id: -1 } })) {
+      for await (const page of this.deps.db.conversations.scan(scope, {}, { sort: latestActivityFirst })) {
         const names = await this.deps.contacts.namesFor(scope, page.map((c) => c.participant));
         for (const c of page) if (c.participant.toLowerCase().includes(needle) || (names.get(c.participant) ?? '').toLowerCase().includes(needle)) ids.push(c.id);
       }
       filter = { id: { $in: ids } };
     }
-    const { skip } = pageWindow(q.page, q.limit);
-    const [docs, total] = await Promise.all([
-      this.deps.db.conversations.find(scope, filter, { sort: { lastMessageAt: -1 }, skip, limit: q.limit }),
-      this.deps.db.conversations.count(scope, filter),
-    ]);
-    return paginate(await this.withNames(scope, docs), total, q.page, q.limit);
+    const page = await readListPage(this.deps.db.conversations, scope, filter, latestActivityFirst, q);
+    return { ...page, data: await this.withNames(scope, page.data) };
   }
 
   /** One conversation with a page of its messages, newest first; reading it marks it read. */

@@ -70,7 +70,6 @@ export const conversationSchema = named('Conversation', Type.Object({
 }));
 
 export const messagePageSchema = pageSchema(messageSchema);
-export const conversationPageSchema = pageSchema(conversationSchema);
 
 /** A conversation with one page of its messages, newest first. */
 export const conversationWithMessagesSchema = Type.Object({

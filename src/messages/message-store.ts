@@ -91,11 +91,12 @@ export interface IdempotencyDoc {
 export function messagingCollections(store: Store) {
   return {
     messages: store.collection<MessageDoc>('messages', [
-      // fanout last: a team's history and its count (which leave group sends out) are read from the index alone.
-      { keys: { tenantId: 1, teamId: 1, createdAt: -1, fanout: 1 } },
+      // A team's history, newest first with id breaking ties (the keyset of its cursor); fanout last: its count (which
+      // leaves group sends out) is read from the index alone.
+      { keys: { tenantId: 1, teamId: 1, createdAt: -1, id: -1, fanout: 1 } },
       { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
       { keys: { tenantId: 1, status: 1, priority: -1, createdAt: 1 } },
-      { keys: { tenantId: 1, jobId: 1, jobIndex: 1 }, sparse: true },
+      { keys: { tenantId: 1, jobId: 1, jobIndex: 1, id: 1 }, sparse: true },
       { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 }, sparse: true },
       { keys: { tenantId: 1, outboxAt: 1 }, sparse: true },
     ]),

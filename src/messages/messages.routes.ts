@@ -1,17 +1,18 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../errors.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
-import { paginationQuery } from '../http/pagination.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
+import { keysetPaginationQuery, listAnswer, listReply, pageOrAfter } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
 import type { AttachmentLinks } from './attachment-links.ts';
 import type { MessageQueries } from './message-queries.ts';
-import { attachmentListSchema, messagePageSchema, queueStatsSchema, sendBody, sentMessageSchema, statusRecordSchema } from './message-schemas.ts';
+import { attachmentListSchema, messageSchema, queueStatsSchema, sendBody, sentMessageSchema, statusRecordSchema } from './message-schemas.ts';
 import type { SendService } from './send-service.ts';
 
 const id = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
 /** Spec 4.1 (all but bulk): send, history, delivery status, attachments, queue statistics. */
-export function messageRoutes(deps: { send: SendService; queries: MessageQueries; links: AttachmentLinks; publicBaseUrl(ctxHost: string | undefined): string }): RouteDef[] {
+export function messageRoutes(deps: { send: SendService; queries: MessageQueries; links: AttachmentLinks; cursors: ListCursors; publicBaseUrl(ctxHost: string | undefined): string }): RouteDef[] {
   return [
     defineRoute({
       method: 'POST', path: '/api/v1/messages', summary: 'Send a message: stored, queued, answered 201', tags: ['messages'], teamScoped: true,
@@ -29,13 +30,13 @@ export function messageRoutes(deps: { send: SendService; queries: MessageQueries
       operationId: 'listMessages',
       schema: {
         query: strictObject({
-          ...paginationQuery,
+          ...keysetPaginationQuery,
           direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
           participant: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'phone number or email' })),
-        }),
-        response: { 200: messagePageSchema },
+        }, pageOrAfter),
+        response: { 200: listAnswer(messageSchema) },
       },
-      handler: async (ctx) => ({ status: 200, body: await deps.queries.list(ctx.principal, ctx.query) }),
+      handler: (ctx) => listReply(ctx, deps.cursors, (after) => deps.queries.list(ctx.principal, { ...ctx.query, after })),
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/messages/queue/stats', summary: "The organization's send queue: pending, processing, failed, deadLetter", tags: ['messages'],

@@ -58,6 +58,25 @@ export function totalOrder(sort: Sort): Sort {
   return { ...sort, id: dirs[dirs.length - 1] ?? 1 };
 }
 
+/**
+ * The documents after the one whose sort keys (in `sort`'s order) were
+ * `values`, in `sort` order (keyset), in the port's filter language:
+ * `(a, b) > (x, y)` is `a > x or (a = x and b > y)`, with `$lt` for a
+ * descending key. With `id` as the last key, each document is after a given
+ * one or before it, never both.
+ */
+export function afterKeys(sort: Sort, values: unknown[]): Filter {
+  const keys = Object.entries(sort);
+  return {
+    $or: keys.map(([key, dir], i) => {
+      const branch: Filter = {};
+      keys.slice(0, i).forEach(([before], j) => (branch[before] = values[j]));
+      branch[key] = { [dir === 1 ? '$gt' : '$lt']: values[i] };
+      return branch;
+    }),
+  };
+}
+
 export interface IndexSpec {
   keys: Record<string, 1 | -1>;
   unique?: boolean;

@@ -3,7 +3,7 @@ import { AppError } from '../errors.ts';
 import { applyUpdate, compareBySort, equalityFields, getPath } from './query.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { withTransientRetry } from './transient-errors.ts';
-import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Sort, type Store, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
+import { afterKeys, idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Store, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
 
 const duplicateKey = 11000;
 const cursorNotFound = 43;
@@ -163,7 +163,7 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     const scoped = scopedFilter(scope, filter);
     let last: T | undefined;
     for (;;) {
-      const query = last ? { $and: [scoped, afterKey(sort, last)] } : scoped;
+      const query = last ? { $and: [scoped, afterKeys(sort, Object.keys(sort).map((key) => getPath(last, key)))] } : scoped;
       const cursor = this.col.find(toMongoFilter(query)).sort(toMongoFilter(sort) as Record<string, 1 | -1>).batchSize(pageSize);
       const readPage = async (): Promise<T[]> => {
         const page: T[] = [];
@@ -297,19 +297,6 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     total.conflicts.sort((a, b) => a - b);
     return total;
   }
-}
-
-/** The documents after `doc` in `sort` order (keyset): `(a, b) > (x, y)` is `a > x or (a = x and b > y)`. */
-function afterKey(sort: Sort, doc: Doc): Filter {
-  const keys = Object.entries(sort);
-  return {
-    $or: keys.map(([key, dir], i) => {
-      const branch: Filter = {};
-      for (const [before] of keys.slice(0, i)) branch[before] = getPath(doc, before);
-      branch[key] = { [dir === 1 ? '$gt' : '$lt']: getPath(doc, key) };
-      return branch;
-    }),
-  };
 }
 
 /** MongoDB 6+ through the official driver; also FerretDB 1.x, so no transactions, change streams, $lookup or TTL indexes. */

@@ -5,9 +5,10 @@ import { idList, type Filter, type Sort } from './collection.ts';
  * `EmbeddedStore`): `id` and `tenant` are columns, and so is every field a
  * declared index names (a key column, `"f:<path>"`), holding the field's value
  * as `keyOf` encodes it. A condition on a key column becomes SQL an index can
- * answer; whatever SQL cannot say exactly (an operator on a field that is no
- * key column, `$or`, `$regex`, `$exists`, any condition on a field that has held
- * an array) stays in `rest`, which the caller tests on each candidate with
+ * answer, and so does an `$or` of such conditions; whatever SQL cannot say
+ * exactly (an operator on a field that is no key column, an `$or` with such a
+ * branch, `$and`, `$regex`, any condition on a field that has held an array)
+ * stays in `rest`, which the caller tests on each candidate with
  * `matches`. The SQL part alone is always a superset of the matches.
  */
 
@@ -91,13 +92,23 @@ export function where(columns: Columns, filter: Filter): Where {
     } else if (key === 'id' && idList(cond)) {
       terms.push('id IN (SELECT value FROM json_each(?))');
       params.push(JSON.stringify(idList(cond)!.map(text)));
-    } else if (!key.startsWith('$') && columns.has(key)) {
-      const term = condition(keyColumn(key), columns.multikey(key), cond);
+    } else if ((!key.startsWith('$') && columns.has(key)) || key === 'id') {
+      // The id column holds ids as a key column holds strings: a range on it (a keyset's tiebreaker) is SQL too.
+      const term = key === 'id' ? condition('id', false, cond) : condition(keyColumn(key), columns.multikey(key), cond);
       if (term.sql) {
         terms.push(term.sql);
         params.push(...term.params);
       }
       if (!term.exact) rest[key] = cond;
+    } else if (key === '$or' && Array.isArray(cond) && cond.length > 0) {
+      // SQL when it says every branch exactly (a keyset's "after these sort keys"); otherwise `matches` tests the whole $or.
+      const branches = (cond as Filter[]).map((branch) => where(columns, branch));
+      if (branches.every((b) => Object.keys(b.rest).length === 0)) {
+        terms.push(`(${branches.map((b) => `(${b.sql})`).join(' OR ')})`);
+        params.push(...branches.flatMap((b) => b.params));
+      } else {
+        rest[key] = cond;
+      }
     } else {
       rest[key] = cond;
     }

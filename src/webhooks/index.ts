@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
 import { consumeEvents, type EventConsumer } from '../events/event-consumer.ts';
 import type { EventStream } from '../events/event-stream.ts';
 import type { Logger } from '../log.ts';
@@ -19,7 +20,7 @@ export function declareWebhookCollections(store: Store): WebhookCollections {
 }
 
 /** Webhooks wired: routes (every role), the delivery attempts the webhook actor makes, and on consuming processes the event router. */
-export async function createWebhooks(deps: { config: Config; log: Logger; db: WebhookCollections; runtime: Transport; events: EventStream }) {
+export async function createWebhooks(deps: { config: Config; log: Logger; db: WebhookCollections; runtime: Transport; events: EventStream; cursors: ListCursors }) {
   const log = deps.log.child({ component: 'webhooks' });
   const cfg = deps.config.webhook;
   const box = await loadSecretBox(cfg.secretKey, deps.config.dataDir);
@@ -32,7 +33,7 @@ export async function createWebhooks(deps: { config: Config; log: Logger; db: We
     box,
     service,
     attempts,
-    routes: webhookRoutes(service),
+    routes: webhookRoutes(service, deps.cursors),
     /** Starts routing events to webhooks (worker and all roles), after the runtime started. */
     async startRouting(): Promise<void> {
       consumer = consumeEvents(deps.events, 'webhooks', deps.config.nodeId, (batch) => router.route(batch), log);

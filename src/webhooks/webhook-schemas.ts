@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { eventNames } from '../events/event-stream.ts';
-import { paginationQuery } from '../http/pagination.ts';
+import { keysetPaginationQuery, pageOrAfter } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { deliveryStatuses } from './webhook-store.ts';
@@ -27,10 +27,10 @@ export const webhookIdParams = strictObject({ id: Type.String({ minLength: 1, ma
 export const deliveryParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }), deliveryId: Type.String({ minLength: 1, maxLength: 64 }) });
 
 export const deliveryListQuery = strictObject({
-  ...paginationQuery,
+  ...keysetPaginationQuery,
   status: Type.Optional(Type.Union(deliveryStatuses.map((s) => Type.Literal(s)))),
   event: Type.Optional(Type.Union([eventName, Type.Literal(testEventName)])),
-});
+}, pageOrAfter);
 
 export const webhookSchema = named('Webhook', Type.Object({
   id: Type.String(), url: Type.String(), events: Type.Array(Type.String()), enabled: Type.Boolean(),

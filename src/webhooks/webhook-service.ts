@@ -1,6 +1,6 @@
 import type { WebhookConfig } from '../config.ts';
 import { notFound, validationError } from '../errors.ts';
-import { paginate, pageWindow, type Page } from '../http/pagination.ts';
+import { paginate, pageWindow, readListPage, type ListPage, type Page, type PageRequest } from '../http/pagination.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import { webhookProtocol } from '../actors/webhook/protocol.ts';
@@ -117,17 +117,14 @@ export class WebhookService {
     return { ...webhookView(doc), secret, previousSecretExpiresAt: previous?.until ?? null };
   }
 
-  async deliveries(orgId: string, id: string, q: { page: number; limit: number; status?: DeliveryStatus; event?: string }): Promise<Page<DeliveryView>> {
+  /** Newest first, on the index over (webhookId, createdAt, id). */
+  async deliveries(orgId: string, id: string, q: PageRequest & { status?: DeliveryStatus; event?: string }): Promise<ListPage<DeliveryView>> {
     await this.doc(orgId, id);
     const filter: Filter = { webhookId: id };
     if (q.status) filter.status = q.status;
     if (q.event) filter.event = q.event;
-    const { skip, limit } = pageWindow(q.page, q.limit);
-    const [docs, total] = await Promise.all([
-      this.deps.db.deliveries.find(orgScope(orgId), filter, { sort: { createdAt: -1, id: 1 }, skip, limit }),
-      this.deps.db.deliveries.count(orgScope(orgId), filter),
-    ]);
-    return paginate(docs.map(deliveryView), total, q.page, q.limit);
+    const page = await readListPage(this.deps.db.deliveries, orgScope(orgId), filter, { createdAt: -1, id: 1 }, q);
+    return { ...page, data: page.data.map(deliveryView) };
   }
 
   /** A signed `webhook.test` delivery, made now and recorded with its outcome; it is not retried. */

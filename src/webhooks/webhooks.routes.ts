@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { pageSchema, paginationQuery } from '../http/pagination.ts';
+import type { ListCursors } from '../http/list-cursors.ts';
+import { listAnswer, listReply, pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, noContent, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import type { Principal } from '../roles.ts';
@@ -12,7 +13,7 @@ const tags = ['webhooks'];
 const org = (p: Principal) => p.orgId;
 
 /** Spec 4.7 with the delivery log: admins and owners write, every role reads. Webhooks belong to the organization. */
-export function webhookRoutes(service: WebhookService): RouteDef[] {
+export function webhookRoutes(service: WebhookService, cursors: ListCursors): RouteDef[] {
   return [
     defineRoute({
       method: 'POST', path: '/api/v1/webhooks', summary: 'Register a webhook; its URL must be http(s) to a public address', tags, minRole: 'admin',
@@ -55,8 +56,8 @@ export function webhookRoutes(service: WebhookService): RouteDef[] {
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/webhooks/:id/deliveries', summary: 'The delivery log, newest first; filter by status and event', tags,
-      schema: { params: webhookIdParams, query: deliveryListQuery, response: { 200: pageSchema(deliverySchema) } },
-      handler: async (ctx) => ({ status: 200, body: await service.deliveries(org(ctx.principal), ctx.params.id, ctx.query) }),
+      schema: { params: webhookIdParams, query: deliveryListQuery, response: { 200: listAnswer(deliverySchema) } },
+      handler: (ctx) => listReply(ctx, cursors, (after) => service.deliveries(org(ctx.principal), ctx.params.id, { ...ctx.query, after })),
     }),
     defineRoute({
       method: 'POST', path: '/api/v1/webhooks/:id/deliveries/:deliveryId/retry', tags, minRole: 'admin',

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AppError } from '../../src/errors.ts';
-import { literalContains, type Collection, type Doc, type Store } from '../../src/store/collection.ts';
+import { afterKeys, literalContains, type Collection, type Doc, type Store } from '../../src/store/collection.ts';
 
 interface Item extends Doc {
   name: string;
@@ -67,6 +67,9 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.deepEqual(await q({ tags: { $all: ['x', 'y'] } }), ['i1']);
       assert.deepEqual(await q({ 'meta.color': 'red' }), ['i1']);
       assert.deepEqual(await q({ $or: [{ name: 'delta' }, { n: 1 }] }), ['i2', 'i4']);
+      assert.deepEqual(await q({ $or: [{ n: 3 }, { id: 'i4' }] }), ['i1', 'i4']);
+      assert.deepEqual(await q({ $or: [{ n: { $lt: 2 } }, { n: 2, id: { $gt: 'i2' } }] }), ['i2', 'i3'], 'an $or of ranges on an indexed field and the id');
+      assert.deepEqual(await q({ id: { $gte: 'i2', $lt: 'i4' } }), ['i2', 'i3']);
       assert.deepEqual(await q({ $and: [{ status: 'queued' }, { n: { $gt: 2 } }] }), ['i1']);
       assert.deepEqual(await q({ name: { $regex: '^AL', $options: 'i' } }), ['i1']);
       assert.deepEqual(await q({ name: { $eq: 'gamma' } }), ['i3']);
@@ -235,6 +238,22 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       const page = (await scanned.scan(A, { id: 's00' }, { sort: { at: 1 } })[Symbol.asyncIterator]().next()).value as Item[];
       page[0]!.name = 'changed';
       assert.equal((await scanned.findOne(A, { id: 's00' }))?.name, 'n22', 'scanned documents are copies');
+    });
+
+    test('afterKeys: the documents after one in sort order (newest first, ties by id ascending), in the tenant', async () => {
+      const keyset = store.collection<Item>('keyset', [{ keys: { tenantId: 1, at: -1, id: 1 } }]);
+      await store.init();
+      // Three documents share each timestamp, and another tenant's sits among them.
+      const docs = Array.from({ length: 15 }, (_, i): Item => ({ id: `k${String((i * 7) % 15).padStart(2, '0')}`, tenantId: '', name: `n${i}`, at: `2026-01-01T00:00:0${Math.floor(i / 3)}.000Z` }));
+      await keyset.insertMany(A, docs);
+      await keyset.insertOne(B, { id: 'other', tenantId: '', name: 'other tenant', at: '2026-01-01T00:00:02.000Z' });
+      const sort = { at: -1, id: 1 } as const;
+      const expected = ids([...docs].sort((a, b) => (a.at! > b.at! ? -1 : a.at! < b.at! ? 1 : a.id < b.id ? -1 : 1)));
+      assert.deepEqual(ids(await keyset.find(A, {}, { sort })), expected);
+      for (const [i, id] of expected.entries()) {
+        const doc = docs.find((d) => d.id === id)!;
+        assert.deepEqual(ids(await keyset.find(A, afterKeys(sort, [doc.at, doc.id]), { sort, limit: 4 })), expected.slice(i + 1, i + 5), `after ${id}`);
+      }
     });
   });
 }
