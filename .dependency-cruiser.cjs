@@ -1,5 +1,5 @@
 /**
- * The import rules of src/ and web/, checked by `npm run depcruise` (and so
+ * The import rules of src/, packages/ and web/, checked by `npm run depcruise` (and so
  * by `npm test`): imports only go down, and nothing imports in a circle.
  * Layers, from the bottom: shared leaves (errors, ids, config, roles,
  * relay-protocol), store and runtime, events and http, actor protocols,
@@ -69,6 +69,20 @@ module.exports = {
       from: { path: '^src/', pathNot: importers },
       to: { path: `node_modules/${module}/` },
     })),
+    {
+      name: 'relay-agent-imports-no-server-code',
+      comment: 'The relay agent is its own package on a Mac: it shares only the relay protocol with the server.',
+      severity: 'error',
+      from: { path: '^packages/relay-agent/' },
+      to: { path: '^src/', pathNot: '^src/relay-protocol/' },
+    },
+    {
+      name: 'server-imports-no-relay-agent',
+      comment: 'The server runs without the agent: src/ imports nothing from packages/.',
+      severity: 'error',
+      from: { path: '^src/' },
+      to: { path: '^packages/' },
+    },
     {
       name: 'web-imports-no-server-code',
       comment: 'The dashboard is built for the browser on its own; it shares only the pure recipient rules with the server.',

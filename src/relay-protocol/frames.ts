@@ -2,7 +2,7 @@
  * The relay WebSocket protocol: one JSON object per text frame, each with a
  * `type`. These schemas are the validation, the static types and the
  * documentation at once; the server (src/ws) and the desktop agent
- * (src/relay-agent) both import them, so the two ends cannot drift.
+ * (packages/relay-agent) both import them, so the two ends cannot drift.
  *
  * Delivery rules the schemas cannot say:
  * - `ready.capacity` is the credit window: the server keeps at most

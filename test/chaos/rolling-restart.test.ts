@@ -39,7 +39,7 @@ const shards = 8;
 function startAgent(server: string, dir: string, name: string, token: string): { child: ChildProcess; chatDb: string } {
   const chatDb = join(dir, name, 'chat.db');
   const args = ['--server', server, '--state-dir', join(dir, name, 'state'), '--chat-db', chatDb, '--simulate', '--capacity', '10', '--poll-ms', '200', '--name', name, '--token', token];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/relay-agent/cli.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', ...args], {
     env: { ...process.env, LOG_LEVEL: 'warn', RELAY_SIM_DELIVERY_MS: '50' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { chromiumPath, launchBrowser, scenario } from '../support/browser.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 import { request } from '../support/test-app.ts';
-import { simulateFailures } from '../../src/relay-agent/simulated-messages-app.ts';
+import { simulateFailures } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { csvRecords } from '../../web/bulk-rows.ts';
 import { readFile } from 'node:fs/promises';
 
@@ -133,7 +133,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       const command = await page.locator('#relay-command').textContent();
       const match = /^npm run relay -- --server (\S+) --token (\S+)$/.exec(command ?? '');
       assert.ok(match, `the exact agent command is shown: ${command}`);
-      const args = ['--import', 'tsx', 'src/relay-agent/cli.ts', '--server', match[1]!, '--token', match[2]!, '--simulate',
+      const args = ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', '--server', match[1]!, '--token', match[2]!, '--simulate',
         '--state-dir', join(dir, 'relay-state'), '--chat-db', join(dir, 'relay', 'chat.db'), '--capacity', '10', '--poll-ms', '100', '--name', 'e2e-relay'];
       agent = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: 'warn', RELAY_SIM_DELIVERY_MS: '100' }, stdio: 'ignore' });
       await waitUntil(async () => (await request(base, 'GET', '/api/v1/relays', { token: ownerToken })).body.data?.[0]?.status === 'online', 30_000, 'the relay is online');

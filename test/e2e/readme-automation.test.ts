@@ -40,7 +40,7 @@ test('the automation walk-through runs as written: the STOP gets the reply and t
   const relayToken = await request(base, 'POST', `/api/v1/tenants/${signup.body.organization.id}/relay-tokens`, { token: accessToken, body: {} });
   assert.equal(relayToken.status, 201, relayToken.text);
   const sim = join(dir, 'sim');
-  const agent = spawn(process.execPath, ['--import', 'tsx', 'src/relay-agent/cli.ts', '--server', `ws://127.0.0.1:${server.port}/api/v1/relays/connect`,
+  const agent = spawn(process.execPath, ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', '--server', `ws://127.0.0.1:${server.port}/api/v1/relays/connect`,
     '--token', relayToken.body.token, '--simulate', '--chat-db', join(sim, 'chat.db'), '--state-dir', join(sim, 'state')], { cwd: root, stdio: 'ignore' });
   const deadline = Date.now() + 60_000;
   while (!existsSync(join(sim, 'state', 'relay.json'))) {

@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { simulateInbound } from '../../src/relay-agent/simulated-messages-app.ts';
+import { simulateInbound } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { startServiceProcess } from '../support/service-process.ts';
@@ -23,7 +23,7 @@ function startAgent(server: string, dir: string, name: string, token?: string): 
   const chatDb = join(dir, name, 'chat.db');
   const stateDir = join(dir, name, 'state');
   const args = ['--server', server, '--state-dir', stateDir, '--chat-db', chatDb, '--simulate', '--capacity', '5', '--poll-ms', '100', '--name', name];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/relay-agent/cli.ts', ...args, ...(token ? ['--token', token] : [])], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', ...args, ...(token ? ['--token', token] : [])], {
     env: { ...process.env, LOG_LEVEL: 'info', RELAY_SIM_DELIVERY_MS: '200' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -10,7 +10,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { sendLogPath, simulateFailures, type SendLogEntry } from '../../src/relay-agent/simulated-messages-app.ts';
+import { sendLogPath, simulateFailures, type SendLogEntry } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { backends, signup, startTestApp } from '../support/test-app.ts';
 
@@ -28,7 +28,7 @@ for (const backend of backends()) {
       const org = await signup(app);
       const token = (await app.request('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`, { token: org.ownerToken })).body.token as string;
       const agent = spawn(process.execPath, [
-        '--import', 'tsx', 'src/relay-agent/cli.ts', '--server', `${app.base.replace('http', 'ws')}/api/v1/relays/connect`,
+        '--import', 'tsx', 'packages/relay-agent/src/cli.ts', '--server', `${app.base.replace('http', 'ws')}/api/v1/relays/connect`,
         '--state-dir', join(dir, 'state'), '--chat-db', chatDb, '--simulate', '--poll-ms', '100', '--log-format', 'json',
       ], { env: { ...process.env, RELAYBOX_TOKEN: token, LOG_LEVEL: 'info', RELAY_SIM_DELIVERY_MS: '200', RELAY_SUMMARY_MS: '500' }, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';

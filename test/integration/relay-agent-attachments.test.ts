@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { downloadAttachments, maxAttachmentBytes } from '../../src/relay-agent/attachment-download.ts';
+import { downloadAttachments, maxAttachmentBytes } from '../../packages/relay-agent/src/attachment-download.ts';
 
 async function serve(t: TestContext): Promise<{ base: string; dir: string }> {
   const server: Server = createServer((req, res) => {

@@ -12,11 +12,11 @@ import { pathToFileURL } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'libsql';
-import { ChatDbReader } from '../../src/relay-agent/chat-db-reader.ts';
-import { OutgoingTracker } from '../../src/relay-agent/outgoing-tracker.ts';
-import { SendJournal, type SendRecord } from '../../src/relay-agent/send-journal.ts';
-import { SimulatedMessagesApp, simulateFailures, simulateInbound } from '../../src/relay-agent/simulated-messages-app.ts';
-import { ChatDbError, openSqliteFile } from '../../src/relay-agent/sqlite-file.ts';
+import { ChatDbReader } from '../../packages/relay-agent/src/chat-db-reader.ts';
+import { OutgoingTracker } from '../../packages/relay-agent/src/outgoing-tracker.ts';
+import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
+import { SimulatedMessagesApp, simulateFailures, simulateInbound } from '../../packages/relay-agent/src/simulated-messages-app.ts';
+import { ChatDbError, openSqliteFile } from '../../packages/relay-agent/src/sqlite-file.ts';
 
 async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDelayMs?: number } = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-chatdb-'));
@@ -177,8 +177,8 @@ test('a database the process may not open gives the Full Disk Access hint (acces
     return;
   }
   // Root opens any file: the same read runs in a child process that has dropped to an unprivileged user.
-  const readerModule = pathToFileURL(join(import.meta.dirname, '../../src/relay-agent/chat-db-reader.ts')).href;
-  const errorModule = pathToFileURL(join(import.meta.dirname, '../../src/relay-agent/sqlite-file.ts')).href;
+  const readerModule = pathToFileURL(join(import.meta.dirname, '../../packages/relay-agent/src/chat-db-reader.ts')).href;
+  const errorModule = pathToFileURL(join(import.meta.dirname, '../../packages/relay-agent/src/sqlite-file.ts')).href;
   const script = `
     const { ChatDbReader } = await import(${JSON.stringify(readerModule)});
     const { ChatDbError } = await import(${JSON.stringify(errorModule)});

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { agentFrame, parseFrame, type AgentFrame, type ServerFrame } from '../../src/relay-protocol/frames.ts';
-import { sendLogPath, simulateFailures, simulateInbound, type SendLogEntry } from '../../src/relay-agent/simulated-messages-app.ts';
+import { sendLogPath, simulateFailures, simulateInbound, type SendLogEntry } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 
 interface Received {
   conn: number;
@@ -84,7 +84,7 @@ class FakeRelayServer {
 }
 
 function startAgent(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/relay-agent/cli.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', ...args], {
     cwd: new URL('../..', import.meta.url).pathname,
     env: { ...process.env, LOG_LEVEL: 'debug', RELAY_SIM_DELIVERY_MS: '300', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { appleTimeToIso, appleTimeToMs, msToAppleNs } from '../../src/relay-agent/apple-time.ts';
+import { appleTimeToIso, appleTimeToMs, msToAppleNs } from '../../packages/relay-agent/src/apple-time.ts';
 
 test('nanoseconds since 2001-01-01 (macOS 10.13 and later) become ISO times', () => {
   // 2024-05-01T12:00:00Z is 736257600 s after the Apple epoch.

@@ -3,7 +3,7 @@ import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { AppleScriptSender, sendScript } from '../../src/relay-agent/applescript-sender.ts';
+import { AppleScriptSender, sendScript } from '../../packages/relay-agent/src/applescript-sender.ts';
 
 /**
  * A stand-in for /usr/bin/osascript: writes each argv item NUL-terminated to

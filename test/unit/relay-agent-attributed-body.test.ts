@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decodeAttributedBody, encodeAttributedBody } from '../../src/relay-agent/attributed-body.ts';
+import { decodeAttributedBody, encodeAttributedBody } from '../../packages/relay-agent/src/attributed-body.ts';
 
 /** An archive laid out as Messages writes one, with the string's length bytes given explicitly. */
 function blob(lengthBytes: number[], text: Buffer): Buffer {

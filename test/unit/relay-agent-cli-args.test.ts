@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { parseCli, usage, UsageError } from '../../src/relay-agent/cli-args.ts';
-import { ReconnectBackoff } from '../../src/relay-agent/reconnect-backoff.ts';
+import { parseCli, usage, UsageError } from '../../packages/relay-agent/src/cli-args.ts';
+import { ReconnectBackoff } from '../../packages/relay-agent/src/reconnect-backoff.ts';
 
 const server = ['--server', 'ws://localhost:3000/api/v1/relays/connect'];
 

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
-import { createAgentLogger } from '../../src/relay-agent/agent-logger.ts';
-import { OperatorLog } from '../../src/relay-agent/operator-log.ts';
-import type { SendRecord } from '../../src/relay-agent/send-journal.ts';
+import { createAgentLogger } from '../../packages/relay-agent/src/agent-logger.ts';
+import { OperatorLog } from '../../packages/relay-agent/src/operator-log.ts';
+import type { SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
 
 function capture(): { stream: PassThrough; lines: () => string[] } {
   const stream = new PassThrough();

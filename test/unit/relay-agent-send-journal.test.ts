@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { SendJournal, type SendRecord } from '../../src/relay-agent/send-journal.ts';
+import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
 
 const day = 24 * 60 * 60 * 1000;
 

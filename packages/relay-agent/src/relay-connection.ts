@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
-import type { Logger } from '../log.ts';
-import { frameLimits, parseFrame, serverFrame, type AgentFrame, type ServerFrame } from '../relay-protocol/frames.ts';
+import type { Logger } from './agent-logger.ts';
+import { frameLimits, parseFrame, serverFrame, type AgentFrame, type ServerFrame } from 'relaybox-relay-protocol/frames.ts';
 import { ReconnectBackoff } from './reconnect-backoff.ts';
 
 export interface CloseInfo {

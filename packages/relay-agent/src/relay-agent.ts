@@ -1,6 +1,6 @@
-import { errorCodes } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { AckFrame, AgentFrame, ErrorFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from '../relay-protocol/frames.ts';
+import type { Logger } from './agent-logger.ts';
+import { retryableServerErrors } from './server-errors.ts';
+import type { AckFrame, AgentFrame, ErrorFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from 'relaybox-relay-protocol/frames.ts';
 import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
@@ -205,9 +205,8 @@ export class RelayAgent {
 
   private onError(frame: ErrorFrame): void {
     this.log.warn({ event: 'server-error', code: frame.code, message: frame.message }, `the server answered ${frame.code}: ${frame.message}`);
-    const known = (errorCodes as Record<string, { retryable: boolean } | undefined>)[frame.code];
     // Refused before welcome and not worth retrying (bad token, revoked credential): the same hello would fail again.
-    if (!this.welcomed && !known?.retryable) {
+    if (!this.welcomed && !retryableServerErrors.has(frame.code)) {
       const what = this.state ? 'the stored credential' : 'the registration token';
       const message = `the server refused ${what}: ${frame.code}: ${frame.message}`;
       this.operator.refused(message);

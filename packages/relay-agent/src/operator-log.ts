@@ -1,5 +1,5 @@
-import type { Logger } from '../log.ts';
-import type { InboundFrame } from '../relay-protocol/frames.ts';
+import type { Logger } from './agent-logger.ts';
+import type { InboundFrame } from 'relaybox-relay-protocol/frames.ts';
 import type { SendRecord, StatusStep } from './send-journal.ts';
 
 /** What the periodic summary line counts, per interval. */

@@ -1,4 +1,4 @@
-import { frameLimits, type InboundFrame } from '../relay-protocol/frames.ts';
+import { frameLimits, type InboundFrame } from 'relaybox-relay-protocol/frames.ts';
 import type { ChatDbReader, ChatRow } from './chat-db-reader.ts';
 
 export interface InboundForwarderOptions {

@@ -1,5 +1,5 @@
 import { cpus, freemem, totalmem } from 'node:os';
-import type { HeartbeatFrame } from '../relay-protocol/frames.ts';
+import type { HeartbeatFrame } from 'relaybox-relay-protocol/frames.ts';
 
 type CpuTimes = { busy: number; total: number };
 

@@ -3,9 +3,12 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { buildAgentConfig, defaultChatDbPath, logFormats, type AgentConfig, type LogFormat } from './agent-config.ts';
 
 export const usage = `Usage:
-  npm run relay -- --server ws://HOST:3000/api/v1/relays/connect --token TOKEN [options]
-  npm run relay -- simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
-  npm run relay -- simulate-failures --chat-db PATH --count N
+  relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
+  relaybox-relay simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
+  relaybox-relay simulate-failures --chat-db PATH --count N
+
+connect is the default command: \`relaybox-relay --server URL\` is the same. In this repository,
+\`npm run relay -- ARGS\` runs \`relaybox-relay ARGS\`.
 
 Options:
   --server URL         relay WebSocket endpoint of the Relaybox server (ws:// or wss://)
@@ -87,7 +90,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
     const { values } = parse(rest, failureOptions);
     return { kind: 'simulate-failures', chatDbPath: simulatorDb(values['chat-db']), count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count') };
   }
-  const { values } = parse(argv, runOptions);
+  const { values } = parse(first === 'connect' ? rest : argv, runOptions);
   if (values.help) return { kind: 'help' };
   const serverUrl = required(values.server, '--server');
   let url: URL;

@@ -1,4 +1,4 @@
-import type { Logger } from '../log.ts';
+import type { Logger } from './agent-logger.ts';
 import { downloadAttachments } from './attachment-download.ts';
 import type { MessageSender } from './message-sender.ts';
 import type { SendJournal, SendRecord } from './send-journal.ts';

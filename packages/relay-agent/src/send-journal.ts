@@ -1,6 +1,6 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DeliveryStatus } from '../relay-protocol/frames.ts';
+import type { DeliveryStatus } from 'relaybox-relay-protocol/frames.ts';
 import { ensurePrivateDir } from './relay-state.ts';
 
 /**

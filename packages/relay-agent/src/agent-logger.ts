@@ -1,7 +1,15 @@
 import { build as prettyStream } from 'pino-pretty';
-import type { DestinationStream } from 'pino';
-import { createLogger, type Logger } from '../log.ts';
+import pino, { type DestinationStream, type Logger } from 'pino';
 import type { LogFormat } from './agent-config.ts';
+
+export type { Logger };
+
+/** Secrets that must never reach a log line, wherever they appear in a logged object. */
+const redactPaths = ['token', '*.token', 'registrationToken', '*.registrationToken', 'secret', '*.secret', 'credential', '*.credential'];
+
+function createLogger(level: string, destination: DestinationStream): Logger {
+  return pino({ name: 'relay-agent', level, redact: { paths: redactPaths, censor: '[redacted]' } }, destination);
+}
 
 /** Fields every pino line has; the human format shows them as the time and level prefix, or not at all. */
 const baseFields = new Set(['level', 'time', 'pid', 'hostname', 'name', 'msg']);
@@ -14,7 +22,7 @@ const baseFields = new Set(['level', 'time', 'pid', 'hostname', 'name', 'msg']);
  * sentence, so their fields are shown only in JSON.
  */
 export function createAgentLogger(level: string, format: LogFormat, destination: NodeJS.WritableStream = process.stdout): Logger {
-  if (format === 'json') return createLogger(level, 'relay-agent', destination as DestinationStream);
+  if (format === 'json') return createLogger(level, destination as DestinationStream);
   const colorize = (destination as { isTTY?: boolean }).isTTY === true;
   const pretty = prettyStream({
     destination,
@@ -32,5 +40,5 @@ export function createAgentLogger(level: string, format: LogFormat, destination:
       return details.length > 0 ? `${text} (${details.join(', ')})` : text;
     },
   });
-  return createLogger(level, 'relay-agent', pretty);
+  return createLogger(level, pretty);
 }

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { hostname, release, type } from 'node:os';
-import type { HelloFrame } from '../relay-protocol/frames.ts';
+import type { HelloFrame } from 'relaybox-relay-protocol/frames.ts';
 
 /** What `hello.systemInfo` reports: "macOS 14.5" on a Mac, the kernel name and release elsewhere. */
 export async function readSystemInfo(): Promise<HelloFrame['systemInfo']> {
