@@ -277,12 +277,12 @@ test('the agent tells its operator what it does, in plain lines with --log-forma
   const expected = [
     /connected to ws:\/\/127\.0\.0\.1:\d+\/api\/v1\/relays\/connect, authenticating with the registration token/,
     /registered and online as relay rly_test/,
-    /send msg_a attempt 1 to \+15550001111 accepted/,
+    /send msg_a attempt 1 to \+1555•••1111 accepted/,
     /WARN.*send msg_a attempt 1 failed: Messages reported error 1/,
-    /send msg_a attempt 2 to \+15550001111 accepted/,
+    /send msg_a attempt 2 to \+1555•••1111 accepted/,
     /send msg_a attempt 2 sent/,
     /send msg_a attempt 2 delivered/,
-    new RegExp(`received message from \\+15557654321 forwarded \\(chat.db row ${row.rowId}\\)`),
+    new RegExp(`received message from \\+1555•••4321 forwarded \\(chat.db row ${row.rowId}\\)`),
     /disconnected \(1006: the connection was lost\) after [\d.]+ (ms|s) online/,
     /reconnecting in [\d.]+ (ms|s) \(try 1\)/,
     /connected to .*, authenticating with the credential/,
@@ -291,6 +291,7 @@ test('the agent tells its operator what it does, in plain lines with --log-forma
   const lines = out.split('\n').filter(Boolean);
   assert.ok(lines.every((l) => /^\[\d\d:\d\d:\d\d\] (INFO|WARN|ERROR|DEBUG)/.test(l)), `every line is a timed, human line:\n${out}`);
   assert.doesNotMatch(out, /private words|hello back/, 'no message body in the log');
+  assert.doesNotMatch(out, /15550001111|15557654321/, 'handles are masked');
   assert.doesNotMatch(out, /rtok_from_the_environment|relay-secret-123/, 'no secret in the log');
 });
 

@@ -92,6 +92,15 @@ test('--log-format picks the log format; the summary interval comes from RELAY_S
   assert.equal(pretty.config.summaryIntervalMs, 0);
 });
 
+test('connect is the default command; --log-handles turns handle masking off', () => {
+  const connect = parseCli(['connect', ...server, '--log-handles'], {});
+  const bare = parseCli(server, {});
+  assert.ok(connect.kind === 'run' && bare.kind === 'run');
+  assert.equal(connect.config.serverUrl, bare.config.serverUrl);
+  assert.equal(connect.config.logHandles, true);
+  assert.equal(bare.config.logHandles, false);
+});
+
 test('--help names only flags and environment variables that exist', () => {
   const values: Record<string, string> = {
     '--server': 'ws://h/api/v1/relays/connect', '--token': 't', '--name': 'n', '--state-dir': '/tmp/s', '--chat-db': '/tmp/c.db', '--capacity': '5',

@@ -24,6 +24,8 @@ export interface AgentConfig {
   logLevel: string;
   /** `pretty`: one human-readable line per event; `json`: pino's JSON lines. */
   logFormat: LogFormat;
+  /** Log phone numbers and email handles in full (`--log-handles`, for a support session); masked by default. */
+  logHandles: boolean;
   /** How often the one-line summary is logged; 0: never (RELAY_SUMMARY_MS). */
   summaryIntervalMs: number;
   osascriptPath: string;
@@ -87,6 +89,7 @@ export interface AgentFlags {
   pollMs?: number | undefined;
   syncHistory?: boolean | undefined;
   logFormat?: LogFormat | undefined;
+  logHandles?: boolean | undefined;
 }
 
 export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): AgentConfig {
@@ -106,6 +109,7 @@ export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): Age
     logLevel: env.LOG_LEVEL || 'info',
     // A person at a terminal reads lines; a service manager or log shipper gets JSON.
     logFormat: flags.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'),
+    logHandles: flags.logHandles ?? false,
     summaryIntervalMs: envInt(env, 'RELAY_SUMMARY_MS', 60_000),
     osascriptPath: env.RELAY_OSASCRIPT || '/usr/bin/osascript',
     reconnectBaseMs: 500,

@@ -1,14 +1,28 @@
 import { build as prettyStream } from 'pino-pretty';
-import pino, { type DestinationStream, type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
+import { maskFields, maskHandles } from './handle-mask.ts';
 import type { LogFormat } from './agent-config.ts';
 
 export type { Logger };
 
-/** Secrets that must never reach a log line, wherever they appear in a logged object. */
-const redactPaths = ['token', '*.token', 'registrationToken', '*.registrationToken', 'secret', '*.secret', 'credential', '*.credential'];
+/** Secrets and message bodies never reach a log line, wherever they appear in a logged object. */
+const redactPaths = ['token', '*.token', 'registrationToken', '*.registrationToken', 'secret', '*.secret', 'credential', '*.credential', 'body', '*.body'];
 
-function createLogger(level: string, destination: DestinationStream): Logger {
-  return pino({ name: 'relay-agent', level, redact: { paths: redactPaths, censor: '[redacted]' } }, destination);
+export interface AgentLogOptions {
+  /** Log phone numbers and email handles in full (`--log-handles`); masked otherwise. */
+  logHandles?: boolean;
+}
+
+function createLogger(level: string, destination: DestinationStream, options: AgentLogOptions): Logger {
+  const masking: LoggerOptions = options.logHandles ? {} : {
+    formatters: { log: (fields) => maskFields(fields) as Record<string, unknown> },
+    hooks: {
+      logMethod(args, method) {
+        method.apply(this, args.map((arg) => (typeof arg === 'string' ? maskHandles(arg) : arg)) as Parameters<typeof method>);
+      },
+    },
+  };
+  return pino({ name: 'relay-agent', level, redact: { paths: redactPaths, censor: '[redacted]' }, ...masking }, destination);
 }
 
 /** Fields every pino line has; the human format shows them as the time and level prefix, or not at all. */
@@ -21,8 +35,10 @@ const baseFields = new Set(['level', 'time', 'pid', 'hostname', 'name', 'msg']);
  * events (lines with an `event` field) already say everything in their
  * sentence, so their fields are shown only in JSON.
  */
-export function createAgentLogger(level: string, format: LogFormat, destination: NodeJS.WritableStream = process.stdout): Logger {
-  if (format === 'json') return createLogger(level, destination as DestinationStream);
+export function createAgentLogger(
+  level: string, format: LogFormat, destination: NodeJS.WritableStream = process.stdout, options: AgentLogOptions = {},
+): Logger {
+  if (format === 'json') return createLogger(level, destination as DestinationStream, options);
   const colorize = (destination as { isTTY?: boolean }).isTTY === true;
   const pretty = prettyStream({
     destination,
@@ -40,5 +56,5 @@ export function createAgentLogger(level: string, format: LogFormat, destination:
       return details.length > 0 ? `${text} (${details.join(', ')})` : text;
     },
   });
-  return createLogger(level, pretty);
+  return createLogger(level, pretty, options);
 }

@@ -22,6 +22,8 @@ Options:
   --poll-ms N          how often chat.db is read, 50..60000 ms (default 1000)
   --sync-history       on first registration, forward all existing received messages
   --log-format FORMAT  pretty (one line per event) or json (default: pretty on a terminal, json otherwise)
+  --log-handles        log phone numbers and email addresses in full, for a support session
+                       (default: masked, +1415•••0123; message bodies are never logged)
   -h, --help           show this help
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
@@ -60,6 +62,7 @@ const runOptions = {
   'poll-ms': { type: 'string' },
   'sync-history': { type: 'boolean' },
   'log-format': { type: 'string' },
+  'log-handles': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -119,6 +122,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
         pollMs: integer(values['poll-ms'], '--poll-ms', 50, 60_000),
         syncHistory: values['sync-history'],
         logFormat: logFormat as LogFormat | undefined,
+        logHandles: values['log-handles'],
       },
       env,
     ),

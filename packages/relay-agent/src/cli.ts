@@ -51,7 +51,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 async function runAgent(config: AgentConfig): Promise<number> {
-  const logger = createAgentLogger(config.logLevel, config.logFormat);
+  const logger = createAgentLogger(config.logLevel, config.logFormat, process.stdout, { logHandles: config.logHandles });
   if (!config.simulate && process.platform !== 'darwin') {
     throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate --chat-db PATH');
   }
