@@ -104,11 +104,12 @@ test('connect is the default command; --log-handles turns handle masking off', (
 test('--help names only flags and environment variables that exist', () => {
   const values: Record<string, string> = {
     '--server': 'ws://h/api/v1/relays/connect', '--token': 't', '--name': 'n', '--state-dir': '/tmp/s', '--chat-db': '/tmp/c.db', '--capacity': '5',
-    '--poll-ms': '100', '--log-format': 'json', '--from': '+15551234567', '--body': 'b', '--group': 'g', '--count': '1',
+    '--poll-ms': '100', '--log-format': 'json', '--from': '+15551234567', '--body': 'b', '--group': 'g', '--count': '1', '--lines': '5',
   };
   const flags = new Set([...usage.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
   assert.ok(flags.size >= 15, [...flags].join(' '));
-  const contexts = [[...server, '--simulate', '--chat-db', '/tmp/c.db'], ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'], ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1']];
+  const contexts = [[...server, '--simulate', '--chat-db', '/tmp/c.db'], ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'], ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1'],
+    ['service', 'install'], ['service', 'logs']];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];
     const accepted = contexts.some((context) => {

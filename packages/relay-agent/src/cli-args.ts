@@ -1,9 +1,12 @@
 import { resolve } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { buildAgentConfig, defaultChatDbPath, logFormats, type AgentConfig, type LogFormat } from './agent-config.ts';
+import { buildAgentConfig, defaultChatDbPath, defaultStateDir, logFormats, type AgentConfig, type LogFormat } from './agent-config.ts';
 
 export const usage = `Usage:
   relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
+  relaybox-relay service install [--server URL] [--name NAME] [--state-dir DIR] [--chat-db PATH] [--log-handles] [--dry-run]
+  relaybox-relay service uninstall|status [--dry-run]
+  relaybox-relay service logs [--lines N] [--follow] [--dry-run]
   relaybox-relay simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
   relaybox-relay simulate-failures --chat-db PATH --count N
 
@@ -25,6 +28,11 @@ Options:
   --log-handles        log phone numbers and email addresses in full, for a support session
                        (default: masked, +1415•••0123; message bodies are never logged)
   -h, --help           show this help
+
+service install runs \`relaybox-relay connect\` as a LaunchAgent of this user (~/Library/LaunchAgents/
+com.relaybox.relay.plist): started at login, restarted after a crash, not after a clean stop, output in
+~/Library/Logs/Relaybox/. It uses the credential a first \`connect --token\` stored (--server defaults to
+its server). --dry-run prints the property list and the commands instead of running them.
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
 attributedBody; --group ID: into a group chat); simulate-failures makes its next N sends fail.
@@ -48,6 +56,9 @@ export class UsageError extends Error {
 export type CliCommand =
   | { kind: 'help' }
   | { kind: 'run'; config: AgentConfig }
+  | { kind: 'service'; action: 'install'; dryRun: boolean; serverUrl: string | undefined; stateDir: string; connectArgs: string[] }
+  | { kind: 'service'; action: 'uninstall' | 'status'; dryRun: boolean }
+  | { kind: 'service'; action: 'logs'; dryRun: boolean; lines: number; follow: boolean }
   | { kind: 'simulate-inbound'; chatDbPath: string; from: string; body: string; attributedBodyOnly: boolean; groupId: string | undefined }
   | { kind: 'simulate-failures'; chatDbPath: string; count: number };
 
@@ -74,6 +85,19 @@ const inboundOptions = {
   group: { type: 'string' },
 } as const;
 
+const installOptions = {
+  server: { type: 'string' },
+  name: { type: 'string' },
+  'state-dir': { type: 'string' },
+  'chat-db': { type: 'string' },
+  'log-handles': { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
+} as const;
+
+const logsOptions = { lines: { type: 'string' }, follow: { type: 'boolean' }, 'dry-run': { type: 'boolean' } } as const;
+
+const serviceActions = ['install', 'uninstall', 'status', 'logs'] as const;
+
 const failureOptions = { 'chat-db': { type: 'string' }, count: { type: 'string' } } as const;
 
 export function parseCli(argv: string[], env: Record<string, string | undefined> = process.env): CliCommand {
@@ -93,20 +117,14 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
     const { values } = parse(rest, failureOptions);
     return { kind: 'simulate-failures', chatDbPath: simulatorDb(values['chat-db']), count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count') };
   }
+  if (first === 'service') return parseService(rest);
   const { values } = parse(first === 'connect' ? rest : argv, runOptions);
   if (values.help) return { kind: 'help' };
-  const serverUrl = required(values.server, '--server');
-  let url: URL;
-  try {
-    url = new URL(serverUrl);
-  } catch {
-    throw new UsageError(`--server is not a URL: ${serverUrl}`);
-  }
-  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError(`--server must be a ws:// or wss:// URL, got ${url.protocol}//`);
+  const url = serverUrl(required(values.server, '--server'));
   if (values.token !== undefined && values.token.trim() === '') throw new UsageError('--token is empty');
   const logFormat = values['log-format'];
   if (logFormat !== undefined && !logFormats.includes(logFormat as LogFormat)) throw new UsageError(`--log-format must be one of ${logFormats.join(', ')}, got "${logFormat}"`);
-  if (values.name !== undefined && (values.name.trim() === '' || values.name.length > 200)) throw new UsageError('--name must be 1..200 characters');
+  checkName(values.name);
   const chatDbPath = values.simulate ? simulatorDb(values['chat-db']) : values['chat-db'];
   return {
     kind: 'run',
@@ -127,6 +145,49 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       env,
     ),
   };
+}
+
+function parseService(argv: string[]): CliCommand {
+  const [action, ...rest] = argv;
+  if (!serviceActions.includes(action as (typeof serviceActions)[number])) {
+    throw new UsageError(`service needs one of ${serviceActions.join(', ')}${action ? `, got "${action}"` : ''}`);
+  }
+  if (action === 'logs') {
+    const { values } = parse(rest, logsOptions);
+    return { kind: 'service', action, dryRun: values['dry-run'] ?? false, lines: integer(values.lines, '--lines', 1, 100_000) ?? 200, follow: values.follow ?? false };
+  }
+  if (action !== 'install') {
+    const { values } = parse(rest, { 'dry-run': { type: 'boolean' } } as const);
+    return { kind: 'service', action: action as 'uninstall' | 'status', dryRun: values['dry-run'] ?? false };
+  }
+  const { values } = parse(rest, installOptions);
+  checkName(values.name);
+  const url = values.server === undefined ? undefined : serverUrl(values.server).href;
+  // The service starts elsewhere than this shell: every path in its arguments is absolute.
+  const stateDir = resolve(values['state-dir'] ?? defaultStateDir);
+  const connectArgs = [
+    ...(values.name !== undefined ? ['--name', values.name] : []),
+    '--state-dir', stateDir,
+    ...(values['chat-db'] !== undefined ? ['--chat-db', resolve(values['chat-db'])] : []),
+    ...(values['log-handles'] ? ['--log-handles'] : []),
+    '--log-format', 'json',
+  ];
+  return { kind: 'service', action, dryRun: values['dry-run'] ?? false, serverUrl: url, stateDir, connectArgs };
+}
+
+function serverUrl(value: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`--server is not a URL: ${value}`);
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError(`--server must be a ws:// or wss:// URL, got ${url.protocol}//`);
+  return url;
+}
+
+function checkName(name: string | undefined): void {
+  if (name !== undefined && (name.trim() === '' || name.length > 200)) throw new UsageError('--name must be 1..200 characters');
 }
 
 function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {

@@ -7,7 +7,11 @@ import type { AgentConfig } from './agent-config.ts';
 import { createAgentLogger } from './agent-logger.ts';
 import { AppleScriptSender } from './applescript-sender.ts';
 import { ChatDbReader } from './chat-db-reader.ts';
-import { parseCli, usage, UsageError } from './cli-args.ts';
+import { parseCli, usage, UsageError, type CliCommand } from './cli-args.ts';
+import {
+  describeStep, installSteps, launchAgentPlist, logsStep, parseLaunchctlPrint, runSteps, serviceLabel, servicePaths, statusStep, toPlist, uninstallSteps,
+  type ServiceStep,
+} from './launch-agent.ts';
 import type { MessageSender } from './message-sender.ts';
 import { RelayAgent } from './relay-agent.ts';
 import { RelayStateStore } from './relay-state.ts';
@@ -47,6 +51,65 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case 'run':
       return runAgent(command.config);
+    case 'service':
+      return runService(command);
+  }
+}
+
+async function runService(command: Extract<CliCommand, { kind: 'service' }>): Promise<number> {
+  if (!command.dryRun && process.platform !== 'darwin') {
+    throw new CannotRun('launchd services exist only on macOS; --dry-run prints what would be done');
+  }
+  const paths = servicePaths();
+  const uid = process.getuid?.() ?? 0;
+  let steps: ServiceStep[];
+  switch (command.action) {
+    case 'install': {
+      const state = await new RelayStateStore(command.stateDir).load();
+      const server = command.serverUrl ?? state?.serverUrl;
+      if (server === undefined) throw new CannotRun(`no relay is registered in ${command.stateDir}: run relaybox-relay connect --server URL --token TOKEN first, or give --server`);
+      if (state === undefined && !command.dryRun) {
+        throw new CannotRun(`no relay is registered in ${command.stateDir}: run relaybox-relay connect --server ${server} --token TOKEN once first`);
+      }
+      const plist = launchAgentPlist(['--server', server, ...command.connectArgs], paths);
+      steps = installSteps(plist, paths, uid);
+      if (command.dryRun) process.stdout.write(toPlist(plist));
+      break;
+    }
+    case 'uninstall':
+      steps = uninstallSteps(paths, uid);
+      break;
+    case 'status':
+      steps = [statusStep(uid)];
+      break;
+    case 'logs':
+      steps = [logsStep(paths, command.lines, command.follow)];
+      break;
+  }
+  if (command.dryRun) {
+    process.stdout.write(steps.map((step) => `$ ${describeStep(step)}\n`).join(''));
+    return 0;
+  }
+  const result = await runSteps(steps, command.action === 'logs');
+  switch (command.action) {
+    case 'install':
+      process.stdout.write(`installed ${paths.plist} and started ${serviceLabel}; it starts at login and restarts after a crash. Logs: ${paths.logDir}\n`);
+      return 0;
+    case 'uninstall':
+      process.stdout.write(`stopped ${serviceLabel} and removed ${paths.plist}\n`);
+      return 0;
+    case 'status': {
+      const status = parseLaunchctlPrint(result.code, result.output);
+      if (!status.loaded) {
+        process.stdout.write(`${serviceLabel} is not loaded (relaybox-relay service install loads it)\n`);
+        return 3;
+      }
+      const pid = status.pid === undefined ? '' : `, pid ${status.pid}`;
+      process.stdout.write(`${serviceLabel}: ${status.state ?? 'unknown'}${pid}, last exit code ${status.lastExitCode ?? 'none'}; logs in ${paths.logDir}\n`);
+      return status.state === 'running' ? 0 : 3;
+    }
+    case 'logs':
+      return result.code;
   }
 }
 
