@@ -109,7 +109,7 @@ test('--help names only flags and environment variables that exist', () => {
   const flags = new Set([...usage.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
   assert.ok(flags.size >= 15, [...flags].join(' '));
   const contexts = [[...server, '--simulate', '--chat-db', '/tmp/c.db'], ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'], ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1'],
-    ['service', 'install'], ['service', 'logs']];
+    ['service', 'install'], ['service', 'logs'], ['doctor']];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];
     const accepted = contexts.some((context) => {

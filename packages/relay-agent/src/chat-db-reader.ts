@@ -72,6 +72,8 @@ const rowIdIn = 'm.ROWID IN (SELECT value FROM json_each(?))';
 /** Every query the reader runs, prepared once per connection; values are only ever bound. */
 const queries = {
   maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
+  // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
+  account: "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
   incoming: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
   outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
   rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
@@ -107,6 +109,12 @@ export class ChatDbReader {
   async maxRowId(): Promise<number> {
     const row = this.run((s) => s.maxRowId.get()) as { maxRowId: number | null } | undefined;
     return row?.maxRowId ?? 0;
+  }
+
+  /** The iMessage account of the newest iMessage row (`jane@icloud.com`, `+14155550123`); undefined before any. */
+  async iMessageAccount(): Promise<string | undefined> {
+    const row = this.run((s) => s.account.get()) as { account: string } | undefined;
+    return row?.account.slice(2);
   }
 
   /** Messages others sent, oldest first, after a ROWID cursor. */

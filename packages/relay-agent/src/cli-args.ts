@@ -7,6 +7,7 @@ export const usage = `Usage:
   relaybox-relay service install [--server URL] [--name NAME] [--state-dir DIR] [--chat-db PATH] [--log-handles] [--dry-run]
   relaybox-relay service uninstall|status [--dry-run]
   relaybox-relay service logs [--lines N] [--follow] [--dry-run]
+  relaybox-relay doctor [--json] [--server URL] [--state-dir DIR] [--chat-db PATH] [--simulate] [--log-handles]
   relaybox-relay simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
   relaybox-relay simulate-failures --chat-db PATH --count N
 
@@ -34,6 +35,10 @@ com.relaybox.relay.plist): started at login, restarted after a crash, not after 
 ~/Library/Logs/Relaybox/. It uses the credential a first \`connect --token\` stored (--server defaults to
 its server). --dry-run prints the property list and the commands instead of running them.
 
+doctor checks what a relay needs (chat.db readable: Full Disk Access; Messages answers AppleScript:
+Automation; an iMessage account; the server accepts the stored credential; clock skew; free disk) and
+prints each result with its fix; --json prints them as JSON. Exit code 1 if any check fails.
+
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
 attributedBody; --group ID: into a group chat); simulate-failures makes its next N sends fail.
 
@@ -59,6 +64,7 @@ export type CliCommand =
   | { kind: 'service'; action: 'install'; dryRun: boolean; serverUrl: string | undefined; stateDir: string; connectArgs: string[] }
   | { kind: 'service'; action: 'uninstall' | 'status'; dryRun: boolean }
   | { kind: 'service'; action: 'logs'; dryRun: boolean; lines: number; follow: boolean }
+  | { kind: 'doctor'; json: boolean; serverUrl: string | undefined; stateDir: string; chatDbPath: string; simulate: boolean; logHandles: boolean }
   | { kind: 'simulate-inbound'; chatDbPath: string; from: string; body: string; attributedBodyOnly: boolean; groupId: string | undefined }
   | { kind: 'simulate-failures'; chatDbPath: string; count: number };
 
@@ -96,6 +102,15 @@ const installOptions = {
 
 const logsOptions = { lines: { type: 'string' }, follow: { type: 'boolean' }, 'dry-run': { type: 'boolean' } } as const;
 
+const doctorOptions = {
+  json: { type: 'boolean' },
+  server: { type: 'string' },
+  'state-dir': { type: 'string' },
+  'chat-db': { type: 'string' },
+  simulate: { type: 'boolean' },
+  'log-handles': { type: 'boolean' },
+} as const;
+
 const serviceActions = ['install', 'uninstall', 'status', 'logs'] as const;
 
 const failureOptions = { 'chat-db': { type: 'string' }, count: { type: 'string' } } as const;
@@ -118,6 +133,19 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
     return { kind: 'simulate-failures', chatDbPath: simulatorDb(values['chat-db']), count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count') };
   }
   if (first === 'service') return parseService(rest);
+  if (first === 'doctor') {
+    const { values } = parse(rest, doctorOptions);
+    const simulate = values.simulate ?? false;
+    return {
+      kind: 'doctor',
+      json: values.json ?? false,
+      serverUrl: values.server === undefined ? undefined : serverUrl(values.server).href,
+      stateDir: values['state-dir'] ?? defaultStateDir,
+      chatDbPath: simulate ? simulatorDb(values['chat-db']) : values['chat-db'] ?? defaultChatDbPath,
+      simulate,
+      logHandles: values['log-handles'] ?? false,
+    };
+  }
   const { values } = parse(first === 'connect' ? rest : argv, runOptions);
   if (values.help) return { kind: 'help' };
   const url = serverUrl(required(values.server, '--server'));

@@ -3,6 +3,7 @@
  * Every failure ends in one plain sentence on stderr and an exit code
  * (2: bad arguments, 1: cannot run); never a stack trace.
  */
+import { hostname } from 'node:os';
 import type { AgentConfig } from './agent-config.ts';
 import { createAgentLogger } from './agent-logger.ts';
 import { AppleScriptSender } from './applescript-sender.ts';
@@ -13,6 +14,7 @@ import {
   type ServiceStep,
 } from './launch-agent.ts';
 import type { MessageSender } from './message-sender.ts';
+import { doctorPassed, formatChecks, runDoctor } from './doctor.ts';
 import { RelayAgent } from './relay-agent.ts';
 import { RelayStateStore } from './relay-state.ts';
 import { SendJournal } from './send-journal.ts';
@@ -53,6 +55,15 @@ async function main(argv: string[]): Promise<number> {
       return runAgent(command.config);
     case 'service':
       return runService(command);
+    case 'doctor': {
+      const checks = await runDoctor({
+        chatDbPath: command.chatDbPath, stateDir: command.stateDir, serverUrl: command.serverUrl, simulate: command.simulate, name: hostname(),
+        osascriptPath: process.env.RELAY_OSASCRIPT || '/usr/bin/osascript', systemInfo: await readSystemInfo(), logHandles: command.logHandles,
+      });
+      const ok = doctorPassed(checks);
+      process.stdout.write(command.json ? `${JSON.stringify({ ok, checks }, null, 2)}\n` : formatChecks(checks));
+      return ok ? 0 : 1;
+    }
   }
 }
 

@@ -38,6 +38,8 @@ INSERT OR IGNORE INTO relaybox_simulator (id, pending_failures) VALUES (1, 0);
 `;
 
 const service = 'iMessage';
+/** The iMessage account the simulated Mac is signed in to, as Messages writes it in `message.account`. */
+export const simulatedAccount = 'e:relay@simulator.invalid';
 /** chat.style: 43 group, 45 one-to-one. */
 const chatStyle = { group: 43, direct: 45 } as const;
 
@@ -85,9 +87,9 @@ class SimulatorWrites {
     this.joinHandle = db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
   WHERE c.guid = @chatGuid AND h.id = @handle AND h.service = @service`);
     this.consumeFailure = db.prepare('UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0');
-    this.insertMessage = db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, error, date, date_read, date_delivered,
+    this.insertMessage = db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
   is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
-  VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @error, @date, 0, 0,
+  VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @account, @error, @date, 0, 0,
   @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName)`);
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
@@ -109,7 +111,7 @@ class SimulatorWrites {
       // An outgoing send consumes one injected failure, if any is pending.
       const error = row.isFromMe ? this.consumeFailure.run().changes : 0;
       const messageId = Number(this.insertMessage.run({
-        guid: row.guid, text: row.text, attributedBody: row.attributedBody, handle, service, error, date: row.date,
+        guid: row.guid, text: row.text, attributedBody: row.attributedBody, handle, service, account: simulatedAccount, error, date: row.date,
         isDelivered: row.isFromMe ? 0 : 1, isFromMe: row.isFromMe ? 1 : 0, isSent: row.isFromMe ? 1 : 0,
         hasAttachments: row.hasAttachments ? 1 : 0, roomName: group ?? null,
       }).lastInsertRowid);
