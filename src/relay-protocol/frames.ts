@@ -101,6 +101,8 @@ export const heartbeatFrame = Type.Object(
       },
       strict,
     ),
+    /** Present while the relay cannot send (Messages writes no rows for its sends): why, in a sentence. */
+    degraded: Type.Optional(str(L.errorLength)),
   },
   strict,
 );

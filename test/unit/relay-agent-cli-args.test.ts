@@ -101,6 +101,13 @@ test('connect is the default command; --log-handles turns handle masking off', (
   assert.equal(bare.config.logHandles, false);
 });
 
+test('a stuck Messages app must be noticed before an unmatched send is closed as sent', () => {
+  const config = parseCli(server, { RELAY_STUCK_MS: '5000', RELAY_RESTART_INTERVAL_MS: '60000' });
+  assert.ok(config.kind === 'run');
+  assert.deepEqual([config.config.messagesStuckMs, config.config.messagesRestartIntervalMs], [5_000, 60_000]);
+  assert.throws(() => parseCli(server, { RELAY_STUCK_MS: '120000' }), /^ConfigError: RELAY_STUCK_MS \(120000\) must be below RELAY_MATCH_WINDOW_MS \(120000\)$/);
+});
+
 test('--help names only flags and environment variables that exist', () => {
   const values: Record<string, string> = {
     '--server': 'ws://h/api/v1/relays/connect', '--token': 't', '--name': 'n', '--state-dir': '/tmp/s', '--chat-db': '/tmp/c.db', '--capacity': '5',
@@ -109,7 +116,7 @@ test('--help names only flags and environment variables that exist', () => {
   const flags = new Set([...usage.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
   assert.ok(flags.size >= 15, [...flags].join(' '));
   const contexts = [[...server, '--simulate', '--chat-db', '/tmp/c.db'], ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'], ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1'],
-    ['service', 'install'], ['service', 'logs'], ['doctor']];
+    ['service', 'install'], ['service', 'logs'], ['doctor'], ['simulate-stall', '--chat-db', '/tmp/c.db']];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];
     const accepted = contexts.some((context) => {
@@ -123,7 +130,7 @@ test('--help names only flags and environment variables that exist', () => {
     assert.ok(accepted, `${flag} is named in --help but no command accepts it`);
   }
 
-  const envValues: Record<string, string> = { LOG_LEVEL: 'debug', RELAYBOX_TOKEN: 'x', RELAY_OSASCRIPT: '/x/osascript' };
+  const envValues: Record<string, string> = { RELAY_MATCH_WINDOW_MS: '300000', LOG_LEVEL: 'debug', RELAYBOX_TOKEN: 'x', RELAY_OSASCRIPT: '/x/osascript' };
   const variables = [...new Set([...usage.matchAll(/\b(RELAY[A-Z0-9_]*|LOG_LEVEL)\b/g)].map((m) => m[1]!))];
   assert.ok(variables.length >= 7, variables.join(' '));
   const base = parseCli(server, {});

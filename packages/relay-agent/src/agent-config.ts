@@ -35,6 +35,10 @@ export interface AgentConfig {
   reconnectStableMs: number;
   /** How long after handing a message to Messages its chat.db row may take to appear. */
   matchWindowMs: number;
+  /** A send handed to Messages with no chat.db row after this long marks the relay degraded (RELAY_STUCK_MS); below matchWindowMs. */
+  messagesStuckMs: number;
+  /** A stuck Messages app is restarted at most once per this interval (RELAY_RESTART_INTERVAL_MS). */
+  messagesRestartIntervalMs: number;
   /** How long a sent row is watched for delivered/read before the agent stops looking. */
   trackStatusMs: number;
   /** Inbound rows read per poll. */
@@ -93,6 +97,15 @@ export interface AgentFlags {
 }
 
 export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): AgentConfig {
+  const config = agentConfig(flags, env);
+  // Past the match window an unmatched send is closed as sent, so a stuck Messages app must be noticed before it.
+  if (config.messagesStuckMs >= config.matchWindowMs) {
+    throw new ConfigError(`RELAY_STUCK_MS (${config.messagesStuckMs}) must be below RELAY_MATCH_WINDOW_MS (${config.matchWindowMs})`);
+  }
+  return config;
+}
+
+function agentConfig(flags: AgentFlags, env: Env): AgentConfig {
   const stateDir = flags.stateDir ?? defaultStateDir;
   const simulate = flags.simulate ?? false;
   return {
@@ -116,6 +129,8 @@ export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): Age
     reconnectCapMs: 30_000,
     reconnectStableMs: 10_000,
     matchWindowMs: envInt(env, 'RELAY_MATCH_WINDOW_MS', 120_000),
+    messagesStuckMs: envInt(env, 'RELAY_STUCK_MS', 60_000),
+    messagesRestartIntervalMs: envInt(env, 'RELAY_RESTART_INTERVAL_MS', 10 * 60_000),
     trackStatusMs: 24 * 60 * 60 * 1000,
     inboundBatch: 100,
     maxUnackedInbound: 500,

@@ -51,10 +51,19 @@ export class AppleScriptSender implements MessageSender {
   }
 
   send(message: OutgoingMessage): Promise<SendOutcome> {
+    return this.run(AppleScriptSender.argv(message), sendScript);
+  }
+
+  /** Quits Messages and opens it again, for a Messages app that stopped sending. */
+  restart(): Promise<SendOutcome> {
+    return this.run(['-'], restartScript);
+  }
+
+  private run(argv: string[], script: string): Promise<SendOutcome> {
     return new Promise((done) => {
       let child: ChildProcess;
       try {
-        child = this.spawn(this.osascriptPath, AppleScriptSender.argv(message), { stdio: ['pipe', 'ignore', 'pipe'] });
+        child = this.spawn(this.osascriptPath, argv, { stdio: ['pipe', 'ignore', 'pipe'] });
       } catch (err) {
         done({ ok: false, error: `cannot start osascript: ${(err as Error).message}` });
         return;
@@ -81,10 +90,15 @@ export class AppleScriptSender implements MessageSender {
         else finish({ ok: false, error: describeFailure(stderr, code, signal) });
       });
       child.stdin?.on('error', () => undefined); // a child that exits early closes the pipe; 'close' reports it
-      child.stdin?.end(sendScript);
+      child.stdin?.end(script);
     });
   }
 }
+
+const restartScript = `tell application "Messages" to quit
+delay 3
+tell application "Messages" to launch
+`;
 
 function describeFailure(stderr: string, code: number | null, signal: NodeJS.Signals | null): string {
   const text = stderr.trim().slice(0, 500);

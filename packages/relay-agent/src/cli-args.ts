@@ -10,6 +10,7 @@ export const usage = `Usage:
   relaybox-relay doctor [--json] [--server URL] [--state-dir DIR] [--chat-db PATH] [--simulate] [--log-handles]
   relaybox-relay simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
   relaybox-relay simulate-failures --chat-db PATH --count N
+  relaybox-relay simulate-stall --chat-db PATH [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In this repository,
 \`npm run relay -- ARGS\` runs \`relaybox-relay ARGS\`.
@@ -40,13 +41,17 @@ Automation; an iMessage account; the server accepts the stored credential; clock
 prints each result with its fix; --json prints them as JSON. Exit code 1 if any check fails.
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
-attributedBody; --group ID: into a group chat); simulate-failures makes its next N sends fail.
+attributedBody; --group ID: into a group chat); simulate-failures makes its next N sends fail;
+simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
   RELAYBOX_TOKEN         registration token (instead of --token)
   LOG_LEVEL              debug, info (default), warn, error
   RELAY_SUMMARY_MS       how often the one-line summary is logged (default 60000; 0: never)
   RELAY_MATCH_WINDOW_MS  how long a sent message's chat.db row may take to appear (default 120000)
+  RELAY_STUCK_MS         a send with no chat.db row after this long means Messages is stuck: the relay
+                         reports itself degraded and takes no new sends (default 60000)
+  RELAY_RESTART_INTERVAL_MS  a stuck Messages is restarted at most once per this interval (default 600000)
   RELAY_SIM_DELIVERY_MS  simulator: delay before a sent message is delivered (default 500)
   RELAY_SIM_READ_MS      simulator: delay after delivery before it is read (default: never)
   RELAY_OSASCRIPT        osascript program (default: /usr/bin/osascript)
@@ -66,7 +71,8 @@ export type CliCommand =
   | { kind: 'service'; action: 'logs'; dryRun: boolean; lines: number; follow: boolean }
   | { kind: 'doctor'; json: boolean; serverUrl: string | undefined; stateDir: string; chatDbPath: string; simulate: boolean; logHandles: boolean }
   | { kind: 'simulate-inbound'; chatDbPath: string; from: string; body: string; attributedBodyOnly: boolean; groupId: string | undefined }
-  | { kind: 'simulate-failures'; chatDbPath: string; count: number };
+  | { kind: 'simulate-failures'; chatDbPath: string; count: number }
+  | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
   server: { type: 'string' },
@@ -127,6 +133,10 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       attributedBodyOnly: values['attributed-only'] ?? false,
       groupId: values.group,
     };
+  }
+  if (first === 'simulate-stall') {
+    const { values } = parse(rest, { 'chat-db': { type: 'string' }, off: { type: 'boolean' } } as const);
+    return { kind: 'simulate-stall', chatDbPath: simulatorDb(values['chat-db']), stalled: !values.off };
   }
   if (first === 'simulate-failures') {
     const { values } = parse(rest, failureOptions);

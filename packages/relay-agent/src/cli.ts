@@ -18,7 +18,7 @@ import { doctorPassed, formatChecks, runDoctor } from './doctor.ts';
 import { RelayAgent } from './relay-agent.ts';
 import { RelayStateStore } from './relay-state.ts';
 import { SendJournal } from './send-journal.ts';
-import { SimulatedMessagesApp, simulateFailures, simulateInbound } from './simulated-messages-app.ts';
+import { SimulatedMessagesApp, simulateFailures, simulateInbound, simulateStall } from './simulated-messages-app.ts';
 import { ChatDbError } from './sqlite-file.ts';
 import { readSystemInfo } from './system-info.ts';
 
@@ -47,6 +47,10 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${JSON.stringify(row)}\n`);
       return 0;
     }
+    case 'simulate-stall':
+      await simulateStall(command.chatDbPath, command.stalled);
+      process.stdout.write(command.stalled ? 'the simulated Messages app writes no rows until it is restarted\n' : 'the simulated Messages app writes rows again\n');
+      return 0;
     case 'simulate-failures':
       await simulateFailures(command.chatDbPath, command.count);
       process.stdout.write(`the next ${command.count} simulated sends will fail\n`);

@@ -18,6 +18,8 @@ export type SendOutcome = { ok: true } | { ok: false; error: string };
 
 export interface MessageSender {
   send(message: OutgoingMessage): Promise<SendOutcome>;
+  /** Quits and reopens Messages when it stopped writing the rows of its sends. */
+  restart(): Promise<SendOutcome | void>;
 }
 
 /**

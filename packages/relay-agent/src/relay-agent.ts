@@ -1,11 +1,12 @@
 import type { Logger } from './agent-logger.ts';
 import { retryableServerErrors } from './server-errors.ts';
-import type { AckFrame, AgentFrame, ErrorFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from 'relaybox-relay-protocol/frames.ts';
+import type { AckFrame, AgentFrame, ErrorFrame, HeartbeatFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from 'relaybox-relay-protocol/frames.ts';
 import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { InboundForwarder } from './inbound-forwarder.ts';
 import type { MessageSender } from './message-sender.ts';
+import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
 import { RelayConnection, type CloseInfo } from './relay-connection.ts';
@@ -43,6 +44,7 @@ export class RelayAgent {
   private readonly worker: SendWorker;
   private readonly health = new HealthSampler();
   private readonly operator: OperatorLog;
+  private readonly watchdog: MessagesWatchdog;
   private state: RelayState | undefined;
   private welcomed = false;
   private forwarder: InboundForwarder | undefined;
@@ -64,6 +66,9 @@ export class RelayAgent {
     this.config = deps.config;
     this.log = deps.logger;
     this.operator = new OperatorLog(deps.logger);
+    this.watchdog = new MessagesWatchdog({
+      stuckAfterMs: this.config.messagesStuckMs, restartIntervalMs: this.config.messagesRestartIntervalMs, restart: () => deps.sender.restart(), logger: this.log,
+    });
     this.tracker = new OutgoingTracker(deps.journal, deps.reader, { matchWindowMs: this.config.matchWindowMs, trackStatusMs: this.config.trackStatusMs });
     this.worker = new SendWorker(deps.journal, deps.sender, {
       attachmentsDir: this.config.attachmentsDir,
@@ -240,11 +245,14 @@ export class RelayAgent {
 
   private sendHeartbeat(): void {
     const queueDepth = this.deps.journal.inPhase('queued', 'sending').length;
-    this.send({ type: 'heartbeat', health: this.health.sample(queueDepth) });
+    const heartbeat: HeartbeatFrame = { type: 'heartbeat', health: this.health.sample(queueDepth) };
+    if (this.watchdog.reason) heartbeat.degraded = this.watchdog.reason;
+    this.send(heartbeat);
   }
 
+  /** A degraded relay advertises no capacity: the server gives its work to other relays. */
   private sendReady(): void {
-    if (this.welcomed) this.send({ type: 'ready', capacity: this.config.capacity });
+    if (this.welcomed) this.send({ type: 'ready', capacity: this.watchdog.degraded ? 0 : this.config.capacity });
   }
 
   /** Sends the steps of a record not yet sent on this connection, in order. */
@@ -297,6 +305,11 @@ export class RelayAgent {
   private async pollOnce(): Promise<void> {
     try {
       this.afterChange(await this.tracker.poll());
+      const waiting = this.deps.journal.inPhase('handed').filter((r) => r.rowId === undefined).map((r) => r.phaseAtMs);
+      if (await this.watchdog.check(waiting, this.deps.journal.outgoingCursor ?? 0)) {
+        this.sendReady();
+        this.sendHeartbeat();
+      }
       const forwarder = this.forwarder;
       if (forwarder && this.welcomed && this.connection.bufferedAmount < maxBufferedBytes) {
         const frames = await forwarder.poll();

@@ -11,7 +11,7 @@ import { openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sql
  * on any machine: the tables and columns below are the ones of macOS's
  * chat.db that ChatDbReader touches, with the same names, types and WAL
  * journal. `relaybox_simulator` is the simulator's own control table (pending
- * injected failures); the reader never reads it.
+ * injected failures, a stall); the reader never reads it.
  */
 const schema = `
 PRAGMA journal_mode = WAL;
@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS attachment (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, 
   is_outgoing INTEGER DEFAULT 0);
 CREATE TABLE IF NOT EXISTS message_attachment_join (message_id INTEGER REFERENCES message (ROWID) ON DELETE CASCADE,
   attachment_id INTEGER REFERENCES attachment (ROWID) ON DELETE CASCADE, UNIQUE (message_id, attachment_id));
-CREATE TABLE IF NOT EXISTS relaybox_simulator (id INTEGER PRIMARY KEY CHECK (id = 1), pending_failures INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS relaybox_simulator (id INTEGER PRIMARY KEY CHECK (id = 1), pending_failures INTEGER NOT NULL DEFAULT 0,
+  stalled INTEGER NOT NULL DEFAULT 0);
 INSERT OR IGNORE INTO relaybox_simulator (id, pending_failures) VALUES (1, 0);
 `;
 
@@ -77,6 +78,8 @@ class SimulatorWrites {
   private readonly insertAttachment: SqliteStatement;
   private readonly joinAttachment: SqliteStatement;
   private readonly addFailures: SqliteStatement;
+  private readonly readStalled: SqliteStatement;
+  private readonly setStalled: SqliteStatement;
   readonly markDelivered: SqliteStatement;
   readonly markRead: SqliteStatement;
 
@@ -96,6 +99,8 @@ class SimulatorWrites {
     this.insertAttachment = db.prepare('INSERT INTO attachment (guid, created_date, filename, transfer_name) VALUES (@guid, @date, @filename, @transferName)');
     this.joinAttachment = db.prepare('INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)');
     this.addFailures = db.prepare('UPDATE relaybox_simulator SET pending_failures = pending_failures + @count WHERE id = 1');
+    this.readStalled = db.prepare('SELECT stalled FROM relaybox_simulator WHERE id = 1');
+    this.setStalled = db.prepare('UPDATE relaybox_simulator SET stalled = @stalled WHERE id = 1');
     this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
     this.markRead = db.prepare('UPDATE message SET is_read = 1, date_read = @date WHERE ROWID = @rowId');
   }
@@ -128,6 +133,14 @@ class SimulatorWrites {
 
   addPendingFailures(count: number): void {
     this.addFailures.run({ count });
+  }
+
+  get stalled(): boolean {
+    return (this.readStalled.get() as { stalled: number }).stalled === 1;
+  }
+
+  set stalled(stalled: boolean) {
+    this.setStalled.run({ stalled: stalled ? 1 : 0 });
   }
 }
 
@@ -164,6 +177,7 @@ export interface SendLogEntry {
 
 export class SimulatedMessagesApp implements MessageSender {
   private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly held: OutgoingMessage[] = [];
 
   private constructor(readonly dbPath: string, private readonly writes: SimulatorWrites, private readonly options: SimulatorOptions) {}
 
@@ -172,8 +186,27 @@ export class SimulatedMessagesApp implements MessageSender {
     return new SimulatedMessagesApp(dbPath, new SimulatorWrites(await createSimulatedChatDb(dbPath)), options);
   }
 
-  /** Writes the outgoing row as Messages would, then marks it delivered (and read) later, unless a failure was injected. */
+  /**
+   * Writes the outgoing row as Messages would, then marks it delivered (and
+   * read) later, unless a failure was injected. While stalled (`simulate-stall`)
+   * it takes the message and writes nothing, like a stuck Messages app; a
+   * restart writes what it held.
+   */
   async send(message: OutgoingMessage): Promise<SendOutcome> {
+    if (this.writes.stalled) {
+      this.held.push(message);
+      return { ok: true };
+    }
+    return this.write(message);
+  }
+
+  /** Quits and reopens the app: the stall ends and the held messages go out. */
+  async restart(): Promise<void> {
+    this.writes.stalled = false;
+    for (const message of this.held.splice(0)) await this.write(message);
+  }
+
+  private async write(message: OutgoingMessage): Promise<SendOutcome> {
     const handle = normalizeHandle(message.to);
     const guid = randomUUID().toUpperCase();
     const row = this.writes.writeMessage({
@@ -250,6 +283,13 @@ export async function simulateInbound(dbPath: string, message: InboundInjection)
 export async function simulateFailures(dbPath: string, count: number): Promise<void> {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`count must be a non-negative integer, got ${count}`);
   await withSimulatorWrites(dbPath, (writes) => writes.addPendingFailures(count));
+}
+
+/** Makes every simulator on this file stop writing rows for its sends (a stuck Messages app) until it restarts, or `stalled` false. */
+export async function simulateStall(dbPath: string, stalled = true): Promise<void> {
+  await withSimulatorWrites(dbPath, (writes) => {
+    writes.stalled = stalled;
+  });
 }
 
 async function withSimulatorWrites<T>(dbPath: string, write: (writes: SimulatorWrites) => T): Promise<T> {
