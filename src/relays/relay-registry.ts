@@ -85,5 +85,7 @@ export function publicRelay(doc: RelayDoc) {
   return {
     id: doc.id, name: doc.name, status: doc.status, lastHeartbeat: doc.lastHeartbeat, systemInfo: doc.systemInfo, registeredAt: doc.registeredAt,
     teamId: doc.teamId, phoneNumbers: doc.phoneNumbers, capacity: doc.capacity, createdAt: doc.createdAt, updatedAt: doc.updatedAt,
+    // Only an online relay's last heartbeat says anything about it now.
+    degraded: doc.status === 'online' ? doc.degraded ?? null : null,
   };
 }

@@ -26,6 +26,8 @@ export interface RelayDoc {
   lastHeartbeat: string | null;
   systemInfo: { hostOsVersion: string; hostname: string };
   health: RelayHealth | null;
+  /** Why the relay cannot send, from its last heartbeat (a stuck Messages app); null or absent when it can. */
+  degraded?: string | null;
   /** SHA-256 of the relay credential's secret. */
   secretHash: string;
   /** Highest chat.db ROWID of inbound rows durably stored. */

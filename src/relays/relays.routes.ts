@@ -8,6 +8,8 @@ const relay = named('Relay', Type.Object({
   lastHeartbeat: Type.Union([Type.String(), Type.Null()]),
   systemInfo: Type.Object({ hostOsVersion: Type.String(), hostname: Type.String() }),
   registeredAt: Type.String(), teamId: Type.String(), phoneNumbers: Type.Array(Type.String()), capacity: Type.Integer(),
+  /** Why an online relay cannot send (its Messages app writes no rows; it takes no new sends meanwhile); null when it can. */
+  degraded: Type.Union([Type.String(), Type.Null()]),
 }));
 const health = Type.Union([Type.Null(), named('RelayHealth', Type.Object({
   cpuPercent: Type.Number(), memoryUsedBytes: Type.Integer(), memoryTotalBytes: Type.Integer(),

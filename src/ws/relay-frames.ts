@@ -30,7 +30,8 @@ export class RelayFrames {
     const session = { tenantId: relay.tenantId, session: relay.session };
     switch (frame.type) {
       case 'heartbeat':
-        return void (await this.relays.send(relay.id, { kind: 'heartbeat', ...session, health: frame.health }));
+        sockets.markDegraded(relay.id, ws, frame.degraded !== undefined);
+        return void (await this.relays.send(relay.id, { kind: 'heartbeat', ...session, health: frame.health, ...(frame.degraded ? { degraded: frame.degraded } : {}) }));
       case 'ready':
         return void (await this.relays.send(relay.id, { kind: 'ready', ...session, capacity: frame.capacity }));
       case 'status': {

@@ -22,6 +22,11 @@ const onlineGauge = (register.getSingleMetric('relaybox_relays_connected') as Ga
   help: 'Relay sockets held by this frontend',
 });
 
+const degradedGauge = (register.getSingleMetric('relaybox_relays_degraded') as Gauge | undefined) ?? new Gauge({
+  name: 'relaybox_relays_degraded',
+  help: 'Relay sockets held by this frontend whose last heartbeat said degraded (Messages writes no rows for its sends)',
+});
+
 /**
  * The relay sockets this frontend holds, one per relay (a newer connection
  * replaces an older one), the frames written to them, and the work still
@@ -30,6 +35,7 @@ const onlineGauge = (register.getSingleMetric('relaybox_relays_connected') as Ga
  */
 export class RelaySockets {
   private readonly sockets = new Map<string, RelayWebSocket>();
+  private readonly degraded = new Set<string>();
   private readonly pending = new Set<Promise<unknown>>();
 
   constructor(link: RelayLink, private readonly backpressureCap: number, private readonly log: Logger) {
@@ -74,10 +80,22 @@ export class RelaySockets {
     if (previous && previous !== ws) previous.end(4002, 'replaced by a newer connection');
   }
 
+  /** The relay's latest heartbeat on its current socket said whether it is degraded. */
+  markDegraded(relayId: string, ws: RelayWebSocket, degraded: boolean): void {
+    if (this.sockets.get(relayId) !== ws) return;
+    if (degraded) this.degraded.add(relayId);
+    else this.degraded.delete(relayId);
+    degradedGauge.set(this.degraded.size);
+  }
+
   /** The socket closed; it is forgotten unless a newer one already replaced it. */
   release(relayId: string, ws: RelayWebSocket): void {
-    if (this.sockets.get(relayId) === ws) this.sockets.delete(relayId);
+    if (this.sockets.get(relayId) === ws) {
+      this.sockets.delete(relayId);
+      this.degraded.delete(relayId);
+    }
     onlineGauge.set(this.sockets.size);
+    degradedGauge.set(this.degraded.size);
   }
 
   /** Closes every relay socket and waits for the work still running for them. */

@@ -156,6 +156,29 @@ eachBackend((backend) => {
       await other.s.next('send', (f) => f.messageId === id);
     });
 
+    test('a degraded relay shows it on GET /relays and in /metrics until a heartbeat says otherwise', async () => {
+      const org = await signup(t);
+      const { s, welcome } = await register(org, 5);
+      const health = { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 1 };
+      const reason = 'Messages wrote no chat.db row for a send within 1 min; not taking new sends';
+      const degradedGauge = async () => Number((await t.request('GET', '/metrics')).text.match(/^relaybox_relays_degraded (\d+)$/m)?.[1]);
+      const listed = async () => ((await t.request('GET', '/api/v1/relays', { token: org.ownerToken })).body.data as Array<{ id: string; degraded: string | null }>).find((r) => r.id === welcome.relayId);
+      assert.equal((await listed())?.degraded, null);
+      const before = await degradedGauge();
+      s.send({ type: 'heartbeat', health, degraded: reason });
+      await waitFor(async () => (await relayView(org, welcome.relayId)).degraded === reason, 2_000, 'degraded on GET /relays/:id');
+      assert.equal((await listed())?.degraded, reason);
+      assert.equal(await degradedGauge(), before + 1);
+      s.send({ type: 'heartbeat', health });
+      await waitFor(async () => (await listed())?.degraded === null, 2_000, 'not degraded after a heartbeat without it');
+      assert.equal(await degradedGauge(), before);
+      s.send({ type: 'heartbeat', health, degraded: reason });
+      await waitFor(async () => (await listed())?.degraded === reason, 2_000, 'degraded again');
+      s.close();
+      await waitFor(async () => (await listed())?.degraded === null, 4_000, 'an offline relay is not shown degraded');
+      assert.equal(await degradedGauge(), before, 'a closed socket leaves the gauge');
+    });
+
     // On the embedded default only: several MB of frames have to pile up before the kernel's buffers are full and uWS
     // sees backpressure; on FerretDB (SQLite) dispatching that many large messages takes ~20 s, and the gateway code
     // under test is the same on both backends.

@@ -2,7 +2,7 @@ import { h, replace, table, when } from '../dom.ts';
 import { api, can } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
-interface Relay { id: string; name: string; status: 'online' | 'offline'; lastHeartbeat: string | null; capacity: number; phoneNumbers: string[]; systemInfo: { hostname: string; hostOsVersion: string } }
+interface Relay { id: string; name: string; status: 'online' | 'offline'; degraded: string | null; lastHeartbeat: string | null; capacity: number; phoneNumbers: string[]; systemInfo: { hostname: string; hostOsVersion: string } }
 interface Health { cpuPercent: number; memoryUsedBytes: number; memoryTotalBytes: number; messagesPerMinute: number; queueDepth: number; reportedAt: string }
 
 /** Relays with their state and health; "add a relay" shows the exact agent command for a fresh registration token. */
@@ -13,7 +13,7 @@ export async function relaysView({ me, main }: PageContext): Promise<void> {
   const add = h('section', { id: 'add-relay', 'aria-label': 'Add a relay' });
   replace(main, h('h1', null, 'Relays'),
     relays.data.length === 0 ? h('p', null, 'No relay yet: messages wait in the queue until one connects.') : table('Relays', ['Name', 'State', 'Last heartbeat', 'Capacity', 'Numbers', 'Health'],
-      relays.data.map((r, i) => [r.name, h('span', { class: `st st-${r.status}` }, r.status), when(r.lastHeartbeat), r.capacity, r.phoneNumbers.join(', ') || '—', health(details[i]?.health)])),
+      relays.data.map((r, i) => [r.name, r.degraded ? h('span', { class: 'st st-degraded', title: r.degraded }, `degraded: ${r.degraded}`) : h('span', { class: `st st-${r.status}` }, r.status), when(r.lastHeartbeat), r.capacity, r.phoneNumbers.join(', ') || '—', health(details[i]?.health)])),
     can(me, 'admin') ? h('button', {
       type: 'button', id: 'add-relay-button',
       async onclick() {

@@ -37,6 +37,8 @@ export const relayProtocol = defineProtocol('relay', {
       messagesPerMinute: Type.Number({ minimum: 0 }),
       queueDepth: Type.Integer({ minimum: 0 }),
     }, { additionalProperties: false }),
+    /** Why the relay cannot send (a stuck Messages app); absent when it can. */
+    degraded: Type.Optional(text(frameLimits.errorLength, 1)),
   },
   ready: { ...connection, capacity: Type.Integer({ minimum: 0, maximum: frameLimits.maxCapacity }) },
   disconnect: { ...connection, reason: text(200) },

@@ -91,7 +91,7 @@ export class RelaySessions {
     const doc = await this.load(ctx, m.tenantId);
     if (!this.live(ctx, doc, m.session)) return;
     const now = nowIso();
-    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { lastHeartbeat: now, health: { ...m.health, reportedAt: now } } });
+    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { lastHeartbeat: now, health: { ...m.health, reportedAt: now }, degraded: m.degraded ?? null } });
     if (updated) ctx.state.doc = updated;
     ctx.state.lastHeartbeatAt = Date.parse(now);
   }
