@@ -47,7 +47,8 @@ test('the relay protocol is one workspace package both ends import, with only it
   assert.equal(manifest.name, 'relaybox-relay-protocol');
   const bare = new Set(importsOf(protocolDir).filter((s) => !s.startsWith('node:')).map(packageOf));
   assert.deepEqual([...bare].sort(), Object.keys(manifest.dependencies ?? {}).sort());
-  assert.deepEqual(readJson(join(root, 'package.json')).workspaces, ['examples/typed-client', 'src/relay-protocol', 'packages/relay-agent']);
+  const workspaces = readJson(join(root, 'package.json')).workspaces ?? [];
+  for (const workspace of ['src/relay-protocol', 'packages/relay-agent']) assert.ok(workspaces.includes(workspace), `${workspace} is a workspace`);
 });
 
 test("the agent's retryable server errors are the registry's", () => {

@@ -1,5 +1,6 @@
 /**
- * The desktop relay agent's command line: `npm run relay -- --server URL --token T`.
+ * The desktop relay agent's command line, `relaybox-relay` (`npm run relay -- ARGS` in this repository):
+ * connect, service, doctor and the simulator's commands.
  * Every failure ends in one plain sentence on stderr and an exit code
  * (2: bad arguments, 1: cannot run); never a stack trace.
  */
