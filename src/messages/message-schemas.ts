@@ -2,6 +2,7 @@ import { Type } from '@sinclair/typebox';
 import { pageSchema } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { phoneNumberField, strictObject, violationKey, type ViolationNote } from '../http/validation.ts';
+import { waitingReasons } from '../actors/tenant/protocol.ts';
 import { messageStatuses } from './message-store.ts';
 import { recipientFormat, recipientRule } from './recipients.ts';
 
@@ -45,7 +46,12 @@ export const sentMessageSchema = Type.Object({
 });
 
 export const statusRecordSchema = named('MessageStatus', Type.Object({
-  id: Type.String(), status, jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }), attempts: Type.Integer(), lastError: nullableString,
+  id: Type.String(), status,
+  waitingFor: Type.Union([
+    ...waitingReasons.map((w) => Type.Literal(w)), Type.Null(),
+  ], { description: 'a queued message: what it waits for (its sender line\'s rate or new-contact cap, a relay, its retry\'s backoff, the messages before it)' }),
+  notBefore: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'a queued message held by pacing or a retry: not sent before this time' }),
+  jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }), attempts: Type.Integer(), lastError: nullableString,
   queuedAt: nullableTime, sentAt: nullableTime, deliveredAt: nullableTime, readAt: nullableTime,
   recipients: Type.Optional(Type.Array(Type.Object({ id: Type.String(), to: Type.String(), status }), { description: 'a group send: each member message' })),
 }));

@@ -1,4 +1,7 @@
 import type { OutboxFields } from '../events/outbox.ts';
+import type { waitingReasons } from '../actors/tenant/protocol.ts';
+
+export type WaitingReason = (typeof waitingReasons)[number];
 import type { Store } from '../store/collection.ts';
 
 export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
@@ -73,8 +76,37 @@ export interface PhoneNumberDoc {
   metadata: Record<string, string>;
   status: 'active' | 'deactivated';
   deactivatedAt: string | null;
+  /** This number's own pace, over its organization's (actors/tenant/line-pacing.ts). */
+  pacing?: PaceSetting | null;
   createdAt: string;
   updatedAt: string;
+}
+
+/** A pace as an organization or a number sets it: what it leaves out comes from the level above. */
+export interface PaceSetting {
+  perSecond?: number;
+  burst?: number;
+  newContactsPerDay?: number;
+}
+
+/** The organization's pace for its sender lines (one document per organization, `id` its id). */
+export interface OrgPacingDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  pacing: PaceSetting;
+  updatedAt: string;
+}
+
+/** A recipient a sender line wrote to first, and when: how the new-contact cap of the line survives a restart. */
+export interface LineContactDoc {
+  [field: string]: unknown;
+  /** `<line> <to>`: one document per line and recipient. */
+  id: string;
+  tenantId: string;
+  line: string;
+  to: string;
+  firstAt: string;
 }
 
 export interface IdempotencyDoc {
@@ -102,6 +134,8 @@ export function messagingCollections(store: Store) {
     ]),
     conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
     phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),
+    orgPacing: store.collection<OrgPacingDoc>('org_pacing'),
+    lineContacts: store.collection<LineContactDoc>('line_contacts', [{ keys: { tenantId: 1, line: 1, to: 1 }, unique: true }]),
     idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
   };
 }
@@ -114,10 +148,17 @@ export function publicMessage(doc: MessageDoc) {
   return rest;
 }
 
-export function statusRecord(doc: MessageDoc) {
+/** Why a queued message waits, and until when (ISO time), as the dispatch answers it; null when it is not waiting. */
+export interface Waiting {
+  waitingFor: WaitingReason | null;
+  notBefore: string | null;
+}
+
+export function statusRecord(doc: MessageDoc, waiting: Waiting = { waitingFor: null, notBefore: null }) {
   return {
     id: doc.id,
     status: doc.status,
+    ...waiting,
     jobId: doc.jobId ?? null,
     attempts: doc.attempts,
     lastError: doc.lastError,

@@ -12,6 +12,8 @@ export const queueItem = Type.Object({
   id,
   priority: Type.Integer({ minimum: 0, maximum: 100 }),
   fromNumber: Type.Union([text(32), Type.Null()]),
+  /** Its recipient, for its line's new-contact cap; absent, it counts as a contact the line knows. */
+  to: Type.Optional(text(320)),
   /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
   source: Type.Optional(text(64)),
   /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
@@ -56,7 +58,18 @@ export const tenantProtocol = defineProtocol('tenant', {
   retry: { messageId: id },
   /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
   'close-source': { source: text(64) },
+  /** A timer: a paced line has a free slot again. */
+  pace: {},
+  /** Sender pacing settings changed in the store: read again. */
+  'pacing-changed': {},
+  /** Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. */
+  waiting: { messageId: id },
+  /** Asked: a sender line's usage (`LinePacing.usage`). */
+  usage: { line: text(64) },
 });
+
+/** What a queued message can wait for, as its status record says (`waiting`). */
+export const waitingReasons = ['line_rate', 'new_contact_cap', 'relay_offline', 'relay_busy', 'retry_backoff', 'queue'] as const;
 
 /** Which relay session a report comes from. */
 export type RelayReport = { relayId: string; session: number };
