@@ -1,4 +1,5 @@
 import type { OutboxFields } from '../events/outbox.ts';
+import { agentHops, type AgentCheckpoint } from '../relay-protocol/frames.ts';
 import type { waitingReasons } from '../actors/tenant/protocol.ts';
 
 export type WaitingReason = (typeof waitingReasons)[number];
@@ -49,6 +50,8 @@ export interface MessageDoc extends OutboxFields {
   readAt: string | null;
   failedAt?: string | null;
   nextAttemptAt?: string | null;
+  /** The hops of its current attempt its relay agent reported (relay-protocol/frames.ts `agentHops`). */
+  agentCheckpoints?: AgentCheckpoint[];
   createdAt: string;
   updatedAt: string;
 }
@@ -144,7 +147,7 @@ export type MessagingCollections = ReturnType<typeof messagingCollections>;
 
 /** What the API shows of a message: everything but the storage fields. */
 export function publicMessage(doc: MessageDoc) {
-  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
+  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, agentCheckpoints: _hops, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
   return rest;
 }
 
@@ -154,11 +157,28 @@ export interface Waiting {
   notBefore: string | null;
 }
 
+/** Every hop of a send a message's record shows, in the order they happen. */
+export const hops = ['accepted', 'handed_to_relay', ...agentHops, 'sent', 'delivered'] as const;
+export type Hop = (typeof hops)[number];
+
+/**
+ * When the message passed each hop, in hop order: accepted (stored), handed
+ * to a relay (claimed for it; the latest attempt), the hops its agent
+ * reported, sent and delivered. A hop not reached, or not reported (an
+ * agent that does not report hops), is left out.
+ */
+export function checkpointsOf(doc: MessageDoc): Array<{ hop: Hop; at: string }> {
+  const at: Partial<Record<Hop, string | null | undefined>> = { accepted: doc.createdAt, handed_to_relay: doc.processingAt, sent: doc.sentAt, delivered: doc.deliveredAt };
+  for (const c of doc.agentCheckpoints ?? []) at[c.hop] = c.at;
+  return hops.filter((hop) => at[hop]).map((hop) => ({ hop, at: at[hop]! }));
+}
+
 export function statusRecord(doc: MessageDoc, waiting: Waiting = { waitingFor: null, notBefore: null }) {
   return {
     id: doc.id,
     status: doc.status,
     ...waiting,
+    checkpoints: checkpointsOf(doc),
     jobId: doc.jobId ?? null,
     attempts: doc.attempts,
     lastError: doc.lastError,

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { agentCheckpoint, agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol } from '../../runtime/actor.ts';
 import { queueItem } from '../tenant/protocol.ts';
 
@@ -53,6 +53,7 @@ export const relayProtocol = defineProtocol('relay', {
     error: Type.Optional(text(frameLimits.errorLength)),
     guid: Type.Optional(text(frameLimits.guidLength)),
     attempt,
+    checkpoints: Type.Optional(Type.Array(agentCheckpoint, { maxItems: agentHops.length })),
   },
   /** A timer: has the relay reported on this attempt in time? */
   'send-timeout': { tenantId, messageId, attempt },

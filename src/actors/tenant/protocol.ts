@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { agentCheckpoint, agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol, type MessageOfKind } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
@@ -50,6 +50,8 @@ export const tenantProtocol = defineProtocol('tenant', {
     guid: Type.Optional(text(frameLimits.guidLength)),
     /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
     attempt: Type.Integer({ minimum: 1 }),
+    /** The hops of the attempt the agent saw, when it reports them. */
+    checkpoints: Type.Optional(Type.Array(agentCheckpoint, { maxItems: agentHops.length })),
     grant: Type.Optional(Type.Object(creditGrant, { additionalProperties: false })),
   },
   /** The relay actor's timer: the relay has not reported on an attempt in time. */

@@ -12,7 +12,8 @@ import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
-import { countMessages, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
+import { countMessages, observeHop, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
+import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
@@ -385,11 +386,15 @@ export class TenantDispatcher {
     const now = Date.now();
     changes.forEach((c, i) => {
       if (!applied[i]) return;
-      const createdAt = Date.parse(read.get(String(c.filter.id))?.createdAt ?? '');
+      const doc = read.get(String(c.filter.id));
+      const createdAt = Date.parse(doc?.createdAt ?? '');
       for (const outcome of c.reached) {
         countMessages(outcome);
         observeLatency(outcome, (now - createdAt) / 1000);
+        if (doc) observeHop(outcome, doc.createdAt, String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt']));
       }
+      const hops = (c.set.agentCheckpoints as AgentCheckpoint[] | undefined) ?? [];
+      for (const hop of hops.slice(doc?.agentCheckpoints?.length ?? 0)) if (doc) observeHop(hop.hop, doc.createdAt, hop.at);
       // The delivery SLO's clock runs only while a relay is online: from acceptance, or from when one came online if later.
       if (c.reached.includes('sent')) observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
     });
