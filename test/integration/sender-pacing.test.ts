@@ -112,6 +112,23 @@ eachBackend((backend) => {
       assert.ok(Date.parse(usage.body.nextSlotAt) <= Date.now() + 1_000);
     });
 
+    test('a paced bulk job\'s estimatedCompletionAt is within 10 % of when its last message went out', async () => {
+      const org = await signup(t);
+      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 20, burst: 3, newContactsPerDay: 1000 } });
+      const relay = await connected(org);
+      const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages: Array.from({ length: 150 }, (_, i) => ({ to: recipient(600 + i), body: 'hello' })) } });
+      assert.equal(job.status, 201, job.text);
+      const jobId = job.body.jobId as string;
+      await until('the job under way', async () => relay.sends.length >= 10, 10_000);
+      const askedAt = Date.now();
+      const detail = await t.request('GET', `/api/v1/messages/bulk/${jobId}`, { token: org.ownerToken });
+      const eta = Date.parse(detail.body.estimatedCompletionAt);
+      await until('every message sent', async () => relay.sends.length >= 150, 30_000);
+      const lastSent = Math.max(...relay.sends.map((s) => sentAt.get(s.messageId)!));
+      const real = lastSent - askedAt;
+      assert.ok(Math.abs(eta - lastSent) <= real * 0.1, `estimated ${eta - askedAt} ms from the read, real ${real} ms`);
+    });
+
     test('pacing settings: bad input is a 400, a member may not set them, and another organization\'s number is not found', async () => {
       const org = await signup(t);
       const other = await signup(t);

@@ -116,6 +116,41 @@ export class LinePacing {
     return { line: key, to, firstAt: now };
   }
 
+  /**
+   * When `lines` together will have sent `count` messages, `fresh` of them
+   * first messages to recipients new to every one of the lines (epoch ms):
+   * their rates after what their buckets hold now, and, when the new
+   * recipients are more than the lines' caps have left, the days their caps
+   * take to free enough slots.
+   */
+  drainedAt(lines: string[], count: number, fresh: number, now: number): number | null {
+    if (lines.length === 0) return null;
+    let rate = 0;
+    let ready = 0;
+    let capLeft = 0;
+    let capPerDay = 0;
+    let capFreesAt = Infinity;
+    for (const key of lines) {
+      const line = this.line(key, now);
+      const pace = this.pace(key);
+      rate += pace.perSecond;
+      ready += Math.floor(line.tokens);
+      capLeft += Math.max(0, pace.newContactsPerDay - line.newContacts.length);
+      capPerDay += pace.newContactsPerDay;
+      if (line.newContacts.length > 0) capFreesAt = Math.min(capFreesAt, line.newContacts[0]! + dayMs);
+    }
+    const byRate = now + (Math.max(0, count - ready) / rate) * 1000;
+    if (fresh <= capLeft) return Math.ceil(byRate);
+    if (capPerDay === 0) return null;
+    const byCap = (Number.isFinite(capFreesAt) ? capFreesAt : now) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
+    return Math.ceil(Math.max(byRate, byCap));
+  }
+
+  /** Whether `to` is a recipient none of `lines` has written to. */
+  isNewTo(lines: string[], to: string | undefined, now: number): boolean {
+    return to !== undefined && lines.every((key) => !this.line(key, now).known.has(to));
+  }
+
   /** What `GET /phone-numbers/:id/usage` shows of a line. */
   usage(key: string, now: number) {
     const line = this.line(key, now);

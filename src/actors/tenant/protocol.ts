@@ -66,6 +66,8 @@ export const tenantProtocol = defineProtocol('tenant', {
   'pacing-changed': {},
   /** Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. */
   waiting: { messageId: id },
+  /** Asked: when a bulk job's queued messages should all be sent, from its lines' pace (epoch ms), or null. */
+  estimate: { source: text(64) },
   /** Asked: a sender line's usage (`LinePacing.usage`). */
   usage: { line: text(64) },
 });

@@ -94,6 +94,11 @@ export class SendQueue {
     return this.ids.get(id);
   }
 
+  /** Every waiting message, in no particular order. */
+  all(): IterableIterator<QueuedMessage> {
+    return this.ids.values();
+  }
+
   push(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
     this.ids.set(item.id, item);

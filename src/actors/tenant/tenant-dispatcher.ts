@@ -183,6 +183,40 @@ export class TenantDispatcher {
     return { waitingFor: 'queue' };
   }
 
+  /**
+   * When a bulk job's (or group send's) queued messages should all be sent
+   * (epoch ms), from the pace of the lines they go through: for each sender
+   * line (a number, or the online relays together), the messages of that
+   * line at the job's priority or above, this job's and the others' it takes
+   * turns with, drained at the lines' rate, and the days their new-contact
+   * caps need. Null when nothing of it is queued here or no relay is online.
+   */
+  async estimate(ctx: TenantContext, source: string): Promise<number | null> {
+    const state = await this.state(ctx);
+    const now = Date.now();
+    const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
+    if (relayLines.length === 0) return null;
+    const mine = [...state.queue.all()].filter((item) => item.source === source);
+    if (mine.length === 0) return null;
+    const groups = new Map<string | null, { lowest: number; fresh: number }>();
+    for (const item of mine) {
+      const lines = item.fromNumber ? [item.fromNumber] : relayLines;
+      const group = groups.get(item.fromNumber) ?? { lowest: item.priority, fresh: 0 };
+      group.lowest = Math.min(group.lowest, item.priority);
+      if (state.pacing.isNewTo(lines, item.to, now)) group.fresh++;
+      groups.set(item.fromNumber, group);
+    }
+    let at = now;
+    for (const [fromNumber, group] of groups) {
+      let ahead = 0;
+      for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
+      const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, group.fresh, now);
+      if (done === null) return null;
+      at = Math.max(at, done);
+    }
+    return at;
+  }
+
   /** A sender line's usage and its next free slots (epoch ms). */
   async usage(ctx: TenantContext, line: string) {
     const state = await this.state(ctx);

@@ -29,6 +29,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       'pacing-changed': settled((ctx) => dispatcher.pacingChanged(ctx)),
       waiting: settled((ctx, m) => dispatcher.waiting(ctx, m.messageId)),
       usage: settled((ctx, m) => dispatcher.usage(ctx, m.line)),
+      estimate: settled((ctx, m) => dispatcher.estimate(ctx, m.source)),
     },
     // A burst of relay reports: one read and one write for all of them.
     batches: {
