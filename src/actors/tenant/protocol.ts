@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { agentCheckpoint, agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol, type MessageOfKind } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
@@ -19,6 +19,12 @@ export const queueItem = Type.Object({
   /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
   queuedAt: Type.Optional(Type.Integer({ minimum: 0 })),
 }, { additionalProperties: false });
+
+/** The hops of a send attempt its relay agent reported (relay-protocol/frames.ts `agentCheckpoint`, its time as text like every time here). */
+export const agentCheckpoints = Type.Array(
+  Type.Object({ hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: text(40) }, { additionalProperties: false }),
+  { maxItems: agentHops.length },
+);
 
 /** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (actors/relay/relay-credits.ts). */
 const creditGrant = {
@@ -51,7 +57,7 @@ export const tenantProtocol = defineProtocol('tenant', {
     /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
     attempt: Type.Integer({ minimum: 1 }),
     /** The hops of the attempt the agent saw, when it reports them. */
-    checkpoints: Type.Optional(Type.Array(agentCheckpoint, { maxItems: agentHops.length })),
+    checkpoints: Type.Optional(agentCheckpoints),
     grant: Type.Optional(Type.Object(creditGrant, { additionalProperties: false })),
   },
   /** The relay actor's timer: the relay has not reported on an attempt in time. */
