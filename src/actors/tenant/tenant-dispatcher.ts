@@ -11,6 +11,7 @@ import type { ActorContext } from '../../runtime/types.ts';
 import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
+import { insertNew } from '../../store/insert-new.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { countMessages, observeHop, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
 import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
@@ -521,10 +522,15 @@ export class TenantDispatcher {
     if (wakeAt !== undefined) await this.wakeAt(ctx, state, wakeAt);
   }
 
+  /**
+   * Inserted, not upserted: an upsert is a read of the collection first, and
+   * on a MongoDB wire server that scans (FerretDB 1.x) it halved a bulk
+   * job's drain. One already stored (a line's memory rebuilt while a write
+   * was on its way) is left as it is.
+   */
   private async recordContacts(orgId: string, contacts: LineContact[]): Promise<void> {
-    await this.deps.db.lineContacts.bulkWrite(this.scope(orgId), contacts.map((c) => ({
-      updateOne: { filter: { id: `${c.line} ${c.to}` }, update: { $setOnInsert: { line: c.line, to: c.to, firstAt: new Date(c.firstAt).toISOString() } }, upsert: true },
-    })));
+    const docs = contacts.map((c) => ({ id: `${c.line} ${c.to}`, tenantId: orgId, line: c.line, to: c.to, firstAt: new Date(c.firstAt).toISOString() }));
+    await insertNew(this.deps.db.lineContacts, this.scope(orgId), docs);
   }
 
   /**
