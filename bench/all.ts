@@ -57,7 +57,7 @@ process.env.MONGODB_URL = mongoUrl;
 const peerSource = resolve(process.env.BENCH_PEER_DIR || join(here, '..', 'shared', 'peer'));
 const peerRedis = 'redis://127.0.0.1:6379';
 /** The limiter runs but never refuses: the bench measures the send path, not the limit. */
-const generousRateLimit = { RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000' };
+const generousRateLimit = { RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000' };
 
 type Target = 'peer' | Backend;
 const targets: Target[] = ['peer', 'embedded', 'redis+mongo'];

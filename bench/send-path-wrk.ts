@@ -72,7 +72,7 @@ async function measure(name: string, root: string): Promise<void> {
     service = await startService('all', {
       NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: dataDir, REDIS_URL: '', MONGODB_URL: '',
       // The limiter runs but never refuses: the bench measures the send path, not the limit.
-      RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000',
+      RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000',
     }, root);
     const base = `http://127.0.0.1:${service.port}`;
     const pid = service.pids[0]!;

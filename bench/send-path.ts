@@ -33,7 +33,7 @@ const split = process.env.BENCH_SPLIT !== '0' && wanted('split');
 /** Both phases, the drain after each, and slack for a slow start. */
 const loadTimeoutMs = (2 * (warmupSeconds + seconds) + 2 * 10 + 30) * 1000;
 /** Limits the service to what the bench measures, so the limiter runs but never refuses. */
-const generousRateLimit = { RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000' };
+const generousRateLimit = { RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000' };
 
 const targetsFromIssue = { redisMongoPerSecond: 10_000, embeddedPerSecond: 20_000, p99AtHalfMs: 20 };
 

@@ -66,6 +66,12 @@ export interface Config {
   messageSendTimeoutMs: number;
   /** How often a tenant's send queue is rebuilt from the store, healing anything a crash left behind. */
   tenantSweepMs: number;
+  /**
+   * Each sender line's pace unless its organization or number says otherwise:
+   * messaging networks flag accounts that send fast or to many strangers
+   * (hosted services publish about 1 a second and a daily cap of new contacts).
+   */
+  pacing: { perSecond: number; burst: number; newContactsPerDay: number };
   /** How many messages one group commit writes at most. */
   sendBatchMax: number;
   /** How long the organization's events stay readable through GET /api/v1/events. */
@@ -178,6 +184,11 @@ export function loadConfig(env: Env = process.env): Config {
     messageMaxAttempts: positive(env, 'MESSAGE_MAX_ATTEMPTS', 3),
     messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
+    pacing: {
+      perSecond: positive(env, 'PACING_PER_SECOND', 1),
+      burst: positive(env, 'PACING_BURST', 3),
+      newContactsPerDay: int(env, 'PACING_NEW_CONTACTS_PER_DAY', 50),
+    },
     sendBatchMax: positive(env, 'SEND_BATCH_MAX', 512),
     eventRetentionDays: positive(env, 'EVENT_RETENTION_DAYS', 30),
     eventClaimIdleMs: positive(env, 'EVENT_CLAIM_IDLE_MS', 30_000),

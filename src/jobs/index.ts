@@ -17,6 +17,9 @@ import { jobRoutes } from './jobs.routes.ts';
 
 export { cancelledJobIds, jobCollections } from './job-store.ts';
 
+/** A job read does not wait longer than this for the dispatch's estimate: it falls back to the job's own rate. */
+const estimateAskMs = 2_000;
+
 export interface JobsDeps {
   config: Pick<Config, 'bulkMaxBodyBytes' | 'jobAssumedSendMs'>;
   log: Logger;
@@ -32,7 +35,10 @@ export function createJobs(deps: JobsDeps) {
   const jobs = actorClient(deps.runtime, jobProtocol);
   const tenants = actorClient(deps.runtime, tenantProtocol);
   const service = new JobService({ db: deps.db, events: deps.events, idempotency: new IdempotencyKeys(deps.db.idempotency), jobs, tenants, log });
-  const queries = new JobQueries({ db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs });
+  const queries = new JobQueries({
+    db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs,
+    paced: (orgId, jobId) => tenants.ask<number | null>(orgId, { kind: 'estimate', source: jobId }, estimateAskMs),
+  });
   exposeJobGauge(deps.db);
   return {
     routes: jobRoutes({ service, queries, cursors: deps.cursors, maxBodyBytes: deps.config.bulkMaxBodyBytes }),

@@ -14,7 +14,12 @@ const throughputWindowMs = 60_000;
 
 /** The read side of bulk jobs, always within the caller's team. */
 export class JobQueries {
-  constructor(private readonly deps: { db: MessagingCollections & JobCollections & RelayCollections; assumedSendMs: number }) {}
+  constructor(private readonly deps: {
+    db: MessagingCollections & JobCollections & RelayCollections;
+    assumedSendMs: number;
+    /** When the dispatch expects the job's queued messages sent, from its lines' pace (epoch ms); null when it cannot say. */
+    paced?: (orgId: string, jobId: string) => Promise<number | null>;
+  }) {}
 
   /** Newest first; counts and progress as of the job's last counted progress check (a few seconds at most while it runs). */
   async list(p: Principal, q: { status?: JobStatus; page: number; limit: number }) {
@@ -41,15 +46,21 @@ export class JobQueries {
   }
 
   /**
-   * When the job's open messages should be done: at the job's own rate over
-   * the last minute, or, before it has one, at what the online relays'
-   * capacity allows (each send assumed to take `assumedSendMs`). Null when no
-   * relay is online to send them.
+   * When the job's open messages should be done: while some are queued, from
+   * the pace of the sender lines they go through (the dispatch knows it:
+   * actors/tenant/line-pacing.ts); otherwise at the job's own rate over the
+   * last minute, or, before it has one, at what the online relays' capacity
+   * allows (each send assumed to take `assumedSendMs`). Null when no relay is
+   * online to send them.
    */
   private async estimate(p: Principal, job: JobDoc, counts: JobCounts): Promise<string | null> {
     if (job.completedAt) return job.completedAt;
     const open = counts.queued + counts.processing;
     if (job.status === 'cancelled') return null;
+    if (job.status === 'processing' && counts.queued > 0) {
+      const paced = await this.deps.paced?.(p.orgId, job.id).catch(() => null);
+      if (paced) return new Date(paced).toISOString();
+    }
     const relays = await this.deps.db.relays.find({ tenantId: p.orgId }, { status: 'online' });
     if (relays.length === 0) return null;
     const now = Date.now();

@@ -27,7 +27,7 @@ export function jobEventId(jobId: string, event: string, messageId: string): str
  */
 export async function releaseToSendQueue(deps: { events: EventStream; log: Logger }, ctx: ActorContext, orgId: string, jobId: string, docs: MessageDoc[]): Promise<void> {
   if (docs.length === 0) return;
-  const enqueue = { kind: 'enqueue' as const, items: docs.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, source: jobId })) };
+  const enqueue = { kind: 'enqueue' as const, items: docs.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, source: jobId })) };
   try {
     await ctx.send(tenantProtocol, orgId, enqueue);
   } catch (err) {

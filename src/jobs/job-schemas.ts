@@ -38,7 +38,7 @@ export const jobSummary = named('BulkJob', Type.Object({
 }));
 
 export const jobDetail = Type.Composite([jobSummary, Type.Object({
-  estimatedCompletionAt: Type.Union([Type.String(), Type.Null()], { description: "from the online relays' capacity and the job's recent throughput; null when no relay is online" }),
+  estimatedCompletionAt: Type.Union([Type.String(), Type.Null()], { description: "while messages are queued, from the pace of their sender lines; otherwise from the job's recent throughput or the online relays' capacity; null when no relay is online" }),
 })]);
 
 export const jobResult = Type.Object({

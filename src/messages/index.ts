@@ -9,11 +9,16 @@ import { AttachmentLinks } from './attachment-links.ts';
 import { conversationRoutes } from './conversations.routes.ts';
 import { IdempotencyKeys } from './idempotency.ts';
 import { MessageQueries } from './message-queries.ts';
-import type { MessagingCollections } from './message-store.ts';
+import type { MessagingCollections, WaitingReason } from './message-store.ts';
 import { messageRoutes } from './messages.routes.ts';
 import { phoneNumberRoutes } from './phone-numbers.routes.ts';
+import { actorClient } from '../runtime/actor.ts';
+import { tenantProtocol } from '../actors/tenant/protocol.ts';
 import { SendCommitter } from './send-committer.ts';
 import { SendService, type ContactLookup } from './send-service.ts';
+
+/** A status read does not wait longer than this for the dispatch to say why a message waits: it answers without the reason. */
+const waitingAskMs = 2_000;
 
 export interface MessagingDeps {
   config: Config;
@@ -32,7 +37,11 @@ export function createMessaging(deps: MessagingDeps) {
   const log = deps.log.child({ component: 'messaging' });
   const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox: deps.outbox, log }, deps.config.sendBatchMax);
   const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });
-  const queries = new MessageQueries({ db: deps.db, contacts: deps.contacts });
+  const tenants = actorClient(deps.runtime, tenantProtocol);
+  const queries = new MessageQueries({
+    db: deps.db, contacts: deps.contacts,
+    waiting: (orgId, messageId) => tenants.ask<{ waitingFor: WaitingReason; notBefore?: number } | null>(orgId, { kind: 'waiting', messageId }, waitingAskMs),
+  });
   const links = new AttachmentLinks(deps.tokens.deriveSecret('attachment-links'));
   const publicBaseUrl = (host: string | undefined) => deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
   return {
@@ -40,6 +49,6 @@ export function createMessaging(deps: MessagingDeps) {
     send,
     /** Settles once every accepted send is committed, published and queued. */
     settled: () => committer.idle(),
-    routes: [...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }), ...conversationRoutes(queries, deps.cursors), ...phoneNumberRoutes(deps.db.phoneNumbers)],
+    routes: [...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }), ...conversationRoutes(queries, deps.cursors), ...phoneNumberRoutes(deps.db, tenants)],
   };
 }

@@ -29,6 +29,19 @@ export function observeLatency(to: 'sent' | 'delivered', seconds: number): void 
   if (Number.isFinite(seconds) && seconds >= 0) latency.labels(to).observe(seconds);
 }
 
+const hopLatency = (register.getSingleMetric('relaybox_message_hop_seconds') as Histogram | undefined) ?? new Histogram({
+  name: 'relaybox_message_hop_seconds',
+  help: 'From a message\'s acceptance to each hop of its send (handed_to_relay, the agent\'s relay_received, handed_to_app and seen_in_database, sent, delivered), observed when the hop is stored',
+  labelNames: ['hop'],
+  buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600],
+});
+
+/** Accept → `hop`, from the message's acceptance time (ISO) to the hop's. */
+export function observeHop(hop: string, acceptedAt: string, at: string): void {
+  const seconds = (Date.parse(at) - Date.parse(acceptedAt)) / 1000;
+  if (Number.isFinite(seconds)) hopLatency.labels(hop).observe(Math.max(0, seconds));
+}
+
 const sendWait = (register.getSingleMetric('relaybox_message_send_wait_seconds') as Histogram | undefined) ?? new Histogram({
   name: 'relaybox_message_send_wait_seconds',
   help: 'From a message\'s acceptance, or from when a relay of its organization came online if that is later, to its status sent: the delivery SLO\'s clock, which does not run while no relay is online',

@@ -3,7 +3,7 @@ import { phoneNumberRule } from '../phone-number.ts';
 import type { Principal } from '../roles.ts';
 import { paginate, pageWindow, readListPage, type PageRequest } from '../http/pagination.ts';
 import type { Filter, Scope, Sort } from '../store/collection.ts';
-import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessagingCollections } from './message-store.ts';
+import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessagingCollections, type Waiting, type WaitingReason } from './message-store.ts';
 import { normalizeParticipant } from './recipients.ts';
 import type { ContactLookup } from './send-service.ts';
 
@@ -23,7 +23,12 @@ function participantOf(raw: string): string {
 
 /** The read side of messages and conversations, always within the caller's team. */
 export class MessageQueries {
-  constructor(private readonly deps: { db: MessagingCollections; contacts: ContactLookup }) {}
+  constructor(private readonly deps: {
+    db: MessagingCollections;
+    contacts: ContactLookup;
+    /** What the dispatch says a queued message waits for (from its memory, no store read), or null when it does not hold it. */
+    waiting?: (orgId: string, messageId: string) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
+  }) {}
 
   async list(p: Principal, q: PageRequest & { direction?: 'sent' | 'received'; participant?: string }) {
     const filter: Filter = { fanout: { $ne: true } };
@@ -56,7 +61,7 @@ export class MessageQueries {
   /** A group send reports the furthest state all its members' messages have reached. */
   async status(p: Principal, id: string) {
     const doc = await this.one(p, id);
-    if (!doc.fanout) return statusRecord(doc);
+    if (!doc.fanout) return statusRecord(doc, await this.waitingOf(p.orgId, doc));
     const children: MessageDoc[] = [];
     for await (const page of this.deps.db.messages.scan(teamScope(p), { parentId: id }, { sort: { createdAt: 1, id: 1 } })) children.push(...page);
     const order = ['failed', 'queued', 'processing', 'sent', 'delivered'] as const;
@@ -71,6 +76,16 @@ export class MessageQueries {
       deliveredAt: latest('deliveredAt'),
       recipients: children.map((c) => ({ id: c.id, to: c.to, status: c.status })),
     };
+  }
+
+  /** A queued message's wait: its retry's backoff from the store, anything else from the dispatch; unknown (null) when the dispatch does not answer. */
+  private async waitingOf(orgId: string, doc: MessageDoc): Promise<Waiting> {
+    const none = { waitingFor: null, notBefore: null };
+    if (doc.status !== 'queued') return none;
+    if (doc.nextAttemptAt && Date.parse(doc.nextAttemptAt) > Date.now()) return { waitingFor: 'retry_backoff', notBefore: doc.nextAttemptAt };
+    const hold = await this.deps.waiting?.(orgId, doc.id).catch(() => null);
+    if (!hold) return none;
+    return { waitingFor: hold.waitingFor, notBefore: hold.notBefore === undefined ? null : new Date(hold.notBefore).toISOString() };
   }
 
   /** Queue counts of the caller's whole organization. */

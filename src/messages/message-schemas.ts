@@ -2,7 +2,8 @@ import { Type } from '@sinclair/typebox';
 import { pageSchema } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { phoneNumberField, strictObject, violationKey, type ViolationNote } from '../http/validation.ts';
-import { messageStatuses } from './message-store.ts';
+import { waitingReasons } from '../actors/tenant/protocol.ts';
+import { hops, messageStatuses } from './message-store.ts';
 import { recipientFormat, recipientRule } from './recipients.ts';
 
 export const maxBodyChars = 10_000;
@@ -45,7 +46,16 @@ export const sentMessageSchema = Type.Object({
 });
 
 export const statusRecordSchema = named('MessageStatus', Type.Object({
-  id: Type.String(), status, jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }), attempts: Type.Integer(), lastError: nullableString,
+  id: Type.String(), status,
+  waitingFor: Type.Union([
+    ...waitingReasons.map((w) => Type.Literal(w)), Type.Null(),
+  ], { description: 'a queued message: what it waits for (its sender line\'s rate or new-contact cap, a relay, its retry\'s backoff, the messages before it)' }),
+  notBefore: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'a queued message held by pacing or a retry: not sent before this time' }),
+  checkpoints: Type.Array(Type.Object({ hop: Type.Union(hops.map((h) => Type.Literal(h))), at: Type.String({ format: 'date-time' }) }), {
+    maxItems: hops.length,
+    description: 'when the message passed each hop, in order: accepted, handed_to_relay, the relay agent\'s relay_received, handed_to_app and seen_in_database (when it reports them), sent, delivered',
+  }),
+  jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }), attempts: Type.Integer(), lastError: nullableString,
   queuedAt: nullableTime, sentAt: nullableTime, deliveredAt: nullableTime, readAt: nullableTime,
   recipients: Type.Optional(Type.Array(Type.Object({ id: Type.String(), to: Type.String(), status }), { description: 'a group send: each member message' })),
 }));

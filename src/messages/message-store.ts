@@ -1,4 +1,8 @@
 import type { OutboxFields } from '../events/outbox.ts';
+import { agentHops, type AgentCheckpoint } from '../relay-protocol/frames.ts';
+import type { waitingReasons } from '../actors/tenant/protocol.ts';
+
+export type WaitingReason = (typeof waitingReasons)[number];
 import type { Store } from '../store/collection.ts';
 
 export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
@@ -46,6 +50,8 @@ export interface MessageDoc extends OutboxFields {
   readAt: string | null;
   failedAt?: string | null;
   nextAttemptAt?: string | null;
+  /** The hops of its current attempt its relay agent reported (relay-protocol/frames.ts `agentHops`). */
+  agentCheckpoints?: AgentCheckpoint[];
   createdAt: string;
   updatedAt: string;
 }
@@ -73,8 +79,37 @@ export interface PhoneNumberDoc {
   metadata: Record<string, string>;
   status: 'active' | 'deactivated';
   deactivatedAt: string | null;
+  /** This number's own pace, over its organization's (actors/tenant/line-pacing.ts). */
+  pacing?: PaceSetting | null;
   createdAt: string;
   updatedAt: string;
+}
+
+/** A pace as an organization or a number sets it: what it leaves out comes from the level above. */
+export interface PaceSetting {
+  perSecond?: number;
+  burst?: number;
+  newContactsPerDay?: number;
+}
+
+/** The organization's pace for its sender lines (one document per organization, `id` its id). */
+export interface OrgPacingDoc {
+  [field: string]: unknown;
+  id: string;
+  tenantId: string;
+  pacing: PaceSetting;
+  updatedAt: string;
+}
+
+/** A recipient a sender line wrote to first, and when: how the new-contact cap of the line survives a restart. */
+export interface LineContactDoc {
+  [field: string]: unknown;
+  /** `<line> <to>`: one document per line and recipient. */
+  id: string;
+  tenantId: string;
+  line: string;
+  to: string;
+  firstAt: string;
 }
 
 export interface IdempotencyDoc {
@@ -102,6 +137,8 @@ export function messagingCollections(store: Store) {
     ]),
     conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
     phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),
+    orgPacing: store.collection<OrgPacingDoc>('org_pacing'),
+    lineContacts: store.collection<LineContactDoc>('line_contacts', [{ keys: { tenantId: 1, line: 1, to: 1 }, unique: true }]),
     idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
   };
 }
@@ -110,14 +147,38 @@ export type MessagingCollections = ReturnType<typeof messagingCollections>;
 
 /** What the API shows of a message: everything but the storage fields. */
 export function publicMessage(doc: MessageDoc) {
-  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
+  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, agentCheckpoints: _hops, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
   return rest;
 }
 
-export function statusRecord(doc: MessageDoc) {
+/** Why a queued message waits, and until when (ISO time), as the dispatch answers it; null when it is not waiting. */
+export interface Waiting {
+  waitingFor: WaitingReason | null;
+  notBefore: string | null;
+}
+
+/** Every hop of a send a message's record shows, in the order they happen. */
+export const hops = ['accepted', 'handed_to_relay', ...agentHops, 'sent', 'delivered'] as const;
+export type Hop = (typeof hops)[number];
+
+/**
+ * When the message passed each hop, in hop order: accepted (stored), handed
+ * to a relay (claimed for it; the latest attempt), the hops its agent
+ * reported, sent and delivered. A hop not reached, or not reported (an
+ * agent that does not report hops), is left out.
+ */
+export function checkpointsOf(doc: MessageDoc): Array<{ hop: Hop; at: string }> {
+  const at: Partial<Record<Hop, string | null | undefined>> = { accepted: doc.createdAt, handed_to_relay: doc.processingAt, sent: doc.sentAt, delivered: doc.deliveredAt };
+  for (const c of doc.agentCheckpoints ?? []) at[c.hop] = c.at;
+  return hops.filter((hop) => at[hop]).map((hop) => ({ hop, at: at[hop]! }));
+}
+
+export function statusRecord(doc: MessageDoc, waiting: Waiting = { waitingFor: null, notBefore: null }) {
   return {
     id: doc.id,
     status: doc.status,
+    ...waiting,
+    checkpoints: checkpointsOf(doc),
     jobId: doc.jobId ?? null,
     attempts: doc.attempts,
     lastError: doc.lastError,

@@ -168,7 +168,7 @@ export class SendCommitter {
     const sendable = docs.filter((d) => !d.fanout);
     try {
       await Promise.all([...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>
-        this.tenants.send(tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, ...(d.parentId ? { source: d.parentId } : {}) })) })));
+        this.tenants.send(tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, ...(d.parentId ? { source: d.parentId } : {}) })) })));
     } catch (err) {
       this.deps.log.warn({ err, messages: sendable.length }, 'could not notify the send queue; the sweep will pick the messages up');
     }

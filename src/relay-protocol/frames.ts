@@ -119,6 +119,15 @@ export const deliveryStatus = Type.Union([
   Type.Literal('failed'),
 ]);
 
+/**
+ * The hops an agent sees of a send before its status, in order: it received
+ * the `send` frame, handed the message to the Messages app, and saw its row
+ * in chat.db. Optional on `status`: an agent that does not report them is
+ * still served, and the message's record shows the hops the server saw.
+ */
+export const agentHops = ['relay_received', 'handed_to_app', 'seen_in_database'] as const;
+export const agentCheckpoint = Type.Object({ hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: isoTime }, strict);
+
 export const statusFrame = Type.Object(
   {
     type: Type.Literal('status'),
@@ -129,6 +138,8 @@ export const statusFrame = Type.Object(
     error: Type.Optional(str(L.errorLength, 0)),
     /** The Messages GUID of the outgoing chat.db row, once matched. */
     guid: Type.Optional(str(L.guidLength)),
+    /** The hops of this attempt the agent saw (`agentHops`), each once; optional. */
+    checkpoints: Type.Optional(Type.Array(agentCheckpoint, { maxItems: agentHops.length })),
   },
   strict,
 );
@@ -204,6 +215,7 @@ export type HelloFrame = Static<typeof helloFrame>;
 export type HeartbeatFrame = Static<typeof heartbeatFrame>;
 export type DeliveryStatus = Static<typeof deliveryStatus>;
 export type StatusFrame = Static<typeof statusFrame>;
+export type AgentCheckpoint = Static<typeof agentCheckpoint>;
 export type InboundFrame = Static<typeof inboundFrame>;
 export type WelcomeFrame = Static<typeof welcomeFrame>;
 export type SendFrame = Static<typeof sendFrame>;

@@ -19,7 +19,7 @@ test('a worker SIGKILLed in the middle of an automation run: another worker comp
     MONGODB_URL: withDatabase(mongoUrl, `relaybox_chaos_${suffix}`),
     RUNTIME_KEY_PREFIX: `chaos-${suffix}`,
     RUNTIME_LEASE_TTL_MS: '1500', RUNTIME_LEASE_RENEW_MS: '300', RUNTIME_REBALANCE_MS: '200',
-    EVENT_CLAIM_IDLE_MS: '1000', WEBHOOK_ALLOW_PRIVATE: 'true', RATE_LIMIT_PER_MINUTE: '100000', RATE_LIMIT_BURST: '10000',
+    EVENT_CLAIM_IDLE_MS: '1000', WEBHOOK_ALLOW_PRIVATE: 'true', RATE_LIMIT_PER_MINUTE: '100000', RATE_LIMIT_BURST: '10000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000',
   };
   const procs: ServiceProcess[] = [];
   const receiver = await WebhookReceiver.start();

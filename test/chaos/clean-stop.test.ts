@@ -71,7 +71,7 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
     for (const p of procs) p.child.kill('SIGKILL');
   });
   // The limiter is out of the way: this test is about what a stop does to requests, not about their rate.
-  env = { ...env, RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000' };
+  env = { ...env, RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000' };
   if (role === 'web') procs.push(await startServiceProcess('worker', env));
   const first = await startServiceProcess(role, { ...env, SHUTDOWN_TIMEOUT_MS: String(graceMs) });
   procs.push(first);

@@ -69,7 +69,7 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
     // A send whose frame a killed worker never published is tried again within the test, not after the default
     // 2 minutes; long enough that a slow simulated relay (10 sends queued) is never timed out.
     MESSAGE_SEND_TIMEOUT_MS: '60000', MESSAGE_RETRY_BASE_MS: '500',
-    RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', LOG_LEVEL: 'warn',
+    RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000', LOG_LEVEL: 'warn',
   };
 
   const startWorker = async (name: string) => workers.set(name, await startServiceProcess('worker', { ...env, NODE_ID: `${prefix}-${name}` }, 60_000));

@@ -55,7 +55,7 @@ async function cluster(t: TestContext): Promise<Cluster | undefined> {
     ...run.env,
     RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '3000', RUNTIME_LEASE_RENEW_MS: '500', RUNTIME_REBALANCE_MS: '300',
     EVENT_CLAIM_IDLE_MS: '1000', WEBHOOK_SWEEP_MS: '1000', WEBHOOK_CONCURRENCY: String(concurrency), WEBHOOK_ALLOW_PRIVATE: 'true',
-    TENANT_SWEEP_MS: '1000', SHUTDOWN_TIMEOUT_MS: '5000', RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', LOG_LEVEL: 'warn',
+    TENANT_SWEEP_MS: '1000', SHUTDOWN_TIMEOUT_MS: '5000', RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000', LOG_LEVEL: 'warn',
     // Every process that shares the store shares the key that seals webhook secrets.
     WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),
   };

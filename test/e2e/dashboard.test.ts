@@ -51,7 +51,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
     // The webhook receiver below listens on 127.0.0.1, which the address guard refuses unless told; the scenarios
     // click through pages faster than a person, so the per-organization request budget is raised (its own tests cover it).
     service = await startServiceProcess('all', {
-      REDIS_URL: '', MONGODB_URL: '', DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE: 'true', RATE_LIMIT_PER_MINUTE: '6000', RATE_LIMIT_BURST: '1000', AUTH_RATE_LIMIT_PER_MINUTE: '600', AUTH_RATE_LIMIT_BURST: '100',
+      REDIS_URL: '', MONGODB_URL: '', DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', WEBHOOK_ALLOW_PRIVATE: 'true', RATE_LIMIT_PER_MINUTE: '6000', RATE_LIMIT_BURST: '1000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000', AUTH_RATE_LIMIT_PER_MINUTE: '600', AUTH_RATE_LIMIT_BURST: '100',
       // A failed send is final at once, so the failed-rows scenario does not wait out retries.
       MESSAGE_MAX_ATTEMPTS: '1',
     }, 60_000);

@@ -51,7 +51,7 @@ test('end to end: frontend, worker and two simulated relays: send, deliver, rece
   const env = {
     REDIS_URL: redis, MONGODB_URL: withDatabase(mongo, `relaybox_e2e_${suffix}`), RUNTIME_KEY_PREFIX: `e2e${suffix}`, DATA_DIR: join(dir, 'data'),
     RELAY_HEARTBEAT_TIMEOUT_MS: '3000', RELAY_HEARTBEAT_INTERVAL_MS: '500', TENANT_SWEEP_MS: '1000', LOG_LEVEL: 'warn',
-    RATE_LIMIT_PER_MINUTE: '100000', RATE_LIMIT_BURST: '10000',
+    RATE_LIMIT_PER_MINUTE: '100000', RATE_LIMIT_BURST: '10000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000',
   };
   const worker = await startServiceProcess('worker', env);
   const web = await startServiceProcess('web', env);

@@ -57,6 +57,8 @@ test('agent registers, reports statuses, replays unacked inbound rows, reconnect
   const sent = await server.waitFor('status', (f) => f.messageId === 'msg_one' && f.status === 'sent');
   const delivered = await server.waitFor('status', (f) => f.messageId === 'msg_one' && f.status === 'delivered');
   assert.ok(sent.index < delivered.index, 'sent before delivered');
+  // The hops the agent saw come with its statuses, in hop order (Messages may show the row before osascript returns).
+  assert.deepEqual(sent.frame.checkpoints?.map((c: { hop: string }) => c.hop), ['relay_received', 'handed_to_app', 'seen_in_database']);
   const log1 = await sendLog(chatDb);
   assert.equal(log1.length, 1);
   assert.equal(sent.frame.guid, log1[0]!.guid);

@@ -35,6 +35,7 @@ export const routeFixtures: Record<string, RouteFixture> = {
   },
   'PUT /api/v1/phone-numbers/:id': async (t, org) => ({ ...(await phoneNumber(t, org)), body: { label: 'fixture' } }),
   'DELETE /api/v1/phone-numbers/:id': phoneNumber,
+  'GET /api/v1/phone-numbers/:id/usage': phoneNumber,
   'POST /api/v1/tenants/:tenantId/relay-tokens': async (_t, org) => ({ params: { tenantId: org.orgId }, body: {} }),
   'GET /api/v1/relays/:id': async (t, org) => {
     const { token } = await created(t, org, `/api/v1/tenants/${org.orgId}/relay-tokens`, {});

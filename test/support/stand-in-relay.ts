@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ServerFrame, SendFrame } from '../../src/relay-protocol/frames.ts';
+import type { AgentCheckpoint, ServerFrame, SendFrame } from '../../src/relay-protocol/frames.ts';
 import { relayProtocol } from '../../src/actors/relay/protocol.ts';
 import type { ConnectedRelay } from '../../src/actors/relay/protocol.ts';
 import { actorClient } from '../../src/runtime/actor.ts';
@@ -41,9 +41,11 @@ export class StandInRelay {
     if (this.opts.capacity > 0) await this.ready(this.opts.capacity);
   }
 
-  /** Reports on the latest attempt this relay was given, as the agent would, unless `attempt` names another. */
-  report(messageId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string, attempt = this.lastAttempt(messageId)): Promise<string> {
-    return this.relays.send(this.id, { kind: 'status', tenantId: this.orgId, session: this.session, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}) });
+  /** Reports on the latest attempt this relay was given, as the agent would, unless `attempt` names another; with the hops it saw when given. */
+  report(messageId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string, attempt = this.lastAttempt(messageId), checkpoints?: AgentCheckpoint[]): Promise<string> {
+    return this.relays.send(this.id, {
+      kind: 'status', tenantId: this.orgId, session: this.session, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}), ...(checkpoints ? { checkpoints } : {}),
+    });
   }
 
   lastAttempt(messageId: string): number {

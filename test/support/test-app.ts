@@ -38,8 +38,11 @@ export interface TestResponse {
   text: string;
 }
 
-/** Rate limits out of the way unless a test asks for them. */
-const generous = { RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', AUTH_RATE_LIMIT_PER_MINUTE: '6000000', AUTH_RATE_LIMIT_BURST: '1000000' };
+/** Rate limits and sender pacing out of the way unless a test asks for them. */
+const generous = {
+  RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', AUTH_RATE_LIMIT_PER_MINUTE: '6000000', AUTH_RATE_LIMIT_BURST: '1000000',
+  PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000',
+};
 
 /** Starts the whole service in this process (all roles) on a fresh data dir, key prefix and database. */
 export async function startTestApp(backend: Backend, env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<TestApp> {

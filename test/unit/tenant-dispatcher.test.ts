@@ -15,7 +15,7 @@ import { cancelledJobIds, jobCollections, zeroCounts, type JobDoc } from '../../
 import type { ActorContext } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 
-const config = { messageRetryBaseMs: 1_000, messageMaxAttempts: 3, messageSendTimeoutMs: 60_000, tenantSweepMs: 30_000 };
+const config = { messageRetryBaseMs: 1_000, messageMaxAttempts: 3, messageSendTimeoutMs: 60_000, tenantSweepMs: 30_000, pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 } };
 const org = 'org_dispatch';
 const scope = { tenantId: org };
 const phone = '+14155550100';

@@ -55,6 +55,7 @@ export class OutgoingTracker {
         if (record) {
           record.rowId = row.rowId;
           record.guid = row.guid;
+          record.seenAtMs = nowMs;
           this.journal.setPhase(record, 'tracking', nowMs);
           if (this.advance(record, row, nowMs)) changed.add(record);
         }

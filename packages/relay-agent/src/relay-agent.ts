@@ -1,6 +1,6 @@
 import type { Logger } from './agent-logger.ts';
 import { retryableServerErrors } from './server-errors.ts';
-import type { AckFrame, AgentFrame, ErrorFrame, HeartbeatFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from 'relaybox-relay-protocol/frames.ts';
+import type { AckFrame, AgentCheckpoint, AgentFrame, ErrorFrame, HeartbeatFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from 'relaybox-relay-protocol/frames.ts';
 import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
@@ -265,6 +265,7 @@ export class RelayAgent {
       const frame: StatusFrame = { type: 'status', messageId: record.messageId, attempt: record.attempt, status: step.status, at: step.at };
       if (step.error !== undefined) frame.error = step.error;
       if (record.guid) frame.guid = record.guid;
+      frame.checkpoints = checkpointsOf(record);
       if (!this.send(frame)) return;
       next += 1;
       this.statusesSent.set(key, next);
@@ -329,4 +330,10 @@ export class RelayAgent {
       }
     }
   }
+}
+
+/** The hops of a send this agent saw, in order: it took the `send` frame, Messages took the message, its chat.db row was matched. */
+function checkpointsOf(record: SendRecord): AgentCheckpoint[] {
+  const hops: Array<[AgentCheckpoint['hop'], number | undefined]> = [['relay_received', record.acceptedAtMs], ['handed_to_app', record.handedAtMs], ['seen_in_database', record.seenAtMs]];
+  return hops.filter(([, at]) => at !== undefined).map(([hop, at]) => ({ hop, at: new Date(at!).toISOString() }));
 }

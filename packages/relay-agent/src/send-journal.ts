@@ -36,6 +36,9 @@ export interface SendRecord {
   phaseAtMs: number;
   rowId?: number;
   guid?: string;
+  /** When Messages took it (osascript succeeded), and when its chat.db row was matched: hops reported with its statuses. */
+  handedAtMs?: number;
+  seenAtMs?: number;
   /** Statuses reported, in order. */
   steps: StatusStep[];
   /** How many of `steps` the server has acked. */

@@ -89,6 +89,7 @@ export class SendWorker {
       else log.warn({ error: outcome.error }, 'osascript failed after its row appeared');
       return;
     }
+    record.handedAtMs ??= Date.now();
     if (record.phase === 'sending') this.journal.setPhase(record, 'handed');
     this.options.onChange(record);
     await this.journal.flush();

@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol } from '../../runtime/actor.ts';
-import { queueItem } from '../tenant/protocol.ts';
+import { agentCheckpoints, queueItem } from '../tenant/protocol.ts';
 
 const text = (maxLength: number, minLength = 0) => Type.String({ minLength, maxLength });
 const tenantId = text(64, 1);
@@ -55,6 +55,7 @@ export const relayProtocol = defineProtocol('relay', {
     error: Type.Optional(text(frameLimits.errorLength)),
     guid: Type.Optional(text(frameLimits.guidLength)),
     attempt,
+    checkpoints: Type.Optional(agentCheckpoints),
   },
   /** A timer: has the relay reported on this attempt in time? */
   'send-timeout': { tenantId, messageId, attempt },

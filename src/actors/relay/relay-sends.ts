@@ -4,6 +4,7 @@ import { tenantProtocol } from '../tenant/protocol.ts';
 import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { queueItemOf, type QueuedMessage } from '../tenant/send-queue.ts';
+import { observeHop } from '../../messages/message-metrics.ts';
 import type { SendFrame } from '../../relay-protocol/frames.ts';
 import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
@@ -109,10 +110,13 @@ export class RelaySends {
     const ids = m.items.map((item) => item.id);
     const claimed = await messages.updateMany(scope, { id: { $in: ids }, status: 'queued' }, {
       $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now, claim },
+      // The agent's hops are those of the current attempt.
+      $unset: { agentCheckpoints: '' },
       $inc: { attempts: 1 },
     });
     if (claimed === 0) return [];
     const got = new Map((await messages.find(scope, { id: { $in: ids }, claim })).map((d) => [d.id, d]));
+    for (const d of got.values()) observeHop('handed_to_relay', d.createdAt, now);
     return ids.flatMap((id) => got.get(id) ?? []);
   }
 

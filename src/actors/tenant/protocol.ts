@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol, type MessageOfKind } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
@@ -12,11 +12,19 @@ export const queueItem = Type.Object({
   id,
   priority: Type.Integer({ minimum: 0, maximum: 100 }),
   fromNumber: Type.Union([text(32), Type.Null()]),
+  /** Its recipient, for its line's new-contact cap; absent, it counts as a contact the line knows. */
+  to: Type.Optional(text(320)),
   /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
   source: Type.Optional(text(64)),
   /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
   queuedAt: Type.Optional(Type.Integer({ minimum: 0 })),
 }, { additionalProperties: false });
+
+/** The hops of a send attempt its relay agent reported (relay-protocol/frames.ts `agentCheckpoint`, its time as text like every time here). */
+export const agentCheckpoints = Type.Array(
+  Type.Object({ hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: text(40) }, { additionalProperties: false }),
+  { maxItems: agentHops.length },
+);
 
 /** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (actors/relay/relay-credits.ts). */
 const creditGrant = {
@@ -48,6 +56,8 @@ export const tenantProtocol = defineProtocol('tenant', {
     guid: Type.Optional(text(frameLimits.guidLength)),
     /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
     attempt: Type.Integer({ minimum: 1 }),
+    /** The hops of the attempt the agent saw, when it reports them. */
+    checkpoints: Type.Optional(agentCheckpoints),
     grant: Type.Optional(Type.Object(creditGrant, { additionalProperties: false })),
   },
   /** The relay actor's timer: the relay has not reported on an attempt in time. */
@@ -56,7 +66,20 @@ export const tenantProtocol = defineProtocol('tenant', {
   retry: { messageId: id },
   /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
   'close-source': { source: text(64) },
+  /** A timer: a paced line has a free slot again. */
+  pace: {},
+  /** Sender pacing settings changed in the store: read again. */
+  'pacing-changed': {},
+  /** Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. */
+  waiting: { messageId: id },
+  /** Asked: when a bulk job's queued messages should all be sent, from its lines' pace (epoch ms), or null. */
+  estimate: { source: text(64) },
+  /** Asked: a sender line's usage (`LinePacing.usage`). */
+  usage: { line: text(64) },
 });
+
+/** What a queued message can wait for, as its status record says (`waiting`). */
+export const waitingReasons = ['line_rate', 'new_contact_cap', 'relay_offline', 'relay_busy', 'retry_backoff', 'queue'] as const;
 
 /** Which relay session a report comes from. */
 export type RelayReport = { relayId: string; session: number };

@@ -4,6 +4,8 @@ export interface QueuedMessage {
   id: string;
   priority: number;
   fromNumber: string | null;
+  /** Its recipient, for the line's new-contact cap; absent (counted as known) in items queued before the queue carried it. */
+  to?: string;
   /** Where it came from: its bulk job or group send; absent for a single send. */
   source?: string;
   /** Epoch ms since it has waited to be sent; set when the queue takes it, if not before. */
@@ -14,7 +16,7 @@ export interface QueuedMessage {
 export function queueItemOf(m: MessageDoc): QueuedMessage {
   const source = m.jobId ?? m.parentId;
   const queuedAt = Date.parse(m.createdAt);
-  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, ...(source ? { source } : {}), ...(Number.isFinite(queuedAt) ? { queuedAt } : {}) };
+  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, to: m.to, ...(source ? { source } : {}), ...(Number.isFinite(queuedAt) ? { queuedAt } : {}) };
 }
 
 /** The priority bands the queue's age is reported by (bounded metric labels): the default 0, then thirds of 1 to 100. */
@@ -78,7 +80,7 @@ interface Level {
  */
 export class SendQueue {
   private readonly levels: Level[] = Array.from({ length: levels }, () => ({ sources: new Map(), last: undefined }));
-  private readonly ids = new Set<string>();
+  private readonly ids = new Map<string, QueuedMessage>();
 
   get size(): number {
     return this.ids.size;
@@ -88,9 +90,18 @@ export class SendQueue {
     return this.ids.has(id);
   }
 
+  get(id: string): QueuedMessage | undefined {
+    return this.ids.get(id);
+  }
+
+  /** Every waiting message, in no particular order. */
+  all(): IterableIterator<QueuedMessage> {
+    return this.ids.values();
+  }
+
   push(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
-    this.ids.add(item.id);
+    this.ids.set(item.id, item);
     item.queuedAt ??= Date.now();
     this.fifo(item).items.push(item);
   }
@@ -98,7 +109,7 @@ export class SendQueue {
   /** Back to the head of its source: a message handed back by a relay goes before younger ones. */
   pushFront(item: QueuedMessage): void {
     if (this.ids.has(item.id)) return;
-    this.ids.add(item.id);
+    this.ids.set(item.id, item);
     item.queuedAt ??= Date.now();
     this.fifo(item).pushFront(item);
   }

@@ -1,6 +1,7 @@
 import { changeEventId, domainEvent, messageEventData, type DomainEvent } from '../../events/event-stream.ts';
 import type { MessageDoc } from '../../messages/message-store.ts';
 import type { Filter } from '../../store/collection.ts';
+import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
 import type { StatusReport } from './protocol.ts';
 
 /** One message's status change, as one compare-and-set on the message as it was read, with the events it causes. */
@@ -56,6 +57,8 @@ export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set
   if (done === null || reported <= done) return null;
   const status = r.status === 'sent' ? 'sent' : 'delivered';
   const set: Record<string, unknown> = { status, updatedAt: now, ...(r.guid ? { guid: r.guid } : {}) };
+  const hops = agentCheckpointsOf(m, r);
+  if (hops) set.agentCheckpoints = hops;
   const events: DomainEvent[] = [];
   const reached: StatusChange['reached'] = [];
   for (const step of steps.slice(done, reported)) {
@@ -65,6 +68,14 @@ export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set
     events.push(stepEvent(m, step, status, r.at));
   }
   return { set, events, reached };
+}
+
+/** The agent's hops of the current attempt with those the report adds, each hop once (the first report of it wins); undefined when it adds none. */
+function agentCheckpointsOf(m: MessageDoc, r: StatusReport): AgentCheckpoint[] | undefined {
+  if (!r.checkpoints?.length) return undefined;
+  const known = m.agentCheckpoints ?? [];
+  const added = r.checkpoints.filter((c, i) => !known.some((k) => k.hop === c.hop) && r.checkpoints!.findIndex((o) => o.hop === c.hop) === i);
+  return added.length > 0 ? [...known, ...added] : undefined;
 }
 
 /**

@@ -11,9 +11,12 @@ import type { ActorContext } from '../../runtime/types.ts';
 import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
 import type { Scope } from '../../store/collection.ts';
+import { insertNew } from '../../store/insert-new.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
-import { countMessages, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
+import { countMessages, observeHop, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
+import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
+import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import type { RelayReport, StatusReport } from './protocol.ts';
 
@@ -35,6 +38,10 @@ export interface TenantState {
   fresh: boolean;
   /** Sources (cancelled bulk jobs) none of whose messages may be handed out any more, though some are still stored as queued. */
   closedSources: Set<string>;
+  /** Each sender line's rate and new-contact cap, rebuilt from the store on activation. */
+  pacing: LinePacing;
+  /** When the pending pace timer fires (epoch ms), if one is pending. */
+  paceAt?: number;
   /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
   relayOnlineSince?: number;
 }
@@ -49,7 +56,7 @@ type TenantContext = ActorContext<TenantState>;
 
 
 type Deps = {
-  config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs'>;
+  config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'pacing'>;
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
@@ -75,7 +82,7 @@ export class TenantDispatcher {
 
   /** The tenant's state, built from the store when the runtime activates the key. */
   async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
-    const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true, closedSources: new Set() };
+    const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true, closedSources: new Set(), pacing: new LinePacing(this.deps.config.pacing) };
     await this.rebuild(ctx, state);
     return state;
   }
@@ -108,11 +115,14 @@ export class TenantDispatcher {
       for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
       return all;
     };
-    const [queued, online, closed] = await Promise.all([
+    const [queued, online, closed, contacts] = await Promise.all([
       readAll(dueQueued(), { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(orgId, []) ?? [],
+      this.lineContacts(scope),
+      this.loadPaces(orgId, state),
     ]);
+    state.pacing.seed(contacts, Date.now());
     state.closedSources = new Set(closed);
     state.queue.clear();
     for (const m of queued) state.queue.push(queueItemOf(m));
@@ -120,6 +130,98 @@ export class TenantDispatcher {
     for (const doc of online) await this.join(ctx, state, doc);
     noteRelays(state);
     await this.handBackStrays(ctx, online.map((r) => r.id));
+  }
+
+  /** Every recipient each line wrote to first, as recorded when the dispatch handed the first message out. */
+  private async lineContacts(scope: Scope): Promise<LineContact[]> {
+    const all: LineContact[] = [];
+    for await (const page of this.deps.db.lineContacts.scan(scope, {}, { sort: { line: 1, to: 1 } })) {
+      for (const c of page) all.push({ line: c.line, to: c.to, firstAt: Date.parse(c.firstAt) });
+    }
+    return all;
+  }
+
+  /** The organization's pace and each number's own, from the store. */
+  private async loadPaces(orgId: string, state: TenantState): Promise<void> {
+    const scope = this.scope(orgId);
+    const [org, numbers] = await Promise.all([
+      this.deps.db.orgPacing.findOne(scope, { id: orgId }),
+      this.deps.db.phoneNumbers.find(scope, { pacing: { $exists: true } }, { limit: 10_000 }),
+    ]);
+    state.pacing.configure(org?.pacing, new Map(numbers.filter((n) => n.pacing).map((n) => [n.number, n.pacing!])));
+  }
+
+  /** Pacing settings changed: read again, and send what they now allow. */
+  async pacingChanged(ctx: TenantContext): Promise<void> {
+    const state = await this.state(ctx);
+    if (!ctx.state.fresh) await this.loadPaces(ctx.key, state);
+    await this.pump(ctx, ctx.key, state);
+  }
+
+  /** The pace timer: a paced line has a free slot. */
+  async paceTimer(ctx: TenantContext): Promise<void> {
+    const state = await this.state(ctx);
+    delete state.paceAt;
+    await this.pump(ctx, ctx.key, state);
+  }
+
+  /**
+   * Why a queued message waits, from memory: no relay online, its line's
+   * rate or new-contact cap (with when it may go), no credit, or the messages
+   * before it. Null when the queue does not hold it.
+   */
+  async waiting(ctx: TenantContext, messageId: string): Promise<Hold | null> {
+    const state = await this.state(ctx);
+    const item = state.queue.get(messageId);
+    if (!item) return null;
+    const relays = [...state.relays.values()];
+    if (relays.length === 0) return { waitingFor: 'relay_offline' };
+    const now = Date.now();
+    const lines = item.fromNumber ? [item.fromNumber] : relays.map((r) => lineOf(null, r.id));
+    const holds = lines.map((line) => state.pacing.hold(line, item.to, now));
+    if (holds.every((h) => h !== null)) return holds.sort((a, b) => (a!.notBefore ?? 0) - (b!.notBefore ?? 0))[0]!;
+    if (!relays.some((r) => r.credits > 0)) return { waitingFor: 'relay_busy' };
+    return { waitingFor: 'queue' };
+  }
+
+  /**
+   * When a bulk job's (or group send's) queued messages should all be sent
+   * (epoch ms), from the pace of the lines they go through: for each sender
+   * line (a number, or the online relays together), the messages of that
+   * line at the job's priority or above, this job's and the others' it takes
+   * turns with, drained at the lines' rate, and the days their new-contact
+   * caps need. Null when nothing of it is queued here or no relay is online.
+   */
+  async estimate(ctx: TenantContext, source: string): Promise<number | null> {
+    const state = await this.state(ctx);
+    const now = Date.now();
+    const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
+    if (relayLines.length === 0) return null;
+    const mine = [...state.queue.all()].filter((item) => item.source === source);
+    if (mine.length === 0) return null;
+    const groups = new Map<string | null, { lowest: number; fresh: number }>();
+    for (const item of mine) {
+      const lines = item.fromNumber ? [item.fromNumber] : relayLines;
+      const group = groups.get(item.fromNumber) ?? { lowest: item.priority, fresh: 0 };
+      group.lowest = Math.min(group.lowest, item.priority);
+      if (state.pacing.isNewTo(lines, item.to, now)) group.fresh++;
+      groups.set(item.fromNumber, group);
+    }
+    let at = now;
+    for (const [fromNumber, group] of groups) {
+      let ahead = 0;
+      for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
+      const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, group.fresh, now);
+      if (done === null) return null;
+      at = Math.max(at, done);
+    }
+    return at;
+  }
+
+  /** A sender line's usage and its next free slots (epoch ms). */
+  async usage(ctx: TenantContext, line: string) {
+    const state = await this.state(ctx);
+    return state.pacing.usage(line, Date.now());
   }
 
   /**
@@ -218,6 +320,7 @@ export class TenantDispatcher {
       await this.join(ctx, state, doc);
     }
     noteRelays(state);
+    await this.loadPaces(orgId, state);
     await this.handBackStrays(ctx, onlineIds);
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
     if (canSend && state.queue.size === 0) {
@@ -318,11 +421,15 @@ export class TenantDispatcher {
     const now = Date.now();
     changes.forEach((c, i) => {
       if (!applied[i]) return;
-      const createdAt = Date.parse(read.get(String(c.filter.id))?.createdAt ?? '');
+      const doc = read.get(String(c.filter.id));
+      const createdAt = Date.parse(doc?.createdAt ?? '');
       for (const outcome of c.reached) {
         countMessages(outcome);
         observeLatency(outcome, (now - createdAt) / 1000);
+        if (doc) observeHop(outcome, doc.createdAt, String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt']));
       }
+      const hops = (c.set.agentCheckpoints as AgentCheckpoint[] | undefined) ?? [];
+      for (const hop of hops.slice(doc?.agentCheckpoints?.length ?? 0)) if (doc) observeHop(hop.hop, doc.createdAt, hop.at);
       // The delivery SLO's clock runs only while a relay is online: from acceptance, or from when one came online if later.
       if (c.reached.includes('sent')) observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
     });
@@ -382,11 +489,24 @@ export class TenantDispatcher {
     let open = online.filter((r) => r.credits > 0);
     if (open.length === 0 || state.queue.size === 0) return;
     const planned = new Map<OnlineRelay, QueuedMessage[]>();
+    const { pacing } = state;
+    const now = Date.now();
+    const met: LineContact[] = [];
+    let wakeAt: number | undefined;
+    const held = (hold: Hold | null): boolean => {
+      if (hold?.notBefore !== undefined && (wakeAt === undefined || hold.notBefore < wakeAt)) wakeAt = hold.notBefore;
+      return hold !== null;
+    };
     state.queue.take((item) => {
       if (item.source !== undefined && state.closedSources.has(item.source)) return true; // leaves the queue, never claimed
       if (open.length === 0) return 'stop';
-      const relay = pickRelay(open, item.fromNumber, online);
+      // A paced line's message stays where it is (false), so the queue's order holds: the next one it allows is the first in line.
+      if (item.fromNumber && held(pacing.hold(item.fromNumber, item.to, now))) return false;
+      const free = item.fromNumber ? open : open.filter((r) => !held(pacing.hold(lineOf(null, r.id), item.to, now)));
+      const relay = pickRelay(free, item.fromNumber, online);
       if (!relay) return false;
+      const contact = pacing.take(lineOf(item.fromNumber, relay.id), item.to, now);
+      if (contact) met.push(contact);
       const items = planned.get(relay);
       if (items) items.push(item);
       else planned.set(relay, [item]);
@@ -394,9 +514,35 @@ export class TenantDispatcher {
       if (relay.credits <= 0) open = open.filter((r) => r !== relay);
       return true;
     });
+    // First messages to new recipients are recorded before they go: a restart must not forget them and exceed the cap.
+    if (met.length > 0) await this.recordContacts(orgId, met);
     for (const [relay, items] of planned) {
       await ctx.send(relayProtocol, relay.id, { kind: 'deliver', tenantId: orgId, session: relay.session, epoch: relay.epoch, items });
     }
+    if (wakeAt !== undefined) await this.wakeAt(ctx, state, wakeAt);
+  }
+
+  /**
+   * Inserted, not upserted: an upsert is a read of the collection first, and
+   * on a MongoDB wire server that scans (FerretDB 1.x) it halved a bulk
+   * job's drain. One already stored (a line's memory rebuilt while a write
+   * was on its way) is left as it is.
+   */
+  private async recordContacts(orgId: string, contacts: LineContact[]): Promise<void> {
+    const docs = contacts.map((c) => ({ id: `${c.line} ${c.to}`, tenantId: orgId, line: c.line, to: c.to, firstAt: new Date(c.firstAt).toISOString() }));
+    await insertNew(this.deps.db.lineContacts, this.scope(orgId), docs);
+  }
+
+  /**
+   * One pace timer at a time, at the earliest slot a held message waits for;
+   * a slot further off than the next sweep is left to the sweep, which pumps too.
+   */
+  private async wakeAt(ctx: TenantContext, state: TenantState, at: number): Promise<void> {
+    const now = Date.now();
+    if (at - now > this.deps.config.tenantSweepMs) return;
+    if (state.paceAt !== undefined && state.paceAt > now && state.paceAt <= at) return;
+    state.paceAt = at;
+    await ctx.send(tenantProtocol, ctx.key, { kind: 'pace' }, { delayMs: Math.max(1, at - now) });
   }
 }
 

@@ -5,9 +5,9 @@ import type { TenantDispatcher, TenantState } from './tenant-dispatcher.ts';
 /** One actor per organization: its send queue, and the dispatch of it to its online relays within the credits they grant. */
 export function tenantActor(dispatcher: TenantDispatcher) {
   // After its first message, nothing in the state is fresh any more.
-  const settled = <M>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<void>) => async (ctx: ActorContext<TenantState>, m: M) => {
+  const settled = <M, R>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<R>) => async (ctx: ActorContext<TenantState>, m: M) => {
     try {
-      await handle(ctx, m);
+      return await handle(ctx, m);
     } finally {
       ctx.state.fresh = false;
     }
@@ -25,6 +25,11 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
       retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
       'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
+      pace: settled((ctx) => dispatcher.paceTimer(ctx)),
+      'pacing-changed': settled((ctx) => dispatcher.pacingChanged(ctx)),
+      waiting: settled((ctx, m) => dispatcher.waiting(ctx, m.messageId)),
+      usage: settled((ctx, m) => dispatcher.usage(ctx, m.line)),
+      estimate: settled((ctx, m) => dispatcher.estimate(ctx, m.source)),
     },
     // A burst of relay reports: one read and one write for all of them.
     batches: {

@@ -1,0 +1,119 @@
+/**
+ * Fairness across organizations: one organization's 10,000-recipient job
+ * drains to its simulated relays while another organization sends single
+ * messages one after another; the second organization's single-send
+ * dispatch time (from its request to its send frame at its relay) is
+ * printed, p50 and p99, against the same with no job running. Target: the
+ * p99 under the job within 20 % of the p99 without. It reports, it does not
+ * assert.
+ *
+ *   npm run bench:fairness
+ *   REDIS_URL=redis://127.0.0.1:6379 MONGODB_URL=mongodb://127.0.0.1:27017/relaybox npm run bench:fairness
+ *
+ * Sender pacing is out of the way (the job's organization drains as fast as
+ * its relays take it: the hardest case for the other organization).
+ * BENCH_RELAYS (4) relays of BENCH_RELAY_CAPACITY (25) for the job,
+ * BENCH_SINGLES (200) single sends BENCH_SINGLE_GAP_MS (20) apart, to one
+ * relay of the second organization; every relay reports sent, then
+ * delivered, as soon as it gets a send. Every service role runs in this
+ * process (the in-process test app).
+ */
+import { randomUUID } from 'node:crypto';
+import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { StandInRelay } from '../test/support/stand-in-relay.ts';
+import { signup, startTestApp, type Backend, type Org, type TestApp } from '../test/support/test-app.ts';
+
+const relayCount = Number(process.env.BENCH_RELAYS || 4);
+const relayCapacity = Number(process.env.BENCH_RELAY_CAPACITY || 25);
+const singles = Number(process.env.BENCH_SINGLES || 200);
+const gapMs = Number(process.env.BENCH_SINGLE_GAP_MS || 20);
+const jobSize = 10_000;
+
+/** Relays of `org` that report every send sent, then delivered, at once; `handedOut` records when each message's first send frame came. */
+function autoRelays(t: TestApp, org: Org, count: number, capacity: number, handedOut: Map<string, number>) {
+  const relays = Array.from({ length: count }, () => new StandInRelay(t, org.orgId, org.teamId, { capacity }));
+  const unsubscribe = t.app.messaging.link.onFrame((d) => {
+    const relay = relays.find((r) => r.id === d.relayId && r.session === d.session);
+    if (!relay || d.frame.type !== 'send') return;
+    const { messageId, attempt } = d.frame;
+    if (!handedOut.has(messageId)) handedOut.set(messageId, performance.now());
+    void relay.report(messageId, 'sent', undefined, attempt).then(() => relay.report(messageId, 'delivered', undefined, attempt));
+  });
+  const beats = setInterval(() => relays.forEach((r) => void r.heartbeat()), 5_000);
+  return {
+    connect: async () => { for (const r of relays) await r.connect(); },
+    close: () => {
+      clearInterval(beats);
+      unsubscribe();
+      for (const r of relays) r.close();
+    },
+  };
+}
+
+/** Single sends of `org`, one after another, each timed from its request to its send frame; stops early when `until` says so. */
+async function timeSingles(t: TestApp, org: Org, handedOut: Map<string, number>, until: () => boolean = () => true): Promise<number[]> {
+  const waits: number[] = [];
+  for (let i = 0; i < singles && until(); i++) {
+    const started = performance.now();
+    const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: `+1415666${String(i).padStart(4, '0')}`, body: `single ${i}` } });
+    if (res.status !== 201) throw new Error(`single send answered ${res.status}`);
+    const deadline = Date.now() + 60_000;
+    while (!handedOut.has(res.body.id)) {
+      if (Date.now() > deadline) throw new Error('a single send was not handed out within 60 s');
+      await sleep(1);
+    }
+    waits.push(handedOut.get(res.body.id)! - started);
+    await sleep(gapMs);
+  }
+  return waits;
+}
+
+const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+
+async function run(backend: Backend) {
+  const t = await startTestApp(backend, { RUNTIME_KEY_PREFIX: `fair${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
+  const handedOut = new Map<string, number>();
+  const busy = await signup(t, 'Bench busy');
+  const quiet = await signup(t, 'Bench quiet');
+  const busyRelays = autoRelays(t, busy, relayCount, relayCapacity, handedOut);
+  const quietRelay = autoRelays(t, quiet, 1, 10, handedOut);
+  try {
+    await busyRelays.connect();
+    await quietRelay.connect();
+    const alone = await timeSingles(t, quiet, handedOut);
+    const before = handedOut.size;
+    const job = await t.request('POST', '/api/v1/messages/bulk', {
+      token: busy.ownerToken,
+      body: { messages: Array.from({ length: jobSize }, (_, i) => ({ to: `+1415777${String(i).padStart(4, '0')}`, body: `job ${i}` })) },
+    });
+    if (job.status !== 201) throw new Error(`the job answered ${job.status}`);
+    const jobStarted = performance.now();
+    // Measured while the job drains: from its first messages handed out until its last.
+    while (handedOut.size < before + 100) await sleep(5);
+    const jobHanded = () => handedOut.size - before;
+    const loaded = await timeSingles(t, quiet, handedOut, () => jobHanded() < jobSize);
+    const drainedWhileMeasuring = jobHanded();
+    return { backend, alone, loaded, drainedWhileMeasuring, drainSeconds: (performance.now() - jobStarted) / 1000 };
+  } finally {
+    busyRelays.close();
+    quietRelay.close();
+    await t.stop();
+  }
+}
+
+const all: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
+console.log(`# fairness: ${jobSize}-recipient job on ${relayCount} relays x ${relayCapacity} while another organization sends ${singles} singles ${gapMs} ms apart; load before ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
+console.log('| backend | singles alone: p50 / p99 ms | singles while the job drains: p50 / p99 ms (n) | p99 ratio | job messages handed out meanwhile |');
+console.log('|---|---|---|---|---|');
+for (const backend of all) {
+  try {
+    const r = await run(backend);
+    const ratio = quantile(r.loaded, 0.99) / quantile(r.alone, 0.99);
+    console.log(`| ${backend} | ${quantile(r.alone, 0.5).toFixed(1)} / ${quantile(r.alone, 0.99).toFixed(1)} | ${quantile(r.loaded, 0.5).toFixed(1)} / ${quantile(r.loaded, 0.99).toFixed(1)} (${r.loaded.length}) | ${ratio.toFixed(2)} (target ≤ 1.20) | ${r.drainedWhileMeasuring} in ${r.drainSeconds.toFixed(1)} s |`);
+  } catch (err) {
+    console.log(`| ${backend} | failed: ${err instanceof Error ? err.message : String(err)} | | | |`);
+  }
+}
+console.log(`# load after ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
+process.exit(0);
