@@ -32,7 +32,7 @@ export interface RequestContext<Body = any, Query = any, Params = any> {
    * The request's W3C trace context, for what it causes later (a message
    * stores it): its server span's while tracing is on; otherwise the
    * caller's `traceparent` (and `tracestate`), or a new trace when it sent
-   * none or a malformed one. Read on first use.
+   * none or a malformed one.
    */
   readonly trace: TraceContext;
 }

@@ -94,12 +94,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       principal: undefined,
       responseHeaders: {},
       startedAt: performance.now(),
-      get trace() {
-        // Made on first use, like `log`: only what a request causes later needs it.
-        const value = span ? traceOfSpan(span) : (readTraceContext(headers.traceparent, headers.tracestate) ?? newTraceContext());
-        Object.defineProperty(this, 'trace', { value });
-        return value;
-      },
+      trace: span ? traceOfSpan(span) : (readTraceContext(headers.traceparent, headers.tracestate) ?? newTraceContext()),
     };
     if (refusal) return refuseBeforeReading(ctx, responder, refusal, span);
     // Stopping: a request on a connection kept alive from before is not started; its client retries on another instance.
