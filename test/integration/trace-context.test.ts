@@ -35,14 +35,14 @@ eachBackend((backend) => {
       await receivers.stopAll();
     });
 
-    /** An organization with a relay taking sends and a webhook on message.queued and message.sent. */
+    /** An organization with a relay taking sends and a webhook on message.queued, .sent and .delivered. */
     const setUp = async (): Promise<{ org: Org; relay: StandInRelay; receiver: WebhookReceiver }> => {
       const org = await signup(t);
       const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 10 });
       relays.push(relay);
       await relay.connect();
       const receiver = await receivers.start();
-      const hook = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: receiver.url, events: ['message.queued', 'message.sent'] } });
+      const hook = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: receiver.url, events: ['message.queued', 'message.sent', 'message.delivered'] } });
       assert.equal(hook.status, 201, hook.text);
       return { org, relay, receiver };
     };
@@ -79,6 +79,10 @@ eachBackend((backend) => {
         assert.equal(delivery.headers.tracestate, 'rbx=t61rcWkgMzE,congo=lZWRzIHRoNhcm5hbCBwbGVhc3VyZS4', `${name}: tracestate passed on as it came`);
       }
       assert.notEqual(parts(queued.headers.traceparent, 'queued').spanId, parts(sent.headers.traceparent, 'sent').spanId, 'each attempt is a hop of its own');
+      // A later status of the message continues the same trace.
+      await ctx.relay.report(frame.messageId, 'delivered');
+      const delivered = await until<ReceivedDelivery>('message.delivered delivered', async () => ctx.receiver.received.find((d) => d.json?.event === 'message.delivered' && d.json?.data?.id === frame.messageId), 15_000);
+      assert.equal(parts(delivered.headers.traceparent, 'message.delivered delivery').traceId, '4bf92f3577b34da6a3ce929d0e0e4736');
     });
 
     test('a request without traceparent starts a trace, which its relay send and webhook deliveries share', async () => {
