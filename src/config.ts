@@ -83,6 +83,14 @@ export interface Config {
   webhook: WebhookConfig;
   /** Automated replies (send_reply) one conversation receives per rolling hour; beyond it the action is logged as skipped. */
   automationRepliesPerConversationPerHour: number;
+  /**
+   * Spans are recorded and exported over OTLP/HTTP only when an OTLP
+   * endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT or
+   * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), unless OTEL_SDK_DISABLED=true or
+   * OTEL_TRACES_EXPORTER=none. The exporter reads the other OTEL_* settings
+   * itself. Trace context is passed on either way.
+   */
+  traceExport: boolean;
 }
 
 export interface WebhookConfig {
@@ -204,6 +212,7 @@ export function loadConfig(env: Env = process.env): Config {
       secretGraceMs: positive(env, 'WEBHOOK_SECRET_GRACE_MS', 24 * 3600 * 1000),
     },
     automationRepliesPerConversationPerHour: int(env, 'AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR', 5),
+    traceExport: Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT) && env.OTEL_SDK_DISABLED !== 'true' && env.OTEL_TRACES_EXPORTER !== 'none',
     identity: {
       jwtPrivateKeyPem: env.JWT_PRIVATE_KEY || undefined,
       jwtPublicKeyPem: env.JWT_PUBLIC_KEY || undefined,

@@ -5,15 +5,25 @@ const idBytes = 16;
 const pool = Buffer.alloc(idBytes * 256);
 let offset = pool.length;
 
-/** A resource id: a readable prefix and 16 random bytes, e.g. `msg_3q2x...`. */
-export function newId(prefix: string): string {
-  if (offset + idBytes > pool.length) {
+/** `bytes` (at most 16) random bytes from the pool, encoded. */
+function draw(bytes: number, encoding: 'base64url' | 'hex'): string {
+  if (offset + bytes > pool.length) {
     randomFillSync(pool);
     offset = 0;
   }
-  const id = pool.toString('base64url', offset, offset + idBytes);
-  offset += idBytes;
-  return `${prefix}_${id}`;
+  const text = pool.toString(encoding, offset, offset + bytes);
+  offset += bytes;
+  return text;
+}
+
+/** A resource id: a readable prefix and 16 random bytes, e.g. `msg_3q2x...`. */
+export function newId(prefix: string): string {
+  return `${prefix}_${draw(idBytes, 'base64url')}`;
+}
+
+/** `bytes` random bytes (at most 16) as lower-case hex: trace and span ids. */
+export function randomHex(bytes: number): string {
+  return draw(bytes, 'hex');
 }
 
 /** The id alphabet in byte order, so that a time written in it sorts as the time does. */

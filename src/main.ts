@@ -29,6 +29,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   if (!config.redisUrl && role !== 'all') {
     throw new Error(`role "${role}" needs REDIS_URL: without it everything runs in one process (role "all")`);
   }
+  // Loaded only when an OTLP endpoint is set: without one no span is made and the SDK is never imported.
+  const tracing = config.traceExport ? (await import('./tracing/trace-export.ts')).startTraceExport({ role, nodeId: config.nodeId }) : undefined;
   const app = await createApp(config, log, { consume: role !== 'web' });
   let http: HttpServer | undefined;
   let gateway: RelayGateway | undefined;
@@ -52,7 +54,7 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   const transport = app.runtime.name;
   // Where it listens is printed whatever LOG_LEVEL says: operators and scripts read this line.
   announce(log).info(
-    { role, port, transport, store, dataDir: store === 'embedded' ? config.dataDir : undefined },
+    { role, port, transport, store, dataDir: store === 'embedded' ? config.dataDir : undefined, traceExport: config.traceExport },
     port === undefined
       ? `relaybox ${role} running (transport ${transport}, store ${store})`
       : `relaybox ${role} listening on http://${config.host}:${port} (transport ${transport}, store ${store})`,
@@ -66,6 +68,8 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       // Relays are told goodbye while the runtime can still hand their messages back.
       await gateway?.close();
       await app.close();
+      // Last: the spans of the work just finished go out too.
+      await tracing?.stop();
     },
   };
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { idTimeChars, newId, nowIso } from '../ids.ts';
+import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /**
  * The events of spec section 6, and `message.delivered` and `message.read`
@@ -17,6 +18,9 @@ export interface DomainEvent {
   teamId: string | null;
   /** The webhook payload's `data`: spec section 6, rules 4 and 5. */
   data: Record<string, unknown>;
+  /** The W3C trace context of what caused it (a message's: the request that sent it), continued by its webhook deliveries. */
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface ReadEvent {
@@ -84,9 +88,15 @@ export function changeEventId(event: EventName, subject: string): string {
   return `evt_${lead}${createHash('sha256').update(`${event}\u0000${subject}`).digest('base64url').slice(0, 22 - lead.length)}`;
 }
 
-/** `id` is given for an event of a state change (`changeEventId`), so whoever publishes it makes the same event. */
-export function domainEvent(event: EventName, scope: { tenantId: string; teamId?: string | null }, data: Record<string, unknown>, id = newId('evt')): DomainEvent {
-  return { id, event, timestamp: nowIso(), tenantId: scope.tenantId, teamId: scope.teamId ?? null, data };
+/**
+ * `id` is given for an event of a state change (`changeEventId`), so
+ * whoever publishes it makes the same event. `subject` is what it is about
+ * (a message's or relay's document): its scope, and its trace context when
+ * it stores one, so a message's events continue the trace of the request
+ * that sent it.
+ */
+export function domainEvent(event: EventName, subject: { tenantId: string; teamId?: string | null } & TraceCarrier, data: Record<string, unknown>, id = newId('evt')): DomainEvent {
+  return copyTrace<DomainEvent>({ id, event, timestamp: nowIso(), tenantId: subject.tenantId, teamId: subject.teamId ?? null, data }, subject);
 }
 
 /** data of message.* events (spec section 6, rule 4). */

@@ -42,6 +42,8 @@ const parameterComponents = {
   'X-Team-Id': { name: 'X-Team-Id', in: 'header', required: false, schema: { type: 'string', maxLength: 64 }, description: "The team the request acts in; default the organization's default team. Another organization's team: 404." },
   'Idempotency-Key': { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 }, description: 'A repeat within 24 h replays the first answer (with Idempotent-Replayed: true); the same key with another body is 422 idempotency_mismatch.' },
   'X-Request-Id': { name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' }, description: 'Kept as the request id of the answer (and an error\'s `instance`) and the logs when valid; otherwise one is made.' },
+  traceparent: { name: 'traceparent', in: 'header', required: false, schema: { type: 'string', maxLength: 512 }, description: 'W3C trace context: the messages this request creates carry its trace to their relay send and their webhook deliveries. Absent or malformed (ignored, never an error): a new trace.' },
+  tracestate: { name: 'tracestate', in: 'header', required: false, schema: { type: 'string', maxLength: 512 }, description: 'W3C trace context: passed on with traceparent (its well-formed members).' },
 };
 
 const parameterRef = (name: keyof typeof parameterComponents) => ({ $ref: `#/components/parameters/${name}` });
@@ -50,6 +52,7 @@ function parameters(route: RouteDef) {
   const out: unknown[] = [];
   if (route.auth !== false) out.push(parameterRef('X-Team-Id'));
   if (route.idempotent) out.push(parameterRef('Idempotency-Key'));
+  if (route.traced) out.push(parameterRef('traceparent'), parameterRef('tracestate'));
   out.push(parameterRef('X-Request-Id'));
   for (const where of ['params', 'query'] as const) {
     const schema = route.schema[where] ? requestView(plain(route.schema[where])) : undefined;

@@ -2,6 +2,7 @@ import { Kind, Type, type Static, type TSchema } from '@sinclair/typebox';
 import type { AppError, ErrorCode } from '../errors.ts';
 import type { Role } from '../roles.ts';
 import type { Logger } from '../log.ts';
+import type { TraceContext } from '../tracing/trace-context.ts';
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
@@ -27,6 +28,13 @@ export interface RequestContext<Body = any, Query = any, Params = any> {
   responseHeaders: Record<string, string>;
   /** ms timestamps of the pipeline stages, for stage metrics. */
   startedAt: number;
+  /**
+   * The request's W3C trace context, for what it causes later (a message
+   * stores it): its server span's while tracing is on; otherwise the
+   * caller's `traceparent` (and `tracestate`), or a new trace when it sent
+   * none or a malformed one.
+   */
+  readonly trace: TraceContext;
 }
 
 export interface Reply {
@@ -95,6 +103,8 @@ interface RouteOptions {
   teamScoped?: boolean;
   /** The route honours an Idempotency-Key header (a repeat replays the first answer). */
   idempotent?: boolean;
+  /** What the route creates carries the request's trace context on (`ctx.trace`): the API description lists traceparent and tracestate. */
+  traced?: boolean;
   /** Errors the handler itself can answer, beyond those the route's shape implies (see openapi-errors.ts). */
   errors?: ErrorCode[];
   maxBodyBytes?: number;

@@ -12,6 +12,8 @@ import { neededRole } from './roles-needed.ts';
 import { compileRoute, runStages, type CompiledRoute, type StageHooks } from './request-stages.ts';
 import { readBody, Responder } from './responder.ts';
 import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
+import { endSpan, SpanKind, SpanStatusCode, startSpan, traceOfSpan, tracingOn, type Span } from '../tracing/spans.ts';
+import { newTraceContext, readTraceContext } from '../tracing/trace-context.ts';
 
 export { neededRole };
 export type { ReadinessCheck } from './built-in-routes.ts';
@@ -67,6 +69,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const incomingId = headers['x-request-id'];
     const reqId = incomingId && requestIdPattern.test(incomingId) ? incomingId : randomUUID();
     const method = req.getMethod().toUpperCase() as Method;
+    const span = tracingOn() ? serverSpan(method, route?.def.path ?? 'unmatched', reqId, headers) : undefined;
     const params: Record<string, string> = {};
     route?.paramNames.forEach((name, i) => {
       params[name] = decodePathSegment(req.getParameter(i) ?? '');
@@ -91,23 +94,25 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       principal: undefined,
       responseHeaders: {},
       startedAt: performance.now(),
+      trace: span ? traceOfSpan(span) : (readTraceContext(headers.traceparent, headers.tracestate) ?? newTraceContext()),
     };
-    if (refusal) return refuseBeforeReading(ctx, responder, refusal);
+    if (refusal) return refuseBeforeReading(ctx, responder, refusal, span);
     // Stopping: a request on a connection kept alive from before is not started; its client retries on another instance.
-    if (closing) return refuseBeforeReading(ctx, responder, new AppError('service_unavailable', 'the service is shutting down', { retryAfterSeconds: 1 }));
+    if (closing) return refuseBeforeReading(ctx, responder, new AppError('service_unavailable', 'the service is shutting down', { retryAfterSeconds: 1 }), span);
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
     const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
     const body = hasBody ? readBody(res, responder, limit) : undefined;
     if (!hasBody) responder.pauseReading();
     inFlight++;
-    run(ctx, route, responder, body)
+    run(ctx, route, responder, body, span)
       .catch((err) => ctx.log.error({ err }, 'failed to answer a request'))
       .finally(() => {
+        endSpan(span);
         if (--inFlight === 0) for (const wake of drained.splice(0)) wake();
       });
   }
 
-  async function run(ctx: RequestContext, route: CompiledRoute | undefined, responder: Responder, body: Promise<Buffer | 'too_large' | 'aborted'> | undefined): Promise<void> {
+  async function run(ctx: RequestContext, route: CompiledRoute | undefined, responder: Responder, body: Promise<Buffer | 'too_large' | 'aborted'> | undefined, span: Span | undefined): Promise<void> {
     let reply: Reply;
     let closeConnection = false;
     try {
@@ -140,6 +145,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     }
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     durationOf(ctx.route, ctx.method, reply.status).observe(seconds);
+    answered(span, reply.status);
     log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, ms: Math.round(seconds * 1000 * 100) / 100 }, 'request');
   }
 
@@ -154,9 +160,13 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
    * client of a smuggling attempt gets no answer), and reads no further: no
    * other connection is touched, whatever address it comes from.
    */
-  function refuseBeforeReading(ctx: RequestContext, responder: Responder, error: AppError): void {
+  function refuseBeforeReading(ctx: RequestContext, responder: Responder, error: AppError, span: Span | undefined): void {
     responder.pauseReading();
-    setImmediate(() => answerRefusal(ctx, responder, error));
+    setImmediate(() => {
+      answerRefusal(ctx, responder, error);
+      answered(span, error.statusCode);
+      endSpan(span);
+    });
   }
 
   function answerRefusal(ctx: RequestContext, responder: Responder, error: AppError): void {
@@ -199,6 +209,21 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   };
 }
 
+
+/** The server span of a request while tracing is on: a child of the caller's `traceparent` when it sent a valid one, else a new trace. */
+function serverSpan(method: string, route: string, reqId: string, headers: Record<string, string>): Span {
+  return startSpan(`${method} ${route}`, SpanKind.SERVER, readTraceContext(headers.traceparent, headers.tracestate), {
+    'http.request.method': method,
+    'http.route': route,
+    'relaybox.request_id': reqId,
+  });
+}
+
+function answered(span: Span | undefined, status: number): void {
+  span?.setAttribute('http.response.status_code', status);
+  // A 4xx is the client's to look at; only the server's own failures mark its span failed.
+  if (status >= 500) span?.setStatus({ code: SpanStatusCode.ERROR });
+}
 
 /** Every error is answered as problem details, whatever the request's Accept says: a client that asked for JSON reads it as JSON. */
 function errorReply(error: AppError, reqId: string): Reply {

@@ -10,6 +10,7 @@ import type { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import { parseRecipient } from '../messages/recipients.ts';
 import { sentMessage } from '../messages/send-service.ts';
+import { traceFields, type TraceContext } from '../tracing/trace-context.ts';
 import { countMessages } from '../messages/message-metrics.ts';
 import type { jobProtocol } from '../actors/job/protocol.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
@@ -39,11 +40,12 @@ type Deps = {
 export class JobService {
   constructor(private readonly deps: Deps) {}
 
-  accept(principal: Principal, input: BulkBody, idempotencyKey: string | undefined) {
-    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, bulk: input }, () => this.create(principal, input));
+  /** Each message of the job stores `trace`, the request's trace context, as a single send does. */
+  accept(principal: Principal, input: BulkBody, idempotencyKey: string | undefined, trace: TraceContext) {
+    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, bulk: input }, () => this.create(principal, input, trace));
   }
 
-  private async create(principal: Principal, input: BulkBody): Promise<{ status: 201; body: AcceptedJob }> {
+  private async create(principal: Principal, input: BulkBody, trace: TraceContext): Promise<{ status: 201; body: AcceptedJob }> {
     const scheduledAt = input.scheduledAt === undefined ? null : checkSchedule(input.scheduledAt);
     const recipients = await this.checkEntries(principal.orgId, input);
     const jobId = newId('job');
@@ -52,7 +54,8 @@ export class JobService {
     const owner = { orgId: principal.orgId, teamId: principal.teamId };
     // A scheduled job's messages wait out their start like a retry waits out its backoff: the send queue skips them until then.
     const held: Partial<MessageDoc> = scheduledAt ? { queuedAt: null, nextAttemptAt: scheduledAt } : {};
-    const docs: MessageDoc[] = input.messages.map((entry, i) => sentMessage(principal, entry, entry.to.trim(), recipients[i]!, now, { jobId, jobIndex: i, ...held }));
+    const traced = traceFields(trace);
+    const docs: MessageDoc[] = input.messages.map((entry, i) => sentMessage(principal, entry, entry.to.trim(), recipients[i]!, now, { jobId, jobIndex: i, ...held, ...traced }));
     const job: JobDoc = {
       id: jobId, tenantId: principal.orgId, teamId: principal.teamId, status: scheduledAt ? 'scheduled' : 'processing', totalRecipients: docs.length,
       scheduledAt, startedAt: scheduledAt ? null : now, completedAt: null, cancelledAt: null, counts: { ...zeroCounts(), queued: docs.length },

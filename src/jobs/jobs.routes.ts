@@ -12,10 +12,11 @@ export function jobRoutes(deps: { service: JobService; queries: JobQueries; curs
       method: 'POST', path: '/api/v1/messages/bulk', summary: 'Create a bulk job: 1 to 10,000 messages, now or at scheduledAt; all entries valid or nothing is created', tags: ['bulk'], teamScoped: true,
       operationId: 'createBulkJob',
       idempotent: true,
+      traced: true,
       maxBodyBytes: deps.maxBodyBytes,
       schema: { body: bulkBody, response: { 201: acceptedJob } },
       async handler(ctx) {
-        const answer = await deps.service.accept(ctx.principal, ctx.body, ctx.headers['idempotency-key']);
+        const answer = await deps.service.accept(ctx.principal, ctx.body, ctx.headers['idempotency-key'], ctx.trace);
         const headers: Record<string, string> = answer.replayed ? { 'idempotent-replayed': 'true' } : {};
         return { status: answer.status, body: answer.body, headers };
       },

@@ -52,6 +52,9 @@ export interface MessageDoc extends OutboxFields {
   nextAttemptAt?: string | null;
   /** The hops of its current attempt its relay agent reported (relay-protocol/frames.ts `agentHops`). */
   agentCheckpoints?: AgentCheckpoint[];
+  /** The W3C trace context of the request that sent it (src/tracing): its relay sends and its events continue that trace. */
+  traceparent?: string;
+  tracestate?: string;
   createdAt: string;
   updatedAt: string;
 }
@@ -147,7 +150,10 @@ export type MessagingCollections = ReturnType<typeof messagingCollections>;
 
 /** What the API shows of a message: everything but the storage fields. */
 export function publicMessage(doc: MessageDoc) {
-  const { tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, agentCheckpoints: _hops, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled, ...rest } = doc;
+  const {
+    tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, agentCheckpoints: _hops, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled,
+    traceparent: _traceparent, tracestate: _tracestate, ...rest
+  } = doc;
   return rest;
 }
 

@@ -18,9 +18,10 @@ export function messageRoutes(deps: { send: SendService; queries: MessageQueries
       method: 'POST', path: '/api/v1/messages', summary: 'Send a message: stored, queued, answered 201', tags: ['messages'], teamScoped: true,
       operationId: 'sendMessage',
       idempotent: true,
+      traced: true,
       schema: { body: sendBody, response: { 201: sentMessageSchema } },
       async handler(ctx) {
-        const answer = await deps.send.send(ctx.principal, ctx.body, ctx.headers['idempotency-key']);
+        const answer = await deps.send.send(ctx.principal, ctx.body, ctx.headers['idempotency-key'], ctx.trace);
         const headers: Record<string, string> = answer.replayed ? { 'idempotent-replayed': 'true' } : {};
         return { status: answer.status, body: answer.body, headers };
       },

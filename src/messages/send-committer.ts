@@ -162,13 +162,15 @@ export class SendCommitter {
   /**
    * After this the messages are on their tenant's queue. A failure here
    * leaves them stored as queued, where the tenant's sweep finds them: the
-   * request still succeeds, nothing is lost.
+   * request still succeeds, nothing is lost. The actor message carries the
+   * trace of the batch's first message (each message keeps its own in its
+   * document, for its relay send and its events).
    */
   private async enqueue(docs: MessageDoc[]): Promise<void> {
     const sendable = docs.filter((d) => !d.fanout);
     try {
       await Promise.all([...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>
-        this.tenants.send(tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, ...(d.parentId ? { source: d.parentId } : {}) })) })));
+        this.tenants.send(tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, ...(d.parentId ? { source: d.parentId } : {}) })) }, { trace: group[0] })));
     } catch (err) {
       this.deps.log.warn({ err, messages: sendable.length }, 'could not notify the send queue; the sweep will pick the messages up');
     }

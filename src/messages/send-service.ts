@@ -8,6 +8,7 @@ import type { sentMessageSchema } from './message-schemas.ts';
 import { publicMessage, type MessageDoc, type MessagingCollections } from './message-store.ts';
 import { conversationIdOf, normalizeParticipant, parseRecipient } from './recipients.ts';
 import type { SendCommitter } from './send-committer.ts';
+import { traceFields, type TraceContext } from '../tracing/trace-context.ts';
 
 /** What the contacts side answers for `group:<id>` and for names in conversations. */
 export interface ContactLookup {
@@ -66,8 +67,9 @@ export class SendService {
     private readonly deps: { db: MessagingCollections; committer: SendCommitter; idempotency: IdempotencyKeys; contacts: ContactLookup },
   ) {}
 
-  send(principal: Principal, input: SendRequest, idempotencyKey: string | undefined) {
-    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () => this.accept(principal, input));
+  /** Each message stores `trace`, the request's trace context: its relay send and its events' webhook deliveries continue it. */
+  send(principal: Principal, input: SendRequest, idempotencyKey: string | undefined, trace: TraceContext) {
+    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () => this.accept(principal, input, traceFields(trace)));
   }
 
   /** A reply an automation sends: the same path, marked with its origin so that automations never run on it. */

@@ -49,6 +49,7 @@ export const frameLimits = {
   pathLength: 1_024,
   maxCapacity: 1_000,
   maxAttempt: 1_000,
+  traceparentLength: 128,
   /** Largest text frame either end should accept (bodies are the bulk of it). */
   maxFrameBytes: 1024 * 1024,
 } as const;
@@ -185,9 +186,28 @@ export const sendFrame = Type.Object(
     /** http(s) URLs the agent downloads before sending. */
     attachments: Type.Optional(Type.Array(str(L.urlLength), { maxItems: L.attachments })),
     fromNumber: Type.Optional(str(L.handleLength)),
+    /**
+     * W3C trace context of this send attempt (`00-<trace id>-<span id>-<flags>`):
+     * the trace of the request that sent the message, with a span id of its
+     * own. Absent for messages stored without one, and for agents older
+     * than `traceparentSince`, which refuse fields they do not know.
+     */
+    traceparent: Type.Optional(str(L.traceparentLength)),
   },
   strict,
 );
+
+/** The first agent version that accepts `send.traceparent` (0.2). */
+export const traceparentSince = { major: 0, minor: 2 } as const;
+
+/** Whether an agent of this `hello.agentVersion` accepts `send.traceparent`; one whose version does not start with `major.minor` does not. */
+export function acceptsTraceparent(agentVersion: string): boolean {
+  const m = /^(\d+)\.(\d+)/.exec(agentVersion);
+  if (!m) return false;
+  const major = Number(m[1]);
+  const minor = Number(m[2]);
+  return major > traceparentSince.major || (major === traceparentSince.major && minor >= traceparentSince.minor);
+}
 
 export const ackFrame = Type.Object(
   {

@@ -6,6 +6,8 @@ import type { ActorContext, ActorDefinition, ActorProtocol, EmitOptions, Message
 import { derivedId, MessageValidators, type Envelope } from './envelope.ts';
 import { ActorStates } from './actor-states.ts';
 import type { ActorMessage, AskFailure, SendOptions } from './types.ts';
+import { SpanKind, startSpan, traceOfSpan, tracingOn, withSpan, type Span } from '../tracing/spans.ts';
+import type { TraceCarrier } from '../tracing/trace-context.ts';
 
 export type DeliveryOutcome =
   | { ok: true; value: unknown }
@@ -163,8 +165,9 @@ export class ActorHost {
     const started = performance.now();
     // The batch's own id: derived from its messages, so the same batch delivered again sends the same ids.
     const id = derivedId(first.id, `batch\u0000${envs.map((e) => e.id).join('\u0000')}`);
+    const span = this.spanFor(first, delivery, envs);
     try {
-      await this.withState({ ...first, id }, delivery, owned, (ctx) => batch(ctx, envs.map((e) => e.msg)));
+      await withSpan(span, () => this.withState({ ...first, id }, delivery, owned, span ? traceOfSpan(span) : first, (ctx) => batch(ctx, envs.map((e) => e.msg))));
     } catch (err) {
       this.log.warn({ actor: first.type, actorKey: first.key, messages: envs.length, err }, 'actor batch handler failed; its messages are handled one by one');
       return false;
@@ -182,14 +185,37 @@ export class ActorHost {
 
   private runOnce(env: Envelope, delivery: number, owned: AbortSignal): Promise<unknown> {
     const handler = this.actors.get(env.type)!.handlers[env.msg.kind]!;
-    return this.withState(env, delivery, owned, (ctx) => handler(ctx, env.msg));
+    const span = this.spanFor(env, delivery);
+    if (!span) return this.withState(env, delivery, owned, env, (ctx) => handler(ctx, env.msg));
+    return withSpan(span, () => this.withState(env, delivery, owned, traceOfSpan(span), (ctx) => handler(ctx, env.msg)));
   }
 
-  /** Runs `work` with the key's state, activating it first if needed; a failure, or the work's `deactivate`, drops it. */
-  private async withState<R>(env: Envelope, delivery: number, owned: AbortSignal, work: (ctx: ActorContext<unknown>) => R | Promise<R>): Promise<R> {
+  /**
+   * While tracing is on, a span for each handling of a message that carries
+   * a trace (a batch's: its first message's, linked to the others). A
+   * message without one (a relay's heartbeat, a sweep) starts none: periodic
+   * work would otherwise make a trace every few seconds.
+   */
+  private spanFor(env: Envelope, delivery: number, batch?: Envelope[]): Span | undefined {
+    if (!tracingOn() || env.traceparent === undefined) return undefined;
+    return startSpan(`${env.type} ${env.msg.kind}`, SpanKind.CONSUMER, env, {
+      'relaybox.actor.type': env.type,
+      'relaybox.actor.key': env.key,
+      'relaybox.actor.message_id': env.id,
+      'relaybox.actor.delivery': delivery,
+      ...(batch ? { 'relaybox.actor.batch_size': batch.length } : {}),
+    }, batch?.slice(1));
+  }
+
+  /**
+   * Runs `work` with the key's state, activating it first if needed; a
+   * failure, or the work's `deactivate`, drops it. What the work sends
+   * carries `trace`.
+   */
+  private async withState<R>(env: Envelope, delivery: number, owned: AbortSignal, trace: TraceCarrier, work: (ctx: ActorContext<unknown>) => R | Promise<R>): Promise<R> {
     const def = this.actors.get(env.type)!;
     let deactivate = false;
-    const ctx = this.context(env, delivery, owned, () => (deactivate = true));
+    const ctx = this.context(env, delivery, owned, trace, () => (deactivate = true));
     const entry = this.states.begin(env.type, env.key);
     try {
       if (!entry.activated) {
@@ -209,7 +235,7 @@ export class ActorHost {
     }
   }
 
-  private context(env: Envelope, delivery: number, owned: AbortSignal, deactivate: () => void): ActorContext<unknown> {
+  private context(env: Envelope, delivery: number, owned: AbortSignal, trace: TraceCarrier, deactivate: () => void): ActorContext<unknown> {
     const sent = new Map<string, number>();
     const send = this.send;
     return {
@@ -228,7 +254,8 @@ export class ActorHost {
         const label = `send\u0000${to.type}\u0000${key}\u0000${JSON.stringify(msg)}`;
         const n = (sent.get(label) ?? 0) + 1;
         sent.set(label, n);
-        return send(to.type, key, msg, { ...opts, onceId: derivedId(env.id, `${label}\u0000${n}`) });
+        // A timer continues no trace: a sweep that sends the next sweep would otherwise make one trace without end.
+        return send(to.type, key, msg, { ...opts, onceId: derivedId(env.id, `${label}\u0000${n}`), trace: opts.trace ?? (opts.delayMs ? undefined : trace) });
       },
     };
   }

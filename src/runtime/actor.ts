@@ -1,5 +1,6 @@
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
 import type { Logger } from '../log.ts';
+import type { TraceCarrier } from '../tracing/trace-context.ts';
 
 /** The fields of each message kind of an actor type (without `kind`), as TypeBox properties. */
 export type MessageShapes = Record<string, TProperties>;
@@ -37,6 +38,8 @@ export function defineProtocol<const T extends string, const M extends MessageSh
 export interface EmitOptions {
   /** Deliver no earlier than this many ms from now (a durable timer on the Redis transport). */
   delayMs?: number;
+  /** The trace context the message carries; `ctx.send` passes on its handler's when this is not given. */
+  trace?: TraceCarrier;
 }
 
 /** What a handler (and an activation) is given besides its message. */

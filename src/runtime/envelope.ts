@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { ActorProtocol } from './actor.ts';
+import { copyTrace, maxTracestateChars, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /** What travels on a transport: one message to one actor `(type, key)`. */
 export const envelopeSchema = Type.Object({
@@ -14,6 +15,9 @@ export const envelopeSchema = Type.Object({
   sentAt: Type.Number(),
   /** Set by `ask`: where the handler's answer goes. */
   replyTo: Type.Optional(Type.Object({ node: Type.String({ maxLength: 256 }), askId: Type.String({ maxLength: 64 }) })),
+  /** The W3C trace context of what caused this message (src/tracing): its handler's span continues it. */
+  traceparent: Type.Optional(Type.String({ maxLength: 128 })),
+  tracestate: Type.Optional(Type.String({ maxLength: maxTracestateChars })),
 });
 
 export type Envelope = Omit<Static<typeof envelopeSchema>, 'msg'> & { msg: { kind: string; [field: string]: unknown } };
@@ -67,4 +71,9 @@ function describe(validate: ValidateFunction): string {
 /** A deterministic id from a parent message id and a label: what makes redelivered emissions recognisable. */
 export function derivedId(parentId: string, label: string): string {
   return createHash('sha256').update(parentId).update('\u0000').update(label).digest('base64url').slice(0, 24);
+}
+
+/** A new envelope; it carries the trace in `trace` when there is one. */
+export function newEnvelope(id: string, type: string, key: string, msg: Envelope['msg'], trace: TraceCarrier | undefined): Envelope {
+  return copyTrace<Envelope>({ id, type, key, msg, sentAt: Date.now() }, trace);
 }

@@ -5,6 +5,8 @@ import type { RuntimeConfig } from './types.ts';
 import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
 import { Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
+import { newEnvelope } from './envelope.ts';
+import type { TraceCarrier } from '../tracing/trace-context.ts';
 import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
 
 interface Delivery {
@@ -65,7 +67,7 @@ export class LocalTransport implements Transport {
   }
 
   async send(type: string, key: string, msg: ActorMessage, opts: SendOptions = {}): Promise<string> {
-    const env = this.envelope(type, key, msg, opts.onceId);
+    const env = this.envelope(type, key, msg, opts.onceId, opts.trace);
     if (opts.onceId && !this.sentOnce.add(opts.onceId)) return env.id;
     if (opts.delayMs && opts.delayMs > 0) {
       const timer = setTimeout(() => {
@@ -124,11 +126,11 @@ export class LocalTransport implements Transport {
   }
 
   /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
-  private envelope(type: string, key: string, msg: ActorMessage, id?: string): Envelope {
+  private envelope(type: string, key: string, msg: ActorMessage, id?: string, trace?: TraceCarrier): Envelope {
     if (this.stopping && id === undefined) throw new AppError('service_unavailable', 'runtime is shutting down');
     const host = this.requireHost();
     if (!host.has(type)) throw new Error(`unknown actor type "${type}"`);
-    return { id: id ?? randomUUID(), type, key, msg, sentAt: Date.now() };
+    return newEnvelope(id ?? randomUUID(), type, key, msg, trace);
   }
 
   private dispatch(env: Envelope, reply?: (outcome: DeliveryOutcome) => void): void {

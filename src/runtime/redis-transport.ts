@@ -8,7 +8,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
 import { Mailboxes } from './mailboxes.ts';
 import { askError, askTimeout } from './local-transport.ts';
-import { readEnvelope } from './envelope.ts';
+import { newEnvelope, readEnvelope } from './envelope.ts';
+import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { withScripts, type ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
@@ -145,7 +146,7 @@ export class RedisTransport implements Transport {
   }
 
   async send(type: string, key: string, msg: ActorMessage, opts: SendOptions = {}): Promise<string> {
-    const env = this.envelope(type, key, msg, opts.onceId);
+    const env = this.envelope(type, key, msg, opts.onceId, opts.trace);
     await this.enqueue(env, opts.delayMs, opts.onceId !== undefined);
     return env.id;
   }
@@ -169,10 +170,10 @@ export class RedisTransport implements Transport {
   }
 
   /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
-  private envelope(type: string, key: string, msg: ActorMessage, id?: string): Envelope {
+  private envelope(type: string, key: string, msg: ActorMessage, id?: string, trace?: TraceCarrier): Envelope {
     if (this.stopping && id === undefined) throw new AppError('service_unavailable', 'runtime is shutting down');
     if (!this.requireHost().has(type)) throw new Error(`unknown actor type "${type}"`);
-    return { id: id ?? randomUUID(), type, key, msg, sentAt: Date.now() };
+    return newEnvelope(id ?? randomUUID(), type, key, msg, trace);
   }
 
   private async enqueue(env: Envelope, delayMs?: number, once = false): Promise<void> {

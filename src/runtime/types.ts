@@ -1,5 +1,6 @@
 import type { ActorDefinition } from './actor.ts';
 import type { Envelope } from './envelope.ts';
+import type { TraceCarrier } from '../tracing/trace-context.ts';
 
 export type { ActorContext, ActorDefinition, ActorProtocol, ActorClient, MessageOf } from './actor.ts';
 export type { Envelope } from './envelope.ts';
@@ -51,6 +52,8 @@ export interface SendOptions {
    * it: a second send with the same id within `RUNTIME_DEDUPE_TTL_MS` is dropped.
    */
   onceId?: string;
+  /** The trace context the message carries (`ctx.send` passes on its handler's). */
+  trace?: TraceCarrier;
 }
 
 export interface DeadLetter {

@@ -9,6 +9,8 @@ import { deliveryAttempts, deliveryDuration, observeFirstAttempt } from './webho
 import type { WebhookSender } from './webhook-sender.ts';
 import type { DeliveryLog } from './delivery-log.ts';
 import { deliveryHeaders, signingKey } from './webhook-signing.ts';
+import { endSpan, outgoingTrace, SpanKind, startSpan, tracingOn } from '../tracing/spans.ts';
+import { copyTrace } from '../tracing/trace-context.ts';
 import { orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 
 /** A webhook as an attempt needs it: its secrets opened once into HMAC keys, kept only in memory. */
@@ -90,11 +92,21 @@ export class DeliveryAttempts {
     return { doc, step };
   }
 
-  /** The HTTP request of an attempt, recorded nowhere (a test delivery is stored with its outcome in one write). */
-  async send(hook: LoadedWebhook, delivery: Pick<DeliveryDoc, 'eventId' | 'payload'>): Promise<AttemptResult> {
-    const headers = deliveryHeaders({ webhookId: delivery.eventId, body: delivery.payload, keys: keysAt(hook, Date.now()) });
+  /**
+   * The HTTP request of an attempt, recorded nowhere (a test delivery is
+   * stored with its outcome in one write). It continues the event's trace
+   * (`traceparent`, `tracestate`) with a span id of its own: a client span
+   * while tracing is on.
+   */
+  async send(hook: LoadedWebhook, delivery: Pick<DeliveryDoc, 'eventId' | 'event' | 'payload' | 'traceparent' | 'tracestate'>): Promise<AttemptResult> {
+    const span = tracingOn() ? startSpan('webhook POST', SpanKind.CLIENT, delivery, { 'http.request.method': 'POST', 'relaybox.webhook_id': hook.doc.id, 'relaybox.event': delivery.event, 'relaybox.event_id': delivery.eventId }) : undefined;
+    const headers = copyTrace(deliveryHeaders({ webhookId: delivery.eventId, body: delivery.payload, keys: keysAt(hook, Date.now()) }), outgoingTrace(span, delivery));
     const result = await this.deps.sender.attempt(hook.doc.url, headers, delivery.payload);
     deliveryDuration.observe(result.durationMs / 1000);
+    if (span) {
+      if (result.responseStatus !== null) span.setAttribute('http.response.status_code', result.responseStatus);
+      endSpan(span, result.ok ? undefined : result.error);
+    }
     return result;
   }
 

@@ -7,6 +7,7 @@ import { insertNew } from '../store/insert-new.ts';
 import { deliveryId, orgScope, type DeliveryDoc, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
 import { platformScope } from '../store/collection.ts';
 import { chunks } from '../chunks.ts';
+import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /** Deliveries per actor message, so one message stays small on the wire. */
 const acceptChunk = 200;
@@ -16,12 +17,13 @@ export function deliveryPayload(e: { event: string; timestamp: string; data: Rec
   return JSON.stringify({ event: e.event, timestamp: e.timestamp, data: e.data });
 }
 
-export function newDelivery(hook: Pick<WebhookDoc, 'id' | 'tenantId'>, e: { id: string; event: string; timestamp: string; data: Record<string, unknown> }, at: string): DeliveryDoc {
-  return {
+/** A delivery of event `e`, carrying its trace context when it has one. */
+export function newDelivery(hook: Pick<WebhookDoc, 'id' | 'tenantId'>, e: { id: string; event: string; timestamp: string; data: Record<string, unknown> } & TraceCarrier, at: string): DeliveryDoc {
+  return copyTrace<DeliveryDoc>({
     id: deliveryId(hook.id, e.id), tenantId: hook.tenantId, webhookId: hook.id, event: e.event, eventId: e.id,
     status: 'pending', attempts: 0, responseStatus: null, lastError: null, nextAttemptAt: at,
     payload: deliveryPayload(e), createdAt: at, updatedAt: at,
-  };
+  }, e);
 }
 
 /**

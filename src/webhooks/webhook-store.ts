@@ -47,6 +47,9 @@ export interface DeliveryDoc {
   nextAttemptAt: string | null;
   /** The exact body sent on every attempt. */
   payload: string;
+  /** The event's W3C trace context: each attempt sends it on with a span id of its own (`traceparent`, `tracestate`). */
+  traceparent?: string;
+  tracestate?: string;
   createdAt: string;
   updatedAt: string;
 }

@@ -1,6 +1,6 @@
 import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import type { Logger } from '../log.ts';
-import type { AgentFrame, HelloFrame } from '../relay-protocol/frames.ts';
+import { acceptsTraceparent, type AgentFrame, type HelloFrame } from '../relay-protocol/frames.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import { actorClient, type ActorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -81,6 +81,7 @@ export class RelayFrames {
     }
     clearTimeout(state.helloTimer);
     state.relay = { id: relayId, tenantId, session: relay.session };
+    state.acceptsTraceparent = acceptsTraceparent(frame.agentVersion);
     sockets.adopt(relayId, ws);
     sockets.write(ws, {
       type: 'welcome',

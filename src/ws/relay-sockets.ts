@@ -8,6 +8,8 @@ import type { RelayLink } from '../relays/relay-link.ts';
 export interface RelaySocket {
   /** Set once the hello is accepted. */
   relay?: { id: string; tenantId: string; session: number };
+  /** Its agent accepts `send.traceparent` (its hello's agentVersion); otherwise the field is left out of its send frames. */
+  acceptsTraceparent?: boolean;
   badFrames: number;
   closed: boolean;
   helloTimer?: NodeJS.Timeout;
@@ -41,7 +43,7 @@ export class RelaySockets {
   constructor(link: RelayLink, private readonly backpressureCap: number, private readonly log: Logger) {
     link.onFrame((delivery) => {
       const ws = this.sockets.get(delivery.relayId);
-      if (ws && ws.getUserData().relay?.session === delivery.session) this.write(ws, delivery.frame);
+      if (ws && ws.getUserData().relay?.session === delivery.session) this.write(ws, fitted(ws.getUserData(), delivery.frame));
     });
   }
 
@@ -103,4 +105,11 @@ export class RelaySockets {
     for (const ws of [...this.sockets.values()]) ws.end(1001, 'server shutting down');
     await Promise.allSettled([...this.pending]);
   }
+}
+
+/** A send frame as the socket's agent reads it: an agent older than `traceparentSince` refuses a frame with `traceparent`. */
+function fitted(state: RelaySocket, frame: ServerFrame): ServerFrame {
+  if (frame.type !== 'send' || frame.traceparent === undefined || state.acceptsTraceparent) return frame;
+  const { traceparent: _traceparent, ...older } = frame;
+  return older;
 }

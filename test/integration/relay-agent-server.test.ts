@@ -66,12 +66,13 @@ test('agent registers, reports statuses, replays unacked inbound rows, reconnect
   server.send(0, { type: 'ack', of: 'status', messageId: 'msg_one', attempt: 1 });
   await server.waitFor('ready', () => true, { from: ready.index + 1 }); // a credit came back
 
-  // 3. An injected failure becomes a failed status.
+  // 3. An injected failure becomes a failed status. This send carries a trace context (the one before did not): accepted all the same, and logged with it.
   await simulateFailures(chatDb, 1);
-  server.send(0, { type: 'send', messageId: 'msg_fail', attempt: 1, to: 'someone@example.com', body: 'will fail' });
+  server.send(0, { type: 'send', messageId: 'msg_fail', attempt: 1, to: 'someone@example.com', body: 'will fail', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' });
   const failed = await server.waitFor('status', (f) => f.messageId === 'msg_fail');
   assert.equal(failed.frame.status, 'failed');
   assert.match(failed.frame.error ?? '', /error 1/);
+  assert.match(agent.output(), /"event":"send\.accepted","messageId":"msg_fail".*"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"/);
   server.send(0, { type: 'ack', of: 'status', messageId: 'msg_fail', attempt: 1 });
 
   // 3b. Attachments are downloaded, handed over as files and deleted; a bad URL fails the send.

@@ -51,3 +51,11 @@ test('webhooks: a rotated secret keeps signing 24 h by default; WEBHOOK_SECRET_G
   assert.equal(loadConfig({ WEBHOOK_SECRET_GRACE_MS: '60000' }).webhook.secretGraceMs, 60_000);
   assert.throws(() => loadConfig({ WEBHOOK_SECRET_GRACE_MS: '0' }), /WEBHOOK_SECRET_GRACE_MS/);
 });
+
+test('trace export is on only with an OTLP endpoint, and not when the SDK or the trace exporter is turned off', () => {
+  assert.equal(loadConfig({}).traceExport, false);
+  assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).traceExport, true);
+  assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' }).traceExport, true);
+  assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).traceExport, false);
+  assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).traceExport, false);
+});

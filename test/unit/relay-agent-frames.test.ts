@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  agentFrame, frameLimits, helloFrame, parseFrame, serverFrame, statusFrame,
+  acceptsTraceparent, agentFrame, frameLimits, helloFrame, parseFrame, serverFrame, statusFrame,
 } from '../../src/relay-protocol/frames.ts';
 
 const systemInfo = { hostOsVersion: 'macOS 14.5', hostname: 'mac-mini' };
@@ -31,6 +31,7 @@ test('every server frame of the protocol is accepted', () => {
     { type: 'welcome', relayId: 'rly_1', inboundCursor: 17, heartbeatIntervalMs: 10_000 },
     { type: 'send', messageId: 'msg_1', attempt: 1, to: '+15551234567', body: 'hello', attachments: ['https://example.com/a.png'], fromNumber: '+15550000000' },
     { type: 'send', messageId: 'msg_1', attempt: 1, to: 'a@example.com' },
+    { type: 'send', messageId: 'msg_1', attempt: 1, to: 'a@example.com', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
     { type: 'ack', of: 'inbound', cursor: 42 },
     { type: 'ack', of: 'status', messageId: 'msg_1', attempt: 1 },
     { type: 'error', code: 'unauthorized', message: 'bad token' },
@@ -96,4 +97,9 @@ test('every string in the frame schemas has a maxLength and every array a maxIte
   };
   walk(agentFrame as unknown as Record<string, unknown>, 'agentFrame');
   walk(serverFrame as unknown as Record<string, unknown>, 'serverFrame');
+});
+
+test('send.traceparent goes to agents from 0.2 on: older agents, and versions that do not read as major.minor, do not get it', () => {
+  for (const version of ['0.2.0', '0.2', '0.10.1', '1.0.0', '2.0.0-beta.1']) assert.equal(acceptsTraceparent(version), true, version);
+  for (const version of ['0.1.0', '0.1.99', '0', '', 'dev', 'v0.2.0']) assert.equal(acceptsTraceparent(version), false, version);
 });

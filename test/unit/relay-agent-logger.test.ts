@@ -35,7 +35,7 @@ test('pretty lines: time, level and the sentence; detail fields only on lines th
 test('json lines carry the event and the ids in their own fields; the summary counts per interval', () => {
   const out = capture();
   const operator = new OperatorLog(createAgentLogger('info', 'json', out.stream));
-  operator.sendAccepted(record, 0);
+  operator.sendAccepted(record, 0, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
   operator.step(record, { status: 'sent', at: 'x' });
   operator.step(record, { status: 'delivered', at: 'y' });
   operator.inboundForwarded({ type: 'inbound', rowId: 9, guid: 'G', from: '+15550000000', isGroup: false, body: 'hi', receivedAt: '2024-05-01T10:00:00.000Z' });
@@ -43,6 +43,8 @@ test('json lines carry the event and the ids in their own fields; the summary co
   operator.summary({ relayId: 'rly_1', connected: true, queued: 0, unfinished: 0, inboundUnacked: 0 });
   const lines = out.lines().map((l) => JSON.parse(l) as Record<string, unknown>);
   assert.deepEqual(lines.map((l) => l.event), ['send.accepted', 'send.sent', 'send.delivered', 'inbound.forwarded', 'summary', 'summary']);
+  assert.equal(lines[0]!.traceparent, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', "the send frame's trace context, to find the send from the server's trace");
+  assert.equal(lines[1]!.traceparent, undefined);
   assert.deepEqual([lines[2]!.messageId, lines[2]!.attempt, lines[2]!.status], ['msg_1', 2, 'delivered']);
   assert.equal(lines[3]!.rowId, 9);
   assert.equal(lines[3]!.body, undefined, 'no message body');

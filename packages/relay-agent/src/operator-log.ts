@@ -69,10 +69,11 @@ export class OperatorLog {
     this.log.error({ event: 'refused', reason: message }, message);
   }
 
-  sendAccepted(record: SendRecord, queued: number): void {
+  /** `traceparent`: the send frame's, so the line can be found from the server's trace. */
+  sendAccepted(record: SendRecord, queued: number, traceparent?: string): void {
     this.tally.accepted += 1;
     this.log.info(
-      { event: 'send.accepted', messageId: record.messageId, attempt: record.attempt, to: record.to, attachments: record.attachmentUrls.length, queued },
+      { event: 'send.accepted', messageId: record.messageId, attempt: record.attempt, to: record.to, attachments: record.attachmentUrls.length, queued, ...(traceparent ? { traceparent } : {}) },
       `send ${record.messageId} attempt ${record.attempt} to ${record.to} accepted (${queued} waiting)`,
     );
   }

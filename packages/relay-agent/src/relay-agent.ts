@@ -192,7 +192,7 @@ export class RelayAgent {
       phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0,
     };
     journal.add(record);
-    this.operator.sendAccepted(record, journal.inPhase('queued').length);
+    this.operator.sendAccepted(record, journal.inPhase('queued').length, frame.traceparent);
     const unfinished = journal.unfinishedCount();
     if (unfinished > this.config.capacity) this.log.warn({ unfinished, capacity: this.config.capacity }, 'server sent beyond the capacity; queued anyway');
     await journal.flush();

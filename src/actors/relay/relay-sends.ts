@@ -10,6 +10,8 @@ import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
 import { isLive, type RelayState } from './relay-state.ts';
 import type { RelayDoc } from '../../relays/relay-store.ts';
+import { outgoingTrace, SpanKind, startSpan, tracingOn, withSpan } from '../../tracing/spans.ts';
+import type { TraceContext } from '../../tracing/trace-context.ts';
 
 type RelayContext = ActorContext<RelayState>;
 type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
@@ -90,7 +92,9 @@ export class RelaySends {
     for (const sent of await this.claim(ctx, m)) {
       credits.add(sent.id, sent.attempts);
       await ctx.send(relayProtocol, ctx.key, { kind: 'send-timeout', tenantId: m.tenantId, messageId: sent.id, attempt: sent.attempts }, { delayMs: this.deps.sendTimeoutMs });
-      await this.deps.link.deliver(relay, sendFrame(sent));
+      // The frame continues the trace of the request that sent the message, as a hop of its own.
+      const span = tracingOn() ? startSpan('relay send', SpanKind.PRODUCER, sent, { 'relaybox.message_id': sent.id, 'relaybox.relay_id': ctx.key, 'relaybox.attempt': sent.attempts }) : undefined;
+      await withSpan(span, () => this.deps.link.deliver(relay, sendFrame(sent, outgoingTrace(span, sent))));
     }
     await this.grant(ctx, m.tenantId);
   }
@@ -176,7 +180,7 @@ export class RelaySends {
   }
 }
 
-function sendFrame(doc: MessageDoc): SendFrame {
+function sendFrame(doc: MessageDoc, trace: TraceContext | undefined): SendFrame {
   return {
     type: 'send',
     messageId: doc.id,
@@ -185,5 +189,6 @@ function sendFrame(doc: MessageDoc): SendFrame {
     ...(doc.body ? { body: doc.body } : {}),
     ...(doc.attachments.length > 0 ? { attachments: doc.attachments } : {}),
     ...(doc.fromNumber ? { fromNumber: doc.fromNumber } : {}),
+    ...(trace ? { traceparent: trace.traceparent } : {}),
   };
 }

@@ -8,6 +8,7 @@ const delivery = Type.Object({
   responseStatus: Type.Union([Type.Integer(), Type.Null()]), lastError: Type.Union([Type.String({ maxLength: 2_000 }), Type.Null()]),
   nextAttemptAt: Type.Union([Type.String({ maxLength: 40 }), Type.Null()]), payload: Type.String({ maxLength: 1_100_000 }),
   createdAt: Type.String({ maxLength: 40 }), updatedAt: Type.String({ maxLength: 40 }),
+  traceparent: Type.Optional(Type.String({ maxLength: 128 })), tracestate: Type.Optional(Type.String({ maxLength: 512 })),
 }, { additionalProperties: false });
 
 export type PendingDelivery = Static<typeof delivery>;
