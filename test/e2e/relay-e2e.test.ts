@@ -88,7 +88,9 @@ test('end to end: frontend, worker and two simulated relays: send, deliver, rece
   // 2. An incoming row injected into a relay's chat.db becomes a received message and raises the unread count.
   await simulateInbound(a.chatDb, { from: '+14155550199', body: 'a reply from a phone' });
   await waitFor(async () => (await call('GET', '/api/v1/messages?direction=received')).body.data.length === 1, 15_000, 'received');
-  const conversation = await call('GET', '/api/v1/conversations/lookup?participant=%2B14155550199');
+  // The conversation is touched just after the message is stored: looked up once it is there.
+  let conversation = await call('GET', '/api/v1/conversations/lookup?participant=%2B14155550199');
+  await waitFor(async () => (conversation = await call('GET', '/api/v1/conversations/lookup?participant=%2B14155550199')).status === 200, 15_000, 'conversation');
   assert.equal(conversation.body.unreadCount, 1);
   assert.equal(conversation.body.lastMessage, 'a reply from a phone');
 
