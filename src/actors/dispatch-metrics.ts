@@ -31,39 +31,24 @@ export function exposeDispatchMetrics(runtime: Pick<Transport, 'statesOf'>): voi
       priorityBands.forEach(({ band }, i) => set({ band }, oldest[i] === undefined ? 0 : Math.max(0, (now - oldest[i]!) / 1000)));
     },
   });
+  total('relaybox_queue_messages', 'Messages waiting in the send queues, due and not yet handed to a relay',
+    tenants, (state) => state.queue.size);
+  total('relaybox_tenants_waiting_for_relay', 'Organizations with messages waiting in their send queue and no relay online',
+    tenants, (state) => (state.queue.size > 0 && state.relays.size === 0 ? 1 : 0));
+  total('relaybox_relay_send_capacity', 'Sends the online relays take at once, as each declared (its capacity): the credits they grant',
+    relays, (state) => (state.doc?.status === 'online' ? state.credits.capacity : 0));
+  total('relaybox_relay_sends_in_flight', 'Sends handed to relays and not yet reported on: the capacity in use',
+    relays, (state) => state.credits.size);
+}
+
+/** A gauge with no labels: the sum of `of` over the states. */
+function total<S>(name: string, help: string, states: () => Iterable<S>, of: (state: S) => number): void {
   gauge({
-    name: 'relaybox_queue_messages',
-    help: 'Messages waiting in the send queues, due and not yet handed to a relay',
+    name,
+    help,
     collect(set) {
       let n = 0;
-      for (const state of tenants()) n += state.queue.size;
-      set({}, n);
-    },
-  });
-  gauge({
-    name: 'relaybox_tenants_waiting_for_relay',
-    help: 'Organizations with messages waiting in their send queue and no relay online',
-    collect(set) {
-      let n = 0;
-      for (const state of tenants()) if (state.queue.size > 0 && state.relays.size === 0) n++;
-      set({}, n);
-    },
-  });
-  gauge({
-    name: 'relaybox_relay_send_capacity',
-    help: 'Sends the online relays take at once, as each declared (its capacity): the credits they grant',
-    collect(set) {
-      let n = 0;
-      for (const state of relays()) if (state.doc?.status === 'online') n += state.credits.capacity;
-      set({}, n);
-    },
-  });
-  gauge({
-    name: 'relaybox_relay_sends_in_flight',
-    help: 'Sends handed to relays and not yet reported on: the capacity in use',
-    collect(set) {
-      let n = 0;
-      for (const state of relays()) n += state.credits.size;
+      for (const state of states()) n += of(state);
       set({}, n);
     },
   });
