@@ -3,11 +3,12 @@ import { idTimeChars, newId, nowIso } from '../ids.ts';
 import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /**
- * The events of spec section 6, and `message.delivered` and `message.read`
- * added beside them; webhooks and automations consume them with consumer
- * groups of their own.
+ * The events of spec section 6, and `message.delivered`, `message.read` and
+ * `message.checkpoint` (a hop of a send between queued and sent) added
+ * beside them; webhooks and automations consume them with consumer groups of
+ * their own. A webhook receives only the events it names.
  */
-export const eventNames = ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received', 'relay.online', 'relay.offline'] as const;
+export const eventNames = ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received', 'message.checkpoint', 'relay.online', 'relay.offline'] as const;
 export type EventName = (typeof eventNames)[number];
 
 export interface DomainEvent {

@@ -38,6 +38,7 @@ export function createJobs(deps: JobsDeps) {
   const queries = new JobQueries({
     db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs,
     paced: (orgId, jobId) => tenants.ask<number | null>(orgId, { kind: 'estimate', source: jobId }, estimateAskMs),
+    forecast: (orgId, plan) => tenants.ask<number | null>(orgId, { kind: 'forecast', ...plan }, estimateAskMs),
   });
   exposeJobGauge(deps.db);
   return {

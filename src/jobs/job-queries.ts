@@ -9,6 +9,9 @@ import { publicJob, type JobCollections, type JobCounts, type JobDoc, type JobSt
 
 const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
 
+/** How many of a scheduled job's recipients stand for all of them in its estimate. */
+const forecastSample = 500;
+
 /** The window of a job's recent throughput. */
 const throughputWindowMs = 60_000;
 
@@ -19,6 +22,8 @@ export class JobQueries {
     assumedSendMs: number;
     /** When the dispatch expects the job's queued messages sent, from its lines' pace (epoch ms); null when it cannot say. */
     paced?: (orgId: string, jobId: string) => Promise<number | null>;
+    /** When `count` messages queued at `startAt` should all be sent, from the lines' pace and a sample of their recipients (epoch ms); null when it cannot say. */
+    forecast?: (orgId: string, plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> }) => Promise<number | null>;
   }) {}
 
   /** Newest first; counts and progress as of the job's last counted progress check (a few seconds at most while it runs). */
@@ -48,7 +53,8 @@ export class JobQueries {
   /**
    * When the job's open messages should be done: while some are queued, from
    * the pace of the sender lines they go through (the dispatch knows it:
-   * actors/tenant/line-pacing.ts); otherwise at the job's own rate over the
+   * actors/tenant/line-pacing.ts); a scheduled job's from the same pace from
+   * its start, with its first `forecastSample` recipients standing for all; otherwise at the job's own rate over the
    * last minute, or, before it has one, at what the online relays' capacity
    * allows (each send assumed to take `assumedSendMs`). Null when no relay is
    * online to send them.
@@ -60,6 +66,12 @@ export class JobQueries {
     if (job.status === 'processing' && counts.queued > 0) {
       const paced = await this.deps.paced?.(p.orgId, job.id).catch(() => null);
       if (paced) return new Date(paced).toISOString();
+    }
+    if (job.status === 'scheduled' && open > 0 && this.deps.forecast) {
+      const sample = await this.deps.db.messages.find(teamScope(p), { jobId: job.id }, { sort: { jobIndex: 1 }, limit: forecastSample });
+      const plan = { startAt: Date.parse(job.scheduledAt!), count: open, sample: sample.map((m) => ({ to: m.to, fromNumber: m.fromNumber ?? null })) };
+      const forecast = await this.deps.forecast(p.orgId, plan).catch(() => null);
+      if (forecast) return new Date(forecast).toISOString();
     }
     const relays = await this.deps.db.relays.find({ tenantId: p.orgId }, { status: 'online' });
     if (relays.length === 0) return null;

@@ -216,7 +216,7 @@ eachBackend((backend) => {
 
       const statusEvents = async (query = '') => {
         const page = (await t.request('GET', `/api/v1/events?limit=100${query}`, { token: org.ownerToken })).body;
-        return (page.data as Array<{ event: string; data: Record<string, unknown> }>).filter((e) => e.event.startsWith('message.') && e.event !== 'message.queued').reverse();
+        return (page.data as Array<{ event: string; data: Record<string, unknown> }>).filter((e) => e.event.startsWith('message.') && e.event !== 'message.queued' && e.event !== 'message.checkpoint').reverse();
       };
       await waitFor(async () => (await statusEvents()).length >= 5, 5_000, 'five status events');
       await sleep(300);

@@ -132,6 +132,33 @@ eachBackend((backend) => {
       assert.ok(Math.abs(eta - lastSent) <= real * 0.1, `estimated ${eta - askedAt} ms from the read, real ${real} ms`);
     });
 
+    test('a scheduled job\'s estimatedCompletionAt is its start plus its lines\' pace, and the days its new recipients need', async () => {
+      const org = await signup(t);
+      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 2, burst: 4, newContactsPerDay: 1000 } });
+      await connected(org);
+      const start = Date.now() + 3600_000;
+      const scheduled = async (count: number) => {
+        const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { scheduledAt: new Date(start).toISOString(), messages: Array.from({ length: count }, (_, i) => ({ to: recipient(700 + i), body: 'later' })) } });
+        assert.equal(job.status, 201, job.text);
+        const detail = await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken });
+        assert.equal(detail.body.status, 'scheduled');
+        return Date.parse(detail.body.estimatedCompletionAt) - start;
+      };
+      // 4 at once, then 2 a second (once the dispatch has the relay online).
+      let paced = 0;
+      await until('an estimate from the pace', async () => {
+        paced = await scheduled(44);
+        return Math.abs(paced - 20_000) <= 1_000;
+      }, 5_000).catch(() => assert.fail(`${paced} ms after its start`));
+      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 2, burst: 4, newContactsPerDay: 20 } });
+      // 20 new recipients today, 20 more a day later, the last 4 a day after that.
+      const capped = await until('the new cap applied', async () => {
+        const after = await scheduled(44);
+        return after > 24 * 3600_000 && after;
+      }, 5_000);
+      assert.ok(Math.abs(capped - 2 * 24 * 3600_000) <= 60_000, `${capped} ms after its start`);
+    });
+
     test('pacing settings: bad input is a 400, a member may not set them, and another organization\'s number is not found', async () => {
       const org = await signup(t);
       const other = await signup(t);

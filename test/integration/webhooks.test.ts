@@ -198,6 +198,41 @@ eachBackend((backend) => {
       assert.equal(other.received.length, 1);
     });
 
+    test('message.checkpoint goes only to a webhook that names it: the hand-over and each agent hop, in order, once each', async (context) => {
+      const org = await signup(t, 'Hops');
+      const r = await receiver();
+      const other = await receiver();
+      await hook(org, { url: r.url, events: ['message.checkpoint'], secret: 'hops' });
+      await hook(org, { url: other.url, events: ['message.sent', 'message.delivered'] });
+      const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 1 });
+      context.after(() => relay.close());
+      await relay.connect();
+      const msg = await send(org, 'where is it now');
+      await until('dispatched', async () => relay.sends.some((s) => s.messageId === msg.id));
+      const at = (ms: number) => new Date(Date.now() + ms).toISOString();
+      const seen = { hop: 'relay_received' as const, at: at(0) };
+      const app = { hop: 'handed_to_app' as const, at: at(1) };
+      const db = { hop: 'seen_in_database' as const, at: at(2) };
+      await relay.report(msg.id, 'sent', undefined, relay.lastAttempt(msg.id), [seen, app]);
+      await relay.report(msg.id, 'sent', undefined, relay.lastAttempt(msg.id), [seen, app]);
+      await relay.report(msg.id, 'delivered', undefined, relay.lastAttempt(msg.id), [seen, app, db]);
+      const got = (await r.waitFor(4)).map((d) => verify(d, 'hops') as any);
+      assert.ok(got.every((p) => p.event === 'message.checkpoint'));
+      const byHop = new Map(got.map((p) => [p.data.hop, p.data]));
+      assert.deepEqual([...byHop.keys()].sort(), ['handed_to_app', 'handed_to_relay', 'relay_received', 'seen_in_database']);
+      const status = (await call(org, 'GET', `/messages/${msg.id}/status`)).body;
+      for (const c of status.checkpoints.filter((c: { hop: string }) => byHop.has(c.hop))) {
+        assert.equal(byHop.get(c.hop).at, c.at, `${c.hop} as the status record has it`);
+      }
+      assert.deepEqual({ ...byHop.get('relay_received'), hop: undefined, at: undefined }, {
+        id: msg.id, to: '+14155550100', from: null, body: 'where is it now', status: 'processing', conversationId: msg.conversationId, attempt: 1, hop: undefined, at: undefined,
+      });
+      await other.waitFor(2);
+      await sleep(300);
+      assert.equal(r.received.length, 4, 'a repeated report makes no second checkpoint');
+      assert.deepEqual(other.received.map((d) => d.json.event).sort(), ['message.delivered', 'message.sent'], 'a webhook that does not name message.checkpoint gets none');
+    });
+
     test('a failing endpoint is retried with growing delays under the same webhook-id, then the delivery succeeds; after 8 attempts it fails', async () => {
       const org = await signup(t, 'Retry');
       const r = await receiver();

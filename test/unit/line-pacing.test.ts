@@ -41,3 +41,18 @@ test('a number\'s own pace goes over the organization\'s, which goes over the de
   assert.equal(pacing.hold('relay:r1', '+2', now), null);
   assert.equal(pacing.hold('+14155550100', '+5', now)?.waitingFor, 'new_contact_cap');
 });
+
+test('a drain takes the lines\' rate after what their buckets hold, and a day per cap\'s worth of new recipients past what is left today', () => {
+  const pacing = new LinePacing({ perSecond: 2, burst: 4, newContactsPerDay: 10 });
+  const now = 20 * dayMs;
+  assert.equal(pacing.drainedAt(['relay:r1'], 24, 0, now), now + 10_000, '4 at once, 20 more at 2 a second');
+  assert.equal(pacing.drainedAt(['relay:r1', 'relay:r2'], 24, 0, now), now + 4_000, 'two lines: 8 at once, 16 at 4 a second');
+  assert.equal(pacing.drainedAt(['relay:r1'], 24, 10, now), now + 10_000, 'as many new recipients as the cap has left: today');
+  assert.equal(pacing.drainedAt(['relay:r1'], 24, 15, now), now + dayMs, '10 today, 5 when today\'s free a day later');
+  assert.equal(pacing.drainedAt(['relay:r1'], 30, 30, now), now + 2 * dayMs, '10 today, 10 tomorrow, 10 the day after');
+  pacing.take('relay:r1', '+1', now - dayMs / 2);
+  assert.equal(pacing.drainedAt(['relay:r1'], 12, 12, now), now + dayMs / 2, '9 left today; the 10th and later wait for the one sent half a day ago to be a day old');
+  assert.equal(pacing.drainedAt(['relay:r1'], 10, 10, now), now + dayMs / 2, 'the same for one past what is left');
+  pacing.configure({ newContactsPerDay: 0 }, new Map());
+  assert.equal(pacing.drainedAt(['relay:r1'], 1, 1, now), null, 'a line with no new contacts allowed never reaches a new recipient');
+});

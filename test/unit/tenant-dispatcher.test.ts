@@ -312,7 +312,7 @@ test('reports handled as a batch end as the same reports one by one would: one w
   assert.deepEqual(await d.handedOut(), [['r1', ['m4']]], 'the credits that came back hand out what waits');
 });
 
-test('message.delivered and message.read once each, in order: a repeated delivered emits nothing, and a read before sent is stored is sent, delivered and read', async (t) => {
+test('message.delivered and message.read once each, in order: a repeated delivered emits nothing, and a read before sent is stored is sent, delivered and read; the hand-over checkpoint comes with the first report', async (t) => {
   const d = await open(t, [relay('r1', 2)]);
   await d.grant('r1', 2);
   await d.queue(message('twice'), message('early'));
@@ -323,9 +323,9 @@ test('message.delivered and message.read once each, in order: a repeated deliver
   await d.report('r1', 'early', 1, 'read', 1);
   for (const status of ['sent', 'delivered', 'read'] as const) await d.report('r1', 'early', 1, status);
   const events = (await d.events.read('test', 'c1', 100)).map((e) => e.event);
-  assert.deepEqual(events.map((e) => [e.data.id, e.event]), [
-    ['twice', 'message.sent'], ['twice', 'message.delivered'],
-    ['early', 'message.sent'], ['early', 'message.delivered'], ['early', 'message.read'],
+  assert.deepEqual(events.map((e) => [e.data.id, e.event, e.data.hop]), [
+    ['twice', 'message.checkpoint', 'handed_to_relay'], ['twice', 'message.sent', undefined], ['twice', 'message.delivered', undefined],
+    ['early', 'message.checkpoint', 'handed_to_relay'], ['early', 'message.sent', undefined], ['early', 'message.delivered', undefined], ['early', 'message.read', undefined],
   ]);
   const [twice, early] = [await d.doc('twice'), await d.doc('early')];
   assert.deepEqual([twice.status, twice.readAt], ['delivered', null]);

@@ -3,6 +3,9 @@ import { api, ApiError, can } from '../session.ts';
 import { webhookEvents } from '../event-names.ts';
 import type { PageContext } from '../page.ts';
 
+/** Events a new webhook leaves out unless ticked: one per message, or several per send. */
+const optInEvents = new Set<string>(['message.queued', 'message.checkpoint']);
+
 
 interface Webhook { id: string; url: string; events: string[]; enabled: boolean; hasSecret: boolean; createdAt: string }
 interface Delivery { id: string; event: string; status: string; attempts: number; responseStatus: number | null; lastError: string | null; nextAttemptAt: string | null; createdAt: string }
@@ -28,7 +31,7 @@ export async function webhooksView({ me, main }: PageContext): Promise<void> {
   },
   h('h2', null, 'New webhook'),
   h('div', { class: 'field' }, h('label', { for: 'webhook-url' }, 'URL (https, public address)'), h('input', { id: 'webhook-url', name: 'url', type: 'url', required: true })),
-  h('fieldset', null, h('legend', null, 'Events'), webhookEvents.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: ev !== 'message.queued' }), ` ${ev}`))),
+  h('fieldset', null, h('legend', null, 'Events'), webhookEvents.map((ev) => h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'events', value: ev, checked: !optInEvents.has(ev) }), ` ${ev}`))),
   h('div', { class: 'field' }, h('label', { for: 'webhook-secret' }, 'Signing secret (optional)'), h('input', { id: 'webhook-secret', name: 'secret', type: 'password', autocomplete: 'off' })),
   error, h('button', { type: 'submit' }, 'Create webhook')) : null;
   replace(main, h('h1', null, 'Webhooks'),

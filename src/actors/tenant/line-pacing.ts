@@ -142,7 +142,8 @@ export class LinePacing {
     const byRate = now + (Math.max(0, count - ready) / rate) * 1000;
     if (fresh <= capLeft) return Math.ceil(byRate);
     if (capPerDay === 0) return null;
-    const byCap = (Number.isFinite(capFreesAt) ? capFreesAt : now) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
+    // The first slots to free: the oldest new contact's, or, with none in the last day, those the cap has left, taken now.
+    const byCap = (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
     return Math.ceil(Math.max(byRate, byCap));
   }
 

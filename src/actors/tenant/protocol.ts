@@ -74,6 +74,16 @@ export const tenantProtocol = defineProtocol('tenant', {
   waiting: { messageId: id },
   /** Asked: when a bulk job's queued messages should all be sent, from its lines' pace (epoch ms), or null. */
   estimate: { source: text(64) },
+  /**
+   * Asked: when `count` messages queued at `startAt` (a scheduled job's)
+   * would all be sent, from the lines' pace and a sample of their recipients
+   * (epoch ms), or null.
+   */
+  forecast: {
+    startAt: Type.Integer({ minimum: 0 }),
+    count: Type.Integer({ minimum: 0, maximum: 10_000 }),
+    sample: Type.Array(Type.Object({ to: text(320), fromNumber: Type.Union([text(32), Type.Null()]) }, { additionalProperties: false }), { maxItems: 500 }),
+  },
   /** Asked: a sender line's usage (`LinePacing.usage`). */
   usage: { line: text(64) },
 });

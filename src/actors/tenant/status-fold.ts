@@ -59,7 +59,7 @@ export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set
   const set: Record<string, unknown> = { status, updatedAt: now, ...(r.guid ? { guid: r.guid } : {}) };
   const hops = agentCheckpointsOf(m, r);
   if (hops) set.agentCheckpoints = hops;
-  const events: DomainEvent[] = [];
+  const events = checkpointEvents(m, done === 0, hops?.slice(m.agentCheckpoints?.length ?? 0) ?? []);
   const reached: StatusChange['reached'] = [];
   for (const step of steps.slice(done, reported)) {
     if (step === 'sent') Object.assign(set, { sentAt: r.at, lastError: null });
@@ -68,6 +68,20 @@ export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set
     events.push(stepEvent(m, step, status, r.at));
   }
   return { set, events, reached };
+}
+
+/**
+ * A `message.checkpoint` per hop of the attempt that this change records
+ * first: handed to the relay (with the attempt's first report) and each
+ * agent hop the report adds, in the order the agent reported them, under ids derived from the
+ * message, its attempt and the hop. Accepted, sent and delivered have
+ * events of their own.
+ */
+function checkpointEvents(m: MessageDoc, firstReport: boolean, added: AgentCheckpoint[]): DomainEvent[] {
+  const passed = [...(firstReport && m.processingAt ? [{ hop: 'handed_to_relay', at: m.processingAt }] : []), ...added];
+  // Each hop is passed on the way to sent: the message was processing.
+  const data = messageEventData({ ...m, status: 'processing' });
+  return passed.map((c) => domainEvent('message.checkpoint', m, { ...data, hop: c.hop, at: c.at, attempt: m.attempts }, changeEventId('message.checkpoint', `${m.id}:${m.attempts}:${c.hop}`)));
 }
 
 /** The agent's hops of the current attempt with those the report adds, each hop once (the first report of it wins); undefined when it adds none. */

@@ -218,6 +218,35 @@ export class TenantDispatcher {
     return at;
   }
 
+  /**
+   * When `count` messages queued at `startAt` would all be sent (epoch ms):
+   * the sample's share of each sender line (a number, or the online relays
+   * together) and of recipients new to it, scaled to `count`, drained at the
+   * lines' pace as they stand now. Null when no relay is online.
+   */
+  async forecast(ctx: TenantContext, plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> }): Promise<number | null> {
+    const state = await this.state(ctx);
+    const now = Date.now();
+    const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
+    if (relayLines.length === 0) return null;
+    const start = Math.max(now, plan.startAt);
+    const groups = new Map<string | null, { taken: number; fresh: number }>();
+    for (const { to, fromNumber } of plan.sample) {
+      const group = groups.get(fromNumber) ?? { taken: 0, fresh: 0 };
+      group.taken++;
+      if (state.pacing.isNewTo(fromNumber ? [fromNumber] : relayLines, to, now)) group.fresh++;
+      groups.set(fromNumber, group);
+    }
+    let at = start;
+    for (const [fromNumber, group] of groups) {
+      const count = Math.round((plan.count * group.taken) / plan.sample.length);
+      const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, count, Math.round((count * group.fresh) / group.taken), now);
+      if (done === null) return null;
+      at = Math.max(at, done + (start - now));
+    }
+    return at;
+  }
+
   /** A sender line's usage and its next free slots (epoch ms). */
   async usage(ctx: TenantContext, line: string) {
     const state = await this.state(ctx);

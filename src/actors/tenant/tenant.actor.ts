@@ -30,6 +30,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       waiting: settled((ctx, m) => dispatcher.waiting(ctx, m.messageId)),
       usage: settled((ctx, m) => dispatcher.usage(ctx, m.line)),
       estimate: settled((ctx, m) => dispatcher.estimate(ctx, m.source)),
+      forecast: settled((ctx, m) => dispatcher.forecast(ctx, m)),
     },
     // A burst of relay reports: one read and one write for all of them.
     batches: {
