@@ -100,8 +100,11 @@ export interface OrgPacingDoc {
   [field: string]: unknown;
   id: string;
   tenantId: string;
-  pacing: PaceSetting;
-  updatedAt: string;
+  /** Absent until the organization's admins set a pace. */
+  pacing?: PaceSetting;
+  /** When the recipients of the messages it sent before line contacts were kept were recorded as line contacts (once). */
+  contactsFromHistoryAt?: string;
+  updatedAt?: string;
 }
 
 /** A recipient a sender line wrote to first, and when: how the new-contact cap of the line survives a restart. */

@@ -47,7 +47,7 @@ interface Sent { type: string; key: string; msg: { kind: string; [field: string]
  * actor's part (the claim that makes a handed-out message `processing`, one
  * more attempt).
  */
-async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = []) {
+async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [], pacing = config.pacing) {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-dispatch-'));
   const store = new EmbeddedStore(dir);
   const db = { ...messagingCollections(store), ...relayCollections(store), ...jobCollections(store) };
@@ -60,7 +60,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
   if (relays.length > 0) await db.relays.insertMany(scope, relays);
   if (stored.length > 0) await db.messages.insertMany(scope, stored);
   const log = createLogger('silent');
-  const dispatcher = new TenantDispatcher({ config, db, outbox: new Outbox(events, log), closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed) });
+  const dispatcher = new TenantDispatcher({ config: { ...config, pacing }, db, outbox: new Outbox(events, log), closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed) });
   let sent: Sent[] = [];
   let seq = 0;
   const ctx: ActorContext<TenantState> = {
@@ -142,6 +142,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
     /** The retry timers set since the last look: message and delay. */
     retryTimers: () => drain('tenant', 'retry').map((s) => [s.msg.messageId, s.delayMs] as const),
     doc: async (id: string) => (await db.messages.findOne(scope, { id }))!,
+    db,
   };
 }
 
@@ -362,4 +363,25 @@ test('a cancelled job stays closed while the store shows it processing again (a 
   await d.jobs.updateOne(jobScope, { id: 'job_a' }, { $set: { status: 'cancelled', completedAt: '2026-01-01T00:01:00.000Z' } });
   await d.sweep();
   assert.deepEqual(d.closed(), [], 'a finished job drops out');
+});
+
+test('an organization whose messages were sent before line contacts were kept: their recipients are known to their lines, once', async (t) => {
+  const sentBefore = (id: string, to: string, sentAt: string, fields: Partial<MessageDoc> = {}) => message(id, { to, status: 'delivered', relayId: 'r1', attempts: 1, sentAt, ...fields });
+  const d = await open(t, [relay('r1', 10)], [
+    sentBefore('old_a', '+14155551001', '2026-01-01T00:00:00.000Z'),
+    sentBefore('old_a_again', '+14155551001', '2025-12-01T00:00:00.000Z'),
+    sentBefore('old_b', '+14155551002', '2026-01-02T00:00:00.000Z'),
+    sentBefore('old_c', '+14155551003', '2026-01-03T00:00:00.000Z', { fromNumber: phone }),
+    message('never_sent', { to: '+14155551004', status: 'failed' }),
+  ], { perSecond: 1_000, burst: 1_000, newContactsPerDay: 1 });
+  const contacts = await d.db.lineContacts.find(scope, {}, { sort: { line: 1, to: 1 } });
+  assert.deepEqual(contacts.map((c) => [c.line, c.to, c.firstAt]), [
+    [phone, '+14155551003', '2026-01-03T00:00:00.000Z'],
+    ['relay:r1', '+14155551001', '2025-12-01T00:00:00.000Z'],
+    ['relay:r1', '+14155551002', '2026-01-02T00:00:00.000Z'],
+  ]);
+  assert.ok((await d.db.orgPacing.findOne(scope, { id: org }))?.contactsFromHistoryAt, 'marked done');
+  await d.grant('r1', 10);
+  await d.queue(message('a', { to: '+14155551001' }), message('b', { to: '+14155551002' }), message('new_1', { to: '+14155551005' }), message('new_2', { to: '+14155551006' }));
+  assert.deepEqual(await d.handedOut(), [['r1', ['a', 'b', 'new_1']]], 'known recipients go; one new one a day');
 });

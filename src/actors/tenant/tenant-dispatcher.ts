@@ -54,6 +54,9 @@ function noteRelays(state: TenantState): void {
 
 type TenantContext = ActorContext<TenantState>;
 
+/** Line contacts written per insert when they are read from the messages sent before they were kept. */
+const historyBatch = 1_000;
+
 
 type Deps = {
   config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'pacing'>;
@@ -115,14 +118,15 @@ export class TenantDispatcher {
       for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
       return all;
     };
-    const [queued, online, closed, contacts] = await Promise.all([
+    const [queued, online, closed, contacts, history] = await Promise.all([
       readAll(dueQueued(), { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(orgId, []) ?? [],
       this.lineContacts(scope),
+      this.contactsFromHistory(ctx, orgId),
       this.loadPaces(orgId, state),
     ]);
-    state.pacing.seed(contacts, Date.now());
+    state.pacing.seed([...contacts, ...history], Date.now());
     state.closedSources = new Set(closed);
     state.queue.clear();
     for (const m of queued) state.queue.push(queueItemOf(m));
@@ -139,6 +143,38 @@ export class TenantDispatcher {
       for (const c of page) all.push({ line: c.line, to: c.to, firstAt: Date.parse(c.firstAt) });
     }
     return all;
+  }
+
+  /**
+   * Once per organization: the recipients each line wrote to before line
+   * contacts were recorded (messages sent by an earlier version), from its
+   * sent messages, recorded as line contacts at the time each was first
+   * sent. Without it every existing contact would count as new, and an
+   * organization's regular sends would meet the new-contact cap. The
+   * organization's pacing document marks it done.
+   */
+  private async contactsFromHistory(ctx: ActorContext<unknown>, orgId: string): Promise<LineContact[]> {
+    const scope = this.scope(orgId);
+    const { messages, orgPacing } = this.deps.db;
+    if ((await orgPacing.findOne(scope, { id: orgId }))?.contactsFromHistoryAt) return [];
+    const first = new Map<string, LineContact>();
+    let read = 0;
+    for await (const page of messages.scan(scope, { direction: 'sent', status: { $in: ['sent', 'delivered'] } }, { sort: { status: 1, priority: -1, createdAt: 1 } })) {
+      read += page.length;
+      for (const m of page) {
+        const line = m.fromNumber ?? (m.relayId ? lineOf(null, m.relayId) : null);
+        const firstAt = Date.parse(m.sentAt ?? '');
+        if (line === null || Number.isNaN(firstAt)) continue;
+        const key = `${line} ${m.to}`;
+        const known = first.get(key);
+        if (!known || firstAt < known.firstAt) first.set(key, { line, to: m.to, firstAt });
+      }
+    }
+    const contacts = [...first.values()];
+    for (let i = 0; i < contacts.length; i += historyBatch) await this.recordContacts(orgId, contacts.slice(i, i + historyBatch));
+    await orgPacing.updateOne(scope, { id: orgId }, { $set: { contactsFromHistoryAt: nowIso() } }, { upsert: true });
+    if (contacts.length > 0) ctx.log.info({ tenantId: orgId, messages: read, contacts: contacts.length }, 'line contacts recorded from the messages sent before they were kept');
+    return contacts;
   }
 
   /** The organization's pace and each number's own, from the store. */
