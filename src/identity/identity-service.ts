@@ -25,11 +25,15 @@ const unauthorized = (message = 'missing or invalid credentials') => new AppErro
 const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
 /** The broadcast channel on which every process hears of a revoked API key (by its hash). */
 export const apiKeyRevokedChannel = 'api-key-revoked';
+/** The broadcast channel on which every process hears of a member whose role changed or who was removed. */
+export const memberChangedChannel = 'member-changed';
 
 export class IdentityService {
   private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
   private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
   private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
+  /** A signed-in member's current role, by `<orgId>/<userId>`; undefined once removed. */
+  private readonly memberCache = new Map<string, CachedLookup<Promise<Role | undefined>>>();
 
   constructor(
     private readonly db: IdentityCollections,
@@ -40,11 +44,15 @@ export class IdentityService {
     private readonly broadcast?: Broadcast,
   ) {}
 
-  /** Every process drops a revoked key from its cache before the revoke answers; the cache expiry stays the fallback. */
+  /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
   async listenForRevocations(): Promise<void> {
     await this.broadcast?.subscribe(apiKeyRevokedChannel, (payload) => {
       const hash = (payload as { hash?: unknown }).hash;
       if (typeof hash === 'string') this.apiKeyCache.delete(hash);
+    });
+    await this.broadcast?.subscribe(memberChangedChannel, (payload) => {
+      const member = (payload as { member?: unknown }).member;
+      if (typeof member === 'string') this.memberCache.delete(member);
     });
   }
 
@@ -128,7 +136,10 @@ export class IdentityService {
     }
     const claims = await this.tokens.verify(credential);
     if (!claims || !isRole(claims.role)) throw unauthorized();
-    return { orgId: claims.org, role: claims.role, userId: claims.sub };
+    // The member's role as it is now: a changed role applies at once, a removed member's token no longer works.
+    const role = await this.memberRole(claims.org, claims.sub);
+    if (!role) throw unauthorized();
+    return { orgId: claims.org, role, userId: claims.sub };
   }
 
   /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team. */
@@ -200,6 +211,57 @@ export class IdentityService {
   async listMembers(principal: Principal) {
     const users = await this.db.users.find(orgScope(principal.orgId), {}, { sort: { createdAt: 1 }, limit: 1000 });
     return users.map(publicUser);
+  }
+
+  /**
+   * A member's new role. The caller may not change a member above its own
+   * role, nor grant one above it, and the organization keeps at least one
+   * owner. Applies to the member's next request, on every process.
+   */
+  async changeMemberRole(principal: Principal, userId: string, role: Role) {
+    const target = await this.memberToManage(principal, userId);
+    assertCanGrant(principal, role);
+    if (target.role === 'owner' && role !== 'owner') await this.keepAnOwner(principal.orgId);
+    const changed = await this.db.users.updateOne(orgScope(principal.orgId), { id: userId, role: target.role }, { $set: { role, updatedAt: nowIso() } });
+    if (!changed) throw new AppError('conflict', 'the member changed meanwhile; read it again');
+    await this.forgetMember(principal.orgId, userId);
+    return publicUser(changed);
+  }
+
+  /** Removes a member: its sign-in and its sessions end, and its tokens stop working at once, on every process. */
+  async removeMember(principal: Principal, userId: string): Promise<void> {
+    const target = await this.memberToManage(principal, userId);
+    if (target.role === 'owner') await this.keepAnOwner(principal.orgId);
+    if (!(await this.db.users.deleteOne(orgScope(principal.orgId), { id: userId, role: target.role }))) {
+      throw new AppError('conflict', 'the member changed meanwhile; read it again');
+    }
+    await this.db.loginIndex.deleteOne(platformScope, { id: target.email, userId });
+    await this.db.refreshTokens.updateMany(platformScope, { userId, revokedAt: { $exists: false } }, { $set: { revokedAt: nowIso() } });
+    await this.forgetMember(principal.orgId, userId);
+  }
+
+  /** The member of the caller's organization it may manage: not one above its own role. */
+  private async memberToManage(principal: Principal, userId: string): Promise<UserDoc> {
+    const target = await this.db.users.findOne(orgScope(principal.orgId), { id: userId });
+    if (!target) throw new AppError('not_found', 'member not found');
+    if (!hasRole(principal.role, target.role)) throw new AppError('forbidden', `a ${principal.role} cannot manage a member whose role is ${target.role}`);
+    return target;
+  }
+
+  private async keepAnOwner(orgId: string): Promise<void> {
+    if ((await this.db.users.count(orgScope(orgId), { role: 'owner' })) <= 1) {
+      throw new AppError('conflict', 'the organization must keep an owner: make another member owner first');
+    }
+  }
+
+  private async forgetMember(orgId: string, userId: string): Promise<void> {
+    const member = `${orgId}/${userId}`;
+    this.memberCache.delete(member);
+    await this.broadcast?.publish(memberChangedChannel, { member });
+  }
+
+  private memberRole(orgId: string, userId: string): Promise<Role | undefined> {
+    return this.cached(this.memberCache, `${orgId}/${userId}`, async () => (await this.db.users.findOne(orgScope(orgId), { id: userId }))?.role);
   }
 
   async createTeam(principal: Principal, input: { name: string }) {

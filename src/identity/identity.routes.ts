@@ -103,6 +103,21 @@ export function identityRoutes(identity: IdentityService): RouteDef[] {
       handler: async (ctx) => ({ status: 200, body: { data: await identity.listMembers(ctx.principal) } }),
     }),
     defineRoute({
+      method: 'PATCH', path: '/api/v1/members/:id', summary: "Change a member's role; it applies to the member's next request", tags: ['members'], minRole: 'admin',
+      operationId: 'changeMemberRole',
+      schema: { params: idParams, body: strictObject({ role }), response: { 200: user } },
+      handler: async (ctx) => ({ status: 200, body: await identity.changeMemberRole(ctx.principal, ctx.params.id, ctx.body.role) }),
+    }),
+    defineRoute({
+      method: 'DELETE', path: '/api/v1/members/:id', summary: 'Remove a member; its sessions and tokens end at once', tags: ['members'], minRole: 'admin',
+      operationId: 'removeMember',
+      schema: { params: idParams, response: { 204: noContent } },
+      handler: async (ctx) => {
+        await identity.removeMember(ctx.principal, ctx.params.id);
+        return { status: 204 };
+      },
+    }),
+    defineRoute({
       method: 'POST', path: '/api/v1/teams', summary: 'Create a team', tags: ['teams'], minRole: 'admin',
       operationId: 'createTeam',
       schema: { body: strictObject({ name }), response: { 201: team } },

@@ -18,6 +18,11 @@ const message = async (t: TestApp, org: Org) => ({ params: { id: (await created(
 let numberSeq = 0;
 const phoneNumber = async (t: TestApp, org: Org) => ({ params: { id: (await created(t, org, '/api/v1/phone-numbers', { number: `+1415555${String(1000 + (numberSeq++ % 9000)).padStart(4, '0')}` })).id } });
 
+let memberSeq = 0;
+const member = async (t: TestApp, org: Org) => ({
+  params: { id: (await created(t, org, '/api/v1/members', { email: `fixture-${Date.now()}-${memberSeq++}@example.com`, password: 'fixture password', role: 'member' })).id },
+});
+
 const bulkJob = async (t: TestApp, org: Org) => ({
   params: { jobId: (await created(t, org, '/api/v1/messages/bulk', { messages: [{ to: '+14155550125', body: 'fixture' }], scheduledAt: new Date(Date.now() + 3600_000).toISOString() })).jobId },
 });
@@ -27,6 +32,8 @@ export const routeFixtures: Record<string, RouteFixture> = {
   'GET /api/v1/messages/bulk/:jobId/results': bulkJob,
   'POST /api/v1/messages/bulk/:jobId/cancel': bulkJob,
   'DELETE /api/v1/api-keys/:id': async (t, org) => ({ params: { id: (await created(t, org, '/api/v1/api-keys', { name: 'fixture' })).id } }),
+  'PATCH /api/v1/members/:id': async (t, org) => ({ ...(await member(t, org)), body: { role: 'viewer' } }),
+  'DELETE /api/v1/members/:id': member,
   'GET /api/v1/messages/:id/status': message,
   'GET /api/v1/messages/:id/attachments': message,
   'GET /api/v1/conversations/:id': async (t, org) => {
