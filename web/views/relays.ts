@@ -1,19 +1,75 @@
 import { h, replace, table, when } from '../dom.ts';
 import { api, can } from '../session.ts';
 import type { PageContext } from '../page.ts';
+import { timeChart, type Chart } from '../chart.ts';
+import { messageStats, volumeData } from '../stats.ts';
 
 interface Relay { id: string; name: string; status: 'online' | 'offline'; degraded: string | null; lastHeartbeat: string | null; capacity: number; phoneNumbers: string[]; systemInfo: { hostname: string; hostOsVersion: string } }
 interface Health { cpuPercent: number; memoryUsedBytes: number; memoryTotalBytes: number; messagesPerMinute: number; queueDepth: number; reportedAt: string }
 
-/** Relays with their state and health; "add a relay" shows the exact agent command for a fresh registration token. */
-export async function relaysView({ me, main }: PageContext): Promise<void> {
-  const relays = await api<{ data: Relay[] }>('GET', '/api/v1/relays');
-  const details = await Promise.all(relays.data.map((r) => api<{ health?: Health | null }>('GET', `/api/v1/relays/${r.id}`).catch(() => ({ health: null }))));
-  const health = (x: Health | null | undefined) => x ? `CPU ${x.cpuPercent.toFixed(0)}%, memory ${Math.round((x.memoryUsedBytes / Math.max(1, x.memoryTotalBytes)) * 100)}%, ${x.messagesPerMinute}/min, queue ${x.queueDepth}` : '—';
+interface PhoneNumber { id: string; number: string; label: string | null; status: 'active' | 'deactivated' }
+interface Usage { pace: { perSecond: number; burst: number; newContactsPerDay: number }; sentLastMinute: number; newContactsToday: number; nextSlotAt: string; nextNewContactSlotAt: string }
+
+/** Relays, their sends a minute and the numbers' usage are read again every 10 s. */
+const pollMs = 10_000;
+
+const health = (x: Health | null | undefined) => x ? `CPU ${x.cpuPercent.toFixed(0)}%, memory ${Math.round((x.memoryUsedBytes / Math.max(1, x.memoryTotalBytes)) * 100)}%, ${x.messagesPerMinute}/min, queue ${x.queueDepth}` : '—';
+const soon = (iso: string) => Date.parse(iso) <= Date.now() + 500 ? 'now' : when(iso);
+
+/**
+ * Relays with their state and health, each relay's sends a minute over the
+ * last hour, and each sender number's pace and usage; "add a relay" shows the
+ * exact agent command for a fresh registration token.
+ */
+export async function relaysView({ me, main, onLeave }: PageContext): Promise<void> {
+  const list = h('div', { id: 'relay-list' });
+  const charts = h('div', { class: 'charts small', id: 'relay-charts' });
+  const numbers = h('section', { id: 'phone-numbers', 'aria-labelledby': 'numbers-heading' });
+  const made = new Map<string, Chart>();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
+  onLeave(() => {
+    stopped = true;
+    clearTimeout(timer);
+    for (const c of made.values()) c.stop();
+  });
+
+  async function refresh(): Promise<void> {
+    const relays = await api<{ data: Relay[] }>('GET', '/api/v1/relays');
+    const [details, stats, phones] = await Promise.all([
+      Promise.all(relays.data.map((r) => api<{ health?: Health | null }>('GET', `/api/v1/relays/${r.id}`).catch(() => ({ health: null })))),
+      Promise.all(relays.data.map((r) => messageStats('hour', { relayId: r.id }).catch(() => null))),
+      api<{ data: PhoneNumber[] }>('GET', '/api/v1/phone-numbers'),
+    ]);
+    const activePhones = phones.data.filter((p) => p.status === 'active');
+    const usage = await Promise.all(activePhones.map((p) => api<Usage>('GET', `/api/v1/phone-numbers/${p.id}/usage`).catch(() => null)));
+    if (stopped) return;
+    replace(list, relays.data.length === 0 ? h('p', null, 'No relay yet: messages wait in the queue until one connects.') : table('Relays', ['Name', 'State', 'Last heartbeat', 'Capacity', 'Numbers', 'Health'],
+      relays.data.map((r, i) => [r.name, r.degraded ? h('span', { class: 'st st-degraded', title: r.degraded }, `degraded: ${r.degraded}`) : h('span', { class: `st st-${r.status}` }, r.status), when(r.lastHeartbeat), r.capacity, r.phoneNumbers.join(', ') || '—', health(details[i]?.health)])));
+    relays.data.forEach((r, i) => {
+      let chart = made.get(r.id);
+      if (!chart) {
+        chart = timeChart(`relay-chart-${r.id}`, r.name, [{ label: 'sent', color: '#0b5cad' }], { height: 80, small: true });
+        chart.figure.dataset.relay = r.id;
+        made.set(r.id, chart);
+        charts.append(chart.figure);
+      }
+      const s = stats[i];
+      if (s) chart.set(volumeData(s, ['sent']));
+    });
+    replace(numbers, h('h2', { id: 'numbers-heading' }, 'Sender numbers'),
+      activePhones.length === 0 ? h('p', null, 'No sender number registered: messages go out from whichever number a relay has.') : table('Sender numbers with their pace and usage',
+        ['Number', 'Label', 'Pace', 'Sent in the last minute', 'New contacts (24 h)', 'Next send', 'Next new contact'],
+        activePhones.map((p, i) => {
+          const u = usage[i];
+          return [p.number, p.label ?? '—', u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—', u ? u.sentLastMinute : '—',
+            u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—', u ? soon(u.nextSlotAt) : '—', u ? soon(u.nextNewContactSlotAt) : '—'];
+        }), (i) => ({ 'data-number': activePhones[i]!.number })));
+    timer = setTimeout(() => void refresh().catch(() => undefined), pollMs);
+  }
+
   const add = h('section', { id: 'add-relay', 'aria-label': 'Add a relay' });
-  replace(main, h('h1', null, 'Relays'),
-    relays.data.length === 0 ? h('p', null, 'No relay yet: messages wait in the queue until one connects.') : table('Relays', ['Name', 'State', 'Last heartbeat', 'Capacity', 'Numbers', 'Health'],
-      relays.data.map((r, i) => [r.name, r.degraded ? h('span', { class: 'st st-degraded', title: r.degraded }, `degraded: ${r.degraded}`) : h('span', { class: `st st-${r.status}` }, r.status), when(r.lastHeartbeat), r.capacity, r.phoneNumbers.join(', ') || '—', health(details[i]?.health)])),
+  replace(main, h('h1', null, 'Relays'), list,
     can(me, 'admin') ? h('button', {
       type: 'button', id: 'add-relay-button',
       async onclick() {
@@ -28,5 +84,6 @@ export async function relaysView({ me, main }: PageContext): Promise<void> {
           h('p', { class: 'hint' }, 'Add --simulate to try it on any machine without Messages.'));
       },
     }, 'Add a relay') : null,
-    add);
+    add, h('h2', null, 'Messages sent a minute, last hour'), charts, numbers);
+  await refresh();
 }
