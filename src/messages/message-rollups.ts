@@ -1,0 +1,235 @@
+import type { Logger } from '../log.ts';
+import type { Collection, Scope, Store, WriteOp } from '../store/collection.ts';
+
+/**
+ * Per-organization message statistics kept as rollups: one document per
+ * (organization, interval, bucket start, dimension) holding the bucket's
+ * counts and latency histograms, incremented by the writes that count
+ * (`RollupTally`, one upsert per key per batch) and read by key range, so a
+ * statistics query never reads the messages.
+ */
+export const rollupIntervals = { '1m': 60_000, '1h': 3_600_000, '1d': 86_400_000 } as const;
+export type RollupInterval = keyof typeof rollupIntervals;
+
+/** What is counted, and where: accepted (stored by a send or a bulk job), sent, delivered, read, failed (after the last attempt) and received (inbound). */
+export const rollupOutcomes = ['accepted', 'sent', 'delivered', 'read', 'failed', 'received'] as const;
+export type RollupOutcome = (typeof rollupOutcomes)[number];
+
+/** The latencies kept, from acceptance: to sent and to delivered. */
+export const rollupLatencies = ['sent', 'delivered'] as const;
+export type RollupLatency = (typeof rollupLatencies)[number];
+
+/**
+ * How long each interval's buckets are kept: minute buckets 48 h (a 1 m
+ * chart spans at most 25 h), hour buckets 90 days, day buckets for good.
+ */
+export const rollupRetentionMs: Record<RollupInterval, number | null> = { '1m': 48 * 3_600_000, '1h': 90 * 86_400_000, '1d': null };
+
+/** An organization's old buckets are removed at most this often (per process), by the writes that add new ones. */
+const pruneEveryMs = 3_600_000;
+
+/**
+ * Latency histogram bins: log-spaced, 8 a doubling (each bin's upper bound
+ * 2^(1/8), about 9 %, above its lower one), from 1 ms. A percentile is
+ * answered as its bin's upper bound: never below the true value, less than
+ * 9 % above it (1 ms at the low end). Only bins holding a sample are stored.
+ */
+const binsPerDoubling = 8;
+
+export function latencyBin(ms: number): number {
+  return ms <= 1 ? 0 : Math.ceil(Math.log2(ms) * binsPerDoubling);
+}
+
+export function binUpperMs(bin: number): number {
+  return Math.round(2 ** (bin / binsPerDoubling));
+}
+
+/** Bucket `q` (0 to 1) of a histogram of bin → samples; null when it holds none. */
+export function percentileOf(histogram: Record<string, number> | undefined, q: number): number | null {
+  const bins = Object.entries(histogram ?? {}).map(([key, n]) => [Number(key.slice(1)), n] as const).filter(([, n]) => n > 0).sort((a, b) => a[0] - b[0]);
+  const total = bins.reduce((sum, [, n]) => sum + n, 0);
+  if (total === 0) return null;
+  const rank = Math.max(1, Math.ceil(q * total));
+  let seen = 0;
+  for (const [bin, n] of bins) {
+    seen += n;
+    if (seen >= rank) return binUpperMs(bin);
+  }
+  return binUpperMs(bins[bins.length - 1]![0]);
+}
+
+export interface RollupDoc {
+  [field: string]: unknown;
+  /** `<interval>|<start>|<dimension>` */
+  id: string;
+  tenantId: string;
+  interval: RollupInterval;
+  /** `all`, `n:<E.164 number>` or `r:<relay id>` */
+  dim: string;
+  /** The bucket's start (ISO 8601 UTC), a multiple of its interval. */
+  start: string;
+  accepted?: number;
+  sent?: number;
+  delivered?: number;
+  read?: number;
+  failed?: number;
+  received?: number;
+  /** Per latency, bin (`b<n>`) → samples. */
+  latency?: Partial<Record<RollupLatency, Record<string, number>>>;
+}
+
+export function rollupCollection(store: Store): Collection<RollupDoc> {
+  return store.collection<RollupDoc>('message_rollups', [
+    // A chart's range: one dimension of one interval, by start.
+    { keys: { tenantId: 1, interval: 1, dim: 1, start: 1 } },
+    // Retention: an interval's buckets before a time, every dimension.
+    { keys: { tenantId: 1, interval: 1, start: 1 } },
+  ]);
+}
+
+/** Where a counted message belongs besides the organization's total: the sender number and the relay, when known. */
+export interface RollupDims {
+  phoneNumber?: string | null;
+  relayId?: string | null;
+}
+
+export const dimOf = (d: RollupDims): string => (d.phoneNumber ? `n:${d.phoneNumber}` : d.relayId ? `r:${d.relayId}` : 'all');
+
+function dimsOf(d: RollupDims): string[] {
+  const dims = ['all'];
+  if (d.phoneNumber) dims.push(`n:${d.phoneNumber}`);
+  if (d.relayId) dims.push(`r:${d.relayId}`);
+  return dims;
+}
+
+export const bucketStart = (ms: number, interval: RollupInterval): number => Math.floor(ms / rollupIntervals[interval]) * rollupIntervals[interval];
+
+/**
+ * What a batch of writes counts, aggregated in memory by rollup key: each
+ * outcome goes to every interval and dimension it belongs to, so a batch of
+ * any size is one upsert per key it touched.
+ */
+export class RollupTally {
+  private readonly keys = new Map<string, Map<string, { interval: RollupInterval; dim: string; start: string; inc: Record<string, number> }>>();
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  /** One message reached `outcome` at `atMs` (when it is stored); `latencyMs` from its acceptance, for sent and delivered. */
+  add(tenantId: string, outcome: RollupOutcome, atMs: number, dims: RollupDims, latencyMs?: number): void {
+    let tenant = this.keys.get(tenantId);
+    if (!tenant) this.keys.set(tenantId, (tenant = new Map()));
+    const latency = latencyMs !== undefined && Number.isFinite(latencyMs) && (outcome === 'sent' || outcome === 'delivered')
+      ? `latency.${outcome}.b${latencyBin(Math.max(0, latencyMs))}` : undefined;
+    for (const interval of Object.keys(rollupIntervals) as RollupInterval[]) {
+      const start = new Date(bucketStart(atMs, interval)).toISOString();
+      for (const dim of dimsOf(dims)) {
+        const id = `${interval}|${start}|${dim}`;
+        let key = tenant.get(id);
+        if (!key) tenant.set(id, (key = { interval, dim, start, inc: {} }));
+        key.inc[outcome] = (key.inc[outcome] ?? 0) + 1;
+        if (latency) key.inc[latency] = (key.inc[latency] ?? 0) + 1;
+      }
+    }
+  }
+
+  /** Each organization's upserts. */
+  writes(): Array<{ tenantId: string; ops: WriteOp[] }> {
+    return [...this.keys].map(([tenantId, keys]) => ({
+      tenantId,
+      ops: [...keys].map(([id, k]) => ({ updateOne: { filter: { id }, update: { $inc: k.inc, $setOnInsert: { interval: k.interval, dim: k.dim, start: k.start } }, upsert: true } })),
+    }));
+  }
+}
+
+export interface StatsQuery {
+  fromMs: number;
+  toMs: number;
+  interval: RollupInterval;
+  phoneNumber?: string;
+  relayId?: string;
+}
+
+export interface StatsBucket {
+  start: string;
+  accepted: number;
+  sent: number;
+  delivered: number;
+  read: number;
+  failed: number;
+  received: number;
+  latency: Record<RollupLatency, { p50: number | null; p95: number | null; p99: number | null }>;
+}
+
+/** At most this many buckets a query (a day of minutes, and a margin). */
+export const maxStatsBuckets = 1_500;
+
+/** The organization's message rollups: written with the changes they count, read by range, old buckets pruned. */
+export class MessageRollups {
+  private readonly prunedAt = new Map<string, number>();
+
+  constructor(private readonly rollups: Collection<RollupDoc>, private readonly log: Logger) {}
+
+  /**
+   * Writes what a batch counted: one bulk write per organization, each key
+   * one upsert. Called in the same synchronous run as the write it counts, so
+   * on the embedded store both are one transaction; on MongoDB it is one
+   * more bulk write beside the batch's, not one per message.
+   */
+  async write(tally: RollupTally): Promise<void> {
+    await Promise.all(tally.writes().map(async ({ tenantId, ops }) => {
+      const scope: Scope = { tenantId };
+      const { conflicts } = await this.rollups.bulkWrite(scope, ops);
+      // An upsert that lost the race to create its bucket: the bucket exists now, so the update matches.
+      if (conflicts.length > 0) await this.rollups.bulkWrite(scope, conflicts.map((i) => ops[i]!));
+      this.pruneLater(tenantId);
+    }));
+  }
+
+  /** The buckets of `[floor(from), to)`, zero-filled, oldest first. */
+  async read(tenantId: string, q: StatsQuery): Promise<StatsBucket[]> {
+    const step = rollupIntervals[q.interval];
+    const first = bucketStart(q.fromMs, q.interval);
+    const count = Math.ceil((q.toMs - first) / step);
+    const dim = dimOf(q);
+    const docs = await this.rollups.find({ tenantId }, { interval: q.interval, dim, start: { $gte: new Date(first).toISOString(), $lt: new Date(q.toMs).toISOString() } }, { sort: { start: 1 }, limit: maxStatsBuckets });
+    const byStart = new Map(docs.map((d) => [d.start, d]));
+    const buckets: StatsBucket[] = [];
+    for (let i = 0; i < count; i++) {
+      const start = new Date(first + i * step).toISOString();
+      const doc = byStart.get(start);
+      const pct = (which: RollupLatency) => {
+        const h = doc?.latency?.[which];
+        return { p50: percentileOf(h, 0.5), p95: percentileOf(h, 0.95), p99: percentileOf(h, 0.99) };
+      };
+      buckets.push({
+        start,
+        accepted: doc?.accepted ?? 0, sent: doc?.sent ?? 0, delivered: doc?.delivered ?? 0, read: doc?.read ?? 0, failed: doc?.failed ?? 0, received: doc?.received ?? 0,
+        latency: { sent: pct('sent'), delivered: pct('delivered') },
+      });
+    }
+    return buckets;
+  }
+
+  /** Removes the organization's buckets past their interval's retention; answers how many. */
+  async prune(tenantId: string, nowMs = Date.now()): Promise<number> {
+    this.prunedAt.set(tenantId, nowMs);
+    let removed = 0;
+    for (const [interval, keepMs] of Object.entries(rollupRetentionMs)) {
+      if (keepMs === null) continue;
+      removed += await this.rollups.deleteMany({ tenantId }, { interval, start: { $lt: new Date(nowMs - keepMs).toISOString() } });
+    }
+    return removed;
+  }
+
+  private pruneLater(tenantId: string): void {
+    const now = Date.now();
+    if (now - (this.prunedAt.get(tenantId) ?? 0) < pruneEveryMs) return;
+    this.prunedAt.set(tenantId, now);
+    setImmediate(() => void this.prune(tenantId, now).catch((err: unknown) => {
+      this.prunedAt.delete(tenantId);
+      this.log.warn({ err, tenantId }, 'could not remove old statistics buckets; the next write tries again');
+    }));
+  }
+}
