@@ -18,8 +18,10 @@ export interface Chart {
  * A time-series chart (uPlot, drawn on a canvas) in a figure with a caption.
  * What it was given is also on the figure as `data-chart` (JSON), and a
  * screen reader hears a one-line summary of the totals rather than the canvas.
+ * `points` marks each value, for sparse lines such as latency, where a value
+ * between two empty buckets has no line to draw.
  */
-export function timeChart(id: string, caption: string, lines: Line[], opts: { height?: number; unit?: string; small?: boolean } = {}): Chart {
+export function timeChart(id: string, caption: string, lines: Line[], opts: { height?: number; unit?: string; small?: boolean; points?: boolean } = {}): Chart {
   const plot = h('div', { class: 'plot', 'aria-hidden': 'true' });
   const summary = h('p', { class: 'sr-only', id: `${id}-summary` });
   const figure = h('figure', { class: opts.small ? 'chart small' : 'chart', id, 'aria-describedby': `${id}-summary` },
@@ -34,10 +36,10 @@ export function timeChart(id: string, caption: string, lines: Line[], opts: { he
     return new uPlot({
       width: width(), height: opts.height ?? 200,
       legend: { show: !opts.small },
-      cursor: { show: !opts.small },
+
       scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-      axes: [{ show: !opts.small }, { show: !opts.small, size: 50, values: (_u, ticks) => ticks.map((t) => `${t}${unit}`) }],
-      series: [{}, ...lines.map((l) => ({ label: l.label, stroke: l.color, width: 2, spanGaps: false, points: { show: false } }))],
+      axes: [{}, { size: unit ? 72 : 50, values: (_u, ticks) => ticks.map((t) => `${t}${unit}`) }],
+      series: [{}, ...lines.map((l) => ({ label: l.label, stroke: l.color, width: 2, spanGaps: false, points: { show: opts.points ?? false, size: 5 } }))],
     }, data, plot);
   }
 

@@ -1,5 +1,5 @@
 import { announce, h, replace, table, when } from '../dom.ts';
-import { api, ApiError, can } from '../session.ts';
+import { api, can, describeError } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
 interface Condition { field: string; operator: string; value: string }
@@ -23,7 +23,6 @@ const actionFields: Record<string, Array<{ key: string; label: string; list?: bo
 };
 
 const say = (text: string) => text.replaceAll('_', ' ');
-const problem = (err: unknown) => err instanceof ApiError && err.details.length ? `${err.message}: ${err.details.map((d) => `${d.path} ${d.message}`).join('; ')}` : (err as Error).message;
 const select = (id: string, label: string, values: string[], value: string) =>
   h('select', { id, 'aria-label': label }, values.map((v) => h('option', { value: v, selected: v === value }, say(v))));
 
@@ -105,7 +104,7 @@ function automationForm(current: Automation | undefined, save: (input: unknown) 
       try {
         await save(input);
       } catch (err) {
-        error.textContent = problem(err);
+        error.textContent = describeError(err);
       }
     },
   },
@@ -143,7 +142,7 @@ export async function automationView({ me, main }: PageContext, id?: string): Pr
           r.conditionsEvaluated.map((c) => [c.field, say(c.operator), c.value, c.error ? `no (${c.error})` : c.matched ? 'yes' : 'no'])) : null);
         announce(r.matched ? 'The sample matches' : 'The sample does not match');
       } catch (err) {
-        replace(dryOut, h('p', { class: 'error', role: 'alert' }, problem(err)));
+        replace(dryOut, h('p', { class: 'error', role: 'alert' }, describeError(err)));
       }
     },
   },

@@ -1,12 +1,11 @@
 import { announce, h, replace, table, when } from '../dom.ts';
-import { api, ApiError, can } from '../session.ts';
+import { api, can, describeError } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
 interface User { id: string; email: string; role: string; createdAt: string }
 interface Team { id: string; name: string; createdAt: string }
 
 const roles = ['viewer', 'member', 'admin', 'owner'];
-const problem = (err: unknown) => err instanceof ApiError && err.details.length ? `${err.message}: ${err.details.map((d) => `${d.path} ${d.message}`).join('; ')}` : (err as Error).message;
 
 /**
  * The organization's members and teams. Admins add a member (an account with
@@ -36,7 +35,7 @@ export async function membersView(ctx: PageContext): Promise<void> {
         announce(`${email.value.trim()} added as ${role.value}`);
         await again();
       } catch (err) {
-        memberError.textContent = problem(err);
+        memberError.textContent = describeError(err);
       }
     },
   },
@@ -57,7 +56,7 @@ export async function membersView(ctx: PageContext): Promise<void> {
         announce(`Team ${teamName.value.trim()} created`);
         await again();
       } catch (err) {
-        teamError.textContent = problem(err);
+        teamError.textContent = describeError(err);
       }
     },
   }, h('div', { class: 'field' }, h('label', { for: 'team-name' }, 'Team name'), teamName), teamError, h('button', { type: 'submit' }, 'Create team'));

@@ -1,5 +1,5 @@
 import { announce, h, replace, table, when } from '../dom.ts';
-import { api, ApiError, can } from '../session.ts';
+import { api, can, describeError } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
 interface Message { id: string; status: string; direction: 'sent' | 'received'; to: string; from: string | null; body: string; createdAt: string; fromNumber: string | null }
@@ -16,9 +16,6 @@ const maxPages = 10;
 const field = (id: string, label: string, control: HTMLElement, hint?: string) =>
   h('div', { class: 'field' }, h('label', { for: id }, label), control, hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null);
 
-function problem(err: unknown): string {
-  return err instanceof ApiError && err.details.length ? `${err.message}: ${err.details.map((d) => `${d.path} ${d.message}`).join('; ')}` : (err as Error).message;
-}
 
 /** Send one message: recipient, text, priority and, when the organization has registered numbers, the number to send from. */
 export async function sendView({ me, main }: PageContext): Promise<void> {
@@ -49,7 +46,7 @@ export async function sendView({ me, main }: PageContext): Promise<void> {
         announce('Message queued');
         text.value = '';
       } catch (err) {
-        error.textContent = problem(err);
+        error.textContent = describeError(err);
       } finally {
         submit.disabled = false;
       }
@@ -75,7 +72,7 @@ export function messagesView({ main }: PageContext): void {
     id: 'message-search', class: 'filters',
     onsubmit(e: Event) {
       e.preventDefault();
-      void search().catch((err) => replace(out, h('p', { class: 'error', role: 'alert' }, problem(err))));
+      void search().catch((err) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err))));
     },
   },
   field('search-recipient', 'Recipient (phone or email)', recipient), field('search-status', 'Status', status),
@@ -83,7 +80,10 @@ export function messagesView({ main }: PageContext): void {
   field('search-job', 'Bulk job', job, 'A job ID: its messages only.'),
   h('button', { type: 'submit' }, 'Search'));
 
+  // Only the latest search shows its answer (the one on opening may still be reading when the reader searches).
+  let latest = 0;
   async function search(): Promise<void> {
+    const mine = ++latest;
     replace(out, h('p', null, 'Searching…'));
     const from = since.value ? new Date(since.value).getTime() : -Infinity;
     const to = until.value ? new Date(until.value).getTime() : Infinity;
@@ -114,6 +114,7 @@ export function messagesView({ main }: PageContext): void {
       rows = found.filter((m) => (!status.value || m.status === status.value) && Date.parse(m.createdAt) >= from && Date.parse(m.createdAt) <= to)
         .map((m) => ({ id: m.id, to: m.direction === 'sent' ? m.to : m.from ?? m.to, status: m.status, at: m.createdAt, text: m.body }));
     }
+    if (mine !== latest) return;
     replace(out,
       h('h2', null, `${rows.length} message${rows.length === 1 ? '' : 's'}`),
       note ? h('p', { class: 'hint' }, note) : null,
@@ -123,7 +124,7 @@ export function messagesView({ main }: PageContext): void {
   }
 
   replace(main, h('h1', null, 'Messages'), form, out);
-  void search().catch((err) => replace(out, h('p', { class: 'error', role: 'alert' }, problem(err))));
+  void search().catch((err) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err))));
 }
 
 const hopNames: Record<string, string> = {

@@ -21,7 +21,7 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
   const volume = timeChart('chart-volume', 'Messages by outcome', Object.entries(colors).map(([label, color]) => ({ label, color })));
   const latency = timeChart('chart-latency', 'Delivery latency (ms after accepted)', [
     { label: 'sent p50', color: colors.sent }, { label: 'delivered p50', color: colors.delivered }, { label: 'delivered p95', color: '#9a6700' },
-  ], { unit: ' ms' });
+  ], { unit: ' ms', points: true });
   const picker = h('fieldset', { class: 'range' }, h('legend', null, 'Range'),
     Object.entries(ranges).map(([key, r]) => h('label', null, h('input', {
       type: 'radio', name: 'range', value: key, checked: key === range,

@@ -49,7 +49,7 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
     relays.data.forEach((r, i) => {
       let chart = made.get(r.id);
       if (!chart) {
-        chart = timeChart(`relay-chart-${r.id}`, r.name, [{ label: 'sent', color: '#0b5cad' }], { height: 80, small: true });
+        chart = timeChart(`relay-chart-${r.id}`, r.name, [{ label: 'sent', color: '#0b5cad' }], { height: 120, small: true });
         chart.figure.dataset.relay = r.id;
         made.set(r.id, chart);
         charts.append(chart.figure);
