@@ -77,7 +77,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contacts = createContacts(contactsDb, cursors);
   const outbox = new Outbox(events, log.child({ component: 'messaging' }));
   const link = new RelayLink(runtime);
-  const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }));
+  const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }), { coalesce: store.kind !== 'embedded' });
   const messaging = createMessaging({ config, log, db, runtime, outbox, rollups, tokens, contacts: contacts.directory, cursors });
   const jobs = createJobs({ config, log, db, runtime, events, rollups, cursors });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events, cursors });
