@@ -46,6 +46,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
   const alerts: string[] = [];
   const email = `owner-${Date.now()}@example.com`;
   let ownerToken = '';
+  let liveJobId = '';
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'relaybox-dashboard-e2e-'));
@@ -203,6 +204,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
         const job = await request(base, 'POST', '/api/v1/messages/bulk', { token: ownerToken, body: { messages } });
         assert.equal(job.status, 201, job.text);
         jobId = job.body.jobId;
+        liveJobId = jobId;
         await page.goto(`${base}/#/jobs`);
         await page.locator(`progress[data-job="${jobId}"]`).waitFor();
         await page.evaluate('window.sameDocument = true');
@@ -243,10 +245,31 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       await page.getByLabel('Status').selectOption('delivered');
       await page.getByRole('button', { name: 'Search' }).click();
       await page.getByRole('heading', { name: '1 message', exact: true }).waitFor();
+      // The job of the live-progress scenario: all its 500 messages, 100 a page.
+      await page.getByLabel('Recipient (phone or email)').fill('');
+      await page.getByLabel('Status').selectOption('');
+      await page.getByLabel('Bulk job').fill(liveJobId);
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '500 messages', exact: true }).waitFor();
+      assert.equal(await page.locator('#search-results tbody tr').count(), 100);
+      await page.getByRole('button', { name: 'Next 100' }).click();
+      await page.getByRole('heading', { name: 'Older messages: 100', exact: true }).waitFor();
+      await page.getByLabel('Bulk job').fill('');
+      await page.getByLabel('Recipient (phone or email)').fill(to);
+      await page.getByLabel('Status').selectOption('delivered');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '1 message', exact: true }).waitFor();
       await page.getByLabel('Status').selectOption('failed');
       await page.getByRole('button', { name: 'Search' }).click();
       await page.getByRole('heading', { name: '0 messages', exact: true }).waitFor();
       await page.getByLabel('Status').selectOption('delivered');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('link', { name: id }).waitFor();
+      // A date range that ends before the send finds nothing.
+      await page.getByLabel('Created before').fill('2020-01-01T00:00');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '0 messages', exact: true }).waitFor();
+      await page.getByLabel('Created before').fill('');
       await page.getByRole('button', { name: 'Search' }).click();
       await page.getByRole('link', { name: id }).click();
       await page.locator('#message-status', { hasText: 'delivered' }).waitFor();
@@ -509,6 +532,10 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       const data = JSON.parse((await figure.getAttribute('data-chart'))!) as { x: string[]; lines: Record<string, number[]> };
       assert.ok(data.x.length >= 60, 'a bucket a minute over the hour');
       assert.ok(data.lines.sent!.reduce((a, b) => a + b, 0) >= 500, 'the relay sent the jobs of this run');
+      const history = page.locator('#relay-charts .history').first();
+      assert.match((await history.textContent()) ?? '', /online 100\.0% of the recorded time; online now/);
+      const spans = JSON.parse((await history.getAttribute('data-spans'))!) as Array<{ online: boolean | null }>;
+      assert.equal(spans.at(-1)!.online, true, 'online since its relay.online event');
       const row = page.locator('tr[data-number="+4915199990001"]');
       await row.waitFor();
       assert.match((await row.textContent()) ?? '', /Sales.*\/s, burst \d+/);

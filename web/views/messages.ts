@@ -7,11 +7,9 @@ interface StatusRecord {
   id: string; status: string; waitingFor: string | null; notBefore: string | null; checkpoints: Array<{ hop: string; at: string }>;
   jobId: string | null; attempts: number; lastError: string | null; queuedAt: string | null; sentAt: string | null; deliveredAt: string | null; readAt: string | null;
 }
-interface Result { messageId: string; to: string; status: string; error: string | null }
 
 const statuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
-/** A search reads at most this many pages of 100, newest first, and says so when it stopped there. */
-const maxPages = 10;
+const pageSize = 100;
 
 const field = (id: string, label: string, control: HTMLElement, hint?: string) =>
   h('div', { class: 'field' }, h('label', { for: id }, label), control, hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null);
@@ -72,59 +70,42 @@ export function messagesView({ main }: PageContext): void {
     id: 'message-search', class: 'filters',
     onsubmit(e: Event) {
       e.preventDefault();
-      void search().catch((err) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err))));
+      void search().catch(shown);
     },
   },
   field('search-recipient', 'Recipient (phone or email)', recipient), field('search-status', 'Status', status),
-  field('search-from', 'From', since), field('search-to', 'To', until),
+  field('search-from', 'Created from', since), field('search-to', 'Created before', until),
   field('search-job', 'Bulk job', job, 'A job ID: its messages only.'),
   h('button', { type: 'submit' }, 'Search'));
 
   // Only the latest search shows its answer (the one on opening may still be reading when the reader searches).
   let latest = 0;
-  async function search(): Promise<void> {
+  async function search(after?: string): Promise<void> {
     const mine = ++latest;
     replace(out, h('p', null, 'Searching…'));
-    const from = since.value ? new Date(since.value).getTime() : -Infinity;
-    const to = until.value ? new Date(until.value).getTime() : Infinity;
-    const who = recipient.value.trim();
-    let rows: Array<{ id: string; to: string; status: string; at: string | null; text: string }>;
-    let note = '';
-    if (job.value.trim()) {
-      const qs = new URLSearchParams({ limit: '100' });
-      if (status.value) qs.set('status', status.value);
-      const results = await api<{ data: Result[]; pagination?: { total: number } }>('GET', `/api/v1/messages/bulk/${encodeURIComponent(job.value.trim())}/results?${qs}`);
-      rows = results.data.filter((r) => !who || r.to.includes(who)).map((r) => ({ id: r.messageId, to: r.to, status: r.status, at: null, text: r.error ?? '' }));
-      if (results.pagination && results.pagination.total > results.data.length) note = `The first ${results.data.length} of the job's ${results.pagination.total} messages were searched.`;
-    } else {
-      const found: Message[] = [];
-      let after: string | null = null;
-      let pages = 0;
-      for (; pages < maxPages; pages++) {
-        const qs = new URLSearchParams({ limit: '100' });
-        if (who) qs.set('participant', who);
-        if (after) qs.set('after', after);
-        const page: { data: Message[]; nextCursor?: string | null } = await api('GET', `/api/v1/messages?${qs}`);
-        found.push(...page.data);
-        after = page.nextCursor ?? null;
-        const last = page.data.at(-1);
-        if (!after || (last && Date.parse(last.createdAt) < from)) break;
-      }
-      if (after && pages === maxPages) note = `The latest ${found.length} messages were searched; narrow the recipient or dates to reach older ones.`;
-      rows = found.filter((m) => (!status.value || m.status === status.value) && Date.parse(m.createdAt) >= from && Date.parse(m.createdAt) <= to)
-        .map((m) => ({ id: m.id, to: m.direction === 'sent' ? m.to : m.from ?? m.to, status: m.status, at: m.createdAt, text: m.body }));
-    }
+    const qs = new URLSearchParams({ limit: String(pageSize) });
+    if (recipient.value.trim()) qs.set('participant', recipient.value.trim());
+    if (status.value) qs.set('status', status.value);
+    if (job.value.trim()) qs.set('jobId', job.value.trim());
+    if (since.value) qs.set('since', new Date(since.value).toISOString());
+    if (until.value) qs.set('until', new Date(until.value).toISOString());
+    if (after) qs.set('after', after);
+    const page = await api<{ data: Message[]; nextCursor?: string | null; pagination?: { total: number } }>('GET', `/api/v1/messages?${qs}`);
     if (mine !== latest) return;
+    const total = page.pagination?.total;
+    const next = page.nextCursor;
     replace(out,
-      h('h2', null, `${rows.length} message${rows.length === 1 ? '' : 's'}`),
-      note ? h('p', { class: 'hint' }, note) : null,
-      rows.length ? table('Messages found, newest first', ['Message', 'Recipient', 'Status', 'Created', 'Text or error'],
-        rows.map((r) => [h('a', { href: `#/messages/${r.id}` }, r.id), r.to, h('span', { class: `st st-${r.status}` }, r.status), when(r.at), h('span', { class: 'body' }, r.text)])) : null);
-    announce(`${rows.length} messages found`);
+      h('h2', null, total === undefined ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`),
+      page.data.length ? table('Messages found, newest first', ['Message', 'Direction', 'Recipient or sender', 'Status', 'Created', 'Text'],
+        page.data.map((m) => [h('a', { href: `#/messages/${m.id}` }, m.id), m.direction, m.direction === 'sent' ? m.to : m.from ?? m.to,
+          h('span', { class: `st st-${m.status}` }, m.status), when(m.createdAt), h('span', { class: 'body' }, m.body)])) : null,
+      next ? h('button', { type: 'button', class: 'secondary', onclick: () => void search(next).catch(shown) }, `Next ${pageSize}`) : null);
+    announce(total === undefined ? `${page.data.length} more messages` : `${total} messages found`);
   }
+  const shown = (err: unknown) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err)));
 
   replace(main, h('h1', null, 'Messages'), form, out);
-  void search().catch((err) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err))));
+  void search().catch(shown);
 }
 
 const hopNames: Record<string, string> = {
