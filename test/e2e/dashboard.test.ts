@@ -205,6 +205,11 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
         assert.equal(job.status, 201, job.text);
         jobId = job.body.jobId;
         liveJobId = jobId;
+        // Meanwhile the overview lists it with its progress bar, and says how long the oldest message has waited.
+        await page.goto(`${base}/#/overview`);
+        await page.locator(`#overview-jobs progress[data-job="${jobId}"]`).waitFor();
+        await waitUntil(async () => /^\d+ s$/.test((await page.locator('#tile-oldest').textContent()) ?? ''), 10_000, 'the oldest queued age is shown');
+        assert.ok(Number(await page.locator('#tile-queued').textContent()) > 0, 'messages are queued');
         await page.goto(`${base}/#/jobs`);
         await page.locator(`progress[data-job="${jobId}"]`).waitFor();
         await page.evaluate('window.sameDocument = true');

@@ -10,10 +10,25 @@ interface Health { messagesPerMinute: number }
 interface Job { jobId: string; status: string; totalRecipients: number; progress: number }
 interface Queue { pending: number; processing: number; failed: number; deadLetter: number }
 
-/** Every 5 s: the stats, the relays, the queue and the running jobs (4 + one per relay requests, well inside the request budget). */
+/** Every 5 s: the stats, the relays, the queue, its oldest message and the running jobs (5 to 6, and one per online relay: well inside the request budget). */
 const pollMs = 5_000;
 
 const colors = { accepted: '#57606a', sent: '#0b5cad', delivered: '#1a7f37', read: '#8250df', failed: '#b42318', received: '#bc4c00' };
+
+/** The team's oldest queued message's creation time: the last of its queued messages, newest first, is the oldest. */
+async function oldestQueued(): Promise<string | null> {
+  const first = await api<{ pagination: { total: number } }>('GET', '/api/v1/messages?status=queued&limit=1');
+  if (first.pagination.total === 0) return null;
+  const last = await api<{ data: Array<{ createdAt: string }> }>('GET', `/api/v1/messages?status=queued&limit=1&page=${Math.min(first.pagination.total, 1_000_000)}`);
+  return last.data[0]?.createdAt ?? null;
+}
+
+function age(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  if (s < 120) return `${s} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return s < 172_800 ? `${Math.round(s / 3600)} h` : `${Math.round(s / 86_400)} days`;
+}
 
 /** The landing page: volume by outcome and delivery latency over an hour, a day or 30 days, and what is happening now. */
 export async function overviewView({ main, onLeave }: PageContext): Promise<void> {
@@ -46,11 +61,12 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
   async function refresh(): Promise<void> {
     clearTimeout(timer);
     const shown = range;
-    const [stats, relayList, queue, running] = await Promise.all([
+    const [stats, relayList, queue, running, oldest] = await Promise.all([
       messageStats(shown).catch((err: Error) => err),
       api<{ data: Relay[] }>('GET', '/api/v1/relays'),
       api<Queue>('GET', '/api/v1/messages/queue/stats'),
       api<{ data: Job[] }>('GET', '/api/v1/messages/bulk?status=processing&limit=20'),
+      oldestQueued(),
     ]);
     const health = await Promise.all(relayList.data.map((r) => r.status === 'online'
       ? api<{ health: Health | null }>('GET', `/api/v1/relays/${r.id}`).then((d) => d.health, () => null) : null));
@@ -67,6 +83,7 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
       tile('tile-rate', `Delivery rate (${ranges[shown].label.toLowerCase()})`, rate === null ? '—' : `${(rate * 100).toFixed(1)}%`),
       tile('tile-relays', 'Relays online', `${online.length} of ${relayList.data.length}`),
       tile('tile-queued', 'Queued now', String(queue.pending)),
+      tile('tile-oldest', 'Oldest queued (this team)', oldest ? age(Date.now() - Date.parse(oldest)) : '—'),
       tile('tile-processing', 'With a relay now', String(queue.processing)),
       tile('tile-dead', 'Failed after every retry', String(queue.deadLetter)));
     replace(relays, h('h2', { id: 'relays-heading' }, 'Relays'),
