@@ -31,8 +31,9 @@ const pruneEveryMs = 3_600_000;
 /**
  * Latency histogram bins: log-spaced, 8 a doubling (each bin's upper bound
  * 2^(1/8), about 9 %, above its lower one), from 1 ms. A percentile is
- * answered as its bin's upper bound: never below the true value, less than
- * 9 % above it (1 ms at the low end). Only bins holding a sample are stored.
+ * answered as its bin's upper bound, rounded to the millisecond: never below
+ * the true value (a whole number of ms), at most 9 % above it before the
+ * rounding. Only bins holding a sample are stored.
  */
 const binsPerDoubling = 8;
 
