@@ -31,8 +31,9 @@ const pruneEveryMs = 3_600_000;
 /**
  * Latency histogram bins: log-spaced, 8 a doubling (each bin's upper bound
  * 2^(1/8), about 9 %, above its lower one), from 1 ms. A percentile is
- * answered as its bin's upper bound: never below the true value, less than
- * 9 % above it (1 ms at the low end). Only bins holding a sample are stored.
+ * answered as its bin's upper bound, rounded to the millisecond: never below
+ * the true value (a whole number of ms), at most 9 % above it before the
+ * rounding. Only bins holding a sample are stored.
  */
 const binsPerDoubling = 8;
 
@@ -44,18 +45,36 @@ export function binUpperMs(bin: number): number {
   return Math.round(2 ** (bin / binsPerDoubling));
 }
 
-/** Bucket `q` (0 to 1) of a histogram of bin → samples; null when it holds none. */
-export function percentileOf(histogram: Record<string, number> | undefined, q: number): number | null {
-  const bins = Object.entries(histogram ?? {}).map(([key, n]) => [Number(key.slice(1)), n] as const).filter(([, n]) => n > 0).sort((a, b) => a[0] - b[0]);
-  const total = bins.reduce((sum, [, n]) => sum + n, 0);
-  if (total === 0) return null;
-  const rank = Math.max(1, Math.ceil(q * total));
+export interface Percentiles {
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+}
+
+const none: Percentiles = { p50: null, p95: null, p99: null };
+
+/** The 50th, 95th and 99th percentiles of a histogram of bin (`b<n>`) → samples, in one pass over its sorted bins; nulls when it holds none. */
+export function percentilesOf(histogram: Record<string, number> | undefined): Percentiles {
+  if (!histogram) return none;
+  const bins: Array<[number, number]> = [];
+  let total = 0;
+  for (const key in histogram) {
+    const n = histogram[key]!;
+    if (n > 0) {
+      bins.push([Number(key.slice(1)), n]);
+      total += n;
+    }
+  }
+  if (total === 0) return none;
+  bins.sort((a, b) => a[0] - b[0]);
+  const ranks = [0.5, 0.95, 0.99].map((q) => Math.max(1, Math.ceil(q * total)));
+  const found: number[] = [];
   let seen = 0;
   for (const [bin, n] of bins) {
     seen += n;
-    if (seen >= rank) return binUpperMs(bin);
+    while (found.length < ranks.length && seen >= ranks[found.length]!) found.push(binUpperMs(bin));
   }
-  return binUpperMs(bins[bins.length - 1]![0]);
+  return { p50: found[0]!, p95: found[1]!, p99: found[2]! };
 }
 
 export interface RollupDoc {
@@ -172,7 +191,7 @@ export interface StatsBucket {
   read: number;
   failed: number;
   received: number;
-  latency: Record<RollupLatency, { p50: number | null; p95: number | null; p99: number | null }>;
+  latency: Record<RollupLatency, Percentiles>;
 }
 
 /** At most this many buckets a query (a day of minutes, and a margin). */
@@ -242,14 +261,10 @@ export class MessageRollups {
     for (let i = 0; i < count; i++) {
       const start = new Date(first + i * step).toISOString();
       const doc = byStart.get(start);
-      const pct = (which: RollupLatency) => {
-        const h = doc?.latency?.[which];
-        return { p50: percentileOf(h, 0.5), p95: percentileOf(h, 0.95), p99: percentileOf(h, 0.99) };
-      };
       buckets.push({
         start,
         accepted: doc?.accepted ?? 0, sent: doc?.sent ?? 0, delivered: doc?.delivered ?? 0, read: doc?.read ?? 0, failed: doc?.failed ?? 0, received: doc?.received ?? 0,
-        latency: { sent: pct('sent'), delivered: pct('delivered') },
+        latency: { sent: percentilesOf(doc?.latency?.sent), delivered: percentilesOf(doc?.latency?.delivered) },
       });
     }
     return buckets;

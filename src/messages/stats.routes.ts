@@ -5,25 +5,22 @@ import { phoneNumberField, strictObject } from '../http/validation.ts';
 import { bucketStart, maxStatsBuckets, rollupIntervals, type MessageRollups, type RollupInterval } from './message-rollups.ts';
 
 const isoTime = Type.String({ format: 'date-time', maxLength: 40 });
-const ms = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'milliseconds; null when the bucket has no sample' });
-const percentiles = Type.Object({ p50: ms, p95: ms, p99: ms });
+const intervalSchema = Type.Unsafe<RollupInterval>({ type: 'string', enum: Object.keys(rollupIntervals) });
+const ms = Type.Union([Type.Integer(), Type.Null()]);
+const percentiles = named('LatencyPercentiles', Type.Object({ p50: ms, p95: ms, p99: ms }, {
+  description: 'ms from acceptance (null: no sample), at most 9 % over the true value',
+}));
+const count = Type.Integer();
 const bucket = named('MessageStatsBucket', Type.Object({
-  start: Type.String({ format: 'date-time', description: 'the bucket\'s start; it lasts one interval' }),
-  accepted: Type.Integer({ minimum: 0, description: 'messages stored by a send or a bulk job' }),
-  sent: Type.Integer({ minimum: 0 }),
-  delivered: Type.Integer({ minimum: 0 }),
-  read: Type.Integer({ minimum: 0 }),
-  failed: Type.Integer({ minimum: 0, description: 'failed after the last attempt (retries are not counted)' }),
-  received: Type.Integer({ minimum: 0, description: 'inbound messages' }),
-  latency: Type.Object({
-    sent: percentiles,
-    delivered: percentiles,
-  }, { description: 'from acceptance to sent and to delivered, of the messages that reached it in this bucket; each percentile is its histogram bin\'s upper bound, at most 9 % (or 1 ms) above the true value' }),
+  start: Type.String({ format: 'date-time' }),
+  accepted: count, sent: count, delivered: count, read: count,
+  failed: count, received: count,
+  latency: Type.Object({ sent: percentiles, delivered: percentiles }),
 }));
 const messageStats = named('MessageStats', Type.Object({
   from: Type.String({ format: 'date-time' }),
   to: Type.String({ format: 'date-time' }),
-  interval: Type.Union([Type.Literal('1m'), Type.Literal('1h'), Type.Literal('1d')]),
+  interval: intervalSchema,
   buckets: Type.Array(bucket, { maxItems: maxStatsBuckets }),
 }));
 
@@ -37,15 +34,15 @@ const defaultSpanMs = 24 * 3_600_000;
 export function statsRoutes(rollups: MessageRollups): RouteDef[] {
   return [
     defineRoute({
-      method: 'GET', path: '/api/v1/stats/messages', summary: 'Message counts by outcome and latency percentiles, per minute, hour or day', tags: ['messages'],
+      method: 'GET', path: '/api/v1/stats/messages', summary: 'Message counts and latency percentiles per minute, hour or day', tags: ['messages'],
       operationId: 'getMessageStats',
       schema: {
         query: strictObject({
-          from: Type.Optional({ ...isoTime, description: 'ISO 8601; default `to` minus 24 h; the first bucket starts at its floor' }),
-          to: Type.Optional({ ...isoTime, description: 'ISO 8601, after `from`; default now' }),
-          interval: Type.Optional(Type.Union([Type.Literal('1m'), Type.Literal('1h'), Type.Literal('1d')], { description: 'bucket length, default 1h' })),
-          phoneNumber: Type.Optional(phoneNumberField('only the messages of this sender number (E.164): sent from it, or received on it')),
-          relayId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'only the messages of this relay (accepted is 0: a message has no relay until it is handed to one)' })),
+          from: Type.Optional({ ...isoTime, description: 'default: `to` - 24 h' }),
+          to: Type.Optional({ ...isoTime, description: 'default: now' }),
+          interval: Type.Optional({ ...intervalSchema, description: 'default: 1h' }),
+          phoneNumber: Type.Optional(phoneNumberField('sent from or received on this number')),
+          relayId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'through this relay (accepted: 0)' })),
         }),
         response: { 200: messageStats },
       },
