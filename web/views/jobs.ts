@@ -1,7 +1,7 @@
 import { storedRecipient, toCsv, type PreviewRow } from '../bulk-rows.ts';
 import { announce, h, replace, table, when } from '../dom.ts';
 import { allPages, api, can } from '../session.ts';
-import type { PageContext } from '../page.ts';
+import { poll, type PageContext } from '../page.ts';
 
 interface Job {
   jobId: string; status: 'scheduled' | 'processing' | 'completed' | 'cancelled'; totalRecipients: number; progress: number;
@@ -40,14 +40,16 @@ export async function jobsView({ main, onLeave }: PageContext): Promise<void> {
     h('caption', { class: 'sr-only' }, 'Bulk jobs, newest first'),
     h('thead', null, h('tr', null, ['Job', 'Status', 'Recipients', 'Progress', 'Created', 'Scheduled for'].map((c) => h('th', { scope: 'col' }, c)))),
     body);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
-  onLeave(() => ((stopped = true), clearTimeout(timer)));
+  let left = false;
+  onLeave(() => (left = true));
 
-  async function refresh(): Promise<void> {
+  async function refresh(): Promise<boolean> {
     const jobs = await api<{ data: Job[] }>('GET', '/api/v1/messages/bulk?limit=100');
-    if (stopped) return;
-    if (jobs.data.length === 0) return replace(main, h('h1', null, 'Bulk jobs'), h('p', null, 'No bulk jobs yet.'));
+    if (left) return false;
+    if (jobs.data.length === 0) {
+      replace(main, h('h1', null, 'Bulk jobs'), h('p', null, 'No bulk jobs yet.'));
+      return false;
+    }
     const order: HTMLTableRowElement[] = [];
     for (const j of jobs.data) {
       let row = rows.get(j.jobId);
@@ -66,9 +68,9 @@ export async function jobsView({ main, onLeave }: PageContext): Promise<void> {
     }
     body.replaceChildren(...order);
     if (!main.contains(list)) replace(main, h('h1', null, 'Bulk jobs'), list);
-    if (jobs.data.some(active)) timer = setTimeout(() => void refresh().catch(() => undefined), listPollMs);
+    return jobs.data.some(active);
   }
-  await refresh();
+  await poll(onLeave, listPollMs, refresh);
 }
 
 /** The API allows 100 requests a minute: the detail is read every 1.5 s, the results at most every 5 s and once at the end. */

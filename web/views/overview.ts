@@ -2,7 +2,7 @@ import { timeChart } from '../chart.ts';
 import { h, replace } from '../dom.ts';
 import { api } from '../session.ts';
 import { deliveryRate, latencyData, messageStats, ranges, volumeData, type Range } from '../stats.ts';
-import type { PageContext } from '../page.ts';
+import { poll, type PageContext } from '../page.ts';
 import { progressBar, setProgress } from './jobs.ts';
 
 interface Relay { id: string; name: string; status: 'online' | 'offline'; degraded: string | null }
@@ -40,26 +40,23 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
   const picker = h('fieldset', { class: 'range' }, h('legend', null, 'Range'),
     Object.entries(ranges).map(([key, r]) => h('label', null, h('input', {
       type: 'radio', name: 'range', value: key, checked: key === range,
-      onchange: () => ((range = key as Range), void refresh()),
+      onchange: () => ((range = key as Range), void refresh().catch(() => undefined)),
     }), ` ${r.label}`)));
   const chartsProblem = h('p', { class: 'error', role: 'alert', id: 'charts-problem' });
   const tiles = h('dl', { class: 'tiles', id: 'overview-tiles' });
   const relays = h('section', { id: 'overview-relays', 'aria-labelledby': 'relays-heading' });
   const jobs = h('section', { id: 'overview-jobs', 'aria-labelledby': 'jobs-heading' });
   replace(main, h('h1', null, 'Overview'), picker, tiles, chartsProblem, h('div', { class: 'charts' }, volume.figure, latency.figure), relays, jobs);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
+  let left = false;
   onLeave(() => {
-    stopped = true;
-    clearTimeout(timer);
+    left = true;
     volume.stop();
     latency.stop();
   });
 
   const tile = (id: string, label: string, value: string) => h('div', { class: 'tile' }, h('dt', null, label), h('dd', { id }, value));
 
-  async function refresh(): Promise<void> {
-    clearTimeout(timer);
+  async function refresh(): Promise<boolean> {
     const shown = range;
     const [stats, relayList, queue, running, oldest] = await Promise.all([
       messageStats(shown).catch((err: Error) => err),
@@ -70,7 +67,7 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
     ]);
     const health = await Promise.all(relayList.data.map((r) => r.status === 'online'
       ? api<{ health: Health | null }>('GET', `/api/v1/relays/${r.id}`).then((d) => d.health, () => null) : null));
-    if (stopped || shown !== range) return;
+    if (left || shown !== range) return true;
     if (stats instanceof Error) chartsProblem.textContent = `The charts could not be read: ${stats.message}`;
     else {
       chartsProblem.textContent = '';
@@ -96,7 +93,7 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
         setProgress(bar, j.progress);
         return h('li', null, h('a', { href: `#/jobs/${j.jobId}` }, j.jobId), ` (${j.totalRecipients} recipients) `, bar);
       })));
-    timer = setTimeout(() => void refresh().catch(() => undefined), pollMs);
+    return true;
   }
-  await refresh();
+  await poll(onLeave, pollMs, refresh);
 }

@@ -1,6 +1,6 @@
 import { h, replace, table, when } from '../dom.ts';
 import { api, can } from '../session.ts';
-import type { PageContext } from '../page.ts';
+import { poll, type PageContext } from '../page.ts';
 import { timeChart, type Chart } from '../chart.ts';
 import { messageStats, volumeData } from '../stats.ts';
 import { onlineShare, onlineSpans, type RelayEvent, type Span } from '../relay-history.ts';
@@ -55,15 +55,13 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
   const charts = h('div', { class: 'charts small', id: 'relay-charts' });
   const numbers = h('section', { id: 'phone-numbers', 'aria-labelledby': 'numbers-heading' });
   const made = new Map<string, { chart: Chart; history: HTMLElement }>();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
+  let left = false;
   onLeave(() => {
-    stopped = true;
-    clearTimeout(timer);
+    left = true;
     for (const c of made.values()) c.chart.stop();
   });
 
-  async function refresh(): Promise<void> {
+  async function refresh(): Promise<boolean> {
     const relays = await api<{ data: Relay[] }>('GET', '/api/v1/relays');
     const [details, stats, phones, events] = await Promise.all([
       Promise.all(relays.data.map((r) => api<{ health?: Health | null }>('GET', `/api/v1/relays/${r.id}`).catch(() => ({ health: null })))),
@@ -73,7 +71,7 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
     ]);
     const activePhones = phones.data.filter((p) => p.status === 'active');
     const usage = await Promise.all(activePhones.map((p) => api<Usage>('GET', `/api/v1/phone-numbers/${p.id}/usage`).catch(() => null)));
-    if (stopped) return;
+    if (left) return false;
     replace(list, relays.data.length === 0 ? h('p', null, 'No relay yet: messages wait in the queue until one connects.') : table('Relays', ['Name', 'State', 'Last heartbeat', 'Capacity', 'Numbers', 'Health'],
       relays.data.map((r, i) => [r.name, r.degraded ? h('span', { class: 'st st-degraded', title: r.degraded }, `degraded: ${r.degraded}`) : h('span', { class: `st st-${r.status}` }, r.status), when(r.lastHeartbeat), r.capacity, r.phoneNumbers.join(', ') || '—', health(details[i]?.health)])));
     const now = Date.now();
@@ -99,7 +97,7 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
           return [p.number, p.label ?? '—', u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—', u ? u.sentLastMinute : '—',
             u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—', u ? soon(u.nextSlotAt) : '—', u ? soon(u.nextNewContactSlotAt) : '—'];
         }), (i) => ({ 'data-number': activePhones[i]!.number })));
-    timer = setTimeout(() => void refresh().catch(() => undefined), pollMs);
+    return true;
   }
 
   const add = h('section', { id: 'add-relay', 'aria-label': 'Add a relay' });
@@ -119,5 +117,5 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
       },
     }, 'Add a relay') : null,
     add, h('h2', null, 'Throughput and online history'), charts, numbers);
-  await refresh();
+  await poll(onLeave, pollMs, refresh);
 }
