@@ -239,12 +239,22 @@ export class MessageRollups {
     return done;
   }
 
+  /**
+   * A failed write loses its counts and is logged, never thrown: the
+   * statistics never fail the send or the status change they count (a send
+   * answered with an error would be sent again).
+   */
   private async writeNow(tally: RollupTally): Promise<void> {
     await Promise.all(tally.writes().map(async ({ tenantId, ops }) => {
       const scope: Scope = { tenantId };
-      const { conflicts } = await this.rollups.bulkWrite(scope, ops);
-      // An upsert that lost the race to create its bucket: the bucket exists now, so the update matches.
-      if (conflicts.length > 0) await this.rollups.bulkWrite(scope, conflicts.map((i) => ops[i]!));
+      try {
+        const { conflicts } = await this.rollups.bulkWrite(scope, ops);
+        // An upsert that lost the race to create its bucket: the bucket exists now, so the update matches.
+        if (conflicts.length > 0) await this.rollups.bulkWrite(scope, conflicts.map((i) => ops[i]!));
+      } catch (err) {
+        this.log.warn({ err, tenantId, buckets: ops.length }, 'message statistics of a batch are lost: their write failed');
+        return;
+      }
       this.pruneLater(tenantId);
     }));
   }
