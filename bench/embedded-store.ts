@@ -18,9 +18,18 @@
  * the first page, the second and the last (the 10,000th) by cursor, and the
  * last by offset.
  *
+ * Then, in another fresh process and DATA_DIR, message statistics: the
+ * rollups of BENCH_STATS_MESSAGES (1,000,000) messages of one organization
+ * spread over 24 h (each accepted, sent and delivered, written through the
+ * rollup write path in batches of 64 as the send path's group commits and
+ * status batches write them), then the 24 h query GET /api/v1/stats/messages
+ * answers (the rollups read and the buckets built), at 1m and 1h and at 1m
+ * for one sender number: the median of 21 runs each.
+ *
  *   npm run bench:store
  *   BENCH_BASELINE=/path/to/checkout npm run bench:store
  *   BENCH_MESSAGES=0 BENCH_PAGE_MESSAGES=200000 npm run bench:store   (the paging part only, smaller)
+ *   BENCH_MESSAGES=0 BENCH_PAGE_MESSAGES=0 npm run bench:store   (the statistics part only)
  *
  * BENCH_BASELINE names a checkout of an earlier version whose
  * src/store/embedded-store.ts is measured the same way beside it, at
@@ -38,6 +47,8 @@ import type { SortKeys } from '../src/http/list-cursors.ts';
 import { readListPage, type PageRequest } from '../src/http/pagination.ts';
 import { historyOrder } from '../src/messages/message-queries.ts';
 import { messagingCollections, type MessageDoc } from '../src/messages/message-store.ts';
+import { createLogger } from '../src/log.ts';
+import { MessageRollups, RollupTally } from '../src/messages/message-rollups.ts';
 import type { Store } from '../src/store/collection.ts';
 import { storePhase } from './store-phase.ts';
 
@@ -45,6 +56,7 @@ import { storePhase } from './store-phase.ts';
 const countSetting = (name: string, fallback: number) => (process.env[name] ? Number(process.env[name]) : fallback);
 const messages = countSetting('BENCH_MESSAGES', 1_000_000);
 const pageMessages = countSetting('BENCH_PAGE_MESSAGES', 1_000_000);
+const statsMessages = countSetting('BENCH_STATS_MESSAGES', 1_000_000);
 const pageSize = 100;
 const orgs = Number(process.env.BENCH_ORGS || 100);
 const baseline = process.env.BENCH_BASELINE ? resolve(process.env.BENCH_BASELINE) : undefined;
@@ -289,6 +301,88 @@ async function measurePaging(count: number): Promise<string> {
   }
 }
 
+interface StatsRun {
+  writeSeconds: number;
+  rollupWrites: number;
+  /** The 24 h query's median ms: at 1m, at 1h, at 1m for one sender number. */
+  minutes: number;
+  minuteBuckets: number;
+  hours: number;
+  minutesByNumber: number;
+  /** Accepted summed over the minute buckets: every message counted once. */
+  counted: number;
+  dataDirMiB: number;
+}
+
+const statsBatch = 64;
+const dayMs = 86_400_000;
+
+async function statistics(dir: string, count: number): Promise<StatsRun> {
+  const store = await openStore(dir, undefined);
+  const rollups = new MessageRollups(messagingCollections(store).rollups, createLogger('silent'));
+  const org = orgId(0);
+  const end = Math.floor(Date.now() / 60_000) * 60_000;
+  const first = end - dayMs;
+  const numbers = Array.from({ length: 10 }, (_, n) => `+1415555${String(9000 + n)}`);
+  let rollupWrites = 0;
+  const began = performance.now();
+  for (let i = 0, batch = 0; i < count; batch++) {
+    // A batch is a group commit of one sender line and relay; accept, sent and delivered are three writes, as on the send path.
+    const dims = { phoneNumber: numbers[batch % numbers.length], relayId: `relay_bench${batch % 5}` };
+    const [accepted, sent, delivered] = [new RollupTally(), new RollupTally(), new RollupTally()];
+    for (let k = 0; k < statsBatch && i < count; k++, i++) {
+      const at = first + Math.floor((i * dayMs) / count);
+      const toSent = 200 + ((i * 7_919) % 3_000);
+      accepted.add(org, 'accepted', at, { phoneNumber: dims.phoneNumber });
+      sent.add(org, 'sent', at, dims, toSent);
+      delivered.add(org, 'delivered', at, dims, toSent + 500 + ((i * 104_729) % 5_000));
+    }
+    for (const tally of [accepted, sent, delivered]) await rollups.write(tally);
+    rollupWrites += 3;
+    if (i % 100_000 < statsBatch) process.stderr.write(`statistics of ${i} messages written\n`);
+  }
+  const writeSeconds = (performance.now() - began) / 1000;
+  const median = async (query: Parameters<MessageRollups['read']>[1]): Promise<number> => {
+    const took: number[] = [];
+    for (let r = 0; r < 21; r++) {
+      const t0 = performance.now();
+      await rollups.read(org, query);
+      took.push(performance.now() - t0);
+    }
+    return took.sort((a, b) => a - b)[10]!;
+  };
+  const day = { fromMs: first, toMs: end };
+  const minuteBuckets = await rollups.read(org, { ...day, interval: '1m' });
+  const counted = minuteBuckets.reduce((sum, b) => sum + b.accepted, 0);
+  const result: StatsRun = {
+    writeSeconds, rollupWrites, counted, minuteBuckets: minuteBuckets.length,
+    minutes: await median({ ...day, interval: '1m' }),
+    hours: await median({ ...day, interval: '1h' }),
+    minutesByNumber: await median({ ...day, interval: '1m', phoneNumber: numbers[0]! }),
+    dataDirMiB: 0,
+  };
+  await store.close();
+  return { ...result, dataDirMiB: sizeMiB(dir) };
+}
+
+async function measureStatistics(count: number): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-stats-bench-'));
+  try {
+    const s = await storePhase<StatsRun>('stats', dir, count, undefined);
+    const ms = (v: number) => `${v.toFixed(2)} ms`;
+    return [
+      `\nMessage statistics of one organization: ${count.toLocaleString('en')} messages over 24 h, each accepted, sent and delivered, ${statsBatch} a batch; load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}:\n`,
+      `| rollups written: s, writes (msgs/s) | GET /api/v1/stats/messages 24 h at 1m (${s.minuteBuckets.toLocaleString('en')} buckets), median | at 1h, median | at 1m for one sender number, median | messages counted | DATA_DIR MiB |`,
+      '|---|---|---|---|---|---|',
+      `| ${s.writeSeconds.toFixed(1)} s, ${s.rollupWrites.toLocaleString('en')} (${Math.round(count / s.writeSeconds).toLocaleString('en')}) | ${ms(s.minutes)} | ${ms(s.hours)} | ${ms(s.minutesByNumber)} | ${s.counted.toLocaleString('en')}${s.counted === count ? '' : ' (NOT every message)'} | ${s.dataDirMiB} |`,
+    ].join('\n');
+  } catch (err) {
+    return `statistics: failed: ${(err as Error).message}`;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 function sizeMiB(dir: string): number {
   let bytes = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
@@ -315,8 +409,9 @@ async function measure(name: string, count: number, from: string | undefined): P
 }
 
 const [phase, dir, count, from] = process.argv.slice(2);
-if (phase === 'fill' || phase === 'serve' || phase === 'pages') {
-  const result = phase === 'fill' ? await fill(dir!, Number(count), from || undefined) : phase === 'serve' ? await serve(dir!, Number(count), from || undefined) : await paging(dir!, Number(count));
+if (phase === 'fill' || phase === 'serve' || phase === 'pages' || phase === 'stats') {
+  const result = phase === 'fill' ? await fill(dir!, Number(count), from || undefined) : phase === 'serve' ? await serve(dir!, Number(count), from || undefined)
+    : phase === 'pages' ? await paging(dir!, Number(count)) : await statistics(dir!, Number(count));
   process.stdout.write(JSON.stringify(result));
 } else if (messages > 0) {
   const rows = [await measure('embedded store (this version)', messages, undefined)];
@@ -327,3 +422,4 @@ if (phase === 'fill' || phase === 'serve' || phase === 'pages') {
   for (const row of rows) console.log(row);
 }
 if (!phase && pageMessages > 0) console.log(await measurePaging(pageMessages));
+if (!phase && statsMessages > 0) console.log(await measureStatistics(statsMessages));

@@ -5,12 +5,12 @@ import { serviceNodeFlags } from './service-node-flags.ts';
 const root = resolve(import.meta.dirname, '..');
 
 /**
- * Runs one phase of `npm run bench:store` (`fill`, `serve` or `pages`, with `from` the
+ * Runs one phase of `npm run bench:store` (`fill`, `serve`, `pages` or `stats`, with `from` the
  * checkout whose store it opens) in a fresh process, so its RSS and start are
  * its own, with the Node flags the service runs with; resolves with the
  * figures it printed.
  */
-export function storePhase<R>(phase: 'fill' | 'serve' | 'pages', dir: string, count: number, from: string | undefined): Promise<R> {
+export function storePhase<R>(phase: 'fill' | 'serve' | 'pages' | 'stats', dir: string, count: number, from: string | undefined): Promise<R> {
   return new Promise((resolveResult, reject) => {
     const proc = spawn(process.execPath, [...serviceNodeFlags, '--import', 'tsx', join(root, 'bench/embedded-store.ts'), phase, dir, String(count), from ?? ''], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';

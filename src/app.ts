@@ -17,6 +17,7 @@ import { cancelledJobIds, createJobs, jobCollections } from './jobs/index.ts';
 import type { Logger } from './log.ts';
 import { createMessaging } from './messages/index.ts';
 import { messagingCollections } from './messages/message-store.ts';
+import { MessageRollups } from './messages/message-rollups.ts';
 import { createRelays, relayCollections, RelayLink } from './relays/index.ts';
 import { createBroadcast, createRateLimiter, createTransport, type Transport } from './runtime/index.ts';
 import { createStore, type Store } from './store/index.ts';
@@ -76,14 +77,15 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contacts = createContacts(contactsDb, cursors);
   const outbox = new Outbox(events, log.child({ component: 'messaging' }));
   const link = new RelayLink(runtime);
-  const messaging = createMessaging({ config, log, db, runtime, outbox, tokens, contacts: contacts.directory, cursors });
-  const jobs = createJobs({ config, log, db, runtime, events, cursors });
+  const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }), { coalesce: store.kind !== 'embedded' });
+  const messaging = createMessaging({ config, log, db, runtime, outbox, rollups, tokens, contacts: contacts.directory, cursors });
+  const jobs = createJobs({ config, log, db, runtime, events, rollups, cursors });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events, cursors });
   const automations = createAutomations({
     config, log, db: automationDb, messages: db.messages, contacts: contactsDb.contacts, send: messaging.send, box: webhooks.box, runtime, events, cursors,
   });
   const actors = createActors({
-    config, log, db, webhookDb, automationDb, runtime, events, outbox, link,
+    config, log, db, webhookDb, automationDb, runtime, events, outbox, rollups, link,
     attempts: webhooks.attempts, actions: automations.actions, closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
   });
 

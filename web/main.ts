@@ -8,12 +8,23 @@ import { conversationsView, conversationView } from './views/conversations.ts';
 import { jobsView, jobView } from './views/jobs.ts';
 import { relaysView } from './views/relays.ts';
 import { webhooksView, webhookView } from './views/webhooks.ts';
+import { overviewView } from './views/overview.ts';
+import { messagesView, messageView, sendView } from './views/messages.ts';
+import { automationsView, automationView } from './views/automations.ts';
+import { membersView } from './views/members.ts';
 import type { PageContext } from './page.ts';
 
 
 type Page = (ctx: PageContext, param?: string) => void | Promise<void>;
 
 const routes: Array<{ pattern: RegExp; title: string; page: Page; nav?: string }> = [
+  { pattern: /^#\/overview$/, title: 'Overview', page: overviewView, nav: 'overview' },
+  { pattern: /^#\/send$/, title: 'Send a message', page: sendView, nav: 'send' },
+  { pattern: /^#\/messages$/, title: 'Messages', page: messagesView, nav: 'messages' },
+  { pattern: /^#\/messages\/([\w-]+)$/, title: 'Message', page: messageView, nav: 'messages' },
+  { pattern: /^#\/automations$/, title: 'Automations', page: automationsView, nav: 'automations' },
+  { pattern: /^#\/automations\/([\w-]+)$/, title: 'Automation', page: automationView, nav: 'automations' },
+  { pattern: /^#\/members$/, title: 'Members and teams', page: membersView, nav: 'members' },
   { pattern: /^#\/bulk$/, title: 'Bulk send', page: bulkView, nav: 'bulk' },
   { pattern: /^#\/jobs$/, title: 'Bulk jobs', page: jobsView, nav: 'jobs' },
   { pattern: /^#\/jobs\/([\w-]+)$/, title: 'Bulk job', page: jobView, nav: 'jobs' },
@@ -30,9 +41,9 @@ let me: Me | undefined;
 let leaving: Array<() => void> = [];
 
 function navLinks(current: Me): Array<[string, string]> {
-  const links: Array<[string, string]> = [];
-  if (can(current, 'member')) links.push(['bulk', 'Bulk send']);
-  links.push(['jobs', 'Bulk jobs'], ['conversations', 'Conversations'], ['relays', 'Relays'], ['webhooks', 'Webhooks']);
+  const links: Array<[string, string]> = [['overview', 'Overview']];
+  if (can(current, 'member')) links.push(['send', 'Send'], ['bulk', 'Bulk send']);
+  links.push(['jobs', 'Bulk jobs'], ['messages', 'Messages'], ['conversations', 'Conversations'], ['relays', 'Relays'], ['automations', 'Automations'], ['webhooks', 'Webhooks'], ['members', 'Members']);
   if (can(current, 'admin')) links.push(['api-keys', 'API keys']);
   return links;
 }
@@ -75,8 +86,8 @@ async function render(): Promise<void> {
     return;
   }
   if (!me) return;
-  const hash = location.hash || (can(me, 'member') ? '#/bulk' : '#/jobs');
-  const route = routes.find((r) => r.pattern.test(hash)) ?? routes[1]!;
+  const hash = location.hash || '#/overview';
+  const route = routes.find((r) => r.pattern.test(hash)) ?? routes[0]!;
   const param = route.pattern.exec(hash)?.[1];
   const main = shell(me);
   document.title = `${route.title} · Relaybox`;

@@ -22,6 +22,11 @@ export class ApiError extends Error {
   }
 }
 
+/** An error as a reader sees it: the problem's message with the fields it names. */
+export function describeError(err: unknown): string {
+  return err instanceof ApiError && err.details.length ? `${err.message}: ${err.details.map((d) => `${d.path} ${d.message}`).join('; ')}` : (err as Error).message;
+}
+
 interface Grant { accessToken: string; expiresIn: number }
 
 let accessToken: string | undefined;

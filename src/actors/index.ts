@@ -4,6 +4,7 @@ import type { Outbox } from '../events/outbox.ts';
 import type { Logger } from '../log.ts';
 import type { JobCollections } from '../jobs/job-store.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
+import type { MessageRollups } from '../messages/message-rollups.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
 import { actorClient } from '../runtime/actor.ts';
@@ -37,6 +38,8 @@ export interface ActorDeps {
   events: EventStream;
   /** Status changes written with their events (shared with the send path). */
   outbox: Outbox;
+  /** Message statistics, counted with the status changes (shared with the send path). */
+  rollups: MessageRollups;
   /** Frames to the frontend that holds a relay's socket. */
   link: RelayLink;
   /** One HTTP attempt of a webhook delivery (the webhooks feature's). */
@@ -49,11 +52,11 @@ export interface ActorDeps {
 
 /** Every actor type, built over its stores and the ports it is given: every role registers them all (senders need each type's shards and schemas). */
 export function createActors(deps: ActorDeps) {
-  const { config, db, outbox, link } = deps;
-  const dispatcher = new TenantDispatcher({ config, db, outbox, closedSources: deps.closedSources });
+  const { config, db, outbox, link, rollups } = deps;
+  const dispatcher = new TenantDispatcher({ config, db, outbox, rollups, closedSources: deps.closedSources });
   const sends = new RelaySends({ db, link, sendTimeoutMs: config.messageSendTimeoutMs });
   const sessions = new RelaySessions({ db, outbox, sends, heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs });
-  const inbound = new InboundRecorder({ db, outbox, link });
+  const inbound = new InboundRecorder({ db, outbox, rollups, link });
   const jobsLog = deps.log.child({ component: 'jobs' });
   const tracker = new JobTracker({ db, events: deps.events, jobs: actorClient(deps.runtime, jobProtocol), log: jobsLog, trackMs: config.jobTrackMs });
   const lanes = new WebhookLanes({ attempts: deps.attempts, db: deps.webhookDb, runtime: deps.runtime, config: config.webhook, log: deps.log.child({ component: 'webhooks' }) });

@@ -90,8 +90,15 @@ export class Outbox {
    * events unless the change did not apply). `exclusive`: the document's
    * outbox was empty when the caller read it. Returns, for each change,
    * whether it applied (stored, its events published or not yet).
+   * `alongside` is given which applied as soon as that is known and writes
+   * what goes with them (statistics): on the embedded store in the same
+   * synchronous run, so in the changes' transaction; elsewhere beside the
+   * publish.
    */
-  async changeMany<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>): Promise<boolean[]> {
+  async changeMany<T extends Doc & OutboxFields>(
+    collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>,
+    alongside: (applied: boolean[]) => Promise<void> = async () => undefined,
+  ): Promise<boolean[]> {
     if (changes.length === 0) return [];
     const appendWithWrite = this.stream.appendWithWrite;
     if (appendWithWrite) {
@@ -101,7 +108,7 @@ export class Outbox {
       const applied = changes.map(() => false);
       const written = collection.bulkWrite(scope, changes.map((c, i) => ({ updateOne: { filter: c.filter, update: c.update, applied: () => ((applied[i] = true), events.push(...c.events)) } })));
       const appended = appendWithWrite(events);
-      await Promise.all([written, appended]);
+      await Promise.all([written, appended, alongside(applied)]);
       return applied;
     }
     const written = changes.map((c) => {
@@ -124,7 +131,7 @@ export class Outbox {
         return [{ ...e, exclusive: e.exclusive && doc.outboxAt === e.token }];
       });
     }
-    await this.publish(collection, scope, entries);
+    await Promise.all([this.publish(collection, scope, entries), alongside(applied)]);
     return applied;
   }
 

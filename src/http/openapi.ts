@@ -57,12 +57,14 @@ function parameters(route: RouteDef) {
   for (const where of ['params', 'query'] as const) {
     const schema = route.schema[where] ? requestView(plain(route.schema[where])) : undefined;
     for (const [name, prop] of Object.entries<Record<string, unknown>>(schema?.properties ?? {})) {
+      // The description is the parameter's, said once (not again inside its schema).
+      const { description, ...valueSchema } = prop;
       out.push({
         name,
         in: where === 'params' ? 'path' : 'query',
         required: where === 'params' || requiredFields(schema!).includes(name),
-        schema: prop,
-        ...(prop.description ? { description: prop.description } : {}),
+        schema: valueSchema,
+        ...(description ? { description } : {}),
       });
     }
   }

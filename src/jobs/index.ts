@@ -7,6 +7,7 @@ import type { EventStream } from '../events/event-stream.ts';
 import type { Logger } from '../log.ts';
 import { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
+import type { MessageRollups } from '../messages/message-rollups.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
 import type { Transport } from '../runtime/types.ts';
 import { exposeJobGauge } from './job-metrics.ts';
@@ -26,6 +27,7 @@ export interface JobsDeps {
   db: MessagingCollections & RelayCollections & JobCollections;
   runtime: Transport;
   events: EventStream;
+  rollups: MessageRollups;
   cursors: ListCursors;
 }
 
@@ -34,7 +36,7 @@ export function createJobs(deps: JobsDeps) {
   const log = deps.log.child({ component: 'jobs' });
   const jobs = actorClient(deps.runtime, jobProtocol);
   const tenants = actorClient(deps.runtime, tenantProtocol);
-  const service = new JobService({ db: deps.db, events: deps.events, idempotency: new IdempotencyKeys(deps.db.idempotency), jobs, tenants, log });
+  const service = new JobService({ db: deps.db, events: deps.events, rollups: deps.rollups, idempotency: new IdempotencyKeys(deps.db.idempotency), jobs, tenants, log });
   const queries = new JobQueries({
     db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs,
     paced: (orgId, jobId) => tenants.ask<number | null>(orgId, { kind: 'estimate', source: jobId }, estimateAskMs),

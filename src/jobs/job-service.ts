@@ -12,6 +12,7 @@ import { parseRecipient } from '../messages/recipients.ts';
 import { sentMessage } from '../messages/send-service.ts';
 import { traceFields, type TraceContext } from '../tracing/trace-context.ts';
 import { countMessages } from '../messages/message-metrics.ts';
+import { RollupTally, type MessageRollups } from '../messages/message-rollups.ts';
 import type { jobProtocol } from '../actors/job/protocol.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
@@ -30,6 +31,7 @@ const acceptedMessages = (register.getSingleMetric('relaybox_bulk_messages_accep
 type Deps = {
   db: MessagingCollections & JobCollections;
   events: EventStream;
+  rollups: MessageRollups;
   idempotency: IdempotencyKeys;
   jobs: ActorClient<typeof jobProtocol>;
   tenants: ActorClient<typeof tenantProtocol>;
@@ -61,9 +63,12 @@ export class JobService {
       scheduledAt, startedAt: scheduledAt ? null : now, completedAt: null, cancelledAt: null, counts: { ...zeroCounts(), queued: docs.length },
       trackTick: 0, released: false, conversationsTouched: false, createdAt: now, updatedAt: now,
     };
+    const tally = new RollupTally();
+    for (const d of docs) tally.add(d.tenantId, 'accepted', Date.parse(now), { phoneNumber: d.fromNumber });
     try {
-      // Nothing reads the job before its id is answered: its documents are written side by side.
+      // Nothing reads the job before its id is answered: its documents are written side by side (and counted accepted with them).
       await Promise.all([
+        this.deps.rollups.write(tally),
         this.deps.db.jobs.insertOne(scope, job),
         ...chunks(docs, insertChunk).map((chunk) => this.deps.db.messages.insertMany(scope, chunk)),
         this.deps.db.jobIndex.insertOne(jobIndexScope, { id: jobId, tenantId: jobIndexScope.tenantId, orgId: principal.orgId, teamId: principal.teamId, status: job.status, scheduledAt, active: true }),

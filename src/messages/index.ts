@@ -12,6 +12,8 @@ import { MessageQueries } from './message-queries.ts';
 import type { MessagingCollections, WaitingReason } from './message-store.ts';
 import { messageRoutes } from './messages.routes.ts';
 import { phoneNumberRoutes } from './phone-numbers.routes.ts';
+import type { MessageRollups } from './message-rollups.ts';
+import { statsRoutes } from './stats.routes.ts';
 import { actorClient } from '../runtime/actor.ts';
 import { tenantProtocol } from '../actors/tenant/protocol.ts';
 import { SendCommitter } from './send-committer.ts';
@@ -30,12 +32,14 @@ export interface MessagingDeps {
   tokens: AccessTokens;
   contacts: ContactLookup;
   cursors: ListCursors;
+  /** Message statistics, counted by the writes (message-rollups.ts). */
+  rollups: MessageRollups;
 }
 
 /** The send path, message history, conversations and phone numbers, wired: their routes, and the send path for automations' replies. */
 export function createMessaging(deps: MessagingDeps) {
   const log = deps.log.child({ component: 'messaging' });
-  const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox: deps.outbox, log }, deps.config.sendBatchMax);
+  const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox: deps.outbox, rollups: deps.rollups, log }, deps.config.sendBatchMax);
   const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });
   const tenants = actorClient(deps.runtime, tenantProtocol);
   const queries = new MessageQueries({
@@ -49,6 +53,6 @@ export function createMessaging(deps: MessagingDeps) {
     send,
     /** Settles once every accepted send is committed, published and queued. */
     settled: () => committer.idle(),
-    routes: [...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }), ...conversationRoutes(queries, deps.cursors), ...phoneNumberRoutes(deps.db, tenants)],
+    routes: [...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }), ...conversationRoutes(queries, deps.cursors), ...phoneNumberRoutes(deps.db, tenants), ...statsRoutes(deps.rollups)],
   };
 }

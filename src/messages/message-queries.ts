@@ -3,7 +3,7 @@ import { phoneNumberRule } from '../phone-number.ts';
 import type { Principal } from '../roles.ts';
 import { paginate, pageWindow, readListPage, type PageRequest } from '../http/pagination.ts';
 import type { Filter, Scope, Sort } from '../store/collection.ts';
-import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessagingCollections, type Waiting, type WaitingReason } from './message-store.ts';
+import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessageStatus, type MessagingCollections, type Waiting, type WaitingReason } from './message-store.ts';
 import { normalizeParticipant } from './recipients.ts';
 import type { ContactLookup } from './send-service.ts';
 
@@ -30,10 +30,18 @@ export class MessageQueries {
     waiting?: (orgId: string, messageId: string) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
   }) {}
 
-  async list(p: Principal, q: PageRequest & { direction?: 'sent' | 'received'; participant?: string }) {
+  /** A team's history, newest first, narrowed by direction, participant, status, bulk job and creation time. */
+  async list(p: Principal, q: PageRequest & { direction?: 'sent' | 'received'; participant?: string; status?: MessageStatus; jobId?: string; since?: string; until?: string }) {
     const filter: Filter = { fanout: { $ne: true } };
     if (q.direction) filter.direction = q.direction;
     if (q.participant) filter.participant = participantOf(q.participant);
+    if (q.status) filter.status = q.status;
+    if (q.jobId) filter.jobId = q.jobId;
+    // Stored times are toISOString() strings, so a normalized bound compares in time order.
+    const createdAt: Record<string, string> = {};
+    if (q.since) createdAt.$gte = new Date(q.since).toISOString();
+    if (q.until) createdAt.$lt = new Date(q.until).toISOString();
+    if (q.since || q.until) filter.createdAt = createdAt;
     const page = await readListPage(this.deps.db.messages, teamScope(p), filter, historyOrder, q);
     return { ...page, data: page.data.map(publicMessage) };
   }

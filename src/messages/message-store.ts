@@ -4,6 +4,7 @@ import type { waitingReasons } from '../actors/tenant/protocol.ts';
 
 export type WaitingReason = (typeof waitingReasons)[number];
 import type { Store } from '../store/collection.ts';
+import { rollupCollection } from './message-rollups.ts';
 
 export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
 export type MessageStatus = (typeof messageStatuses)[number];
@@ -146,6 +147,8 @@ export function messagingCollections(store: Store) {
     orgPacing: store.collection<OrgPacingDoc>('org_pacing'),
     lineContacts: store.collection<LineContactDoc>('line_contacts', [{ keys: { tenantId: 1, line: 1, to: 1 }, unique: true }]),
     idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
+    /** Message statistics (message-rollups.ts). */
+    rollups: rollupCollection(store),
   };
 }
 

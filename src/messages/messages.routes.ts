@@ -1,11 +1,12 @@
 import { Type } from '@sinclair/typebox';
-import { AppError } from '../errors.ts';
+import { AppError, pointer, validationError } from '../errors.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import type { ListCursors } from '../http/list-cursors.ts';
 import { keysetPaginationQuery, listAnswer, listReply, pageOrAfter } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
 import type { AttachmentLinks } from './attachment-links.ts';
 import type { MessageQueries } from './message-queries.ts';
+import { messageStatuses } from './message-store.ts';
 import { attachmentListSchema, messageSchema, queueStatsSchema, sendBody, sentMessageSchema, statusRecordSchema } from './message-schemas.ts';
 import type { SendService } from './send-service.ts';
 
@@ -34,10 +35,18 @@ export function messageRoutes(deps: { send: SendService; queries: MessageQueries
           ...keysetPaginationQuery,
           direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
           participant: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'phone number or email' })),
+          status: Type.Optional(Type.Union(messageStatuses.map((s) => Type.Literal(s)), { description: 'current status' })),
+          jobId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'a bulk job' })),
+          since: Type.Optional(Type.String({ format: 'date-time', maxLength: 40, description: 'created at or after' })),
+          until: Type.Optional(Type.String({ format: 'date-time', maxLength: 40, description: 'created before' })),
         }, pageOrAfter),
         response: { 200: listAnswer(messageSchema) },
       },
-      handler: (ctx) => listReply(ctx, deps.cursors, (after) => deps.queries.list(ctx.principal, { ...ctx.query, after })),
+      handler(ctx) {
+        const { since, until } = ctx.query;
+        if (since !== undefined && until !== undefined && !(Date.parse(since) < Date.parse(until))) throw validationError(pointer('until'), 'must be after `since`');
+        return listReply(ctx, deps.cursors, (after) => deps.queries.list(ctx.principal, { ...ctx.query, after }));
+      },
     }),
     defineRoute({
       method: 'GET', path: '/api/v1/messages/queue/stats', summary: "The organization's send queue: pending, processing, failed, deadLetter", tags: ['messages'],

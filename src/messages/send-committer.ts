@@ -5,6 +5,7 @@ import type { Logger } from '../log.ts';
 import type { Transport } from '../runtime/types.ts';
 import { sentTouch, touchConversations, type ConversationTouch } from './conversation-writer.ts';
 import { countMessages } from './message-metrics.ts';
+import { RollupTally, type MessageRollups } from './message-rollups.ts';
 import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
 import { tenantProtocol } from '../actors/tenant/protocol.ts';
@@ -48,7 +49,7 @@ export class SendCommitter {
   private readonly maxFlushesInFlight: number;
 
   constructor(
-    private readonly deps: { db: MessagingCollections; runtime: Transport; outbox: Outbox; log: Logger },
+    private readonly deps: { db: MessagingCollections; runtime: Transport; outbox: Outbox; rollups: MessageRollups; log: Logger },
     private readonly batchMax: number,
   ) {
     this.tenants = actorClient(deps.runtime, tenantProtocol);
@@ -124,12 +125,16 @@ export class SendCommitter {
   /**
    * Each message is stored with its message.queued event (Outbox.insert: one
    * transaction on the embedded store, else the event in the message's
-   * outbox), and each conversation shows its latest message (one bulk write).
+   * outbox), each conversation shows its latest message (one bulk write), and
+   * the statistics count them accepted (one upsert per bucket, in the same
+   * turn: one transaction with the messages on the embedded store).
    * Returns the events still to publish, by scope.
    */
   private async persist(docs: MessageDoc[]): Promise<Array<{ scope: Scope; entries: Outboxed[] }>> {
     const { messages, conversations } = this.deps.db;
     const queued = (d: MessageDoc) => [domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id))];
+    const tally = new RollupTally();
+    for (const d of docs) if (!d.fanout) tally.add(d.tenantId, 'accepted', Date.parse(d.createdAt), { phoneNumber: d.fromNumber });
     // Messages and their conversations are written side by side: neither needs the other first.
     const [written] = await Promise.all([
       Promise.all([...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map(async (group) => {
@@ -137,6 +142,7 @@ export class SendCommitter {
         return { scope, entries: await this.deps.outbox.insert(messages, scope, group, queued) };
       })),
       this.touchInTurn(docs.filter((d) => !d.fanout).map(sentTouch)),
+      this.deps.rollups.write(tally),
     ]);
     return written.filter((w) => w.entries.length > 0);
   }

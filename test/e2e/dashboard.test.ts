@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,6 +16,8 @@ import { csvRecords } from '../../web/bulk-rows.ts';
 import { readFile } from 'node:fs/promises';
 
 const password = 'a long enough password';
+/** The screenshots docs/dashboard.md shows are taken by this test, on every run, at 1200x800. */
+const docImages = join(process.cwd(), 'docs', 'images');
 const xss = '<img src=x onerror=alert(1)>';
 const number = (i: number) => `+4915150000${String(100 + i).slice(-3)}`;
 
@@ -44,6 +46,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
   const alerts: string[] = [];
   const email = `owner-${Date.now()}@example.com`;
   let ownerToken = '';
+  let liveJobId = '';
 
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'relaybox-dashboard-e2e-'));
@@ -107,7 +110,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       await page.getByLabel('Email').fill(email);
       await page.getByLabel('Password').fill(password);
       await page.getByRole('button', { name: 'Sign up' }).click();
-      await page.getByRole('heading', { name: 'Bulk send' }).waitFor();
+      await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
       const cookies = await browser.context.cookies(`${base}/api/v1/auth/session`);
       const refresh = cookies.find((c) => c.name === 'relaybox_refresh');
       assert.ok(refresh, 'the refresh cookie is set');
@@ -119,7 +122,7 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       assert.equal(visible.session, 0);
       // A reload keeps the session through the cookie alone.
       await page.reload();
-      await page.getByRole('heading', { name: 'Bulk send' }).waitFor();
+      await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
     });
     const login = await request(base, 'POST', '/api/v1/auth/login', { body: { email, password } });
     assert.equal(login.status, 200);
@@ -163,6 +166,169 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       assert.equal(await page.locator('#job-progress').evaluate((p) => (p as unknown as { value: number }).value), 100);
       await waitUntil(async () => (await page.locator('#job-results tbody tr', { hasText: 'delivered' }).count()) === 48, 10_000, 'the results list 48 delivered');
       assert.match((await page.locator('#status').textContent()) ?? '', /completed/, 'completion is announced in the live region');
+    });
+  });
+
+  test("the overview's charts draw the sends from the stats and take a new send in without a reload", async () => {
+    await scenario(page, 'overview', async () => {
+      await page.goto(`${base}/#/overview`);
+      await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+      await waitUntil(async () => (await chartTotals(page, 'chart-volume')).delivered >= 48, 30_000, 'the volume chart holds the 48 delivered sends');
+      const before = await chartTotals(page, 'chart-volume');
+      assert.ok(before.accepted >= 48 && before.sent >= 48, `accepted and sent are drawn: ${JSON.stringify(before)}`);
+      assert.equal(await page.locator('#chart-volume canvas').count() > 0, true, 'uPlot drew on a canvas');
+      const latency = await chartData(page, 'chart-latency');
+      assert.ok(latency.lines['delivered p50']!.some((v) => typeof v === 'number' && v > 0), 'the latency chart has a delivered p50');
+      assert.match((await page.locator('#tile-rate').textContent()) ?? '', /^\d+(\.\d)?%$/);
+      assert.equal(await page.locator('#tile-relays').textContent(), '1 of 1');
+      await page.evaluate('window.sameDocument = true');
+      const sent = await request(base, 'POST', '/api/v1/messages', { token: ownerToken, body: { to: number(89), body: 'counted on the overview' } });
+      assert.equal(sent.status, 201, sent.text);
+      await waitUntil(async () => (await chartTotals(page, 'chart-volume')).delivered >= before.delivered + 1, 30_000, 'the chart takes the new delivery in');
+      assert.equal(await page.evaluate('window.sameDocument'), true, 'no reload');
+      await page.getByLabel('Last 30 days').check();
+      await waitUntil(async () => [30, 31].includes((await chartData(page, 'chart-volume')).x.length), 10_000, 'the 30-day range has a bucket a day');
+      await page.getByLabel('Last hour').check();
+      await waitUntil(async () => (await chartData(page, 'chart-volume')).x.length >= 60, 10_000, 'back to a bucket a minute');
+      await docScreenshot(page, 'dashboard-overview.png');
+    });
+  });
+
+  test("a running job's progress advances in the jobs list without a reload", async () => {
+    await scenario(page, 'jobs-live', async () => {
+      // The relay is paused, so the job is accepted and waits at 0 %; it resumes once the list shows it.
+      agent!.kill('SIGSTOP');
+      let jobId = '';
+      try {
+        const messages = Array.from({ length: 500 }, (_, i) => ({ to: `+49151${70_000_000 + i}`, body: `Live ${i}` }));
+        const job = await request(base, 'POST', '/api/v1/messages/bulk', { token: ownerToken, body: { messages } });
+        assert.equal(job.status, 201, job.text);
+        jobId = job.body.jobId;
+        liveJobId = jobId;
+        // Meanwhile the overview lists it with its progress bar, and says how long the oldest message has waited.
+        await page.goto(`${base}/#/overview`);
+        await page.locator(`#overview-jobs progress[data-job="${jobId}"]`).waitFor();
+        await waitUntil(async () => /^\d+ s$/.test((await page.locator('#tile-oldest').textContent()) ?? ''), 10_000, 'the oldest queued age is shown');
+        assert.ok(Number(await page.locator('#tile-queued').textContent()) > 0, 'messages are queued');
+        await page.goto(`${base}/#/jobs`);
+        await page.locator(`progress[data-job="${jobId}"]`).waitFor();
+        await page.evaluate('window.sameDocument = true');
+        assert.equal(await progressOf(page, jobId), 0);
+      } finally {
+        agent!.kill('SIGCONT');
+      }
+      const seen = new Set<number>();
+      await waitUntil(async () => {
+        seen.add(await progressOf(page, jobId));
+        return seen.has(100);
+      }, 120_000, 'the job reaches 100 % in the list');
+      assert.equal(await page.evaluate('window.sameDocument'), true, 'no reload');
+      console.log(`progress values seen in the list: ${[...seen].sort((a, b) => a - b).join(', ')}`);
+      assert.ok(seen.has(0) && seen.has(100), 'from 0 to 100 in place');
+      assert.equal(await page.locator(`tr[data-job="${jobId}"] .st`).textContent(), 'completed');
+      await page.getByRole('link', { name: jobId }).click();
+      await page.locator('#job-status-value', { hasText: 'completed' }).waitFor();
+      await page.locator('#job-results tbody tr').first().waitFor();
+      await docScreenshot(page, 'dashboard-job.png');
+    });
+  });
+
+  test('send one message with priority, find it by recipient and status, and read its timeline', async () => {
+    await scenario(page, 'send-and-search', async () => {
+      const to = number(91);
+      await page.goto(`${base}/#/send`);
+      await page.getByLabel('To', { exact: true }).fill(to);
+      await page.getByLabel('Message').fill('One message from the dashboard');
+      await page.getByLabel('Priority').fill('50');
+      await page.getByRole('button', { name: 'Send', exact: true }).click();
+      const link = page.locator('#send-done a');
+      await link.waitFor();
+      const id = (await link.textContent())!;
+      await waitUntil(async () => (await request(base, 'GET', `/api/v1/messages/${id}/status`, { token: ownerToken })).body.status === 'delivered', 30_000, 'the message is delivered');
+      await page.goto(`${base}/#/messages`);
+      await page.getByLabel('Recipient (phone or email)').fill(to);
+      await page.getByLabel('Status').selectOption('delivered');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '1 message', exact: true }).waitFor();
+      // The job of the live-progress scenario: all its 500 messages, 100 a page.
+      await page.getByLabel('Recipient (phone or email)').fill('');
+      await page.getByLabel('Status').selectOption('');
+      await page.getByLabel('Bulk job').fill(liveJobId);
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '500 messages', exact: true }).waitFor();
+      assert.equal(await page.locator('#search-results tbody tr').count(), 100);
+      await page.getByRole('button', { name: 'Next 100' }).click();
+      await page.getByRole('heading', { name: 'Older messages: 100', exact: true }).waitFor();
+      await page.getByLabel('Bulk job').fill('');
+      await page.getByLabel('Recipient (phone or email)').fill(to);
+      await page.getByLabel('Status').selectOption('delivered');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '1 message', exact: true }).waitFor();
+      await page.getByLabel('Status').selectOption('failed');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '0 messages', exact: true }).waitFor();
+      await page.getByLabel('Status').selectOption('delivered');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('link', { name: id }).waitFor();
+      // A date range that ends before the send finds nothing.
+      await page.getByLabel('Created before').fill('2020-01-01T00:00');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('heading', { name: '0 messages', exact: true }).waitFor();
+      await page.getByLabel('Created before').fill('');
+      await page.getByRole('button', { name: 'Search' }).click();
+      await page.getByRole('link', { name: id }).click();
+      await page.locator('#message-status', { hasText: 'delivered' }).waitFor();
+      const hops = await page.locator('#message-timeline li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-hop')));
+      assert.equal(hops[0], 'accepted');
+      assert.ok(hops.includes('handed_to_relay') && hops.includes('sent') && hops.includes('delivered'), `the timeline: ${hops.join(', ')}`);
+    });
+  });
+
+  test('an automation is created, dry-run against a sample message, and edited', async () => {
+    await scenario(page, 'automations', async () => {
+      await page.goto(`${base}/#/automations`);
+      await page.getByLabel('Name').fill('Stop words');
+      await page.getByRole('button', { name: 'Add condition' }).click();
+      await page.getByLabel('Condition 1 operator').selectOption('contains');
+      await page.getByLabel('Condition 1 value').fill('stop');
+      await page.getByLabel('Action 1 Reply text').fill('You will not hear from us again.');
+      await page.getByRole('button', { name: 'Create automation' }).click();
+      await page.getByRole('heading', { name: 'Automation: Stop words' }).waitFor();
+      const id = /#\/automations\/(.+)$/.exec(page.url())![1]!;
+      const saved = await request(base, 'GET', `/api/v1/automations/${id}`, { token: ownerToken });
+      assert.deepEqual(saved.body.conditions, [{ field: 'body', operator: 'contains', value: 'stop' }]);
+      assert.deepEqual(saved.body.actions, [{ type: 'send_reply', config: { body: 'You will not hear from us again.' } }]);
+      await page.getByLabel('Sample message text').fill('please stop now');
+      await page.getByRole('button', { name: 'Dry run' }).click();
+      await page.locator('#dry-run-matched', { hasText: 'Matches' }).waitFor();
+      assert.match((await page.locator('#dry-run-result').textContent()) ?? '', /send reply/);
+      await page.getByLabel('Sample message text').fill('hello');
+      await page.getByRole('button', { name: 'Dry run' }).click();
+      await page.locator('#dry-run-matched', { hasText: 'Does not match' }).waitFor();
+      await page.getByRole('button', { name: 'Disable' }).click();
+      await page.locator('#automation-state', { hasText: 'disabled' }).waitFor();
+      await page.getByRole('button', { name: 'Edit' }).click();
+      await page.getByLabel('Condition 1 value').fill('unsubscribe');
+      await page.getByRole('button', { name: 'Save changes' }).click();
+      await page.getByText('body contains “unsubscribe”').waitFor();
+      assert.equal((await request(base, 'GET', `/api/v1/automations/${id}`, { token: ownerToken })).body.enabled, false, 'an edit keeps the state');
+    });
+  });
+
+  test('an admin adds a member with a role and creates a team', async () => {
+    await scenario(page, 'members', async () => {
+      const invited = `member-${Date.now()}@example.com`;
+      await page.goto(`${base}/#/members`);
+      await page.getByLabel('Email').fill(invited);
+      await page.getByLabel('First password').fill(password);
+      await page.getByLabel('Role').selectOption('member');
+      await page.getByRole('button', { name: 'Add member' }).click();
+      await page.getByRole('row', { name: new RegExp(`${invited.replace(/[.+]/g, '\\$&')} member`) }).waitFor();
+      const login = await request(base, 'POST', '/api/v1/auth/login', { body: { email: invited, password } });
+      assert.equal(login.status, 200, 'the new member can sign in');
+      await page.getByLabel('Team name').fill('Support');
+      await page.getByRole('button', { name: 'Create team' }).click();
+      await page.getByRole('cell', { name: 'Support', exact: true }).waitFor();
     });
   });
 
@@ -241,7 +407,9 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       await page.reload();
       const switcher = page.getByLabel('Team');
       await switcher.waitFor();
-      assert.equal(await switcher.locator('option').count(), 2);
+      const teams = await request(base, 'GET', '/api/v1/teams', { token: ownerToken });
+      assert.equal(await switcher.locator('option').count(), teams.body.data.length);
+      assert.ok(teams.body.data.length >= 2);
       await page.locator('table').first().waitFor();
       await switcher.selectOption({ label: 'Second team' });
       await page.getByText('No bulk jobs yet.').waitFor();
@@ -252,7 +420,8 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
     await page.setViewportSize({ width: 390, height: 844 });
     await scenario(page, 'phone-width', async () => {
       {
-        for (const [hash, title] of [['#/bulk', 'Bulk send'], ['#/jobs', 'Bulk jobs'], ['#/relays', 'Relays'], ['#/webhooks', 'Webhooks'], ['#/api-keys', 'API keys']] as const) {
+        for (const [hash, title] of [['#/overview', 'Overview'], ['#/send', 'Send a message'], ['#/bulk', 'Bulk send'], ['#/jobs', 'Bulk jobs'], ['#/messages', 'Messages'], ['#/relays', 'Relays'],
+          ['#/automations', 'Automations'], ['#/webhooks', 'Webhooks'], ['#/members', 'Members and teams'], ['#/api-keys', 'API keys']] as const) {
           await page.evaluate(`location.hash = '${hash}'`);
           await page.locator('main h1', { hasText: title }).waitFor();
           const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
@@ -357,6 +526,28 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
     }
   });
 
+  test("the relays page draws each relay's sends a minute and each sender number's usage", async () => {
+    const registered = await request(base, 'POST', '/api/v1/phone-numbers', { token: ownerToken, body: { number: '+4915199990001', label: 'Sales' } });
+    assert.equal(registered.status, 201, registered.text);
+    await scenario(page, 'relays', async () => {
+      await page.goto(`${base}/#/relays`);
+      const figure = page.locator('#relay-charts figure').first();
+      await figure.waitFor();
+      await waitUntil(async () => ((await figure.getAttribute('data-chart')) ?? '').length > 0, 15_000, 'the relay chart has data');
+      const data = JSON.parse((await figure.getAttribute('data-chart'))!) as { x: string[]; lines: Record<string, number[]> };
+      assert.ok(data.x.length >= 60, 'a bucket a minute over the hour');
+      assert.ok(data.lines.sent!.reduce((a, b) => a + b, 0) >= 500, 'the relay sent the jobs of this run');
+      const history = page.locator('#relay-charts .history').first();
+      assert.match((await history.textContent()) ?? '', /online 100\.0% of the recorded time; online now/);
+      const spans = JSON.parse((await history.getAttribute('data-spans'))!) as Array<{ online: boolean | null }>;
+      assert.equal(spans.at(-1)!.online, true, 'online since its relay.online event');
+      const row = page.locator('tr[data-number="+4915199990001"]');
+      await row.waitFor();
+      assert.match((await row.textContent()) ?? '', /Sales.*\/s, burst \d+/);
+      await docScreenshot(page, 'dashboard-relays.png');
+    });
+  });
+
   test('a viewer sees no send button', async () => {
     const viewerEmail = `viewer-${Date.now()}@example.com`;
     const added = await request(base, 'POST', '/api/v1/members', { token: ownerToken, body: { email: viewerEmail, password, role: 'viewer' } });
@@ -374,6 +565,11 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       await page.getByRole('heading', { name: 'Bulk send' }).waitFor();
       assert.equal(await page.locator('#send-button').count(), 0);
       assert.equal(await page.locator('#bulk-file').count(), 0);
+      for (const [hash, title, control] of [['#/send', 'Send a message', '#send-one'], ['#/automations', 'Automations', '#automation-form'], ['#/members', 'Members and teams', '#invite-member']] as const) {
+        await page.evaluate(`location.hash = '${hash}'`);
+        await page.locator('main h1', { hasText: title }).waitFor();
+        assert.equal(await page.locator(control).count(), 0, `${hash} is read-only for a viewer`);
+      }
     });
   });
 
@@ -391,6 +587,34 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
     });
   });
 });
+
+/** What a chart was last given, as the page exposes it on its figure. */
+async function chartData(page: Page, id: string): Promise<{ x: string[]; lines: Record<string, Array<number | null>> }> {
+  const raw = await page.locator(`#${id}`).getAttribute('data-chart');
+  return raw ? JSON.parse(raw) : { x: [], lines: {} };
+}
+
+async function chartTotals(page: Page, id: string): Promise<Record<'accepted' | 'sent' | 'delivered', number>> {
+  const data = await chartData(page, id);
+  const sum = (k: string) => (data.lines[k] ?? []).reduce<number>((a, b) => a + (b ?? 0), 0);
+  return { accepted: sum('accepted'), sent: sum('sent'), delivered: sum('delivered') };
+}
+
+/** A screenshot for docs/dashboard.md at 1200x800 (the charts fit themselves to the width first). */
+async function docScreenshot(page: Page, file: string): Promise<void> {
+  await mkdir(docImages, { recursive: true });
+  await page.setViewportSize({ width: 1200, height: 800 });
+  try {
+    await page.waitForTimeout(300);
+    await page.screenshot({ path: join(docImages, file) });
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 900 });
+  }
+}
+
+async function progressOf(page: Page, jobId: string): Promise<number> {
+  return page.locator(`progress[data-job="${jobId}"]`).evaluate((p) => (p as unknown as { value: number }).value);
+}
 
 async function waitUntil(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

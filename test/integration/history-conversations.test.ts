@@ -56,6 +56,52 @@ eachBackend((backend) => {
       assert.equal((await t.request('GET', '/api/v1/messages?limit=101', { token: org.ownerToken })).status, 400);
     });
 
+    test('GET /messages filters by status, bulk job and creation time; a range that ends before it starts is a 400', async () => {
+      const org = await signup(t);
+      const list = async (query: string) => {
+        const res = await t.request('GET', `/api/v1/messages?limit=100&${query}`, { token: org.ownerToken });
+        assert.equal(res.status, 200, res.text);
+        return (res.body.data as Array<{ id: string; status: string; createdAt: string }>);
+      };
+      const early = (await send(org, { to: '+14155550111', body: 'early' })).body.id as string;
+      await sleep(20);
+      const cut = new Date().toISOString();
+      await sleep(20);
+      const late = (await send(org, { to: '+14155550112', body: 'late' })).body.id as string;
+      const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages: [{ to: '+14155550113', body: 'j1' }, { to: '+14155550114', body: 'j2' }] } });
+      assert.equal(job.status, 201, job.text);
+      const ids = (rows: Array<{ id: string }>) => rows.map((m) => m.id);
+
+      assert.deepEqual(ids(await list(`until=${encodeURIComponent(cut)}`)), [early]);
+      const since = await list(`since=${encodeURIComponent(cut)}`);
+      assert.equal(since.length, 3);
+      assert.ok(ids(since).includes(late) && !ids(since).includes(early));
+      const inJob = await list(`jobId=${job.body.jobId}`);
+      assert.equal(inJob.length, 2);
+      const status = await t.request('GET', `/api/v1/messages/${inJob[0]!.id}/status`, { token: org.ownerToken });
+      assert.equal(status.body.jobId, job.body.jobId);
+      assert.deepEqual(await list('jobId=job_none'), []);
+
+      // One message handed to a relay and delivered; the rest wait.
+      const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 1 });
+      relays.push(relay);
+      await relay.connect();
+      await waitFor(() => relay.sends.length === 1, 5_000, 'one handed to the relay');
+      const handed = relay.sends[0]!.messageId;
+      await relay.report(handed, 'delivered');
+      await waitFor(async () => ids(await list('status=delivered')).length === 1, 5_000, 'delivered');
+      assert.deepEqual(ids(await list('status=delivered')), [handed]);
+      const queued = await list('status=queued');
+      assert.ok(queued.every((m) => m.status === 'queued') && !ids(queued).includes(handed));
+      assert.deepEqual(await list(`status=failed&since=${encodeURIComponent(cut)}`), []);
+
+      const backwards = await t.request('GET', `/api/v1/messages?since=${encodeURIComponent(cut)}&until=${encodeURIComponent(new Date(Date.parse(cut) - 1000).toISOString())}`, { token: org.ownerToken });
+      assert.equal(backwards.status, 400);
+      assert.equal(backwards.body.details[0].path, '/until');
+      assert.equal((await t.request('GET', '/api/v1/messages?since=yesterday', { token: org.ownerToken })).status, 400);
+      assert.equal((await t.request('GET', '/api/v1/messages?status=lost', { token: org.ownerToken })).status, 400);
+    });
+
     test('conversations: most recent activity first, unread counts, names from contacts, search, lookup 404', async () => {
       const org = await signup(t);
       const relay = await connectedRelay(org);

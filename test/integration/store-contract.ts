@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { AppError } from '../../src/errors.ts';
 import { afterKeys, literalContains, type Collection, type Doc, type Store } from '../../src/store/collection.ts';
+import { createLogger } from '../../src/log.ts';
+import { MessageRollups, RollupTally, rollupCollection, type StatsBucket } from '../../src/messages/message-rollups.ts';
 
 interface Item extends Doc {
   name: string;
@@ -254,6 +256,60 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
         const doc = docs.find((d) => d.id === id)!;
         assert.deepEqual(ids(await keyset.find(A, afterKeys(sort, [doc.at, doc.id]), { sort, limit: 4 })), expected.slice(i + 1, i + 5), `after ${id}`);
       }
+    });
+
+    test('counters: upserts with $inc on nested paths create, then add up, across bulk writes; $setOnInsert only on creation', async () => {
+      const counters = store.collection<Item & { c?: number; h?: Record<string, Record<string, number>> }>('counters');
+      await store.init();
+      const ops = (n: number, label: string, ids = ['c1', 'c2']) => ids.map((id) => ({ updateOne: { filter: { id }, update: { $inc: { c: n, 'h.sent.b99': 1 }, $setOnInsert: { name: label } }, upsert: true } }));
+      assert.deepEqual(await counters.bulkWrite(A, ops(1, 'first')), { matched: 0, upserted: 2, deleted: 0, conflicts: [] });
+      assert.deepEqual(await counters.bulkWrite(A, ops(2, 'second')), { matched: 2, upserted: 0, deleted: 0, conflicts: [] });
+      await counters.bulkWrite(B, ops(5, 'other', ['cb1']));
+      const c1 = await counters.findOne(A, { id: 'c1' });
+      assert.deepEqual([c1?.c, c1?.h, c1?.name], [3, { sent: { b99: 2 } }, 'first']);
+      assert.equal((await counters.findOne(B, { id: 'cb1' }))?.c, 5);
+      assert.equal(await counters.findOne(B, { id: 'c1' }), null, 'another tenant does not see them');
+    });
+
+    test('message rollups: tallies add up per bucket and dimension, read back zero-filled with percentiles, per tenant; retention removes only expired buckets', async () => {
+      const rollups = new MessageRollups(rollupCollection(store), createLogger('silent'), { coalesce: store.kind !== 'embedded' });
+      await store.init();
+      // This hour's quarter past (the writes prune what is past its retention now, so the buckets are recent).
+      const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+      const at = hour + 15 * 60_000 + 30_000;
+      const iso = (ms: number) => new Date(ms).toISOString();
+      const tally = new RollupTally();
+      for (const ms of [100, 200, 300, 400, 5_000]) tally.add('org_a', 'sent', at, { phoneNumber: '+14155550111', relayId: 'relay_1' }, ms);
+      tally.add('org_a', 'accepted', at, { phoneNumber: null });
+      tally.add('org_b', 'accepted', at, {});
+      // Written twice side by side: both add up.
+      await Promise.all([rollups.write(tally), rollups.write(tally)]);
+      const read = (tenantId: string, interval: '1m' | '1h' | '1d', dims: { phoneNumber?: string; relayId?: string } = {}) =>
+        rollups.read(tenantId, { fromMs: hour + 13 * 60_000 + 10_000, toMs: hour + 17 * 60_000, interval, ...dims });
+      const minutes = await read('org_a', '1m');
+      assert.deepEqual(minutes.map((b) => b.start), [13, 14, 15, 16].map((m) => iso(hour + m * 60_000)));
+      const busy = minutes[2]!;
+      assert.deepEqual([busy.accepted, busy.sent, busy.delivered], [2, 10, 0]);
+      assert.deepEqual(busy.latency.sent, { p50: 304, p95: 5_312, p99: 5_312 }, 'each percentile is its bin\'s upper bound (2^(n/8) ms)');
+      assert.deepEqual(busy.latency.delivered, { p50: null, p95: null, p99: null });
+      const empty: Omit<StatsBucket, 'start'> = { accepted: 0, sent: 0, delivered: 0, read: 0, failed: 0, received: 0, latency: { sent: { p50: null, p95: null, p99: null }, delivered: { p50: null, p95: null, p99: null } } };
+      assert.deepEqual(minutes[0], { start: iso(hour + 13 * 60_000), ...empty });
+      assert.deepEqual((await read('org_a', '1h')).map((b) => [b.start, b.sent, b.accepted]), [[iso(hour), 10, 2]]);
+      assert.deepEqual((await read('org_a', '1d')).map((b) => [b.start, b.sent]), [[iso(Math.floor(hour / 86_400_000) * 86_400_000), 10]]);
+      assert.deepEqual((await read('org_a', '1m', { phoneNumber: '+14155550111' }))[2]!.sent, 10);
+      assert.deepEqual((await read('org_a', '1m', { phoneNumber: '+14155550111' }))[2]!.accepted, 0, 'an accepted message without a sender number is not the number\'s');
+      assert.deepEqual((await read('org_a', '1m', { relayId: 'relay_1' }))[2]!.latency.sent.p50, 304);
+      assert.deepEqual((await read('org_b', '1m'))[2]!.accepted, 2);
+      assert.deepEqual((await read('org_b', '1m'))[2]!.sent, 0, 'another tenant\'s buckets are its own');
+
+      // Two days on: the minute buckets are past their 48 h; hour and day buckets stay.
+      const removed = await rollups.prune('org_a', at + 49 * 3_600_000);
+      assert.equal(removed, 3, 'the minute buckets of all, the number and the relay');
+      assert.equal((await read('org_a', '1m'))[2]!.sent, 0);
+      assert.equal((await read('org_a', '1h'))[0]!.sent, 10);
+      assert.equal((await read('org_b', '1m'))[2]!.accepted, 2, 'another tenant\'s are not pruned by this one\'s');
+      assert.equal(await rollups.prune('org_a', at + 91 * 86_400_000), 3, 'then the hour buckets, past 90 days');
+      assert.equal((await read('org_a', '1d'))[0]!.sent, 10, 'day buckets are kept');
     });
   });
 }

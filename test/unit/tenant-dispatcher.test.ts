@@ -14,6 +14,7 @@ import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts
 import { cancelledJobIds, jobCollections, zeroCounts, type JobDoc } from '../../src/jobs/job-store.ts';
 import type { ActorContext } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
+import { MessageRollups } from '../../src/messages/message-rollups.ts';
 
 const config = { messageRetryBaseMs: 1_000, messageMaxAttempts: 3, messageSendTimeoutMs: 60_000, tenantSweepMs: 30_000, pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 } };
 const org = 'org_dispatch';
@@ -60,7 +61,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
   if (relays.length > 0) await db.relays.insertMany(scope, relays);
   if (stored.length > 0) await db.messages.insertMany(scope, stored);
   const log = createLogger('silent');
-  const dispatcher = new TenantDispatcher({ config: { ...config, pacing }, db, outbox: new Outbox(events, log), closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed) });
+  const dispatcher = new TenantDispatcher({ config: { ...config, pacing }, db, outbox: new Outbox(events, log), rollups: new MessageRollups(db.rollups, log), closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed) });
   let sent: Sent[] = [];
   let seq = 0;
   const ctx: ActorContext<TenantState> = {

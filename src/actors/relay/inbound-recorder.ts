@@ -8,6 +8,7 @@ import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/actor.ts';
 import { touchConversation } from '../../messages/conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
 
 export interface InboundReport {
@@ -30,7 +31,7 @@ export interface InboundReport {
  * one writer of the relay's document (its cursor).
  */
 export class InboundRecorder {
-  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; outbox: Outbox; link: RelayLink }) {}
+  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; outbox: Outbox; rollups: MessageRollups; link: RelayLink }) {}
 
   async record(_ctx: ActorContext<unknown>, orgId: string, report: InboundReport): Promise<void> {
     const { db } = this.deps;
@@ -75,10 +76,15 @@ export class InboundRecorder {
       fresh = false; // replayed after a reconnect: stored already
     }
     if (fresh) {
-      await touchConversation(db.conversations, {
-        tenantId: orgId, teamId, conversationId: doc.conversationId, participant, isGroup: report.isGroup,
-        lastMessage: doc.body, lastMessageAt: doc.createdAt, unread: 1,
-      });
+      const tally = new RollupTally();
+      tally.add(orgId, 'received', Date.parse(now), { phoneNumber: relay.phoneNumbers[0], relayId: relay.id });
+      await Promise.all([
+        touchConversation(db.conversations, {
+          tenantId: orgId, teamId, conversationId: doc.conversationId, participant, isGroup: report.isGroup,
+          lastMessage: doc.body, lastMessageAt: doc.createdAt, unread: 1,
+        }),
+        this.deps.rollups.write(tally),
+      ]);
       await this.deps.outbox.publish(db.messages, scope, [written.entry]);
     } else {
       // Stored by a writer that died (or could not publish) before its event went out: it goes out now, under its stored id.

@@ -14,6 +14,7 @@ import type { Scope } from '../../store/collection.ts';
 import { insertNew } from '../../store/insert-new.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { countMessages, observeHop, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
+import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
 import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
@@ -63,6 +64,8 @@ type Deps = {
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
+  /** Message statistics: counted in the same batch as the status changes. */
+  rollups: MessageRollups;
   /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished), keeping those of `closed` until they finish. */
   closedSources?: (orgId: string, closed: string[]) => Promise<string[]>;
 };
@@ -480,9 +483,14 @@ export class TenantDispatcher {
     if (released) await this.pump(ctx, orgId, state);
   }
 
-  /** Each status change written with its events (events/outbox.ts): a crash after the write loses nothing. */
+  /**
+   * Each status change written with its events (events/outbox.ts): a crash
+   * after the write loses nothing. The statistics count the applied ones in
+   * the same batch (one upsert per bucket, not per message).
+   */
   private async writeChanges(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>, relayOnlineSince: number | undefined): Promise<void> {
-    const applied = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })));
+    const count = (applied: boolean[]) => this.deps.rollups.write(statusTally(orgId, changes, read, applied, Date.now()));
+    const applied = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })), count);
     const now = Date.now();
     changes.forEach((c, i) => {
       if (!applied[i]) return;
@@ -529,6 +537,9 @@ export class TenantDispatcher {
       $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
     }, [event]);
     if (failed) {
+      const tally = new RollupTally();
+      tally.add(orgId, 'failed', Date.now(), { phoneNumber: failed.fromNumber, relayId });
+      await this.deps.rollups.write(tally);
       countMessages('failed');
       countMessages('dead_lettered');
       ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
@@ -609,6 +620,24 @@ export class TenantDispatcher {
     state.paceAt = at;
     await ctx.send(tenantProtocol, ctx.key, { kind: 'pace' }, { delayMs: Math.max(1, at - now) });
   }
+}
+
+/**
+ * What the applied changes count: each status reached (sent, delivered, with
+ * its latency from acceptance as the message records it) and read, at the
+ * time they are stored, by the message's sender number and relay.
+ */
+function statusTally(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>, applied: boolean[], nowMs: number): RollupTally {
+  const tally = new RollupTally();
+  changes.forEach((c, i) => {
+    const doc = read.get(String(c.filter.id));
+    if (!applied[i] || !doc) return;
+    const dims = { phoneNumber: doc.fromNumber, relayId: doc.relayId };
+    const acceptedAt = Date.parse(doc.createdAt);
+    for (const outcome of c.reached) tally.add(orgId, outcome, nowMs, dims, Date.parse(String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt'])) - acceptedAt);
+    if (typeof c.set.readAt === 'string') tally.add(orgId, 'read', nowMs, dims);
+  });
+  return tally;
 }
 
 /** Queued messages that are not waiting for a retry's backoff. */
