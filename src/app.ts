@@ -132,6 +132,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       // Let actors finish and acknowledge before closing the store they write to.
       await runtime.stop();
       await actors.close();
+      await rollups.settled();
       webhooks.close();
       automations.close();
       await rate.close();

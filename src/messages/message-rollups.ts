@@ -200,43 +200,48 @@ export const maxStatsBuckets = 1_500;
 /** The organization's message rollups: written with the changes they count, read by range, old buckets pruned. */
 export class MessageRollups {
   private readonly prunedAt = new Map<string, number>();
-  /** The write waiting for the one in flight (coalescing), gathering what is counted meanwhile. */
-  private queued: { tally: RollupTally; done: Promise<void> } | null = null;
+  /** What is counted while a write is in flight (coalescing), for the next one. */
+  private queued: RollupTally | null = null;
   private inFlight: Promise<void> = Promise.resolve();
 
   /**
-   * `coalesce`: one write in flight at a time, what is counted meanwhile
-   * merged into the next (a remote store). Under load that makes fewer,
-   * larger writes; and on a MongoDB wire server that updates by reading and
-   * writing back (FerretDB 1.24 kept 13 of 20 concurrent `$inc`s on one
-   * document), no two writes of this process race on a bucket. The embedded
-   * store writes synchronously, in the caller's transaction: it never needs it.
+   * `coalesce` (a remote store): one write in flight at a time, what is
+   * counted meanwhile merged into the next, and the caller does not wait for
+   * it (`settled` does), so the statistics add no round trip to the send
+   * path or a status batch. Under load that makes fewer, larger writes; and
+   * on a MongoDB wire server that updates by reading and writing back
+   * (FerretDB 1.24 kept 13 of 20 concurrent `$inc`s on one document), no two
+   * writes of this process race on a bucket. The embedded store writes
+   * synchronously, in the caller's transaction: it never needs it.
    */
   constructor(private readonly rollups: Collection<RollupDoc>, private readonly log: Logger, private readonly opts: { coalesce: boolean } = { coalesce: false }) {}
 
   /**
    * Writes what a batch counted: one bulk write per organization, each key
    * one upsert. Called in the same synchronous run as the write it counts, so
-   * on the embedded store both are one transaction; on MongoDB it is one
-   * more bulk write beside the batch's (or merged into the next one), not one
-   * per message.
+   * on the embedded store both are one transaction (and this settles with
+   * its commit); on a remote store it is one bulk write after the batch's,
+   * merged with what other batches counted meanwhile, never one per message.
    */
   write(tally: RollupTally): Promise<void> {
     if (tally.size === 0) return Promise.resolve();
     if (!this.opts.coalesce) return this.writeNow(tally);
     if (this.queued) {
-      this.queued.tally.merge(tally);
-      return this.queued.done;
+      this.queued.merge(tally);
+      return Promise.resolve();
     }
-    const next = new RollupTally();
+    const next = (this.queued = new RollupTally());
     next.merge(tally);
-    const done = this.inFlight.then(() => {
+    this.inFlight = this.inFlight.then(() => {
       this.queued = null;
       return this.writeNow(next);
     });
-    this.queued = { tally: next, done };
-    this.inFlight = done.catch(() => undefined);
-    return done;
+    return Promise.resolve();
+  }
+
+  /** Settles once everything counted so far is written (or logged as lost): a stopping process waits for it before its store closes. */
+  settled(): Promise<void> {
+    return this.inFlight;
   }
 
   /**

@@ -284,6 +284,7 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       tally.add('org_b', 'accepted', at, {});
       // Written twice side by side: both add up.
       await Promise.all([rollups.write(tally), rollups.write(tally)]);
+      await rollups.settled();
       const read = (tenantId: string, interval: '1m' | '1h' | '1d', dims: { phoneNumber?: string; relayId?: string } = {}) =>
         rollups.read(tenantId, { fromMs: hour + 13 * 60_000 + 10_000, toMs: hour + 17 * 60_000, interval, ...dims });
       const minutes = await read('org_a', '1m');
