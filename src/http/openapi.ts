@@ -168,27 +168,31 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
 
 /**
  * A path or query parameter that several operations declare alike (`page`,
- * `limit`) is listed once under components.parameters and referenced; one
- * name declared in two shapes (an `id` of another length) stays inline.
+ * `limit`, an `id`) is listed once under components.parameters and
+ * referenced; when one name is declared in several shapes (an `id` of
+ * another length), its most used shape is shared and the others stay inline.
  */
 function shareParameters(paths: Record<string, Record<string, any>>): Record<string, unknown> {
   const operations = Object.values(paths).flatMap((item) => Object.values(item));
-  const seen = new Map<string, { text: string; uses: number } | 'ambiguous'>();
+  const shapes = new Map<string, Map<string, number>>();
   for (const op of operations) {
     for (const p of op.parameters as Array<Record<string, any>>) {
       if (p.$ref) continue;
       const text = JSON.stringify(p);
-      const entry = seen.get(p.name);
-      if (!entry) seen.set(p.name, { text, uses: 1 });
-      else if (entry !== 'ambiguous' && entry.text === text) entry.uses++;
-      else seen.set(p.name, 'ambiguous');
+      const uses = shapes.get(p.name) ?? new Map<string, number>();
+      uses.set(text, (uses.get(text) ?? 0) + 1);
+      shapes.set(p.name, uses);
     }
+  }
+  const sharedShape = new Map<string, string>();
+  for (const [name, uses] of shapes) {
+    const [text, count] = [...uses].sort(([a, x], [b, y]) => y - x || a.localeCompare(b))[0]!;
+    if (count >= 2 && !(name in parameterComponents)) sharedShape.set(name, text);
   }
   const shared: Record<string, unknown> = {};
   for (const op of operations) {
     op.parameters = (op.parameters as Array<Record<string, any>>).map((p) => {
-      const entry = seen.get(p.name);
-      if (p.$ref || !entry || entry === 'ambiguous' || entry.uses < 2 || p.name in parameterComponents) return p;
+      if (p.$ref || sharedShape.get(p.name) !== JSON.stringify(p)) return p;
       shared[p.name] = p;
       return { $ref: `#/components/parameters/${p.name}` };
     });
