@@ -315,17 +315,24 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
     });
   });
 
-  test('an admin adds a member with a role and creates a team', async () => {
+  test('an admin adds a member with a role, changes the role, removes the member and creates a team', async () => {
     await scenario(page, 'members', async () => {
       const invited = `member-${Date.now()}@example.com`;
       await page.goto(`${base}/#/members`);
       await page.getByLabel('Email').fill(invited);
       await page.getByLabel('First password').fill(password);
-      await page.getByLabel('Role').selectOption('member');
+      await page.getByLabel('Role', { exact: true }).selectOption('member');
       await page.getByRole('button', { name: 'Add member' }).click();
       await page.getByRole('row', { name: new RegExp(`${invited.replace(/[.+]/g, '\\$&')} member`) }).waitFor();
       const login = await request(base, 'POST', '/api/v1/auth/login', { body: { email: invited, password } });
       assert.equal(login.status, 200, 'the new member can sign in');
+      await page.getByLabel(`New role for ${invited}`).selectOption('viewer');
+      await page.getByRole('button', { name: `Change the role of ${invited}` }).click();
+      await page.getByRole('row', { name: new RegExp(`${invited.replace(/[.+]/g, '\\$&')} viewer`) }).waitFor();
+      assert.equal((await request(base, 'GET', '/api/v1/me', { token: login.body.accessToken })).body.role, 'viewer', 'the member\'s token acts as a viewer at once');
+      await page.getByRole('button', { name: `Remove ${invited}` }).click();
+      await page.getByRole('row', { name: new RegExp(invited.replace(/[.+]/g, '\\$&')) }).waitFor({ state: 'detached' });
+      assert.equal((await request(base, 'GET', '/api/v1/me', { token: login.body.accessToken })).status, 401, 'a removed member\'s token stops');
       await page.getByLabel('Team name').fill('Support');
       await page.getByRole('button', { name: 'Create team' }).click();
       await page.getByRole('cell', { name: 'Support', exact: true }).waitFor();

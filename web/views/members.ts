@@ -9,7 +9,8 @@ const roles = ['viewer', 'member', 'admin', 'owner'];
 
 /**
  * The organization's members and teams. Admins add a member (an account with
- * a first password and a role, to hand over) and create teams; other roles
+ * a first password and a role, to hand over), change a member's role or
+ * remove one (not one above their own role), and create teams; other roles
  * read the lists.
  */
 export async function membersView(ctx: PageContext): Promise<void> {
@@ -45,6 +46,30 @@ export async function membersView(ctx: PageContext): Promise<void> {
   h('div', { class: 'field' }, h('label', { for: 'member-role' }, 'Role'), role),
   memberError, h('button', { type: 'submit' }, 'Add member'));
 
+  const manageError = h('p', { class: 'error', role: 'alert', id: 'manage-member-error' });
+  const manage = async (action: () => Promise<unknown>, done: string) => {
+    try {
+      await action();
+      announce(done);
+      await again();
+    } catch (err) {
+      manageError.textContent = describeError(err);
+    }
+  };
+  // Nobody manages a member above their own role.
+  const manageable = (u: User) => admin && roles.indexOf(u.role) <= roles.indexOf(me.role);
+  const actions = (u: User) => {
+    if (!manageable(u)) return '';
+    const next = h('select', { 'aria-label': `New role for ${u.email}` },
+      roles.filter((r) => roles.indexOf(r) <= roles.indexOf(me.role)).map((r) => h('option', { value: r, selected: r === u.role }, r)));
+    return h('span', { class: 'actions' }, next,
+      h('button', { type: 'button', 'aria-label': `Change the role of ${u.email}`, onclick: () => manage(() => api('PATCH', `/api/v1/members/${u.id}`, { role: next.value }), `${u.email} is now ${next.value}`) }, 'Change role'),
+      h('button', {
+        type: 'button', 'aria-label': `Remove ${u.email}`,
+        onclick: () => confirm(`Remove ${u.email}? Their sessions and sign-in end at once.`) && manage(() => api('DELETE', `/api/v1/members/${u.id}`), `${u.email} removed`),
+      }, 'Remove'));
+  };
+
   const teamName = h('input', { id: 'team-name', required: true, maxlength: '200' });
   const teamError = h('p', { class: 'error', role: 'alert' });
   const newTeam = h('form', {
@@ -63,7 +88,9 @@ export async function membersView(ctx: PageContext): Promise<void> {
 
   replace(main, h('h1', null, 'Members and teams'),
     h('h2', null, 'Members'),
-    table('Members of the organization', ['Email', 'Role', 'Added'], members.data.map((u) => [u.email, u.role, when(u.createdAt)])),
+    table('Members of the organization', admin ? ['Email', 'Role', 'Added', 'Manage'] : ['Email', 'Role', 'Added'],
+      members.data.map((u) => admin ? [u.email, u.role, when(u.createdAt), actions(u)] : [u.email, u.role, when(u.createdAt)])),
+    admin ? manageError : null,
     h('p', { class: 'hint' }, 'Roles: viewers read; members also send; admins also manage automations, webhooks, relays, keys and members; owners everything.'),
     admin ? h('section', { 'aria-labelledby': 'add-member' }, h('h3', { id: 'add-member' }, 'Add a member'), invite) : null,
     h('h2', null, 'Teams'),
