@@ -144,7 +144,6 @@ async function relayAndKey(base: string) {
     }
     if (frame.type === 'ack' && frame.of === 'status') counts.statusesAcked++;
   });
-  relay.frames.length = 0;
   relay.send({ type: 'ready', capacity: relayCapacity });
   const beats = setInterval(() => relay.send({ type: 'heartbeat', health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 } }), 5_000);
   return { key: key.body.key as string, counts, close: () => (clearInterval(beats), relay.close()) };
