@@ -268,7 +268,7 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
   } finally {
     relay?.close();
     await service?.stop();
-    const store = new MongoStore(database, undefined, loadConfig({}).storePingTimeoutMs);
+    const store = new MongoStore(database, undefined, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
     await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch((err) => console.error('could not drop the bench database:', err));
     await rm(dataDir, { recursive: true, force: true });
     await rm(probeDir, { recursive: true, force: true });

@@ -300,17 +300,15 @@ class MongoCollection<T extends Doc> implements Collection<T> {
 }
 
 /**
- * How writes are acknowledged and retried. Defaults: acknowledged by a
- * majority of the replica set (a failover does not roll an answered write
- * back) and retried once by the driver after a network error or failover
- * (MongoDB makes the retry apply at most once).
+ * How writes are acknowledged (`majority`: once most of the replica set holds
+ * them, so a failover does not take an answered write back) and whether the
+ * driver retries one after a network error or an election (MongoDB applies
+ * the retry at most once). Defaults in config.ts.
  */
 export interface MongoWrites {
   writeConcern: 'majority' | number;
   retryWrites: boolean;
 }
-
-export const defaultMongoWrites: MongoWrites = { writeConcern: 'majority', retryWrites: true };
 
 /** What the driver will do, read back from its database handle: the settings as they took effect. */
 export interface MongoConsistency {
@@ -333,7 +331,7 @@ export class MongoStore implements Store {
    * status, a key just created, a cursor just written are read right after
    * the write, and a secondary may not have it yet.
    */
-  constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number, writes: MongoWrites = defaultMongoWrites) {
+  constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number, writes: MongoWrites) {
     this.client = new MongoClient(url, {
       serverSelectionTimeoutMS: 3_000,
       connectTimeoutMS: 3_000,
