@@ -137,15 +137,17 @@ export type Topology = 'all' | 'web+worker';
 
 /**
  * The real service (`src/main.ts`, of the checkout at `root`, this one by
- * default) on 127.0.0.1. With BENCH_CPU_PROF_DIR set, every service process
- * writes a V8 CPU profile there when it exits.
+ * default) on 127.0.0.1, with `workers` worker processes beside the web one
+ * for `web+worker` (their pids first, the web process's last). With
+ * BENCH_CPU_PROF_DIR set, every service process writes a V8 CPU profile there
+ * when it exits.
  */
-export async function startService(topology: Topology, env: Record<string, string>, root?: string): Promise<Running> {
+export async function startService(topology: Topology, env: Record<string, string>, root?: string, workers = 1): Promise<Running> {
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
   const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const started: ChildProcess[] = [];
   try {
-    if (topology === 'web+worker') {
+    for (let i = 0; topology === 'web+worker' && i < workers; i++) {
       // info, not warn, only so that the worker's "running" line says it is up; the worker logs no request lines.
       const worker = tsx('src/main.ts', ['worker'], { ...env, LOG_LEVEL: 'info' }, flags, root);
       started.push(worker);

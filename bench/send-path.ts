@@ -96,7 +96,7 @@ async function benchRedisMongo(topology: Topology): Promise<void> {
   try {
     await withDataDir((dataDir) => benchService(`redis + mongo wire (${topology})`, topology, { ...env, DATA_DIR: dataDir }));
   } finally {
-    const store = new MongoStore(database.toString(), undefined, loadConfig({}).storePingTimeoutMs);
+    const store = new MongoStore(database.toString(), undefined, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
     await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch((err) => console.error('could not drop the bench database:', err));
     await discardRedisKeys(redisUrl!, `${prefix}:`);
   }

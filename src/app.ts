@@ -49,7 +49,7 @@ export interface App {
 }
 
 export async function createApp(config: Config, log: Logger, opts: { consume: boolean }): Promise<App> {
-  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, syncIntervalMs: config.storeSyncIntervalMs, cacheMb: config.storeCacheMb, walMaxMb: config.storeWalMaxMb, pingTimeoutMs: config.storePingTimeoutMs }, log);
+  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, syncIntervalMs: config.storeSyncIntervalMs, cacheMb: config.storeCacheMb, walMaxMb: config.storeWalMaxMb, pingTimeoutMs: config.storePingTimeoutMs, mongoWrites: config.mongoWrites }, log);
   const runtime = createTransport(config, log);
   // Collections declare their indexes before init creates them.
   const identityDb = identityCollections(store);

@@ -16,6 +16,13 @@ export interface Config {
   dashboard: boolean;
   redisUrl: string | undefined;
   mongoUrl: string | undefined;
+  /**
+   * How MongoDB writes are acknowledged and retried (MONGODB_WRITE_CONCERN,
+   * MONGODB_RETRY_WRITES); reads always go to the primary, so a read sees the
+   * write before it. These settings are the only place for them: MONGODB_URL
+   * naming `w`, `retryWrites` or `readPreference` is refused at start.
+   */
+  mongoWrites: { writeConcern: 'majority' | number; retryWrites: boolean };
   dataDir: string;
   /** How often the embedded store syncs its write-ahead log to disk (writes are in the OS before they resolve; 0 = sync every commit). */
   storeSyncIntervalMs: number;
@@ -145,8 +152,42 @@ function logLevel(env: Env): string {
   return level;
 }
 
+/** `true` or `false`; anything else stops the process at start, naming the variable. */
+function flag(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw !== 'true' && raw !== 'false') throw new Error(`${name} must be true or false, got "${raw}"`);
+  return raw === 'true';
+}
+
+/**
+ * `majority` (the default: a write is acknowledged once most of the replica
+ * set holds it, so a failover does not roll it back) or a number of members
+ * of at least 1 (0, unacknowledged, would hide a duplicate key).
+ */
+function writeConcern(env: Env): 'majority' | number {
+  const raw = env.MONGODB_WRITE_CONCERN;
+  if (raw === undefined || raw === '' || raw === 'majority') return 'majority';
+  return int(env, 'MONGODB_WRITE_CONCERN', 1, 1);
+}
+
+/** Connection string options that MONGODB_WRITE_CONCERN, MONGODB_RETRY_WRITES and the primary-only reads decide. */
+const decidedMongoOptions = ['w', 'retrywrites', 'readpreference'];
+
+/** A MONGODB_URL that says how to write or where to read would contradict the settings: refused, naming the option. */
+function checkMongoUrl(url: string | undefined): void {
+  const query = url?.split('?')[1];
+  if (!query) return;
+  for (const name of new URLSearchParams(query).keys()) {
+    if (decidedMongoOptions.includes(name.toLowerCase())) {
+      throw new Error(`MONGODB_URL must not set "${name}": use MONGODB_WRITE_CONCERN and MONGODB_RETRY_WRITES (reads always go to the primary)`);
+    }
+  }
+}
+
 /** Settings that are each valid alone but not together. */
 function checkTogether(config: Config): Config {
+  checkMongoUrl(config.mongoUrl);
   const rt = config.runtime;
   if (rt.leaseRenewMs >= rt.leaseTtlMs) throw new Error(`RUNTIME_LEASE_RENEW_MS (${rt.leaseRenewMs}) must be shorter than RUNTIME_LEASE_TTL_MS (${rt.leaseTtlMs}), or leases lapse between renewals`);
   if (config.relayHeartbeatIntervalMs >= config.relayHeartbeatTimeoutMs) {
@@ -165,6 +206,7 @@ export function loadConfig(env: Env = process.env): Config {
     dashboard: env.DASHBOARD !== 'false',
     redisUrl: env.REDIS_URL || undefined,
     mongoUrl: env.MONGODB_URL || undefined,
+    mongoWrites: { writeConcern: writeConcern(env), retryWrites: flag(env, 'MONGODB_RETRY_WRITES', true) },
     dataDir: env.DATA_DIR || './data',
     storeSyncIntervalMs: int(env, 'STORE_SYNC_INTERVAL_MS', 1_000),
     storeCacheMb: positive(env, 'STORE_CACHE_MB', 32),

@@ -31,7 +31,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, pingTimeoutMs: config.storePingTimeoutMs }, createLogger('warn'));
+  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, pingTimeoutMs: config.storePingTimeoutMs, mongoWrites: config.mongoWrites }, createLogger('warn'));
   const { organizations } = identityCollections(store);
   await store.init();
   try {

@@ -1,15 +1,16 @@
 import type { Logger } from '../log.ts';
 import type { Store } from './collection.ts';
 import { EmbeddedStore } from './embedded-store.ts';
-import { MongoStore } from './mongo-store.ts';
+import { MongoStore, type MongoWrites } from './mongo-store.ts';
 
 export type { Store } from './collection.ts';
 
 /** MongoDB when a URL is given, otherwise the embedded SQLite store in dataDir. */
-export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; cacheMb?: number; walMaxMb?: number; pingTimeoutMs: number }, log: Logger): Store {
+export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; cacheMb?: number; walMaxMb?: number; pingTimeoutMs: number; mongoWrites: MongoWrites }, log: Logger): Store {
   if (opts.mongoUrl) {
-    log.debug({ component: 'store' }, 'using MongoDB');
-    return new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs);
+    const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites);
+    log.debug({ component: 'store', ...store.consistency() }, 'using MongoDB');
+    return store;
   }
   return new EmbeddedStore(opts.dataDir, {
     ...(opts.syncIntervalMs === undefined ? {} : { syncIntervalMs: opts.syncIntervalMs }),

@@ -299,6 +299,24 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 }
 
+/**
+ * How writes are acknowledged (`majority`: once most of the replica set holds
+ * them, so a failover does not take an answered write back) and whether the
+ * driver retries one after a network error or an election (MongoDB applies
+ * the retry at most once). Defaults in config.ts.
+ */
+export interface MongoWrites {
+  writeConcern: 'majority' | number;
+  retryWrites: boolean;
+}
+
+/** What the driver will do, read back from its database handle: the settings as they took effect. */
+export interface MongoConsistency {
+  writeConcern: 'majority' | number | undefined;
+  retryWrites: boolean;
+  readPreference: string;
+}
+
 /** MongoDB 6+ through the official driver; also FerretDB 1.x, so no transactions, change streams, $lookup or TTL indexes. */
 export class MongoStore implements Store {
   readonly kind = 'mongodb' as const;
@@ -308,9 +326,30 @@ export class MongoStore implements Store {
   /** What the server is: FerretDB says so in `buildInfo` (known at `init`, before any read). */
   private readonly server: ServerQuirks = { scansIdLists: false, writesOneStatementEach: false };
 
-  constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number) {
-    this.client = new MongoClient(url, { serverSelectionTimeoutMS: 3_000, connectTimeoutMS: 3_000, maxPoolSize: 50 });
+  /**
+   * Reads go to the primary whatever the connection string says: a send's
+   * status, a key just created, a cursor just written are read right after
+   * the write, and a secondary may not have it yet.
+   */
+  constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number, writes: MongoWrites) {
+    this.client = new MongoClient(url, {
+      serverSelectionTimeoutMS: 3_000,
+      connectTimeoutMS: 3_000,
+      maxPoolSize: 50,
+      writeConcern: { w: writes.writeConcern },
+      retryWrites: writes.retryWrites,
+      readPreference: 'primary',
+    });
     this.db = this.client.db(dbName);
+  }
+
+  consistency(): MongoConsistency {
+    return { writeConcern: this.db.writeConcern?.w as MongoConsistency['writeConcern'], retryWrites: this.client.options.retryWrites, readPreference: this.db.readPreference.mode };
+  }
+
+  /** The indexes each collection declared, as `init` creates them (port field `id` is `_id` there too). */
+  declaredIndexes(): ReadonlyMap<string, readonly IndexSpec[]> {
+    return this.declared;
   }
 
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { loadConfig } from '../../src/config.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { RelaySocket } from '../support/relay-socket.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
@@ -28,7 +29,7 @@ test('a worker SIGKILLed in the middle of an automation run: another worker comp
     socket?.close();
     for (const p of procs) p.child.kill('SIGKILL');
     await receiver.stop();
-    const store = new MongoStore(env.MONGODB_URL, undefined, 2_000);
+    const store = new MongoStore(env.MONGODB_URL, undefined, 2_000, loadConfig({}).mongoWrites);
     await store.init();
     await store.dropDatabase();
     await store.close();

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { Redis } from 'ioredis';
+import { loadConfig } from '../../src/config.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
@@ -93,7 +94,7 @@ for (const backend of backends()) {
         const keys = await redis.keys(`${prefix}:*`);
         if (keys.length > 0) await redis.del(...keys);
         redis.disconnect();
-        const store = new MongoStore(mongoUrl, undefined, 2_000);
+        const store = new MongoStore(mongoUrl, undefined, 2_000, loadConfig({}).mongoWrites);
         await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
         await rm(dir, { recursive: true, force: true });
       }

@@ -134,7 +134,7 @@ for (const role of ['all', 'web'] as const) {
     const run = await wireRun(t, `stop-${role}`, () => undefined);
     if (!run) return;
     await cleanStop(t, { ...run.env, LOG_LEVEL: 'info' }, async (orgId) => {
-      const store = new MongoStore(run.mongoUrl, run.database, loadConfig({}).storePingTimeoutMs);
+      const store = new MongoStore(run.mongoUrl, run.database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
       try {
         await store.init();
         return await store.collection('messages').count({ tenantId: orgId }, { outboxAt: { $exists: true } });

@@ -194,7 +194,7 @@ test(`rolling restart of the workers under load: ${messages} messages, every one
   await Promise.all([sending, chaos]);
   const sentMs = Date.now() - started;
   note(`all ${messages} accepted`);
-  const store = new MongoStore(withDatabase(mongoUrl, database), database, loadConfig({}).storePingTimeoutMs);
+  const store = new MongoStore(withDatabase(mongoUrl, database), database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
   await store.init();
   t.after(() => store.close());
   const docs = store.collection<MessageDoc>('messages');

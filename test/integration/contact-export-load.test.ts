@@ -148,7 +148,7 @@ async function stockedService(backend: Backend, sizes: number[]): Promise<Stocke
     env.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
   }
   const openStore = async (): Promise<Store> => {
-    const store = backend === 'embedded' ? new EmbeddedStore(dataDir) : new MongoStore(env.MONGODB_URL!, `relaybox_t${suffix}`, loadConfig({}).storePingTimeoutMs);
+    const store = backend === 'embedded' ? new EmbeddedStore(dataDir) : new MongoStore(env.MONGODB_URL!, `relaybox_t${suffix}`, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
     await store.init();
     return store;
   };

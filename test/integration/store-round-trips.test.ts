@@ -199,7 +199,7 @@ test('the MongoDB adapter counts every command it sends: one per driver call, on
   const client = new MongoClient(url);
   const ferret = typeof (await client.db(dbName).admin().command({ buildInfo: 1 })).ferretdbVersion === 'string';
   await client.close();
-  const store = new MongoStore(url, dbName, loadConfig({}).storePingTimeoutMs);
+  const store = new MongoStore(url, dbName, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
   t.after(async () => {
     await store.dropDatabase();
     await store.close();

@@ -6,7 +6,7 @@ import { MongoStore } from '../../src/store/mongo-store.ts';
 /** Drops what a test or bench run stored: its MongoDB database (when it used one) and its data dir. */
 export async function discardRunData(config: Config, dataDir: string): Promise<void> {
   if (config.mongoUrl) {
-    const store = new MongoStore(config.mongoUrl, undefined, config.storePingTimeoutMs);
+    const store = new MongoStore(config.mongoUrl, undefined, config.storePingTimeoutMs, config.mongoWrites);
     await store.init();
     await store.dropDatabase();
     await store.close();

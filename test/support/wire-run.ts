@@ -43,7 +43,7 @@ export async function wireRun(t: TestContext, name: string, stopProcesses: () =>
     const keys = await redis.keys(`${prefix}:*`);
     for (let i = 0; i < keys.length; i += 1_000) await redis.del(...keys.slice(i, i + 1_000));
     redis.disconnect();
-    const store = new MongoStore(mongoUrl, database, loadConfig({}).storePingTimeoutMs);
+    const store = new MongoStore(mongoUrl, database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
     await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   });

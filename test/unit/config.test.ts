@@ -59,3 +59,15 @@ test('trace export is on only with an OTLP endpoint, and not when the SDK or the
   assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).traceExport, false);
   assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).traceExport, false);
 });
+
+test('MongoDB writes: majority and retried by default; a number of members or no retries when set; the connection string may not say otherwise', () => {
+  assert.deepEqual(loadConfig({}).mongoWrites, { writeConcern: 'majority', retryWrites: true });
+  assert.deepEqual(loadConfig({ MONGODB_WRITE_CONCERN: '2', MONGODB_RETRY_WRITES: 'false' }).mongoWrites, { writeConcern: 2, retryWrites: false });
+  assert.equal(loadConfig({ MONGODB_WRITE_CONCERN: 'majority' }).mongoWrites.writeConcern, 'majority');
+  for (const value of ['0', 'all', '-1', '1.5']) assert.throws(() => loadConfig({ MONGODB_WRITE_CONCERN: value }), /MONGODB_WRITE_CONCERN/, value);
+  assert.throws(() => loadConfig({ MONGODB_RETRY_WRITES: 'yes' }), /MONGODB_RETRY_WRITES/);
+  for (const query of ['w=1', 'retryWrites=false', 'readPreference=secondary', 'replicaSet=rs0&W=majority']) {
+    assert.throws(() => loadConfig({ MONGODB_URL: `mongodb://a.example:27017,b.example:27017/relaybox?${query}` }), /MONGODB_URL must not set/, query);
+  }
+  assert.equal(loadConfig({ MONGODB_URL: 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0' }).mongoUrl, 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0');
+});
