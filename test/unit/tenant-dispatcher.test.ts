@@ -143,6 +143,8 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
     /** The retry timers set since the last look: message and delay. */
     retryTimers: () => drain('tenant', 'retry').map((s) => [s.msg.messageId, s.delayMs] as const),
     doc: async (id: string) => (await db.messages.findOne(scope, { id }))!,
+    /** Why a queued message waits, as the status record asks the dispatch. */
+    waiting: (id: string) => dispatcher.waiting(ctx, id),
     db,
   };
 }
@@ -385,4 +387,12 @@ test('an organization whose messages were sent before line contacts were kept: t
   await d.grant('r1', 10);
   await d.queue(message('a', { to: '+14155551001' }), message('b', { to: '+14155551002' }), message('new_1', { to: '+14155551005' }), message('new_2', { to: '+14155551006' }));
   assert.deepEqual(await d.handedOut(), [['r1', ['a', 'b', 'new_1']]], 'known recipients go; one new one a day');
+});
+
+test('a line out of its rate holds its own messages only: a message from a number of the same relay still goes', async (t) => {
+  const d = await open(t, [relay('r1', 10, [phone])], [], { perSecond: 1, burst: 1, newContactsPerDay: 10 });
+  await d.grant('r1', 10);
+  await d.queue(message('relay_1', { to: '+14155551001' }), message('relay_2', { to: '+14155551002' }), message('number_1', { fromNumber: phone, to: '+14155551001' }));
+  assert.deepEqual(await d.handedOut(), [['r1', ['relay_1', 'number_1']]], 'each line sends its burst of one');
+  assert.equal((await d.waiting('relay_2'))?.waitingFor, 'line_rate');
 });

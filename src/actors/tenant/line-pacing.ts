@@ -147,6 +147,11 @@ export class LinePacing {
     return Math.ceil(Math.max(byRate, byCap));
   }
 
+  /** Whether the line has written to `to` (without bringing its allowance up to date). */
+  knows(key: string, to: string): boolean {
+    return this.lines.get(key)?.known.has(to) ?? false;
+  }
+
   /** Whether `to` is a recipient none of `lines` has written to. */
   isNewTo(lines: string[], to: string | undefined, now: number): boolean {
     return to !== undefined && lines.every((key) => !this.line(key, now).known.has(to));

@@ -573,12 +573,29 @@ export class TenantDispatcher {
       if (hold?.notBefore !== undefined && (wakeAt === undefined || hold.notBefore < wakeAt)) wakeAt = hold.notBefore;
       return hold !== null;
     };
+    // Within one pump (one `now`, and sends only take from a line), a line out of its rate stays out, and one at its
+    // new-contact cap holds every recipient it does not know: remembered, so a long paced queue is not checked line by
+    // line, and the walk stops once every line that could send is out of its rate.
+    const rateHeld = new Set<string>();
+    const capHeld = new Set<string>();
+    const lines = new Set(open.flatMap((r) => [lineOf(null, r.id), ...r.phoneNumbers]));
+    let linesOut = 0;
+    const holds = (line: string, to: string | undefined): boolean => {
+      if (rateHeld.has(line) || (to !== undefined && capHeld.has(line) && !pacing.knows(line, to))) return true;
+      const hold = pacing.hold(line, to, now);
+      if (hold?.waitingFor === 'line_rate') {
+        rateHeld.add(line);
+        if (lines.has(line)) linesOut++;
+      }
+      if (hold?.waitingFor === 'new_contact_cap') capHeld.add(line);
+      return held(hold);
+    };
     state.queue.take((item) => {
       if (item.source !== undefined && state.closedSources.has(item.source)) return true; // leaves the queue, never claimed
-      if (open.length === 0) return 'stop';
+      if (open.length === 0 || linesOut === lines.size) return 'stop';
       // A paced line's message stays where it is (false), so the queue's order holds: the next one it allows is the first in line.
-      if (item.fromNumber && held(pacing.hold(item.fromNumber, item.to, now))) return false;
-      const free = item.fromNumber ? open : open.filter((r) => !held(pacing.hold(lineOf(null, r.id), item.to, now)));
+      if (item.fromNumber && holds(item.fromNumber, item.to)) return false;
+      const free = item.fromNumber ? open : open.filter((r) => !holds(lineOf(null, r.id), item.to));
       const relay = pickRelay(free, item.fromNumber, online);
       if (!relay) return false;
       const contact = pacing.take(lineOf(item.fromNumber, relay.id), item.to, now);
