@@ -134,9 +134,9 @@ describe('dashboard in Chromium against the service as npm start runs it, with a
       await page.goto(`${base}/#/relays`);
       await page.getByRole('button', { name: 'Add a relay' }).click();
       const command = await page.locator('#relay-command').textContent();
-      const match = /^npm run relay -- --server (\S+) --token (\S+)$/.exec(command ?? '');
+      const match = /^npx relaybox-relay connect --server (\S+) --token (\S+)$/.exec(command ?? '');
       assert.ok(match, `the exact agent command is shown: ${command}`);
-      const args = ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', '--server', match[1]!, '--token', match[2]!, '--simulate',
+      const args = ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', 'connect', '--server', match[1]!, '--token', match[2]!, '--simulate',
         '--state-dir', join(dir, 'relay-state'), '--chat-db', join(dir, 'relay', 'chat.db'), '--capacity', '10', '--poll-ms', '100', '--name', 'e2e-relay'];
       agent = spawn(process.execPath, args, { env: { ...process.env, LOG_LEVEL: 'warn', RELAY_SIM_DELIVERY_MS: '100' }, stdio: 'ignore' });
       await waitUntil(async () => (await request(base, 'GET', '/api/v1/relays', { token: ownerToken })).body.data?.[0]?.status === 'online', 30_000, 'the relay is online');

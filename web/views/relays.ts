@@ -107,13 +107,13 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
       async onclick() {
         const token = await api<{ token: string; expiresAt: string }>('POST', `/api/v1/tenants/${me.organization!.id}/relay-tokens`, {});
         const server = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/relays/connect`;
-        const command = `npm run relay -- --server ${server} --token ${token.token}`;
+        const command = `npx relaybox-relay connect --server ${server} --token ${token.token}`;
         const copied = h('span', { role: 'status', 'aria-live': 'polite' });
         replace(add, h('h2', null, 'Add a relay'),
-          h('p', null, `On the Mac that sends the messages, in a checkout of Relaybox, run this command (the token works once, until ${when(token.expiresAt)}):`),
+          h('p', null, `On the Mac that sends the messages, with the relay agent installed (npm ci -w relaybox-relay in a checkout of Relaybox), run this command (the token works once, until ${when(token.expiresAt)}):`),
           h('pre', null, h('code', { id: 'relay-command' }, command)),
           h('button', { type: 'button', id: 'copy-command', onclick: async () => { await navigator.clipboard.writeText(command); copied.textContent = 'Copied'; } }, 'Copy command'), ' ', copied,
-          h('p', { class: 'hint' }, 'Add --simulate to try it on any machine without Messages.'));
+          h('p', { class: 'hint' }, 'Once it is online, npx relaybox-relay service install keeps it running. Add --simulate to try it on any machine without Messages.'));
       },
     }, 'Add a relay') : null,
     add, h('h2', null, 'Throughput and online history'), charts, numbers);
