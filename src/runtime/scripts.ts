@@ -1,5 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
+import { AppError } from '../errors.ts';
+import type { RedisClient } from './redis-client.ts';
 
 const luaDir = new URL('./lua/', import.meta.url);
 
@@ -25,10 +27,34 @@ export interface ScriptCommands {
   gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
 }
 
-export type ScriptedRedis = Redis & ScriptCommands;
+export type ScriptedRedis = RedisClient & ScriptCommands;
+
+/** A pipeline that also queues the scripts (their results come with `exec`). */
+export type ScriptedPipeline = ChainableCommander & { [K in keyof ScriptCommands]: (...args: Parameters<ScriptCommands[K]>) => ScriptedPipeline };
+
+/**
+ * Writes, then waits until a replica of the same master holds them (WAIT 1):
+ * Redis replicates asynchronously, so a write a master confirmed is lost if it
+ * dies before its replica has it. The writes must share one slot; the WAIT
+ * follows them on the same connection. Throws `service_unavailable` when no
+ * replica confirms within `waitMs` (a master left without a replica): the
+ * write may be there or not, as with any failed write, and the caller's
+ * retry or reconciliation covers it. Returns the writes' replies.
+ */
+export async function writeReplicated(redis: ScriptedRedis, waitMs: number, write: (pipeline: ScriptedPipeline) => void): Promise<unknown[]> {
+  const pipeline = redis.pipeline() as ScriptedPipeline;
+  write(pipeline);
+  pipeline.call('WAIT', 1, waitMs);
+  const results = (await pipeline.exec()) ?? [];
+  const failed = results.find(([err]) => err);
+  if (failed) throw failed[0];
+  const replicas = Number(results.pop()?.[1] ?? 0);
+  if (replicas < 1) throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
+  return results.map(([, reply]) => reply);
+}
 
 /** Loads every Lua script once per connection (EVALSHA, falling back to EVAL after a script flush). */
-export function withScripts(redis: Redis): ScriptedRedis {
+export function withScripts(redis: RedisClient): ScriptedRedis {
   for (const { name, numberOfKeys, lua } of scripts) {
     if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
   }
