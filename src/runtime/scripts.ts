@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { ChainableCommander } from 'ioredis';
 import { AppError } from '../errors.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { Counter, register } from 'prom-client';
 import { isCluster, type RedisClient } from './redis-client.ts';
 
 const luaDir = new URL('./lua/', import.meta.url);
@@ -38,18 +39,35 @@ const redirected = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b|Connection is closed|ECO
 /** How long `writeReplicated` keeps sending a redirected write again: beyond a failover (cluster-node-timeout plus the election). */
 const redirectBudgetMs = 20_000;
 
+/** Registered by the first write that stood without a replica's confirmation (on a cluster only). */
+const unreplicatedWrites = () => (register.getSingleMetric('relaybox_runtime_unreplicated_writes_total') as Counter | undefined) ?? new Counter({
+  name: 'relaybox_runtime_unreplicated_writes_total',
+  help: 'Writes on a Redis Cluster that stood without a replica confirming them: their master had no replica in sync',
+});
+
+/** Replicas of the master that answered `INFO replication` that are in sync with it (`state=online`). */
+function onlineReplicas(info: unknown): number {
+  return (String(info).match(/^slave\d+:.*state=online/gm) ?? []).length;
+}
+
 /**
  * Writes, then waits until a replica of the same master holds them (WAIT 1):
  * Redis replicates asynchronously, so a write a master confirmed is lost if it
  * dies before its replica has it. The writes must share one slot; the WAIT
- * follows them on the same connection. A pipeline the client cannot follow
- * itself (a redirection or a failover met by the writes but not by the WAIT)
- * is sent again, with the slot map refreshed, for up to 20 s; a write may so
- * be made twice, which at-least-once delivery allows (the ids are the same).
- * Throws `service_unavailable` when no replica confirms within `waitMs` (a
- * master left without a replica): the write may be there or not, as with any
- * failed write, and the caller's retry or reconciliation covers it. Returns
- * the writes' replies.
+ * (and an `INFO replication`) follow them on the same connection.
+ *
+ * When no replica confirms within `waitMs`: if the master has no replica in
+ * sync at all (its replica died, or is still loading after a failover), there
+ * is nothing a failover could promote without the write, so the write stands
+ * (counted in `relaybox_runtime_unreplicated_writes_total`); if it has one that lags, the write fails
+ * (`service_unavailable`): it may be there or not, as with any failed write,
+ * and the caller's retry or reconciliation covers it.
+ *
+ * A pipeline the client cannot follow itself (a redirection or a failover met
+ * by the writes but not by the WAIT) is sent again, with the slot map
+ * refreshed, for up to 20 s; a write may so be made twice, which
+ * at-least-once delivery allows (the ids are the same). Returns the writes'
+ * replies.
  */
 export async function writeReplicated(redis: ScriptedRedis, waitMs: number, write: (pipeline: ScriptedPipeline) => void): Promise<unknown[]> {
   const deadline = Date.now() + redirectBudgetMs;
@@ -57,6 +75,7 @@ export async function writeReplicated(redis: ScriptedRedis, waitMs: number, writ
     const pipeline = redis.pipeline() as ScriptedPipeline;
     write(pipeline);
     pipeline.call('WAIT', 1, waitMs);
+    pipeline.info('replication');
     const results: Array<[Error | null, unknown]> = (await pipeline.exec().catch((err: Error) => [[err, null]] as Array<[Error, null]>)) ?? [];
     const failed = results.find(([err]) => err)?.[0];
     if (failed && redirected.test(failed.message) && Date.now() < deadline) {
@@ -65,8 +84,12 @@ export async function writeReplicated(redis: ScriptedRedis, waitMs: number, writ
       continue;
     }
     if (failed) throw failed;
+    const info = results.pop()?.[1];
     const replicas = Number(results.pop()?.[1] ?? 0);
-    if (replicas < 1) throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
+    if (replicas < 1) {
+      if (onlineReplicas(info) > 0) throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
+      unreplicatedWrites().inc();
+    }
     return results.map(([, reply]) => reply);
   }
 }
