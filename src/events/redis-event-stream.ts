@@ -34,7 +34,7 @@ export class RedisEventStream implements EventStream {
       }
     };
     if (this.replicaWaitMs > 0) {
-      await writeReplicated(this.redis, this.replicaWaitMs, write);
+      await writeReplicated(this.redis, this.key, this.replicaWaitMs, write);
       return;
     }
     const pipeline = this.redis.pipeline() as ScriptedPipeline;

@@ -200,7 +200,7 @@ export class RedisTransport implements Transport {
     const dueAt = delayMs && delayMs > 0 ? Date.now() + delayMs : 0;
     // On a cluster the write and a WAIT for its replica go to the shard's master together.
     if (this.keys.cluster) {
-      await writeReplicated(this.cmd, this.config.replicaWaitMs, (p) => {
+      await writeReplicated(this.cmd, keys.stream, this.config.replicaWaitMs, (p) => {
         if (once) p.enqueueOnce(keys.sent(env.id), keys.stream, keys.timers, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
         else if (dueAt > 0) p.zadd(keys.timers, dueAt, JSON.stringify(env));
         else p.xadd(keys.stream, '*', 'e', JSON.stringify(env));

@@ -45,19 +45,23 @@ const unreplicatedWrites = () => (register.getSingleMetric('relaybox_runtime_unr
   help: 'Writes on a Redis Cluster that stood without a replica confirming them: their master had no replica in sync',
 });
 
-/** Replicas of the master that answered `INFO replication` that are in sync with it (`state=online`). */
-function onlineReplicas(info: unknown): number {
+/** Replicas in sync (`state=online`) with the master of `slotKey`'s slot: the INFO rides with a read of the key, so it goes to that master. */
+async function onlineReplicas(redis: ScriptedRedis, slotKey: string): Promise<number> {
+  const [, info] = ((await redis.pipeline().exists(slotKey).info('replication').exec()) ?? []).map(([err, reply]) => {
+    if (err) throw err;
+    return reply;
+  });
   return (String(info).match(/^slave\d+:.*state=online/gm) ?? []).length;
 }
 
 /**
  * Writes, then waits until a replica of the same master holds them (WAIT 1):
  * Redis replicates asynchronously, so a write a master confirmed is lost if it
- * dies before its replica has it. The writes must share one slot; the WAIT
- * (and an `INFO replication`) follow them on the same connection.
+ * dies before its replica has it. The writes must share one slot, `slotKey`'s;
+ * the WAIT follows them on the same connection.
  *
- * When no replica confirms within `waitMs`: if the master has no replica in
- * sync at all (its replica died, or is still loading after a failover), there
+ * When no replica confirms within `waitMs`, the master is asked (`INFO
+ * replication`) for its replicas: if it has none in sync at all (its replica died, or is still loading after a failover), there
  * is nothing a failover could promote without the write, so the write stands
  * (counted in `relaybox_runtime_unreplicated_writes_total`); if it has one that lags, the write fails
  * (`service_unavailable`): it may be there or not, as with any failed write,
@@ -69,13 +73,12 @@ function onlineReplicas(info: unknown): number {
  * at-least-once delivery allows (the ids are the same). Returns the writes'
  * replies.
  */
-export async function writeReplicated(redis: ScriptedRedis, waitMs: number, write: (pipeline: ScriptedPipeline) => void): Promise<unknown[]> {
+export async function writeReplicated(redis: ScriptedRedis, slotKey: string, waitMs: number, write: (pipeline: ScriptedPipeline) => void): Promise<unknown[]> {
   const deadline = Date.now() + redirectBudgetMs;
   for (;;) {
     const pipeline = redis.pipeline() as ScriptedPipeline;
     write(pipeline);
     pipeline.call('WAIT', 1, waitMs);
-    pipeline.info('replication');
     const results: Array<[Error | null, unknown]> = (await pipeline.exec().catch((err: Error) => [[err, null]] as Array<[Error, null]>)) ?? [];
     const failed = results.find(([err]) => err)?.[0];
     if (failed && redirected.test(failed.message) && Date.now() < deadline) {
@@ -84,10 +87,9 @@ export async function writeReplicated(redis: ScriptedRedis, waitMs: number, writ
       continue;
     }
     if (failed) throw failed;
-    const info = results.pop()?.[1];
     const replicas = Number(results.pop()?.[1] ?? 0);
     if (replicas < 1) {
-      if (onlineReplicas(info) > 0) throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
+      if ((await onlineReplicas(redis, slotKey)) > 0) throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
       unreplicatedWrites().inc();
     }
     return results.map(([, reply]) => reply);
