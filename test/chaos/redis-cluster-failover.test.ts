@@ -99,7 +99,8 @@ test(`redis cluster failover under load: ${messages} messages, the tenant shard'
   });
   const seeds = await cluster.start();
   const env = {
-    REDIS_CLUSTER_NODES: seeds.map((s) => `${s.host}:${s.port}`).join(','),
+    // The cluster of this test only (CI also sets REDIS_URL, which the processes must not get).
+    REDIS_CLUSTER_NODES: seeds.map((s) => `${s.host}:${s.port}`).join(','), REDIS_URL: '',
     MONGODB_URL: withDatabase(mongoUrl, database), RUNTIME_KEY_PREFIX: prefix, DATA_DIR: join(dir, 'data'),
     RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '2000', RUNTIME_LEASE_RENEW_MS: '400', RUNTIME_REBALANCE_MS: '300',
     TENANT_SWEEP_MS: '1000', RELAY_HEARTBEAT_TIMEOUT_MS: '15000', RELAY_HEARTBEAT_INTERVAL_MS: '2000',
