@@ -8,7 +8,7 @@
 # Ports are first-port .. first-port+5 (default 7100); the cluster bus uses
 # port+10000. `start` writes each node's PID and files under the state dir
 # (default $TMPDIR/relaybox-redis-cluster-<first-port>) and returns once every
-# node reports cluster_state:ok and each master has its replica. `stop` ends
+# node reports cluster_state:ok and each master has its replica, in sync. `stop` ends
 # the nodes by the PIDs it wrote and removes the state dir. Nothing is
 # persisted (no RDB, no AOF); cluster-node-timeout is 2 s, so a dead master's
 # replica is promoted within a few seconds.
@@ -55,15 +55,19 @@ node() { # port
   return 1
 }
 
-healthy() { # every node: cluster_state ok; three masters with one replica each
-  local info
+healthy() { # every node: cluster_state ok; every replica in sync with its master; three masters with one replica each
+  local info replication online=0
   for port in "${ports[@]}"; do
     info=$(redis-cli -p "$port" cluster info 2>/dev/null) || return 1
     [[ "$info" == *"cluster_state:ok"* ]] || return 1
+    replication=$(redis-cli -p "$port" info replication 2>/dev/null) || return 1
+    if [[ "$replication" == *"role:slave"* ]]; then
+      [[ "$replication" == *"master_link_status:up"* ]] || return 1
+    else
+      [[ "$replication" == *"state=online"* ]] && online=$((online + 1))
+    fi
   done
-  local replicas
-  replicas=$(redis-cli -p "$first" cluster nodes 2>/dev/null | grep -c ' slave ' || true)
-  [ "$replicas" -eq 3 ]
+  [ "$online" -eq 3 ]
 }
 
 start() {

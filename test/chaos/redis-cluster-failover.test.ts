@@ -13,15 +13,19 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Cluster, Redis } from 'ioredis';
+import { register } from 'prom-client';
 import { loadConfig } from '../../src/config.ts';
+import { createLogger } from '../../src/log.ts';
+import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import type { MessageDoc } from '../../src/messages/message-store.ts';
 import { RedisKeys } from '../../src/runtime/redis-keys.ts';
 import { shardOf } from '../../src/runtime/shard.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
-import { waitFor } from '../integration/runtime-contract.ts';
+import { counterProtocol, testRuntimeConfig, waitFor } from '../integration/runtime-contract.ts';
+import { defineActor } from '../../src/runtime/actor.ts';
 import { OwnCluster } from '../support/redis-cluster.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 import { request, withDatabase } from '../support/test-app.ts';
@@ -48,9 +52,15 @@ async function sendLog(chatDb: string): Promise<string[]> {
   return text.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { messageId: string }).messageId);
 }
 
+/** A connection to one node that may be down: a refused connect is the caller's answer, not something to print. */
+function quiet(node: Redis): Redis {
+  node.on('error', () => {});
+  return node;
+}
+
 /** The master serving `slot`, as one node of the cluster sees it ("host:port"). */
 async function masterOf(port: number, slot: number): Promise<string | undefined> {
-  const node = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, lazyConnect: true });
+  const node = quiet(new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, lazyConnect: true }));
   try {
     await node.connect();
     const ranges = (await node.call('CLUSTER', 'SLOTS')) as Array<[number, number, [string, number]]>;
@@ -64,7 +74,7 @@ async function masterOf(port: number, slot: number): Promise<string | undefined>
 }
 
 async function role(port: number): Promise<string | undefined> {
-  const node = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, lazyConnect: true });
+  const node = quiet(new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, lazyConnect: true }));
   try {
     await node.connect();
     return String(((await node.call('ROLE')) as unknown[])[0]);
@@ -75,13 +85,20 @@ async function role(port: number): Promise<string | undefined> {
   }
 }
 
-test(`redis cluster failover under load: ${messages} messages, the tenant shard's master killed, every accepted one delivered exactly once`, { timeout: 600_000 }, async (t) => {
+/** Skips (outside CI) or fails (in CI) when what a test of this file needs is missing; else the MongoDB URL. */
+function requirements(t: TestContext, needsMongo: boolean): string | undefined | false {
   const mongoUrl = process.env.MONGODB_URL;
-  const ci = process.env.CI === 'true';
-  if (!mongoUrl || !redisServerInstalled()) {
-    if (ci) throw new Error('MONGODB_URL and redis-server are needed in CI: this test runs a Redis Cluster of its own');
-    return t.skip(!mongoUrl ? 'MONGODB_URL not set' : 'redis-server is not installed: this test starts a Redis Cluster of its own');
+  if ((needsMongo && !mongoUrl) || !redisServerInstalled()) {
+    if (process.env.CI === 'true') throw new Error('MONGODB_URL and redis-server are needed in CI: this test runs a Redis Cluster of its own');
+    t.skip(needsMongo && !mongoUrl ? 'MONGODB_URL not set' : 'redis-server is not installed: this test starts a Redis Cluster of its own');
+    return false;
   }
+  return mongoUrl;
+}
+
+test(`redis cluster failover under load: ${messages} messages, the tenant shard's master killed, every accepted one delivered exactly once`, { timeout: 600_000 }, async (t) => {
+  const mongoUrl = requirements(t, true);
+  if (!mongoUrl) return;
   const cluster = new OwnCluster(firstPort);
   const processes: ServiceProcess[] = [];
   let agent: ChildProcess | undefined;
@@ -221,4 +238,68 @@ test(`redis cluster failover under load: ${messages} messages, the tenant shard'
   assert.deepEqual(duplicates, [], 'no message sent twice by the simulated relay');
   assert.deepEqual(missing, [], 'every stored message in the send log');
   assert.deepEqual(unknown, [], 'nothing sent that was not stored');
+});
+
+/** A node's view of the cluster: `CLUSTER NODES` as rows. */
+async function clusterNodes(port: number): Promise<Array<{ id: string; port: number; flags: string; master: string }>> {
+  const node = quiet(new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 }));
+  try {
+    const text = String(await node.call('CLUSTER', 'NODES'));
+    return text.trim().split('\n').map((line) => {
+      const [id, address, flags, master] = line.split(' ');
+      return { id: id!, port: Number(address!.split(':')[1]!.split('@')[0]), flags: flags!, master: master! };
+    });
+  } finally {
+    node.disconnect();
+  }
+}
+
+test('a send waits for the replica: it fails while the replica lags, and stands (counted) when the master has no replica left', { timeout: 120_000 }, async (t) => {
+  if (requirements(t, false) === false) return;
+  const cluster = new OwnCluster(firstPort);
+  const seeds = await cluster.start();
+  const cfg = testRuntimeConfig({ replicaWaitMs: 300 });
+  const transport = new RedisTransport({ clusterNodes: seeds }, cfg, 'w-sender', createLogger('silent'));
+  t.after(async () => {
+    await transport.stop();
+    await cluster.stop();
+  });
+  await transport.start([defineActor(counterProtocol, { handlers: { tick: () => {}, add: () => {}, echo: () => {}, stall: () => {}, explode: () => {}, note: () => {} } })], { consume: false });
+  const send = () => transport.send('counter', 'k', { kind: 'tick' });
+
+  // The replica of the master holding the shard of key "k".
+  const stream = transport.keys.shard('counter', shardOf('k', cfg.defaultShards)).stream;
+  const client = new Cluster(seeds);
+  const slot = Number(await client.call('CLUSTER', 'KEYSLOT', stream));
+  client.disconnect();
+  const masterPort = Number((await masterOf(seeds[0]!.port, slot))!.split(':')[1]);
+  const nodes = await clusterNodes(masterPort);
+  const master = nodes.find((n) => n.port === masterPort)!;
+  const replica = nodes.find((n) => n.master === master.id);
+  assert.ok(replica, `a replica of ${masterPort} in ${JSON.stringify(nodes)}`);
+  const unreplicated = async () => (await register.getSingleMetric('relaybox_runtime_unreplicated_writes_total')?.get())?.values[0]?.value ?? 0;
+
+  await send();
+  const before = await unreplicated();
+
+  // A replica that is there but does not answer (stopped): the master cannot tell it lacks the write, so the send fails.
+  process.kill(cluster.pid(replica.port), 'SIGSTOP');
+  try {
+    await assert.rejects(send(), (err: Error & { code?: string }) => err.code === 'service_unavailable' && /no replica confirmed/.test(err.message));
+  } finally {
+    process.kill(cluster.pid(replica.port), 'SIGCONT');
+  }
+  await send();
+  assert.equal(await unreplicated(), before, 'every send so far confirmed by the replica, or failed');
+
+  // No replica at all: nothing could be promoted without the write, so it stands, and is counted.
+  process.kill(cluster.pid(replica.port), 'SIGKILL');
+  const masterConn = quiet(new Redis(masterPort, '127.0.0.1'));
+  try {
+    await waitFor(async () => /connected_slaves:0/.test(await masterConn.info('replication')), 10_000, 'the master without its replica');
+  } finally {
+    masterConn.disconnect();
+  }
+  await send();
+  assert.equal(await unreplicated(), before + 1);
 });
