@@ -12,7 +12,8 @@ import { createLogger } from '../src/log.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { benchActor, benchKeys, benchRedis } from './runtime-protocol.ts';
 import { RedisTransport } from '../src/runtime/redis-transport.ts';
-import { isCluster, parseClusterNodes, type RedisClient, type RedisTarget } from '../src/runtime/redis-client.ts';
+import { isCluster, parseClusterNodes, type RedisTarget } from '../src/runtime/redis-client.ts';
+import { commandCounts } from './redis-stats.ts';
 
 const url = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
 const clusterNodes = process.env.REDIS_CLUSTER_NODES;
@@ -41,16 +42,6 @@ function startWorker(env: Record<string, string>): Promise<ChildProcess> {
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0;
-}
-
-/** Commands each master has run so far, by command (`INFO commandstats`). */
-async function commandCounts(redis: RedisClient): Promise<Map<string, number>> {
-  const nodes = isCluster(redis) ? redis.nodes('master') : [redis];
-  const counts = new Map<string, number>();
-  for (const node of nodes) {
-    for (const [, name, calls] of (await node.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) counts.set(name!, (counts.get(name!) ?? 0) + Number(calls));
-  }
-  return counts;
 }
 
 async function run(backend: Backend, workerCount: number) {

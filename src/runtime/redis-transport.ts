@@ -25,6 +25,8 @@ interface Shard {
   timers: string;
   lease: string;
   keys: ShardKeys;
+  /** On a cluster: how long the shard's reads have come back empty, and when to read it next. */
+  idle: { ms: number; until: number };
   /** Pending entries of the previous owner have been queued; new entries may be read now. */
   ready: boolean;
   draining: boolean;
@@ -316,7 +318,7 @@ export class RedisTransport implements Transport {
     const { stream, lease } = keys;
     const got = await this.cmd.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
     if (got !== 'OK') return;
-    const shard: Shard = { type, index, stream, timers: keys.timers, lease, keys, ready: false, draining: false, inFlight: 0, ownership: new AbortController() };
+    const shard: Shard = { type, index, stream, timers: keys.timers, lease, keys, idle: { ms: 0, until: 0 }, ready: false, draining: false, inFlight: 0, ownership: new AbortController() };
     this.owned.set(stream, shard);
     // Whatever this worker held of these keys dates from before another worker may have run them.
     this.dropStates(shard);
@@ -399,38 +401,38 @@ export class RedisTransport implements Transport {
 
   /**
    * The cluster's read loop: one key per XREADGROUP (the shards are in
-   * different slots), so every ready shard is read without blocking, all at
-   * once (pipelined per master), and an empty round waits a little longer
-   * each time, up to `clusterIdlePollMs`.
+   * different slots), so each ready shard is read without blocking, those due
+   * all at once (pipelined per master). A shard that gave entries is read
+   * again at once; one that gave none waits a little longer each time, up to
+   * `clusterIdlePollMs`.
    */
   private async pollLoop(): Promise<void> {
     const cap = this.config.readBatch * 2;
-    let idleMs = 1;
     while (!this.stopping) {
       const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
       if (shards.length === 0 || this.serial.size >= cap) {
         await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
         continue;
       }
-      const results = await Promise.all(shards.map((s) =>
+      const now = Date.now();
+      const due = shards.filter((s) => s.idle.until <= now);
+      if (due.length === 0) {
+        await sleep(Math.max(1, Math.min(...shards.map((s) => s.idle.until)) - now));
+        continue;
+      }
+      const results = await Promise.all(due.map((s) =>
         (this.cmd.xreadgroup('GROUP', group, this.nodeId, 'COUNT', this.config.readBatch, 'STREAMS', s.stream, '>') as Promise<Array<[string, StreamEntry[]]> | null>)
           .catch((err) => {
             if (!this.stopping) this.log.warn({ err, stream: s.stream }, 'stream read failed; retrying');
             return null;
           })));
-      let read = 0;
-      for (const [stream, entries] of results.flatMap((r) => r ?? [])) {
-        const shard = this.owned.get(stream);
-        if (!shard) continue; // lease lost while reading: the next owner claims these
-        read += entries.length;
-        for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
-      }
-      if (read > 0) {
-        idleMs = 1;
-        continue;
-      }
-      await sleep(idleMs);
-      idleMs = Math.min(idleMs * 2, clusterIdlePollMs);
+      due.forEach((shard, i) => {
+        const entries = results[i]?.[0]?.[1] ?? [];
+        shard.idle.ms = entries.length > 0 ? 0 : Math.min(Math.max(1, shard.idle.ms * 2), clusterIdlePollMs);
+        shard.idle.until = Date.now() + shard.idle.ms;
+        // A shard whose lease was lost while reading: the next owner claims these.
+        if (this.owned.get(shard.stream) === shard) for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
+      });
     }
   }
 
