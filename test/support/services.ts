@@ -64,3 +64,15 @@ export async function fileServiceUrl(name: ServiceName, localDefault?: string): 
   console.log(`# ${found.skipped}`);
   return undefined;
 }
+
+/**
+ * The environment a test's child process (a service, a worker, the admin
+ * command) starts from: this one's, without REDIS_CLUSTER_NODES. CI sets it
+ * beside REDIS_URL for the tests that ask for the cluster, and a process
+ * given both refuses to start; a test that wants its children on the
+ * cluster passes it (and an empty REDIS_URL) itself.
+ */
+export function childEnv(): NodeJS.ProcessEnv {
+  const { REDIS_CLUSTER_NODES: _cluster, ...env } = process.env;
+  return env;
+}
