@@ -1,4 +1,5 @@
-import { writeReplicated, type ScriptedPipeline, type ScriptedRedis } from '../runtime/scripts.ts';
+import { writeReplicated } from '../runtime/replicated-write.ts';
+import type { ScriptedPipeline, ScriptedRedis } from '../runtime/scripts.ts';
 import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
 
 type StreamEntry = [id: string, fields: string[]];

@@ -12,7 +12,8 @@ import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
 import { RedisKeys, type ShardKeys } from './redis-keys.ts';
-import { withScripts, writeReplicated, type ScriptedRedis } from './scripts.ts';
+import { writeReplicated } from './replicated-write.ts';
+import { withScripts, type ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
 import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
 
