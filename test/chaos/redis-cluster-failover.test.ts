@@ -5,9 +5,11 @@
  * started and stopped with scripts/redis-cluster.sh). Once a third of the
  * messages are accepted, the master that holds the organization's tenant
  * shard is killed with SIGKILL; its replica is promoted (cluster-node-timeout
- * 2 s) and the killed node is started again, rejoining as a replica. Every
- * accepted message must end delivered, and the simulated Messages app's own
- * send log must hold each accepted id exactly once.
+ * 2 s) and the killed node is started again, rejoining as a replica. In a
+ * second run the shard's slot is moved to another master a few keys at a
+ * time (ASK and TRYAGAIN while it moves) instead. Every accepted message must
+ * end delivered, and the simulated Messages app's own send log must hold each
+ * accepted id exactly once. A third test checks the replica wait itself.
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -96,7 +98,25 @@ function requirements(t: TestContext, needsMongo: boolean): string | undefined |
   return mongoUrl;
 }
 
-test(`redis cluster failover under load: ${messages} messages, the tenant shard's master killed, every accepted one delivered exactly once`, { timeout: 600_000 }, async (t) => {
+/** What a disruption gets: the test's cluster and the slot of the organization's tenant shard, with its master. */
+interface Disruption {
+  cluster: OwnCluster;
+  seeds: Array<{ host: string; port: number }>;
+  slot: number;
+  stream: string;
+  /** "host:port" of the master serving the slot when the disruption starts. */
+  master: string;
+  note(what: string): void;
+  accepted(): number;
+}
+
+/**
+ * Sends through the HTTP API at a steady pace with a simulated relay on a
+ * cluster of the test's own, disrupts the cluster once a third of the messages
+ * are accepted, and checks that every stored message is delivered and sent
+ * by the simulated Messages app exactly once.
+ */
+async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<void>): Promise<void> {
   const mongoUrl = requirements(t, true);
   if (!mongoUrl) return;
   const cluster = new OwnCluster(firstPort);
@@ -147,10 +167,8 @@ test(`redis cluster failover under load: ${messages} messages, the tenant shard'
   const client = new Cluster(seeds);
   const slot = Number(await client.call('CLUSTER', 'KEYSLOT', stream));
   client.disconnect();
-  const victim = await masterOf(seeds[0]!.port, slot);
-  assert.ok(victim, `a master serves slot ${slot}`);
-  const victimPort = Number(victim.split(':')[1]);
-  const survivor = seeds.find((s) => s.port !== victimPort)!.port;
+  const master = await masterOf(seeds[0]!.port, slot);
+  assert.ok(master, `a master serves slot ${slot}`);
 
   const events: string[] = [];
   const started = Date.now();
@@ -184,16 +202,7 @@ test(`redis cluster failover under load: ${messages} messages, the tenant shard'
 
   const chaos = (async () => {
     await waitFor(() => ids.length >= messages / 3, 300_000, 'a third accepted');
-    note(`SIGKILL master ${victim} (slot ${slot}: ${stream}), ${ids.length} accepted`);
-    process.kill(cluster.pid(victimPort), 'SIGKILL');
-    await waitFor(async () => {
-      const now = await masterOf(survivor, slot);
-      return now !== undefined && now !== victim;
-    }, 60_000, 'the replica promoted');
-    note(`slot ${slot} served by ${await masterOf(survivor, slot)}, ${ids.length} accepted`);
-    await cluster.restart(victimPort);
-    await waitFor(async () => (await role(victimPort)) === 'slave', 60_000, 'the killed node back as a replica');
-    note(`${victim} rejoined as a replica, ${ids.length} accepted`);
+    await disrupt({ cluster, seeds, slot, stream, master, note, accepted: () => ids.length });
   })();
 
   await Promise.all([sending, chaos]);
@@ -238,7 +247,54 @@ test(`redis cluster failover under load: ${messages} messages, the tenant shard'
   assert.deepEqual(duplicates, [], 'no message sent twice by the simulated relay');
   assert.deepEqual(missing, [], 'every stored message in the send log');
   assert.deepEqual(unknown, [], 'nothing sent that was not stored');
-});
+}
+
+test(`redis cluster failover under load: ${messages} messages, the tenant shard's master killed, every accepted one delivered exactly once`, { timeout: 600_000 }, (t) => underLoad(t, async ({ cluster, seeds, slot, stream, master, note, accepted }) => {
+  const victimPort = Number(master.split(':')[1]);
+  const survivor = seeds.find((s) => s.port !== victimPort)!.port;
+  note(`SIGKILL master ${master} (slot ${slot}: ${stream}), ${accepted()} accepted`);
+  process.kill(cluster.pid(victimPort), 'SIGKILL');
+  await waitFor(async () => {
+    const now = await masterOf(survivor, slot);
+    return now !== undefined && now !== master;
+  }, 60_000, 'the replica promoted');
+  note(`slot ${slot} served by ${await masterOf(survivor, slot)}, ${accepted()} accepted`);
+  await cluster.restart(victimPort);
+  await waitFor(async () => (await role(victimPort)) === 'slave', 60_000, 'the killed node back as a replica');
+  note(`${master} rejoined as a replica, ${accepted()} accepted`);
+}));
+
+test(`redis cluster resharding under load: ${messages} messages, the tenant shard's slot moved to another master key by key, every accepted one delivered exactly once`, { timeout: 600_000 }, (t) => underLoad(t, async ({ seeds, slot, stream, master, note, accepted }) => {
+  const fromPort = Number(master.split(':')[1]);
+  const masters = [...new Set(await Promise.all([0, 5_461, 10_923].map((s) => masterOf(seeds[0]!.port, s))))].map((m) => Number(m!.split(':')[1]));
+  const toPort = masters.find((p) => p !== fromPort)!;
+  const from = quiet(new Redis(fromPort, '127.0.0.1'));
+  const to = quiet(new Redis(toPort, '127.0.0.1'));
+  try {
+    const fromId = String(await from.call('CLUSTER', 'MYID'));
+    const toId = String(await to.call('CLUSTER', 'MYID'));
+    note(`moving slot ${slot} (${stream}) from ${fromPort} to ${toPort}, ${accepted()} accepted`);
+    await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId);
+    await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId);
+    // A few keys at a time, slowly: for a while the shard's keys are split over two masters (ASK, TRYAGAIN).
+    let moved = 0;
+    for (;;) {
+      const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 5)) as string[];
+      if (keys.length === 0) break;
+      await from.call('MIGRATE', '127.0.0.1', toPort, '', 0, 5_000, 'KEYS', ...keys);
+      moved += keys.length;
+      await sleep(100);
+    }
+    for (const port of masters) {
+      const node = quiet(new Redis(port, '127.0.0.1'));
+      await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', toId).finally(() => node.disconnect());
+    }
+    note(`slot ${slot} now on ${toPort} (${moved} keys moved), ${accepted()} accepted`);
+  } finally {
+    from.disconnect();
+    to.disconnect();
+  }
+}));
 
 /** A node's view of the cluster: `CLUSTER NODES` as rows. */
 async function clusterNodes(port: number): Promise<Array<{ id: string; port: number; flags: string; master: string }>> {
