@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { parseClusterNodes, type ClusterSeed } from './runtime/index.ts';
 import type { RuntimeConfig } from './runtime/types.ts';
 
 /** Every default of the service, read once from the environment. */
@@ -15,6 +16,8 @@ export interface Config {
   /** The web role serves the dashboard at / and the API reference at /docs (DASHBOARD=false turns both off). */
   dashboard: boolean;
   redisUrl: string | undefined;
+  /** REDIS_CLUSTER_NODES: seed nodes of a Redis Cluster, used instead of REDIS_URL. */
+  redisClusterNodes: ClusterSeed[] | undefined;
   mongoUrl: string | undefined;
   /**
    * How MongoDB writes are acknowledged and retried (MONGODB_WRITE_CONCERN,
@@ -188,6 +191,7 @@ function checkMongoUrl(url: string | undefined): void {
 /** Settings that are each valid alone but not together. */
 function checkTogether(config: Config): Config {
   checkMongoUrl(config.mongoUrl);
+  if (config.redisUrl && config.redisClusterNodes) throw new Error('set REDIS_URL (one Redis server) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
   const rt = config.runtime;
   if (rt.leaseRenewMs >= rt.leaseTtlMs) throw new Error(`RUNTIME_LEASE_RENEW_MS (${rt.leaseRenewMs}) must be shorter than RUNTIME_LEASE_TTL_MS (${rt.leaseTtlMs}), or leases lapse between renewals`);
   if (config.relayHeartbeatIntervalMs >= config.relayHeartbeatTimeoutMs) {
@@ -205,6 +209,7 @@ export function loadConfig(env: Env = process.env): Config {
     buildCommit: env.BUILD_COMMIT?.trim().slice(0, 40) || undefined,
     dashboard: env.DASHBOARD !== 'false',
     redisUrl: env.REDIS_URL || undefined,
+    redisClusterNodes: env.REDIS_CLUSTER_NODES ? parseClusterNodes(env.REDIS_CLUSTER_NODES) : undefined,
     mongoUrl: env.MONGODB_URL || undefined,
     mongoWrites: { writeConcern: writeConcern(env), retryWrites: flag(env, 'MONGODB_RETRY_WRITES', true) },
     dataDir: env.DATA_DIR || './data',
@@ -284,6 +289,7 @@ export function loadConfig(env: Env = process.env): Config {
       actorIdleMs: positive(env, 'ACTOR_IDLE_MS', 60_000),
       // Far beyond a redelivery (lease TTL plus retries), small enough to keep the ids in memory.
       dedupeTtlMs: positive(env, 'RUNTIME_DEDUPE_TTL_MS', 10 * 60_000),
+      replicaWaitMs: positive(env, 'RUNTIME_REPLICA_WAIT_MS', 1_000),
     },
   });
 }

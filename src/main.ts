@@ -26,8 +26,8 @@ export function parseRole(raw: string | undefined): Role {
 }
 
 export async function startService(role: Role, config: Config, log: Logger): Promise<Service> {
-  if (!config.redisUrl && role !== 'all') {
-    throw new Error(`role "${role}" needs REDIS_URL: without it everything runs in one process (role "all")`);
+  if (!config.redisUrl && !config.redisClusterNodes && role !== 'all') {
+    throw new Error(`role "${role}" needs REDIS_URL or REDIS_CLUSTER_NODES: without them everything runs in one process (role "all")`);
   }
   // Loaded only when an OTLP endpoint is set: without one no span is made and the SDK is never imported.
   const tracing = config.traceExport ? (await import('./tracing/trace-export.ts')).startTraceExport({ role, nodeId: config.nodeId }) : undefined;

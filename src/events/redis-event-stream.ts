@@ -1,4 +1,5 @@
-import type { ScriptedRedis } from '../runtime/scripts.ts';
+import { writeReplicated } from '../runtime/replicated-write.ts';
+import type { ScriptedPipeline, ScriptedRedis } from '../runtime/scripts.ts';
 import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
 
 type StreamEntry = [id: string, fields: string[]];
@@ -7,7 +8,10 @@ type StreamEntry = [id: string, fields: string[]];
  * The event stream on Redis: one stream, trimmed to about `maxLength` entries,
  * read through consumer groups. Entries a consumer read and never
  * acknowledged (its process died) are taken over by another consumer of the
- * group once they have been idle `claimIdleMs`.
+ * group once they have been idle `claimIdleMs`. With `replicaWaitMs` (a Redis
+ * Cluster) an append resolves once a replica holds it: the outbox clears an
+ * event from its document only after that, so a master lost before its
+ * replica had the event leaves the event in the outbox to publish again.
  */
 export class RedisEventStream implements EventStream {
   private readonly groups = new Set<string>();
@@ -19,15 +23,23 @@ export class RedisEventStream implements EventStream {
     private readonly dedupeTtlMs: number,
     private readonly maxLength = 1_000_000,
     private readonly claimIdleMs = 30_000,
+    private readonly replicaWaitMs = 0,
   ) {}
 
   async append(events: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
-    const pipeline = this.redis.pipeline() as ReturnType<ScriptedRedis['pipeline']> & Pick<ScriptedRedis, 'appendEventOnce'>;
-    for (const event of events) {
-      if (opts.once) pipeline.appendEventOnce(this.key, `${this.key}:seen:${event.id}`, this.dedupeTtlMs, this.maxLength, JSON.stringify(event));
-      else pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
+    const write = (pipeline: ScriptedPipeline) => {
+      for (const event of events) {
+        if (opts.once) pipeline.appendEventOnce(this.key, `${this.key}:seen:${event.id}`, this.dedupeTtlMs, this.maxLength, JSON.stringify(event));
+        else pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
+      }
+    };
+    if (this.replicaWaitMs > 0) {
+      await writeReplicated(this.redis, this.key, this.replicaWaitMs, write);
+      return;
     }
+    const pipeline = this.redis.pipeline() as ScriptedPipeline;
+    write(pipeline);
     const results = (await pipeline.exec()) ?? [];
     const failed = results.find(([err]) => err);
     if (failed) throw failed[0];

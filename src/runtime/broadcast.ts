@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { redisClient, type RedisClient, type RedisTarget } from './redis-client.ts';
 import type { Logger } from '../log.ts';
 
 export type BroadcastHandler = (payload: unknown) => void | Promise<void>;
@@ -47,20 +47,44 @@ interface Envelope {
  * Redis pub/sub. Every receiver confirms on the sender's own confirm channel
  * once its handler has run; the sender waits for as many confirmations as
  * PUBLISH reported receivers.
+ *
+ * On a Redis Cluster every channel is a sharded channel (SPUBLISH,
+ * SSUBSCRIBE) with its own hash tag: all the processes subscribe to a
+ * broadcast channel on the one master that owns its slot, so SPUBLISH there
+ * reaches every process and counts every receiver. A plain PUBLISH would
+ * reach them too (the cluster forwards it to every node), but it counts only
+ * the receivers on the node it was sent to, and the sender could not tell
+ * when all had confirmed.
  */
 export class RedisBroadcast implements Broadcast {
-  private readonly pub: Redis;
-  private readonly sub: Redis;
+  private readonly pub: RedisClient;
+  private readonly sub: RedisClient;
+  private readonly sharded: boolean;
   private readonly handlers = new Map<string, BroadcastHandler[]>();
   private readonly waiting = new Map<string, { confirmed: number; expected: number; done(): void }>();
   private readonly confirmChannel: string;
   private ready: Promise<unknown> | undefined;
 
-  constructor(url: string, private readonly keyPrefix: string, private readonly nodeId: string, private readonly confirmTimeoutMs: number, private readonly log: Logger) {
-    this.pub = new Redis(url, { maxRetriesPerRequest: 2 });
-    this.sub = new Redis(url, { maxRetriesPerRequest: 2 });
-    this.confirmChannel = `${keyPrefix}:broadcast-confirm:${nodeId}`;
-    this.sub.on('messageBuffer', (channel: Buffer, message: Buffer) => void this.receive(channel.toString(), message.toString()));
+  /** `target` is a REDIS_URL or a cluster's seed nodes. */
+  constructor(target: RedisTarget | string, private readonly keyPrefix: string, private readonly nodeId: string, private readonly confirmTimeoutMs: number, private readonly log: Logger) {
+    const where = typeof target === 'string' ? { url: target } : target;
+    this.sharded = !('url' in where);
+    this.pub = redisClient(where, { maxRetriesPerRequest: 2 });
+    this.sub = redisClient(where, { maxRetriesPerRequest: 2, shardedSubscribers: this.sharded });
+    this.confirmChannel = this.confirmChannelOf(nodeId);
+    this.sub.on(this.sharded ? 'smessageBuffer' : 'messageBuffer', (channel: Buffer, message: Buffer) => void this.receive(channel.toString(), message.toString()));
+  }
+
+  private confirmChannelOf(node: string): string {
+    return this.sharded ? `{${this.keyPrefix}:broadcast-confirm:${node}}` : `${this.keyPrefix}:broadcast-confirm:${node}`;
+  }
+
+  private async send(channel: string, message: string): Promise<number> {
+    return Number(this.sharded ? await this.pub.spublish(channel, message) : await this.pub.publish(channel, message));
+  }
+
+  private listen(channel: string): Promise<unknown> {
+    return this.sharded ? this.sub.ssubscribe(channel) : this.sub.subscribe(channel);
   }
 
   async publish(channel: string, payload: unknown): Promise<number> {
@@ -72,7 +96,7 @@ export class RedisBroadcast implements Broadcast {
     this.waiting.set(envelope.id, wait);
     const timer = setTimeout(confirm, this.confirmTimeoutMs);
     try {
-      wait.expected = await this.pub.publish(this.channelKey(channel), JSON.stringify(envelope));
+      wait.expected = await this.send(this.channelKey(channel), JSON.stringify(envelope));
       if (wait.confirmed >= wait.expected) confirm();
       await confirmed;
       if (wait.confirmed < wait.expected) this.log.warn({ channel, confirmed: wait.confirmed, expected: wait.expected }, 'broadcast not confirmed by every process in time');
@@ -87,7 +111,7 @@ export class RedisBroadcast implements Broadcast {
     await this.listening();
     const known = this.handlers.get(channel);
     this.handlers.set(channel, [...(known ?? []), handler]);
-    if (!known) await this.sub.subscribe(this.channelKey(channel));
+    if (!known) await this.listen(this.channelKey(channel));
   }
 
   async close(): Promise<void> {
@@ -95,12 +119,17 @@ export class RedisBroadcast implements Broadcast {
   }
 
   private listening(): Promise<unknown> {
-    this.ready ??= this.sub.subscribe(this.confirmChannel);
+    this.ready ??= this.listen(this.confirmChannel);
     return this.ready;
   }
 
   private channelKey(channel: string): string {
-    return `${this.keyPrefix}:broadcast:${channel}`;
+    return this.sharded ? `{${this.keyPrefix}:broadcast:${channel}}` : `${this.keyPrefix}:broadcast:${channel}`;
+  }
+
+  private channelOf(channelKey: string): string {
+    const name = this.sharded ? channelKey.slice(1, -1) : channelKey;
+    return name.slice(this.keyPrefix.length + ':broadcast:'.length);
   }
 
   private async receive(channelKey: string, message: string): Promise<void> {
@@ -115,13 +144,13 @@ export class RedisBroadcast implements Broadcast {
       if (wait && ++wait.confirmed >= wait.expected) wait.done();
       return;
     }
-    const channel = channelKey.slice(this.keyPrefix.length + ':broadcast:'.length);
+    const channel = this.channelOf(channelKey);
     try {
       for (const handler of this.handlers.get(channel) ?? []) await handler(envelope.payload);
     } catch (err) {
       this.log.error({ err, channel }, 'broadcast handler failed');
       return;
     }
-    await this.pub.publish(`${this.keyPrefix}:broadcast-confirm:${envelope.from}`, JSON.stringify({ id: envelope.id })).catch((err) => this.log.warn({ err }, 'could not confirm a broadcast'));
+    await this.send(this.confirmChannelOf(envelope.from), JSON.stringify({ id: envelope.id })).catch((err) => this.log.warn({ err }, 'could not confirm a broadcast'));
   }
 }

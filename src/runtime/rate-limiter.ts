@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.ts';
 import { withScripts, type ScriptedRedis } from './scripts.ts';
 
 export interface RateLimitPolicy {
@@ -63,10 +63,11 @@ export class LocalRateLimiter implements RateLimiter {
   }
 }
 
+/** One key per budget, so on a Redis Cluster each budget lives in its own slot and the script touches nothing else. */
 export class RedisRateLimiter implements RateLimiter {
   private readonly redis: ScriptedRedis;
 
-  constructor(redis: Redis, private readonly keyPrefix: string) {
+  constructor(redis: RedisClient, private readonly keyPrefix: string) {
     this.redis = withScripts(redis);
   }
 

@@ -1,30 +1,32 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.ts';
 import { readEnvelope } from './envelope.ts';
 import type { ActorTypeStats, DeadLetter } from './types.ts';
 
 type StreamEntry = [id: string, fields: string[]];
 
-/** The newest `limit` entries of a dead-letter stream, oldest first. */
-export async function readDeadLetters(redis: Redis, dlq: string, limit: number): Promise<DeadLetter[]> {
-  const entries = (await redis.xrevrange(dlq, '+', '-', 'COUNT', limit)) as StreamEntry[];
-  return entries.reverse().map(([, fields]) => {
+/** The newest `limit` entries of a type's dead-letter streams (one, or one per shard on a cluster), oldest first. */
+export async function readDeadLetters(redis: RedisClient, dlqs: string[], limit: number): Promise<DeadLetter[]> {
+  const entries = (await Promise.all(dlqs.map((dlq) => redis.xrevrange(dlq, '+', '-', 'COUNT', limit) as Promise<StreamEntry[]>))).flat();
+  const letters = entries.map(([, fields]) => {
     const get = (name: string) => fields[fields.indexOf(name) + 1] ?? '';
     const read = readEnvelope(get('e'));
     return { envelope: read.ok ? read.envelope : null, raw: get('e'), error: get('error'), deliveries: Number(get('deliveries')), failedAt: get('failedAt') };
   });
+  // Each stream is newest first; merged, the newest `limit` of all of them by when they failed.
+  if (dlqs.length > 1) letters.sort((a, b) => (a.failedAt < b.failedAt ? 1 : a.failedAt > b.failedAt ? -1 : 0));
+  return letters.slice(0, limit).reverse();
 }
 
-/** Backlog, timers and dead letters of one actor type, in one round trip. */
-export async function readTypeStats(redis: Redis, type: string, streams: string[], dlq: string): Promise<ActorTypeStats> {
-  const pipeline = redis.pipeline();
+/** Backlog, timers and dead letters of one actor type, in one round trip (one per master on a cluster: the client pipelines the commands). */
+export async function readTypeStats(redis: RedisClient, type: string, streams: string[], dlqs: string[]): Promise<ActorTypeStats> {
+  const settled = <T>(reply: Promise<T>) => reply.catch(() => null);
   // A handled entry is deleted from its stream, so each stream's first entry is its oldest not yet handled; its id holds when it was added.
-  for (const stream of streams) pipeline.xlen(stream).zcard(`${stream}:timers`).xrange(stream, '-', '+', 'COUNT', 1);
+  const perStream = streams.flatMap((stream) => [settled(redis.xlen(stream)), settled(redis.zcard(`${stream}:timers`)), settled(redis.xrange(stream, '-', '+', 'COUNT', 1))]);
   // The age is read against the server's clock, as the entry ids are.
-  pipeline.xlen(dlq).time();
-  const replies = ((await pipeline.exec()) ?? []).map(([, reply]) => reply);
-  const [seconds, micros] = (replies.pop() as [string, string] | null) ?? [String(Date.now() / 1000), '0'];
+  const [replies, letters, time] = await Promise.all([Promise.all<unknown>(perStream), Promise.all(dlqs.map((dlq) => settled(redis.xlen(dlq)))), settled(redis.time())]);
+  const [seconds, micros] = (time as [string | number, string | number] | null) ?? [String(Date.now() / 1000), '0'];
   const nowMs = Number(seconds) * 1000 + Number(micros) / 1000;
-  const deadLetters = Number(replies.pop() ?? 0);
+  const deadLetters = letters.reduce<number>((sum, n) => sum + Number(n ?? 0), 0);
   let pending = 0;
   let timers = 0;
   let oldest = Infinity;

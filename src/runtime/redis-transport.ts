@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
 import { Gauge, register } from 'prom-client';
 import type { RuntimeConfig } from './types.ts';
 import { AppError } from '../errors.ts';
@@ -11,6 +10,9 @@ import { askError, askTimeout } from './local-transport.ts';
 import { newEnvelope, readEnvelope } from './envelope.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
+import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
+import { RedisKeys, type ShardKeys } from './redis-keys.ts';
+import { writeReplicated } from './replicated-write.ts';
 import { withScripts, type ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
 import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
@@ -23,6 +25,9 @@ interface Shard {
   stream: string;
   timers: string;
   lease: string;
+  keys: ShardKeys;
+  /** On a cluster: how long the shard's reads have come back empty, and when to read it next. */
+  idle: { ms: number; until: number };
   /** Pending entries of the previous owner have been queued; new entries may be read now. */
   ready: boolean;
   draining: boolean;
@@ -47,16 +52,24 @@ const ownedShards = () => (register.getSingleMetric('relaybox_runtime_owned_shar
   help: 'Shards this worker holds the lease of',
 });
 
+/** The longest pause between two reads of idle shards on a cluster (where shards cannot share one blocking read). */
+const clusterIdlePollMs = 25;
+
 /**
  * Actors on Redis Streams: one stream per actor type and shard, one consumer
  * group, one worker per shard at a time through a lease. Delivery is
- * at-least-once; see docs/architecture.md, "Delivery guarantees".
+ * at-least-once; see docs/architecture.md, "Delivery guarantees". On a Redis
+ * Cluster (docs/operations.md, "Redis Cluster") each shard's keys share one
+ * hash slot, addressed messages go over sharded pub/sub, and a send resolves
+ * once a replica holds it too.
  */
 export class RedisTransport implements Transport {
   readonly name = 'redis' as const;
   private readonly cmd: ScriptedRedis;
-  private reader: Redis | undefined;
-  private sub: Redis | undefined;
+  private reader: RedisClient | undefined;
+  private sub: RedisClient | undefined;
+  private readonly target: RedisTarget;
+  readonly keys: RedisKeys;
   private host: ActorHost | undefined;
   private readonly serial = new Mailboxes<StreamDelivery>(
     (items) => this.handle(items),
@@ -76,47 +89,56 @@ export class RedisTransport implements Transport {
 
   private readonly ownedShardsGauge = ownedShards();
 
-  constructor(private readonly url: string, private readonly config: RuntimeConfig, readonly nodeId: string, private readonly log: Logger) {
-    this.cmd = withScripts(new Redis(url, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }));
+  /** `target` is a REDIS_URL or a cluster's seed nodes. */
+  constructor(target: RedisTarget | string, private readonly config: RuntimeConfig, readonly nodeId: string, private readonly log: Logger) {
+    this.target = typeof target === 'string' ? { url: target } : target;
+    this.keys = new RedisKeys(config.keyPrefix, !('url' in this.target));
+    this.cmd = withScripts(redisClient(this.target, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }));
   }
 
-  private key(...parts: Array<string | number>): string {
-    return [this.config.keyPrefix, ...parts].join(':');
+  /** How long a write waits for a replica to confirm it: on a cluster only (0 = it does not wait). */
+  get replicaWaitMs(): number {
+    return this.keys.cluster ? this.config.replicaWaitMs : 0;
   }
 
   private streamOf(type: string, shard: number): string {
-    return this.key(type, shard);
+    return this.keys.shard(type, shard).stream;
   }
 
   private get membersKey(): string {
-    return this.key('members');
+    return this.keys.members;
   }
 
   private get replyChannel(): string {
-    return this.key('reply', this.nodeId);
+    return this.keys.replyChannel(this.nodeId);
   }
 
   async start(actors: ActorDefinition[], opts: { consume: boolean }): Promise<void> {
     this.host = new ActorHost(actors, this.config, this.log, (t, k, m, o) => this.send(t, k, m, o));
     this.host.states.start();
     await this.cmd.connect();
-    this.sub = new Redis(this.url, { lazyConnect: true });
+    await requireTargetKind(this.cmd, this.target);
+    // On a cluster the node's two channels are sharded channels of one slot: a message goes to that slot's master only.
+    this.sub = redisClient(this.target, { lazyConnect: true, shardedSubscribers: this.keys.cluster });
     await this.sub.connect();
-    this.sub.on('message', (channel: string, message: string) => {
+    this.sub.on(this.keys.cluster ? 'smessage' : 'message', (channel: string, message: string) => {
       if (channel === this.replyChannel) this.onReply(message);
       else this.onNodePayload(message);
     });
-    await this.sub.subscribe(this.replyChannel, this.nodeChannel(this.nodeId));
+    if (this.keys.cluster) await this.sub.ssubscribe(this.replyChannel, this.nodeChannel(this.nodeId));
+    else await this.sub.subscribe(this.replyChannel, this.nodeChannel(this.nodeId));
     if (!opts.consume) return;
     this.consuming = true;
-    this.reader = new Redis(this.url, { maxRetriesPerRequest: null, lazyConnect: true });
-    await this.reader.connect();
+    if (!this.keys.cluster) {
+      this.reader = redisClient(this.target, { maxRetriesPerRequest: null, lazyConnect: true });
+      await this.reader.connect();
+    }
     await this.heartbeat();
     await this.rebalance();
     this.every(this.config.leaseRenewMs, () => this.renewLeases());
     this.every(this.config.rebalanceMs, () => this.rebalance());
     this.every(this.config.timerPollMs, () => this.moveDueTimers());
-    this.readLoopDone = this.readLoop();
+    this.readLoopDone = this.keys.cluster ? this.pollLoop() : this.readLoop();
   }
 
   private every(ms: number, work: () => Promise<void>): void {
@@ -177,24 +199,36 @@ export class RedisTransport implements Transport {
   }
 
   private async enqueue(env: Envelope, delayMs?: number, once = false): Promise<void> {
-    const shard = shardOf(env.key, this.requireHost().shardsOf(env.type));
-    const stream = this.streamOf(env.type, shard);
+    const keys = this.keys.shard(env.type, shardOf(env.key, this.requireHost().shardsOf(env.type)));
     const dueAt = delayMs && delayMs > 0 ? Date.now() + delayMs : 0;
-    if (once) {
-      await this.cmd.enqueueOnce(this.key('sent', env.id), stream, `${stream}:timers`, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
+    // On a cluster the write and a WAIT for its replica go to the shard's master together.
+    if (this.keys.cluster) {
+      await writeReplicated(this.cmd, keys.stream, this.config.replicaWaitMs, (p) => {
+        if (once) p.enqueueOnce(keys.sent(env.id), keys.stream, keys.timers, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
+        else if (dueAt > 0) p.zadd(keys.timers, dueAt, JSON.stringify(env));
+        else p.xadd(keys.stream, '*', 'e', JSON.stringify(env));
+      });
+    } else if (once) {
+      await this.cmd.enqueueOnce(keys.sent(env.id), keys.stream, keys.timers, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
     } else if (dueAt > 0) {
-      await this.cmd.zadd(`${stream}:timers`, dueAt, JSON.stringify(env));
+      await this.cmd.zadd(keys.timers, dueAt, JSON.stringify(env));
     } else {
-      await this.cmd.xadd(stream, '*', 'e', JSON.stringify(env));
+      await this.cmd.xadd(keys.stream, '*', 'e', JSON.stringify(env));
     }
   }
 
   private nodeChannel(node: string): string {
-    return this.key('node', node);
+    return this.keys.nodeChannel(node);
+  }
+
+  /** Publishes on a node's channel: sharded (SPUBLISH) on a cluster. */
+  private async publishOn(channel: string, message: string): Promise<void> {
+    if (this.keys.cluster) await this.cmd.spublish(channel, message);
+    else await this.cmd.publish(channel, message);
   }
 
   async publishToNode(node: string, payload: unknown): Promise<void> {
-    await this.cmd.publish(this.nodeChannel(node), JSON.stringify(payload));
+    await this.publishOn(this.nodeChannel(node), JSON.stringify(payload));
   }
 
   onNodeMessage(handler: (payload: unknown) => void): void {
@@ -209,7 +243,7 @@ export class RedisTransport implements Transport {
     }
   }
 
-  /** The Redis connection for the other Redis-backed parts of a process (event stream). */
+  /** The Redis connection for the other Redis-backed parts of a process (event stream); a cluster client on a cluster. */
   get connection(): ScriptedRedis {
     return this.cmd;
   }
@@ -281,11 +315,11 @@ export class RedisTransport implements Transport {
   }
 
   private async tryAcquire(type: string, index: number): Promise<void> {
-    const stream = this.streamOf(type, index);
-    const lease = `${this.key('lease', type, index)}`;
+    const keys = this.keys.shard(type, index);
+    const { stream, lease } = keys;
     const got = await this.cmd.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
     if (got !== 'OK') return;
-    const shard: Shard = { type, index, stream, timers: `${stream}:timers`, lease, ready: false, draining: false, inFlight: 0, ownership: new AbortController() };
+    const shard: Shard = { type, index, stream, timers: keys.timers, lease, keys, idle: { ms: 0, until: 0 }, ready: false, draining: false, inFlight: 0, ownership: new AbortController() };
     this.owned.set(stream, shard);
     // Whatever this worker held of these keys dates from before another worker may have run them.
     this.dropStates(shard);
@@ -366,6 +400,43 @@ export class RedisTransport implements Transport {
     }
   }
 
+  /**
+   * The cluster's read loop: one key per XREADGROUP (the shards are in
+   * different slots), so each ready shard is read without blocking, those due
+   * all at once (pipelined per master). A shard that gave entries is read
+   * again at once; one that gave none waits a little longer each time, up to
+   * `clusterIdlePollMs`.
+   */
+  private async pollLoop(): Promise<void> {
+    const cap = this.config.readBatch * 2;
+    while (!this.stopping) {
+      const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
+      if (shards.length === 0 || this.serial.size >= cap) {
+        await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
+        continue;
+      }
+      const now = Date.now();
+      const due = shards.filter((s) => s.idle.until <= now);
+      if (due.length === 0) {
+        await sleep(Math.max(1, Math.min(...shards.map((s) => s.idle.until)) - now));
+        continue;
+      }
+      const results = await Promise.all(due.map((s) =>
+        (this.cmd.xreadgroup('GROUP', group, this.nodeId, 'COUNT', this.config.readBatch, 'STREAMS', s.stream, '>') as Promise<Array<[string, StreamEntry[]]> | null>)
+          .catch((err) => {
+            if (!this.stopping) this.log.warn({ err, stream: s.stream }, 'stream read failed; retrying');
+            return null;
+          })));
+      due.forEach((shard, i) => {
+        const entries = results[i]?.[0]?.[1] ?? [];
+        shard.idle.ms = entries.length > 0 ? 0 : Math.min(Math.max(1, shard.idle.ms * 2), clusterIdlePollMs);
+        shard.idle.until = Date.now() + shard.idle.ms;
+        // A shard whose lease was lost while reading: the next owner claims these.
+        if (this.owned.get(shard.stream) === shard) for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
+      });
+    }
+  }
+
   private handleEntry(shard: Shard, id: string, fields: string[], previousDeliveries: number): void {
     // Entry ids are unique within a stream only.
     const entryKey = `${shard.stream}/${id}`;
@@ -374,7 +445,7 @@ export class RedisTransport implements Transport {
     const read = readEnvelope(raw);
     if (!read.ok) {
       this.log.error({ stream: shard.stream, entry: id, error: read.reason }, 'actor message dead-lettered');
-      void this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, raw ?? '', read.reason, previousDeliveries + 1, new Date().toISOString())
+      void this.cmd.deadLetter(shard.stream, shard.keys.deadLetters, group, id, raw ?? '', read.reason, previousDeliveries + 1, new Date().toISOString())
         .catch((err) => this.log.warn({ err, stream: shard.stream, entry: id }, 'could not dead-letter a malformed entry'));
       return;
     }
@@ -407,14 +478,14 @@ export class RedisTransport implements Transport {
       await this.cmd.ack(shard.stream, group, id);
     } else {
       const error = outcome.error || `delivered ${outcome.deliveries} times without finishing (worker crashes)`;
-      await this.cmd.deadLetter(shard.stream, this.key(shard.type, 'dlq'), group, id, JSON.stringify(env), error, outcome.deliveries, new Date().toISOString());
+      await this.cmd.deadLetter(shard.stream, shard.keys.deadLetters, group, id, JSON.stringify(env), error, outcome.deliveries, new Date().toISOString());
       this.log.error({ actor: env.type, actorKey: env.key, actorMessageId: env.id, error }, 'actor message dead-lettered');
     }
     if (env.replyTo) {
       const reply = outcome.ok
         ? { askId: env.replyTo.askId, ok: true, value: outcome.value }
         : { askId: env.replyTo.askId, ok: false, error: outcome.error, answer: outcome.answer };
-      await this.cmd.publish(this.key('reply', env.replyTo.node), JSON.stringify(reply));
+      await this.publishOn(this.keys.replyChannel(env.replyTo.node), JSON.stringify(reply));
     }
   }
 
@@ -428,13 +499,13 @@ export class RedisTransport implements Transport {
   // ---- inspection and lifecycle ----
 
   deadLetters(type: string, limit = 100): Promise<DeadLetter[]> {
-    return readDeadLetters(this.cmd, this.key(type, 'dlq'), limit);
+    return readDeadLetters(this.cmd, this.keys.deadLetterStreams(type, this.requireHost().shardsOf(type)), limit);
   }
 
   stats(): Promise<ActorTypeStats[]> {
     const host = this.requireHost();
     return Promise.all(host.types.map((type) =>
-      readTypeStats(this.cmd, type, Array.from({ length: host.shardsOf(type) }, (_, i) => this.streamOf(type, i)), this.key(type, 'dlq'))));
+      readTypeStats(this.cmd, type, Array.from({ length: host.shardsOf(type) }, (_, i) => this.streamOf(type, i)), this.keys.deadLetterStreams(type, host.shardsOf(type)))));
   }
 
   async ping(): Promise<void> {

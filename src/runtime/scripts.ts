@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander } from 'ioredis';
+import type { RedisClient } from './redis-client.ts';
 
 const luaDir = new URL('./lua/', import.meta.url);
 
@@ -25,10 +26,13 @@ export interface ScriptCommands {
   gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
 }
 
-export type ScriptedRedis = Redis & ScriptCommands;
+export type ScriptedRedis = RedisClient & ScriptCommands;
+
+/** A pipeline that also queues the scripts (their results come with `exec`). */
+export type ScriptedPipeline = ChainableCommander & { [K in keyof ScriptCommands]: (...args: Parameters<ScriptCommands[K]>) => ScriptedPipeline };
 
 /** Loads every Lua script once per connection (EVALSHA, falling back to EVAL after a script flush). */
-export function withScripts(redis: Redis): ScriptedRedis {
+export function withScripts(redis: RedisClient): ScriptedRedis {
   for (const { name, numberOfKeys, lua } of scripts) {
     if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
   }

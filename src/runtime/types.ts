@@ -36,6 +36,8 @@ export interface RuntimeConfig {
   dedupeTtlMs: number;
   /** How long a broadcast (a revoked API key) waits for every process to confirm it. */
   broadcastConfirmMs: number;
+  /** On a Redis Cluster: how long a send waits for a replica to hold it before it fails (WAIT). */
+  replicaWaitMs: number;
 }
 
 /** A message to an actor at the transport level; senders use a typed `ActorClient` instead. */

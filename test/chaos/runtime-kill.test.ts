@@ -7,14 +7,14 @@ import { testRuntimeConfig, waitFor } from '../integration/runtime-contract.ts';
 import { createLogger } from '../../src/log.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
-import { serviceUrl } from '../support/services.ts';
+import { childEnv, serviceUrl } from '../support/services.ts';
 import { counterSender } from './counter-protocol.ts';
 
 const keys = 1_000;
 const perKey = 10;
 
 function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/chaos/counter-worker.ts'], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/chaos/counter-worker.ts'], { env: { ...childEnv(), ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('ready')) resolve(child);

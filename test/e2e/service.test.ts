@@ -3,6 +3,10 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { loadConfig } from '../../src/config.ts';
+import { parseClusterNodes } from '../../src/runtime/redis-client.ts';
+import { MongoStore } from '../../src/store/mongo-store.ts';
+import { deleteClusterPrefix } from '../support/redis-cluster.ts';
 import { serviceUrl } from '../support/services.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 
@@ -76,6 +80,39 @@ test('web and worker roles run as separate processes on Redis and MongoDB wire',
   }
 });
 
+test('on a Redis Cluster (REDIS_CLUSTER_NODES) one process serves the API; REDIS_URL at a cluster node is refused naming REDIS_CLUSTER_NODES', async (t) => {
+  const nodes = await serviceUrl(t, 'REDIS_CLUSTER_NODES');
+  const mongoUrl = await serviceUrl(t, 'MONGODB_URL');
+  if (!nodes || !mongoUrl) return;
+  const suffix = Math.random().toString(36).slice(2, 8);
+  const db = `relaybox_e2e_${suffix}`;
+  const env = { REDIS_URL: '', REDIS_CLUSTER_NODES: nodes, MONGODB_URL: mongoUrl.replace(/\/[^/]*$/, `/${db}`), RUNTIME_KEY_PREFIX: `e2e-${suffix}` };
+  t.after(async () => {
+    await deleteClusterPrefix(parseClusterNodes(nodes), env.RUNTIME_KEY_PREFIX);
+    const store = new MongoStore(env.MONGODB_URL, db, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
+    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
+  });
+  const svc = await startServiceProcess('all', env);
+  t.after(() => svc.child.kill('SIGKILL'));
+  const port = svc.port!;
+  assert.equal((await get(port, '/readyz')).status, 200);
+  const signup = await fetch(`http://127.0.0.1:${port}/api/v1/auth/signup`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organizationName: 'Cluster', email: `cluster-${suffix}@example.com`, password: 'a long password' }),
+  });
+  assert.equal(signup.status, 201);
+  const { accessToken } = (await signup.json()) as { accessToken: string };
+  const sent = await fetch(`http://127.0.0.1:${port}/api/v1/messages`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` }, body: JSON.stringify({ to: '+14155550100', body: 'hello' }),
+  });
+  assert.equal(sent.status, 201);
+  assert.equal(((await sent.json()) as { status: string }).status, 'queued');
+  const { code } = await svc.terminate();
+  assert.equal(code, 0);
+
+  const seed = nodes.split(',')[0]!.trim();
+  await assert.rejects(startServiceProcess('all', { ...env, REDIS_CLUSTER_NODES: '', REDIS_URL: `redis://${seed}` }, 15_000), /REDIS_URL points at a Redis Cluster node: set REDIS_CLUSTER_NODES/);
+});
+
 test('a role other than all without REDIS_URL refuses to start with a clear message', async () => {
-  await assert.rejects(startServiceProcess('worker', { REDIS_URL: '', MONGODB_URL: '' }, 15_000), /needs REDIS_URL/);
+  await assert.rejects(startServiceProcess('worker', { REDIS_URL: '', MONGODB_URL: '' }, 15_000), /needs REDIS_URL or REDIS_CLUSTER_NODES/);
 });

@@ -20,6 +20,16 @@ export const counterProtocol = defineProtocol('counter', {
 
 export type MakeTransport = (cfg: RuntimeConfig) => Promise<Transport>;
 
+/** The transport, whose stop also deletes what the test left in its backend. */
+export function cleaningUp<T extends Transport>(transport: T, cleanup: () => Promise<void>): T {
+  const stop = transport.stop.bind(transport);
+  transport.stop = async () => {
+    await stop();
+    await cleanup();
+  };
+  return transport;
+}
+
 /** A runtime config with timers short enough for tests; each call gets its own key prefix. */
 export function testRuntimeConfig(overrides: Partial<RuntimeConfig> = {}): RuntimeConfig {
   return {

@@ -7,7 +7,7 @@ import type { ActorDefinition } from '../../src/runtime/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { fileServiceUrl, serviceUrl } from '../support/services.ts';
-import { counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
+import { cleaningUp, counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
 import { defineActor } from '../../src/runtime/actor.ts';
 
 export const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
@@ -22,13 +22,7 @@ export async function deletePrefix(url: string, prefix: string): Promise<void> {
 if (redisUrl) {
   const url = redisUrl;
   runtimeContract('redis', async (cfg) => {
-    const transport = new RedisTransport(url, cfg, `node-${Math.random().toString(36).slice(2, 8)}`, createLogger('silent'));
-    const stop = transport.stop.bind(transport);
-    transport.stop = async () => {
-      await stop();
-      await deletePrefix(url, cfg.keyPrefix);
-    };
-    return transport;
+    return cleaningUp(new RedisTransport(url, cfg, `node-${Math.random().toString(36).slice(2, 8)}`, createLogger('silent')), () => deletePrefix(url, cfg.keyPrefix));
   });
 } else {
   test('runtime contract: redis', async (t) => {

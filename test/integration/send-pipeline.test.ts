@@ -368,4 +368,4 @@ eachBackend((backend) => {
       assert.equal((await t.request('GET', '/api/v1/phone-numbers', { token: member })).status, 200);
     });
   });
-});
+}, { cluster: true });

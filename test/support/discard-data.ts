@@ -2,6 +2,7 @@ import { rm } from 'node:fs/promises';
 import { Redis } from 'ioredis';
 import type { Config } from '../../src/config.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
+import { deleteClusterPrefix } from './redis-cluster.ts';
 
 /** Drops what a test or bench run stored: its MongoDB database (when it used one) and its data dir. */
 export async function discardRunData(config: Config, dataDir: string): Promise<void> {
@@ -11,6 +12,7 @@ export async function discardRunData(config: Config, dataDir: string): Promise<v
     await store.dropDatabase();
     await store.close();
   }
+  if (config.redisClusterNodes) await deleteClusterPrefix(config.redisClusterNodes, config.runtime.keyPrefix);
   await rm(dataDir, { recursive: true, force: true });
 }
 

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
+import { childEnv } from './services.ts';
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -14,7 +15,7 @@ export interface ServiceProcess {
 /** Starts `src/main.ts` as a real process and waits for its "running"/"listening" log line. */
 export async function startServiceProcess(role: 'all' | 'web' | 'worker', env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', role], {
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
+    env: { ...childEnv(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];

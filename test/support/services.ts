@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import type { TestContext } from 'node:test';
 
-type ServiceName = 'REDIS_URL' | 'MONGODB_URL';
+type ServiceName = 'REDIS_URL' | 'MONGODB_URL' | 'REDIS_CLUSTER_NODES';
 
 const defaultPorts: Record<string, number> = { 'redis:': 6379, 'rediss:': 6379, 'mongodb:': 27017 };
 const probes = new Map<string, Promise<boolean>>();
@@ -44,7 +44,8 @@ export async function availableService(name: ServiceName, localDefault?: string)
   }
   const url = set || localDefault;
   if (!url) return { skipped: `${name} not set: start the service (see README) to run this test` };
-  if (!(await answers(url))) return { skipped: `${name} ${set ? 'is set' : `not set and the local default ${url}`} does not answer: start the service (see README) to run this test` };
+  // A cluster's seed list (host:port,…) is probed at its first node.
+  if (!(await answers(name === 'REDIS_CLUSTER_NODES' ? `redis://${url.split(',')[0]!.trim()}` : url))) return { skipped: `${name} ${set ? 'is set' : `not set and the local default ${url}`} does not answer: start the service (see README) to run this test` };
   return { url };
 }
 
@@ -62,4 +63,16 @@ export async function fileServiceUrl(name: ServiceName, localDefault?: string): 
   if ('url' in found) return found.url;
   console.log(`# ${found.skipped}`);
   return undefined;
+}
+
+/**
+ * The environment a test's child process (a service, a worker, the admin
+ * command) starts from: this one's, without REDIS_CLUSTER_NODES. CI sets it
+ * beside REDIS_URL for the tests that ask for the cluster, and a process
+ * given both refuses to start; a test that wants its children on the
+ * cluster passes it (and an empty REDIS_URL) itself.
+ */
+export function childEnv(): NodeJS.ProcessEnv {
+  const { REDIS_CLUSTER_NODES: _cluster, ...env } = process.env;
+  return env;
 }

@@ -11,14 +11,27 @@ import { createLogger } from '../../src/log.ts';
 import { discardRunData } from './discard-data.ts';
 
 export type Backend = 'embedded' | 'redis+mongo';
+/** A backend, or a Redis Cluster + MongoDB wire: the suites that ask for it (the send → deliver flow). */
+export type AnyBackend = Backend | 'redis-cluster+mongo';
 
-/** The backends a suite runs on: always the embedded default; Redis + MongoDB wire when their URLs are set (required in CI). */
-export function backends(): Backend[] {
+/**
+ * The backends a suite runs on: always the embedded default; Redis + MongoDB
+ * wire when their URLs are set (required in CI); with `cluster`, also a Redis
+ * Cluster + MongoDB wire when REDIS_CLUSTER_NODES is set (required in CI).
+ */
+export function backends(): Backend[];
+export function backends(opts: { cluster: true }): AnyBackend[];
+export function backends(opts: { cluster?: boolean } = {}): AnyBackend[] {
   const ci = process.env.CI === 'true';
-  if (process.env.REDIS_URL && process.env.MONGODB_URL) return ['embedded', 'redis+mongo'];
-  if (ci) throw new Error('REDIS_URL and MONGODB_URL must be set in CI: the suites run on Redis + MongoDB wire too');
-  console.log('# REDIS_URL/MONGODB_URL not set: suites run on the embedded default only');
-  return ['embedded'];
+  const found: AnyBackend[] = ['embedded'];
+  if (process.env.REDIS_URL && process.env.MONGODB_URL) found.push('redis+mongo');
+  else if (ci) throw new Error('REDIS_URL and MONGODB_URL must be set in CI: the suites run on Redis + MongoDB wire too');
+  else console.log('# REDIS_URL/MONGODB_URL not set: suites run on the embedded default only');
+  if (!opts.cluster) return found;
+  if (process.env.REDIS_CLUSTER_NODES && process.env.MONGODB_URL) found.push('redis-cluster+mongo');
+  else if (ci) throw new Error('REDIS_CLUSTER_NODES and MONGODB_URL must be set in CI: this suite runs on a Redis Cluster too');
+  else console.log('# REDIS_CLUSTER_NODES not set: start a cluster with scripts/redis-cluster.sh to run this suite on one');
+  return found;
 }
 
 export interface TestApp {
@@ -45,14 +58,13 @@ const generous = {
 };
 
 /** Starts the whole service in this process (all roles) on a fresh data dir, key prefix and database. */
-export async function startTestApp(backend: Backend, env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<TestApp> {
+export async function startTestApp(backend: AnyBackend, env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<TestApp> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-test-'));
   const suffix = randomUUID().slice(0, 8);
   const base: Record<string, string> = { ...generous, DATA_DIR: dataDir, LOG_LEVEL: 'silent', RUNTIME_KEY_PREFIX: `t${suffix}`, ...env };
-  if (backend === 'redis+mongo') {
-    base.REDIS_URL = process.env.REDIS_URL!;
-    base.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
-  }
+  if (backend !== 'embedded') base.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
+  if (backend === 'redis+mongo') base.REDIS_URL = process.env.REDIS_URL!;
+  if (backend === 'redis-cluster+mongo') base.REDIS_CLUSTER_NODES = process.env.REDIS_CLUSTER_NODES!;
   const config = loadConfig({ ...base, ...env });
   const lines = opts.logLines;
   const log = lines ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) }) : createLogger(config.logLevel);
@@ -128,8 +140,10 @@ export async function apiKey(t: TestApp, org: Org, role: 'owner' | 'admin' | 'me
 }
 
 /** Runs `fn` once per backend with a fresh app, stopped afterwards. */
-export function eachBackend(fn: (backend: Backend) => void): void {
-  for (const backend of backends()) fn(backend);
+export function eachBackend(fn: (backend: Backend) => void): void;
+export function eachBackend(fn: (backend: AnyBackend) => void, opts: { cluster: true }): void;
+export function eachBackend(fn: ((backend: Backend) => void) | ((backend: AnyBackend) => void), opts?: { cluster: true }): void {
+  for (const backend of opts ? backends(opts) : backends()) (fn as (backend: AnyBackend) => void)(backend);
 }
 
 export type { TestContext };

@@ -71,3 +71,16 @@ test('MongoDB writes: majority and retried by default; a number of members or no
   }
   assert.equal(loadConfig({ MONGODB_URL: 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0' }).mongoUrl, 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0');
 });
+
+test('REDIS_CLUSTER_NODES: seed nodes as host:port, never together with REDIS_URL; the replica wait is 1 s by default', () => {
+  assert.equal(loadConfig({}).redisClusterNodes, undefined);
+  assert.equal(loadConfig({}).runtime.replicaWaitMs, 1_000);
+  assert.deepEqual(loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b.internal:7001,[::1]:7002' }).redisClusterNodes, [
+    { host: '10.0.0.1', port: 7000 }, { host: 'redis-b.internal', port: 7001 }, { host: '::1', port: 7002 },
+  ]);
+  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1' }), /REDIS_CLUSTER_NODES: "10.0.0.1" is not host:port/);
+  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:70000' }), /REDIS_CLUSTER_NODES/);
+  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: ' , ' }), /names no host:port/);
+  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000', REDIS_URL: 'redis://10.0.0.1:6379' }), /REDIS_URL .* or REDIS_CLUSTER_NODES .*not both/);
+  assert.throws(() => loadConfig({ RUNTIME_REPLICA_WAIT_MS: '0' }), /RUNTIME_REPLICA_WAIT_MS/);
+});
