@@ -251,7 +251,9 @@ eachBackend((backend) => {
       const doc = (await t.request('GET', '/api/v1/openapi.json')).body;
       for (const path of keysetLists) {
         const op = doc.paths[path].get;
-        const after = op.parameters.find((p: { name: string; in: string }) => p.name === 'after' && p.in === 'query');
+        // A parameter several operations declare alike is a reference to components.parameters.
+        const parameters = op.parameters.map((p: { $ref?: string }) => (p.$ref ? doc.components.parameters[p.$ref.split('/').pop()!] : p));
+        const after = parameters.find((p: { name: string; in: string }) => p.name === 'after' && p.in === 'query');
         assert.ok(after, `${path}: after`);
         assert.equal(after.schema.type, 'string');
         const ok = op.responses['200'];
