@@ -110,7 +110,7 @@ export function identityRoutes(identity: IdentityService): RouteDef[] {
     }),
     defineRoute({
       method: 'DELETE', path: '/api/v1/members/:id', summary: 'Remove a member; its sessions and tokens end at once', tags: ['members'], minRole: 'admin',
-      operationId: 'removeMember',
+      operationId: 'removeMember', errors: ['conflict'],
       schema: { params: idParams, response: { 204: noContent } },
       handler: async (ctx) => {
         await identity.removeMember(ctx.principal, ctx.params.id);

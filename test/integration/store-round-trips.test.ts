@@ -66,6 +66,8 @@ const perSend: Record<Backend, Record<string, number>> = {
     'conversations.bulkWrite': 1,
     'org_events.insertMany': 1,
     'webhooks.find': 1,
+    // the statistics: its minute, hour and day buckets in one bulk write, in the send's transaction
+    'message_rollups.bulkWrite': 1,
   },
   'redis+mongo': {
     'messages.insertMany': 1,
@@ -74,6 +76,8 @@ const perSend: Record<Backend, Record<string, number>> = {
     'messages.bulkWrite': 1,
     'org_events.insertMany': 1,
     'webhooks.find': 1,
+    // the statistics' minute, hour and day buckets: one bulk write on MongoDB, one command per upsert on FerretDB 1.x (as counted here)
+    'message_rollups.bulkWrite': 3,
   },
 };
 

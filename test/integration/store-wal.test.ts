@@ -15,7 +15,7 @@ const perJob = 1_000;
 /** Above the 16 MiB the automatic checkpoint keeps the log near; far below the ~500 MiB 20,000 sends write when no checkpoint completes. */
 const walMaxMb = 24;
 
-test(`the embedded store's write-ahead log stays under STORE_WAL_MAX_MB while /metrics is scraped every 100 ms during ${jobs * perJob} sends`, async () => {
+test(`the embedded store's write-ahead log stays under STORE_WAL_MAX_MB while /metrics is scraped every 50 ms during ${jobs * perJob} sends`, async () => {
   const logLines: string[] = [];
   const t = await startTestApp('embedded', { STORE_WAL_MAX_MB: String(walMaxMb) }, { logLines });
   try {
@@ -32,7 +32,7 @@ test(`the embedded store's write-ahead log stays under STORE_WAL_MAX_MB while /m
         assert.match(res.text, /relaybox_bulk_jobs\{status=/, 'the scrape counts bulk jobs in the store');
         scrapes++;
         sample();
-        await new Promise((resolve) => setTimeout(resolve, 100));
+        await new Promise((resolve) => setTimeout(resolve, 50));
       }
     })();
     const started = Date.now();
