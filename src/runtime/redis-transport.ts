@@ -372,14 +372,21 @@ export class RedisTransport implements Transport {
     this.requireHost().states.dropWhere(shard.type, (key) => shardOf(key, shards) === shard.index);
   }
 
+  /**
+   * The owned shards ready to be read; null, after a short wait, when there
+   * is none or the mailboxes hold what two reads bring (back-pressure).
+   */
+  private async readable(): Promise<Shard[] | null> {
+    const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
+    if (shards.length > 0 && this.serial.size < this.config.readBatch * 2) return shards;
+    await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
+    return null;
+  }
+
   private async readLoop(): Promise<void> {
-    const cap = this.config.readBatch * 2;
     while (!this.stopping) {
-      const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
-      if (shards.length === 0 || this.serial.size >= cap) {
-        await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
-        continue;
-      }
+      const shards = await this.readable();
+      if (!shards) continue;
       let result: Array<[string, StreamEntry[]]> | null;
       try {
         result = (await this.reader!.xreadgroup(
@@ -408,13 +415,9 @@ export class RedisTransport implements Transport {
    * `clusterIdlePollMs`.
    */
   private async pollLoop(): Promise<void> {
-    const cap = this.config.readBatch * 2;
     while (!this.stopping) {
-      const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
-      if (shards.length === 0 || this.serial.size >= cap) {
-        await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
-        continue;
-      }
+      const shards = await this.readable();
+      if (!shards) continue;
       const now = Date.now();
       const due = shards.filter((s) => s.idle.until <= now);
       if (due.length === 0) {
