@@ -238,16 +238,8 @@ export class TenantDispatcher {
     if (relayLines.length === 0) return null;
     const mine = [...state.queue.all()].filter((item) => item.source === source);
     if (mine.length === 0) return null;
-    const groups = new Map<string | null, { lowest: number; fresh: number }>();
-    for (const item of mine) {
-      const lines = item.fromNumber ? [item.fromNumber] : relayLines;
-      const group = groups.get(item.fromNumber) ?? { lowest: item.priority, fresh: 0 };
-      group.lowest = Math.min(group.lowest, item.priority);
-      if (state.pacing.isNewTo(lines, item.to, now)) group.fresh++;
-      groups.set(item.fromNumber, group);
-    }
     let at = now;
-    for (const [fromNumber, group] of groups) {
+    for (const [fromNumber, group] of bySenderLine(state.pacing, relayLines, mine, now)) {
       let ahead = 0;
       for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
       const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, group.fresh, now);
@@ -269,17 +261,10 @@ export class TenantDispatcher {
     const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
     if (relayLines.length === 0) return null;
     const start = Math.max(now, plan.startAt);
-    const groups = new Map<string | null, { taken: number; fresh: number }>();
-    for (const { to, fromNumber } of plan.sample) {
-      const group = groups.get(fromNumber) ?? { taken: 0, fresh: 0 };
-      group.taken++;
-      if (state.pacing.isNewTo(fromNumber ? [fromNumber] : relayLines, to, now)) group.fresh++;
-      groups.set(fromNumber, group);
-    }
     let at = start;
-    for (const [fromNumber, group] of groups) {
-      const count = Math.round((plan.count * group.taken) / plan.sample.length);
-      const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, count, Math.round((count * group.fresh) / group.taken), now);
+    for (const [fromNumber, group] of bySenderLine(state.pacing, relayLines, plan.sample, now)) {
+      const count = Math.round((plan.count * group.count) / plan.sample.length);
+      const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, count, Math.round((count * group.fresh) / group.count), now);
       if (done === null) return null;
       at = Math.max(at, done + (start - now));
     }
@@ -637,6 +622,23 @@ export class TenantDispatcher {
     state.paceAt = at;
     await ctx.send(tenantProtocol, ctx.key, { kind: 'pace' }, { delayMs: Math.max(1, at - now) });
   }
+}
+
+/**
+ * Messages by their sender line (the number, or null for the online relays
+ * together): how many, how many go to a recipient new to the line, and the
+ * lowest priority among them.
+ */
+function bySenderLine(pacing: LinePacing, relayLines: string[], items: Iterable<{ to?: string; fromNumber: string | null; priority?: number }>, now: number) {
+  const groups = new Map<string | null, { count: number; fresh: number; lowest: number }>();
+  for (const item of items) {
+    const group = groups.get(item.fromNumber) ?? { count: 0, fresh: 0, lowest: Infinity };
+    group.count++;
+    group.lowest = Math.min(group.lowest, item.priority ?? 0);
+    if (pacing.isNewTo(item.fromNumber ? [item.fromNumber] : relayLines, item.to, now)) group.fresh++;
+    groups.set(item.fromNumber, group);
+  }
+  return groups;
 }
 
 /**
