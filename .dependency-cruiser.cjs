@@ -6,15 +6,27 @@
  * features and actors, the composition root (app.ts) and main.ts.
  */
 const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin)/';
-const aboveFeatures = '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|ws)/|^src/(app|main)\\.ts$';
+const aboveFeatures =
+  '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|ws)/|^src/(app|main)\\.ts$';
 
 /** Each backend's or socket library's package, and the only code that may import it. */
 const onlyImportedBy = [
-  { name: 'only-runtime-imports-ioredis', comment: 'Redis is the runtime\'s.', importers: '^src/runtime/', module: 'ioredis' },
-  { name: 'only-store-imports-mongodb', comment: 'MongoDB is the store\'s.', importers: '^src/store/', module: 'mongodb' },
+  {
+    name: 'only-runtime-imports-ioredis',
+    comment: "Redis is the runtime's.",
+    importers: '^src/runtime/',
+    module: 'ioredis',
+  },
+  {
+    name: 'only-store-imports-mongodb',
+    comment: "MongoDB is the store's.",
+    importers: '^src/store/',
+    module: 'mongodb',
+  },
   {
     name: 'only-frontends-import-uws',
-    comment: 'Actors and features never touch a socket: only the HTTP server and the relay gateway import uWebSockets.js.',
+    comment:
+      'Actors and features never touch a socket: only the HTTP server and the relay gateway import uWebSockets.js.',
     importers: '^src/(http|ws)/|^src/main\\.ts$',
     module: '@trufflesuite/uws-js-unofficial',
   },
@@ -31,21 +43,27 @@ module.exports = {
     },
     {
       name: 'protocol-imports-only-runtime',
-      comment: "An actor's protocol.ts is its contract: it imports the runtime, the relay protocol's shared limits, other protocols and TypeBox, nothing above them.",
+      comment:
+        "An actor's protocol.ts is its contract: it imports the runtime, the relay protocol's shared limits, other protocols and TypeBox, nothing above them.",
       severity: 'error',
       from: { path: '^src/actors/[^/]+/protocol\\.ts$' },
-      to: { dependencyTypesNot: ['npm', 'core'], pathNot: '^src/(runtime|relay-protocol)/|^src/actors/[^/]+/protocol\\.ts$' },
+      to: {
+        dependencyTypesNot: ['npm', 'core'],
+        pathNot: '^src/(runtime|relay-protocol)/|^src/actors/[^/]+/protocol\\.ts$',
+      },
     },
     {
       name: 'actor-imports-no-routes-or-services',
-      comment: 'An actor folder imports stores and protocols, never what users reach (routes, services, the frontends).',
+      comment:
+        'An actor folder imports stores and protocols, never what users reach (routes, services, the frontends).',
       severity: 'error',
       from: { path: '^src/actors/' },
       to: { path: '\\.routes\\.ts$|-service\\.ts$|^src/(http|ws|dashboard)/|^src/(app|main)\\.ts$' },
     },
     {
       name: 'feature-reaches-actor-through-protocol',
-      comment: "A feature speaks to an actor only through its protocol.ts; the composition root (src/app.ts) builds the actors.",
+      comment:
+        'A feature speaks to an actor only through its protocol.ts; the composition root (src/app.ts) builds the actors.',
       severity: 'error',
       from: { path: `${features}|^src/ws/` },
       to: { path: '^src/actors/', pathNot: '^src/actors/[^/]+/protocol\\.ts$' },
@@ -65,7 +83,9 @@ module.exports = {
       to: { path: `${aboveFeatures}|^src/events/` },
     },
     ...onlyImportedBy.map(({ name, comment, importers, module }) => ({
-      name, comment, severity: 'error',
+      name,
+      comment,
+      severity: 'error',
       from: { path: '^src/', pathNot: importers },
       to: { path: `node_modules/${module}/` },
     })),
@@ -85,7 +105,8 @@ module.exports = {
     },
     {
       name: 'web-imports-no-server-code',
-      comment: 'The dashboard is built for the browser on its own; it shares only the pure recipient rules with the server.',
+      comment:
+        'The dashboard is built for the browser on its own; it shares only the pure recipient rules with the server.',
       severity: 'error',
       from: { path: '^web/' },
       to: { path: '^src/', pathNot: '^src/messages/recipient-rules\\.ts$' },

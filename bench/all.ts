@@ -36,7 +36,15 @@ import { loadConfig } from '../src/config.ts';
 import { discardRedisKeys, discardRunData } from '../test/support/discard-data.ts';
 import { withDatabase, type Backend, type TestApp } from '../test/support/test-app.ts';
 import { measureAccept, measureDrain, recipients, startBulkApp, type Row as BulkRow } from './bulk.ts';
-import { apiKeyFor, cpuSeconds, freePort, killAll, startNodeProgram, startService, type Running } from './send-path-processes.ts';
+import {
+  apiKeyFor,
+  cpuSeconds,
+  freePort,
+  killAll,
+  startNodeProgram,
+  startService,
+  type Running,
+} from './send-path-processes.ts';
 import { measureWebhooks } from './webhooks.ts';
 import { sendScript, wrk } from './wrk.ts';
 
@@ -57,7 +65,13 @@ process.env.MONGODB_URL = mongoUrl;
 const peerSource = resolve(process.env.BENCH_PEER_DIR || join(here, '..', 'shared', 'peer'));
 const peerRedis = 'redis://127.0.0.1:6379';
 /** The limiter runs but never refuses: the bench measures the send path, not the limit. */
-const generousRateLimit = { RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000' };
+const generousRateLimit = {
+  RATE_LIMIT_PER_MINUTE: '60000000',
+  RATE_LIMIT_BURST: '10000000',
+  PACING_PER_SECOND: '1000000',
+  PACING_BURST: '1000000',
+  PACING_NEW_CONTACTS_PER_DAY: '1000000',
+};
 
 type Target = 'peer' | Backend;
 const targets: Target[] = ['peer', 'embedded', 'redis+mongo'];
@@ -111,7 +125,13 @@ async function scrapeStoreCommands(base: string): Promise<number> {
  * Warm-up, then the measured window: wrk's figures, the CPU the process used
  * per accepted send and, for Relaybox, its store commands per accepted send.
  */
-async function measureSends(target: Target, url: string, script: string, pid: number, metricsBase?: string): Promise<void> {
+async function measureSends(
+  target: Target,
+  url: string,
+  script: string,
+  pid: number,
+  metricsBase?: string,
+): Promise<void> {
   wrk(url, script, warmupSeconds, connections);
   const storeBefore = metricsBase ? await scrapeStoreCommands(metricsBase) : undefined;
   const cpuBefore = cpuSeconds(pid);
@@ -121,9 +141,12 @@ async function measureSends(target: Target, url: string, script: string, pid: nu
   const f = figures.get(target)!;
   f.sendsPerSecond = out.sendsPerSecond;
   f.p99Ms = out.p99Ms;
-  if (cpuBefore !== undefined && cpuAfter !== undefined && out.accepted > 0) f.cpuUsPerSend = ((cpuAfter - cpuBefore) * 1e6) / out.accepted;
-  if (storeBefore !== undefined && storeAfter !== undefined && out.accepted > 0) f.storePerSend = (storeAfter - storeBefore) / out.accepted;
-  if (out.non2xx || out.socketErrors) note(target, `${out.non2xx} non-2xx answers, ${out.socketErrors} socket errors while measured`);
+  if (cpuBefore !== undefined && cpuAfter !== undefined && out.accepted > 0)
+    f.cpuUsPerSend = ((cpuAfter - cpuBefore) * 1e6) / out.accepted;
+  if (storeBefore !== undefined && storeAfter !== undefined && out.accepted > 0)
+    f.storePerSend = (storeAfter - storeBefore) / out.accepted;
+  if (out.non2xx || out.socketErrors)
+    note(target, `${out.non2xx} non-2xx answers, ${out.socketErrors} socket errors while measured`);
   console.log(`# ${target}: ${Math.round(out.sendsPerSecond)} sends/s, p99 ${out.p99Ms.toFixed(1)} ms`);
 }
 
@@ -137,8 +160,10 @@ async function peerDirectory(): Promise<string> {
   const dir = join(here, '.tmp', 'peer');
   await mkdir(dir, { recursive: true });
   const lockFile = join(dir, 'package-lock.json');
-  const installed = existsSync(join(dir, 'node_modules')) && existsSync(lockFile) ? await readFile(lockFile, 'utf8') : undefined;
-  for (const file of ['package.json', 'package-lock.json', 'server.mjs', 'post.lua']) await copyFile(join(peerSource, file), join(dir, file));
+  const installed =
+    existsSync(join(dir, 'node_modules')) && existsSync(lockFile) ? await readFile(lockFile, 'utf8') : undefined;
+  for (const file of ['package.json', 'package-lock.json', 'server.mjs', 'post.lua'])
+    await copyFile(join(peerSource, file), join(dir, file));
   if (installed !== (await readFile(lockFile, 'utf8'))) {
     console.log(`# peer: npm ci in ${dir}`);
     const ci = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: dir, stdio: 'inherit' });
@@ -148,7 +173,8 @@ async function peerDirectory(): Promise<string> {
 }
 
 async function sendPeer(): Promise<void> {
-  if (!(await reachable(peerRedis, 6379))) return note('peer', `skipped: no Redis at ${peerRedis}, which the peer uses`);
+  if (!(await reachable(peerRedis, 6379)))
+    return note('peer', `skipped: no Redis at ${peerRedis}, which the peer uses`);
   let peer: Running | undefined;
   try {
     const dir = await peerDirectory();
@@ -167,8 +193,17 @@ async function sendPeer(): Promise<void> {
 async function sendRelaybox(backend: Backend): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-all-'));
   const suffix = randomUUID().slice(0, 8);
-  const env: Record<string, string> = { ...generousRateLimit, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: dataDir, RUNTIME_KEY_PREFIX: `bench${suffix}`, REDIS_URL: '', MONGODB_URL: '' };
-  if (backend === 'redis+mongo') Object.assign(env, { REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, `relaybox_bench_${suffix}`) });
+  const env: Record<string, string> = {
+    ...generousRateLimit,
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    RUNTIME_KEY_PREFIX: `bench${suffix}`,
+    REDIS_URL: '',
+    MONGODB_URL: '',
+  };
+  if (backend === 'redis+mongo')
+    Object.assign(env, { REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, `relaybox_bench_${suffix}`) });
   let service: Running | undefined;
   try {
     service = await startService('all', env);
@@ -180,7 +215,9 @@ async function sendRelaybox(backend: Backend): Promise<void> {
     note(backend, `send failed: ${(err as Error).message.split('\n')[0]}`);
   } finally {
     await service?.stop();
-    await discardRunData(loadConfig(env), dataDir).catch((err) => console.error(`could not drop the ${backend} bench data:`, err));
+    await discardRunData(loadConfig(env), dataDir).catch((err) =>
+      console.error(`could not drop the ${backend} bench data:`, err),
+    );
     if (backend === 'redis+mongo') await discardRedisKeys(redisUrl, `bench${suffix}:`);
   }
 }
@@ -216,14 +253,19 @@ async function bulk(backend: Backend): Promise<void> {
 
 async function webhookDeliveries(backend: Backend): Promise<void> {
   try {
-    figures.get(backend)!.webhookDeliveriesPerSecond = (await measureWebhooks(backend, { events, webhooks, seconds: 0 })).deliveriesPerSecond;
+    figures.get(backend)!.webhookDeliveriesPerSecond = (
+      await measureWebhooks(backend, { events, webhooks, seconds: 0 })
+    ).deliveriesPerSecond;
   } catch (err) {
     note(backend, `webhooks failed: ${(err as Error).message.split('\n')[0]}`);
   }
 }
 
 function report(started: Date, loadBefore: string): void {
-  const n = (x: number | undefined, digits = 0) => (x === undefined || !Number.isFinite(x) ? '–' : x.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }));
+  const n = (x: number | undefined, digits = 0) =>
+    x === undefined || !Number.isFinite(x)
+      ? '–'
+      : x.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ms = (x: number | undefined) => (x === undefined ? '–' : `${n(x)} ms`);
   const rows: Array<[string, (f: Figures, t: Target) => string]> = [
     [`accepted sends/s (wrk, ${connections} connections, ${seconds} s)`, (f) => n(f.sendsPerSecond)],
@@ -234,20 +276,40 @@ function report(started: Date, loadBefore: string): void {
     [`bulk drain of ${drainMessages.toLocaleString('en')} to simulated relays, messages/s`, (f) => n(f.drainPerSecond)],
     ['bulk drain: 201 to `completed`', (f) => ms(f.completedMs)],
     ['store round trips per delivered message (drain)', (f) => n(f.storePerDelivered, 2)],
-    [`signed webhook deliveries/s (${events.toLocaleString('en')} events x ${webhooks} webhooks)`, (f) => n(f.webhookDeliveriesPerSecond)],
+    [
+      `signed webhook deliveries/s (${events.toLocaleString('en')} events x ${webhooks} webhooks)`,
+      (f) => n(f.webhookDeliveriesPerSecond),
+    ],
   ];
-  const heads = { peer: 'peer: Fastify + BullMQ', embedded: 'Relaybox, embedded default', 'redis+mongo': 'Relaybox, Redis + MongoDB wire' };
-  console.log(`\nnpm run bench, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} cores, load average (1, 5, 15 min) ${loadBefore} at the start, ${loadavg().map((l) => l.toFixed(1)).join(', ')} at the end; parts: ${[...parts].join(', ')}\n`);
+  const heads = {
+    peer: 'peer: Fastify + BullMQ',
+    embedded: 'Relaybox, embedded default',
+    'redis+mongo': 'Relaybox, Redis + MongoDB wire',
+  };
+  console.log(
+    `\nnpm run bench, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC, ${cpus().length} cores, load average (1, 5, 15 min) ${loadBefore} at the start, ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(', ')} at the end; parts: ${[...parts].join(', ')}\n`,
+  );
   console.log(`| | ${targets.map((t) => heads[t]).join(' | ')} |`);
   console.log(`|---|${targets.map(() => '---').join('|')}|`);
-  for (const [label, cell] of rows) console.log(`| ${label} | ${targets.map((t) => cell(figures.get(t)!, t)).join(' | ')} |`);
+  for (const [label, cell] of rows)
+    console.log(`| ${label} | ${targets.map((t) => cell(figures.get(t)!, t)).join(' | ')} |`);
   const peerRate = figures.get('peer')!.sendsPerSecond;
-  if (peerRate) console.log(`\nsends/s against the peer: ${targets.filter((t) => t !== 'peer' && figures.get(t)!.sendsPerSecond).map((t) => `${t} ${(figures.get(t)!.sendsPerSecond! / peerRate).toFixed(2)}x`).join(', ')}`);
+  if (peerRate)
+    console.log(
+      `\nsends/s against the peer: ${targets
+        .filter((t) => t !== 'peer' && figures.get(t)!.sendsPerSecond)
+        .map((t) => `${t} ${(figures.get(t)!.sendsPerSecond! / peerRate).toFixed(2)}x`)
+        .join(', ')}`,
+    );
   for (const t of targets) for (const text of figures.get(t)!.notes) console.log(`- ${t}: ${text}`);
 }
 
 const started = new Date();
-const loadBefore = loadavg().map((l) => l.toFixed(1)).join(', ');
+const loadBefore = loadavg()
+  .map((l) => l.toFixed(1))
+  .join(', ');
 // A run cut short still prints what it measured.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
@@ -260,7 +322,11 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 const backends: Backend[] = ['embedded'];
 const [redisUp, mongoUp] = await Promise.all([reachable(redisUrl, 6379), reachable(mongoUrl, 27017)]);
 if (redisUp && mongoUp) backends.push('redis+mongo');
-else note('redis+mongo', `skipped: ${[redisUp ? '' : `no Redis at ${redisUrl}`, mongoUp ? '' : `no MongoDB wire server at ${mongoUrl}`].filter(Boolean).join(', ')}`);
+else
+  note(
+    'redis+mongo',
+    `skipped: ${[redisUp ? '' : `no Redis at ${redisUrl}`, mongoUp ? '' : `no MongoDB wire server at ${mongoUrl}`].filter(Boolean).join(', ')}`,
+  );
 if (parts.has('send')) {
   await sendPeer();
   for (const backend of backends) await sendRelaybox(backend);

@@ -64,7 +64,9 @@ async function main(): Promise<void> {
     const teamId = `team_bench_${suffix}`;
     for (let i = 0; i < automations; i++) {
       const rule = await app.automations.service.create(orgId, {
-        name: `rule ${i}`, trigger: 'message_received', logic: 'and',
+        name: `rule ${i}`,
+        trigger: 'message_received',
+        logic: 'and',
         conditions: (i % 2 === 0 ? matching : notMatching) as never,
         actions: [{ type: 'create_contact', config: { tags: [`rule-${i}`] } }],
       });
@@ -83,9 +85,20 @@ async function main(): Promise<void> {
       for (let j = i; j < Math.min(events, i + batch); j++) {
         const from = `+1415${String(1_000_000 + j).slice(-7)}`;
         const id = `msg_bench_${j}`;
-        chunk.push(domainEvent('message.received', { tenantId: orgId, teamId }, {
-          id, to: '+14155550000', from, body: `Where is my order #${j}?`, status: 'delivered', conversationId: conversationIdOf(orgId, teamId, from),
-        }));
+        chunk.push(
+          domainEvent(
+            'message.received',
+            { tenantId: orgId, teamId },
+            {
+              id,
+              to: '+14155550000',
+              from,
+              body: `Where is my order #${j}?`,
+              status: 'delivered',
+              conversationId: conversationIdOf(orgId, teamId, from),
+            },
+          ),
+        );
         appendedAt.set(id, Date.now());
       }
       await app.events.append(chunk);
@@ -99,17 +112,31 @@ async function main(): Promise<void> {
       if (!routedMs && (await outcomeCount('not_matched')) >= notMatchedTarget) routedMs = performance.now() - started;
       const done = (await outcomeCount('succeeded')) + (await outcomeCount('failed'));
       if (done >= doneTarget) break;
-      if (performance.now() - started > 600_000) throw new Error(`only ${expectedDone - (doneTarget - done)} of ${expectedDone} executions done after 10 minutes`);
+      if (performance.now() - started > 600_000)
+        throw new Error(
+          `only ${expectedDone - (doneTarget - done)} of ${expectedDone} executions done after 10 minutes`,
+        );
       await new Promise((r) => setTimeout(r, 50));
     }
     const totalMs = performance.now() - started;
     const done = await db.executions.find({ tenantId: orgId }, { matched: true, state: 'done' });
-    if (done.length !== expectedDone) throw new Error(`${done.length} executions stored as done, ${expectedDone} expected`);
+    if (done.length !== expectedDone)
+      throw new Error(`${done.length} executions stored as done, ${expectedDone} expected`);
     const latencies = done.map((d) => Date.parse(d.updatedAt) - appendedAt.get(d.messageId)!).sort((a, b) => a - b);
     const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))];
-    console.log(`automations bench (${backend}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}): ${events} message.received events x ${automations} automations (${matchedPerEvent} match each, create_contact)`);
-    console.log(`  evaluated and logged: ${expected} executions in ${(routedMs / 1000).toFixed(1)} s = ${Math.round((events / routedMs) * 1000)} events/s`);
-    console.log(`  run to the end:       ${expectedDone} executions in ${(totalMs / 1000).toFixed(1)} s = ${Math.round((expectedDone / totalMs) * 1000)} executions/s`);
+    console.log(
+      `automations bench (${backend}, load average ${loadavg()
+        .map((l) => l.toFixed(2))
+        .join(
+          ' ',
+        )}): ${events} message.received events x ${automations} automations (${matchedPerEvent} match each, create_contact)`,
+    );
+    console.log(
+      `  evaluated and logged: ${expected} executions in ${(routedMs / 1000).toFixed(1)} s = ${Math.round((events / routedMs) * 1000)} events/s`,
+    );
+    console.log(
+      `  run to the end:       ${expectedDone} executions in ${(totalMs / 1000).toFixed(1)} s = ${Math.round((expectedDone / totalMs) * 1000)} executions/s`,
+    );
     console.log(`  event appended -> execution done: p50 ${pct(50)} ms, p99 ${pct(99)} ms`);
     const counted = (await db.automations.find({ tenantId: orgId }, {})).reduce((sum, a) => sum + a.executionCount, 0);
     console.log(`  executionCount summed over the automations: ${counted} of ${expectedDone}`);

@@ -51,12 +51,20 @@ const midDrainAt = 2_000;
 let batches = 0;
 const entries = (tag: string, count = recipients) => {
   const exchange = 500 + batches++;
-  return Array.from({ length: count }, (_, i) => ({ to: `+1415${exchange}${String(i).padStart(4, '0')}`, body: `${tag} ${i}` }));
+  return Array.from({ length: count }, (_, i) => ({
+    to: `+1415${exchange}${String(i).padStart(4, '0')}`,
+    body: `${tag} ${i}`,
+  }));
 };
 const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** Polls `check` every `everyMs`: reads that count a whole job are spaced out so the bench does not measure itself. */
-async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string, everyMs = 5): Promise<void> {
+async function waitUntil(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+  everyMs = 5,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
@@ -77,7 +85,16 @@ export async function measureAccept(t: TestApp, row: Row, opts: { awaitLastJob?:
     row.acceptMs.push(ms);
     console.log(`# ${row.backend}: accept ${i + 1}/${acceptSamples}: ${ms.toFixed(0)} ms`);
     if (i === acceptSamples - 1 && opts.awaitLastJob === false) break; // nothing is measured after it
-    await waitUntil(async () => (await jobs.findOne({ tenantId: org.orgId, teamId: org.teamId }, { id: res.body.jobId, conversationsTouched: true })) !== null, 600_000, 'the job\'s background work', 200);
+    await waitUntil(
+      async () =>
+        (await jobs.findOne(
+          { tenantId: org.orgId, teamId: org.teamId },
+          { id: res.body.jobId, conversationsTouched: true },
+        )) !== null,
+      600_000,
+      "the job's background work",
+      200,
+    );
   }
 }
 
@@ -85,7 +102,10 @@ export async function measureAccept(t: TestApp, row: Row, opts: { awaitLastJob?:
 export async function measureDrain(t: TestApp, row: Row, count = recipients): Promise<void> {
   const midCount = Math.min(midDrainAt, Math.floor(count / 2));
   const org = await signup(t, 'Bench drain');
-  const relays = Array.from({ length: relayCount }, () => new StandInRelay(t, org.orgId, org.teamId, { capacity: relayCapacity }));
+  const relays = Array.from(
+    { length: relayCount },
+    () => new StandInRelay(t, org.orgId, org.teamId, { capacity: relayCapacity }),
+  );
   const handedOut = new Map<string, number>();
   let startedAt: number | undefined;
   const unsubscribe = t.app.messaging.link.onFrame((d) => {
@@ -95,7 +115,9 @@ export async function measureDrain(t: TestApp, row: Row, count = recipients): Pr
     if (!handedOut.has(messageId)) handedOut.set(messageId, performance.now());
     if (startedAt !== undefined) row.drained = { count: handedOut.size, ms: performance.now() - startedAt };
     // As the gateway reports them: to the relay actor, which frees the credit and passes the status on.
-    void relay.report(messageId, 'sent', undefined, attempt).then(() => relay.report(messageId, 'delivered', undefined, attempt));
+    void relay
+      .report(messageId, 'sent', undefined, attempt)
+      .then(() => relay.report(messageId, 'delivered', undefined, attempt));
   });
   // Relays that stop heartbeating go offline (RELAY_HEARTBEAT_TIMEOUT_MS): these keep beating while the job drains.
   const beats = setInterval(() => relays.forEach((r) => void r.heartbeat()), 5_000);
@@ -107,21 +129,34 @@ export async function measureDrain(t: TestApp, row: Row, count = recipients): Pr
     const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body });
     if (job.status !== 201) throw new Error(`accept answered ${job.status}`);
     const singleAt = performance.now();
-    const single = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155559999', body: 'one-off' } });
+    const single = await t.request('POST', '/api/v1/messages', {
+      token: org.ownerToken,
+      body: { to: '+14155559999', body: 'one-off' },
+    });
     if (single.status !== 201) throw new Error(`single send answered ${single.status}`);
     await waitUntil(() => handedOut.has(single.body.id), 120_000, 'the single send');
     row.singleWaitMs = handedOut.get(single.body.id)! - singleAt;
     row.singlePosition = [...handedOut.keys()].indexOf(single.body.id);
     await waitUntil(() => handedOut.size >= midCount, 600_000, `${midCount} messages handed out`);
     const midAt = performance.now();
-    const mid = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155559998', body: 'one-off while the job drains' } });
+    const mid = await t.request('POST', '/api/v1/messages', {
+      token: org.ownerToken,
+      body: { to: '+14155559998', body: 'one-off while the job drains' },
+    });
     if (mid.status !== 201) throw new Error(`single send answered ${mid.status}`);
     await waitUntil(() => handedOut.has(mid.body.id), 120_000, 'the single send sent while the job drains');
     row.midWaitMs = handedOut.get(mid.body.id)! - midAt;
     await waitUntil(() => handedOut.size >= count + 2, 600_000, 'every message handed out');
     const jobIds = new Set([...handedOut.keys()].filter((id) => id !== single.body.id && id !== mid.body.id));
     row.drainMs = Math.max(...[...handedOut].filter(([id]) => jobIds.has(id)).map(([, at]) => at)) - started;
-    await waitUntil(async () => (await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken })).body.status === 'completed', 600_000, 'the job completed', 500);
+    await waitUntil(
+      async () =>
+        (await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken })).body.status ===
+        'completed',
+      600_000,
+      'the job completed',
+      500,
+    );
     row.completedMs = performance.now() - started;
   } finally {
     clearInterval(beats);
@@ -133,24 +168,40 @@ export async function measureDrain(t: TestApp, row: Row, count = recipients): Pr
 /** Cancelling: a 10,000-message job with no relay online (nothing is handed out), cancelled; its answer, then every message stopped in the store. */
 async function measureCancel(t: TestApp, row: Row): Promise<void> {
   const org = await signup(t, 'Bench cancel');
-  const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages: entries('cancel') } });
+  const job = await t.request('POST', '/api/v1/messages/bulk', {
+    token: org.ownerToken,
+    body: { messages: entries('cancel') },
+  });
   if (job.status !== 201) throw new Error(`accept answered ${job.status}`);
   const messages = t.app.store.collection('messages');
   const scope = { tenantId: org.orgId, teamId: org.teamId };
   // Its messages are on the send queue: released by the request, or (since the job actor does it) once the job says so.
   const jobs = t.app.store.collection('bulk_jobs');
-  await waitUntil(async () => (await jobs.findOne(scope, { id: job.body.jobId, released: false })) === null, 600_000, 'the job released', 200);
+  await waitUntil(
+    async () => (await jobs.findOne(scope, { id: job.body.jobId, released: false })) === null,
+    600_000,
+    'the job released',
+    200,
+  );
   const started = performance.now();
   const res = await t.request('POST', `/api/v1/messages/bulk/${job.body.jobId}/cancel`, { token: org.ownerToken });
   row.cancelMs = performance.now() - started;
   if (res.status !== 200) throw new Error(`cancel answered ${res.status}: ${res.text.slice(0, 200)}`);
-  await waitUntil(async () => (await messages.count(scope, { jobId: job.body.jobId, status: 'queued' })) === 0, 600_000, 'every message stopped', 200);
+  await waitUntil(
+    async () => (await messages.count(scope, { jobId: job.body.jobId, status: 'queued' })) === 0,
+    600_000,
+    'every message stopped',
+    200,
+  );
   row.stoppedMs = performance.now() - started;
 }
 
 /** The whole service in this process; the simulated relays heartbeat, but a loaded machine must not take them offline mid-drain. */
 export function startBulkApp(backend: Backend): Promise<TestApp> {
-  return startTestApp(backend, { RUNTIME_KEY_PREFIX: `bulk${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
+  return startTestApp(backend, {
+    RUNTIME_KEY_PREFIX: `bulk${randomUUID().slice(0, 8)}`,
+    RELAY_HEARTBEAT_TIMEOUT_MS: '600000',
+  });
 }
 
 async function bench(row: Row): Promise<void> {
@@ -178,7 +229,10 @@ async function bench(row: Row): Promise<void> {
 
 const all: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
 const backends = process.env.BENCH_ONLY ? all.filter((b) => process.env.BENCH_ONLY!.split(',').includes(b)) : all;
-const load = () => loadavg().map((l) => l.toFixed(2)).join(', ');
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(2))
+    .join(', ');
 const loadBefore = load();
 const rows: Row[] = [];
 if (isEntryPoint(import.meta.url)) {
@@ -201,19 +255,36 @@ if (isEntryPoint(import.meta.url)) {
 function report(note?: string): void {
   const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${Math.round(ms)} ms`);
   const rate = (ms: number | undefined) => (ms === undefined ? '' : ` (${Math.round(recipients / (ms / 1000))}/s)`);
-  console.log(`\nBulk jobs: ${recipients.toLocaleString('en')} recipients; ${relayCount} simulated relays x ${relayCapacity} in flight = ${relayCount * relayCapacity} total capacity`);
+  console.log(
+    `\nBulk jobs: ${recipients.toLocaleString('en')} recipients; ${relayCount} simulated relays x ${relayCapacity} in flight = ${relayCount * relayCapacity} total capacity`,
+  );
   console.log(`Load average (1, 5, 15 min): ${loadBefore} at the start, ${load()} at the end\n`);
-  console.log(`| backend | accept p50 of ${acceptSamples} (min-max) | drain: accept to all handed to relays | job completed | single send right after the job: wait (position) | single send while it drains: wait | cancel: answer / all stopped |`);
+  console.log(
+    `| backend | accept p50 of ${acceptSamples} (min-max) | drain: accept to all handed to relays | job completed | single send right after the job: wait (position) | single send while it drains: wait | cancel: answer / all stopped |`,
+  );
   console.log('|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    const accept = r.acceptMs.length ? `${fmt(p50(r.acceptMs))} (${fmt(Math.min(...r.acceptMs))}-${fmt(Math.max(...r.acceptMs))})` : '-';
+    const accept = r.acceptMs.length
+      ? `${fmt(p50(r.acceptMs))} (${fmt(Math.min(...r.acceptMs))}-${fmt(Math.max(...r.acceptMs))})`
+      : '-';
     const single = `${fmt(r.singleWaitMs)}${r.singlePosition === undefined ? '' : ` (#${r.singlePosition + 1})`}`;
-    const drain = r.drainMs !== undefined ? `${fmt(r.drainMs)}${rate(r.drainMs)}` : r.drained ? `not done: ${r.drained.count} in ${fmt(r.drained.ms)} (${Math.round(r.drained.count / (r.drained.ms / 1000))}/s)` : '-';
-    console.log(`| ${r.backend} | ${accept} | ${drain} | ${fmt(r.completedMs)} | ${single} | ${fmt(r.midWaitMs)} | ${fmt(r.cancelMs)} / ${fmt(r.stoppedMs)} |${r.failure ? ` failed: ${r.failure}` : ''}`);
+    const drain =
+      r.drainMs !== undefined
+        ? `${fmt(r.drainMs)}${rate(r.drainMs)}`
+        : r.drained
+          ? `not done: ${r.drained.count} in ${fmt(r.drained.ms)} (${Math.round(r.drained.count / (r.drained.ms / 1000))}/s)`
+          : '-';
+    console.log(
+      `| ${r.backend} | ${accept} | ${drain} | ${fmt(r.completedMs)} | ${single} | ${fmt(r.midWaitMs)} | ${fmt(r.cancelMs)} / ${fmt(r.stoppedMs)} |${r.failure ? ` failed: ${r.failure}` : ''}`,
+    );
   }
   for (const r of rows.filter((row) => row.backend === 'redis+mongo' && row.drainMs !== undefined)) {
-    console.log(`\nRedis + MongoDB wire drain: ${fmt(r.drainMs)} from the request to the last of ${recipients.toLocaleString('en')} messages handed to the relays${rate(r.drainMs)}.`);
+    console.log(
+      `\nRedis + MongoDB wire drain: ${fmt(r.drainMs)} from the request to the last of ${recipients.toLocaleString('en')} messages handed to the relays${rate(r.drainMs)}.`,
+    );
   }
-  console.log(`\nTargets: accept <= ${targets.acceptEmbeddedMs} ms embedded, <= ${targets.acceptRedisMongoMs} ms Redis + MongoDB wire; single send dispatched within ${targets.singleDispatchMs} ms while the job drains.`);
+  console.log(
+    `\nTargets: accept <= ${targets.acceptEmbeddedMs} ms embedded, <= ${targets.acceptRedisMongoMs} ms Redis + MongoDB wire; single send dispatched within ${targets.singleDispatchMs} ms while the job drains.`,
+  );
   if (note) console.log(`\n(${note})`);
 }

@@ -56,19 +56,41 @@ const deliverTimeoutMs = 90_000;
 const runTimeoutMs = 280_000;
 const probe = pathToFileURL(resolve(import.meta.dirname, 'capacity-probe.mjs')).href;
 /** The limiter and pacing run but never refuse: the bench measures costs, not limits. */
-const generous = { RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000' };
+const generous = {
+  RATE_LIMIT_PER_MINUTE: '60000000',
+  RATE_LIMIT_BURST: '10000000',
+  PACING_PER_SECOND: '1000000',
+  PACING_BURST: '1000000',
+  PACING_NEW_CONTACTS_PER_DAY: '1000000',
+};
 
 /** A redis-server of this run alone, on a private port, without persistence. */
 async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
   const url = `redis://127.0.0.1:${redisPort}`;
-  const probeClient = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null }).on('error', () => {});
-  const taken = await probeClient.connect().then(() => true, () => false);
+  const probeClient = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null }).on(
+    'error',
+    () => {},
+  );
+  const taken = await probeClient.connect().then(
+    () => true,
+    () => false,
+  );
   probeClient.disconnect();
   if (taken) throw new Error(`something already answers on ${url}: set CAPACITY_REDIS_PORT to a free port`);
-  const child = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const child = spawn(
+    'redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    { stdio: 'ignore' },
+  );
   const redis = new Redis(url, { lazyConnect: true, retryStrategy: () => null }).on('error', () => {});
   for (let i = 0; ; i++) {
-    if (await redis.connect().then(() => true, () => false)) break;
+    if (
+      await redis.connect().then(
+        () => true,
+        () => false,
+      )
+    )
+      break;
     if (i > 50) throw new Error(`redis-server did not answer on ${url}`);
     await sleep(100);
   }
@@ -90,14 +112,18 @@ const sum = (m: Map<string, number>) => [...m.values()].reduce((s, n) => s + n, 
 async function storeCommands(pids: number[], dir: string): Promise<number[]> {
   const asked = Date.now();
   for (const pid of pids) process.kill(pid, 'SIGUSR2');
-  return Promise.all(pids.map(async (pid) => {
-    for (let i = 0; i < 100; i++) {
-      const read = await readFile(join(dir, `${pid}.json`), 'utf8').then((t) => JSON.parse(t) as { storeCommands: number; at: number }).catch(() => undefined);
-      if (read && read.at >= asked) return read.storeCommands;
-      await sleep(20);
-    }
-    throw new Error(`process ${pid} did not report its store commands`);
-  }));
+  return Promise.all(
+    pids.map(async (pid) => {
+      for (let i = 0; i < 100; i++) {
+        const read = await readFile(join(dir, `${pid}.json`), 'utf8')
+          .then((t) => JSON.parse(t) as { storeCommands: number; at: number })
+          .catch(() => undefined);
+        if (read && read.at >= asked) return read.storeCommands;
+        await sleep(20);
+      }
+      throw new Error(`process ${pid} did not report its store commands`);
+    }),
+  );
 }
 
 interface Snapshot {
@@ -110,24 +136,45 @@ interface Snapshot {
 
 async function snapshot(pids: number[], dir: string, redis: Redis): Promise<Snapshot> {
   const [store, commands] = await Promise.all([storeCommands(pids, dir), redisCommands(redis)]);
-  return { at: performance.now(), cpu: [...pids, redisServer!.pid!].map((pid) => cpuSeconds(pid) ?? NaN), store, redis: commands };
+  return {
+    at: performance.now(),
+    cpu: [...pids, redisServer!.pid!].map((pid) => cpuSeconds(pid) ?? NaN),
+    store,
+    redis: commands,
+  };
 }
 
 /** What moved between two snapshots: seconds, CPU seconds and store commands by process, Redis commands by name. */
 function delta(a: Snapshot, b: Snapshot) {
   const redis = new Map<string, number>();
   for (const [name, n] of b.redis) if (n !== (a.redis.get(name) ?? 0)) redis.set(name, n - (a.redis.get(name) ?? 0));
-  return { seconds: (b.at - a.at) / 1000, cpu: b.cpu.map((c, i) => c - a.cpu[i]!), store: b.store.map((s, i) => s - a.store[i]!), redis };
+  return {
+    seconds: (b.at - a.at) / 1000,
+    cpu: b.cpu.map((c, i) => c - a.cpu[i]!),
+    store: b.store.map((s, i) => s - a.store[i]!),
+    redis,
+  };
 }
 
 /** Signs up, takes a member API key and registers a relay that reports every send as sent, then delivered. */
 async function relayAndKey(base: string) {
   const suffix = randomUUID().slice(0, 8);
-  const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: `Capacity ${suffix}`, email: `capacity-${suffix}@example.com`, password: 'correct horse battery' } });
+  const signup = await request(base, 'POST', '/api/v1/auth/signup', {
+    body: {
+      organizationName: `Capacity ${suffix}`,
+      email: `capacity-${suffix}@example.com`,
+      password: 'correct horse battery',
+    },
+  });
   if (signup.status !== 201) throw new Error(`signup answered ${signup.status}: ${signup.text}`);
   const owner = signup.body.accessToken as string;
-  const key = await request(base, 'POST', '/api/v1/api-keys', { token: owner, body: { name: 'capacity', role: 'member' } });
-  const token = await request(base, 'POST', `/api/v1/tenants/${signup.body.organization.id}/relay-tokens`, { token: owner });
+  const key = await request(base, 'POST', '/api/v1/api-keys', {
+    token: owner,
+    body: { name: 'capacity', role: 'member' },
+  });
+  const token = await request(base, 'POST', `/api/v1/tenants/${signup.body.organization.id}/relay-tokens`, {
+    token: owner,
+  });
   if (key.status !== 201 || token.status !== 201) throw new Error(`api key ${key.status}, relay token ${token.status}`);
   const relay = await RelaySocket.open(base);
   relay.hello({ registrationToken: token.body.token });
@@ -145,7 +192,14 @@ async function relayAndKey(base: string) {
     if (frame.type === 'ack' && frame.of === 'status') counts.statusesAcked++;
   });
   relay.send({ type: 'ready', capacity: relayCapacity });
-  const beats = setInterval(() => relay.send({ type: 'heartbeat', health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 } }), 5_000);
+  const beats = setInterval(
+    () =>
+      relay.send({
+        type: 'heartbeat',
+        health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 },
+      }),
+    5_000,
+  );
   return { key: key.body.key as string, counts, close: () => (clearInterval(beats), relay.close()) };
 }
 
@@ -153,18 +207,20 @@ async function relayAndKey(base: string) {
 async function send(base: string, key: string, count: number): Promise<number> {
   let next = 0;
   let accepted = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < count) {
-      const i = next++;
-      const res = await fetch(`${base}/api/v1/messages`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ to: `+1415555${String(i % 1_000).padStart(4, '0')}`, body: `capacity ${i}` }),
-      });
-      await res.arrayBuffer();
-      if (res.ok) accepted++;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        const i = next++;
+        const res = await fetch(`${base}/api/v1/messages`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ to: `+1415555${String(i % 1_000).padStart(4, '0')}`, body: `capacity ${i}` }),
+        });
+        await res.arrayBuffer();
+        if (res.ok) accepted++;
+      }
+    }),
+  );
   return accepted;
 }
 
@@ -213,8 +269,14 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-capacity-'));
   const probeDir = await mkdtemp(join(tmpdir(), 'relaybox-capacity-probe-'));
   const env = {
-    ...generous, LOG_LEVEL: 'warn', DATA_DIR: dataDir, REDIS_URL: redisUrl, MONGODB_URL: database, RUNTIME_KEY_PREFIX: `capacity${suffix}`,
-    CAPACITY_PROBE_DIR: probeDir, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${probe}`.trim(),
+    ...generous,
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    REDIS_URL: redisUrl,
+    MONGODB_URL: database,
+    RUNTIME_KEY_PREFIX: `capacity${suffix}`,
+    CAPACITY_PROBE_DIR: probeDir,
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${probe}`.trim(),
   };
   let service: Running | undefined;
   let relay: Awaited<ReturnType<typeof relayAndKey>> | undefined;
@@ -225,7 +287,11 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
     relay = await relayAndKey(base);
     const counts = relay.counts;
     const warm = await send(base, relay.key, warmupSends);
-    await until('the warm-up to be delivered', () => counts.statusesAcked >= 2 * warm, () => JSON.stringify(counts));
+    await until(
+      'the warm-up to be delivered',
+      () => counts.statusesAcked >= 2 * warm,
+      () => JSON.stringify(counts),
+    );
     await quiet(pids, probeDir);
 
     const idleFrom = await snapshot(pids, probeDir, redis);
@@ -234,7 +300,11 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
 
     const from = await snapshot(pids, probeDir, redis);
     const accepted = await send(base, relay.key, sends);
-    await until('every send to be delivered', () => counts.statusesAcked >= 2 * (warm + accepted), () => JSON.stringify(counts));
+    await until(
+      'every send to be delivered',
+      () => counts.statusesAcked >= 2 * (warm + accepted),
+      () => JSON.stringify(counts),
+    );
     await quiet(pids, probeDir);
     const moved = delta(from, await snapshot(pids, probeDir, redis));
 
@@ -242,8 +312,12 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
     const redisAt = pids.length;
     const idleShare = moved.seconds / idle.seconds;
     const perSend = (n: number) => n / accepted;
-    const cpuUs = (which: (i: number) => boolean, minusIdle: boolean) => perSend(moved.cpu.reduce((s, c, i) => (which(i) ? s + c - (minusIdle ? idle.cpu[i]! * idleShare : 0) : s), 0) * 1e6);
-    const idlePercent = (which: (i: number) => boolean) => (idle.cpu.reduce((s, c, i) => (which(i) ? s + c : s), 0) / idle.seconds) * 100;
+    const cpuUs = (which: (i: number) => boolean, minusIdle: boolean) =>
+      perSend(
+        moved.cpu.reduce((s, c, i) => (which(i) ? s + c - (minusIdle ? idle.cpu[i]! * idleShare : 0) : s), 0) * 1e6,
+      );
+    const idlePercent = (which: (i: number) => boolean) =>
+      (idle.cpu.reduce((s, c, i) => (which(i) ? s + c : s), 0) / idle.seconds) * 100;
     const isWorker = (i: number) => i < web;
     const redisTotal = sum(moved.redis);
     const idleRedis = sum(idle.redis);
@@ -257,7 +331,11 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
       workerCpuUsRaw: cpuUs(isWorker, false),
       redisCpuUs: cpuUs((i) => i === redisAt, true),
       redisCpuUsRaw: cpuUs((i) => i === redisAt, false),
-      idleCpuPercent: { web: idlePercent((i) => i === web), worker: idlePercent(isWorker) / workers, redis: idlePercent((i) => i === redisAt) },
+      idleCpuPercent: {
+        web: idlePercent((i) => i === web),
+        worker: idlePercent(isWorker) / workers,
+        redis: idlePercent((i) => i === redisAt),
+      },
       storeWeb: perSend(moved.store[web]!),
       storeWorkers: perSend(moved.store.reduce((s, n, i) => (isWorker(i) ? s + n : s), 0)),
       redisPerSend: perSend(redisTotal - idleRedis * idleShare),
@@ -269,19 +347,29 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
     relay?.close();
     await service?.stop();
     const store = new MongoStore(database, undefined, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
-    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch((err) => console.error('could not drop the bench database:', err));
+    await store
+      .init()
+      .then(() => store.dropDatabase())
+      .finally(() => store.close())
+      .catch((err) => console.error('could not drop the bench database:', err));
     await rm(dataDir, { recursive: true, force: true });
     await rm(probeDir, { recursive: true, force: true });
   }
 }
 
-const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–');
+const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n) ? n.toLocaleString('en', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : '–';
 
 function report(rows: Round[]): void {
-  console.log(`\nPer-send costs: web process + workers on Redis (private, port ${redisPort}) + MongoDB wire (${mongoUrl}); ${fmt(sends)} API sends after ${fmt(warmupSends)} warm-up, ${concurrency} at a time, to 1,000 recipients, one relay of capacity ${relayCapacity} reporting sent and delivered; idle costs (${idleSeconds} s measured before) taken out\n`);
-  console.log(`| per accepted and delivered send | ${rows.map((r) => `${r.workers} worker${r.workers > 1 ? 's' : ''}`).join(' | ')} |`);
+  console.log(
+    `\nPer-send costs: web process + workers on Redis (private, port ${redisPort}) + MongoDB wire (${mongoUrl}); ${fmt(sends)} API sends after ${fmt(warmupSends)} warm-up, ${concurrency} at a time, to 1,000 recipients, one relay of capacity ${relayCapacity} reporting sent and delivered; idle costs (${idleSeconds} s measured before) taken out\n`,
+  );
+  console.log(
+    `| per accepted and delivered send | ${rows.map((r) => `${r.workers} worker${r.workers > 1 ? 's' : ''}`).join(' | ')} |`,
+  );
   console.log(`|---|${rows.map(() => '---|').join('')}`);
-  const line = (label: string, value: (r: Round) => string) => console.log(`| ${label} | ${rows.map(value).join(' | ')} |`);
+  const line = (label: string, value: (r: Round) => string) =>
+    console.log(`| ${label} | ${rows.map(value).join(' | ')} |`);
   line('sends accepted, all delivered', (r) => fmt(r.accepted));
   line('frontend (web) CPU µs', (r) => `${fmt(r.webCpuUs)} (raw ${fmt(r.webCpuUsRaw)})`);
   line('worker CPU µs, all workers', (r) => `${fmt(r.workerCpuUs)} (raw ${fmt(r.workerCpuUsRaw)})`);
@@ -291,9 +379,15 @@ function report(rows: Round[]): void {
   line('Redis commands', (r) => `${fmt(r.redisPerSend, 1)} (raw ${fmt(r.redisPerSendRaw, 1)})`);
   line('redis-server CPU µs', (r) => `${fmt(r.redisCpuUs)} (raw ${fmt(r.redisCpuUsRaw)})`);
   line('idle: Redis commands/s', (r) => fmt(r.idleRedisPerSecond));
-  line('idle: CPU % of a core, web / each worker / redis-server', (r) => `${fmt(r.idleCpuPercent.web, 1)} / ${fmt(r.idleCpuPercent.worker, 1)} / ${fmt(r.idleCpuPercent.redis, 1)}`);
+  line(
+    'idle: CPU % of a core, web / each worker / redis-server',
+    (r) => `${fmt(r.idleCpuPercent.web, 1)} / ${fmt(r.idleCpuPercent.worker, 1)} / ${fmt(r.idleCpuPercent.redis, 1)}`,
+  );
   line('window, s (a shared machine: not a rate to quote)', (r) => fmt(r.seconds, 1));
-  for (const r of rows) console.log(`\nRedis commands over the window, ${r.workers} worker(s), most first: ${r.redisTop.map(([name, n]) => `${name} ${fmt(n / r.accepted, 2)}`).join(', ')} per send`);
+  for (const r of rows)
+    console.log(
+      `\nRedis commands over the window, ${r.workers} worker(s), most first: ${r.redisTop.map(([name, n]) => `${name} ${fmt(n / r.accepted, 2)}`).join(', ')} per send`,
+    );
 }
 
 let redisServer: ChildProcess | undefined;
@@ -309,7 +403,11 @@ const deadline = setTimeout(() => {
   if (redisServer?.pid) process.kill(redisServer.pid, 'SIGKILL');
   process.exit(1);
 }, runTimeoutMs);
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => (killAll(), redisServer?.pid && process.kill(redisServer.pid, 'SIGKILL'), process.exit(130)));
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.on(
+    signal,
+    () => (killAll(), redisServer?.pid && process.kill(redisServer.pid, 'SIGKILL'), process.exit(130)),
+  );
 
 const rows: Round[] = [];
 try {

@@ -8,15 +8,40 @@ import zlib from 'node:zlib';
 
 const now = '2026-01-01T00:00:00.000Z';
 const message = (i: number) => ({
-  id: `msg_${i.toString(36).padStart(12, '0')}`, status: 'delivered', direction: 'sent', to: `+1415555${String(1000 + (i % 9000))}`, from: null,
-  body: `Your order ${10_000 + i} has shipped and will arrive on Tuesday.`, priority: 0, attachments: [], fromNumber: null,
-  conversationId: `conv_${(i % 37).toString(36).padStart(20, 'x')}`, attempts: 1, lastError: null, relayId: 'relay_1', teamId: 'team_1',
-  queuedAt: now, sentAt: now, deliveredAt: now, readAt: null, createdAt: now, updatedAt: now,
+  id: `msg_${i.toString(36).padStart(12, '0')}`,
+  status: 'delivered',
+  direction: 'sent',
+  to: `+1415555${String(1000 + (i % 9000))}`,
+  from: null,
+  body: `Your order ${10_000 + i} has shipped and will arrive on Tuesday.`,
+  priority: 0,
+  attachments: [],
+  fromNumber: null,
+  conversationId: `conv_${(i % 37).toString(36).padStart(20, 'x')}`,
+  attempts: 1,
+  lastError: null,
+  relayId: 'relay_1',
+  teamId: 'team_1',
+  queuedAt: now,
+  sentAt: now,
+  deliveredAt: now,
+  readAt: null,
+  createdAt: now,
+  updatedAt: now,
 });
-const contact = (i: number) => ({ firstName: `First${i}`, lastName: `Last${i}`, phoneNumbers: [`+4915151${String(i).padStart(6, '0')}`], emailAddresses: [`person${i}@example.com`], tags: i % 3 ? ['customer'] : ['customer', 'vip'] });
+const contact = (i: number) => ({
+  firstName: `First${i}`,
+  lastName: `Last${i}`,
+  phoneNumbers: [`+4915151${String(i).padStart(6, '0')}`],
+  emailAddresses: [`person${i}@example.com`],
+  tags: i % 3 ? ['customer'] : ['customer', 'vip'],
+});
 
 const answers = {
-  'messages page (100)': JSON.stringify({ data: Array.from({ length: 100 }, (_, i) => message(i)), pagination: { page: 1, limit: 100, total: 5000, totalPages: 50 } }),
+  'messages page (100)': JSON.stringify({
+    data: Array.from({ length: 100 }, (_, i) => message(i)),
+    pagination: { page: 1, limit: 100, total: 5000, totalPages: 50 },
+  }),
   'contact export (5,000)': JSON.stringify(Array.from({ length: 5000 }, (_, i) => contact(i))),
 };
 const codecs: Record<string, (b: Buffer) => Buffer> = {
@@ -38,6 +63,8 @@ for (const [name, text] of Object.entries(answers)) {
       out = compress(raw);
       times.push(performance.now() - t0);
     }
-    console.log(`${name.padEnd(24)} ${codec.padEnd(25)} ${String(out.length).padStart(9)} ${(raw.length / out.length).toFixed(1).padStart(8)}x ${median(times).toFixed(2).padStart(10)}`);
+    console.log(
+      `${name.padEnd(24)} ${codec.padEnd(25)} ${String(out.length).padStart(9)} ${(raw.length / out.length).toFixed(1).padStart(8)}x ${median(times).toFixed(2).padStart(10)}`,
+    );
   }
 }

@@ -90,7 +90,9 @@ interface Serve {
 }
 
 async function openStore(dir: string, from: string | undefined): Promise<Store> {
-  const mod = (await import(from ? join(from, 'src/store/embedded-store.ts') : '../src/store/embedded-store.ts')) as { EmbeddedStore: new (dir: string) => Store };
+  const mod = (await import(from ? join(from, 'src/store/embedded-store.ts') : '../src/store/embedded-store.ts')) as {
+    EmbeddedStore: new (dir: string) => Store;
+  };
   const store = new mod.EmbeddedStore(dir);
   await store.init();
   return store;
@@ -104,13 +106,31 @@ const listScope = (o: number) => ({ tenantId: orgId(o), teamId: teamId(o) });
 const listFilter = { fanout: { $ne: true } };
 
 function message(i: number, o: number, at: number): MessageDoc {
-  const participant = `+1415555${String((i / orgs) % conversationsPerOrg | 0).padStart(4, '0')}`;
+  const participant = `+1415555${String(((i / orgs) % conversationsPerOrg) | 0).padStart(4, '0')}`;
   const createdAt = new Date(at).toISOString();
   return {
-    id: `msg_${String(i).padStart(8, '0')}_${o}`, tenantId: orgId(o), teamId: teamId(o), direction: 'sent', status: 'delivered',
-    to: participant, from: null, participant, conversationId: `conv_${o}_${participant}`, body: 'x'.repeat(50), attachments: [],
-    priority: 0, fromNumber: null, attempts: 1, lastError: null, relayId: 'relay_bench', queuedAt: createdAt, sentAt: createdAt,
-    deliveredAt: createdAt, readAt: null, createdAt, updatedAt: createdAt,
+    id: `msg_${String(i).padStart(8, '0')}_${o}`,
+    tenantId: orgId(o),
+    teamId: teamId(o),
+    direction: 'sent',
+    status: 'delivered',
+    to: participant,
+    from: null,
+    participant,
+    conversationId: `conv_${o}_${participant}`,
+    body: 'x'.repeat(50),
+    attachments: [],
+    priority: 0,
+    fromNumber: null,
+    attempts: 1,
+    lastError: null,
+    relayId: 'relay_bench',
+    queuedAt: createdAt,
+    sentAt: createdAt,
+    deliveredAt: createdAt,
+    readAt: null,
+    createdAt,
+    updatedAt: createdAt,
   };
 }
 
@@ -118,8 +138,8 @@ async function fill(dir: string, count: number, from: string | undefined): Promi
   const store = await openStore(dir, from);
   const db = messagingCollections(store);
   const began = performance.now();
-  for (let i = 0; i < count; ) {
-    const o = (i / fillBatch) % orgs | 0;
+  for (let i = 0; i < count;) {
+    const o = ((i / fillBatch) % orgs) | 0;
     const docs: MessageDoc[] = [];
     for (let k = 0; k < fillBatch && i < count; k++, i++) docs.push(message(i, o, start + i * 10));
     await db.messages.insertMany({ tenantId: orgId(o), teamId: teamId(o) }, docs);
@@ -129,7 +149,21 @@ async function fill(dir: string, count: number, from: string | undefined): Promi
     for (let c = 0; c < conversationsPerOrg; c++) {
       const participant = `+1415555${String(c).padStart(4, '0')}`;
       const at = new Date(start + count * 10).toISOString();
-      await db.conversations.insertOne({ tenantId: orgId(o), teamId: teamId(o) }, { id: `conv_${o}_${participant}`, tenantId: '', teamId: '', participant, isGroup: false, lastMessage: 'x', lastMessageAt: at, unreadCount: 0, createdAt: at, updatedAt: at });
+      await db.conversations.insertOne(
+        { tenantId: orgId(o), teamId: teamId(o) },
+        {
+          id: `conv_${o}_${participant}`,
+          tenantId: '',
+          teamId: '',
+          participant,
+          isGroup: false,
+          lastMessage: 'x',
+          lastMessageAt: at,
+          unreadCount: 0,
+          createdAt: at,
+          updatedAt: at,
+        },
+      );
     }
   }
   const seconds = (performance.now() - began) / 1000;
@@ -138,7 +172,10 @@ async function fill(dir: string, count: number, from: string | undefined): Promi
   const first: number[] = [];
   for (let o = 0; o < orgs; o++) {
     const t0 = performance.now();
-    await Promise.all([db.messages.find(listScope(o), listFilter, { sort: historyOrder, limit: 50 }), db.messages.count(listScope(o), listFilter)]);
+    await Promise.all([
+      db.messages.find(listScope(o), listFilter, { sort: historyOrder, limit: 50 }),
+      db.messages.count(listScope(o), listFilter),
+    ]);
     first.push(performance.now() - t0);
   }
   first.sort((a, b) => a - b);
@@ -169,9 +206,26 @@ async function serve(dir: string, count: number, from: string | undefined): Prom
   for (let r = 0; r < reads; r++) {
     const o = (r * 37) % orgs;
     const scope = listScope(o);
-    list.push(await timed(() => Promise.all([db.messages.find(scope, listFilter, { sort: historyOrder, limit: 50 }), db.messages.count(scope, listFilter)])));
-    const conversation = { conversationId: `conv_${o}_+1415555${String(r % conversationsPerOrg).padStart(4, '0')}`, fanout: { $ne: true } };
-    thread.push(await timed(() => Promise.all([db.messages.find(scope, conversation, { sort: { createdAt: -1 }, limit: 50 }), db.messages.count(scope, conversation)])));
+    list.push(
+      await timed(() =>
+        Promise.all([
+          db.messages.find(scope, listFilter, { sort: historyOrder, limit: 50 }),
+          db.messages.count(scope, listFilter),
+        ]),
+      ),
+    );
+    const conversation = {
+      conversationId: `conv_${o}_+1415555${String(r % conversationsPerOrg).padStart(4, '0')}`,
+      fanout: { $ne: true },
+    };
+    thread.push(
+      await timed(() =>
+        Promise.all([
+          db.messages.find(scope, conversation, { sort: { createdAt: -1 }, limit: 50 }),
+          db.messages.count(scope, conversation),
+        ]),
+      ),
+    );
   }
   list.sort((a, b) => a - b);
   thread.sort((a, b) => a - b);
@@ -181,23 +235,49 @@ async function serve(dir: string, count: number, from: string | undefined): Prom
   let sent = 0;
   const run = Date.now().toString(36); // a DATA_DIR kept with BENCH_DATA_DIR is served again: each run's messages are new
   const until = performance.now() + writeSeconds * 1000;
-  for (let i = count; performance.now() < until; ) {
+  for (let i = count; performance.now() < until;) {
     const o = i % orgs;
     const scope = { tenantId: orgId(o), teamId: teamId(o) };
     const docs: MessageDoc[] = Array.from({ length: 64 }, () => ({
-      ...message(i, o, Date.now()), id: `msg_${run}_${i++}`, status: 'queued', outboxAt: new Date().toISOString(),
-      outbox: { [`evt_${i}`]: { id: `evt_${i}`, type: 'message.queued', data: { id: `msg_${i}` } } } as unknown as MessageDoc['outbox'],
+      ...message(i, o, Date.now()),
+      id: `msg_${run}_${i++}`,
+      status: 'queued',
+      outboxAt: new Date().toISOString(),
+      outbox: {
+        [`evt_${i}`]: { id: `evt_${i}`, type: 'message.queued', data: { id: `msg_${i}` } },
+      } as unknown as MessageDoc['outbox'],
     }));
     await db.messages.insertMany(scope, docs);
-    await Promise.all([...new Set(docs.map((d) => d.conversationId))].map((id) => db.conversations.updateOne(scope, { id }, { $set: { lastMessage: 'y', lastMessageAt: new Date().toISOString() }, $inc: { unreadCount: 0 } }, { upsert: true })));
-    await db.messages.updateMany(scope, { id: { $in: docs.map((d) => d.id) } }, { $unset: { outbox: '', outboxAt: '' } });
+    await Promise.all(
+      [...new Set(docs.map((d) => d.conversationId))].map((id) =>
+        db.conversations.updateOne(
+          scope,
+          { id },
+          { $set: { lastMessage: 'y', lastMessageAt: new Date().toISOString() }, $inc: { unreadCount: 0 } },
+          { upsert: true },
+        ),
+      ),
+    );
+    await db.messages.updateMany(
+      scope,
+      { id: { $in: docs.map((d) => d.id) } },
+      { $unset: { outbox: '', outboxAt: '' } },
+    );
     sent += docs.length;
   }
   const sendsPerSecond = sent / writeSeconds;
   const memory = process.memoryUsage();
   const result = {
-    restartMs, readCpuMs, listP50: percentile(list, 0.5), listP99: percentile(list, 0.99), threadP50: percentile(thread, 0.5), threadP99: percentile(thread, 0.99),
-    sendsPerSecond, rssMiB: mib(memory.rss), maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024), heapMiB: mib(memory.heapUsed),
+    restartMs,
+    readCpuMs,
+    listP50: percentile(list, 0.5),
+    listP99: percentile(list, 0.99),
+    threadP50: percentile(thread, 0.5),
+    threadP99: percentile(thread, 0.99),
+    sendsPerSecond,
+    rssMiB: mib(memory.rss),
+    maxRssMiB: Math.round(process.resourceUsage().maxRSS / 1024),
+    heapMiB: mib(memory.heapUsed),
   };
   await store.close();
   return result;
@@ -220,14 +300,15 @@ interface Paging {
 }
 
 /** Whether `a` comes before `b` in the history's order: newer, or as new with a greater id. */
-const comesBefore = (a: MessageDoc, b: MessageDoc) => a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id);
+const comesBefore = (a: MessageDoc, b: MessageDoc) =>
+  a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id);
 
 async function paging(dir: string, count: number): Promise<Paging> {
   const store = await openStore(dir, undefined);
   const db = messagingCollections(store);
   const scope = listScope(0);
   const began = performance.now();
-  for (let i = 0; i < count; ) {
+  for (let i = 0; i < count;) {
     const docs: MessageDoc[] = [];
     // Four messages a millisecond: pages end inside a millisecond, where the id orders them.
     for (let k = 0; k < fillBatch && i < count; k++, i++) docs.push(message(i, 0, start + Math.floor(i / 4)));
@@ -273,7 +354,13 @@ async function paging(dir: string, count: number): Promise<Paging> {
     return took.sort((a, b) => a - b)[Math.floor(rounds / 2)]!;
   };
   const result: Paging = {
-    fillSeconds, pages, walkSeconds, walkP50: percentile(times, 0.5), walkP99: percentile(times, 0.99), seen, inOrder,
+    fillSeconds,
+    pages,
+    walkSeconds,
+    walkP50: percentile(times, 0.5),
+    walkP99: percentile(times, 0.99),
+    seen,
+    inOrder,
     first: await median(21, { page: 1, limit: pageSize }),
     secondByCursor: await median(21, { page: 1, limit: pageSize, after: toSecond }),
     lastByCursor: await median(21, { page: 1, limit: pageSize, after: toLast }),
@@ -355,7 +442,10 @@ async function statistics(dir: string, count: number): Promise<StatsRun> {
   const minuteBuckets = await rollups.read(org, { ...day, interval: '1m' });
   const counted = minuteBuckets.reduce((sum, b) => sum + b.accepted, 0);
   const result: StatsRun = {
-    writeSeconds, rollupWrites, counted, minuteBuckets: minuteBuckets.length,
+    writeSeconds,
+    rollupWrites,
+    counted,
+    minuteBuckets: minuteBuckets.length,
     minutes: await median({ ...day, interval: '1m' }),
     hours: await median({ ...day, interval: '1h' }),
     minutesByNumber: await median({ ...day, interval: '1m', phoneNumber: numbers[0]! }),
@@ -371,7 +461,12 @@ async function measureStatistics(count: number): Promise<string> {
     const s = await storePhase<StatsRun>('stats', dir, count, undefined);
     const ms = (v: number) => `${v.toFixed(2)} ms`;
     return [
-      `\nMessage statistics of one organization: ${count.toLocaleString('en')} messages over 24 h, each accepted, sent and delivered, ${statsBatch} a batch; load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}:\n`,
+      `\nMessage statistics of one organization: ${count.toLocaleString('en')} messages over 24 h, each accepted, sent and delivered, ${statsBatch} a batch; load average ${(
+        await import('node:os')
+      )
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}:\n`,
       `| rollups written: s, writes (msgs/s) | GET /api/v1/stats/messages 24 h at 1m (${s.minuteBuckets.toLocaleString('en')} buckets), median | at 1h, median | at 1m for one sender number, median | messages counted | DATA_DIR MiB |`,
       '|---|---|---|---|---|---|',
       `| ${s.writeSeconds.toFixed(1)} s, ${s.rollupWrites.toLocaleString('en')} (${Math.round(count / s.writeSeconds).toLocaleString('en')}) | ${ms(s.minutes)} | ${ms(s.hours)} | ${ms(s.minutesByNumber)} | ${s.counted.toLocaleString('en')}${s.counted === count ? '' : ' (NOT every message)'} | ${s.dataDirMiB} |`,
@@ -385,7 +480,8 @@ async function measureStatistics(count: number): Promise<string> {
 
 function sizeMiB(dir: string): number {
   let bytes = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
+  for (const entry of readdirSync(dir, { withFileTypes: true, recursive: true }))
+    if (entry.isFile()) bytes += statSync(join(entry.parentPath, entry.name)).size;
   return mib(bytes);
 }
 
@@ -394,7 +490,9 @@ async function measure(name: string, count: number, from: string | undefined): P
   const dir = kept ?? (await mkdtemp(join(tmpdir(), 'relaybox-store-bench-')));
   try {
     const reuse = kept !== undefined && existsSync(join(kept, 'store.sqlite'));
-    const filled = reuse ? { seconds: NaN, rssMiB: NaN, firstReadP50: NaN, firstReadP99: NaN } : await storePhase<Fill>('fill', dir, count, from);
+    const filled = reuse
+      ? { seconds: NaN, rssMiB: NaN, firstReadP50: NaN, firstReadP99: NaN }
+      : await storePhase<Fill>('fill', dir, count, from);
     const size = sizeMiB(dir);
     // The fill leaves about a GiB for the OS to write back: the restart is measured once the disk has settled, as after a real stop.
     spawnSync('sync');
@@ -410,14 +508,29 @@ async function measure(name: string, count: number, from: string | undefined): P
 
 const [phase, dir, count, from] = process.argv.slice(2);
 if (phase === 'fill' || phase === 'serve' || phase === 'pages' || phase === 'stats') {
-  const result = phase === 'fill' ? await fill(dir!, Number(count), from || undefined) : phase === 'serve' ? await serve(dir!, Number(count), from || undefined)
-    : phase === 'pages' ? await paging(dir!, Number(count)) : await statistics(dir!, Number(count));
+  const result =
+    phase === 'fill'
+      ? await fill(dir!, Number(count), from || undefined)
+      : phase === 'serve'
+        ? await serve(dir!, Number(count), from || undefined)
+        : phase === 'pages'
+          ? await paging(dir!, Number(count))
+          : await statistics(dir!, Number(count));
   process.stdout.write(JSON.stringify(result));
 } else if (messages > 0) {
   const rows = [await measure('embedded store (this version)', messages, undefined)];
   if (baseline) rows.push(await measure(`embedded store of ${baseline}`, baselineMessages, baseline));
-  console.log(`\n${orgs} organizations, ${reads} reads of each kind, ${writeSeconds} s of send writes; load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
-  console.log('| store | messages | fill msgs/s | fill RSS MiB | DATA_DIR MiB | restart ms | first history read of a team ever p50 / p99 ms | history page + count p50 / p99 ms | thread + count p50 / p99 ms | CPU ms per read | send writes msgs/s | RSS MiB after reads and writes |');
+  console.log(
+    `\n${orgs} organizations, ${reads} reads of each kind, ${writeSeconds} s of send writes; load average ${(
+      await import('node:os')
+    )
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}\n`,
+  );
+  console.log(
+    '| store | messages | fill msgs/s | fill RSS MiB | DATA_DIR MiB | restart ms | first history read of a team ever p50 / p99 ms | history page + count p50 / p99 ms | thread + count p50 / p99 ms | CPU ms per read | send writes msgs/s | RSS MiB after reads and writes |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) console.log(row);
 }

@@ -41,11 +41,15 @@ function autoRelays(t: TestApp, org: Org, count: number, capacity: number, hande
     if (!relay || d.frame.type !== 'send') return;
     const { messageId, attempt } = d.frame;
     if (!handedOut.has(messageId)) handedOut.set(messageId, performance.now());
-    void relay.report(messageId, 'sent', undefined, attempt).then(() => relay.report(messageId, 'delivered', undefined, attempt));
+    void relay
+      .report(messageId, 'sent', undefined, attempt)
+      .then(() => relay.report(messageId, 'delivered', undefined, attempt));
   });
   const beats = setInterval(() => relays.forEach((r) => void r.heartbeat()), 5_000);
   return {
-    connect: async () => { for (const r of relays) await r.connect(); },
+    connect: async () => {
+      for (const r of relays) await r.connect();
+    },
     close: () => {
       clearInterval(beats);
       unsubscribe();
@@ -55,11 +59,19 @@ function autoRelays(t: TestApp, org: Org, count: number, capacity: number, hande
 }
 
 /** Single sends of `org`, one after another, each timed from its request to its send frame; stops early when `until` says so. */
-async function timeSingles(t: TestApp, org: Org, handedOut: Map<string, number>, until: () => boolean = () => true): Promise<number[]> {
+async function timeSingles(
+  t: TestApp,
+  org: Org,
+  handedOut: Map<string, number>,
+  until: () => boolean = () => true,
+): Promise<number[]> {
   const waits: number[] = [];
   for (let i = 0; i < singles && until(); i++) {
     const started = performance.now();
-    const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: `+1415666${String(i).padStart(4, '0')}`, body: `single ${i}` } });
+    const res = await t.request('POST', '/api/v1/messages', {
+      token: org.ownerToken,
+      body: { to: `+1415666${String(i).padStart(4, '0')}`, body: `single ${i}` },
+    });
     if (res.status !== 201) throw new Error(`single send answered ${res.status}`);
     const deadline = Date.now() + 60_000;
     while (!handedOut.has(res.body.id)) {
@@ -72,13 +84,17 @@ async function timeSingles(t: TestApp, org: Org, handedOut: Map<string, number>,
   return waits;
 }
 
-const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+const quantile = (xs: number[], q: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
 
 /** The job's organization's pace: none (as fast as its relays take it), or the defaults. */
 type JobPace = 'unpaced' | 'default pace';
 
 async function run(backend: Backend, pace: JobPace) {
-  const t = await startTestApp(backend, { RUNTIME_KEY_PREFIX: `fair${randomUUID().slice(0, 8)}`, RELAY_HEARTBEAT_TIMEOUT_MS: '600000' });
+  const t = await startTestApp(backend, {
+    RUNTIME_KEY_PREFIX: `fair${randomUUID().slice(0, 8)}`,
+    RELAY_HEARTBEAT_TIMEOUT_MS: '600000',
+  });
   const handedOut = new Map<string, number>();
   const busy = await signup(t, 'Bench busy');
   const quiet = await signup(t, 'Bench quiet');
@@ -86,7 +102,10 @@ async function run(backend: Backend, pace: JobPace) {
   const quietRelay = autoRelays(t, quiet, 1, 10, handedOut);
   try {
     if (pace === 'default pace') {
-      const paced = await t.request('PUT', '/api/v1/organization/pacing', { token: busy.ownerToken, body: { perSecond: 1, burst: 3, newContactsPerDay: 50 } });
+      const paced = await t.request('PUT', '/api/v1/organization/pacing', {
+        token: busy.ownerToken,
+        body: { perSecond: 1, burst: 3, newContactsPerDay: 50 },
+      });
       if (paced.status !== 200) throw new Error(`pacing answered ${paced.status}`);
     }
     await busyRelays.connect();
@@ -95,7 +114,12 @@ async function run(backend: Backend, pace: JobPace) {
     const before = handedOut.size;
     const job = await t.request('POST', '/api/v1/messages/bulk', {
       token: busy.ownerToken,
-      body: { messages: Array.from({ length: jobSize }, (_, i) => ({ to: `+1415777${String(i).padStart(4, '0')}`, body: `job ${i}` })) },
+      body: {
+        messages: Array.from({ length: jobSize }, (_, i) => ({
+          to: `+1415777${String(i).padStart(4, '0')}`,
+          body: `job ${i}`,
+        })),
+      },
     });
     if (job.status !== 201) throw new Error(`the job answered ${job.status}`);
     const jobStarted = performance.now();
@@ -112,21 +136,35 @@ async function run(backend: Backend, pace: JobPace) {
   }
 }
 
-const paces = (process.env.BENCH_PACES || 'unpaced,default pace').split(',').filter((p): p is JobPace => p === 'unpaced' || p === 'default pace');
+const paces = (process.env.BENCH_PACES || 'unpaced,default pace')
+  .split(',')
+  .filter((p): p is JobPace => p === 'unpaced' || p === 'default pace');
 const all: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
-console.log(`# fairness: ${jobSize}-recipient job on ${relayCount} relays x ${relayCapacity} while another organization sends ${singles} singles ${gapMs} ms apart; load before ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
-console.log('| backend | the job | singles alone: p50 / p99 ms | singles while the job drains: p50 / p99 ms (n) | p99 ratio | job messages handed out meanwhile |');
+console.log(
+  `# fairness: ${jobSize}-recipient job on ${relayCount} relays x ${relayCapacity} while another organization sends ${singles} singles ${gapMs} ms apart; load before ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(', ')}`,
+);
+console.log(
+  '| backend | the job | singles alone: p50 / p99 ms | singles while the job drains: p50 / p99 ms (n) | p99 ratio | job messages handed out meanwhile |',
+);
 console.log('|---|---|---|---|---|---|');
 for (const backend of all) {
   for (const pace of paces) {
     try {
       const r = await run(backend, pace);
       const ratio = quantile(r.loaded, 0.99) / quantile(r.alone, 0.99);
-      console.log(`| ${backend} | ${pace} | ${quantile(r.alone, 0.5).toFixed(1)} / ${quantile(r.alone, 0.99).toFixed(1)} | ${quantile(r.loaded, 0.5).toFixed(1)} / ${quantile(r.loaded, 0.99).toFixed(1)} (${r.loaded.length}) | ${ratio.toFixed(2)} (target ≤ 1.20) | ${r.drainedWhileMeasuring} in ${r.drainSeconds.toFixed(1)} s |`);
+      console.log(
+        `| ${backend} | ${pace} | ${quantile(r.alone, 0.5).toFixed(1)} / ${quantile(r.alone, 0.99).toFixed(1)} | ${quantile(r.loaded, 0.5).toFixed(1)} / ${quantile(r.loaded, 0.99).toFixed(1)} (${r.loaded.length}) | ${ratio.toFixed(2)} (target ≤ 1.20) | ${r.drainedWhileMeasuring} in ${r.drainSeconds.toFixed(1)} s |`,
+      );
     } catch (err) {
       console.log(`| ${backend} | ${pace} | failed: ${err instanceof Error ? err.message : String(err)} | | | |`);
     }
   }
 }
-console.log(`# load after ${loadavg().map((l) => l.toFixed(2)).join(', ')}`);
+console.log(
+  `# load after ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(', ')}`,
+);
 process.exit(0);

@@ -13,10 +13,15 @@ const latencies: number[] = [];
 let handled = 0;
 
 const transport = new RedisTransport(target, config.runtime, config.nodeId, createLogger('warn'));
-await transport.start([benchActor((t) => {
-  latencies.push(Date.now() - t);
-  handled++;
-})], { consume: true });
+await transport.start(
+  [
+    benchActor((t) => {
+      latencies.push(Date.now() - t);
+      handled++;
+    }),
+  ],
+  { consume: true },
+);
 
 // Counts are flushed in batches so that recording does not dominate what is measured.
 setInterval(() => {
@@ -24,7 +29,11 @@ setInterval(() => {
   const batch = latencies.splice(0);
   const n = handled;
   handled = 0;
-  void redis.multi().incrby(bench.handled, n).rpush(bench.latency, ...batch).exec();
+  void redis
+    .multi()
+    .incrby(bench.handled, n)
+    .rpush(bench.latency, ...batch)
+    .exec();
 }, 50);
 process.stdout.write('ready\n');
 process.on('SIGTERM', () => void transport.stop().then(() => process.exit(0)));

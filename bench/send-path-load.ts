@@ -35,21 +35,32 @@ let sequence = 0;
 function send(): Promise<{ status: number | string; sample?: string }> {
   const body = `{"to":"+14155550100","body":"bench ${sequence++}"}`;
   return new Promise((resolve) => {
-    const req = http.request({
-      agent, host: target.hostname, port: target.port, path: target.pathname, method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-    }, (res) => {
-      const status = res.statusCode ?? 0;
-      if (status === 201) {
-        res.resume();
-        res.on('end', () => resolve({ status }));
-        return;
-      }
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status, sample: text.slice(0, 200) }));
-    });
+    const req = http.request(
+      {
+        agent,
+        host: target.hostname,
+        port: target.port,
+        path: target.pathname,
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        if (status === 201) {
+          res.resume();
+          res.on('end', () => resolve({ status }));
+          return;
+        }
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status, sample: text.slice(0, 200) }));
+      },
+    );
     req.on('error', (err: NodeJS.ErrnoException) => resolve({ status: err.code ?? 'error', sample: err.message }));
     req.end(body);
   });
@@ -122,18 +133,23 @@ async function maxRate() {
     cpuAtStart = process.cpuUsage();
     mark('start', 'max');
   }, warmupSeconds * 1000);
-  const endTimer = setTimeout(() => {
-    cpu = process.cpuUsage(cpuAtStart);
-    mark('end', 'max');
-  }, (warmupSeconds + seconds) * 1000);
-  await Promise.all(Array.from({ length: connections }, async () => {
-    while (performance.now() < measureUntil) {
-      const t0 = performance.now();
-      const outcome = await send();
-      const t1 = performance.now();
-      if (t0 >= measureFrom && t1 <= measureUntil) record(w, outcome, t1 - t0);
-    }
-  }));
+  const endTimer = setTimeout(
+    () => {
+      cpu = process.cpuUsage(cpuAtStart);
+      mark('end', 'max');
+    },
+    (warmupSeconds + seconds) * 1000,
+  );
+  await Promise.all(
+    Array.from({ length: connections }, async () => {
+      while (performance.now() < measureUntil) {
+        const t0 = performance.now();
+        const outcome = await send();
+        const t1 = performance.now();
+        if (t0 >= measureFrom && t1 <= measureUntil) record(w, outcome, t1 - t0);
+      }
+    }),
+  );
   clearTimeout(startTimer);
   clearTimeout(endTimer);
   return summarize(w, seconds * 1000, cpu);

@@ -46,7 +46,8 @@ export function parseStageHistograms(exposition: string): Map<string, Histogram>
     if (labels.route !== route || !labels.stage) continue;
     const value = Number(m[3]);
     const h = get(labels.stage);
-    if (m[1] === `${metric}_bucket`) h.buckets.push({ le: labels.le === '+Inf' ? Infinity : Number(labels.le), count: value });
+    if (m[1] === `${metric}_bucket`)
+      h.buckets.push({ le: labels.le === '+Inf' ? Infinity : Number(labels.le), count: value });
     else if (m[1] === `${metric}_sum`) h.sum = value;
     else if (m[1] === `${metric}_count`) h.count = value;
   }
@@ -88,10 +89,19 @@ export function quantile(h: Histogram, q: number): number {
 }
 
 export function summarizeStages(histograms: Map<string, Histogram>): StageSummary[] {
-  return stages.filter((s) => histograms.has(s)).map((stage) => {
-    const h = histograms.get(stage)!;
-    return { stage, count: h.count, meanMs: h.count ? (h.sum / h.count) * 1000 : NaN, p50Ms: quantile(h, 0.5) * 1000, p90Ms: quantile(h, 0.9) * 1000, firstBucketMs: (h.buckets[0]?.le ?? 0) * 1000 };
-  });
+  return stages
+    .filter((s) => histograms.has(s))
+    .map((stage) => {
+      const h = histograms.get(stage)!;
+      return {
+        stage,
+        count: h.count,
+        meanMs: h.count ? (h.sum / h.count) * 1000 : NaN,
+        p50Ms: quantile(h, 0.5) * 1000,
+        p90Ms: quantile(h, 0.9) * 1000,
+        firstBucketMs: (h.buckets[0]?.le ?? 0) * 1000,
+      };
+    });
 }
 
 export async function fetchStageHistograms(base: string): Promise<Map<string, Histogram>> {

@@ -27,16 +27,29 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
-function tsx(file: string, args: string[], env: Record<string, string>, nodeFlags: string[] = [], cwd?: string): ChildProcess {
-  return track(spawn(process.execPath, [...serviceNodeFlags, ...nodeFlags, '--import', 'tsx', file, ...args], {
-    cwd,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  }));
+function tsx(
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  nodeFlags: string[] = [],
+  cwd?: string,
+): ChildProcess {
+  return track(
+    spawn(process.execPath, [...serviceNodeFlags, ...nodeFlags, '--import', 'tsx', file, ...args], {
+      cwd,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
 }
 
 /** Resolves with the first stdout line `pick` accepts; rejects on exit or timeout, with the output so far. */
-function waitForLine<T>(child: ChildProcess, what: string, pick: (line: string) => T | undefined, timeoutMs = startTimeoutMs): Promise<T> {
+function waitForLine<T>(
+  child: ChildProcess,
+  what: string,
+  pick: (line: string) => T | undefined,
+  timeoutMs = startTimeoutMs,
+): Promise<T> {
   const lines: string[] = [];
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr = (stderr + c.toString()).slice(-4_000)));
@@ -72,7 +85,11 @@ export async function apiKeyFor(base: string): Promise<string> {
     if (res.status !== 201) throw new Error(`POST ${path} answered ${res.status}: ${res.text.slice(0, 300)}`);
     return res.body as Record<string, unknown>;
   };
-  const signup = await created('/api/v1/auth/signup', { organizationName: `Bench ${suffix}`, email: `bench-${suffix}@example.com`, password: 'correct horse battery' });
+  const signup = await created('/api/v1/auth/signup', {
+    organizationName: `Bench ${suffix}`,
+    email: `bench-${suffix}@example.com`,
+    password: 'correct horse battery',
+  });
   const key = await created('/api/v1/api-keys', { name: 'bench', role: 'member' }, signup.accessToken as string);
   return key.key as string;
 }
@@ -93,8 +110,15 @@ async function stop(child: ChildProcess): Promise<void> {
 }
 
 /** A Node program of another project (the reference peer, say) run from `cwd`, up once a stdout line matches `ready`. */
-export async function startNodeProgram(file: string, cwd: string, env: Record<string, string>, ready: RegExp): Promise<Running> {
-  const child = track(spawn(process.execPath, [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
+export async function startNodeProgram(
+  file: string,
+  cwd: string,
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<Running> {
+  const child = track(
+    spawn(process.execPath, [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }),
+  );
   try {
     await waitForLine(child, file, (line) => ready.test(line) || undefined);
   } catch (err) {
@@ -126,7 +150,10 @@ async function waitHealthy(base: string, child: ChildProcess): Promise<void> {
   const until = Date.now() + startTimeoutMs;
   while (Date.now() < until) {
     if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode} before it answered /healthz`);
-    const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+    const ok = await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ok) return;
     await sleep(100);
   }
@@ -142,7 +169,12 @@ export type Topology = 'all' | 'web+worker';
  * BENCH_CPU_PROF_DIR set, every service process writes a V8 CPU profile there
  * when it exits.
  */
-export async function startService(topology: Topology, env: Record<string, string>, root?: string, workers = 1): Promise<Running> {
+export async function startService(
+  topology: Topology,
+  env: Record<string, string>,
+  root?: string,
+  workers = 1,
+): Promise<Running> {
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
   const flags = profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [];
   const started: ChildProcess[] = [];
@@ -151,7 +183,11 @@ export async function startService(topology: Topology, env: Record<string, strin
       // info, not warn, only so that the worker's "running" line says it is up; the worker logs no request lines.
       const worker = tsx('src/main.ts', ['worker'], { ...env, LOG_LEVEL: 'info' }, flags, root);
       started.push(worker);
-      await waitForLine(worker, 'worker', (line) => (parseJsonLine(line)?.msg as string | undefined)?.startsWith('relaybox worker ') || undefined);
+      await waitForLine(
+        worker,
+        'worker',
+        (line) => (parseJsonLine(line)?.msg as string | undefined)?.startsWith('relaybox worker ') || undefined,
+      );
     }
     const port = await freePort();
     const role = topology === 'all' ? 'all' : 'web';
@@ -206,25 +242,37 @@ export interface LoadResult {
 }
 
 /** Runs the load generator against `url` and samples the CPU of `servicePids` over each measured window. */
-export async function runLoad(url: string, token: string, servicePids: number[], timeoutMs: number): Promise<LoadResult> {
+export async function runLoad(
+  url: string,
+  token: string,
+  servicePids: number[],
+  timeoutMs: number,
+): Promise<LoadResult> {
   const child = tsx('bench/send-path-load.ts', [], { BENCH_URL: url, BENCH_TOKEN: token });
   const marks = new Map<string, { cpu: number | undefined; at: number }>();
-  const serviceCpu = () => servicePids.reduce<number | undefined>((sum, pid) => {
-    const s = cpuSeconds(pid);
-    return sum === undefined || s === undefined ? undefined : sum + s;
-  }, 0);
+  const serviceCpu = () =>
+    servicePids.reduce<number | undefined>((sum, pid) => {
+      const s = cpuSeconds(pid);
+      return sum === undefined || s === undefined ? undefined : sum + s;
+    }, 0);
   const cpuPercent: Record<string, number | undefined> = {};
-  const result = await waitForLine(child, 'load generator', (line) => {
-    const entry = parseJsonLine(line);
-    if (!entry) return undefined;
-    if (entry.mark === 'start') marks.set(entry.phase as string, { cpu: serviceCpu(), at: performance.now() });
-    if (entry.mark === 'end') {
-      const from = marks.get(entry.phase as string);
-      const cpu = serviceCpu();
-      if (from?.cpu !== undefined && cpu !== undefined) cpuPercent[entry.phase as string] = ((cpu - from.cpu) / ((performance.now() - from.at) / 1000)) * 100;
-    }
-    return entry.result as LoadResult | undefined;
-  }, timeoutMs);
+  const result = await waitForLine(
+    child,
+    'load generator',
+    (line) => {
+      const entry = parseJsonLine(line);
+      if (!entry) return undefined;
+      if (entry.mark === 'start') marks.set(entry.phase as string, { cpu: serviceCpu(), at: performance.now() });
+      if (entry.mark === 'end') {
+        const from = marks.get(entry.phase as string);
+        const cpu = serviceCpu();
+        if (from?.cpu !== undefined && cpu !== undefined)
+          cpuPercent[entry.phase as string] = ((cpu - from.cpu) / ((performance.now() - from.at) / 1000)) * 100;
+      }
+      return entry.result as LoadResult | undefined;
+    },
+    timeoutMs,
+  );
   result.max.serviceCpuPercent = cpuPercent.max;
   if (result.half) result.half.serviceCpuPercent = cpuPercent.half;
   await stop(child);

@@ -69,11 +69,23 @@ async function measure(name: string, root: string): Promise<void> {
   let service: Running | undefined;
   try {
     if (stored > 0) await cp(await storedData(root), dataDir, { recursive: true });
-    service = await startService('all', {
-      NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: dataDir, REDIS_URL: '', MONGODB_URL: '',
-      // The limiter runs but never refuses: the bench measures the send path, not the limit.
-      RATE_LIMIT_PER_MINUTE: '60000000', RATE_LIMIT_BURST: '10000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000',
-    }, root);
+    service = await startService(
+      'all',
+      {
+        NODE_ENV: 'production',
+        LOG_LEVEL: 'warn',
+        DATA_DIR: dataDir,
+        REDIS_URL: '',
+        MONGODB_URL: '',
+        // The limiter runs but never refuses: the bench measures the send path, not the limit.
+        RATE_LIMIT_PER_MINUTE: '60000000',
+        RATE_LIMIT_BURST: '10000000',
+        PACING_PER_SECOND: '1000000',
+        PACING_BURST: '1000000',
+        PACING_NEW_CONTACTS_PER_DAY: '1000000',
+      },
+      root,
+    );
     const base = `http://127.0.0.1:${service.port}`;
     const pid = service.pids[0]!;
     const key = await apiKeyFor(base);
@@ -93,11 +105,14 @@ async function measure(name: string, root: string): Promise<void> {
       p99Ms,
       non2xx,
       socketErrors,
-      serviceCpuPercent: cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) / elapsed) * 100,
+      serviceCpuPercent:
+        cpuBefore === undefined || cpuAfter === undefined ? undefined : ((cpuAfter - cpuBefore) / elapsed) * 100,
       accepted,
     };
     results.set(name, [...(results.get(name) ?? []), row]);
-    console.log(`${name}: ${row.sendsPerSecond.toFixed(0)} sends/s, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms, ${non2xx} non-2xx, ${socketErrors} socket errors, service CPU ${row.serviceCpuPercent?.toFixed(0) ?? '–'}%`);
+    console.log(
+      `${name}: ${row.sendsPerSecond.toFixed(0)} sends/s, p50 ${row.p50Ms.toFixed(1)} ms, p99 ${row.p99Ms.toFixed(1)} ms, ${non2xx} non-2xx, ${socketErrors} socket errors, service CPU ${row.serviceCpuPercent?.toFixed(0) ?? '–'}%`,
+    );
   } catch (err) {
     failures.set(name, (err as Error).message);
     console.log(`${name}: not measured: ${(err as Error).message}`);
@@ -115,7 +130,11 @@ const median = (xs: number[]) => {
 async function main(): Promise<void> {
   const version = (root: string) => {
     const head = spawnSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).stdout.trim();
-    const changed = spawnSync('git', ['status', '--porcelain', '--untracked-files=no'], { cwd: root, encoding: 'utf8' }).stdout.trim() !== '';
+    const changed =
+      spawnSync('git', ['status', '--porcelain', '--untracked-files=no'], {
+        cwd: root,
+        encoding: 'utf8',
+      }).stdout.trim() !== '';
     return `${head}${changed ? ' with changes' : ''}`;
   };
   const head = version(here);
@@ -124,24 +143,36 @@ async function main(): Promise<void> {
   if (baseline) targets.push([`baseline ${base}`, baseline]);
   for (let r = 0; r < rounds; r++) {
     // Alternate which goes first, so neither always meets the warmer machine.
-    for (const [name, root] of r % 2 ? [...targets].reverse() : targets) if (!failures.has(name)) await measure(name, root);
+    for (const [name, root] of r % 2 ? [...targets].reverse() : targets)
+      if (!failures.has(name)) await measure(name, root);
   }
   for (const dir of filled.values()) await rm(dir, { recursive: true, force: true });
-  console.log(`\nPOST /api/v1/messages on the embedded default with wrk: ${connections} connections, ${seconds} s after ${warmupSeconds} s warm-up, ${rounds} rounds alternating, ${stored.toLocaleString('en')} messages stored before each round\n`);
-  console.log('| target | accepted sends/s (each round) | median | p50 ms (median) | p99 ms (median) | service CPU % (median) | service CPU µs per send (median) | non-2xx |');
+  console.log(
+    `\nPOST /api/v1/messages on the embedded default with wrk: ${connections} connections, ${seconds} s after ${warmupSeconds} s warm-up, ${rounds} rounds alternating, ${stored.toLocaleString('en')} messages stored before each round\n`,
+  );
+  console.log(
+    '| target | accepted sends/s (each round) | median | p50 ms (median) | p99 ms (median) | service CPU % (median) | service CPU µs per send (median) | non-2xx |',
+  );
   console.log('|---|---|---|---|---|---|---|---|');
   for (const [name] of targets) {
     const rows = results.get(name) ?? [];
     const failed = failures.get(name);
     if (failed) console.log(`| ${name} | not measured: ${failed} | | | | | | |`);
     if (rows.length === 0) continue;
-    console.log(`| ${name} | ${rows.map((m) => m.sendsPerSecond.toFixed(0)).join(', ')} | ${median(rows.map((m) => m.sendsPerSecond)).toFixed(0)} | ${median(rows.map((m) => m.p50Ms)).toFixed(1)} | ${median(rows.map((m) => m.p99Ms)).toFixed(1)} | ${median(rows.map((m) => m.serviceCpuPercent ?? NaN)).toFixed(0)} | ${median(rows.map((m) => ((m.serviceCpuPercent ?? NaN) * 10_000) / m.sendsPerSecond)).toFixed(0)} | ${rows.reduce((s, m) => s + m.non2xx, 0)} |`);
+    console.log(
+      `| ${name} | ${rows.map((m) => m.sendsPerSecond.toFixed(0)).join(', ')} | ${median(rows.map((m) => m.sendsPerSecond)).toFixed(0)} | ${median(rows.map((m) => m.p50Ms)).toFixed(1)} | ${median(rows.map((m) => m.p99Ms)).toFixed(1)} | ${median(rows.map((m) => m.serviceCpuPercent ?? NaN)).toFixed(0)} | ${median(rows.map((m) => ((m.serviceCpuPercent ?? NaN) * 10_000) / m.sendsPerSecond)).toFixed(0)} | ${rows.reduce((s, m) => s + m.non2xx, 0)} |`,
+    );
   }
   if (baseline) {
     const mine = results.get(targets[0]![0]) ?? [];
     const theirs = results.get(targets[1]![0]) ?? [];
-    const ratios = mine.map((m, i) => (theirs[i] ? m.sendsPerSecond / theirs[i]!.sendsPerSecond : NaN)).filter(Number.isFinite);
-    if (ratios.length) console.log(`\nratio this / baseline, round by round: ${ratios.map((x) => x.toFixed(2)).join(', ')} (median ${median(ratios).toFixed(2)})`);
+    const ratios = mine
+      .map((m, i) => (theirs[i] ? m.sendsPerSecond / theirs[i]!.sendsPerSecond : NaN))
+      .filter(Number.isFinite);
+    if (ratios.length)
+      console.log(
+        `\nratio this / baseline, round by round: ${ratios.map((x) => x.toFixed(2)).join(', ')} (median ${median(ratios).toFixed(2)})`,
+      );
   }
 }
 

@@ -18,11 +18,15 @@ import { signup, startTestApp, type AnyBackend } from '../test/support/test-app.
 const messages = Number(process.env.BENCH_MESSAGES || 500);
 const inFlight = 10;
 
-const delta = (after: Map<string, number>, before: Map<string, number>) => new Map([...after].map(([name, n]) => [name, n - (before.get(name) ?? 0)]));
+const delta = (after: Map<string, number>, before: Map<string, number>) =>
+  new Map([...after].map(([name, n]) => [name, n - (before.get(name) ?? 0)]));
 
 async function measure(backend: AnyBackend) {
   const t = await startTestApp(backend);
-  const redis = backend === 'redis-cluster+mongo' ? redisClient({ clusterNodes: parseClusterNodes(process.env.REDIS_CLUSTER_NODES!) }) : redisClient({ url: process.env.REDIS_URL! });
+  const redis =
+    backend === 'redis-cluster+mongo'
+      ? redisClient({ clusterNodes: parseClusterNodes(process.env.REDIS_CLUSTER_NODES!) })
+      : redisClient({ url: process.env.REDIS_URL! });
   await redis.ping();
   try {
     const org = await signup(t);
@@ -31,22 +35,30 @@ async function measure(backend: AnyBackend) {
     await sleep(2_000);
     let answered = 0;
     const answering = setInterval(() => {
-      for (const frame of relay.sends.slice(answered)) void relay.report(frame.messageId, 'sent').then(() => relay.report(frame.messageId, 'delivered'));
+      for (const frame of relay.sends.slice(answered))
+        void relay.report(frame.messageId, 'sent').then(() => relay.report(frame.messageId, 'delivered'));
       answered = relay.sends.length;
     }, 5);
     const started = Date.now();
     const before = await commandCounts(redis);
     const ids: string[] = [];
     let next = 0;
-    await Promise.all(Array.from({ length: inFlight }, async () => {
-      while (next < messages) {
-        next++;
-        const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: `+1415555${String(1000 + (next % 500))}`, body: 'count' } });
-        if (res.status !== 201) throw new Error(`send: ${res.status} ${res.text}`);
-        ids.push(res.body.id);
-      }
-    }));
-    const delivered = async () => (await t.request('GET', `/api/v1/messages/${ids.at(-1)}/status`, { token: org.ownerToken })).body.status === 'delivered';
+    await Promise.all(
+      Array.from({ length: inFlight }, async () => {
+        while (next < messages) {
+          next++;
+          const res = await t.request('POST', '/api/v1/messages', {
+            token: org.ownerToken,
+            body: { to: `+1415555${String(1000 + (next % 500))}`, body: 'count' },
+          });
+          if (res.status !== 201) throw new Error(`send: ${res.status} ${res.text}`);
+          ids.push(res.body.id);
+        }
+      }),
+    );
+    const delivered = async () =>
+      (await t.request('GET', `/api/v1/messages/${ids.at(-1)}/status`, { token: org.ownerToken })).body.status ===
+      'delivered';
     while (!(await delivered()) || answered < messages) await sleep(50);
     await sleep(500); // the last events and acknowledgements
     const busy = delta(await commandCounts(redis), before);
@@ -56,9 +68,19 @@ async function measure(backend: AnyBackend) {
     const idleBefore = await commandCounts(redis);
     await sleep(busyMs);
     const idle = delta(await commandCounts(redis), idleBefore);
-    const per = [...busy].map(([name, n]) => [name, (n - (idle.get(name) ?? 0)) / messages] as const).filter(([, n]) => n >= 0.05).sort((a, b) => b[1] - a[1]);
+    const per = [...busy]
+      .map(([name, n]) => [name, (n - (idle.get(name) ?? 0)) / messages] as const)
+      .filter(([, n]) => n >= 0.05)
+      .sort((a, b) => b[1] - a[1]);
     relay.close();
-    return { backend, messages, seconds: busyMs / 1000, total: [...busy.values()].reduce((a, b) => a + b, 0) / messages, idlePerSecond: [...idle.values()].reduce((a, b) => a + b, 0) / (busyMs / 1000), per };
+    return {
+      backend,
+      messages,
+      seconds: busyMs / 1000,
+      total: [...busy.values()].reduce((a, b) => a + b, 0) / messages,
+      idlePerSecond: [...idle.values()].reduce((a, b) => a + b, 0) / (busyMs / 1000),
+      per,
+    };
   } finally {
     redis.disconnect();
     await t.stop();
@@ -68,10 +90,14 @@ async function measure(backend: AnyBackend) {
 const rows = [await measure('redis+mongo')];
 if (process.env.REDIS_CLUSTER_NODES) rows.push(await measure('redis-cluster+mongo'));
 console.log(`\nRedis commands per message, POST to delivered (${messages} messages, ${inFlight} requests in flight)\n`);
-console.log('| backend | seconds | commands per message (all) | idle commands/s | per message, idle subtracted | of which |');
+console.log(
+  '| backend | seconds | commands per message (all) | idle commands/s | per message, idle subtracted | of which |',
+);
 console.log('|---|---|---|---|---|---|');
 for (const r of rows) {
   const sum = r.per.reduce((a, [, n]) => a + n, 0);
-  console.log(`| ${r.backend} | ${r.seconds.toFixed(1)} | ${r.total.toFixed(1)} | ${Math.round(r.idlePerSecond)} | ${sum.toFixed(1)} | ${r.per.map(([name, n]) => `${name} ${n.toFixed(2)}`).join(', ')} |`);
+  console.log(
+    `| ${r.backend} | ${r.seconds.toFixed(1)} | ${r.total.toFixed(1)} | ${Math.round(r.idlePerSecond)} | ${sum.toFixed(1)} | ${r.per.map(([name, n]) => `${name} ${n.toFixed(2)}`).join(', ')} |`,
+  );
 }
 process.exit(0);

@@ -10,11 +10,31 @@ const root = resolve(import.meta.dirname, '..');
  * its own, with the Node flags the service runs with; resolves with the
  * figures it printed.
  */
-export function storePhase<R>(phase: 'fill' | 'serve' | 'pages' | 'stats', dir: string, count: number, from: string | undefined): Promise<R> {
+export function storePhase<R>(
+  phase: 'fill' | 'serve' | 'pages' | 'stats',
+  dir: string,
+  count: number,
+  from: string | undefined,
+): Promise<R> {
   return new Promise((resolveResult, reject) => {
-    const proc = spawn(process.execPath, [...serviceNodeFlags, '--import', 'tsx', join(root, 'bench/embedded-store.ts'), phase, dir, String(count), from ?? ''], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+    const proc = spawn(
+      process.execPath,
+      [
+        ...serviceNodeFlags,
+        '--import',
+        'tsx',
+        join(root, 'bench/embedded-store.ts'),
+        phase,
+        dir,
+        String(count),
+        from ?? '',
+      ],
+      { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
+    );
     let out = '';
     proc.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-    proc.once('exit', (code) => (code === 0 ? resolveResult(JSON.parse(out) as R) : reject(new Error(`${phase} exited with ${code}`))));
+    proc.once('exit', (code) =>
+      code === 0 ? resolveResult(JSON.parse(out) as R) : reject(new Error(`${phase} exited with ${code}`)),
+    );
   });
 }

@@ -33,7 +33,17 @@ const profiling = process.env.BENCH_PROFILE === '1';
 function profileStore(app: App): { reset(): void; report(deliveries: number): string } {
   const calls = new Map<string, { n: number; ms: number }>();
   const proto = Object.getPrototypeOf(app.store.collection('profile_probe')) as Record<string, unknown>;
-  for (const op of ['insertOne', 'insertMany', 'findOne', 'find', 'count', 'updateOne', 'updateMany', 'deleteOne', 'deleteMany']) {
+  for (const op of [
+    'insertOne',
+    'insertMany',
+    'findOne',
+    'find',
+    'count',
+    'updateOne',
+    'updateMany',
+    'deleteOne',
+    'deleteMany',
+  ]) {
     const original = proto[op] as (...args: unknown[]) => Promise<unknown>;
     if (typeof original !== 'function' || (original as { profiled?: boolean }).profiled) continue;
     const wrapped = async function (this: { name: string }, ...args: unknown[]) {
@@ -53,8 +63,15 @@ function profileStore(app: App): { reset(): void; report(deliveries: number): st
   }
   return {
     reset: () => calls.clear(),
-    report: (deliveries) => [...calls].sort((a, b) => b[1].ms - a[1].ms).slice(0, 10)
-      .map(([key, c]) => `    ${key}: ${(c.n / deliveries).toFixed(3)} calls/delivery, ${Math.round(c.ms)} ms in all (${(c.ms / c.n).toFixed(1)} ms each)`).join('\n'),
+    report: (deliveries) =>
+      [...calls]
+        .sort((a, b) => b[1].ms - a[1].ms)
+        .slice(0, 10)
+        .map(
+          ([key, c]) =>
+            `    ${key}: ${(c.n / deliveries).toFixed(3)} calls/delivery, ${Math.round(c.ms)} ms in all (${(c.ms / c.n).toFixed(1)} ms each)`,
+        )
+        .join('\n'),
   };
 }
 
@@ -64,7 +81,10 @@ function percentile(sorted: number[], p: number): number {
 
 /** The receiver runs in its own process (bench/webhook-sink.ts): on one event loop with the service it would take the service's CPU. */
 async function receiver() {
-  const child = fork(fileURLToPath(new URL('./webhook-sink.ts', import.meta.url)), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(fileURLToPath(new URL('./webhook-sink.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   let answer: ((m: Record<string, unknown>) => void) | undefined;
   const first = new Promise<string>((resolve, reject) => {
     child.once('error', reject);
@@ -73,20 +93,22 @@ async function receiver() {
   });
   child.on('message', (m: Record<string, unknown>) => answer?.(m));
   const url = await first;
-  const ask = <T>(op: 'count' | 'reset' | 'latencies') => new Promise<T>((resolve) => {
-    answer = (m) => resolve((op === 'latencies' ? m.latencies : m.count) as T);
-    child.send({ op });
-  });
+  const ask = <T>(op: 'count' | 'reset' | 'latencies') =>
+    new Promise<T>((resolve) => {
+      answer = (m) => resolve((op === 'latencies' ? m.latencies : m.count) as T);
+      child.send({ op });
+    });
   return {
     url,
     count: () => ask<number>('count'),
     reset: () => ask<number>('reset'),
     latencies: () => ask<number[]>('latencies'),
-    close: () => new Promise<void>((resolve) => {
-      child.removeAllListeners('exit');
-      child.once('exit', () => resolve());
-      child.disconnect();
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        child.removeAllListeners('exit');
+        child.once('exit', () => resolve());
+        child.disconnect();
+      }),
   };
 }
 
@@ -99,11 +121,19 @@ export interface WebhookFigures {
 }
 
 /** `events` events to `webhooks` webhooks on `backend` (a fresh app in this process), then `seconds` at half the rate. */
-export async function measureWebhooks(backend: 'embedded' | 'redis+mongo', opts: { events: number; webhooks: number; seconds: number }): Promise<WebhookFigures> {
+export async function measureWebhooks(
+  backend: 'embedded' | 'redis+mongo',
+  opts: { events: number; webhooks: number; seconds: number },
+): Promise<WebhookFigures> {
   const { events, webhooks, seconds } = opts;
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-'));
   const suffix = randomUUID().slice(0, 8);
-  const env: Record<string, string> = { DATA_DIR: dataDir, RUNTIME_KEY_PREFIX: `bw${suffix}`, WEBHOOK_ALLOW_PRIVATE: 'true', LOG_LEVEL: 'warn' };
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    RUNTIME_KEY_PREFIX: `bw${suffix}`,
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+    LOG_LEVEL: 'warn',
+  };
   if (backend === 'redis+mongo') {
     env.REDIS_URL = process.env.REDIS_URL!;
     const url = new URL(process.env.MONGODB_URL!);
@@ -114,8 +144,21 @@ export async function measureWebhooks(backend: 'embedded' | 'redis+mongo', opts:
   const app: App = await createApp(config, createLogger('warn'), { consume: true });
   const sink = await receiver();
   const orgId = `org_bench${suffix}`;
-  for (let i = 0; i < webhooks; i++) await app.webhooks.service.create(orgId, { url: sink.url, events: ['message.queued'], secret: 'bench secret' });
-  const event = (n: number) => domainEvent('message.queued', { tenantId: orgId }, { id: `msg_${n}`, to: '+14155550100', from: null, body: `bench ${n}`, status: 'queued', conversationId: 'conv_bench' });
+  for (let i = 0; i < webhooks; i++)
+    await app.webhooks.service.create(orgId, { url: sink.url, events: ['message.queued'], secret: 'bench secret' });
+  const event = (n: number) =>
+    domainEvent(
+      'message.queued',
+      { tenantId: orgId },
+      {
+        id: `msg_${n}`,
+        to: '+14155550100',
+        from: null,
+        body: `bench ${n}`,
+        status: 'queued',
+        conversationId: 'conv_bench',
+      },
+    );
   const waitFor = async (count: number) => {
     const deadline = Date.now() + 300_000;
     while ((await sink.count()) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
@@ -125,7 +168,8 @@ export async function measureWebhooks(backend: 'embedded' | 'redis+mongo', opts:
   profile?.reset();
   // Full speed: every event appended at once, timed until the last delivery.
   const started = performance.now();
-  for (let i = 0; i < events; i += 500) await app.events.append(Array.from({ length: Math.min(500, events - i) }, (_, k) => event(i + k)));
+  for (let i = 0; i < events; i += 500)
+    await app.events.append(Array.from({ length: Math.min(500, events - i) }, (_, k) => event(i + k)));
   await waitFor(events * webhooks);
   const delivered = await sink.count();
   const rate = (delivered / (performance.now() - started)) * 1000;
@@ -158,12 +202,16 @@ export async function measureWebhooks(backend: 'embedded' | 'redis+mongo', opts:
 
 async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
   const f = await measureWebhooks(backend, { events, webhooks, seconds });
-  console.log(`| ${backend} | ${webhooks} | ${Math.round(f.deliveriesPerSecond)} | ${Math.round(f.halfRate!.perSecond)} | ${f.halfRate!.p50Ms} | ${f.halfRate!.p99Ms} |`);
+  console.log(
+    `| ${backend} | ${webhooks} | ${Math.round(f.deliveriesPerSecond)} | ${Math.round(f.halfRate!.perSecond)} | ${f.halfRate!.p50Ms} | ${f.halfRate!.p99Ms} |`,
+  );
   if (f.storeCalls) console.log(`  store calls at full speed (${backend}):\n${f.storeCalls}`);
 }
 
 if (isEntryPoint(import.meta.url)) {
-  console.log(`${events} events to ${webhooks} webhooks (${events * webhooks} signed deliveries), then ${seconds} s at half the rate`);
+  console.log(
+    `${events} events to ${webhooks} webhooks (${events * webhooks} signed deliveries), then ${seconds} s at half the rate`,
+  );
   console.log('| backend | webhooks | deliveries/s | half rate/s | p50 ms | p99 ms |');
   console.log('|---|---|---|---|---|---|');
   await run('embedded');

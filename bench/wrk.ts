@@ -25,7 +25,24 @@ export interface WrkResult {
  * backend's slowest answers out of its latency figures).
  */
 export function wrk(url: string, script: string, seconds: number, connections: number): WrkResult {
-  const run = spawnSync('wrk', ['-t', '1', '-c', String(connections), '-d', `${seconds}s`, '--timeout', `${requestTimeoutSeconds}s`, '--latency', '-s', script, url], { encoding: 'utf8', timeout: (seconds + requestTimeoutSeconds + 30) * 1000 });
+  const run = spawnSync(
+    'wrk',
+    [
+      '-t',
+      '1',
+      '-c',
+      String(connections),
+      '-d',
+      `${seconds}s`,
+      '--timeout',
+      `${requestTimeoutSeconds}s`,
+      '--latency',
+      '-s',
+      script,
+      url,
+    ],
+    { encoding: 'utf8', timeout: (seconds + requestTimeoutSeconds + 30) * 1000 },
+  );
   if (run.error) throw new Error(`wrk could not run (${run.error.message}); install it (Debian: apt-get install wrk)`);
   if (run.status !== 0) throw new Error(`wrk exited with ${run.status}: ${run.stderr}`);
   return parseWrk(run.stdout);

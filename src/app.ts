@@ -49,7 +49,18 @@ export interface App {
 }
 
 export async function createApp(config: Config, log: Logger, opts: { consume: boolean }): Promise<App> {
-  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, syncIntervalMs: config.storeSyncIntervalMs, cacheMb: config.storeCacheMb, walMaxMb: config.storeWalMaxMb, pingTimeoutMs: config.storePingTimeoutMs, mongoWrites: config.mongoWrites }, log);
+  const store = createStore(
+    {
+      mongoUrl: config.mongoUrl,
+      dataDir: config.dataDir,
+      syncIntervalMs: config.storeSyncIntervalMs,
+      cacheMb: config.storeCacheMb,
+      walMaxMb: config.storeWalMaxMb,
+      pingTimeoutMs: config.storePingTimeoutMs,
+      mongoWrites: config.mongoWrites,
+    },
+    log,
+  );
   const runtime = createTransport(config, log);
   // Collections declare their indexes before init creates them.
   const identityDb = identityCollections(store);
@@ -77,16 +88,48 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contacts = createContacts(contactsDb, cursors);
   const outbox = new Outbox(events, log.child({ component: 'messaging' }));
   const link = new RelayLink(runtime);
-  const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }), { coalesce: store.kind !== 'embedded' });
-  const messaging = createMessaging({ config, log, db, runtime, outbox, rollups, tokens, contacts: contacts.directory, cursors });
+  const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }), {
+    coalesce: store.kind !== 'embedded',
+  });
+  const messaging = createMessaging({
+    config,
+    log,
+    db,
+    runtime,
+    outbox,
+    rollups,
+    tokens,
+    contacts: contacts.directory,
+    cursors,
+  });
   const jobs = createJobs({ config, log, db, runtime, events, rollups, cursors });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events, cursors });
   const automations = createAutomations({
-    config, log, db: automationDb, messages: db.messages, contacts: contactsDb.contacts, send: messaging.send, box: webhooks.box, runtime, events, cursors,
+    config,
+    log,
+    db: automationDb,
+    messages: db.messages,
+    contacts: contactsDb.contacts,
+    send: messaging.send,
+    box: webhooks.box,
+    runtime,
+    events,
+    cursors,
   });
   const actors = createActors({
-    config, log, db, webhookDb, automationDb, runtime, events, outbox, rollups, link,
-    attempts: webhooks.attempts, actions: automations.actions, closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+    config,
+    log,
+    db,
+    webhookDb,
+    automationDb,
+    runtime,
+    events,
+    outbox,
+    rollups,
+    link,
+    attempts: webhooks.attempts,
+    actions: automations.actions,
+    closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
   });
 
   await runtime.start(actors.definitions, { consume: opts.consume });
@@ -98,7 +141,8 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     const record = (batch: ReadEvent[]) => eventLog.log.record(batch);
     // On the embedded store the log is written with each append, in its transaction; elsewhere a consumer group copies it.
     if (events.mirror) await events.mirror('event-log', record);
-    else consumers.push(consumeEvents(events, 'event-log', config.nodeId, record, log.child({ component: 'event-log' })));
+    else
+      consumers.push(consumeEvents(events, 'event-log', config.nodeId, record, log.child({ component: 'event-log' })));
     await webhooks.startRouting();
     automations.startRouting();
     exposeEventStreamLag(() => events.lag());
@@ -113,15 +157,29 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     automations,
     eventLog: eventLog.log,
     contacts: contacts.directory,
-    attachGateway: (http) => attachRelayGateway(http.app, { registry: relays.registry, runtime, link, log }, {
-      heartbeatIntervalMs: config.relayHeartbeatIntervalMs,
-      helloTimeoutMs: config.relayHelloTimeoutMs,
-      maxBadFrames: config.relayMaxBadFrames,
-      maxBackpressureBytes: config.relayMaxBackpressureBytes,
-    }),
+    attachGateway: (http) =>
+      attachRelayGateway(
+        http.app,
+        { registry: relays.registry, runtime, link, log },
+        {
+          heartbeatIntervalMs: config.relayHeartbeatIntervalMs,
+          helloTimeoutMs: config.relayHelloTimeoutMs,
+          maxBadFrames: config.relayMaxBadFrames,
+          maxBackpressureBytes: config.relayMaxBackpressureBytes,
+        },
+      ),
     // Every route of the product in one table: the server, the OpenAPI document and the route matrices read it.
     // Order matters where paths overlap (POST /api/v1/messages/bulk before /api/v1/messages/:id).
-    routes: [...identity.routes, ...jobs.routes, ...messaging.routes, ...contacts.routes, ...relays.routes, ...webhooks.routes, ...automations.routes, ...eventLog.routes],
+    routes: [
+      ...identity.routes,
+      ...jobs.routes,
+      ...messaging.routes,
+      ...contacts.routes,
+      ...relays.routes,
+      ...webhooks.routes,
+      ...automations.routes,
+      ...eventLog.routes,
+    ],
     hooks: identity.hooks,
     async close() {
       // Sends answered 201 finish their background work (events published, messages queued) while the runtime still runs.

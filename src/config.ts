@@ -151,7 +151,8 @@ const positive = (env: Env, name: string, fallback: number) => int(env, name, fa
 
 function logLevel(env: Env): string {
   const level = env.LOG_LEVEL || 'info';
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level)) throw new Error(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${level}"`);
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level))
+    throw new Error(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${level}"`);
   return level;
 }
 
@@ -183,7 +184,9 @@ function checkMongoUrl(url: string | undefined): void {
   if (!query) return;
   for (const name of new URLSearchParams(query).keys()) {
     if (decidedMongoOptions.includes(name.toLowerCase())) {
-      throw new Error(`MONGODB_URL must not set "${name}": use MONGODB_WRITE_CONCERN and MONGODB_RETRY_WRITES (reads always go to the primary)`);
+      throw new Error(
+        `MONGODB_URL must not set "${name}": use MONGODB_WRITE_CONCERN and MONGODB_RETRY_WRITES (reads always go to the primary)`,
+      );
     }
   }
 }
@@ -191,11 +194,17 @@ function checkMongoUrl(url: string | undefined): void {
 /** Settings that are each valid alone but not together. */
 function checkTogether(config: Config): Config {
   checkMongoUrl(config.mongoUrl);
-  if (config.redisUrl && config.redisClusterNodes) throw new Error('set REDIS_URL (one Redis server) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
+  if (config.redisUrl && config.redisClusterNodes)
+    throw new Error('set REDIS_URL (one Redis server) or REDIS_CLUSTER_NODES (a Redis Cluster), not both');
   const rt = config.runtime;
-  if (rt.leaseRenewMs >= rt.leaseTtlMs) throw new Error(`RUNTIME_LEASE_RENEW_MS (${rt.leaseRenewMs}) must be shorter than RUNTIME_LEASE_TTL_MS (${rt.leaseTtlMs}), or leases lapse between renewals`);
+  if (rt.leaseRenewMs >= rt.leaseTtlMs)
+    throw new Error(
+      `RUNTIME_LEASE_RENEW_MS (${rt.leaseRenewMs}) must be shorter than RUNTIME_LEASE_TTL_MS (${rt.leaseTtlMs}), or leases lapse between renewals`,
+    );
   if (config.relayHeartbeatIntervalMs >= config.relayHeartbeatTimeoutMs) {
-    throw new Error(`RELAY_HEARTBEAT_INTERVAL_MS (${config.relayHeartbeatIntervalMs}) must be shorter than RELAY_HEARTBEAT_TIMEOUT_MS (${config.relayHeartbeatTimeoutMs})`);
+    throw new Error(
+      `RELAY_HEARTBEAT_INTERVAL_MS (${config.relayHeartbeatIntervalMs}) must be shorter than RELAY_HEARTBEAT_TIMEOUT_MS (${config.relayHeartbeatTimeoutMs})`,
+    );
   }
   return config;
 }
@@ -259,7 +268,10 @@ export function loadConfig(env: Env = process.env): Config {
       secretGraceMs: positive(env, 'WEBHOOK_SECRET_GRACE_MS', 24 * 3600 * 1000),
     },
     automationRepliesPerConversationPerHour: int(env, 'AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR', 5),
-    traceExport: Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT) && env.OTEL_SDK_DISABLED !== 'true' && env.OTEL_TRACES_EXPORTER !== 'none',
+    traceExport:
+      Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT) &&
+      env.OTEL_SDK_DISABLED !== 'true' &&
+      env.OTEL_TRACES_EXPORTER !== 'none',
     identity: {
       jwtPrivateKeyPem: env.JWT_PRIVATE_KEY || undefined,
       jwtPublicKeyPem: env.JWT_PUBLIC_KEY || undefined,
@@ -282,7 +294,13 @@ export function loadConfig(env: Env = process.env): Config {
       readBatch: positive(env, 'RUNTIME_READ_BATCH', 256),
       timerPollMs: positive(env, 'RUNTIME_TIMER_POLL_MS', 100),
       // SHUTDOWN_GRACE_MS is the name this setting had before; it is still read when the new one is not set.
-      shutdownGraceMs: positive(env, env.SHUTDOWN_TIMEOUT_MS === undefined && env.SHUTDOWN_GRACE_MS !== undefined ? 'SHUTDOWN_GRACE_MS' : 'SHUTDOWN_TIMEOUT_MS', 10_000),
+      shutdownGraceMs: positive(
+        env,
+        env.SHUTDOWN_TIMEOUT_MS === undefined && env.SHUTDOWN_GRACE_MS !== undefined
+          ? 'SHUTDOWN_GRACE_MS'
+          : 'SHUTDOWN_TIMEOUT_MS',
+        10_000,
+      ),
       askTimeoutMs: positive(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
       broadcastConfirmMs: positive(env, 'RUNTIME_BROADCAST_CONFIRM_MS', 1_000),
       pingTimeoutMs: positive(env, 'RUNTIME_PING_TIMEOUT_MS', 1_000),

@@ -7,21 +7,87 @@
  * test checks it).
  */
 export const errorCodes = {
-  validation_error: { status: 400, retryable: false, title: 'Validation error', means: 'the request is malformed: `details` lists every violation with its JSON Pointer' },
+  validation_error: {
+    status: 400,
+    retryable: false,
+    title: 'Validation error',
+    means: 'the request is malformed: `details` lists every violation with its JSON Pointer',
+  },
   /** The request itself is malformed or ambiguous (framing, an id header): answered before any handler runs. */
-  bad_request: { status: 400, retryable: false, title: 'Bad request', means: 'the request is ambiguous or malformed before any field is read (conflicting framing, an id header that is not exactly an id); framing errors close the connection' },
+  bad_request: {
+    status: 400,
+    retryable: false,
+    title: 'Bad request',
+    means:
+      'the request is ambiguous or malformed before any field is read (conflicting framing, an id header that is not exactly an id); framing errors close the connection',
+  },
   unauthorized: { status: 401, retryable: false, title: 'Unauthorized', means: 'missing or invalid credentials' },
-  forbidden: { status: 403, retryable: false, title: 'Forbidden', means: "the caller's role is too low for this operation" },
-  not_found: { status: 404, retryable: false, title: 'Not found', means: "the resource does not exist in the caller's organization and team" },
-  method_not_allowed: { status: 405, retryable: false, title: 'Method not allowed', means: 'the path exists but not with this method; `Allow` lists the methods it has' },
-  conflict: { status: 409, retryable: false, title: 'Conflict', means: 'the request conflicts with the current state (a duplicate, or an Idempotency-Key still in use)' },
-  payload_too_large: { status: 413, retryable: false, title: 'Payload too large', means: 'the body is larger than this operation accepts; the connection is closed' },
-  unsupported_media_type: { status: 415, retryable: false, title: 'Unsupported media type', means: 'the body has a content type this operation does not read' },
-  idempotency_mismatch: { status: 422, retryable: false, title: 'Idempotency key reused', means: 'this Idempotency-Key was used with a different body' },
-  header_fields_too_large: { status: 431, retryable: false, title: 'Header fields too large', means: 'the request has too many or too large header fields' },
-  rate_limited: { status: 429, retryable: true, title: 'Rate limited', means: 'the rate limit is exceeded; wait Retry-After seconds' },
-  internal_error: { status: 500, retryable: true, title: 'Internal error', means: 'an unexpected failure; quote X-Request-Id when reporting it' },
-  service_unavailable: { status: 503, retryable: true, title: 'Service unavailable', means: 'a backend is unavailable or shutting down; retry after Retry-After seconds' },
+  forbidden: {
+    status: 403,
+    retryable: false,
+    title: 'Forbidden',
+    means: "the caller's role is too low for this operation",
+  },
+  not_found: {
+    status: 404,
+    retryable: false,
+    title: 'Not found',
+    means: "the resource does not exist in the caller's organization and team",
+  },
+  method_not_allowed: {
+    status: 405,
+    retryable: false,
+    title: 'Method not allowed',
+    means: 'the path exists but not with this method; `Allow` lists the methods it has',
+  },
+  conflict: {
+    status: 409,
+    retryable: false,
+    title: 'Conflict',
+    means: 'the request conflicts with the current state (a duplicate, or an Idempotency-Key still in use)',
+  },
+  payload_too_large: {
+    status: 413,
+    retryable: false,
+    title: 'Payload too large',
+    means: 'the body is larger than this operation accepts; the connection is closed',
+  },
+  unsupported_media_type: {
+    status: 415,
+    retryable: false,
+    title: 'Unsupported media type',
+    means: 'the body has a content type this operation does not read',
+  },
+  idempotency_mismatch: {
+    status: 422,
+    retryable: false,
+    title: 'Idempotency key reused',
+    means: 'this Idempotency-Key was used with a different body',
+  },
+  header_fields_too_large: {
+    status: 431,
+    retryable: false,
+    title: 'Header fields too large',
+    means: 'the request has too many or too large header fields',
+  },
+  rate_limited: {
+    status: 429,
+    retryable: true,
+    title: 'Rate limited',
+    means: 'the rate limit is exceeded; wait Retry-After seconds',
+  },
+  internal_error: {
+    status: 500,
+    retryable: true,
+    title: 'Internal error',
+    means: 'an unexpected failure; quote X-Request-Id when reporting it',
+  },
+  service_unavailable: {
+    status: 503,
+    retryable: true,
+    title: 'Service unavailable',
+    means: 'a backend is unavailable or shutting down; retry after Retry-After seconds',
+  },
 } as const satisfies Record<string, { status: number; retryable: boolean; title: string; means: string }>;
 
 export type ErrorCode = keyof typeof errorCodes;
@@ -69,7 +135,11 @@ export class AppError extends Error {
   /** Seconds a client should wait (429, 503). */
   readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, opts: { details?: ErrorDetail[]; retryAfterSeconds?: number; cause?: unknown } = {}) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { details?: ErrorDetail[]; retryAfterSeconds?: number; cause?: unknown } = {},
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AppError';
     this.code = code;
@@ -86,8 +156,14 @@ export class AppError extends Error {
   toProblem(requestId: string): Problem {
     const { title } = errorCodes[this.code];
     const body: Problem = {
-      type: problemTypeOf(this.code), title, status: this.statusCode, detail: this.message, instance: requestId,
-      error: this.code, message: this.message, statusCode: this.statusCode,
+      type: problemTypeOf(this.code),
+      title,
+      status: this.statusCode,
+      detail: this.message,
+      instance: requestId,
+      error: this.code,
+      message: this.message,
+      statusCode: this.statusCode,
     };
     if (this.details && this.details.length > 0) body.details = this.details;
     return body;

@@ -4,8 +4,21 @@ export type { Logger };
 
 /** Field names that must never reach a log line, wherever they appear in a logged object. */
 const redactPaths = [
-  'password', '*.password', 'token', '*.token', 'refreshToken', '*.refreshToken', 'accessToken', '*.accessToken',
-  'key', '*.key', 'secret', '*.secret', 'authorization', '*.authorization', 'req.headers.authorization',
+  'password',
+  '*.password',
+  'token',
+  '*.token',
+  'refreshToken',
+  '*.refreshToken',
+  'accessToken',
+  '*.accessToken',
+  'key',
+  '*.key',
+  'secret',
+  '*.secret',
+  'authorization',
+  '*.authorization',
+  'req.headers.authorization',
 ];
 
 /** `destination` lets a test read what would be logged. */

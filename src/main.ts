@@ -27,10 +27,14 @@ export function parseRole(raw: string | undefined): Role {
 
 export async function startService(role: Role, config: Config, log: Logger): Promise<Service> {
   if (!config.redisUrl && !config.redisClusterNodes && role !== 'all') {
-    throw new Error(`role "${role}" needs REDIS_URL or REDIS_CLUSTER_NODES: without them everything runs in one process (role "all")`);
+    throw new Error(
+      `role "${role}" needs REDIS_URL or REDIS_CLUSTER_NODES: without them everything runs in one process (role "all")`,
+    );
   }
   // Loaded only when an OTLP endpoint is set: without one no span is made and the SDK is never imported.
-  const tracing = config.traceExport ? (await import('./tracing/trace-export.ts')).startTraceExport({ role, nodeId: config.nodeId }) : undefined;
+  const tracing = config.traceExport
+    ? (await import('./tracing/trace-export.ts')).startTraceExport({ role, nodeId: config.nodeId })
+    : undefined;
   const app = await createApp(config, log, { consume: role !== 'web' });
   let http: HttpServer | undefined;
   let gateway: RelayGateway | undefined;
@@ -54,7 +58,14 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
   const transport = app.runtime.name;
   // Where it listens is printed whatever LOG_LEVEL says: operators and scripts read this line.
   announce(log).info(
-    { role, port, transport, store, dataDir: store === 'embedded' ? config.dataDir : undefined, traceExport: config.traceExport },
+    {
+      role,
+      port,
+      transport,
+      store,
+      dataDir: store === 'embedded' ? config.dataDir : undefined,
+      traceExport: config.traceExport,
+    },
     port === undefined
       ? `relaybox ${role} running (transport ${transport}, store ${store})`
       : `relaybox ${role} listening on http://${config.host}:${port} (transport ${transport}, store ${store})`,

@@ -37,4 +37,5 @@ export const phoneNumberMaxLength = 32;
 /** The JSON Schema format name the validators check with `toE164` (src/http/validation.ts), and normalize to E.164 after. */
 export const phoneNumberFormat = 'phone-number';
 
-export const phoneNumberRule = 'a phone number in international form (+ and country code; spaces, dashes and brackets allowed), stored as E.164';
+export const phoneNumberRule =
+  'a phone number in international form (+ and country code; spaces, dashes and brackets allowed), stored as E.164';

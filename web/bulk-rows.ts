@@ -25,10 +25,12 @@ export function checkRow(to: string, body: string): string[] {
   else {
     const recipient = recipientOf(to);
     if (!recipient) problems.push(`to ${recipientProblem(to)}`);
-    else if (recipient.kind === 'group') problems.push('to: a contact group is not a recipient of a bulk job; list its members');
+    else if (recipient.kind === 'group')
+      problems.push('to: a contact group is not a recipient of a bulk job; list its members');
   }
   if (body === '') problems.push('body is empty');
-  else if (codePoints(body) > limits.bodyChars) problems.push(`body is longer than ${limits.bodyChars.toLocaleString('en')} characters`);
+  else if (codePoints(body) > limits.bodyChars)
+    problems.push(`body is longer than ${limits.bodyChars.toLocaleString('en')} characters`);
   return problems;
 }
 
@@ -102,7 +104,8 @@ export function parseCsv(text: string): ParsedUpload {
   const names = header.fields.map((f) => f.trim().toLowerCase());
   const toAt = names.indexOf('to');
   const bodyAt = names.indexOf('body');
-  if (toAt < 0 || bodyAt < 0) return { rows: [], error: 'the first row must be a header naming the columns to and body' };
+  if (toAt < 0 || bodyAt < 0)
+    return { rows: [], error: 'the first row must be a header naming the columns to and body' };
   return {
     rows: records.map(({ line, fields }) => {
       const to = fields[toAt] ?? '';
@@ -123,14 +126,20 @@ export function parseJsonRows(text: string): ParsedUpload {
   if (!Array.isArray(value)) return { rows: [], error: 'the JSON must be an array of {"to", "body"} objects' };
   return {
     rows: value.map((entry, i) => {
-      if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) return { line: i + 1, to: '', body: '', problems: ['the entry is not an object'] };
+      if (typeof entry !== 'object' || entry === null || Array.isArray(entry))
+        return { line: i + 1, to: '', body: '', problems: ['the entry is not an object'] };
       const { to, body } = entry as Record<string, unknown>;
       const problems: string[] = [];
       if (typeof to !== 'string') problems.push('to must be a string');
       if (body !== undefined && typeof body !== 'string') problems.push('body must be a string');
       const toText = typeof to === 'string' ? to : '';
       const bodyText = typeof body === 'string' ? body : '';
-      return { line: i + 1, to: toText, body: bodyText, problems: problems.length > 0 ? problems : checkRow(toText, bodyText) };
+      return {
+        line: i + 1,
+        to: toText,
+        body: bodyText,
+        problems: problems.length > 0 ? problems : checkRow(toText, bodyText),
+      };
     }),
   };
 }
@@ -140,7 +149,12 @@ export function parseUpload(name: string, text: string): ParsedUpload {
   const lower = name.toLowerCase();
   if (lower.endsWith('.json')) return parseJsonRows(text);
   if (lower.endsWith('.csv')) return parseCsv(text);
-  return text.replace(/^\uFEFF/, '').trimStart().startsWith('[') ? parseJsonRows(text) : parseCsv(text);
+  return text
+    .replace(/^\uFEFF/, '')
+    .trimStart()
+    .startsWith('[')
+    ? parseJsonRows(text)
+    : parseCsv(text);
 }
 
 export function summarize(rows: PreviewRow[]): { valid: number; invalid: number } {

@@ -7,7 +7,11 @@ type Props = Record<string, unknown>;
  * `on<event>` props add listeners; `true` sets an empty attribute, `false`
  * and null leave it out; `value` and `checked` are set as properties.
  */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props | null = null, ...children: Array<Child | Child[]>): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  props: Props | null = null,
+  ...children: Array<Child | Child[]>
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [key, value] of Object.entries(props ?? {})) {
     if (value === undefined || value === null || value === false) continue;
@@ -38,11 +42,36 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
-export function table(caption: string, head: string[], rows: Array<Array<Child>>, rowProps?: (i: number) => Props): HTMLTableElement {
-  return h('table', null,
+export function table(
+  caption: string,
+  head: string[],
+  rows: Array<Array<Child>>,
+  rowProps?: (i: number) => Props,
+): HTMLTableElement {
+  return h(
+    'table',
+    null,
     h('caption', { class: 'sr-only' }, caption),
-    h('thead', null, h('tr', null, head.map((c) => h('th', { scope: 'col' }, c)))),
-    h('tbody', null, rows.map((r, i) => h('tr', rowProps?.(i) ?? null, r.map((c) => h('td', null, c))))),
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        head.map((c) => h('th', { scope: 'col' }, c)),
+      ),
+    ),
+    h(
+      'tbody',
+      null,
+      rows.map((r, i) =>
+        h(
+          'tr',
+          rowProps?.(i) ?? null,
+          r.map((c) => h('td', null, c)),
+        ),
+      ),
+    ),
   );
 }
 

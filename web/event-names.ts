@@ -1,2 +1,12 @@
 /** As `eventNames` (src/events/event-stream.ts), which the browser bundle cannot import; a unit test keeps them equal. */
-export const webhookEvents = ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received', 'message.checkpoint', 'relay.online', 'relay.offline'] as const;
+export const webhookEvents = [
+  'message.queued',
+  'message.sent',
+  'message.delivered',
+  'message.read',
+  'message.failed',
+  'message.received',
+  'message.checkpoint',
+  'relay.online',
+  'relay.offline',
+] as const;

@@ -14,7 +14,6 @@ import { automationsView, automationView } from './views/automations.ts';
 import { membersView } from './views/members.ts';
 import type { PageContext } from './page.ts';
 
-
 type Page = (ctx: PageContext, param?: string) => void | Promise<void>;
 
 const routes: Array<{ pattern: RegExp; title: string; page: Page; nav?: string }> = [
@@ -43,34 +42,77 @@ let leaving: Array<() => void> = [];
 function navLinks(current: Me): Array<[string, string]> {
   const links: Array<[string, string]> = [['overview', 'Overview']];
   if (can(current, 'member')) links.push(['send', 'Send'], ['bulk', 'Bulk send']);
-  links.push(['jobs', 'Bulk jobs'], ['messages', 'Messages'], ['conversations', 'Conversations'], ['relays', 'Relays'], ['automations', 'Automations'], ['webhooks', 'Webhooks'], ['members', 'Members']);
+  links.push(
+    ['jobs', 'Bulk jobs'],
+    ['messages', 'Messages'],
+    ['conversations', 'Conversations'],
+    ['relays', 'Relays'],
+    ['automations', 'Automations'],
+    ['webhooks', 'Webhooks'],
+    ['members', 'Members'],
+  );
   if (can(current, 'admin')) links.push(['api-keys', 'API keys']);
   return links;
 }
 
 function shell(current: Me): HTMLElement {
   const main = h('main', { id: 'main', tabindex: '-1' });
-  const teams = current.teams.length > 1
-    ? h('label', { class: 'team' }, 'Team ',
-      h('select', {
-        id: 'team-switcher',
-        onchange: (e: Event) => {
-          session.teamId = (e.target as HTMLSelectElement).value;
-          announce(`Team ${current.teams.find((t) => t.id === session.teamId)?.name ?? ''} selected`);
-          void render();
-        },
-      }, current.teams.map((t) => h('option', { value: t.id, selected: t.id === session.teamId }, t.name))))
-    : null;
-  replace(root,
-    h('a', { class: 'skip', href: '#main', onclick: (e: Event) => (e.preventDefault(), main.focus()) }, 'Skip to content'),
-    h('header', null,
+  const teams =
+    current.teams.length > 1
+      ? h(
+          'label',
+          { class: 'team' },
+          'Team ',
+          h(
+            'select',
+            {
+              id: 'team-switcher',
+              onchange: (e: Event) => {
+                session.teamId = (e.target as HTMLSelectElement).value;
+                announce(`Team ${current.teams.find((t) => t.id === session.teamId)?.name ?? ''} selected`);
+                void render();
+              },
+            },
+            current.teams.map((t) => h('option', { value: t.id, selected: t.id === session.teamId }, t.name)),
+          ),
+        )
+      : null;
+  replace(
+    root,
+    h(
+      'a',
+      { class: 'skip', href: '#main', onclick: (e: Event) => (e.preventDefault(), main.focus()) },
+      'Skip to content',
+    ),
+    h(
+      'header',
+      null,
       h('span', { class: 'brand' }, 'Relaybox'),
       h('span', { class: 'org' }, current.organization?.name ?? ''),
       teams,
       h('span', { class: 'who' }, `${current.user?.email ?? ''} (${current.role})`),
-      h('button', { type: 'button', id: 'sign-out', onclick: async () => { await signOut(); } }, 'Sign out'),
+      h(
+        'button',
+        {
+          type: 'button',
+          id: 'sign-out',
+          onclick: async () => {
+            await signOut();
+          },
+        },
+        'Sign out',
+      ),
     ),
-    h('nav', { 'aria-label': 'Dashboard' }, h('ul', null, navLinks(current).map(([id, label]) => h('li', null, h('a', { href: `#/${id}`, 'data-nav': id }, label))), h('li', null, h('a', { href: '/docs' }, 'API reference')))),
+    h(
+      'nav',
+      { 'aria-label': 'Dashboard' },
+      h(
+        'ul',
+        null,
+        navLinks(current).map(([id, label]) => h('li', null, h('a', { href: `#/${id}`, 'data-nav': id }, label))),
+        h('li', null, h('a', { href: '/docs' }, 'API reference')),
+      ),
+    ),
     main,
     h('p', { id: 'status', role: 'status', 'aria-live': 'polite', class: 'status-line' }),
   );
@@ -103,7 +145,8 @@ async function render(): Promise<void> {
 
 async function start(): Promise<void> {
   me = await api<Me>('GET', '/api/v1/me');
-  if (!session.teamId || !me.teams.some((t) => t.id === session.teamId)) session.teamId = me.organization?.defaultTeamId ?? me.teams[0]?.id;
+  if (!session.teamId || !me.teams.some((t) => t.id === session.teamId))
+    session.teamId = me.organization?.defaultTeamId ?? me.teams[0]?.id;
   await render();
 }
 

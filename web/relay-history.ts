@@ -1,8 +1,16 @@
 /** A relay's `relay.online` or `relay.offline` event, as GET /api/v1/events answers it. */
-export interface RelayEvent { event: string; timestamp: string; data: Record<string, unknown> }
+export interface RelayEvent {
+  event: string;
+  timestamp: string;
+  data: Record<string, unknown>;
+}
 
 /** A stretch of a window in one state; null where the events do not say (before the first one). */
-export interface Span { start: number; end: number; online: boolean | null }
+export interface Span {
+  start: number;
+  end: number;
+  online: boolean | null;
+}
 
 /**
  * The window [from, to) cut into online and offline stretches from one

@@ -4,7 +4,10 @@
  * HttpOnly cookie that page script can neither read nor send anywhere but
  * the session routes of this origin.
  */
-export interface Team { id: string; name: string }
+export interface Team {
+  id: string;
+  name: string;
+}
 export interface Me {
   user: { id: string; email: string; role: Role } | null;
   organization: { id: string; name: string; defaultTeamId: string } | null;
@@ -17,17 +20,27 @@ const roleRank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 
 export const can = (me: Me, needed: Role) => roleRank[me.role] >= roleRank[needed];
 
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string, readonly details: Array<{ path: string; message: string }> = []) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly details: Array<{ path: string; message: string }> = [],
+  ) {
     super(message);
   }
 }
 
 /** An error as a reader sees it: the problem's message with the fields it names. */
 export function describeError(err: unknown): string {
-  return err instanceof ApiError && err.details.length ? `${err.message}: ${err.details.map((d) => `${d.path} ${d.message}`).join('; ')}` : (err as Error).message;
+  return err instanceof ApiError && err.details.length
+    ? `${err.message}: ${err.details.map((d) => `${d.path} ${d.message}`).join('; ')}`
+    : (err as Error).message;
 }
 
-interface Grant { accessToken: string; expiresIn: number }
+interface Grant {
+  accessToken: string;
+  expiresIn: number;
+}
 
 let accessToken: string | undefined;
 let refreshTimer: ReturnType<typeof setTimeout> | undefined;
@@ -109,8 +122,17 @@ export async function signOut(): Promise<void> {
 }
 
 async function errorOf(res: Response): Promise<ApiError> {
-  const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string; details?: Array<{ path: string; message: string }> };
-  return new ApiError(res.status, body.error ?? 'error', body.message ?? `${res.status} ${res.statusText}`, body.details);
+  const body = (await res.json().catch(() => ({}))) as {
+    error?: string;
+    message?: string;
+    details?: Array<{ path: string; message: string }>;
+  };
+  return new ApiError(
+    res.status,
+    body.error ?? 'error',
+    body.message ?? `${res.status} ${res.statusText}`,
+    body.details,
+  );
 }
 
 /** Calls the API as the signed-in user, in the chosen team; a 401 tries one refresh before giving up. */
@@ -140,7 +162,10 @@ export async function allPages<T>(path: string, max = 100): Promise<T[]> {
   const out: T[] = [];
   const sep = path.includes('?') ? '&' : '?';
   for (let page = 1; page <= max; page++) {
-    const answer = await api<{ data: T[]; pagination: { totalPages: number } }>('GET', `${path}${sep}page=${page}&limit=100`);
+    const answer = await api<{ data: T[]; pagination: { totalPages: number } }>(
+      'GET',
+      `${path}${sep}page=${page}&limit=100`,
+    );
     out.push(...answer.data);
     if (page >= answer.pagination.totalPages) break;
   }

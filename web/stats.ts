@@ -3,10 +3,21 @@ import { api } from './session.ts';
 
 type Percentiles = { p50: number | null; p95: number | null; p99: number | null };
 export interface Bucket {
-  start: string; accepted: number; sent: number; delivered: number; read: number; failed: number; received: number;
+  start: string;
+  accepted: number;
+  sent: number;
+  delivered: number;
+  read: number;
+  failed: number;
+  received: number;
   latency: { sent: Percentiles; delivered: Percentiles };
 }
-export interface Stats { from: string; to: string; interval: '1m' | '1h' | '1d'; buckets: Bucket[] }
+export interface Stats {
+  from: string;
+  to: string;
+  interval: '1m' | '1h' | '1d';
+  buckets: Bucket[];
+}
 
 /** The ranges the overview offers, each read in buckets small enough to show its shape. */
 export const ranges = {
@@ -20,7 +31,11 @@ export type Range = keyof typeof ranges;
 export function messageStats(range: Range, filter: { relayId?: string } = {}): Promise<Stats> {
   const r = ranges[range];
   const to = new Date();
-  const q = new URLSearchParams({ from: new Date(to.getTime() - r.ms).toISOString(), to: to.toISOString(), interval: r.interval });
+  const q = new URLSearchParams({
+    from: new Date(to.getTime() - r.ms).toISOString(),
+    to: to.toISOString(),
+    interval: r.interval,
+  });
   if (filter.relayId) q.set('relayId', filter.relayId);
   return api<Stats>('GET', `/api/v1/stats/messages?${q}`);
 }
@@ -28,7 +43,10 @@ export function messageStats(range: Range, filter: { relayId?: string } = {}): P
 export const outcomes = ['accepted', 'sent', 'delivered', 'read', 'failed', 'received'] as const;
 
 export function volumeData(stats: Stats, which: ReadonlyArray<(typeof outcomes)[number]> = outcomes): ChartData {
-  return { x: stats.buckets.map((b) => b.start), lines: Object.fromEntries(which.map((k) => [k, stats.buckets.map((b) => b[k])])) };
+  return {
+    x: stats.buckets.map((b) => b.start),
+    lines: Object.fromEntries(which.map((k) => [k, stats.buckets.map((b) => b[k])])),
+  };
 }
 
 export function latencyData(stats: Stats): ChartData {

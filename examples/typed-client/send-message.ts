@@ -25,7 +25,9 @@ const client = createClient<paths>({
 });
 
 function fail(problem: Problem): never {
-  throw new Error(`${problem.status} ${problem.title}: ${problem.detail} (${problem.type}, request ${problem.instance})`);
+  throw new Error(
+    `${problem.status} ${problem.title}: ${problem.detail} (${problem.type}, request ${problem.instance})`,
+  );
 }
 
 const sent = await client.POST('/api/v1/messages', {

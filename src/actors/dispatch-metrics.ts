@@ -28,17 +28,35 @@ export function exposeDispatchMetrics(runtime: Pick<Transport, 'statesOf'>): voi
         });
       }
       const now = Date.now();
-      priorityBands.forEach(({ band }, i) => set({ band }, oldest[i] === undefined ? 0 : Math.max(0, (now - oldest[i]!) / 1000)));
+      priorityBands.forEach(({ band }, i) =>
+        set({ band }, oldest[i] === undefined ? 0 : Math.max(0, (now - oldest[i]!) / 1000)),
+      );
     },
   });
-  total('relaybox_queue_messages', 'Messages waiting in the send queues, due and not yet handed to a relay',
-    tenants, (state) => state.queue.size);
-  total('relaybox_tenants_waiting_for_relay', 'Organizations with messages waiting in their send queue and no relay online',
-    tenants, (state) => (state.queue.size > 0 && state.relays.size === 0 ? 1 : 0));
-  total('relaybox_relay_send_capacity', 'Sends the online relays take at once, as each declared (its capacity): the credits they grant',
-    relays, (state) => (state.doc?.status === 'online' ? state.credits.capacity : 0));
-  total('relaybox_relay_sends_in_flight', 'Sends handed to relays and not yet reported on: the capacity in use',
-    relays, (state) => state.credits.size);
+  total(
+    'relaybox_queue_messages',
+    'Messages waiting in the send queues, due and not yet handed to a relay',
+    tenants,
+    (state) => state.queue.size,
+  );
+  total(
+    'relaybox_tenants_waiting_for_relay',
+    'Organizations with messages waiting in their send queue and no relay online',
+    tenants,
+    (state) => (state.queue.size > 0 && state.relays.size === 0 ? 1 : 0),
+  );
+  total(
+    'relaybox_relay_send_capacity',
+    'Sends the online relays take at once, as each declared (its capacity): the credits they grant',
+    relays,
+    (state) => (state.doc?.status === 'online' ? state.credits.capacity : 0),
+  );
+  total(
+    'relaybox_relay_sends_in_flight',
+    'Sends handed to relays and not yet reported on: the capacity in use',
+    relays,
+    (state) => state.credits.size,
+  );
 }
 
 /** A gauge with no labels: the sum of `of` over the states. */
@@ -54,7 +72,12 @@ function total<S>(name: string, help: string, states: () => Iterable<S>, of: (st
   });
 }
 
-function gauge(opts: { name: string; help: string; labelNames?: string[]; collect: (set: (labels: Record<string, string>, value: number) => void) => void }): void {
+function gauge(opts: {
+  name: string;
+  help: string;
+  labelNames?: string[];
+  collect: (set: (labels: Record<string, string>, value: number) => void) => void;
+}): void {
   register.removeSingleMetric(opts.name);
   new Gauge<string>({
     name: opts.name,

@@ -58,10 +58,27 @@ export function createActors(deps: ActorDeps) {
   const sessions = new RelaySessions({ db, outbox, sends, heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs });
   const inbound = new InboundRecorder({ db, outbox, rollups, link });
   const jobsLog = deps.log.child({ component: 'jobs' });
-  const tracker = new JobTracker({ db, events: deps.events, jobs: actorClient(deps.runtime, jobProtocol), log: jobsLog, trackMs: config.jobTrackMs });
-  const lanes = new WebhookLanes({ attempts: deps.attempts, db: deps.webhookDb, runtime: deps.runtime, config: config.webhook, log: deps.log.child({ component: 'webhooks' }) });
+  const tracker = new JobTracker({
+    db,
+    events: deps.events,
+    jobs: actorClient(deps.runtime, jobProtocol),
+    log: jobsLog,
+    trackMs: config.jobTrackMs,
+  });
+  const lanes = new WebhookLanes({
+    attempts: deps.attempts,
+    db: deps.webhookDb,
+    runtime: deps.runtime,
+    config: config.webhook,
+    log: deps.log.child({ component: 'webhooks' }),
+  });
   exposePendingDeliveries(() => lanes.size);
-  const runner = new AutomationRunner({ db: deps.automationDb, actions: deps.actions, webhook: config.webhook, log: deps.log.child({ component: 'automations' }) });
+  const runner = new AutomationRunner({
+    db: deps.automationDb,
+    actions: deps.actions,
+    webhook: config.webhook,
+    log: deps.log.child({ component: 'automations' }),
+  });
   const definitions: ActorDefinition[] = [
     tenantActor(dispatcher),
     relayActor(sessions, sends, inbound),

@@ -17,13 +17,19 @@ async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { org: { type: 'string' }, 'per-minute': { type: 'string' }, burst: { type: 'string' }, default: { type: 'boolean' } },
+    options: {
+      org: { type: 'string' },
+      'per-minute': { type: 'string' },
+      burst: { type: 'string' },
+      default: { type: 'boolean' },
+    },
   });
   if (positionals[0] !== 'rate-limit' || !values.org) {
     console.error(usage);
     return 2;
   }
-  const positive = (raw: string | undefined) => (raw !== undefined && /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : undefined);
+  const positive = (raw: string | undefined) =>
+    raw !== undefined && /^[1-9][0-9]{0,8}$/.test(raw) ? Number(raw) : undefined;
   const perMinute = positive(values['per-minute']);
   const burst = positive(values.burst);
   if (!values.default && (perMinute === undefined || burst === undefined)) {
@@ -31,7 +37,15 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  const store = createStore({ mongoUrl: config.mongoUrl, dataDir: config.dataDir, pingTimeoutMs: config.storePingTimeoutMs, mongoWrites: config.mongoWrites }, createLogger('warn'));
+  const store = createStore(
+    {
+      mongoUrl: config.mongoUrl,
+      dataDir: config.dataDir,
+      pingTimeoutMs: config.storePingTimeoutMs,
+      mongoWrites: config.mongoWrites,
+    },
+    createLogger('warn'),
+  );
   const { organizations } = identityCollections(store);
   await store.init();
   try {
@@ -43,7 +57,11 @@ async function main(argv: string[]): Promise<number> {
       console.error(`no organization ${values.org}`);
       return 1;
     }
-    console.log(values.default ? `${org.id} (${org.name}) uses the default rate limit` : `${org.id} (${org.name}): ${perMinute} requests a minute, burst ${burst}`);
+    console.log(
+      values.default
+        ? `${org.id} (${org.name}) uses the default rate limit`
+        : `${org.id} (${org.name}): ${perMinute} requests a minute, burst ${burst}`,
+    );
     return 0;
   } finally {
     await store.close();

@@ -1,7 +1,13 @@
 import { AppError } from '../errors.ts';
 import { nowIso } from '../ids.ts';
 import type { ContactCollections } from '../contacts/contact-store.ts';
-import { contactUpdate, newContactDoc, publicContact, reachableByFilter, type ContactDoc } from '../contacts/contact-store.ts';
+import {
+  contactUpdate,
+  newContactDoc,
+  publicContact,
+  reachableByFilter,
+  type ContactDoc,
+} from '../contacts/contact-store.ts';
 import type { Contact } from '../contacts/contact-schemas.ts';
 import type { MessagingCollections } from '../messages/message-store.ts';
 import type { SendService } from '../messages/send-service.ts';
@@ -18,14 +24,16 @@ export type ReplyOutcome = { status: 'succeeded' | 'skipped' | 'failed'; error: 
 
 /** The performers of the four action types; each is safe to run again for the same execution (a redelivered run). */
 export class AutomationActions {
-  constructor(private readonly deps: {
-    messages: MessagingCollections['messages'];
-    contacts: ContactCollections['contacts'];
-    send: SendService;
-    sender: WebhookSender;
-    box: SecretBox;
-    repliesPerConversationPerHour: number;
-  }) {}
+  constructor(
+    private readonly deps: {
+      messages: MessagingCollections['messages'];
+      contacts: ContactCollections['contacts'];
+      send: SendService;
+      sender: WebhookSender;
+      box: SecretBox;
+      repliesPerConversationPerHour: number;
+    },
+  ) {}
 
   /**
    * Through the normal send path, in the message's team and conversation. A
@@ -37,17 +45,29 @@ export class AutomationActions {
     const m = exec.message;
     const scope = { tenantId: exec.tenantId, teamId: m.teamId };
     const origin = `${exec.id}:${index}`;
-    if (await this.deps.messages.findOne(scope, { conversationId: m.conversationId, automationExecutionId: origin })) return { status: 'succeeded', error: null };
+    if (await this.deps.messages.findOne(scope, { conversationId: m.conversationId, automationExecutionId: origin }))
+      return { status: 'succeeded', error: null };
     if (m.participant.startsWith('chat:') || normalizeParticipant(m.participant) === undefined) {
       return { status: 'failed', error: 'the conversation has no address to reply to' };
     }
     const since = new Date(Date.now() - hourMs).toISOString();
-    const recent = await this.deps.messages.count(scope, { conversationId: m.conversationId, automationId: { $exists: true }, createdAt: { $gte: since } });
+    const recent = await this.deps.messages.count(scope, {
+      conversationId: m.conversationId,
+      automationId: { $exists: true },
+      createdAt: { $gte: since },
+    });
     const cap = this.deps.repliesPerConversationPerHour;
-    if (recent >= cap) return { status: 'skipped', error: `loop guard: this conversation had ${cap} automated replies in the last hour` };
+    if (recent >= cap)
+      return {
+        status: 'skipped',
+        error: `loop guard: this conversation had ${cap} automated replies in the last hour`,
+      };
     try {
-      await this.deps.send.sendForAutomation({ orgId: exec.tenantId, teamId: m.teamId, role: 'admin' }, { to: m.participant, body: action.config.body ?? '', priority: 0 },
-        { automationId: exec.automationId, executionId: origin });
+      await this.deps.send.sendForAutomation(
+        { orgId: exec.tenantId, teamId: m.teamId, role: 'admin' },
+        { to: m.participant, body: action.config.body ?? '', priority: 0 },
+        { automationId: exec.automationId, executionId: origin },
+      );
       return { status: 'succeeded', error: null };
     } catch (err) {
       if (err instanceof AppError && !err.retryable) return { status: 'failed', error: err.message };
@@ -60,21 +80,31 @@ export class AutomationActions {
     const m = exec.message;
     const scope = { tenantId: exec.tenantId, teamId: m.teamId };
     const address = normalizeParticipant(m.participant);
-    if (address === undefined || address.startsWith('chat:')) return { status: 'failed', error: 'the sender has no phone number or email' };
+    if (address === undefined || address.startsWith('chat:'))
+      return { status: 'failed', error: 'the sender has no phone number or email' };
     const existing = await this.contactOf(exec);
     const tags = action.config.tags ?? [];
     if (existing) {
       const known = new Set(existing.tags.map((t) => t.toLowerCase()));
       const added = tags.filter((t) => !known.has(t.toLowerCase()));
-      if (added.length > 0) await this.deps.contacts.updateOne(scope, { id: existing.id }, contactUpdate({ tags: [...existing.tags, ...added] }, nowIso()));
+      if (added.length > 0)
+        await this.deps.contacts.updateOne(
+          scope,
+          { id: existing.id },
+          contactUpdate({ tags: [...existing.tags, ...added] }, nowIso()),
+        );
       return { status: 'succeeded', error: null };
     }
     const isEmail = address.includes('@');
-    const doc = newContactDoc(scope, {
-      firstName: action.config.firstName ?? address,
-      ...(isEmail ? { emailAddresses: [address] } : { phoneNumbers: [address] }),
-      ...(tags.length > 0 ? { tags } : {}),
-    }, nowIso());
+    const doc = newContactDoc(
+      scope,
+      {
+        firstName: action.config.firstName ?? address,
+        ...(isEmail ? { emailAddresses: [address] } : { phoneNumbers: [address] }),
+        ...(tags.length > 0 ? { tags } : {}),
+      },
+      nowIso(),
+    );
     await this.deps.contacts.insertOne(scope, doc);
     return { status: 'succeeded', error: null };
   }
@@ -87,15 +117,22 @@ export class AutomationActions {
       timestamp: nowIso(),
       automationId: exec.automationId,
       data: {
-        id: m.id, to: m.to, from: m.from, body: m.body, status: m.status, conversationId: m.conversationId,
-        ...(m.deliveredAt ? { deliveredAt: m.deliveredAt } : {}), ...(m.readAt ? { readAt: m.readAt } : {}),
+        id: m.id,
+        to: m.to,
+        from: m.from,
+        body: m.body,
+        status: m.status,
+        conversationId: m.conversationId,
+        ...(m.deliveredAt ? { deliveredAt: m.deliveredAt } : {}),
+        ...(m.readAt ? { readAt: m.readAt } : {}),
       },
     };
     const headers: Record<string, string> = {};
     if (action.type === 'log_to_crm') {
       const contact = await this.contactOf(exec);
-      payload.contact = contact ? publicContact(contact) satisfies Contact : null;
-      if (action.config.apiKeySealed) headers.authorization = `Bearer ${this.deps.box.open(action.config.apiKeySealed)}`;
+      payload.contact = contact ? (publicContact(contact) satisfies Contact) : null;
+      if (action.config.apiKeySealed)
+        headers.authorization = `Bearer ${this.deps.box.open(action.config.apiKeySealed)}`;
     }
     const body = JSON.stringify(payload);
     // An action's secret signs with its UTF-8 bytes, whatever it looks like: `whsec_` keys are webhooks' only.

@@ -8,13 +8,22 @@ import type { Transport } from '../runtime/types.ts';
 import { insertNew } from '../store/insert-new.ts';
 import { executionOutcomes } from './automation-metrics.ts';
 import { triggerEvents, type Trigger } from './automation-schemas.ts';
-import { executionId, orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type TriggeringMessage } from './automation-store.ts';
+import {
+  executionId,
+  orgScope,
+  type AutomationCollections,
+  type AutomationDoc,
+  type ExecutionDoc,
+  type TriggeringMessage,
+} from './automation-store.ts';
 import { evaluateWithRetry, loopTurn, type Evaluation } from './conditions.ts';
 
 /** Evaluations of one batch run back to back for at most this long before the loop takes its turn. */
 const evaluationSliceMs = 10;
 
-const triggerOf = Object.fromEntries(Object.entries(triggerEvents).map(([trigger, event]) => [event, trigger])) as Partial<Record<DomainEvent['event'], Trigger>>;
+const triggerOf = Object.fromEntries(
+  Object.entries(triggerEvents).map(([trigger, event]) => [event, trigger]),
+) as Partial<Record<DomainEvent['event'], Trigger>>;
 
 /**
  * Turns message events of the durable stream (the `automations` consumer
@@ -28,7 +37,13 @@ const triggerOf = Object.fromEntries(Object.entries(triggerEvents).map(([trigger
 export class AutomationRouter {
   private readonly automations;
 
-  constructor(private readonly deps: { db: AutomationCollections; messages: MessagingCollections['messages']; runtime: Transport }) {
+  constructor(
+    private readonly deps: {
+      db: AutomationCollections;
+      messages: MessagingCollections['messages'];
+      runtime: Transport;
+    },
+  ) {
     this.automations = actorClient(deps.runtime, automationProtocol);
   }
 
@@ -69,10 +84,22 @@ export class AutomationRouter {
     const matched = docs.filter((d) => d.matched);
     const stored = matched.filter((d) => !inserted.has(d.id));
     // Read again (the consumer died before acknowledging): only executions not yet done are handed on.
-    const unfinished = stored.length === 0 ? new Set<string>()
-      : new Set((await this.deps.db.executions.find(orgScope(orgId), { id: { $in: stored.map((d) => d.id) }, state: 'running' })).map((d) => d.id));
-    await Promise.all(matched.filter((d) => inserted.has(d.id) || unfinished.has(d.id))
-      .map((d) => this.automations.send(d.message.conversationId, { kind: 'run', orgId, executionId: d.id })));
+    const unfinished =
+      stored.length === 0
+        ? new Set<string>()
+        : new Set(
+            (
+              await this.deps.db.executions.find(orgScope(orgId), {
+                id: { $in: stored.map((d) => d.id) },
+                state: 'running',
+              })
+            ).map((d) => d.id),
+          );
+    await Promise.all(
+      matched
+        .filter((d) => inserted.has(d.id) || unfinished.has(d.id))
+        .map((d) => this.automations.send(d.message.conversationId, { kind: 'run', orgId, executionId: d.id })),
+    );
   }
 
   /** Message ids among these events that are replies sent by an automation. */
@@ -85,21 +112,55 @@ export class AutomationRouter {
 }
 
 function triggeringMessage(e: DomainEvent): TriggeringMessage {
-  const d = e.data as { id: string; to: string; from: string | null; body: string; status: string; conversationId: string; deliveredAt?: string; readAt?: string };
+  const d = e.data as {
+    id: string;
+    to: string;
+    from: string | null;
+    body: string;
+    status: string;
+    conversationId: string;
+    deliveredAt?: string;
+    readAt?: string;
+  };
   const other = e.event === 'message.received' ? (d.from ?? '') : d.to;
   return {
-    id: d.id, teamId: e.teamId!, conversationId: d.conversationId, from: d.from, to: d.to, body: d.body ?? '', status: d.status,
+    id: d.id,
+    teamId: e.teamId!,
+    conversationId: d.conversationId,
+    from: d.from,
+    to: d.to,
+    body: d.body ?? '',
+    status: d.status,
     participant: normalizeParticipant(other) ?? other,
-    ...(d.deliveredAt ? { deliveredAt: d.deliveredAt } : {}), ...(d.readAt ? { readAt: d.readAt } : {}),
+    ...(d.deliveredAt ? { deliveredAt: d.deliveredAt } : {}),
+    ...(d.readAt ? { readAt: d.readAt } : {}),
   };
 }
 
-function newExecution(rule: AutomationDoc, message: TriggeringMessage, trigger: Trigger, now: string, evaluation: Evaluation): ExecutionDoc {
+function newExecution(
+  rule: AutomationDoc,
+  message: TriggeringMessage,
+  trigger: Trigger,
+  now: string,
+  evaluation: Evaluation,
+): ExecutionDoc {
   const { matched, actionsWouldExecute } = evaluation;
   return {
-    id: executionId(rule.id, message.id), tenantId: rule.tenantId, automationId: rule.id, messageId: message.id, trigger, matched,
+    id: executionId(rule.id, message.id),
+    tenantId: rule.tenantId,
+    automationId: rule.id,
+    messageId: message.id,
+    trigger,
+    matched,
     state: matched ? 'running' : 'done',
-    actions: actionsWouldExecute.map((type) => ({ type, status: 'pending' as const, error: null, ...(type === 'call_webhook' || type === 'log_to_crm' ? { attempts: 0 } : {}) })),
-    message, createdAt: now, updatedAt: now,
+    actions: actionsWouldExecute.map((type) => ({
+      type,
+      status: 'pending' as const,
+      error: null,
+      ...(type === 'call_webhook' || type === 'log_to_crm' ? { attempts: 0 } : {}),
+    })),
+    message,
+    createdAt: now,
+    updatedAt: now,
   };
 }

@@ -5,8 +5,19 @@ import { newId, nowIso } from '../ids.ts';
 import type { Sort } from '../store/collection.ts';
 import { parseWebhookUrl, resolveTarget } from '../webhooks/address-guard.ts';
 import type { SecretBox } from '../webhooks/secret-box.ts';
-import { maxAutomationsPerOrg, type AutomationInput, type AutomationView, type ExecutionView } from './automation-schemas.ts';
-import { orgScope, type AutomationCollections, type AutomationDoc, type ExecutionDoc, type StoredAction } from './automation-store.ts';
+import {
+  maxAutomationsPerOrg,
+  type AutomationInput,
+  type AutomationView,
+  type ExecutionView,
+} from './automation-schemas.ts';
+import {
+  orgScope,
+  type AutomationCollections,
+  type AutomationDoc,
+  type ExecutionDoc,
+  type StoredAction,
+} from './automation-store.ts';
 import { checkPatterns, evaluateWithRetry, type Evaluation, type SampleMessage } from './conditions.ts';
 
 /** The execution log's order, on the index over (automationId, createdAt, id). */
@@ -17,9 +28,17 @@ const recentExecutions = 20;
 
 export function automationView(d: AutomationDoc): AutomationView {
   return {
-    id: d.id, name: d.name, trigger: d.trigger, logic: d.logic, conditions: d.conditions,
-    actions: d.actions.map(actionView), enabled: d.enabled,
-    createdAt: d.createdAt, updatedAt: d.updatedAt, lastExecutedAt: d.lastExecutedAt, executionCount: d.executionCount,
+    id: d.id,
+    name: d.name,
+    trigger: d.trigger,
+    logic: d.logic,
+    conditions: d.conditions,
+    actions: d.actions.map(actionView),
+    enabled: d.enabled,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+    lastExecutedAt: d.lastExecutedAt,
+    executionCount: d.executionCount,
   };
 }
 
@@ -33,8 +52,13 @@ function actionView(a: StoredAction): AutomationView['actions'][number] {
 
 export function executionView(d: ExecutionDoc): ExecutionView {
   return {
-    id: d.id, automationId: d.automationId, messageId: d.messageId, trigger: d.trigger, matched: d.matched,
-    actions: d.actions.map((a) => ({ type: a.type, status: a.status, error: a.error })), createdAt: d.createdAt,
+    id: d.id,
+    automationId: d.automationId,
+    messageId: d.messageId,
+    trigger: d.trigger,
+    matched: d.matched,
+    actions: d.actions.map((a) => ({ type: a.type, status: a.status, error: a.error })),
+    createdAt: d.createdAt,
   };
 }
 
@@ -48,7 +72,15 @@ export class AutomationService {
       throw validationError('', `an organization has at most ${maxAutomationsPerOrg} automations`);
     }
     const now = nowIso();
-    const doc: AutomationDoc = { id: newId('aut'), tenantId: orgId, ...fields, createdAt: now, updatedAt: now, lastExecutedAt: null, executionCount: 0 };
+    const doc: AutomationDoc = {
+      id: newId('aut'),
+      tenantId: orgId,
+      ...fields,
+      createdAt: now,
+      updatedAt: now,
+      lastExecutedAt: null,
+      executionCount: 0,
+    };
     await this.deps.db.automations.insertOne(orgScope(orgId), doc);
     return automationView(doc);
   }
@@ -64,14 +96,22 @@ export class AutomationService {
 
   async get(orgId: string, id: string): Promise<AutomationView & { executions: ExecutionView[] }> {
     const doc = await this.load(orgId, id);
-    const executions = await this.deps.db.executions.find(orgScope(orgId), { automationId: id }, { sort: newestFirst, limit: recentExecutions });
+    const executions = await this.deps.db.executions.find(
+      orgScope(orgId),
+      { automationId: id },
+      { sort: newestFirst, limit: recentExecutions },
+    );
     return { ...automationView(doc), executions: executions.map(executionView) };
   }
 
   /** Full replacement: every field not given takes its default (conditions none, logic and, enabled true). */
   async replace(orgId: string, id: string, body: AutomationInput): Promise<AutomationView> {
     const fields = await this.fields(body);
-    const doc = await this.deps.db.automations.updateOne(orgScope(orgId), { id }, { $set: { ...fields, updatedAt: nowIso() } });
+    const doc = await this.deps.db.automations.updateOne(
+      orgScope(orgId),
+      { id },
+      { $set: { ...fields, updatedAt: nowIso() } },
+    );
     if (!doc) throw notFound('automation');
     return automationView(doc);
   }
@@ -87,7 +127,11 @@ export class AutomationService {
   async toggle(orgId: string, id: string): Promise<AutomationView> {
     for (;;) {
       const doc = await this.load(orgId, id);
-      const updated = await this.deps.db.automations.updateOne(orgScope(orgId), { id, enabled: doc.enabled }, { $set: { enabled: !doc.enabled, updatedAt: nowIso() } });
+      const updated = await this.deps.db.automations.updateOne(
+        orgScope(orgId),
+        { id, enabled: doc.enabled },
+        { $set: { enabled: !doc.enabled, updatedAt: nowIso() } },
+      );
       if (updated) return automationView(updated);
     }
   }
@@ -110,7 +154,9 @@ export class AutomationService {
   }
 
   /** What the schema cannot check: patterns (linear-time engine, length, compiled size) and action URLs (the webhook address guard). */
-  private async fields(body: AutomationInput): Promise<Pick<AutomationDoc, 'name' | 'trigger' | 'logic' | 'conditions' | 'actions' | 'enabled'>> {
+  private async fields(
+    body: AutomationInput,
+  ): Promise<Pick<AutomationDoc, 'name' | 'trigger' | 'logic' | 'conditions' | 'actions' | 'enabled'>> {
     const conditions = body.conditions ?? [];
     checkPatterns(conditions, (i) => pointer('conditions', i, 'value'));
     const actions: StoredAction[] = [];
@@ -119,13 +165,21 @@ export class AutomationService {
         await this.checkUrl(a.config.url, pointer('actions', i, 'config', 'url'));
         const config: StoredAction['config'] = { url: a.config.url };
         if (a.config.secret !== undefined) config.secretSealed = this.deps.box.seal(a.config.secret);
-        if (a.type === 'log_to_crm' && a.config.apiKey !== undefined) config.apiKeySealed = this.deps.box.seal(a.config.apiKey);
+        if (a.type === 'log_to_crm' && a.config.apiKey !== undefined)
+          config.apiKeySealed = this.deps.box.seal(a.config.apiKey);
         actions.push({ type: a.type, config });
       } else {
         actions.push({ type: a.type, config: { ...a.config } });
       }
     }
-    return { name: body.name, trigger: body.trigger, logic: body.logic ?? 'and', conditions, actions, enabled: body.enabled ?? true };
+    return {
+      name: body.name,
+      trigger: body.trigger,
+      logic: body.logic ?? 'and',
+      conditions,
+      actions,
+      enabled: body.enabled ?? true,
+    };
   }
 
   private async checkUrl(raw: string, path: string): Promise<void> {

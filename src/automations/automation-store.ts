@@ -73,8 +73,13 @@ export interface ExecutionDoc {
 
 export function automationCollections(store: Store) {
   return {
-    automations: store.collection<AutomationDoc>('automations', [{ keys: { tenantId: 1, createdAt: 1 } }, { keys: { tenantId: 1, trigger: 1, enabled: 1 } }]),
-    executions: store.collection<ExecutionDoc>('automation_executions', [{ keys: { tenantId: 1, automationId: 1, createdAt: -1, id: 1 } }]),
+    automations: store.collection<AutomationDoc>('automations', [
+      { keys: { tenantId: 1, createdAt: 1 } },
+      { keys: { tenantId: 1, trigger: 1, enabled: 1 } },
+    ]),
+    executions: store.collection<ExecutionDoc>('automation_executions', [
+      { keys: { tenantId: 1, automationId: 1, createdAt: -1, id: 1 } },
+    ]),
   };
 }
 

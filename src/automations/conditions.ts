@@ -32,16 +32,22 @@ export interface Evaluation {
  * answers exactly what a run then does. Every condition is evaluated (the
  * dry run reports each); no conditions means the automation always matches.
  */
-export function evaluate(rule: { logic: 'and' | 'or'; conditions: Condition[]; actions: { type: ActionType }[] }, message: SampleMessage): Evaluation {
+export function evaluate(
+  rule: { logic: 'and' | 'or'; conditions: Condition[]; actions: { type: ActionType }[] },
+  message: SampleMessage,
+): Evaluation {
   const patterns = patternOutcomes(rule.conditions, message);
   const conditionsEvaluated = rule.conditions.map((c, i): ConditionResult => {
     const result = { field: c.field, operator: c.operator, value: c.value };
     const outcome = patterns[i];
     if (outcome === undefined) return { ...result, matched: plainConditionMatches(c, message) };
-    return typeof outcome === 'string' ? { ...result, matched: false, error: outcome } : { ...result, matched: outcome };
+    return typeof outcome === 'string'
+      ? { ...result, matched: false, error: outcome }
+      : { ...result, matched: outcome };
   });
-  const matched = conditionsEvaluated.length === 0
-    || (rule.logic === 'or' ? conditionsEvaluated.some((c) => c.matched) : conditionsEvaluated.every((c) => c.matched));
+  const matched =
+    conditionsEvaluated.length === 0 ||
+    (rule.logic === 'or' ? conditionsEvaluated.some((c) => c.matched) : conditionsEvaluated.every((c) => c.matched));
   return { matched, conditionsEvaluated, actionsWouldExecute: matched ? rule.actions.map((a) => a.type) : [] };
 }
 
@@ -51,7 +57,10 @@ export function evaluate(rule: { logic: 'and' | 'or'; conditions: Condition[]; a
  * cut a harmless pattern short; one more try after the event loop has run
  * tells that apart from a pattern that takes that long every time.
  */
-export async function evaluateWithRetry(rule: Parameters<typeof evaluate>[0], message: SampleMessage): Promise<Evaluation> {
+export async function evaluateWithRetry(
+  rule: Parameters<typeof evaluate>[0],
+  message: SampleMessage,
+): Promise<Evaluation> {
   const first = evaluate(rule, message);
   if (!first.conditionsEvaluated.some((c) => c.error === outOfTime)) return first;
   await loopTurn();
@@ -75,15 +84,20 @@ function plainConditionMatches(c: Condition, message: SampleMessage): boolean {
   const text = actual.toLowerCase();
   const value = c.value.toLowerCase();
   switch (c.operator) {
-    case 'contains': return text.includes(value);
-    case 'equals': return text === value;
-    case 'starts_with': return text.startsWith(value);
-    case 'ends_with': return text.endsWith(value);
+    case 'contains':
+      return text.includes(value);
+    case 'equals':
+      return text === value;
+    case 'starts_with':
+      return text.startsWith(value);
+    case 'ends_with':
+      return text.endsWith(value);
     case 'is_in': {
       const key = listKey(actual);
       return c.value.split(',').some((item) => item.trim() !== '' && listKey(item) === key);
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -124,11 +138,16 @@ export function checkPatterns(conditions: Condition[], path: (index: number) => 
   conditions.forEach((c, i) => {
     if (c.operator !== 'matches_regex') return;
     const pattern = c.value;
-    if (pattern.length > maxPatternLength) throw validationError(path(i), `must be at most ${maxPatternLength} characters`);
+    if (pattern.length > maxPatternLength)
+      throw validationError(path(i), `must be at most ${maxPatternLength} characters`);
     const program = loadProgram(pattern, instructions);
     if ('refused' in program) {
       const construct = program.syntax ? backtrackingConstructs.find(([re]) => re.test(pattern)) : undefined;
-      if (construct) throw validationError(path(i), `uses ${construct[1]}, which needs backtracking; patterns run on a linear-time engine (RE2 syntax)`);
+      if (construct)
+        throw validationError(
+          path(i),
+          `uses ${construct[1]}, which needs backtracking; patterns run on a linear-time engine (RE2 syntax)`,
+        );
       throw validationError(path(i), program.refused);
     }
     instructions += program.instructions;
@@ -145,8 +164,9 @@ type Program = { re: RE2JS; instructions: number } | { refused: string; syntax?:
  */
 function loadProgram(pattern: string, before: number): Program {
   const room = maxPatternInstructions - before;
-  const tooLarge = (size: number) => `compiles to ${size} instructions, and the patterns of one automation may take ${maxPatternInstructions} together${before > 0 ? ` (the earlier ones take ${before})` : ''}: `
-    + 'bounded repeats are written out (x{0,1000} is 1,000 copies of x) and matching time grows with the text times the instructions';
+  const tooLarge = (size: number) =>
+    `compiles to ${size} instructions, and the patterns of one automation may take ${maxPatternInstructions} together${before > 0 ? ` (the earlier ones take ${before})` : ''}: ` +
+    'bounded repeats are written out (x{0,1000} is 1,000 copies of x) and matching time grows with the text times the instructions';
   const estimate = expandedSize(pattern);
   // The estimate follows the compiled size closely (within a few instructions) but can read a list of single characters as up to twice its size.
   if (estimate > 2 * room) return { refused: tooLarge(estimate) };
@@ -154,7 +174,10 @@ function loadProgram(pattern: string, before: number): Program {
   try {
     re = compiled(pattern);
   } catch (err) {
-    return { refused: `is not a valid RE2 pattern: ${(err as Error).message.replace(/^error parsing regexp: /, '')}`, syntax: true };
+    return {
+      refused: `is not a valid RE2 pattern: ${(err as Error).message.replace(/^error parsing regexp: /, '')}`,
+      syntax: true,
+    };
   }
   if (re.programSize() > room) return { refused: tooLarge(re.programSize()) };
   return { re, instructions: re.programSize() };

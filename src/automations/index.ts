@@ -23,15 +23,27 @@ export function declareAutomationCollections(store: Store): AutomationCollection
 
 /** Automations wired: routes (every role), the actions the automation actor performs, and on consuming processes the event router. */
 export function createAutomations(deps: {
-  config: Config; log: Logger; db: AutomationCollections; messages: MessagingCollections['messages']; contacts: ContactCollections['contacts'];
-  send: SendService; box: SecretBox; runtime: Transport; events: EventStream; cursors: ListCursors;
+  config: Config;
+  log: Logger;
+  db: AutomationCollections;
+  messages: MessagingCollections['messages'];
+  contacts: ContactCollections['contacts'];
+  send: SendService;
+  box: SecretBox;
+  runtime: Transport;
+  events: EventStream;
+  cursors: ListCursors;
 }) {
   const log = deps.log.child({ component: 'automations' });
   const webhook = deps.config.webhook;
   // The webhooks' own sender class: the same address guard, pinning, timeout and no redirects.
   const sender = new WebhookSender({ allowPrivate: webhook.allowPrivate, timeoutMs: webhook.timeoutMs });
   const actions = new AutomationActions({
-    messages: deps.messages, contacts: deps.contacts, send: deps.send, sender, box: deps.box,
+    messages: deps.messages,
+    contacts: deps.contacts,
+    send: deps.send,
+    sender,
+    box: deps.box,
     repliesPerConversationPerHour: deps.config.automationRepliesPerConversationPerHour,
   });
   const router = new AutomationRouter({ db: deps.db, messages: deps.messages, runtime: deps.runtime });

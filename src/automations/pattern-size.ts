@@ -50,7 +50,10 @@ export function expandedSize(pattern: string): number {
         i = skipPast(pattern, i, ')'); // flags for the rest of the group: no instructions
         continue;
       }
-      const capture = pattern[i + 1] !== '?' || pattern[i + 2] === 'P' || (pattern[i + 2] === '<' && pattern[i + 3] !== '=' && pattern[i + 3] !== '!');
+      const capture =
+        pattern[i + 1] !== '?' ||
+        pattern[i + 2] === 'P' ||
+        (pattern[i + 2] === '<' && pattern[i + 3] !== '=' && pattern[i + 3] !== '!');
       stack.push(group);
       group = { branches: [], branch: 0, last: 0, capture };
       i = pattern[i + 1] === '?' ? skipGroupPrefix(pattern, i) : i + 1;

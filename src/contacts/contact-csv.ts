@@ -66,13 +66,22 @@ export function looksLikeHeader(line: string): boolean {
  * A data record as the input of a create: empty cells are absent, lists are
  * split on `;` with blanks dropped. The result is validated like a create body.
  */
-export function recordToInput(record: string[], columns: ContactField[]): { input: Record<string, unknown> } | { error: string } {
-  if (record.length > columns.length) return { error: `the row has ${record.length} cells, the header row ${columns.length}` };
+export function recordToInput(
+  record: string[],
+  columns: ContactField[],
+): { input: Record<string, unknown> } | { error: string } {
+  if (record.length > columns.length)
+    return { error: `the row has ${record.length} cells, the header row ${columns.length}` };
   const input: Record<string, unknown> = {};
   columns.forEach((field, i) => {
     const cell = unescapeCell(record[i] ?? '');
     if (cell === '') return;
-    input[field] = isListField(field) ? cell.split(csvListSeparator).map((p) => p.trim()).filter((p) => p !== '') : cell;
+    input[field] = isListField(field)
+      ? cell
+          .split(csvListSeparator)
+          .map((p) => p.trim())
+          .filter((p) => p !== '')
+      : cell;
   });
   return { input };
 }

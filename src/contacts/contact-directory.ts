@@ -45,7 +45,10 @@ export class ContactDirectory {
     const unique = [...new Set(participants)];
     for (let i = 0; i < unique.length; i += lookupChunk) {
       const chunk = unique.slice(i, i + lookupChunk);
-      const filter = reachableByFilter(chunk.filter(isPhone), chunk.filter((p) => !isPhone(p)));
+      const filter = reachableByFilter(
+        chunk.filter(isPhone),
+        chunk.filter((p) => !isPhone(p)),
+      );
       if (!filter) continue;
       const contacts = await this.db.contacts.find(teamOf(scope), filter, { sort: { createdAt: 1, id: 1 } });
       for (const participant of chunk) {
@@ -58,7 +61,9 @@ export class ContactDirectory {
 }
 
 function owns(contact: ContactDoc, participant: string): boolean {
-  return isPhone(participant) ? contact.phoneNumbers.includes(participant) : contact.emailKeys.includes(participant.toLowerCase());
+  return isPhone(participant)
+    ? contact.phoneNumbers.includes(participant)
+    : contact.emailKeys.includes(participant.toLowerCase());
 }
 
 function displayName(contact: ContactDoc): string {

@@ -16,7 +16,11 @@ const contentTypes: Record<ExportFormat, string> = {
  * carry the import's fields only (no id or timestamps), so an export imports
  * back into the same contacts, in this team or another.
  */
-export function exportContacts(contacts: ContactService, scope: TeamScope, query: ContactQuery & { format: ExportFormat }): { status: 200; headers: Record<string, string>; stream: AsyncIterable<string> } {
+export function exportContacts(
+  contacts: ContactService,
+  scope: TeamScope,
+  query: ContactQuery & { format: ExportFormat },
+): { status: 200; headers: Record<string, string>; stream: AsyncIterable<string> } {
   const pages = contacts.pages(scope, query);
   const date = new Date().toISOString().slice(0, 10);
   return {
@@ -34,7 +38,11 @@ export function exportContacts(contacts: ContactService, scope: TeamScope, query
 export async function* csvChunks(pages: AsyncIterable<ContactDoc[]>): AsyncGenerator<string> {
   const options = { record_delimiter: 'windows' as const, quoted_match: /[\r\n]/ };
   yield stringify([[...csvColumns]], options);
-  for await (const docs of pages) yield stringify(docs.map((doc) => toCsvRecord(contactFieldsOf(doc))), options);
+  for await (const docs of pages)
+    yield stringify(
+      docs.map((doc) => toCsvRecord(contactFieldsOf(doc))),
+      options,
+    );
 }
 
 /** A JSON array, one contact a line. */

@@ -1,7 +1,13 @@
 import { AppError, notFound } from '../errors.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Contact } from './contact-schemas.ts';
-import { publicContact, type ContactCollections, type ContactDoc, type ContactGroupDoc, type TeamScope } from './contact-store.ts';
+import {
+  publicContact,
+  type ContactCollections,
+  type ContactDoc,
+  type ContactGroupDoc,
+  type TeamScope,
+} from './contact-store.ts';
 
 export interface ContactGroup {
   id: string;
@@ -20,7 +26,14 @@ export class ContactGroups {
 
   async create(scope: TeamScope, input: { name: string }): Promise<ContactGroup> {
     const now = nowIso();
-    const doc: ContactGroupDoc = { id: newId('grp'), tenantId: scope.tenantId, teamId: scope.teamId, name: input.name, createdAt: now, updatedAt: now };
+    const doc: ContactGroupDoc = {
+      id: newId('grp'),
+      tenantId: scope.tenantId,
+      teamId: scope.teamId,
+      name: input.name,
+      createdAt: now,
+      updatedAt: now,
+    };
     await this.db.groups.insertOne(scope, doc);
     return this.view(doc, 0);
   }
@@ -37,18 +50,31 @@ export class ContactGroups {
   }
 
   /** Adding a member twice is no error; `added` says whether this call added it. */
-  async addMember(scope: TeamScope, groupId: string, contactId: string): Promise<{ group: ContactGroup; added: boolean }> {
+  async addMember(
+    scope: TeamScope,
+    groupId: string,
+    contactId: string,
+  ): Promise<{ group: ContactGroup; added: boolean }> {
     const group = await this.find(scope, groupId);
     if (!(await this.db.contacts.findOne(scope, { id: contactId }))) throw notFound('contact');
     const now = nowIso();
     let added = true;
     try {
-      await this.db.memberships.insertOne(scope, { id: newId('gm'), tenantId: scope.tenantId, teamId: scope.teamId, groupId, contactId, createdAt: now });
+      await this.db.memberships.insertOne(scope, {
+        id: newId('gm'),
+        tenantId: scope.tenantId,
+        teamId: scope.teamId,
+        groupId,
+        contactId,
+        createdAt: now,
+      });
     } catch (err) {
       if (!(err instanceof AppError && err.code === 'conflict')) throw err;
       added = false;
     }
-    const updated = added ? await this.db.groups.updateOne(scope, { id: groupId }, { $set: { updatedAt: now } }) : group;
+    const updated = added
+      ? await this.db.groups.updateOne(scope, { id: groupId }, { $set: { updatedAt: now } })
+      : group;
     return { group: this.view(updated ?? group, await this.memberCount(scope, groupId)), added };
   }
 
@@ -62,9 +88,14 @@ export class ContactGroups {
   async memberContacts(scope: TeamScope, groupId: string): Promise<ContactDoc[]> {
     await this.find(scope, groupId);
     const members: ContactDoc[] = [];
-    for await (const memberships of this.db.memberships.scan(scope, { groupId }, { sort: { createdAt: 1, id: 1 }, pageSize: lookupChunk })) {
+    for await (const memberships of this.db.memberships.scan(
+      scope,
+      { groupId },
+      { sort: { createdAt: 1, id: 1 }, pageSize: lookupChunk },
+    )) {
       const byId = new Map<string, ContactDoc>();
-      for (const doc of await this.db.contacts.find(scope, { id: { $in: memberships.map((m) => m.contactId) } })) byId.set(doc.id, doc);
+      for (const doc of await this.db.contacts.find(scope, { id: { $in: memberships.map((m) => m.contactId) } }))
+        byId.set(doc.id, doc);
       for (const m of memberships) {
         const doc = byId.get(m.contactId);
         if (doc) members.push(doc);

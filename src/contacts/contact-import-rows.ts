@@ -69,7 +69,11 @@ async function* jsonRows(file: Readable): AsyncGenerator<ImportRow> {
   for await (const chunk of file) chunks.push(chunk as Buffer);
   let data: unknown;
   try {
-    data = JSON.parse(Buffer.concat(chunks).toString('utf8').replace(/^\uFEFF/, ''));
+    data = JSON.parse(
+      Buffer.concat(chunks)
+        .toString('utf8')
+        .replace(/^\uFEFF/, ''),
+    );
   } catch (err) {
     throw fileError(`not valid JSON (${err instanceof Error ? err.message : 'unreadable'})`);
   }

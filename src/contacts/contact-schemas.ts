@@ -44,12 +44,17 @@ export const contactFieldSchemas = {
   firstName: Type.String({ minLength: 1, maxLength: contactLimits.nameLength, pattern: '\\S' }),
   lastName: text(contactLimits.nameLength, 'family name'),
   phoneNumbers: Type.Array(phoneNumberField(), { maxItems: contactLimits.phoneNumbers }),
-  emailAddresses: Type.Array(Type.String({ format: 'email', maxLength: contactLimits.emailLength }), { maxItems: contactLimits.emailAddresses }),
+  emailAddresses: Type.Array(Type.String({ format: 'email', maxLength: contactLimits.emailLength }), {
+    maxItems: contactLimits.emailAddresses,
+  }),
   tags: Type.Array(tag, { maxItems: contactLimits.tags, description: 'used for filtering and grouping' }),
   organization: text(contactLimits.textLength, 'company name'),
   jobTitle: text(contactLimits.textLength, 'job title'),
   notes: text(contactLimits.notesLength, 'free-form notes'),
-  platformId: text(contactLimits.platformIdLength, 'messaging-platform account identifier when different from the email'),
+  platformId: text(
+    contactLimits.platformIdLength,
+    'messaging-platform account identifier when different from the email',
+  ),
 };
 
 export type ContactField = keyof typeof contactFieldSchemas;
@@ -72,31 +77,51 @@ export const contactCreateBody = strictObject({ firstName: f.firstName, ...optio
 export type ContactInput = Static<typeof contactCreateBody>;
 
 /** Partial update: only the given fields change; at least one field. */
-export const contactUpdateBody = strictObject({ firstName: Type.Optional(f.firstName), ...optionalFields }, { minProperties: 1 });
+export const contactUpdateBody = strictObject(
+  { firstName: Type.Optional(f.firstName), ...optionalFields },
+  { minProperties: 1 },
+);
 export type ContactChanges = Static<typeof contactUpdateBody>;
 
-const stamp = { id: Type.String(), createdAt: Type.String({ format: 'date-time' }), updatedAt: Type.String({ format: 'date-time' }) };
+const stamp = {
+  id: Type.String(),
+  createdAt: Type.String({ format: 'date-time' }),
+  updatedAt: Type.String({ format: 'date-time' }),
+};
 
 /** The contact as the API answers it: the create fields plus id, createdAt, updatedAt; unset text fields are absent. */
-export const contactSchema = named('Contact', Type.Object({
-  id: stamp.id,
-  firstName: Type.String(),
-  lastName: Type.Optional(Type.String()),
-  phoneNumbers: Type.Array(Type.String()),
-  emailAddresses: Type.Array(Type.String()),
-  tags: Type.Array(Type.String()),
-  organization: Type.Optional(Type.String()),
-  jobTitle: Type.Optional(Type.String()),
-  notes: Type.Optional(Type.String()),
-  platformId: Type.Optional(Type.String()),
-  createdAt: stamp.createdAt,
-  updatedAt: stamp.updatedAt,
-}));
+export const contactSchema = named(
+  'Contact',
+  Type.Object({
+    id: stamp.id,
+    firstName: Type.String(),
+    lastName: Type.Optional(Type.String()),
+    phoneNumbers: Type.Array(Type.String()),
+    emailAddresses: Type.Array(Type.String()),
+    tags: Type.Array(Type.String()),
+    organization: Type.Optional(Type.String()),
+    jobTitle: Type.Optional(Type.String()),
+    notes: Type.Optional(Type.String()),
+    platformId: Type.Optional(Type.String()),
+    createdAt: stamp.createdAt,
+    updatedAt: stamp.updatedAt,
+  }),
+);
 export type Contact = Static<typeof contactSchema>;
 
 const filterQuery = {
-  search: Type.Optional(Type.String({ maxLength: contactLimits.searchLength, description: 'case-insensitive literal text in the name, a phone number, an email address or a tag' })),
-  tags: Type.Optional(Type.String({ maxLength: contactLimits.filterTags * (contactLimits.tagLength + 1), description: 'comma-separated; a contact must have all of them (case-insensitive)' })),
+  search: Type.Optional(
+    Type.String({
+      maxLength: contactLimits.searchLength,
+      description: 'case-insensitive literal text in the name, a phone number, an email address or a tag',
+    }),
+  ),
+  tags: Type.Optional(
+    Type.String({
+      maxLength: contactLimits.filterTags * (contactLimits.tagLength + 1),
+      description: 'comma-separated; a contact must have all of them (case-insensitive)',
+    }),
+  ),
 };
 export const contactListQuery = strictObject({ ...filterQuery, ...keysetPaginationQuery }, pageOrAfter);
 export const contactExportQuery = strictObject({
@@ -111,29 +136,59 @@ export const contactExportAnswer = {
     'application/json': Type.Array(contactCreateBody),
     'text/csv': Type.String({ description: 'a header row of the import columns, then one row per contact (RFC 4180)' }),
   },
-  headers: { 'content-disposition': { description: 'attachment; filename="contacts-<date>.<format>"', required: true } },
+  headers: {
+    'content-disposition': { description: 'attachment; filename="contacts-<date>.<format>"', required: true },
+  },
 };
 
-export const importResultSchema = named('ContactImportResult', Type.Object({
-  created: Type.Integer(),
-  updated: Type.Integer(),
-  failed: Type.Integer(),
-  errors: Type.Array(Type.Object({ row: Type.Integer({ description: 'data row, counted from 1' }), error: Type.String() }), { description: 'the first 1,000 failed rows' }),
-}));
+export const importResultSchema = named(
+  'ContactImportResult',
+  Type.Object({
+    created: Type.Integer(),
+    updated: Type.Integer(),
+    failed: Type.Integer(),
+    errors: Type.Array(
+      Type.Object({ row: Type.Integer({ description: 'data row, counted from 1' }), error: Type.String() }),
+      { description: 'the first 1,000 failed rows' },
+    ),
+  }),
+);
 
 export const idParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
-export const memberParams = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }), contactId: Type.String({ minLength: 1, maxLength: 64 }) });
+export const memberParams = strictObject({
+  id: Type.String({ minLength: 1, maxLength: 64 }),
+  contactId: Type.String({ minLength: 1, maxLength: 64 }),
+});
 
-export const groupCreateBody = strictObject({ name: Type.String({ minLength: 1, maxLength: contactLimits.groupNameLength, pattern: '\\S' }) });
+export const groupCreateBody = strictObject({
+  name: Type.String({ minLength: 1, maxLength: contactLimits.groupNameLength, pattern: '\\S' }),
+});
 export const memberBody = strictObject({ contactId: Type.String({ minLength: 1, maxLength: 64 }) });
-export const groupSchema = named('ContactGroup', Type.Object({ id: stamp.id, name: Type.String(), memberCount: Type.Integer(), createdAt: stamp.createdAt, updatedAt: stamp.updatedAt }));
+export const groupSchema = named(
+  'ContactGroup',
+  Type.Object({
+    id: stamp.id,
+    name: Type.String(),
+    memberCount: Type.Integer(),
+    createdAt: stamp.createdAt,
+    updatedAt: stamp.updatedAt,
+  }),
+);
 export const groupWithMembersSchema = Type.Object({ ...groupSchema.properties, members: Type.Array(contactSchema) });
 
 /** The `tags` filter: comma-separated, blanks dropped, each a valid tag. */
 export function parseTagFilter(raw: string | undefined): string[] {
   if (!raw) return [];
-  const tags = [...new Set(raw.split(',').map((t) => t.trim()).filter((t) => t.length > 0))];
-  if (tags.length > contactLimits.filterTags) throw validationError('/tags', `at most ${contactLimits.filterTags} tags`);
+  const tags = [
+    ...new Set(
+      raw
+        .split(',')
+        .map((t) => t.trim())
+        .filter((t) => t.length > 0),
+    ),
+  ];
+  if (tags.length > contactLimits.filterTags)
+    throw validationError('/tags', `at most ${contactLimits.filterTags} tags`);
   const long = tags.find((t) => t.length > contactLimits.tagLength);
   if (long !== undefined) throw validationError('/tags', `a tag has at most ${contactLimits.tagLength} characters`);
   return tags;

@@ -73,7 +73,8 @@ export function contactCollections(store: Store) {
 export type ContactCollections = ReturnType<typeof contactCollections>;
 
 const textFields = ['lastName', 'organization', 'jobTitle', 'notes', 'platformId'] as const;
-const isTextField = (field: string): field is (typeof textFields)[number] => (textFields as readonly string[]).includes(field);
+const isTextField = (field: string): field is (typeof textFields)[number] =>
+  (textFields as readonly string[]).includes(field);
 
 const lower = (s: string) => s.toLowerCase();
 
@@ -153,7 +154,15 @@ export function contactFieldsOf(doc: ContactDoc): ContactInput {
 }
 
 export function publicContact(doc: ContactDoc): Contact {
-  return { id: doc.id, ...contactFieldsOf(doc), phoneNumbers: doc.phoneNumbers, emailAddresses: doc.emailAddresses, tags: doc.tags, createdAt: doc.createdAt, updatedAt: doc.updatedAt };
+  return {
+    id: doc.id,
+    ...contactFieldsOf(doc),
+    phoneNumbers: doc.phoneNumbers,
+    emailAddresses: doc.emailAddresses,
+    tags: doc.tags,
+    createdAt: doc.createdAt,
+    updatedAt: doc.updatedAt,
+  };
 }
 
 export interface ContactQuery {
@@ -167,7 +176,9 @@ export function contactFilter(query: ContactQuery): Filter {
   const search = query.search?.trim();
   if (search) {
     const text = literalContains(search);
-    and.push({ $or: [{ firstName: text }, { lastName: text }, { phoneNumbers: text }, { emailAddresses: text }, { tags: text }] });
+    and.push({
+      $or: [{ firstName: text }, { lastName: text }, { phoneNumbers: text }, { emailAddresses: text }, { tags: text }],
+    });
   }
   if (query.tags.length > 0) and.push({ tagKeys: { $all: query.tags.map(lower) } });
   return and.length > 0 ? { $and: and } : {};

@@ -37,14 +37,23 @@ interface FilePart {
  * a malformed body or one without a file, 413 for a file over 10 MiB. The
  * checks all run before a single row is imported.
  */
-export async function readImportUpload(raw: Buffer | undefined, contentType: string | undefined): Promise<ImportUpload> {
+export async function readImportUpload(
+  raw: Buffer | undefined,
+  contentType: string | undefined,
+): Promise<ImportUpload> {
   if (!contentType || !/^\s*multipart\/form-data\s*(;|$)/i.test(contentType)) {
-    throw new AppError('unsupported_media_type', `the body must be multipart/form-data with the import file in the field "${importFieldName}"`);
+    throw new AppError(
+      'unsupported_media_type',
+      `the body must be multipart/form-data with the import file in the field "${importFieldName}"`,
+    );
   }
   const part = await filePart(raw ?? Buffer.alloc(0), contentType);
   const format = detectFormat(part);
   if (!format) {
-    throw new AppError('unsupported_media_type', 'the file must be CSV (.csv, text/csv, a header row of contact fields) or JSON (.json, application/json, an array of contacts)');
+    throw new AppError(
+      'unsupported_media_type',
+      'the file must be CSV (.csv, text/csv, a header row of contact fields) or JSON (.json, application/json, an array of contacts)',
+    );
   }
   return { format, filename: part.filename, open: () => Readable.from(part.chunks, { objectMode: false }) };
 }
@@ -54,7 +63,10 @@ function filePart(raw: Buffer, contentType: string): Promise<FilePart> {
     let parser: busboy.Busboy;
     try {
       // Busboy reports reaching its limit, so the limit is one byte more than a file may have.
-      parser = busboy({ headers: { 'content-type': contentType }, limits: { fileSize: importFileMaxBytes + 1, files: 5, fields: 20, parts: 25, fieldSize: 64 * 1024 } });
+      parser = busboy({
+        headers: { 'content-type': contentType },
+        limits: { fileSize: importFileMaxBytes + 1, files: 5, fields: 20, parts: 25, fieldSize: 64 * 1024 },
+      });
     } catch (err) {
       return reject(malformed(err));
     }
@@ -64,7 +76,11 @@ function filePart(raw: Buffer, contentType: string): Promise<FilePart> {
       // A broken body fails the file stream as well as the parser; the parser's error answers the request.
       stream.on('error', () => {});
       if (name !== importFieldName || found) return void stream.resume();
-      const part: FilePart = { filename: info.filename ?? '', mimeType: (info.mimeType ?? '').toLowerCase(), chunks: [] };
+      const part: FilePart = {
+        filename: info.filename ?? '',
+        mimeType: (info.mimeType ?? '').toLowerCase(),
+        chunks: [],
+      };
       found = part;
       // Busboy hands out views of `raw` where it can: keeping them costs no copy of the file.
       stream.on('data', (chunk: Buffer) => part.chunks.push(chunk));
@@ -74,9 +90,18 @@ function filePart(raw: Buffer, contentType: string): Promise<FilePart> {
     });
     parser.on('error', (err) => reject(malformed(err)));
     parser.on('close', () => {
-      if (tooLarge) return reject(new AppError('payload_too_large', `the import file is larger than ${importFileMaxBytes} bytes (10 MiB)`));
+      if (tooLarge)
+        return reject(
+          new AppError('payload_too_large', `the import file is larger than ${importFileMaxBytes} bytes (10 MiB)`),
+        );
       if (!found) {
-        return reject(new AppError('validation_error', `${importFieldName}: is required (a multipart file field named "${importFieldName}")`, { details: [{ path: pointer(importFieldName), message: 'is required' }] }));
+        return reject(
+          new AppError(
+            'validation_error',
+            `${importFieldName}: is required (a multipart file field named "${importFieldName}")`,
+            { details: [{ path: pointer(importFieldName), message: 'is required' }] },
+          ),
+        );
       }
       resolve(found);
     });
@@ -93,7 +118,10 @@ function detectFormat(part: FilePart): ImportFormat | undefined {
   if (csvTypes.has(type)) return 'csv';
   if (type === 'application/json' || type.endsWith('+json')) return 'json';
   if (!genericTypes.has(type)) return undefined;
-  const head = Buffer.concat(part.chunks.slice(0, 4)).subarray(0, sniffBytes).toString('utf8').replace(/^\uFEFF/, '');
+  const head = Buffer.concat(part.chunks.slice(0, 4))
+    .subarray(0, sniffBytes)
+    .toString('utf8')
+    .replace(/^\uFEFF/, '');
   const first = head.trimStart()[0];
   if (first === '[' || first === '{') return 'json';
   const firstLine = head.split(/\r?\n/)[0] ?? '';
@@ -103,5 +131,7 @@ function detectFormat(part: FilePart): ImportFormat | undefined {
 
 function malformed(err: unknown): AppError {
   const reason = err instanceof Error ? err.message : 'unreadable';
-  return new AppError('validation_error', `the multipart body is malformed: ${reason}`, { details: [{ path: '', message: reason }] });
+  return new AppError('validation_error', `the multipart body is malformed: ${reason}`, {
+    details: [{ path: '', message: reason }],
+  });
 }

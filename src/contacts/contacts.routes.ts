@@ -36,29 +36,61 @@ export function contactRoutes(deps: ContactsDeps): RouteDef[] {
   const { contacts, importer } = deps;
   return [
     defineRoute({
-      method: 'POST', path: '/api/v1/contacts', summary: 'Create a contact', tags, teamScoped: true,
+      method: 'POST',
+      path: '/api/v1/contacts',
+      summary: 'Create a contact',
+      tags,
+      teamScoped: true,
       operationId: 'createContact',
       schema: { body: contactCreateBody, response: { 201: contactSchema } },
       handler: async (ctx) => ({ status: 201, body: await contacts.create(teamScope(ctx.principal), ctx.body) }),
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/contacts', summary: 'List contacts; search is literal and case-insensitive, tags must all match', tags, teamScoped: true,
+      method: 'GET',
+      path: '/api/v1/contacts',
+      summary: 'List contacts; search is literal and case-insensitive, tags must all match',
+      tags,
+      teamScoped: true,
       operationId: 'listContacts',
       schema: { query: contactListQuery, response: { 200: listAnswer(contactSchema) } },
-      handler: (ctx) => listReply(ctx, deps.cursors, (after) => contacts.list(teamScope(ctx.principal), { search: ctx.query.search, tags: parseTagFilter(ctx.query.tags), page: ctx.query.page, limit: ctx.query.limit, after })),
+      handler: (ctx) =>
+        listReply(ctx, deps.cursors, (after) =>
+          contacts.list(teamScope(ctx.principal), {
+            search: ctx.query.search,
+            tags: parseTagFilter(ctx.query.tags),
+            page: ctx.query.page,
+            limit: ctx.query.limit,
+            after,
+          }),
+        ),
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/contacts/export', tags, teamScoped: true,
+      method: 'GET',
+      path: '/api/v1/contacts/export',
+      tags,
+      teamScoped: true,
       operationId: 'exportContacts',
-      summary: 'Export contacts as a streamed CSV (the import columns, lists joined with ";", formula cells prefixed with \') or JSON array',
+      summary:
+        'Export contacts as a streamed CSV (the import columns, lists joined with ";", formula cells prefixed with \') or JSON array',
       schema: { query: contactExportQuery, response: { 200: contactExportAnswer } },
-      handler: (ctx) => exportContacts(contacts, teamScope(ctx.principal), { format: ctx.query.format, search: ctx.query.search, tags: parseTagFilter(ctx.query.tags) }),
+      handler: (ctx) =>
+        exportContacts(contacts, teamScope(ctx.principal), {
+          format: ctx.query.format,
+          search: ctx.query.search,
+          tags: parseTagFilter(ctx.query.tags),
+        }),
     }),
     defineRoute({
-      method: 'POST', path: '/api/v1/contacts/import', tags, teamScoped: true,
+      method: 'POST',
+      path: '/api/v1/contacts/import',
+      tags,
+      teamScoped: true,
       operationId: 'importContacts',
-      summary: 'Import a CSV or JSON file (multipart/form-data, field "file", up to 10 MiB); a row matching a phone number or email updates that contact',
-      bodyTypes: 'any', maxBodyBytes: importBodyMaxBytes, uploadField: 'file',
+      summary:
+        'Import a CSV or JSON file (multipart/form-data, field "file", up to 10 MiB); a row matching a phone number or email updates that contact',
+      bodyTypes: 'any',
+      maxBodyBytes: importBodyMaxBytes,
+      uploadField: 'file',
       // No body schema: the body is multipart, read from ctx.rawBody.
       schema: { response: { 200: importResultSchema } },
       handler: async (ctx) => {
@@ -68,19 +100,34 @@ export function contactRoutes(deps: ContactsDeps): RouteDef[] {
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/contacts/:id', summary: 'Get a contact', tags, teamScoped: true,
+      method: 'GET',
+      path: '/api/v1/contacts/:id',
+      summary: 'Get a contact',
+      tags,
+      teamScoped: true,
       operationId: 'getContact',
       schema: { params: idParams, response: { 200: contactSchema } },
       handler: async (ctx) => ({ status: 200, body: await contacts.get(teamScope(ctx.principal), ctx.params.id) }),
     }),
     defineRoute({
-      method: 'PUT', path: '/api/v1/contacts/:id', summary: 'Update a contact: only the given fields change', tags, teamScoped: true,
+      method: 'PUT',
+      path: '/api/v1/contacts/:id',
+      summary: 'Update a contact: only the given fields change',
+      tags,
+      teamScoped: true,
       operationId: 'updateContact',
       schema: { params: idParams, body: contactUpdateBody, response: { 200: contactSchema } },
-      handler: async (ctx) => ({ status: 200, body: await contacts.update(teamScope(ctx.principal), ctx.params.id, ctx.body) }),
+      handler: async (ctx) => ({
+        status: 200,
+        body: await contacts.update(teamScope(ctx.principal), ctx.params.id, ctx.body),
+      }),
     }),
     defineRoute({
-      method: 'DELETE', path: '/api/v1/contacts/:id', summary: 'Delete a contact and its group memberships', tags, teamScoped: true,
+      method: 'DELETE',
+      path: '/api/v1/contacts/:id',
+      summary: 'Delete a contact and its group memberships',
+      tags,
+      teamScoped: true,
       operationId: 'deleteContact',
       schema: { params: idParams, response: { 204: noContent } },
       handler: async (ctx) => {

@@ -12,7 +12,10 @@ export type { ContactsDeps } from './contacts.routes.ts';
 export { ContactDirectory } from './contact-directory.ts';
 
 /** The contacts feature over its collections, wired: its routes, and the directory messaging uses. */
-export function createContacts(db: ContactCollections, cursors: ListCursors): { directory: ContactDirectory; routes: RouteDef[] } {
+export function createContacts(
+  db: ContactCollections,
+  cursors: ListCursors,
+): { directory: ContactDirectory; routes: RouteDef[] } {
   const groups = new ContactGroups(db);
   const deps: ContactsDeps = { contacts: new ContactService(db), groups, importer: new ContactImporter(db), cursors };
   return { directory: new ContactDirectory(db, groups), routes: contactRoutes(deps) };

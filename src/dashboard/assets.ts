@@ -35,9 +35,15 @@ function asset(name: string, ext: string, type: string, body: Buffer): Asset {
 /** The compressed body, made on first use and kept: brotli at full quality for the app, a faster level for the large renderer. */
 export function encodedBody(a: Asset, encoding: ContentEncoding): Promise<Buffer> {
   const large = a.body.length > 256 * 1024;
-  a.encoded[encoding] ??= encoding === 'br'
-    ? brotli(a.body, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: large ? 6 : 11, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: a.body.length } })
-    : gzip(a.body, { level: 9 });
+  a.encoded[encoding] ??=
+    encoding === 'br'
+      ? brotli(a.body, {
+          params: {
+            [zlib.constants.BROTLI_PARAM_QUALITY]: large ? 6 : 11,
+            [zlib.constants.BROTLI_PARAM_SIZE_HINT]: a.body.length,
+          },
+        })
+      : gzip(a.body, { level: 9 });
   return a.encoded[encoding]!;
 }
 

@@ -5,8 +5,10 @@ import type { RequestContext, RouteDef } from '../http/route.ts';
 import { encodedBody, type DashboardAssets } from './assets.ts';
 
 /** Scripts only from this origin, never inline; Redoc's styles are injected at run time, so /docs allows inline styles (never scripts). */
-const appPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
-const docsPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const appPolicy =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const docsPolicy =
+  "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; worker-src 'self' blob:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 export function securityHeaders(policy: string): Record<string, string> {
   return {
@@ -34,21 +36,48 @@ ${body}
 
 /** The dashboard (/), the API reference (/docs) and their assets: pages revalidate, hashed assets are cached for a year. */
 export function dashboardRoutes(assets: DashboardAssets): RouteDef[] {
-  const appPage = pageAnswer(page('Relaybox', `<link rel="stylesheet" href="${assets.app.style.path}">\n<script type="module" src="${assets.app.script.path}"></script>`,
-    '<div id="app"><noscript>The Relaybox dashboard needs JavaScript. The API reference is at <a href="/docs">/docs</a>.</noscript></div>'), appPolicy);
-  const docsPage = pageAnswer(page('Relaybox API reference', '',
-    `<redoc spec-url="/api/v1/openapi.json?codeSamples=true" hide-download-button="false"></redoc>\n<script src="${assets.redoc.path}"></script>`), docsPolicy);
-  const common = { auth: false as const, tags: ['dashboard'], schema: { response: { 200: { description: 'a page or an asset' } } } };
+  const appPage = pageAnswer(
+    page(
+      'Relaybox',
+      `<link rel="stylesheet" href="${assets.app.style.path}">\n<script type="module" src="${assets.app.script.path}"></script>`,
+      '<div id="app"><noscript>The Relaybox dashboard needs JavaScript. The API reference is at <a href="/docs">/docs</a>.</noscript></div>',
+    ),
+    appPolicy,
+  );
+  const docsPage = pageAnswer(
+    page(
+      'Relaybox API reference',
+      '',
+      `<redoc spec-url="/api/v1/openapi.json?codeSamples=true" hide-download-button="false"></redoc>\n<script src="${assets.redoc.path}"></script>`,
+    ),
+    docsPolicy,
+  );
+  const common = {
+    auth: false as const,
+    tags: ['dashboard'],
+    schema: { response: { 200: { description: 'a page or an asset' } } },
+  };
   return [
     { ...common, method: 'GET', path: '/', summary: 'The dashboard', handler: appPage },
-    { ...common, method: 'GET', path: '/docs', summary: 'The API reference with code samples, rendered from /api/v1/openapi.json?codeSamples=true', handler: docsPage },
     {
-      ...common, method: 'GET', path: '/assets/*', summary: 'Dashboard scripts and styles',
+      ...common,
+      method: 'GET',
+      path: '/docs',
+      summary: 'The API reference with code samples, rendered from /api/v1/openapi.json?codeSamples=true',
+      handler: docsPage,
+    },
+    {
+      ...common,
+      method: 'GET',
+      path: '/assets/*',
+      summary: 'Dashboard scripts and styles',
       async handler(ctx) {
         const a = assets.byPath.get(ctx.path);
         if (!a) throw new AppError('not_found', `no asset ${ctx.path}`);
         const headers: Record<string, string> = {
-          'content-type': a.type, 'cache-control': 'public, max-age=31536000, immutable', ...securityHeaders(appPolicy),
+          'content-type': a.type,
+          'cache-control': 'public, max-age=31536000, immutable',
+          ...securityHeaders(appPolicy),
         };
         const encoding = negotiateEncoding(ctx.headers['accept-encoding']);
         if (!encoding) return { status: 200, body: a.body, headers };
@@ -62,7 +91,12 @@ export function dashboardRoutes(assets: DashboardAssets): RouteDef[] {
 function pageAnswer(html: string, policy: string) {
   const etag = `"${createHash('sha256').update(html).digest('base64url').slice(0, 22)}"`;
   return (ctx: RequestContext) => {
-    const headers = { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', etag, ...securityHeaders(policy) };
+    const headers = {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-cache',
+      etag,
+      ...securityHeaders(policy),
+    };
     if (ctx.headers['if-none-match'] === etag) return { status: 304, headers };
     return { status: 200, body: html, headers };
   };

@@ -17,16 +17,23 @@ export interface EventConsumer {
  * batch is read again (at least once), so `handle` must be idempotent by
  * event id.
  */
-export function consumeEvents(stream: EventStream, group: string, consumer: string, handle: (batch: ReadEvent[]) => Promise<void>, log: Logger): EventConsumer {
+export function consumeEvents(
+  stream: EventStream,
+  group: string,
+  consumer: string,
+  handle: (batch: ReadEvent[]) => Promise<void>,
+  log: Logger,
+): EventConsumer {
   let stopped = false;
   let wake: (() => void) | undefined;
-  const pause = (ms: number) => new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    wake = () => {
-      clearTimeout(timer);
-      resolve();
-    };
-  });
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
   const loop = (async () => {
     while (!stopped) {
       try {
@@ -36,7 +43,10 @@ export function consumeEvents(stream: EventStream, group: string, consumer: stri
           continue;
         }
         await handle(batch);
-        await stream.ack(group, batch.map((e) => e.position));
+        await stream.ack(
+          group,
+          batch.map((e) => e.position),
+        );
       } catch (err) {
         if (stopped) break;
         log.warn({ err, group }, 'event batch failed; it will be read again');

@@ -39,7 +39,11 @@ export class EventCursors {
       const existing = await this.keys.findOne(platformScope, { id: keyId });
       if (existing) return Buffer.from(existing.key, 'base64');
       try {
-        await this.keys.insertOne(platformScope, { id: keyId, tenantId: platformScope.tenantId, key: randomBytes(32).toString('base64') });
+        await this.keys.insertOne(platformScope, {
+          id: keyId,
+          tenantId: platformScope.tenantId,
+          key: randomBytes(32).toString('base64'),
+        });
       } catch (err) {
         if (!(err instanceof AppError && err.code === 'conflict')) throw err; // another process made it first
       }
@@ -53,7 +57,9 @@ export class EventCursors {
 
   /** The organization's own cursor key: its event cursors' AES key, and what its list cursors are signed with (`ListCursors`). */
   async orgKey(orgId: string): Promise<Buffer> {
-    return createHmac('sha256', await this.load()).update(orgId).digest();
+    return createHmac('sha256', await this.load())
+      .update(orgId)
+      .digest();
   }
 
   /** The cursors of positions as stored (`sortableCursor`), for one organization. */

@@ -28,7 +28,10 @@ export interface OrgEventView {
 const trimEveryMs = 3600_000;
 
 export function eventLogCollection(store: Store): Collection<OrgEventDoc> {
-  return store.collection<OrgEventDoc>('org_events', [{ keys: { tenantId: 1, cursor: 1 } }, { keys: { tenantId: 1, event: 1, cursor: 1 } }]);
+  return store.collection<OrgEventDoc>('org_events', [
+    { keys: { tenantId: 1, cursor: 1 } },
+    { keys: { tenantId: 1, event: 1, cursor: 1 } },
+  ]);
 }
 
 /** Stream positions as strings that sort in stream order: Redis ids (`ms-seq`) or the embedded stream's sequence numbers. */
@@ -46,7 +49,11 @@ export function sortableCursor(position: string): string {
 export class EventLog {
   private readonly trimmedAt = new Map<string, number>();
 
-  constructor(private readonly events: Collection<OrgEventDoc>, private readonly retentionDays: number, private readonly cursors: EventCursors) {}
+  constructor(
+    private readonly events: Collection<OrgEventDoc>,
+    private readonly retentionDays: number,
+    private readonly cursors: EventCursors,
+  ) {}
 
   private cutoff(): string {
     return new Date(Date.now() - this.retentionDays * 86_400_000).toISOString();
@@ -55,15 +62,24 @@ export class EventLog {
   async record(batch: ReadEvent[]): Promise<void> {
     const byOrg = new Map<string, OrgEventDoc[]>();
     for (const { position, event } of batch) {
-      const doc: OrgEventDoc = { id: event.id, tenantId: event.tenantId, event: event.event, timestamp: event.timestamp, data: event.data, cursor: sortableCursor(position) };
+      const doc: OrgEventDoc = {
+        id: event.id,
+        tenantId: event.tenantId,
+        event: event.event,
+        timestamp: event.timestamp,
+        data: event.data,
+        cursor: sortableCursor(position),
+      };
       const list = byOrg.get(event.tenantId);
       if (list) list.push(doc);
       else byOrg.set(event.tenantId, [doc]);
     }
-    await Promise.all([...byOrg].map(async ([orgId, docs]) => {
-      await insertNew(this.events, { tenantId: orgId }, docs);
-      await this.trim(orgId);
-    }));
+    await Promise.all(
+      [...byOrg].map(async ([orgId, docs]) => {
+        await insertNew(this.events, { tenantId: orgId }, docs);
+        await this.trim(orgId);
+      }),
+    );
   }
 
   private async trim(orgId: string): Promise<void> {
@@ -74,7 +90,10 @@ export class EventLog {
   }
 
   /** Newest first; with `after`, the events after that cursor, oldest first. */
-  async list(orgId: string, q: { type?: string; after?: string; page: number; limit: number }): Promise<Page<OrgEventView>> {
+  async list(
+    orgId: string,
+    q: { type?: string; after?: string; page: number; limit: number },
+  ): Promise<Page<OrgEventView>> {
     const filter: Filter = { timestamp: { $gte: this.cutoff() } };
     if (q.type) filter.event = q.type;
     if (q.after !== undefined) filter.cursor = { $gt: sortableCursor(await this.cursors.decode(orgId, q.after)) };
@@ -84,7 +103,15 @@ export class EventLog {
       this.events.find(scope, filter, { sort: { cursor: q.after === undefined ? -1 : 1 }, skip, limit }),
       this.events.count(scope, filter),
     ]);
-    const cursors = await this.cursors.encode(orgId, docs.map((d) => d.cursor));
-    return paginate(docs.map((d, i) => ({ id: d.id, event: d.event, timestamp: d.timestamp, data: d.data, cursor: cursors[i]! })), total, q.page, q.limit);
+    const cursors = await this.cursors.encode(
+      orgId,
+      docs.map((d) => d.cursor),
+    );
+    return paginate(
+      docs.map((d, i) => ({ id: d.id, event: d.event, timestamp: d.timestamp, data: d.data, cursor: cursors[i]! })),
+      total,
+      q.page,
+      q.limit,
+    );
   }
 }

@@ -8,7 +8,17 @@ import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
  * beside them; webhooks and automations consume them with consumer groups of
  * their own. A webhook receives only the events it names.
  */
-export const eventNames = ['message.queued', 'message.sent', 'message.delivered', 'message.read', 'message.failed', 'message.received', 'message.checkpoint', 'relay.online', 'relay.offline'] as const;
+export const eventNames = [
+  'message.queued',
+  'message.sent',
+  'message.delivered',
+  'message.read',
+  'message.failed',
+  'message.received',
+  'message.checkpoint',
+  'relay.online',
+  'relay.offline',
+] as const;
 export type EventName = (typeof eventNames)[number];
 
 export interface DomainEvent {
@@ -86,7 +96,10 @@ export interface GroupLag {
 export function changeEventId(event: EventName, subject: string): string {
   // The subject id's leading characters first: the events of messages with ordered ids (newOrderedId) are stored in that order too.
   const lead = /^[a-z]+_([A-Za-z0-9_-]+)/.exec(subject)?.[1]?.slice(0, idTimeChars) ?? '';
-  return `evt_${lead}${createHash('sha256').update(`${event}\u0000${subject}`).digest('base64url').slice(0, 22 - lead.length)}`;
+  return `evt_${lead}${createHash('sha256')
+    .update(`${event}\u0000${subject}`)
+    .digest('base64url')
+    .slice(0, 22 - lead.length)}`;
 }
 
 /**
@@ -96,11 +109,26 @@ export function changeEventId(event: EventName, subject: string): string {
  * it stores one, so a message's events continue the trace of the request
  * that sent it.
  */
-export function domainEvent(event: EventName, subject: { tenantId: string; teamId?: string | null } & TraceCarrier, data: Record<string, unknown>, id = newId('evt')): DomainEvent {
-  return copyTrace<DomainEvent>({ id, event, timestamp: nowIso(), tenantId: subject.tenantId, teamId: subject.teamId ?? null, data }, subject);
+export function domainEvent(
+  event: EventName,
+  subject: { tenantId: string; teamId?: string | null } & TraceCarrier,
+  data: Record<string, unknown>,
+  id = newId('evt'),
+): DomainEvent {
+  return copyTrace<DomainEvent>(
+    { id, event, timestamp: nowIso(), tenantId: subject.tenantId, teamId: subject.teamId ?? null, data },
+    subject,
+  );
 }
 
 /** data of message.* events (spec section 6, rule 4). */
-export function messageEventData(m: { id: string; to: string; from: string | null; body: string; status: string; conversationId: string }) {
+export function messageEventData(m: {
+  id: string;
+  to: string;
+  from: string | null;
+  body: string;
+  status: string;
+  conversationId: string;
+}) {
   return { id: m.id, to: m.to, from: m.from, body: m.body, status: m.status, conversationId: m.conversationId };
 }

@@ -7,9 +7,14 @@ import type { EventLog } from './event-log.ts';
 import { eventNames } from './event-stream.ts';
 
 const eventSchema = Type.Object({
-  id: Type.String(), event: Type.String(), timestamp: Type.String(),
+  id: Type.String(),
+  event: Type.String(),
+  timestamp: Type.String(),
   data: Type.Record(Type.String(), Type.Unknown()),
-  cursor: Type.String({ description: 'Pass as `after` to read the events that came later. Opaque: it orders nothing by itself and means nothing to another organization' }),
+  cursor: Type.String({
+    description:
+      'Pass as `after` to read the events that came later. Opaque: it orders nothing by itself and means nothing to another organization',
+  }),
 });
 
 export const eventListQuery = strictObject({
@@ -22,8 +27,11 @@ export const eventListQuery = strictObject({
 export function eventRoutes(log: EventLog): RouteDef[] {
   return [
     defineRoute({
-      method: 'GET', path: '/api/v1/events', tags: ['events'],
-      summary: "The organization's events, newest first; with `after=<cursor>` the ones after it, oldest first (catching up). Kept 30 days",
+      method: 'GET',
+      path: '/api/v1/events',
+      tags: ['events'],
+      summary:
+        "The organization's events, newest first; with `after=<cursor>` the ones after it, oldest first (catching up). Kept 30 days",
       schema: { query: eventListQuery, response: { 200: pageSchema(eventSchema) } },
       handler: async (ctx) => ({ status: 200, body: await log.list(ctx.principal.orgId, ctx.query) }),
     }),

@@ -8,8 +8,21 @@ import { RedisEventStream } from './redis-event-stream.ts';
 import { StoreEventStream } from './store-event-stream.ts';
 
 /** The durable event stream: a Redis stream beside the actors, or documents in the embedded store. */
-export function createEventStream(runtime: Transport, store: Store, config: RuntimeConfig, claimIdleMs?: number): EventStream {
-  if (runtime instanceof RedisTransport) return new RedisEventStream(runtime.connection, runtime.keys.events, config.dedupeTtlMs, undefined, claimIdleMs, runtime.replicaWaitMs);
+export function createEventStream(
+  runtime: Transport,
+  store: Store,
+  config: RuntimeConfig,
+  claimIdleMs?: number,
+): EventStream {
+  if (runtime instanceof RedisTransport)
+    return new RedisEventStream(
+      runtime.connection,
+      runtime.keys.events,
+      config.dedupeTtlMs,
+      undefined,
+      claimIdleMs,
+      runtime.replicaWaitMs,
+    );
   return new StoreEventStream(store);
 }
 

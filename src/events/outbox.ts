@@ -57,11 +57,17 @@ export function pendingEvents(doc: Doc & OutboxFields): Outboxed[] {
 /** A new document carrying its events in its outbox, for an insert. */
 export function withOutbox<T extends Doc>(doc: T, events: DomainEvent[]): { doc: T & OutboxFields; entry: Outboxed } {
   const token = newToken(events);
-  return { doc: { ...doc, outbox: Object.fromEntries(events.map((e) => [e.id, e])), outboxAt: token }, entry: { docId: doc.id, events, token, exclusive: true } };
+  return {
+    doc: { ...doc, outbox: Object.fromEntries(events.map((e) => [e.id, e])), outboxAt: token },
+    entry: { docId: doc.id, events, token, exclusive: true },
+  };
 }
 
 export class Outbox {
-  constructor(private readonly stream: EventStream, private readonly log: Logger) {}
+  constructor(
+    private readonly stream: EventStream,
+    private readonly log: Logger,
+  ) {}
 
   /** The stream commits with the store (the embedded default): an insert and its events are one local transaction, with no round trip to wait on. */
   get commitsWithStore(): boolean {
@@ -76,7 +82,13 @@ export class Outbox {
    * published: when not, they wait in the document for a sweep or for
    * `publishPending` on the next read of it.
    */
-  async change<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, filter: Filter, update: Update, events: DomainEvent[]): Promise<{ doc: T | null; published: boolean }> {
+  async change<T extends Doc & OutboxFields>(
+    collection: Collection<T>,
+    scope: Scope,
+    filter: Filter,
+    update: Update,
+    events: DomainEvent[],
+  ): Promise<{ doc: T | null; published: boolean }> {
     const { set, token } = outboxSet(events);
     const doc = await collection.updateOne(scope, filter, { ...update, $set: { ...update.$set, ...set } });
     return { doc, published: await this.publish(collection, scope, outboxed(doc, events, token)) };
@@ -96,7 +108,9 @@ export class Outbox {
    * publish.
    */
   async changeMany<T extends Doc & OutboxFields>(
-    collection: Collection<T>, scope: Scope, changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>,
+    collection: Collection<T>,
+    scope: Scope,
+    changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>,
     alongside: (applied: boolean[]) => Promise<void> = async () => undefined,
   ): Promise<boolean[]> {
     if (changes.length === 0) return [];
@@ -106,24 +120,47 @@ export class Outbox {
       await this.stream.ready?.();
       const events: DomainEvent[] = [];
       const applied = changes.map(() => false);
-      const written = collection.bulkWrite(scope, changes.map((c, i) => ({ updateOne: { filter: c.filter, update: c.update, applied: () => ((applied[i] = true), events.push(...c.events)) } })));
+      const written = collection.bulkWrite(
+        scope,
+        changes.map((c, i) => ({
+          updateOne: {
+            filter: c.filter,
+            update: c.update,
+            applied: () => ((applied[i] = true), events.push(...c.events)),
+          },
+        })),
+      );
       const appended = appendWithWrite(events);
       await Promise.all([written, appended, alongside(applied)]);
       return applied;
     }
     const written = changes.map((c) => {
       const { set, token } = c.events.length > 0 ? outboxSet(c.events) : { set: {}, token: '' };
-      return { ...c, token, op: { updateOne: { filter: c.filter, update: { ...c.update, $set: { ...c.update.$set, ...set } } } } };
+      return {
+        ...c,
+        token,
+        op: { updateOne: { filter: c.filter, update: { ...c.update, $set: { ...c.update.$set, ...set } } } },
+      };
     });
-    const { matched } = await collection.bulkWrite(scope, written.map((w) => w.op));
+    const { matched } = await collection.bulkWrite(
+      scope,
+      written.map((w) => w.op),
+    );
     let applied = changes.map(() => true);
-    let entries: Outboxed[] = written.filter((w) => w.events.length > 0).map((w) => ({ docId: String(w.filter.id), events: w.events, token: w.token, exclusive: w.exclusive }));
+    let entries: Outboxed[] = written
+      .filter((w) => w.events.length > 0)
+      .map((w) => ({ docId: String(w.filter.id), events: w.events, token: w.token, exclusive: w.exclusive }));
     if (matched < changes.length) {
       // Some did not apply: each document read back says which (it holds the change's fields, and its events unless published since).
-      const docs = new Map((await collection.find(scope, { id: { $in: written.map((w) => String(w.filter.id)) } })).map((d) => [d.id, d]));
+      const docs = new Map(
+        (await collection.find(scope, { id: { $in: written.map((w) => String(w.filter.id)) } })).map((d) => [d.id, d]),
+      );
       applied = written.map((w) => {
         const doc = docs.get(String(w.filter.id));
-        return doc !== undefined && Object.entries(w.update.$set ?? {}).every(([k, v]) => JSON.stringify(doc[k]) === JSON.stringify(v));
+        return (
+          doc !== undefined &&
+          Object.entries(w.update.$set ?? {}).every(([k, v]) => JSON.stringify(doc[k]) === JSON.stringify(v))
+        );
       });
       entries = entries.flatMap((e) => {
         const doc = docs.get(e.docId);
@@ -144,7 +181,12 @@ export class Outbox {
    * `publish` (the caller's to call, when it suits it: the insert is durable
    * with its events either way, and the sweep publishes what is never published).
    */
-  async insert<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, docs: T[], eventsOf: (doc: T) => DomainEvent[]): Promise<Outboxed[]> {
+  async insert<T extends Doc & OutboxFields>(
+    collection: Collection<T>,
+    scope: Scope,
+    docs: T[],
+    eventsOf: (doc: T) => DomainEvent[],
+  ): Promise<Outboxed[]> {
     if (docs.length === 0) return [];
     const appendWithWrite = this.stream.appendWithWrite;
     if (appendWithWrite) {
@@ -156,12 +198,19 @@ export class Outbox {
       return [];
     }
     const written = docs.map((d) => withOutbox(d, eventsOf(d)));
-    await collection.insertMany(scope, written.map((w) => w.doc));
+    await collection.insertMany(
+      scope,
+      written.map((w) => w.doc),
+    );
     return written.map((w) => w.entry);
   }
 
   /** Publishes what a document read from the store still holds in its outbox (its writer died or could not publish). */
-  publishPending<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, doc: T | null): Promise<boolean> {
+  publishPending<T extends Doc & OutboxFields>(
+    collection: Collection<T>,
+    scope: Scope,
+    doc: T | null,
+  ): Promise<boolean> {
     return doc ? this.publish(collection, scope, pendingEvents(doc)) : Promise.resolve(true);
   }
 
@@ -169,10 +218,17 @@ export class Outbox {
    * Appends the events and clears them from their documents. A failure
    * leaves them where the sweep finds them: the caller's change stands.
    */
-  async publish<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, entries: Outboxed[]): Promise<boolean> {
+  async publish<T extends Doc & OutboxFields>(
+    collection: Collection<T>,
+    scope: Scope,
+    entries: Outboxed[],
+  ): Promise<boolean> {
     if (entries.length === 0) return true;
     try {
-      await this.stream.append(entries.flatMap((e) => e.events), { once: true });
+      await this.stream.append(
+        entries.flatMap((e) => e.events),
+        { once: true },
+      );
       await this.clear(collection, scope, entries);
       return true;
     } catch (err) {
@@ -187,11 +243,25 @@ export class Outbox {
    * token is still ours); otherwise it stays for the sweep, so an event of a
    * writer that died is never left without the marker that finds it.
    */
-  private async clear<T extends Doc & OutboxFields>(collection: Collection<T>, scope: Scope, entries: Outboxed[]): Promise<void> {
-    const own = (e: Outboxed): WriteOp => ({ updateOne: { filter: { id: e.docId }, update: { $unset: Object.fromEntries(e.events.map((ev) => [`outbox.${ev.id}`, ''])) } } });
+  private async clear<T extends Doc & OutboxFields>(
+    collection: Collection<T>,
+    scope: Scope,
+    entries: Outboxed[],
+  ): Promise<void> {
+    const own = (e: Outboxed): WriteOp => ({
+      updateOne: {
+        filter: { id: e.docId },
+        update: { $unset: Object.fromEntries(e.events.map((ev) => [`outbox.${ev.id}`, ''])) },
+      },
+    });
     // A token names one write, so a document matches only under its own token.
-    const whole = (e: Outboxed): WriteOp => ({ updateOne: { filter: { id: e.docId, outboxAt: e.token }, update: { $unset: { outbox: '', outboxAt: '' } } } });
-    const { matched } = await collection.bulkWrite(scope, entries.map((e) => (e.exclusive ? whole(e) : own(e))));
+    const whole = (e: Outboxed): WriteOp => ({
+      updateOne: { filter: { id: e.docId, outboxAt: e.token }, update: { $unset: { outbox: '', outboxAt: '' } } },
+    });
+    const { matched } = await collection.bulkWrite(
+      scope,
+      entries.map((e) => (e.exclusive ? whole(e) : own(e))),
+    );
     if (matched === entries.length) return;
     // Some exclusive write was followed by another: its own events go, the marker stays for the later write's publisher or the sweep.
     await collection.bulkWrite(scope, entries.filter((e) => e.exclusive).map(own));
@@ -205,7 +275,8 @@ export class Outbox {
     if (!(await this.publish(collection, scope, entries))) return 0;
     for (const d of stale) {
       // Left with a marker and no events (their publishers removed them one by one); only if no write came since.
-      if (Object.keys(d.outbox ?? {}).length === 0) await collection.updateOne(scope, { id: d.id, outboxAt: d.outboxAt }, { $unset: { outbox: '', outboxAt: '' } });
+      if (Object.keys(d.outbox ?? {}).length === 0)
+        await collection.updateOne(scope, { id: d.id, outboxAt: d.outboxAt }, { $unset: { outbox: '', outboxAt: '' } });
     }
     return entries.length;
   }

@@ -30,7 +30,14 @@ export class RedisEventStream implements EventStream {
     if (events.length === 0) return;
     const write = (pipeline: ScriptedPipeline) => {
       for (const event of events) {
-        if (opts.once) pipeline.appendEventOnce(this.key, `${this.key}:seen:${event.id}`, this.dedupeTtlMs, this.maxLength, JSON.stringify(event));
+        if (opts.once)
+          pipeline.appendEventOnce(
+            this.key,
+            `${this.key}:seen:${event.id}`,
+            this.dedupeTtlMs,
+            this.maxLength,
+            JSON.stringify(event),
+          );
         else pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
       }
     };
@@ -62,9 +69,22 @@ export class RedisEventStream implements EventStream {
     if (claimed.length > 0) return claimed;
     // Entries this consumer read before and never acknowledged come first.
     for (const from of ['0', '>']) {
-      const result = (await this.redis.xreadgroup('GROUP', group, consumer, 'COUNT', count, 'STREAMS', this.key, from)) as Array<[string, StreamEntry[]]> | null;
+      const result = (await this.redis.xreadgroup(
+        'GROUP',
+        group,
+        consumer,
+        'COUNT',
+        count,
+        'STREAMS',
+        this.key,
+        from,
+      )) as Array<[string, StreamEntry[]]> | null;
       const entries = result?.[0]?.[1] ?? [];
-      if (entries.length > 0) return entries.map(([id, fields]) => ({ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }));
+      if (entries.length > 0)
+        return entries.map(([id, fields]) => ({
+          position: id,
+          event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null'),
+        }));
     }
     return [];
   }
@@ -72,10 +92,20 @@ export class RedisEventStream implements EventStream {
   private async claimAbandoned(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
     const now = Date.now();
     if (now - (this.lastClaim.get(group) ?? 0) < this.claimIdleMs / 2) return [];
-    const [, entries] = (await this.redis.xautoclaim(this.key, group, consumer, this.claimIdleMs, '0-0', 'COUNT', count)) as [string, Array<StreamEntry | null>];
+    const [, entries] = (await this.redis.xautoclaim(
+      this.key,
+      group,
+      consumer,
+      this.claimIdleMs,
+      '0-0',
+      'COUNT',
+      count,
+    )) as [string, Array<StreamEntry | null>];
     // A full batch may have more behind it: look again on the next read.
     if (entries.length < count) this.lastClaim.set(group, now);
-    return entries.filter((e): e is StreamEntry => Array.isArray(e)).map(([id, fields]) => ({ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }));
+    return entries
+      .filter((e): e is StreamEntry => Array.isArray(e))
+      .map(([id, fields]) => ({ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }));
   }
 
   async ack(group: string, positions: string[]): Promise<void> {
@@ -92,7 +122,12 @@ export class RedisEventStream implements EventStream {
     }
     const infos = groups.map((flat) => {
       const field = (name: string) => flat[flat.indexOf(name) + 1];
-      return { group: String(field('name')), pending: Number(field('pending') ?? 0), lastDelivered: String(field('last-delivered-id') ?? '0-0'), lag: field('lag') as number | null | undefined };
+      return {
+        group: String(field('name')),
+        pending: Number(field('pending') ?? 0),
+        lastDelivered: String(field('last-delivered-id') ?? '0-0'),
+        lag: field('lag') as number | null | undefined,
+      };
     });
     // One round trip for every group: the oldest entry read and not acknowledged, the first not yet read, and the server's clock (the ids' clock).
     const pipeline = this.redis.pipeline();

@@ -62,10 +62,14 @@ export class StoreEventStream implements EventStream {
   /** On the embedded store, an append made in the same synchronous run as a document write commits with it (one transaction per turn). */
   readonly appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
   /** Groups handled inside each append's transaction (`mirror`); `current` once the events from before it are handled too, so each append moves its cursor. */
-  private readonly mirrors: Array<{ group: string; write: (batch: ReadEvent[]) => Promise<void>; current: boolean }> = [];
+  private readonly mirrors: Array<{ group: string; write: (batch: ReadEvent[]) => Promise<void>; current: boolean }> =
+    [];
   readonly mirror?: (group: string, write: (batch: ReadEvent[]) => Promise<void>) => Promise<void>;
 
-  constructor(store: Store, private readonly keep = 100_000) {
+  constructor(
+    store: Store,
+    private readonly keep = 100_000,
+  ) {
     this.events = store.collection<EventDoc>('events', [{ keys: { tenantId: 1, seq: 1 }, unique: true }]);
     this.cursors = store.collection<CursorDoc>('event_cursors');
     if (store.kind === 'embedded') {
@@ -90,7 +94,11 @@ export class StoreEventStream implements EventStream {
     const upTo = this.seq; // later appends reach `write` themselves
     let cursor = (await this.cursors.findOne(platformScope, { id: group }))?.seq ?? 0;
     while (cursor < upTo) {
-      const page = await this.events.find(platformScope, { seq: { $gt: cursor, $lte: upTo } }, { sort: { seq: 1 }, limit: catchUpPage });
+      const page = await this.events.find(
+        platformScope,
+        { seq: { $gt: cursor, $lte: upTo } },
+        { sort: { seq: 1 }, limit: catchUpPage },
+      );
       if (page.length === 0) break;
       await write(page.map((d) => ({ position: String(d.seq), event: d.event })));
       cursor = page.at(-1)!.seq;
@@ -105,10 +113,9 @@ export class StoreEventStream implements EventStream {
     if (this.mirrors.length === 0) return Promise.resolve();
     const batch = docs.map((d) => ({ position: String(d.seq), event: d.event }));
     const last = docs.at(-1)!.seq;
-    const written = Promise.all(this.mirrors.map((m) => Promise.all([
-      m.write(batch),
-      m.current ? this.moveCursor(m.group, last) : undefined,
-    ])));
+    const written = Promise.all(
+      this.mirrors.map((m) => Promise.all([m.write(batch), m.current ? this.moveCursor(m.group, last) : undefined])),
+    );
     written.catch(() => undefined); // awaited by the append; this only keeps a failure beside a failed insert from going unhandled
     return written;
   }
@@ -147,7 +154,12 @@ export class StoreEventStream implements EventStream {
   /** Writes the events with the next sequences; the write itself is made before the first await, in the caller's turn. */
   private async writeEvents(events: DomainEvent[]): Promise<void> {
     if (events.length === 0) return;
-    const docs: EventDoc[] = events.map((event) => ({ id: event.id, tenantId: platformScope.tenantId, seq: ++this.seq, event }));
+    const docs: EventDoc[] = events.map((event) => ({
+      id: event.id,
+      tenantId: platformScope.tenantId,
+      seq: ++this.seq,
+      event,
+    }));
     const first = docs[0]!.seq;
     this.inFlight.push(first);
     try {
@@ -169,9 +181,11 @@ export class StoreEventStream implements EventStream {
       this.appendsSinceTrim = 0;
       // In the background: an append (and the request waiting on it) never waits for old events to go.
       if (!this.trimming) {
-        const running: Promise<void> = this.trim().catch(() => undefined).finally(() => {
-          if (this.trimming === running) this.trimming = undefined;
-        });
+        const running: Promise<void> = this.trim()
+          .catch(() => undefined)
+          .finally(() => {
+            if (this.trimming === running) this.trimming = undefined;
+          });
         this.trimming = running;
       }
     }
@@ -179,7 +193,11 @@ export class StoreEventStream implements EventStream {
 
   private async unseen(events: DomainEvent[]): Promise<DomainEvent[]> {
     // Sorted, so the embedded store answers by id lookups instead of a scan of the whole stream (any order would do).
-    const stored = await this.events.find(platformScope, { id: { $in: events.map((e) => e.id) } }, { sort: { seq: 1 } });
+    const stored = await this.events.find(
+      platformScope,
+      { id: { $in: events.map((e) => e.id) } },
+      { sort: { seq: 1 } },
+    );
     const seen = new Set(stored.map((d) => d.id));
     return events.filter((e) => !seen.has(e.id));
   }
@@ -216,16 +234,22 @@ export class StoreEventStream implements EventStream {
   async lag(): Promise<GroupLag[]> {
     if (!this.loaded) await this.ready();
     const groups = new Map(this.cursorOf);
-    for (const cursor of await this.cursors.find(platformScope, {})) if (!groups.has(cursor.id)) groups.set(cursor.id, cursor.seq);
+    for (const cursor of await this.cursors.find(platformScope, {}))
+      if (!groups.has(cursor.id)) groups.set(cursor.id, cursor.seq);
     const now = Date.now();
-    return Promise.all([...groups].map(async ([group, cursor]) => {
-      const first = this.firstAfter(cursor);
-      const events = this.seqs.length - first;
-      if (events === 0) return { group, events, oldestAgeSeconds: 0 };
-      const seq = this.seqs[first]!;
-      const event = this.recentSeqs[seq % recentEvents] === seq ? this.recent[seq % recentEvents] : (await this.events.findOne(platformScope, { id: this.ids[first]! }))?.event;
-      return { group, events, oldestAgeSeconds: event ? Math.max(0, (now - Date.parse(event.timestamp)) / 1000) : 0 };
-    }));
+    return Promise.all(
+      [...groups].map(async ([group, cursor]) => {
+        const first = this.firstAfter(cursor);
+        const events = this.seqs.length - first;
+        if (events === 0) return { group, events, oldestAgeSeconds: 0 };
+        const seq = this.seqs[first]!;
+        const event =
+          this.recentSeqs[seq % recentEvents] === seq
+            ? this.recent[seq % recentEvents]
+            : (await this.events.findOne(platformScope, { id: this.ids[first]! }))?.event;
+        return { group, events, oldestAgeSeconds: event ? Math.max(0, (now - Date.parse(event.timestamp)) / 1000) : 0 };
+      }),
+    );
   }
 
   /** The group's cursor, written in this turn's transaction. */

@@ -6,7 +6,8 @@ import { anyObject, defineRoute, type AnswerSpec, type RouteDef } from './route.
 import { strictObject } from './validation.ts';
 
 const jsonType = { 'content-type': 'application/json; charset=utf-8' };
-const document = (description: string) => ({ description, content: { 'application/json': anyObject } }) satisfies AnswerSpec;
+const document = (description: string) =>
+  ({ description, content: { 'application/json': anyObject } }) satisfies AnswerSpec;
 
 /**
  * The routes that serve the API's own descriptions: OpenAPI for REST (these
@@ -19,18 +20,29 @@ export function apiDocumentRoutes(routes: RouteDef[], opts: DocumentOptions): Ro
   let withSamples = '';
   const documents: RouteDef[] = [
     defineRoute({
-      method: 'GET', path: '/api/v1/openapi.json', summary: 'This API description (OpenAPI 3.1)', tags: ['meta'], auth: false,
+      method: 'GET',
+      path: '/api/v1/openapi.json',
+      summary: 'This API description (OpenAPI 3.1)',
+      tags: ['meta'],
+      auth: false,
       operationId: 'getOpenApiDocument',
       schema: {
         query: strictObject({
-          codeSamples: Type.Boolean({ default: false, description: 'adds a curl and a TypeScript sample to each operation (x-codeSamples), as /docs shows them' }),
+          codeSamples: Type.Boolean({
+            default: false,
+            description: 'adds a curl and a TypeScript sample to each operation (x-codeSamples), as /docs shows them',
+          }),
         }),
         response: { 200: document('the OpenAPI document') },
       },
       handler: (ctx) => ({ status: 200, body: ctx.query.codeSamples ? withSamples : openapi, headers: jsonType }),
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/asyncapi.json', summary: 'The relay WebSocket protocol and its frames (AsyncAPI 3.0)', tags: ['meta'], auth: false,
+      method: 'GET',
+      path: '/api/v1/asyncapi.json',
+      summary: 'The relay WebSocket protocol and its frames (AsyncAPI 3.0)',
+      tags: ['meta'],
+      auth: false,
       operationId: 'getAsyncApiDocument',
       schema: { response: { 200: document('the AsyncAPI document') } },
       handler: (_ctx) => ({ status: 200, body: asyncapi, headers: jsonType }),

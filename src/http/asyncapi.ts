@@ -4,7 +4,8 @@ import { plain } from './openapi-responses.ts';
 
 /** What the frame schemas cannot say: the order of frames and the delivery rules both ends keep. */
 const protocolRules = [
-  'One JSON object per text frame, each with a `type`; binary frames and frames over ' + `${frameLimits.maxFrameBytes} bytes are refused.`,
+  'One JSON object per text frame, each with a `type`; binary frames and frames over ' +
+    `${frameLimits.maxFrameBytes} bytes are refused.`,
   'The relay opens with `hello` (a registration token from POST /api/v1/tenants/{tenantId}/relay-tokens the first time, its stored credential afterwards); the server answers `welcome`, or `error` and closes with 4001. No hello within 10 s closes the socket.',
   'The relay sends `heartbeat` every `welcome.heartbeatIntervalMs`; a relay silent past the heartbeat timeout is offline and its unfinished sends go back to the queue.',
   '`ready.capacity` is the credit window: the server keeps at most `capacity` sends unfinished on one connection; a send is finished once the relay reports `sent` or `failed` (or a `delivered` or `read` that comes first). The relay repeats `ready` whenever a send finishes.',
@@ -36,7 +37,9 @@ export function asyncApiDocument() {
   for (const [type, payload] of [...received, ...sent]) {
     messages[type] = { name: type, title: `${type} frame`, contentType: 'application/json', payload };
   }
-  const channelMessages = Object.fromEntries(Object.keys(messages).map((type) => [type, { $ref: `#/components/messages/${type}` }]));
+  const channelMessages = Object.fromEntries(
+    Object.keys(messages).map((type) => [type, { $ref: `#/components/messages/${type}` }]),
+  );
   const operation = (action: 'send' | 'receive', types: string[], summary: string) => ({
     action,
     summary,
@@ -50,7 +53,11 @@ export function asyncApiDocument() {
     info: {
       title: 'Relaybox relay protocol',
       version: '1.0.0',
-      description: ['The WebSocket between a desktop relay and the Relaybox server.', '', ...protocolRules.map((r) => `- ${r}`)].join('\n'),
+      description: [
+        'The WebSocket between a desktop relay and the Relaybox server.',
+        '',
+        ...protocolRules.map((r) => `- ${r}`),
+      ].join('\n'),
     },
     defaultContentType: 'application/json',
     channels: {
@@ -62,8 +69,16 @@ export function asyncApiDocument() {
       },
     },
     operations: {
-      receiveAgentFrames: operation('receive', received.map(([t]) => t), 'Frames a relay sends to the server'),
-      sendServerFrames: operation('send', sent.map(([t]) => t), 'Frames the server sends to a relay'),
+      receiveAgentFrames: operation(
+        'receive',
+        received.map(([t]) => t),
+        'Frames a relay sends to the server',
+      ),
+      sendServerFrames: operation(
+        'send',
+        sent.map(([t]) => t),
+        'Frames the server sends to a relay',
+      ),
     },
     components: { messages },
   };

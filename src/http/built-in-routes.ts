@@ -12,7 +12,14 @@ export interface ReadinessCheck {
 export function builtInRoutes(opts: { readinessChecks?: ReadinessCheck[]; readinessTimeoutMs: number }): RouteDef[] {
   const checks = opts.readinessChecks ?? [];
   return [
-    { method: 'GET', path: '/healthz', summary: 'The process is up', auth: false, schema: { response: { 200: anyObject } }, handler: () => ({ status: 200, body: { status: 'ok' } }) },
+    {
+      method: 'GET',
+      path: '/healthz',
+      summary: 'The process is up',
+      auth: false,
+      schema: { response: { 200: anyObject } },
+      handler: () => ({ status: 200, body: { status: 'ok' } }),
+    },
     {
       method: 'GET',
       path: '/readyz',
@@ -20,17 +27,21 @@ export function builtInRoutes(opts: { readinessChecks?: ReadinessCheck[]; readin
       auth: false,
       schema: { response: { 200: anyObject } },
       async handler() {
-        const results = await Promise.all(checks.map(async (c) => {
-          try {
-            await withTimeout(c.check(), opts.readinessTimeoutMs);
-            return [c.name, 'ok'] as const;
-          } catch (err) {
-            return [c.name, err instanceof Error ? err.message : 'failed'] as const;
-          }
-        }));
+        const results = await Promise.all(
+          checks.map(async (c) => {
+            try {
+              await withTimeout(c.check(), opts.readinessTimeoutMs);
+              return [c.name, 'ok'] as const;
+            } catch (err) {
+              return [c.name, err instanceof Error ? err.message : 'failed'] as const;
+            }
+          }),
+        );
         const failed = results.filter(([, r]) => r !== 'ok');
         if (failed.length > 0) {
-          throw new AppError('service_unavailable', `not ready: ${failed.map(([n, r]) => `${n} (${r})`).join(', ')}`, { retryAfterSeconds: 1 });
+          throw new AppError('service_unavailable', `not ready: ${failed.map(([n, r]) => `${n} (${r})`).join(', ')}`, {
+            retryAfterSeconds: 1,
+          });
         }
         return { status: 200, body: { status: 'ok', checks: Object.fromEntries(results) } };
       },
@@ -42,7 +53,11 @@ export function builtInRoutes(opts: { readinessChecks?: ReadinessCheck[]; readin
       auth: false,
       schema: { response: { 200: { description: 'the metrics', content: { 'text/plain': Type.String() } } } },
       async handler() {
-        return { status: 200, body: await metricsRegistry.metrics(), headers: { 'content-type': metricsRegistry.contentType } };
+        return {
+          status: 200,
+          body: await metricsRegistry.metrics(),
+          headers: { 'content-type': metricsRegistry.contentType },
+        };
       },
     },
   ];

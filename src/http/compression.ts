@@ -23,7 +23,8 @@ export function negotiateEncoding(acceptEncoding: string | undefined): ContentEn
     const q = params.map((p) => /^\s*q=([0-9.]+)\s*$/.exec(p)).find(Boolean);
     weights.set(name, q ? Number(q[1]) : 1);
   }
-  const weightOf = (name: ContentEncoding) => weights.get(name) ?? (name === 'gzip' ? weights.get('x-gzip') : undefined) ?? weights.get('*') ?? 0;
+  const weightOf = (name: ContentEncoding) =>
+    weights.get(name) ?? (name === 'gzip' ? weights.get('x-gzip') : undefined) ?? weights.get('*') ?? 0;
   const best = (['br', 'gzip'] as const).filter((e) => weightOf(e) > 0).sort((a, b) => weightOf(b) - weightOf(a))[0];
   return best;
 }
@@ -33,7 +34,10 @@ export function compressBody(body: string | Buffer, encoding: ContentEncoding): 
 }
 
 /** A streamed answer compressed as it is written; each source chunk is flushed, so the client sees rows as they come. */
-export async function* compressChunks(chunks: AsyncIterable<string | Buffer>, encoding: ContentEncoding): AsyncGenerator<Buffer> {
+export async function* compressChunks(
+  chunks: AsyncIterable<string | Buffer>,
+  encoding: ContentEncoding,
+): AsyncGenerator<Buffer> {
   const z = encoding === 'br' ? zlib.createBrotliCompress(brotliParams) : zlib.createGzip();
   const out: Buffer[] = [];
   z.on('data', (chunk: Buffer) => out.push(chunk));
@@ -62,7 +66,12 @@ export interface EncodedAnswer {
  * `minBytes`, or any stream (its size is not known up front). Sets
  * Content-Encoding and Vary on `headers`.
  */
-export async function encodeAnswer(acceptEncoding: string | undefined, headers: Record<string, string>, answer: EncodedAnswer, minBytes: number): Promise<EncodedAnswer> {
+export async function encodeAnswer(
+  acceptEncoding: string | undefined,
+  headers: Record<string, string>,
+  answer: EncodedAnswer,
+  minBytes: number,
+): Promise<EncodedAnswer> {
   headers.vary = headers.vary ? `${headers.vary}, Accept-Encoding` : 'Accept-Encoding';
   const encoding = negotiateEncoding(acceptEncoding);
   if (!encoding || headers['content-encoding']) return answer;

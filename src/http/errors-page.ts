@@ -9,7 +9,8 @@ const htmlHeaders = {
   'x-content-type-options': 'nosniff',
 };
 
-const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const escape = (text: string) =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 /** The registry's texts mark names as `code`. */
 const prose = (text: string) => escape(text).replace(/`([^`]+)`/g, '<code>$1</code>');
 
@@ -46,17 +47,27 @@ export function errorPageRoutes(): RouteDef[] {
   const answer = { 200: { description: 'an HTML page', content: { 'text/html': Type.String() } } };
   return [
     defineRoute({
-      method: 'GET', path: '/errors', summary: 'Every error code of the API', auth: false,
+      method: 'GET',
+      path: '/errors',
+      summary: 'Every error code of the API',
+      auth: false,
       schema: { response: answer },
       handler: (_ctx) => ({ status: 200, body: all, headers: htmlHeaders }),
     }),
     defineRoute({
-      method: 'GET', path: '/errors/:code', summary: 'One error code of the API: the page its problem type names', auth: false,
+      method: 'GET',
+      path: '/errors/:code',
+      summary: 'One error code of the API: the page its problem type names',
+      auth: false,
       schema: { params: Type.Object({ code: Type.String({ minLength: 1, maxLength: 64 }) }), response: answer },
       handler(ctx) {
         const code = ctx.params.code;
         if (!Object.hasOwn(errorCodes, code)) throw new AppError('not_found', `no error code ${code}`);
-        return { status: 200, body: page(`Relaybox API error: ${code}`, section(code as ErrorCode)), headers: htmlHeaders };
+        return {
+          status: 200,
+          body: page(`Relaybox API error: ${code}`, section(code as ErrorCode)),
+          headers: htmlHeaders,
+        };
       },
     }),
   ];

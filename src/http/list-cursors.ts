@@ -30,7 +30,9 @@ export class ListCursors {
 
   private async tag(orgId: string, list: string, payload: Buffer): Promise<Buffer> {
     // A key of its own for list cursors, apart from the AES key of event cursors.
-    const key = createHmac('sha256', await this.keys.orgKey(orgId)).update('list-cursor').digest();
+    const key = createHmac('sha256', await this.keys.orgKey(orgId))
+      .update('list-cursor')
+      .digest();
     return createHmac('sha256', key).update(list).update('\u0000').update(payload).digest().subarray(0, tagBytes);
   }
 
@@ -46,7 +48,12 @@ export class ListCursors {
       const payload = raw.subarray(tagBytes);
       if (timingSafeEqual(raw.subarray(0, tagBytes), await this.tag(orgId, list, payload))) {
         const keys = JSON.parse(payload.toString()) as unknown;
-        if (Array.isArray(keys) && keys.length > 0 && keys.every((k) => typeof k === 'string' || (typeof k === 'number' && Number.isFinite(k)))) return keys as SortKeys;
+        if (
+          Array.isArray(keys) &&
+          keys.length > 0 &&
+          keys.every((k) => typeof k === 'string' || (typeof k === 'number' && Number.isFinite(k)))
+        )
+          return keys as SortKeys;
       }
     }
     throw validationError('/after', 'is not a cursor this list gave this organization: pass nextCursor as it came');

@@ -7,15 +7,26 @@ export { register as metricsRegistry };
 let defaultsCollected = false;
 
 /** prom-client's gauges named like counters (`promtool check metrics` refuses a gauge ending in `_total`): replaced by `nodejs_active_resources{type}`. */
-const misnamedDefaults = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total', 'nodejs_active_handles', 'nodejs_active_requests', 'nodejs_active_resources'];
+const misnamedDefaults = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+  'nodejs_active_handles',
+  'nodejs_active_requests',
+  'nodejs_active_resources',
+];
 
 export function collectProcessMetrics(opts: { buildCommit?: string | undefined } = {}): void {
   if (defaultsCollected) return;
   defaultsCollected = true;
   collectDefaultMetrics({ register });
   for (const name of misnamedDefaults) register.removeSingleMetric(name);
-  new Gauge({ name: 'relaybox_build_info', help: 'Always 1: the running version, its commit and the Node.js version', labelNames: ['version', 'commit', 'node'], registers: [register] })
-    .set({ version: packageVersion(), commit: opts.buildCommit ?? checkoutCommit(), node: process.version }, 1);
+  new Gauge({
+    name: 'relaybox_build_info',
+    help: 'Always 1: the running version, its commit and the Node.js version',
+    labelNames: ['version', 'commit', 'node'],
+    registers: [register],
+  }).set({ version: packageVersion(), commit: opts.buildCommit ?? checkoutCommit(), node: process.version }, 1);
   new Gauge({
     name: 'nodejs_active_resources',
     help: 'Resources keeping the event loop alive (handles, requests, timers), by type',
@@ -34,21 +45,29 @@ function singleton<T>(name: string, make: () => T): T {
   return (register.getSingleMetric(name) as T | undefined) ?? make();
 }
 
-export const httpDuration = singleton('relaybox_http_request_duration_seconds', () => new Histogram({
-  name: 'relaybox_http_request_duration_seconds',
-  help: 'HTTP request duration by route pattern, method and status',
-  labelNames: ['route', 'method', 'status'],
-  // Up to a minute: a bulk upload or an export takes seconds, and each should land in a bucket of its own, not in +Inf.
-  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
-}));
+export const httpDuration = singleton(
+  'relaybox_http_request_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'relaybox_http_request_duration_seconds',
+      help: 'HTTP request duration by route pattern, method and status',
+      labelNames: ['route', 'method', 'status'],
+      // Up to a minute: a bulk upload or an export takes seconds, and each should land in a bucket of its own, not in +Inf.
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    }),
+);
 
 /** Time spent in each stage of a request (auth, rate_limit, validate, handler; features add persist, enqueue). */
-export const stageDuration = singleton('relaybox_http_stage_duration_seconds', () => new Histogram({
-  name: 'relaybox_http_stage_duration_seconds',
-  help: 'Time spent in each stage of request handling, by route and stage',
-  labelNames: ['route', 'stage'],
-  buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
-}));
+export const stageDuration = singleton(
+  'relaybox_http_stage_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'relaybox_http_stage_duration_seconds',
+      help: 'Time spent in each stage of request handling, by route and stage',
+      labelNames: ['route', 'stage'],
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1],
+    }),
+);
 
 /**
  * Figures read from somewhere else (the transport, the event stream) when
@@ -70,27 +89,54 @@ function exposeRead<R extends Record<string, unknown>>(
       labelNames: [label],
       // A source that cannot answer keeps the last figures: one unreadable gauge must not fail the whole scrape.
       async collect() {
-        for (const row of (await current().catch(() => [])) ?? []) this.set({ [label]: String(row[label]) }, Number(row[field]));
+        for (const row of (await current().catch(() => [])) ?? [])
+          this.set({ [label]: String(row[label]) }, Number(row[field]));
       },
     });
   }
 }
 
 /** Actor backlog, its age, dead letters and timers by actor type. */
-export function exposeRuntimeStats(stats: () => Promise<Array<{ type: string; pending: number; oldestAgeSeconds: number; deadLetters: number; timers: number }>>): void {
+export function exposeRuntimeStats(
+  stats: () => Promise<
+    Array<{ type: string; pending: number; oldestAgeSeconds: number; deadLetters: number; timers: number }>
+  >,
+): void {
   exposeRead('type', stats, [
-    { name: 'relaybox_runtime_pending_messages', help: 'Actor messages sent and not yet handled, by actor type', field: 'pending' },
-    { name: 'relaybox_runtime_oldest_message_age_seconds', help: 'How long the oldest actor message not yet handled has waited, by actor type (0 when none waits)', field: 'oldestAgeSeconds' },
-    { name: 'relaybox_runtime_dead_letters', help: 'Actor messages in the dead-letter stream, by actor type', field: 'deadLetters' },
+    {
+      name: 'relaybox_runtime_pending_messages',
+      help: 'Actor messages sent and not yet handled, by actor type',
+      field: 'pending',
+    },
+    {
+      name: 'relaybox_runtime_oldest_message_age_seconds',
+      help: 'How long the oldest actor message not yet handled has waited, by actor type (0 when none waits)',
+      field: 'oldestAgeSeconds',
+    },
+    {
+      name: 'relaybox_runtime_dead_letters',
+      help: 'Actor messages in the dead-letter stream, by actor type',
+      field: 'deadLetters',
+    },
     { name: 'relaybox_runtime_timers', help: 'Durable timers not yet due, by actor type', field: 'timers' },
   ]);
 }
 
 /** How far each consumer group of the event stream (event-log, webhooks, automations) is behind. */
-export function exposeEventStreamLag(lag: () => Promise<Array<{ group: string; events: number; oldestAgeSeconds: number }>>): void {
+export function exposeEventStreamLag(
+  lag: () => Promise<Array<{ group: string; events: number; oldestAgeSeconds: number }>>,
+): void {
   exposeRead('group', lag, [
-    { name: 'relaybox_event_stream_pending_events', help: 'Events appended and not yet handled by the consumer group (read or not)', field: 'events' },
-    { name: 'relaybox_event_stream_oldest_pending_age_seconds', help: 'Seconds since the oldest event the consumer group has not yet handled was appended (0 when none)', field: 'oldestAgeSeconds' },
+    {
+      name: 'relaybox_event_stream_pending_events',
+      help: 'Events appended and not yet handled by the consumer group (read or not)',
+      field: 'events',
+    },
+    {
+      name: 'relaybox_event_stream_oldest_pending_age_seconds',
+      help: 'Seconds since the oldest event the consumer group has not yet handled was appended (0 when none)',
+      field: 'oldestAgeSeconds',
+    },
   ]);
 }
 
@@ -112,7 +158,9 @@ function checkoutCommit(): string {
     if (!head.startsWith('ref: ')) return head.slice(0, 12);
     const ref = head.slice(5);
     if (existsSync(join(git, ref))) return readFileSync(join(git, ref), 'utf8').trim().slice(0, 12);
-    const packed = readFileSync(join(git, 'packed-refs'), 'utf8').split('\n').find((line) => line.endsWith(` ${ref}`));
+    const packed = readFileSync(join(git, 'packed-refs'), 'utf8')
+      .split('\n')
+      .find((line) => line.endsWith(` ${ref}`));
     return packed ? packed.slice(0, 12) : 'unknown';
   } catch {
     return 'unknown';

@@ -39,7 +39,9 @@ export function errorsOf(route: RouteDef): ErrorCode[] {
   codes.add('rate_limited');
   codes.add('internal_error');
   codes.add('service_unavailable');
-  return [...codes].sort((a, b) => errorCodes[a].status - errorCodes[b].status || registryOrder.indexOf(a) - registryOrder.indexOf(b));
+  return [...codes].sort(
+    (a, b) => errorCodes[a].status - errorCodes[b].status || registryOrder.indexOf(a) - registryOrder.indexOf(b),
+  );
 }
 
 const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
@@ -53,7 +55,8 @@ const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
  */
 function errorHeaders(status: number): Record<string, unknown> {
   const headers: Record<string, unknown> = { 'X-Request-Id': ref('X-Request-Id') };
-  for (const name of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy']) headers[name] = ref(name);
+  for (const name of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy'])
+    headers[name] = ref(name);
   if (status === 429 || status === 503) headers['Retry-After'] = ref('Retry-After');
   return headers;
 }
@@ -72,15 +75,22 @@ export function responsesOf(route: RouteDef, errorResponses: Record<string, unkn
     if (route.idempotent) headers['Idempotent-Replayed'] = ref('Idempotent-Replayed');
     if (isSchema(spec)) {
       // A 204 has no body, whatever schema it was declared with.
-      out[status] = status === '204'
-        ? { description: noContent.description, headers }
-        : { description: 'success', headers, content: { 'application/json': { schema: plain(spec) } } };
+      out[status] =
+        status === '204'
+          ? { description: noContent.description, headers }
+          : { description: 'success', headers, content: { 'application/json': { schema: plain(spec) } } };
       continue;
     }
     for (const [name, h] of Object.entries(spec.headers ?? {})) {
-      headers[name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase())] = { description: h.description, required: h.required ?? false, schema: { type: 'string' } };
+      headers[name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase())] = {
+        description: h.description,
+        required: h.required ?? false,
+        schema: { type: 'string' },
+      };
     }
-    const content = spec.content ? Object.fromEntries(Object.entries(spec.content).map(([type, schema]) => [type, { schema: plain(schema) }])) : undefined;
+    const content = spec.content
+      ? Object.fromEntries(Object.entries(spec.content).map(([type, schema]) => [type, { schema: plain(schema) }]))
+      : undefined;
     out[status] = { description: spec.description, headers, ...(content ? { content } : {}) };
   }
   const byStatus = new Map<number, ErrorCode[]>();
@@ -89,7 +99,9 @@ export function responsesOf(route: RouteDef, errorResponses: Record<string, unkn
     byStatus.set(status, [...(byStatus.get(status) ?? []), code]);
   }
   for (const [status, codes] of byStatus) {
-    const name = codes.map((c) => c.replace(/(^|_)([a-z])/g, (_, _sep: string, ch: string) => ch.toUpperCase())).join('Or');
+    const name = codes
+      .map((c) => c.replace(/(^|_)([a-z])/g, (_, _sep: string, ch: string) => ch.toUpperCase()))
+      .join('Or');
     errorResponses[name] ??= errorResponse(status, codes);
     out[String(status)] = { $ref: `#/components/responses/${name}` };
   }
@@ -106,7 +118,14 @@ function errorResponse(status: number, codes: ErrorCode[]) {
         schema: {
           allOf: [
             { $ref: '#/components/schemas/Problem' },
-            { type: 'object', properties: { type: { enum: codes.map(problemTypeOf) }, status: { const: status }, error: { enum: codes } } },
+            {
+              type: 'object',
+              properties: {
+                type: { enum: codes.map(problemTypeOf) },
+                status: { const: status },
+                error: { enum: codes },
+              },
+            },
           ],
         },
       },
@@ -115,27 +134,60 @@ function errorResponse(status: number, codes: ErrorCode[]) {
 }
 
 export const headerComponents = {
-  'X-Request-Id': { description: 'Identifies the request in the logs; a valid incoming X-Request-Id is kept.', required: true, schema: { type: 'string', maxLength: 128 } },
-  'RateLimit-Limit': { description: "Requests allowed in the current window (the organization's burst).", schema: { type: 'integer', minimum: 0 } },
-  'RateLimit-Remaining': { description: 'Requests left in the current window.', schema: { type: 'integer', minimum: 0 } },
-  'RateLimit-Reset': { description: 'Seconds until the window is full again.', schema: { type: 'integer', minimum: 0 } },
-  'RateLimit-Policy': { description: 'The policy the limit applies, e.g. `100;w=60;burst=20` (100 a minute, bursts of 20).', schema: { type: 'string' } },
-  'Retry-After': { description: 'Seconds to wait before trying again.', required: true, schema: { type: 'integer', minimum: 1 } },
-  'Idempotent-Replayed': { description: '`true` when the answer replays the first request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } },
+  'X-Request-Id': {
+    description: 'Identifies the request in the logs; a valid incoming X-Request-Id is kept.',
+    required: true,
+    schema: { type: 'string', maxLength: 128 },
+  },
+  'RateLimit-Limit': {
+    description: "Requests allowed in the current window (the organization's burst).",
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Remaining': {
+    description: 'Requests left in the current window.',
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Reset': {
+    description: 'Seconds until the window is full again.',
+    schema: { type: 'integer', minimum: 0 },
+  },
+  'RateLimit-Policy': {
+    description: 'The policy the limit applies, e.g. `100;w=60;burst=20` (100 a minute, bursts of 20).',
+    schema: { type: 'string' },
+  },
+  'Retry-After': {
+    description: 'Seconds to wait before trying again.',
+    required: true,
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'Idempotent-Replayed': {
+    description: '`true` when the answer replays the first request with the same Idempotency-Key.',
+    schema: { type: 'string', enum: ['true'] },
+  },
 };
 
 /** The body of every error answer (RFC 9457 problem details, with the API's first error members kept beside them). */
 export const problemSchema = {
   type: 'object',
-  description: 'RFC 9457 problem details. `error`, `message`, `statusCode` and `details` are extension members: the body errors had before, kept so clients that read them keep working.',
+  description:
+    'RFC 9457 problem details. `error`, `message`, `statusCode` and `details` are extension members: the body errors had before, kept so clients that read them keep working.',
   required: ['type', 'title', 'status', 'detail', 'instance', 'error', 'message', 'statusCode'],
   properties: {
-    type: { type: 'string', format: 'uri-reference', description: 'the problem type, one per code: `/errors/{code}`, resolved against the address called, is a page that documents it (docs/errors.md has the same sections)' },
+    type: {
+      type: 'string',
+      format: 'uri-reference',
+      description:
+        'the problem type, one per code: `/errors/{code}`, resolved against the address called, is a page that documents it (docs/errors.md has the same sections)',
+    },
     title: { type: 'string', description: 'the problem type in words, the same for every answer with this code' },
     status: { type: 'integer', minimum: 400, maximum: 599, description: 'the HTTP status' },
     detail: { type: 'string', description: 'what is wrong with this request' },
     instance: { type: 'string', format: 'uri-reference', description: "this request's id, as X-Request-Id carries it" },
-    error: { type: 'string', enum: Object.keys(errorCodes), description: 'machine-readable code (the last segment of `type`)' },
+    error: {
+      type: 'string',
+      enum: Object.keys(errorCodes),
+      description: 'machine-readable code (the last segment of `type`)',
+    },
     message: { type: 'string', description: 'the same text as `detail`' },
     statusCode: { type: 'integer', description: 'the HTTP status, as `status`' },
     details: {
@@ -147,7 +199,8 @@ export const problemSchema = {
         properties: {
           path: {
             type: 'string',
-            description: 'a JSON Pointer (RFC 6901) into the input that was checked: the JSON body, the query parameters, the path parameters or the headers, each seen as one object, e.g. `/to`, `/messages/17/to`, `/phoneNumbers/1`, `/limit`, `/Idempotency-Key`; `~1` stands for `/` and `~0` for `~` in a name; an empty string is the whole body',
+            description:
+              'a JSON Pointer (RFC 6901) into the input that was checked: the JSON body, the query parameters, the path parameters or the headers, each seen as one object, e.g. `/to`, `/messages/17/to`, `/phoneNumbers/1`, `/limit`, `/Idempotency-Key`; `~1` stands for `/` and `~0` for `~` in a name; an empty string is the whole body',
           },
           message: { type: 'string' },
         },

@@ -40,12 +40,15 @@ function requiredQuery(query: Record<string, any> | undefined): Record<string, u
 }
 
 function curlSample({ route, path, body, query }: SampleInput): string {
-  const params = new URLSearchParams(Object.entries(requiredQuery(query)).map(([k, v]): [string, string] => [k, String(v)])).toString();
+  const params = new URLSearchParams(
+    Object.entries(requiredQuery(query)).map(([k, v]): [string, string] => [k, String(v)]),
+  ).toString();
   const url = `$RELAYBOX_URL${path.replace(/\{([^}]+)\}/g, (_, name: string) => shellName(name))}${params ? `?${params}` : ''}`;
   const lines = [`curl${route.method === 'GET' ? '' : ` -X ${route.method}`} "${url}"`];
   if (route.auth !== false) lines.push('-H "Authorization: Bearer $RELAYBOX_API_KEY"');
   if (route.uploadField) lines.push(`-F "${route.uploadField}=@contacts.csv"`);
-  else if (body) lines.push('-H "Content-Type: application/json"', `-d '${JSON.stringify(exampleOf(body)).replace(/'/g, "'\\''")}'`);
+  else if (body)
+    lines.push('-H "Content-Type: application/json"', `-d '${JSON.stringify(exampleOf(body)).replace(/'/g, "'\\''")}'`);
   return lines.join(' \\\n  ');
 }
 
@@ -61,13 +64,16 @@ function typeScriptSample({ route, path, body, query }: SampleInput): string {
   if (route.uploadField) {
     const field = route.uploadField;
     options.push(`body: { ${field}: 'contacts.csv' }`);
-    options.push(`bodySerializer: (body) => {\n    const form = new FormData();\n    form.append('${field}', new Blob([readFileSync(body.${field}, 'utf8')]), body.${field});\n    return form;\n  }`);
+    options.push(
+      `bodySerializer: (body) => {\n    const form = new FormData();\n    form.append('${field}', new Blob([readFileSync(body.${field}, 'utf8')]), body.${field});\n    return form;\n  }`,
+    );
   } else if (body) {
     options.push(`body: ${literal(exampleOf(body))}`);
   }
-  const call = options.length === 0
-    ? `await client.${route.method}('${path}')`
-    : `await client.${route.method}('${path}', {\n  ${options.join(',\n  ')},\n})`;
+  const call =
+    options.length === 0
+      ? `await client.${route.method}('${path}')`
+      : `await client.${route.method}('${path}', {\n  ${options.join(',\n  ')},\n})`;
   return `// client: createClient<paths>() from openapi-fetch (examples/typed-client)\nconst { data, error } = ${call};`;
 }
 
@@ -76,7 +82,9 @@ function literal(value: unknown): string {
   if (typeof value === 'string') return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
   if (Array.isArray(value)) return `[${value.map(literal).join(', ')}]`;
   if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value).map(([k, v]) => `${/^[A-Za-z_$][\w$]*$/.test(k) ? k : literal(k)}: ${literal(v)}`);
+    const entries = Object.entries(value).map(
+      ([k, v]) => `${/^[A-Za-z_$][\w$]*$/.test(k) ? k : literal(k)}: ${literal(v)}`,
+    );
     return entries.length === 0 ? '{}' : `{ ${entries.join(', ')} }`;
   }
   return JSON.stringify(value);
@@ -93,7 +101,8 @@ export function exampleOf(schema: Record<string, any>, name = ''): unknown {
   if ('const' in schema) return schema.const;
   if (schema.default !== undefined) return schema.default;
   if (Array.isArray(schema.enum)) return schema.enum[0];
-  const choices: Array<Record<string, any>> | undefined = schema.type === undefined ? schema.anyOf ?? schema.oneOf : undefined;
+  const choices: Array<Record<string, any>> | undefined =
+    schema.type === undefined ? (schema.anyOf ?? schema.oneOf) : undefined;
   if (choices) return exampleOf(choices.find((c) => c.type !== 'null') ?? choices[0]!, name);
   const type = Array.isArray(schema.type) ? schema.type.find((t: string) => t !== 'null') : schema.type;
   if (type === 'object' || schema.properties) {
@@ -101,7 +110,9 @@ export function exampleOf(schema: Record<string, any>, name = ''): unknown {
     const alternative = (schema.anyOf ?? schema.oneOf)?.[0] as Record<string, any> | undefined;
     const required = [...new Set<string>([...(schema.required ?? []), ...(alternative?.required ?? [])])];
     const names = required.length > 0 ? required : Object.keys(properties).slice(0, 1);
-    return Object.fromEntries(names.map((n) => [n, exampleOf({ ...properties[n], ...alternative?.properties?.[n] }, n)]));
+    return Object.fromEntries(
+      names.map((n) => [n, exampleOf({ ...properties[n], ...alternative?.properties?.[n] }, n)]),
+    );
   }
   if (type === 'array') return [exampleOf(schema.items ?? {}, name.replace(/s$/, ''))];
   if (type === 'integer' || type === 'number') return schema.minimum ?? 1;
@@ -110,7 +121,9 @@ export function exampleOf(schema: Record<string, any>, name = ''): unknown {
 }
 
 function stringExample(schema: Record<string, any>, name: string): string {
-  const known = formatExample(schema.format) ?? (/^phone number/i.test(schema.description ?? '') ? formatExample('phone-number') : undefined);
+  const known =
+    formatExample(schema.format) ??
+    (/^phone number/i.test(schema.description ?? '') ? formatExample('phone-number') : undefined);
   if (known) return known;
   if (schema.format === 'email' || /email$/i.test(name)) return 'ada@example.com';
   if (schema.format === 'uri' || /url$/i.test(name)) return 'https://example.com/relaybox';

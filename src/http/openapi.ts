@@ -10,11 +10,20 @@ export const openApiPath = (path: string) => path.replace(/:([A-Za-z0-9_]+)/g, '
 /** The route's own operationId, or one made from its method and path (getMessagesByIdStatus): unique as long as routes are. */
 export function operationIdOf(route: RouteDef): string {
   if (route.operationId) return route.operationId;
-  const words = route.path.replace(/^\/api\/v1\//, '').split('/').flatMap((segment) => {
-    const param = /^:(.+)$/.exec(segment);
-    return param ? ['by', param[1]!] : segment.split(/[^A-Za-z0-9]+/);
-  });
-  return route.method.toLowerCase() + words.filter(Boolean).map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
+  const words = route.path
+    .replace(/^\/api\/v1\//, '')
+    .split('/')
+    .flatMap((segment) => {
+      const param = /^:(.+)$/.exec(segment);
+      return param ? ['by', param[1]!] : segment.split(/[^A-Za-z0-9]+/);
+    });
+  return (
+    route.method.toLowerCase() +
+    words
+      .filter(Boolean)
+      .map((w) => w[0]!.toUpperCase() + w.slice(1))
+      .join('')
+  );
 }
 
 /**
@@ -26,7 +35,8 @@ export function requestView(schema: unknown): any {
   if (Array.isArray(schema)) return schema.map(requestView);
   if (schema === null || typeof schema !== 'object') return schema;
   const out: Record<string, any> = {};
-  for (const [k, v] of Object.entries(schema)) out[k] = k === 'default' || k === 'const' || k === 'enum' ? v : requestView(v);
+  for (const [k, v] of Object.entries(schema))
+    out[k] = k === 'default' || k === 'const' || k === 'enum' ? v : requestView(v);
   if (Array.isArray(out.required) && out.properties) {
     const required = out.required.filter((name: string) => out.properties[name]?.default === undefined);
     if (required.length > 0) out.required = required;
@@ -39,11 +49,45 @@ const requiredFields = (schema: Record<string, any>): string[] => schema.require
 
 /** The header parameters many operations share, described once under components.parameters. */
 const parameterComponents = {
-  'X-Team-Id': { name: 'X-Team-Id', in: 'header', required: false, schema: { type: 'string', maxLength: 64 }, description: "The team the request acts in; default the organization's default team. Another organization's team: 404." },
-  'Idempotency-Key': { name: 'Idempotency-Key', in: 'header', required: false, schema: { type: 'string', minLength: 1, maxLength: 255 }, description: 'A repeat within 24 h replays the first answer (with Idempotent-Replayed: true); the same key with another body is 422 idempotency_mismatch.' },
-  'X-Request-Id': { name: 'X-Request-Id', in: 'header', required: false, schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' }, description: 'Kept as the request id of the answer (and an error\'s `instance`) and the logs when valid; otherwise one is made.' },
-  traceparent: { name: 'traceparent', in: 'header', required: false, schema: { type: 'string', maxLength: 512 }, description: 'W3C trace context: the messages this request creates carry its trace to their relay send and their webhook deliveries. Absent or malformed (ignored, never an error): a new trace.' },
-  tracestate: { name: 'tracestate', in: 'header', required: false, schema: { type: 'string', maxLength: 512 }, description: 'W3C trace context: passed on with traceparent (its well-formed members).' },
+  'X-Team-Id': {
+    name: 'X-Team-Id',
+    in: 'header',
+    required: false,
+    schema: { type: 'string', maxLength: 64 },
+    description:
+      "The team the request acts in; default the organization's default team. Another organization's team: 404.",
+  },
+  'Idempotency-Key': {
+    name: 'Idempotency-Key',
+    in: 'header',
+    required: false,
+    schema: { type: 'string', minLength: 1, maxLength: 255 },
+    description:
+      'A repeat within 24 h replays the first answer (with Idempotent-Replayed: true); the same key with another body is 422 idempotency_mismatch.',
+  },
+  'X-Request-Id': {
+    name: 'X-Request-Id',
+    in: 'header',
+    required: false,
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,128}$' },
+    description:
+      "Kept as the request id of the answer (and an error's `instance`) and the logs when valid; otherwise one is made.",
+  },
+  traceparent: {
+    name: 'traceparent',
+    in: 'header',
+    required: false,
+    schema: { type: 'string', maxLength: 512 },
+    description:
+      'W3C trace context: the messages this request creates carry its trace to their relay send and their webhook deliveries. Absent or malformed (ignored, never an error): a new trace.',
+  },
+  tracestate: {
+    name: 'tracestate',
+    in: 'header',
+    required: false,
+    schema: { type: 'string', maxLength: 512 },
+    description: 'W3C trace context: passed on with traceparent (its well-formed members).',
+  },
 };
 
 const parameterRef = (name: keyof typeof parameterComponents) => ({ $ref: `#/components/parameters/${name}` });
@@ -74,7 +118,14 @@ function parameters(route: RouteDef) {
 function requestBody(route: RouteDef, schema: Record<string, any> | undefined) {
   if (route.uploadField) {
     const field = route.uploadField;
-    return { required: true, content: { 'multipart/form-data': { schema: { type: 'object', required: [field], properties: { [field]: { type: 'string', format: 'binary' } } } } } };
+    return {
+      required: true,
+      content: {
+        'multipart/form-data': {
+          schema: { type: 'object', required: [field], properties: { [field]: { type: 'string', format: 'binary' } } },
+        },
+      },
+    };
   }
   if (!schema) return undefined;
   // A body with nothing required may be left out altogether (an empty body reads as {}).
@@ -130,7 +181,16 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       ...(body ? { requestBody: body } : {}),
       responses: responsesOf(route, errorResponses),
       security: route.auth === false ? [] : [{ bearer: [] }],
-      ...(opts.codeSamples ? { 'x-codeSamples': codeSamplesOf({ route, path, body: bodySchema, query: route.schema.query ? requestView(plain(route.schema.query)) : undefined }) } : {}),
+      ...(opts.codeSamples
+        ? {
+            'x-codeSamples': codeSamplesOf({
+              route,
+              path,
+              body: bodySchema,
+              query: route.schema.query ? requestView(plain(route.schema.query)) : undefined,
+            }),
+          }
+        : {}),
     };
   }
   const schemas = collectNamedSchemas(paths);
@@ -147,20 +207,28 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       description: [
         `Every error answer is RFC 9457 problem details (${problemMediaType}): type (\`/errors/{code}\`, a page documenting the code), title, status, detail and instance (the request id); error, message and statusCode stay beside them, and validation errors add details, one entry per violation, each naming the value by a JSON Pointer (\`/messages/17/to\`).`,
         'No string of a request (body, query, path, field names) may hold NUL (U+0000) or an unpaired UTF-16 surrogate: such a value is a 400 validation_error naming it.',
-        'Error codes: ' + Object.entries(errorCodes).map(([code, { status }]) => `${code} (${status})`).join(', ') + '.',
+        'Error codes: ' +
+          Object.entries(errorCodes)
+            .map(([code, { status }]) => `${code} (${status})`)
+            .join(', ') +
+          '.',
         'Every answer carries X-Request-Id. Answers of authenticated routes and of signup, login and refresh carry RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining and RateLimit-Reset; 429 and 503 add Retry-After.',
         'Answers over 1 KiB are compressed (gzip or br) when the request accepts it (Accept-Encoding).',
         'Desktop relays connect over a WebSocket at /api/v1/relays/connect; its protocol is described in AsyncAPI at /api/v1/asyncapi.json.',
       ].join('\n'),
     },
     servers,
-    tags: [...tags].sort().map((name) => ({ name, description: tagDescriptions[name] ?? `Operations on ${name.replace(/-/g, ' ')}` })),
+    tags: [...tags]
+      .sort()
+      .map((name) => ({ name, description: tagDescriptions[name] ?? `Operations on ${name.replace(/-/g, ' ')}` })),
     components: {
       schemas: { ...schemas, Problem: problemSchema },
       responses: Object.fromEntries(Object.entries(errorResponses).sort(([a], [b]) => a.localeCompare(b))),
       parameters: { ...parameterComponents, ...sharedParameters },
       headers: headerComponents,
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' },
+      },
     },
     paths,
   };

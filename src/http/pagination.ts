@@ -1,6 +1,14 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { validationError } from '../errors.ts';
-import { afterKeys, totalOrder, type Collection, type Doc, type Filter, type Scope, type Sort } from '../store/collection.ts';
+import {
+  afterKeys,
+  totalOrder,
+  type Collection,
+  type Doc,
+  type Filter,
+  type Scope,
+  type Sort,
+} from '../store/collection.ts';
 import { getPath } from '../store/query.ts';
 import { cursorCharacters, maxCursorChars, type ListCursors, type SortKeys } from './list-cursors.ts';
 import { named, type AnswerSpec, type RequestContext } from './route.ts';
@@ -15,16 +23,24 @@ export const paginationQuery = {
 /** Query fields of a long list, which pages by cursor too: `after` (a page's `nextCursor`) instead of `page`. */
 export const keysetPaginationQuery = {
   ...paginationQuery,
-  after: Type.Optional(Type.String({
-    minLength: 1, maxLength: maxCursorChars, pattern: cursorCharacters,
-    description: 'a nextCursor as a page of this list gave it: the page after that one, read by cursor (no pagination figures); not with page',
-  })),
+  after: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: maxCursorChars,
+      pattern: cursorCharacters,
+      description:
+        'a nextCursor as a page of this list gave it: the page after that one, read by cursor (no pagination figures); not with page',
+    }),
+  ),
 };
 
 /** The object rule of a keyset list's query: `page` and `after` together are a 400 (ajv checks it before `page` gets its default). */
 export const pageOrAfter = {
   not: { required: ['page', 'after'] },
-  [violationKey]: { path: 'page', message: 'cannot be combined with after: the cursor says where its page starts' } satisfies ViolationNote,
+  [violationKey]: {
+    path: 'page',
+    message: 'cannot be combined with after: the cursor says where its page starts',
+  } satisfies ViolationNote,
 };
 
 export interface Page<T> {
@@ -40,7 +56,10 @@ export function pageWindow(page: number, limit: number): { skip: number; limit: 
   return { skip: (page - 1) * limit, limit };
 }
 
-const paginationSchema = named('Pagination', Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), totalPages: Type.Integer() }));
+const paginationSchema = named(
+  'Pagination',
+  Type.Object({ page: Type.Integer(), limit: Type.Integer(), total: Type.Integer(), totalPages: Type.Integer() }),
+);
 
 export function pageSchema<T extends TSchema>(item: T) {
   return Type.Object({
@@ -79,13 +98,24 @@ export function emptyPage(q: PageRequest): ListPage<never> {
  * two pages however many arrive in between. One item more than the page is
  * read, to know whether another page follows.
  */
-export async function readListPage<D extends Doc>(collection: Collection<D>, scope: Scope, filter: Filter, sort: Sort, q: PageRequest): Promise<ListPage<D>> {
+export async function readListPage<D extends Doc>(
+  collection: Collection<D>,
+  scope: Scope,
+  filter: Filter,
+  sort: Sort,
+  q: PageRequest,
+): Promise<ListPage<D>> {
   const order = totalOrder(sort);
   const keys = Object.keys(order);
-  if (q.after && q.after.length !== keys.length) throw validationError('/after', 'is a cursor of another order of this list: start again from the first page');
+  if (q.after && q.after.length !== keys.length)
+    throw validationError('/after', 'is a cursor of another order of this list: start again from the first page');
   const { skip } = pageWindow(q.page, q.limit);
   const [found, total] = await Promise.all([
-    collection.find(scope, q.after ? keysetFilter(filter, order, q.after) : filter, { sort: order, skip: q.after ? 0 : skip, limit: q.limit + 1 }),
+    collection.find(scope, q.after ? keysetFilter(filter, order, q.after) : filter, {
+      sort: order,
+      skip: q.after ? 0 : skip,
+      limit: q.limit + 1,
+    }),
     q.after ? undefined : collection.count(scope, filter),
   ]);
   const data = found.slice(0, q.limit);
@@ -123,7 +153,10 @@ export function listPageSchema<T extends TSchema>(item: T) {
   return Type.Object({
     data: Type.Array(item),
     pagination: Type.Optional(paginationSchema),
-    nextCursor: Type.Union([Type.String(), Type.Null()], { description: 'pass as after to read the next page; null on the last page. Opaque, and only for this list of this organization' }),
+    nextCursor: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'pass as after to read the next page; null on the last page. Opaque, and only for this list of this organization',
+    }),
   });
 }
 
@@ -132,7 +165,12 @@ export function listAnswer<T extends TSchema>(item: T) {
   return {
     description: 'a page of the list; pagination only when it was read by page (no after)',
     content: { 'application/json': listPageSchema(item) },
-    headers: { link: { description: '`<url>; rel="next"` (RFC 8288): the next page, with the request\'s other query parameters and after=nextCursor; absent on the last page' } },
+    headers: {
+      link: {
+        description:
+          '`<url>; rel="next"` (RFC 8288): the next page, with the request\'s other query parameters and after=nextCursor; absent on the last page',
+      },
+    },
   } satisfies AnswerSpec;
 }
 
@@ -141,7 +179,11 @@ export function listAnswer<T extends TSchema>(item: T) {
  * cursor this list did not give the caller's organization), the page `read`
  * gives, its `nextCursor`, and a `Link` header to the next page (RFC 8288).
  */
-export async function listReply<T>(ctx: RequestContext, cursors: ListCursors, read: (after: SortKeys | undefined) => Promise<ListPage<T>>) {
+export async function listReply<T>(
+  ctx: RequestContext,
+  cursors: ListCursors,
+  read: (after: SortKeys | undefined) => Promise<ListPage<T>>,
+) {
   const orgId: string = ctx.principal.orgId;
   const { after: cursor } = ctx.query as { after?: string };
   const after = cursor === undefined ? undefined : await cursors.decode(orgId, ctx.route, cursor);

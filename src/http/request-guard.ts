@@ -31,10 +31,16 @@ export function copyHeaders(req: HttpRequest, maxHeaderBytes: number): CopiedHea
     headers[name] = value;
   });
   let refusal: AppError | undefined;
-  if (bytes > maxHeaderBytes) refusal = new AppError('header_fields_too_large', `the header fields are larger than ${maxHeaderBytes} bytes`);
+  if (bytes > maxHeaderBytes)
+    refusal = new AppError('header_fields_too_large', `the header fields are larger than ${maxHeaderBytes} bytes`);
   else if (contentLengths > 1) refusal = badFraming('more than one Content-Length');
-  else if (contentLengths > 0 && transferEncodings > 0) refusal = badFraming('both Content-Length and Transfer-Encoding');
-  else if (transferEncodings > 1 || (transferEncodings === 1 && headers['transfer-encoding']!.trim().toLowerCase() !== 'chunked')) refusal = badFraming('a transfer coding other than chunked');
+  else if (contentLengths > 0 && transferEncodings > 0)
+    refusal = badFraming('both Content-Length and Transfer-Encoding');
+  else if (
+    transferEncodings > 1 ||
+    (transferEncodings === 1 && headers['transfer-encoding']!.trim().toLowerCase() !== 'chunked')
+  )
+    refusal = badFraming('a transfer coding other than chunked');
   else if (hosts > 1) refusal = badFraming('more than one Host');
   return { headers, refusal };
 }
@@ -48,7 +54,9 @@ export function allowedMethods(routes: RouteDef[]): (path: string) => Method[] {
 }
 
 function patternOf(path: string): RegExp {
-  const escaped = path.split('/').map((part) => (part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
+  const escaped = path
+    .split('/')
+    .map((part) => (part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')));
   return new RegExp(`^${escaped.join('/')}/?$`);
 }
 
@@ -60,6 +68,9 @@ function patternOf(path: string): RegExp {
  */
 export function clientAddress(peer: string, forwardedFor: string | undefined, trustedProxyHops: number): string {
   if (trustedProxyHops === 0 || !forwardedFor) return peer;
-  const hops = forwardedFor.split(',').map((part) => part.trim()).filter(Boolean);
+  const hops = forwardedFor
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean);
   return hops[Math.max(0, hops.length - trustedProxyHops)] ?? peer;
 }

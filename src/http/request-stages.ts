@@ -47,7 +47,12 @@ export interface StageHooks {
  * limit, authorize, validate (path, query and body together, so one 400
  * lists every violation), then the handler.
  */
-export async function runStages(ctx: RequestContext, route: CompiledRoute, raw: Buffer | undefined, opts: StageHooks): Promise<Reply> {
+export async function runStages(
+  ctx: RequestContext,
+  route: CompiledRoute,
+  raw: Buffer | undefined,
+  opts: StageHooks,
+): Promise<Reply> {
   const def = route.def;
   let mark = performance.now();
   const stage = (name: StageName) => {
@@ -84,7 +89,11 @@ export async function runStages(ctx: RequestContext, route: CompiledRoute, raw: 
   };
   if (route.params) ctx.params = checked(() => route.params!(ctx.params), ctx.params);
   if (route.query) ctx.query = checked(() => route.query!(ctx.query), ctx.query);
-  if (route.body) ctx.body = checked(() => route.body!(parseJson(ctx, raw), { textRuleHolds: !jsonMayBreakTextRule(raw) }), undefined);
+  if (route.body)
+    ctx.body = checked(
+      () => route.body!(parseJson(ctx, raw), { textRuleHolds: !jsonMayBreakTextRule(raw) }),
+      undefined,
+    );
   if (violations.length > 0) throw validationFailure('request', violations);
   stage('validate');
   const reply = await def.handler(ctx);
@@ -101,6 +110,8 @@ function parseJson(ctx: RequestContext, raw: Buffer | undefined): unknown {
   try {
     return JSON.parse(raw.toString('utf8'));
   } catch {
-    throw new AppError('validation_error', 'the body is not valid JSON', { details: [{ path: '', message: 'is not valid JSON' }] });
+    throw new AppError('validation_error', 'the body is not valid JSON', {
+      details: [{ path: '', message: 'is not valid JSON' }],
+    });
   }
 }

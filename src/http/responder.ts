@@ -97,7 +97,11 @@ export class Responder {
 }
 
 /** The request's body, up to `limit` bytes; reading pauses once it is whole, until the answer is written. */
-export function readBody(res: HttpResponse, responder: Responder, limit: number): Promise<Buffer | 'too_large' | 'aborted'> {
+export function readBody(
+  res: HttpResponse,
+  responder: Responder,
+  limit: number,
+): Promise<Buffer | 'too_large' | 'aborted'> {
   return new Promise((resolve) => {
     responder.whenAborted(() => resolve('aborted'));
     const chunks: Buffer[] = [];

@@ -81,10 +81,17 @@ type ReplyFor<Status extends number, Spec> = Spec extends TSchema
     ? { status: Status; body?: null; headers?: Record<string, string> }
     : { status: Status; body: Static<Spec>; headers?: Record<string, string> }
   : Spec extends { content: Record<string, TSchema> }
-    ? { status: Status; body?: string | Buffer | Static<Spec['content'][keyof Spec['content']]>; stream?: AsyncIterable<string | Buffer>; headers?: Record<string, string> }
+    ? {
+        status: Status;
+        body?: string | Buffer | Static<Spec['content'][keyof Spec['content']]>;
+        stream?: AsyncIterable<string | Buffer>;
+        headers?: Record<string, string>;
+      }
     : { status: Status; body?: undefined; headers?: Record<string, string> };
 
-export type TypedReply<R extends Record<number, ResponseSpec>> = { [S in keyof R & number]: ReplyFor<S, R[S]> }[keyof R & number];
+export type TypedReply<R extends Record<number, ResponseSpec>> = {
+  [S in keyof R & number]: ReplyFor<S, R[S]>;
+}[keyof R & number];
 
 interface RouteOptions {
   method: Method;
@@ -124,7 +131,11 @@ export interface TypedRouteDef<S extends RouteSchema> extends RouteOptions {
   schema: S;
   // NoInfer: S is read from `schema` alone; the handler is then checked against it. A handler without
   // parameters is typed before S is known and loses its status literal: write `(_ctx) =>` there.
-  handler: NoInfer<(ctx: RequestContext<StaticOf<S['body']>, StaticOf<S['query']>, StaticOf<S['params']>>) => Promise<TypedReply<S['response']>> | TypedReply<S['response']>>;
+  handler: NoInfer<
+    (
+      ctx: RequestContext<StaticOf<S['body']>, StaticOf<S['query']>, StaticOf<S['params']>>,
+    ) => Promise<TypedReply<S['response']>> | TypedReply<S['response']>
+  >;
 }
 
 export function defineRoute<const S extends RouteSchema>(route: TypedRouteDef<S>): RouteDef {

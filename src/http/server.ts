@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import uWS, { type HttpRequest, type HttpResponse, type TemplatedApp, type us_listen_socket } from '@trufflesuite/uws-js-unofficial';
+import uWS, {
+  type HttpRequest,
+  type HttpResponse,
+  type TemplatedApp,
+  type us_listen_socket,
+} from '@trufflesuite/uws-js-unofficial';
 import type { Config } from '../config.ts';
 import { AppError, problemMediaType, toHttpError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -33,16 +38,16 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-
 const requestIdPattern = /^[A-Za-z0-9._-]{1,128}$/;
-
-
 
 export function createHttpServer(opts: HttpServerOptions): HttpServer {
   const { config, log } = opts;
   collectProcessMetrics({ buildCommit: config.buildCommit });
   const app = uWS.App();
-  const builtIns = builtInRoutes({ readinessTimeoutMs: config.readinessTimeoutMs, ...(opts.readinessChecks ? { readinessChecks: opts.readinessChecks } : {}) });
+  const builtIns = builtInRoutes({
+    readinessTimeoutMs: config.readinessTimeoutMs,
+    ...(opts.readinessChecks ? { readinessChecks: opts.readinessChecks } : {}),
+  });
   const routes = [...builtIns, ...opts.routes];
   routes.push(...apiDocumentRoutes(routes, { publicBaseUrl: config.publicBaseUrl }));
 
@@ -94,11 +99,19 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       principal: undefined,
       responseHeaders: {},
       startedAt: performance.now(),
-      trace: span ? traceOfSpan(span) : (readTraceContext(headers.traceparent, headers.tracestate) ?? newTraceContext()),
+      trace: span
+        ? traceOfSpan(span)
+        : (readTraceContext(headers.traceparent, headers.tracestate) ?? newTraceContext()),
     };
     if (refusal) return refuseBeforeReading(ctx, responder, refusal, span);
     // Stopping: a request on a connection kept alive from before is not started; its client retries on another instance.
-    if (closing) return refuseBeforeReading(ctx, responder, new AppError('service_unavailable', 'the service is shutting down', { retryAfterSeconds: 1 }), span);
+    if (closing)
+      return refuseBeforeReading(
+        ctx,
+        responder,
+        new AppError('service_unavailable', 'the service is shutting down', { retryAfterSeconds: 1 }),
+        span,
+      );
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
     const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
     const body = hasBody ? readBody(res, responder, limit) : undefined;
@@ -112,7 +125,13 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       });
   }
 
-  async function run(ctx: RequestContext, route: CompiledRoute | undefined, responder: Responder, body: Promise<Buffer | 'too_large' | 'aborted'> | undefined, span: Span | undefined): Promise<void> {
+  async function run(
+    ctx: RequestContext,
+    route: CompiledRoute | undefined,
+    responder: Responder,
+    body: Promise<Buffer | 'too_large' | 'aborted'> | undefined,
+    span: Span | undefined,
+  ): Promise<void> {
     let reply: Reply;
     let closeConnection = false;
     try {
@@ -122,7 +141,10 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       if (!safeMethods.has(ctx.method) && !(await stillConnected(responder))) return;
       if (raw === 'too_large') {
         closeConnection = true;
-        throw new AppError('payload_too_large', `the body is larger than ${route.def.maxBodyBytes ?? config.maxBodyBytes} bytes`);
+        throw new AppError(
+          'payload_too_large',
+          `the body is larger than ${route.def.maxBodyBytes ?? config.maxBodyBytes} bytes`,
+        );
       }
       reply = await runStages(ctx, route, raw, opts);
     } catch (err) {
@@ -133,22 +155,41 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     if (responder.aborted) return;
     const headers: Record<string, string> = { 'x-request-id': ctx.reqId, ...ctx.responseHeaders, ...reply.headers };
     if (reply.stream) {
-      const encoded = await encodeAnswer(ctx.headers['accept-encoding'], headers, { stream: reply.stream }, config.compressMinBytes);
+      const encoded = await encodeAnswer(
+        ctx.headers['accept-encoding'],
+        headers,
+        { stream: reply.stream },
+        config.compressMinBytes,
+      );
       await responder.stream(reply.status, headers, encoded.stream!);
     } else if (reply.body === undefined) {
       responder.send(reply.status, headers, '', closeConnection);
     } else {
-      const text = typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
+      const text =
+        typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
       headers['content-type'] ??= 'application/json; charset=utf-8';
-      const encoded = await encodeAnswer(ctx.headers['accept-encoding'], headers, { body: text }, config.compressMinBytes);
+      const encoded = await encodeAnswer(
+        ctx.headers['accept-encoding'],
+        headers,
+        { body: text },
+        config.compressMinBytes,
+      );
       responder.send(reply.status, headers, encoded.body!, closeConnection);
     }
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     durationOf(ctx.route, ctx.method, reply.status).observe(seconds);
     answered(span, reply.status);
-    log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, ms: Math.round(seconds * 1000 * 100) / 100 }, 'request');
+    log.info(
+      {
+        reqId: ctx.reqId,
+        method: ctx.method,
+        route: ctx.route,
+        status: reply.status,
+        ms: Math.round(seconds * 1000 * 100) / 100,
+      },
+      'request',
+    );
   }
-
 
   /**
    * A request whose head is refused: its body is never read, and it is
@@ -160,7 +201,12 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
    * client of a smuggling attempt gets no answer), and reads no further: no
    * other connection is touched, whatever address it comes from.
    */
-  function refuseBeforeReading(ctx: RequestContext, responder: Responder, error: AppError, span: Span | undefined): void {
+  function refuseBeforeReading(
+    ctx: RequestContext,
+    responder: Responder,
+    error: AppError,
+    span: Span | undefined,
+  ): void {
     responder.pauseReading();
     setImmediate(() => {
       answerRefusal(ctx, responder, error);
@@ -174,7 +220,10 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const reply = errorReply(error, ctx.reqId);
     responder.send(reply.status, { 'x-request-id': ctx.reqId, ...reply.headers }, JSON.stringify(reply.body), true);
     durationOf(ctx.route, ctx.method, reply.status).observe((performance.now() - ctx.startedAt) / 1000);
-    log.info({ reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, reason: error.message }, 'request refused');
+    log.info(
+      { reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, reason: error.message },
+      'request refused',
+    );
   }
 
   /** 405 with the methods that serve the path, or 404 when none does. */
@@ -182,9 +231,11 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const allowed = methodsServing(ctx.path);
     if (allowed.length === 0) return new AppError('not_found', `no route ${ctx.method} ${ctx.path}`);
     ctx.responseHeaders.allow = allowed.join(', ');
-    return new AppError('method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`);
+    return new AppError(
+      'method_not_allowed',
+      `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allowed.join(', ')}`,
+    );
   }
-
 
   let listenSocket: us_listen_socket | undefined;
   return {
@@ -209,7 +260,6 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
   };
 }
 
-
 /** The server span of a request while tracing is on: a child of the caller's `traceparent` when it sent a valid one, else a new trace. */
 function serverSpan(method: string, route: string, reqId: string, headers: Record<string, string>): Span {
   return startSpan(`${method} ${route}`, SpanKind.SERVER, readTraceContext(headers.traceparent, headers.tracestate), {
@@ -228,7 +278,8 @@ function answered(span: Span | undefined, status: number): void {
 /** Every error is answered as problem details, whatever the request's Accept says: a client that asked for JSON reads it as JSON. */
 function errorReply(error: AppError, reqId: string): Reply {
   const headers: Record<string, string> = { 'content-type': problemMediaType };
-  if (error.retryAfterSeconds !== undefined) headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
+  if (error.retryAfterSeconds !== undefined)
+    headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
   return { status: error.statusCode, body: error.toProblem(reqId), headers };
 }
 
@@ -270,4 +321,3 @@ function decodePathSegment(raw: string): string {
 function queryOf(raw: string | undefined): Record<string, string> {
   return raw ? Object.fromEntries(new URLSearchParams(raw)) : {};
 }
-

@@ -16,8 +16,12 @@ export const phoneNumberField = (description = phoneNumberRule) =>
   Type.String({ format: phoneNumberFormat, minLength: 2, maxLength: phoneNumberMaxLength, description });
 
 // verbose: an error carries the value and its schema, so its detail can say what was expected.
-const bodyAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false, verbose: true }));
-const queryAjv = addFormats(new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: true, verbose: true }));
+const bodyAjv = addFormats(
+  new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: false, verbose: true }),
+);
+const queryAjv = addFormats(
+  new Ajv({ allErrors: true, strict: false, useDefaults: true, coerceTypes: true, verbose: true }),
+);
 const formatMessages = new Map<string, (value: string) => string>();
 const formatExamples = new Map<string, string>();
 
@@ -26,7 +30,12 @@ const formatExamples = new Map<string, string>();
  * known to every validator, with the message a bad value gets and a valid
  * value the API description's code samples use.
  */
-export function defineFormat(name: string, check: (value: string) => boolean, message: (value: string) => string, example: string): void {
+export function defineFormat(
+  name: string,
+  check: (value: string) => boolean,
+  message: (value: string) => string,
+  example: string,
+): void {
   for (const ajv of [bodyAjv, queryAjv]) ajv.addFormat(name, { type: 'string', validate: check });
   formatMessages.set(name, message);
   formatExamples.set(name, example);
@@ -35,7 +44,12 @@ export function defineFormat(name: string, check: (value: string) => boolean, me
 /** A valid value of a format defined with `defineFormat`. */
 export const formatExample = (name: string): string | undefined => formatExamples.get(name);
 
-defineFormat(phoneNumberFormat, (value) => toE164(value) !== undefined, () => `is not a valid phone number: use ${phoneNumberRule}`, '+14155550100');
+defineFormat(
+  phoneNumberFormat,
+  (value) => toE164(value) !== undefined,
+  () => `is not a valid phone number: use ${phoneNumberRule}`,
+  '+14155550100',
+);
 
 /** `textRuleHolds`: the caller knows no string in the value can break the text rule (`jsonMayBreakTextRule`), so it is not walked. */
 export type Validator = (value: unknown, opts?: { textRuleHolds?: boolean }) => unknown;
@@ -96,7 +110,8 @@ function holdsUnstorableText(value: unknown): boolean {
     for (let i = 0; i < value.length; i++) if (holdsUnstorableText(value[i])) return true;
     return false;
   }
-  for (const key in value) if (!isStorableText(key) || holdsUnstorableText((value as Record<string, unknown>)[key])) return true;
+  for (const key in value)
+    if (!isStorableText(key) || holdsUnstorableText((value as Record<string, unknown>)[key])) return true;
   return false;
 }
 
@@ -109,11 +124,15 @@ export function textViolations(value: unknown): ErrorDetail[] {
     if (typeof v === 'string') {
       if (!isStorableText(v)) found.push({ path: pointer(...segments), message: textRuleMessage });
     } else if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) segments.push(i), visit(v[i]), segments.pop();
+      for (let i = 0; i < v.length; i++) (segments.push(i), visit(v[i]), segments.pop());
     } else if (v !== null && typeof v === 'object') {
       for (const key of Object.keys(v)) {
         segments.push(key);
-        if (!isStorableText(key)) found.push({ path: pointer(...segments), message: 'is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)' });
+        if (!isStorableText(key))
+          found.push({
+            path: pointer(...segments),
+            message: 'is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)',
+          });
         visit((v as Record<string, unknown>)[key]);
         segments.pop();
       }
@@ -147,7 +166,7 @@ export function detailsOf(errors: ErrorObject[]): ErrorDetail[] {
     if (/\/anyOf\/\d+\//.test(e.schemaPath)) continue;
     const detail = toDetail(e);
     const key = `${detail.path}\u0000${detail.message}`;
-    if (!seen.has(key)) seen.add(key), out.push(detail);
+    if (!seen.has(key)) (seen.add(key), out.push(detail));
   }
   return out;
 }
@@ -156,7 +175,10 @@ export function detailsOf(errors: ErrorObject[]): ErrorDetail[] {
 export function validationFailure(where: string, found: ErrorDetail[]): AppError {
   const details = found.slice(0, maxListedViolations);
   const first = details[0];
-  const more = found.length > 1 ? ` (and ${found.length - 1} more${found.length > details.length ? `, the first ${details.length} in details` : ': see details'})` : '';
+  const more =
+    found.length > 1
+      ? ` (and ${found.length - 1} more${found.length > details.length ? `, the first ${details.length} in details` : ': see details'})`
+      : '';
   const text = first ? (first.path ? violationText(first) : `${where}: ${first.message}`) : `invalid ${where}`;
   return new AppError('validation_error', `${text}${more}`, { details });
 }
@@ -179,19 +201,25 @@ function toDetail(e: ErrorObject): ErrorDetail {
   // A pattern means little to a client; the schema's description says the rule in words.
   const rule = (e.parentSchema as { description?: string } | undefined)?.description;
   if (e.keyword === 'pattern' && rule) return { path: base, message: `must be ${rule}` };
-  const formatMessage = e.keyword === 'format' ? formatMessages.get((e.params as { format: string }).format) : undefined;
+  const formatMessage =
+    e.keyword === 'format' ? formatMessages.get((e.params as { format: string }).format) : undefined;
   if (formatMessage) return { path: base, message: formatMessage(String(e.data)) };
   return { path: base, message: e.message ?? 'is invalid' };
 }
 
 function alternativesDetail(e: ErrorObject, base: string): ErrorDetail {
   const path = base;
-  const parent = (e.parentSchema ?? {}) as { anyOf?: Array<{ const?: unknown; type?: string }>; [violationKey]?: ViolationNote };
+  const parent = (e.parentSchema ?? {}) as {
+    anyOf?: Array<{ const?: unknown; type?: string }>;
+    [violationKey]?: ViolationNote;
+  };
   const note = parent[violationKey];
   if (note) return { path: `${base}${pointer(note.path)}`, message: note.message };
   const options = parent.anyOf ?? [];
-  if (options.length > 0 && options.every((o) => o.const !== undefined)) return { path, message: `must be one of: ${options.map((o) => String(o.const)).join(', ')}` };
-  if (options.length > 0 && options.every((o) => typeof o.type === 'string')) return { path, message: `must be ${options.map((o) => o.type).join(' or ')}` };
+  if (options.length > 0 && options.every((o) => o.const !== undefined))
+    return { path, message: `must be one of: ${options.map((o) => String(o.const)).join(', ')}` };
+  if (options.length > 0 && options.every((o) => typeof o.type === 'string'))
+    return { path, message: `must be ${options.map((o) => o.type).join(' or ')}` };
   return { path, message: 'matches none of the allowed forms' };
 }
 

@@ -11,7 +11,10 @@ import { hashPassword, verifyPassword } from './passwords.ts';
 import { hasRole, isRole, type Principal, type Role } from '../roles.ts';
 import { apiKeyPrefix, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
 
-export type IdentitySettings = Pick<IdentityConfig, 'refreshTokenTtlMs' | 'credentialCacheMs' | 'loginFailuresPerMinute'>;
+export type IdentitySettings = Pick<
+  IdentityConfig,
+  'refreshTokenTtlMs' | 'credentialCacheMs' | 'loginFailuresPerMinute'
+>;
 
 /** Who a credential belongs to, before the request's team is chosen. */
 export type Caller = Omit<Principal, 'teamId'>;
@@ -66,9 +69,24 @@ export class IdentityService {
     await this.db.loginIndex.insertOne(platformScope, { id: email, tenantId: platformScope.tenantId, orgId, userId });
     const passwordHash = await hashPassword(input.password);
     const scope = orgScope(orgId);
-    const org: OrganizationDoc = { id: orgId, tenantId: orgId, name: input.organizationName, defaultTeamId: teamId, createdAt: now, updatedAt: now };
+    const org: OrganizationDoc = {
+      id: orgId,
+      tenantId: orgId,
+      name: input.organizationName,
+      defaultTeamId: teamId,
+      createdAt: now,
+      updatedAt: now,
+    };
     const team: TeamDoc = { id: teamId, tenantId: orgId, name: 'Default', createdAt: now, updatedAt: now };
-    const user: UserDoc = { id: userId, tenantId: orgId, email, passwordHash, role: 'owner', createdAt: now, updatedAt: now };
+    const user: UserDoc = {
+      id: userId,
+      tenantId: orgId,
+      email,
+      passwordHash,
+      role: 'owner',
+      createdAt: now,
+      updatedAt: now,
+    };
     await this.db.organizations.insertOne(scope, org);
     await this.db.teams.insertOne(scope, team);
     await this.db.users.insertOne(scope, user);
@@ -82,7 +100,9 @@ export class IdentityService {
     const policy = { perMinute: this.settings.loginFailuresPerMinute, burst: this.settings.loginFailuresPerMinute };
     const decision = await this.limiter.take(budget, policy);
     if (!decision.allowed) {
-      throw new AppError('rate_limited', 'too many failed logins; try again later', { retryAfterSeconds: decision.retryAfterSeconds });
+      throw new AppError('rate_limited', 'too many failed logins; try again later', {
+        retryAfterSeconds: decision.retryAfterSeconds,
+      });
     }
     const entry = await this.db.loginIndex.findOne(platformScope, { id: email });
     const user = entry ? await this.db.users.findOne(orgScope(entry.orgId), { id: entry.userId }) : null;
@@ -95,7 +115,8 @@ export class IdentityService {
   async refresh(rawToken: string) {
     const hash = sha256(rawToken);
     const stored = await this.db.refreshTokens.findOne(platformScope, { id: hash });
-    if (!stored || stored.revokedAt || Date.parse(stored.expiresAt) <= Date.now()) throw unauthorized('invalid refresh token');
+    if (!stored || stored.revokedAt || Date.parse(stored.expiresAt) <= Date.now())
+      throw unauthorized('invalid refresh token');
     const claimed = await this.db.refreshTokens.updateOne(
       platformScope,
       { id: hash, usedAt: { $exists: false }, revokedAt: { $exists: false } },
@@ -104,7 +125,10 @@ export class IdentityService {
     if (!claimed) {
       // A rotated token came back: whoever holds it is not the one holding the newest, so end the whole session.
       await this.revokeFamily(stored.familyId);
-      this.log.warn({ tenantId: stored.orgId, familyId: stored.familyId }, 'refresh token reuse: session family revoked');
+      this.log.warn(
+        { tenantId: stored.orgId, familyId: stored.familyId },
+        'refresh token reuse: session family revoked',
+      );
       throw unauthorized('invalid refresh token');
     }
     const user = await this.db.users.findOne(orgScope(stored.orgId), { id: stored.userId });
@@ -148,7 +172,10 @@ export class IdentityService {
     if (!org) throw unauthorized();
     if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
     // Present but empty or not exactly an id (extra bytes, other characters) is the client's error, never the default team.
-    if (!isId('team', teamHeader)) throw new AppError('bad_request', 'X-Team-Id is not a team id', { details: [{ path: '/X-Team-Id', message: 'is not a team id' }] });
+    if (!isId('team', teamHeader))
+      throw new AppError('bad_request', 'X-Team-Id is not a team id', {
+        details: [{ path: '/X-Team-Id', message: 'is not a team id' }],
+      });
     if (!(await this.teamExists(caller.orgId, teamHeader))) throw new AppError('not_found', 'team not found');
     return { ...caller, teamId: teamHeader };
   }
@@ -178,19 +205,48 @@ export class IdentityService {
     const now = nowIso();
     const id = newId('key');
     const scope = orgScope(principal.orgId);
-    await this.db.apiKeys.insertOne(scope, { id, tenantId: principal.orgId, name: input.name, role, prefix: visiblePrefix, hash, createdAt: now, updatedAt: now });
-    await this.db.apiKeyIndex.insertOne(platformScope, { id: hash, tenantId: platformScope.tenantId, orgId: principal.orgId, keyId: id });
+    await this.db.apiKeys.insertOne(scope, {
+      id,
+      tenantId: principal.orgId,
+      name: input.name,
+      role,
+      prefix: visiblePrefix,
+      hash,
+      createdAt: now,
+      updatedAt: now,
+    });
+    await this.db.apiKeyIndex.insertOne(platformScope, {
+      id: hash,
+      tenantId: platformScope.tenantId,
+      orgId: principal.orgId,
+      keyId: id,
+    });
     return { id, name: input.name, role, prefix: visiblePrefix, createdAt: now, key: raw };
   }
 
   async listApiKeys(principal: Principal) {
-    const keys = await this.db.apiKeys.find(orgScope(principal.orgId), { revokedAt: { $exists: false } }, { sort: { createdAt: -1 }, limit: 1000 });
-    return keys.map((k) => ({ id: k.id, name: k.name, role: k.role, prefix: k.prefix, createdAt: k.createdAt, updatedAt: k.updatedAt }));
+    const keys = await this.db.apiKeys.find(
+      orgScope(principal.orgId),
+      { revokedAt: { $exists: false } },
+      { sort: { createdAt: -1 }, limit: 1000 },
+    );
+    return keys.map((k) => ({
+      id: k.id,
+      name: k.name,
+      role: k.role,
+      prefix: k.prefix,
+      createdAt: k.createdAt,
+      updatedAt: k.updatedAt,
+    }));
   }
 
   async revokeApiKey(principal: Principal, keyId: string): Promise<void> {
     const now = nowIso();
-    const key = await this.db.apiKeys.updateOne(orgScope(principal.orgId), { id: keyId, revokedAt: { $exists: false } }, { $set: { revokedAt: now, updatedAt: now } });
+    const key = await this.db.apiKeys.updateOne(
+      orgScope(principal.orgId),
+      { id: keyId, revokedAt: { $exists: false } },
+      { $set: { revokedAt: now, updatedAt: now } },
+    );
     if (!key) throw new AppError('not_found', 'api key not found');
     await this.db.apiKeyIndex.deleteOne(platformScope, { id: key.hash });
     this.apiKeyCache.delete(key.hash);
@@ -201,9 +257,22 @@ export class IdentityService {
     assertCanGrant(principal, input.role);
     const email = normalizeEmail(input.email);
     const userId = newId('usr');
-    await this.db.loginIndex.insertOne(platformScope, { id: email, tenantId: platformScope.tenantId, orgId: principal.orgId, userId });
+    await this.db.loginIndex.insertOne(platformScope, {
+      id: email,
+      tenantId: platformScope.tenantId,
+      orgId: principal.orgId,
+      userId,
+    });
     const now = nowIso();
-    const user: UserDoc = { id: userId, tenantId: principal.orgId, email, passwordHash: await hashPassword(input.password), role: input.role, createdAt: now, updatedAt: now };
+    const user: UserDoc = {
+      id: userId,
+      tenantId: principal.orgId,
+      email,
+      passwordHash: await hashPassword(input.password),
+      role: input.role,
+      createdAt: now,
+      updatedAt: now,
+    };
     await this.db.users.insertOne(orgScope(principal.orgId), user);
     return publicUser(user);
   }
@@ -222,7 +291,11 @@ export class IdentityService {
     const target = await this.memberToManage(principal, userId);
     assertCanGrant(principal, role);
     if (target.role === 'owner' && role !== 'owner') await this.keepAnOwner(principal.orgId);
-    const changed = await this.db.users.updateOne(orgScope(principal.orgId), { id: userId, role: target.role }, { $set: { role, updatedAt: nowIso() } });
+    const changed = await this.db.users.updateOne(
+      orgScope(principal.orgId),
+      { id: userId, role: target.role },
+      { $set: { role, updatedAt: nowIso() } },
+    );
     if (!changed) throw new AppError('conflict', 'the member changed meanwhile; read it again');
     await this.forgetMember(principal.orgId, userId);
     return publicUser(changed);
@@ -236,7 +309,11 @@ export class IdentityService {
       throw new AppError('conflict', 'the member changed meanwhile; read it again');
     }
     await this.db.loginIndex.deleteOne(platformScope, { id: target.email, userId });
-    await this.db.refreshTokens.updateMany(platformScope, { userId, revokedAt: { $exists: false } }, { $set: { revokedAt: nowIso() } });
+    await this.db.refreshTokens.updateMany(
+      platformScope,
+      { userId, revokedAt: { $exists: false } },
+      { $set: { revokedAt: nowIso() } },
+    );
     await this.forgetMember(principal.orgId, userId);
   }
 
@@ -244,7 +321,8 @@ export class IdentityService {
   private async memberToManage(principal: Principal, userId: string): Promise<UserDoc> {
     const target = await this.db.users.findOne(orgScope(principal.orgId), { id: userId });
     if (!target) throw new AppError('not_found', 'member not found');
-    if (!hasRole(principal.role, target.role)) throw new AppError('forbidden', `a ${principal.role} cannot manage a member whose role is ${target.role}`);
+    if (!hasRole(principal.role, target.role))
+      throw new AppError('forbidden', `a ${principal.role} cannot manage a member whose role is ${target.role}`);
     return target;
   }
 
@@ -261,12 +339,22 @@ export class IdentityService {
   }
 
   private memberRole(orgId: string, userId: string): Promise<Role | undefined> {
-    return this.cached(this.memberCache, `${orgId}/${userId}`, async () => (await this.db.users.findOne(orgScope(orgId), { id: userId }))?.role);
+    return this.cached(
+      this.memberCache,
+      `${orgId}/${userId}`,
+      async () => (await this.db.users.findOne(orgScope(orgId), { id: userId }))?.role,
+    );
   }
 
   async createTeam(principal: Principal, input: { name: string }) {
     const now = nowIso();
-    const team: TeamDoc = { id: newId('team'), tenantId: principal.orgId, name: input.name, createdAt: now, updatedAt: now };
+    const team: TeamDoc = {
+      id: newId('team'),
+      tenantId: principal.orgId,
+      name: input.name,
+      createdAt: now,
+      updatedAt: now,
+    };
     await this.db.teams.insertOne(orgScope(principal.orgId), team);
     return publicTeam(team);
   }
@@ -277,7 +365,11 @@ export class IdentityService {
   }
 
   private async issueSession(user: UserDoc, familyId: string) {
-    const { token: accessToken, expiresIn } = await this.tokens.sign({ sub: user.id, org: user.tenantId, role: user.role });
+    const { token: accessToken, expiresIn } = await this.tokens.sign({
+      sub: user.id,
+      org: user.tenantId,
+      role: user.role,
+    });
     const refresh = newRefreshToken();
     const now = Date.now();
     await this.db.refreshTokens.insertOne(platformScope, {
@@ -293,7 +385,11 @@ export class IdentityService {
   }
 
   private async revokeFamily(familyId: string): Promise<void> {
-    await this.db.refreshTokens.updateMany(platformScope, { familyId, revokedAt: { $exists: false } }, { $set: { revokedAt: nowIso() } });
+    await this.db.refreshTokens.updateMany(
+      platformScope,
+      { familyId, revokedAt: { $exists: false } },
+      { $set: { revokedAt: nowIso() } },
+    );
   }
 
   private async callerForApiKey(raw: string): Promise<Caller | undefined> {
@@ -301,17 +397,28 @@ export class IdentityService {
     return this.cached(this.apiKeyCache, hash, async () => {
       const entry = await this.db.apiKeyIndex.findOne(platformScope, { id: hash });
       if (!entry) return undefined;
-      const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), { id: entry.keyId, revokedAt: { $exists: false } });
+      const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), {
+        id: entry.keyId,
+        revokedAt: { $exists: false },
+      });
       return key ? { orgId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
     });
   }
 
   private organization(orgId: string): Promise<OrganizationDoc | undefined> {
-    return this.cached(this.orgCache, orgId, async () => (await this.db.organizations.findOne(orgScope(orgId), { id: orgId })) ?? undefined);
+    return this.cached(
+      this.orgCache,
+      orgId,
+      async () => (await this.db.organizations.findOne(orgScope(orgId), { id: orgId })) ?? undefined,
+    );
   }
 
   private teamExists(orgId: string, teamId: string): Promise<boolean> {
-    return this.cached(this.teamCache, `${orgId}/${teamId}`, async () => (await this.db.teams.findOne(orgScope(orgId), { id: teamId })) !== null);
+    return this.cached(
+      this.teamCache,
+      `${orgId}/${teamId}`,
+      async () => (await this.db.teams.findOne(orgScope(orgId), { id: teamId })) !== null,
+    );
   }
 
   /** One load per key at a time: requests arriving while it loads share it (no stampede when an entry expires). */
@@ -327,11 +434,11 @@ export class IdentityService {
     });
     return value;
   }
-
 }
 
 function assertCanGrant(principal: Principal, role: Role): void {
-  if (!hasRole(principal.role, role)) throw new AppError('forbidden', `a ${principal.role} cannot grant the ${role} role`);
+  if (!hasRole(principal.role, role))
+    throw new AppError('forbidden', `a ${principal.role} cannot grant the ${role} role`);
 }
 
 export function normalizeEmail(email: string): string {

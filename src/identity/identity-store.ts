@@ -88,7 +88,10 @@ export function identityCollections(store: Store) {
     apiKeys: store.collection<ApiKeyDoc>('api_keys', [{ keys: { tenantId: 1, createdAt: -1 } }]),
     loginIndex: store.collection<LoginIndexDoc>('login_index'),
     apiKeyIndex: store.collection<ApiKeyIndexDoc>('api_key_index'),
-    refreshTokens: store.collection<RefreshTokenDoc>('refresh_tokens', [{ keys: { tenantId: 1, familyId: 1 } }, { keys: { tenantId: 1, userId: 1 } }]),
+    refreshTokens: store.collection<RefreshTokenDoc>('refresh_tokens', [
+      { keys: { tenantId: 1, familyId: 1 } },
+      { keys: { tenantId: 1, userId: 1 } },
+    ]),
   };
 }
 

@@ -13,8 +13,22 @@ export { identityCollections } from './identity-store.ts';
 export { loadAccessTokens } from './jwt.ts';
 
 /** Organizations, users, teams, API keys and sessions, wired: their routes and the authentication step every other route runs. */
-export async function createIdentity(deps: { config: Config; log: Logger; db: IdentityCollections; tokens: AccessTokens; limiter: RateLimiter; broadcast: Broadcast }) {
-  const service = new IdentityService(deps.db, deps.tokens, deps.limiter, deps.config.identity, deps.log.child({ component: 'identity' }), deps.broadcast);
+export async function createIdentity(deps: {
+  config: Config;
+  log: Logger;
+  db: IdentityCollections;
+  tokens: AccessTokens;
+  limiter: RateLimiter;
+  broadcast: Broadcast;
+}) {
+  const service = new IdentityService(
+    deps.db,
+    deps.tokens,
+    deps.limiter,
+    deps.config.identity,
+    deps.log.child({ component: 'identity' }),
+    deps.broadcast,
+  );
   await service.listenForRevocations();
   return {
     service,

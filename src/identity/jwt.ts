@@ -58,7 +58,8 @@ export async function loadAccessTokens(settings: JwtSettings): Promise<AccessTok
           audience: settings.audience,
           requiredClaims: ['sub', 'exp', 'iss', 'aud'],
         });
-        if (typeof payload.sub !== 'string' || typeof payload.org !== 'string' || typeof payload.role !== 'string') return undefined;
+        if (typeof payload.sub !== 'string' || typeof payload.org !== 'string' || typeof payload.role !== 'string')
+          return undefined;
         return { sub: payload.sub, org: payload.org, role: payload.role };
       } catch {
         return undefined;
@@ -69,7 +70,9 @@ export async function loadAccessTokens(settings: JwtSettings): Promise<AccessTok
 
 const keyFile = 'jwt-signing-key.json';
 
-async function loadKeys(settings: JwtSettings): Promise<{ privateKey: SigningKey; publicKey: SigningKey; material: string }> {
+async function loadKeys(
+  settings: JwtSettings,
+): Promise<{ privateKey: SigningKey; publicKey: SigningKey; material: string }> {
   if (settings.privateKeyPem && settings.publicKeyPem) {
     return {
       material: settings.privateKeyPem,

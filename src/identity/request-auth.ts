@@ -5,7 +5,10 @@ import type { RateLimiter, RateLimitPolicy } from '../runtime/rate-limiter.ts';
 import type { IdentityService } from './identity-service.ts';
 import { requireRole, type Principal } from '../roles.ts';
 
-type LimitSettings = Pick<Config, 'rateLimitPerMinute' | 'rateLimitBurst' | 'authRateLimitPerMinute' | 'authRateLimitBurst'>;
+type LimitSettings = Pick<
+  Config,
+  'rateLimitPerMinute' | 'rateLimitBurst' | 'authRateLimitPerMinute' | 'authRateLimitBurst'
+>;
 
 /**
  * The one authentication step of every authenticated route: the credential
@@ -13,7 +16,11 @@ type LimitSettings = Pick<Config, 'rateLimitPerMinute' | 'rateLimitBurst' | 'aut
  * organization's rate budget is charged. Routes open to anyone (signup, login,
  * refresh) are charged to the client's address instead.
  */
-export function requestAuth(identity: IdentityService, limiter: RateLimiter, config: LimitSettings): {
+export function requestAuth(
+  identity: IdentityService,
+  limiter: RateLimiter,
+  config: LimitSettings,
+): {
   authenticate: AuthenticateHook;
   authorize: AuthorizeHook;
   rateLimit: RateLimitHook;
@@ -32,11 +39,23 @@ export function requestAuth(identity: IdentityService, limiter: RateLimiter, con
     async rateLimit(ctx) {
       const orgId = (ctx.principal as Principal).orgId;
       const policy = (await identity.rateLimitOf(orgId)) ?? defaults;
-      return charge(limiter, ctx, `org:${orgId}`, policy, `rate limit of ${policy.perMinute} requests a minute (burst ${policy.burst}) exceeded`);
+      return charge(
+        limiter,
+        ctx,
+        `org:${orgId}`,
+        policy,
+        `rate limit of ${policy.perMinute} requests a minute (burst ${policy.burst}) exceeded`,
+      );
     },
     async limitAddress(ctx) {
       const what = `${ctx.method} ${ctx.route}`;
-      return charge(limiter, ctx, `addr:${ctx.route}:${ctx.ip}`, perAddress, `rate limit of ${perAddress.perMinute} ${what} requests a minute (burst ${perAddress.burst}) per client address exceeded`);
+      return charge(
+        limiter,
+        ctx,
+        `addr:${ctx.route}:${ctx.ip}`,
+        perAddress,
+        `rate limit of ${perAddress.perMinute} ${what} requests a minute (burst ${perAddress.burst}) per client address exceeded`,
+      );
     },
   };
 }
@@ -46,7 +65,13 @@ export function requestAuth(identity: IdentityService, limiter: RateLimiter, con
  * is the quota per 60 s window the 429 text names, `RateLimit-Policy` the quota,
  * window and burst, `RateLimit-Remaining` what may be sent at once now.
  */
-async function charge(limiter: RateLimiter, ctx: RequestContext, budget: string, policy: RateLimitPolicy, refusal: string): Promise<AppError | undefined> {
+async function charge(
+  limiter: RateLimiter,
+  ctx: RequestContext,
+  budget: string,
+  policy: RateLimitPolicy,
+  refusal: string,
+): Promise<AppError | undefined> {
   const decision = await limiter.take(budget, policy);
   ctx.responseHeaders['ratelimit-limit'] = String(policy.perMinute);
   ctx.responseHeaders['ratelimit-policy'] = `${policy.perMinute};w=60;burst=${policy.burst}`;

@@ -17,8 +17,16 @@ const accessGrant = Type.Object({
   expiresIn: Type.Integer({ description: 'seconds until the access token expires; refresh before then' }),
   tokenType: Type.Literal('Bearer'),
 });
-const cookieSet = { 'set-cookie': { description: `${sessionCookie.name}: the refresh token, HttpOnly, SameSite=Strict, Secure except on localhost` } };
-const granted = (description: string) => ({ description, content: { 'application/json': accessGrant }, headers: cookieSet });
+const cookieSet = {
+  'set-cookie': {
+    description: `${sessionCookie.name}: the refresh token, HttpOnly, SameSite=Strict, Secure except on localhost`,
+  },
+};
+const granted = (description: string) => ({
+  description,
+  content: { 'application/json': accessGrant },
+  headers: cookieSet,
+});
 
 type Tokens = { accessToken: string; refreshToken: string; expiresIn: number };
 
@@ -32,33 +40,54 @@ type Tokens = { accessToken: string; refreshToken: string; expiresIn: number };
 export function sessionRoutes(identity: IdentityService, refreshTtlMs: number): RouteDef[] {
   const grant = (ctx: RequestContext, tokens: Tokens) => ({
     body: { accessToken: tokens.accessToken, expiresIn: tokens.expiresIn, tokenType: 'Bearer' as const },
-    headers: { 'set-cookie': cookie(ctx, tokens.refreshToken, Math.floor(refreshTtlMs / 1000)), 'cache-control': 'no-store' },
+    headers: {
+      'set-cookie': cookie(ctx, tokens.refreshToken, Math.floor(refreshTtlMs / 1000)),
+      'cache-control': 'no-store',
+    },
   });
   return [
     defineRoute({
-      method: 'POST', path: '/api/v1/auth/session', summary: 'Dashboard sign-in: the access token in the body, the refresh token in an HttpOnly cookie', tags: ['auth'], auth: false,
+      method: 'POST',
+      path: '/api/v1/auth/session',
+      summary: 'Dashboard sign-in: the access token in the body, the refresh token in an HttpOnly cookie',
+      tags: ['auth'],
+      auth: false,
       operationId: 'startSession',
       limitPerAddress: true,
       errors: ['unauthorized', 'forbidden'],
-      schema: { body: strictObject({ email: Type.String({ maxLength: 254 }), password: Type.String({ maxLength: 256 }) }), response: { 200: granted('signed in') } },
+      schema: {
+        body: strictObject({ email: Type.String({ maxLength: 254 }), password: Type.String({ maxLength: 256 }) }),
+        response: { 200: granted('signed in') },
+      },
       async handler(ctx) {
         sameOrigin(ctx);
         return { status: 200, ...grant(ctx, await identity.login(ctx.body, ctx.ip)) };
       },
     }),
     defineRoute({
-      method: 'POST', path: '/api/v1/auth/session/signup', summary: 'Dashboard sign-up: creates the organization, then answers as sign-in does', tags: ['auth'], auth: false,
+      method: 'POST',
+      path: '/api/v1/auth/session/signup',
+      summary: 'Dashboard sign-up: creates the organization, then answers as sign-in does',
+      tags: ['auth'],
+      auth: false,
       operationId: 'startSessionWithSignUp',
       limitPerAddress: true,
       errors: ['forbidden'],
-      schema: { body: strictObject({ organizationName: name, email, password }), response: { 201: granted('signed up and in') } },
+      schema: {
+        body: strictObject({ organizationName: name, email, password }),
+        response: { 201: granted('signed up and in') },
+      },
       async handler(ctx) {
         sameOrigin(ctx);
         return { status: 201, ...grant(ctx, await identity.signup(ctx.body)) };
       },
     }),
     defineRoute({
-      method: 'POST', path: '/api/v1/auth/session/refresh', summary: "Rotate the session cookie's refresh token and answer a fresh access token", tags: ['auth'], auth: false,
+      method: 'POST',
+      path: '/api/v1/auth/session/refresh',
+      summary: "Rotate the session cookie's refresh token and answer a fresh access token",
+      tags: ['auth'],
+      auth: false,
       operationId: 'refreshSessionCookie',
       limitPerAddress: true,
       errors: ['unauthorized', 'forbidden'],
@@ -71,7 +100,11 @@ export function sessionRoutes(identity: IdentityService, refreshTtlMs: number): 
       },
     }),
     defineRoute({
-      method: 'POST', path: '/api/v1/auth/session/logout', summary: "Sign out: ends the cookie's session and clears the cookie", tags: ['auth'], auth: false,
+      method: 'POST',
+      path: '/api/v1/auth/session/logout',
+      summary: "Sign out: ends the cookie's session and clears the cookie",
+      tags: ['auth'],
+      auth: false,
       operationId: 'endSession',
       errors: ['forbidden'],
       schema: { body: strictObject({}), response: { 204: { ...noContent, headers: cookieSet } } },
@@ -89,8 +122,15 @@ function sameOrigin(ctx: RequestContext): void {
   const h = ctx.headers;
   const fetchSite = h['sec-fetch-site'];
   const originHost = h.origin ? hostOf(h.origin) : undefined;
-  if (h[sessionRequestHeader.name] !== sessionRequestHeader.value || (fetchSite !== undefined && fetchSite !== 'same-origin') || (h.origin !== undefined && originHost !== h.host)) {
-    throw new AppError('forbidden', `session requests come from the dashboard's own origin with ${sessionRequestHeader.name}: ${sessionRequestHeader.value}`);
+  if (
+    h[sessionRequestHeader.name] !== sessionRequestHeader.value ||
+    (fetchSite !== undefined && fetchSite !== 'same-origin') ||
+    (h.origin !== undefined && originHost !== h.host)
+  ) {
+    throw new AppError(
+      'forbidden',
+      `session requests come from the dashboard's own origin with ${sessionRequestHeader.name}: ${sessionRequestHeader.value}`,
+    );
   }
 }
 

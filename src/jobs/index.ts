@@ -36,9 +36,18 @@ export function createJobs(deps: JobsDeps) {
   const log = deps.log.child({ component: 'jobs' });
   const jobs = actorClient(deps.runtime, jobProtocol);
   const tenants = actorClient(deps.runtime, tenantProtocol);
-  const service = new JobService({ db: deps.db, events: deps.events, rollups: deps.rollups, idempotency: new IdempotencyKeys(deps.db.idempotency), jobs, tenants, log });
+  const service = new JobService({
+    db: deps.db,
+    events: deps.events,
+    rollups: deps.rollups,
+    idempotency: new IdempotencyKeys(deps.db.idempotency),
+    jobs,
+    tenants,
+    log,
+  });
   const queries = new JobQueries({
-    db: deps.db, assumedSendMs: deps.config.jobAssumedSendMs,
+    db: deps.db,
+    assumedSendMs: deps.config.jobAssumedSendMs,
     paced: (orgId, jobId) => tenants.ask<number | null>(orgId, { kind: 'estimate', source: jobId }, estimateAskMs),
     forecast: (orgId, plan) => tenants.ask<number | null>(orgId, { kind: 'forecast', ...plan }, estimateAskMs),
   });

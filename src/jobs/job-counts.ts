@@ -8,7 +8,12 @@ import type { JobCounts, JobStatus, ResultStatus } from './job-store.ts';
  * the dispatch no longer hands them out, and the job actor is stopping them
  * in the store (on a MongoDB wire server, one document at a time).
  */
-export async function countJob(db: MessagingCollections, scope: Scope, jobId: string, jobStatus: JobStatus): Promise<JobCounts> {
+export async function countJob(
+  db: MessagingCollections,
+  scope: Scope,
+  jobId: string,
+  jobStatus: JobStatus,
+): Promise<JobCounts> {
   const count = (filter: Record<string, unknown>) => db.messages.count(scope, { jobId, ...filter });
   const [queued, processing, sent, delivered, failedAll, cancelled] = await Promise.all([
     count({ status: 'queued' }),
@@ -19,7 +24,8 @@ export async function countJob(db: MessagingCollections, scope: Scope, jobId: st
     count({ status: 'failed', cancelled: true }),
   ]);
   const failed = failedAll - cancelled;
-  if (jobStatus === 'cancelled') return { queued: 0, processing, sent, delivered, failed, cancelled: cancelled + queued };
+  if (jobStatus === 'cancelled')
+    return { queued: 0, processing, sent, delivered, failed, cancelled: cancelled + queued };
   return { queued, processing, sent, delivered, failed, cancelled };
 }
 
@@ -27,7 +33,10 @@ export async function countJob(db: MessagingCollections, scope: Scope, jobId: st
 export function resultFilter(status: ResultStatus, jobStatus: JobStatus): Record<string, unknown> | null {
   const stopping = jobStatus === 'cancelled';
   if (status === 'failed') return { status: 'failed', cancelled: { $ne: true } };
-  if (status === 'cancelled') return stopping ? { $or: [{ status: 'failed', cancelled: true }, { status: 'queued' }] } : { status: 'failed', cancelled: true };
+  if (status === 'cancelled')
+    return stopping
+      ? { $or: [{ status: 'failed', cancelled: true }, { status: 'queued' }] }
+      : { status: 'failed', cancelled: true };
   if (status === 'queued' && stopping) return null;
   return { status };
 }

@@ -13,7 +13,9 @@ export function exposeJobGauge(db: JobCollections): void {
     labelNames: ['status'],
     // A store that cannot answer keeps the last counts: one unreadable gauge must not fail the whole scrape.
     async collect() {
-      const counts = await Promise.all(jobStatuses.map((status) => db.jobIndex.count(jobIndexScope, { status }))).catch(() => undefined);
+      const counts = await Promise.all(jobStatuses.map((status) => db.jobIndex.count(jobIndexScope, { status }))).catch(
+        () => undefined,
+      );
       if (counts) jobStatuses.forEach((status, i) => this.set({ status }, counts[i]!));
     },
   });

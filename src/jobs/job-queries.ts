@@ -5,7 +5,14 @@ import type { MessagingCollections } from '../messages/message-store.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
 import type { Filter, Scope } from '../store/collection.ts';
 import { countJob, resultFilter, resultStatus } from './job-counts.ts';
-import { publicJob, type JobCollections, type JobCounts, type JobDoc, type JobStatus, type ResultStatus } from './job-store.ts';
+import {
+  publicJob,
+  type JobCollections,
+  type JobCounts,
+  type JobDoc,
+  type JobStatus,
+  type ResultStatus,
+} from './job-store.ts';
 
 const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
 
@@ -17,14 +24,19 @@ const throughputWindowMs = 60_000;
 
 /** The read side of bulk jobs, always within the caller's team. */
 export class JobQueries {
-  constructor(private readonly deps: {
-    db: MessagingCollections & JobCollections & RelayCollections;
-    assumedSendMs: number;
-    /** When the dispatch expects the job's queued messages sent, from its lines' pace (epoch ms); null when it cannot say. */
-    paced?: (orgId: string, jobId: string) => Promise<number | null>;
-    /** When `count` messages queued at `startAt` should all be sent, from the lines' pace and a sample of their recipients (epoch ms); null when it cannot say. */
-    forecast?: (orgId: string, plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> }) => Promise<number | null>;
-  }) {}
+  constructor(
+    private readonly deps: {
+      db: MessagingCollections & JobCollections & RelayCollections;
+      assumedSendMs: number;
+      /** When the dispatch expects the job's queued messages sent, from its lines' pace (epoch ms); null when it cannot say. */
+      paced?: (orgId: string, jobId: string) => Promise<number | null>;
+      /** When `count` messages queued at `startAt` should all be sent, from the lines' pace and a sample of their recipients (epoch ms); null when it cannot say. */
+      forecast?: (
+        orgId: string,
+        plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> },
+      ) => Promise<number | null>;
+    },
+  ) {}
 
   /** Newest first; counts and progress as of the job's last counted progress check (a few seconds at most while it runs). */
   async list(p: Principal, q: { status?: JobStatus; page: number; limit: number }) {
@@ -34,7 +46,12 @@ export class JobQueries {
       this.deps.db.jobs.find(teamScope(p), filter, { sort: { createdAt: -1 }, skip, limit: q.limit }),
       this.deps.db.jobs.count(teamScope(p), filter),
     ]);
-    return paginate(docs.map((d) => publicJob(d)), total, q.page, q.limit);
+    return paginate(
+      docs.map((d) => publicJob(d)),
+      total,
+      q.page,
+      q.limit,
+    );
   }
 
   private async job(p: Principal, jobId: string): Promise<JobDoc> {
@@ -68,8 +85,16 @@ export class JobQueries {
       if (paced) return new Date(paced).toISOString();
     }
     if (job.status === 'scheduled' && open > 0 && this.deps.forecast) {
-      const sample = await this.deps.db.messages.find(teamScope(p), { jobId: job.id }, { sort: { jobIndex: 1 }, limit: forecastSample });
-      const plan = { startAt: Date.parse(job.scheduledAt!), count: open, sample: sample.map((m) => ({ to: m.to, fromNumber: m.fromNumber ?? null })) };
+      const sample = await this.deps.db.messages.find(
+        teamScope(p),
+        { jobId: job.id },
+        { sort: { jobIndex: 1 }, limit: forecastSample },
+      );
+      const plan = {
+        startAt: Date.parse(job.scheduledAt!),
+        count: open,
+        sample: sample.map((m) => ({ to: m.to, fromNumber: m.fromNumber ?? null })),
+      };
       const forecast = await this.deps.forecast(p.orgId, plan).catch(() => null);
       if (forecast) return new Date(forecast).toISOString();
     }
@@ -82,7 +107,10 @@ export class JobQueries {
     let perSecond = 0;
     if (job.status === 'processing' && windowMs >= 1_000) {
       const since = new Date(now - windowMs).toISOString();
-      const recent = await this.deps.db.messages.count(teamScope(p), { jobId: job.id, $or: [{ sentAt: { $gte: since } }, { failedAt: { $gte: since } }] });
+      const recent = await this.deps.db.messages.count(teamScope(p), {
+        jobId: job.id,
+        $or: [{ sentAt: { $gte: since } }, { failedAt: { $gte: since } }],
+      });
       perSecond = recent / (windowMs / 1000);
     }
     if (perSecond === 0) {
@@ -102,7 +130,12 @@ export class JobQueries {
     const page = await readListPage(this.deps.db.messages, teamScope(p), { jobId, ...only }, { jobIndex: 1 }, q);
     const data = page.data.map((d) => {
       const status = resultStatus(d, job.status);
-      return { messageId: d.id, to: d.to, status, error: status === 'cancelled' ? 'cancelled' : d.status === 'failed' ? d.lastError : null };
+      return {
+        messageId: d.id,
+        to: d.to,
+        status,
+        error: status === 'cancelled' ? 'cancelled' : d.status === 'failed' ? d.lastError : null,
+      };
     });
     return { ...page, data };
   }

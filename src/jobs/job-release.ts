@@ -25,18 +25,35 @@ export function jobEventId(jobId: string, event: string, messageId: string): str
  * sweep finds them. A redelivered start appends the events again under the
  * same ids, which the stream keeps once.
  */
-export async function releaseToSendQueue(deps: { events: EventStream; log: Logger }, ctx: ActorContext, orgId: string, jobId: string, docs: MessageDoc[]): Promise<void> {
+export async function releaseToSendQueue(
+  deps: { events: EventStream; log: Logger },
+  ctx: ActorContext,
+  orgId: string,
+  jobId: string,
+  docs: MessageDoc[],
+): Promise<void> {
   if (docs.length === 0) return;
-  const enqueue = { kind: 'enqueue' as const, items: docs.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, source: jobId })) };
+  const enqueue = {
+    kind: 'enqueue' as const,
+    items: docs.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, source: jobId })),
+  };
   try {
     await ctx.send(tenantProtocol, orgId, enqueue);
   } catch (err) {
-    deps.log.warn({ err, jobId, messages: docs.length }, 'could not notify the send queue; the sweep will pick the job up');
+    deps.log.warn(
+      { err, jobId, messages: docs.length },
+      'could not notify the send queue; the sweep will pick the job up',
+    );
   }
   try {
     for (let i = 0; i < docs.length; i += eventChunk) {
       const chunk = docs.slice(i, i + eventChunk);
-      await deps.events.append(chunk.map((d) => domainEvent('message.queued', d, messageEventData(d), jobEventId(jobId, 'message.queued', d.id))), { once: true });
+      await deps.events.append(
+        chunk.map((d) =>
+          domainEvent('message.queued', d, messageEventData(d), jobEventId(jobId, 'message.queued', d.id)),
+        ),
+        { once: true },
+      );
     }
   } catch (err) {
     deps.log.error({ err, jobId }, 'could not append message.queued events of a job');
@@ -51,21 +68,40 @@ export async function releaseToSendQueue(deps: { events: EventStream; log: Logge
  * none; the update is a compare-and-set on `queued` as of the read (a
  * message handed back by a relay after it is left for the next pass).
  */
-export async function stopUnsent(deps: { db: MessagingCollections; events: EventStream }, scope: { tenantId: string; teamId: string }, jobId: string): Promise<number> {
+export async function stopUnsent(
+  deps: { db: MessagingCollections; events: EventStream },
+  scope: { tenantId: string; teamId: string },
+  jobId: string,
+): Promise<number> {
   const readAt = nowIso();
   const queued = { jobId, status: 'queued', updatedAt: { $lte: readAt } };
   const events: DomainEvent[] = [];
   for await (const page of deps.db.messages.scan(scope, queued, { sort: { jobIndex: 1 } })) {
     for (const d of page) {
       const failed = { ...d, status: 'failed' as const, lastError: 'cancelled' };
-      events.push(domainEvent('message.failed', failed, { ...messageEventData(failed), error: 'cancelled' }, jobEventId(jobId, 'message.failed', d.id)));
+      events.push(
+        domainEvent(
+          'message.failed',
+          failed,
+          { ...messageEventData(failed), error: 'cancelled' },
+          jobEventId(jobId, 'message.failed', d.id),
+        ),
+      );
     }
   }
   if (events.length === 0) return 0;
-  for (let i = 0; i < events.length; i += stopEventChunk) await deps.events.append(events.slice(i, i + stopEventChunk), { once: true });
+  for (let i = 0; i < events.length; i += stopEventChunk)
+    await deps.events.append(events.slice(i, i + stopEventChunk), { once: true });
   const now = nowIso();
   return deps.db.messages.updateMany(scope, queued, {
-    $set: { status: 'failed', lastError: 'cancelled', cancelled: true, failedAt: now, nextAttemptAt: null, updatedAt: now },
+    $set: {
+      status: 'failed',
+      lastError: 'cancelled',
+      cancelled: true,
+      failedAt: now,
+      nextAttemptAt: null,
+      updatedAt: now,
+    },
   });
 }
 

@@ -22,11 +22,12 @@ import { maxScheduleAheadDays, type AcceptedJob, type BulkBody } from './job-sch
 import { jobIndexScope, publicJob, zeroCounts, type JobCollections, type JobDoc } from './job-store.ts';
 import { chunks } from '../chunks.ts';
 
-
-const acceptedMessages = (register.getSingleMetric('relaybox_bulk_messages_accepted_total') as Counter | undefined) ?? new Counter({
-  name: 'relaybox_bulk_messages_accepted_total',
-  help: 'Messages accepted through bulk jobs',
-});
+const acceptedMessages =
+  (register.getSingleMetric('relaybox_bulk_messages_accepted_total') as Counter | undefined) ??
+  new Counter({
+    name: 'relaybox_bulk_messages_accepted_total',
+    help: 'Messages accepted through bulk jobs',
+  });
 
 type Deps = {
   db: MessagingCollections & JobCollections;
@@ -44,10 +45,16 @@ export class JobService {
 
   /** Each message of the job stores `trace`, the request's trace context, as a single send does. */
   accept(principal: Principal, input: BulkBody, idempotencyKey: string | undefined, trace: TraceContext) {
-    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, bulk: input }, () => this.create(principal, input, trace));
+    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, bulk: input }, () =>
+      this.create(principal, input, trace),
+    );
   }
 
-  private async create(principal: Principal, input: BulkBody, trace: TraceContext): Promise<{ status: 201; body: AcceptedJob }> {
+  private async create(
+    principal: Principal,
+    input: BulkBody,
+    trace: TraceContext,
+  ): Promise<{ status: 201; body: AcceptedJob }> {
     const scheduledAt = input.scheduledAt === undefined ? null : checkSchedule(input.scheduledAt);
     const recipients = await this.checkEntries(principal.orgId, input);
     const jobId = newId('job');
@@ -57,11 +64,25 @@ export class JobService {
     // A scheduled job's messages wait out their start like a retry waits out its backoff: the send queue skips them until then.
     const held: Partial<MessageDoc> = scheduledAt ? { queuedAt: null, nextAttemptAt: scheduledAt } : {};
     const traced = traceFields(trace);
-    const docs: MessageDoc[] = input.messages.map((entry, i) => sentMessage(principal, entry, entry.to.trim(), recipients[i]!, now, { jobId, jobIndex: i, ...held, ...traced }));
+    const docs: MessageDoc[] = input.messages.map((entry, i) =>
+      sentMessage(principal, entry, entry.to.trim(), recipients[i]!, now, { jobId, jobIndex: i, ...held, ...traced }),
+    );
     const job: JobDoc = {
-      id: jobId, tenantId: principal.orgId, teamId: principal.teamId, status: scheduledAt ? 'scheduled' : 'processing', totalRecipients: docs.length,
-      scheduledAt, startedAt: scheduledAt ? null : now, completedAt: null, cancelledAt: null, counts: { ...zeroCounts(), queued: docs.length },
-      trackTick: 0, released: false, conversationsTouched: false, createdAt: now, updatedAt: now,
+      id: jobId,
+      tenantId: principal.orgId,
+      teamId: principal.teamId,
+      status: scheduledAt ? 'scheduled' : 'processing',
+      totalRecipients: docs.length,
+      scheduledAt,
+      startedAt: scheduledAt ? null : now,
+      completedAt: null,
+      cancelledAt: null,
+      counts: { ...zeroCounts(), queued: docs.length },
+      trackTick: 0,
+      released: false,
+      conversationsTouched: false,
+      createdAt: now,
+      updatedAt: now,
     };
     const tally = new RollupTally();
     for (const d of docs) tally.add(d.tenantId, 'accepted', Date.parse(now), { phoneNumber: d.fromNumber });
@@ -71,18 +92,33 @@ export class JobService {
         this.deps.rollups.write(tally),
         this.deps.db.jobs.insertOne(scope, job),
         ...chunks(docs, insertChunk).map((chunk) => this.deps.db.messages.insertMany(scope, chunk)),
-        this.deps.db.jobIndex.insertOne(jobIndexScope, { id: jobId, tenantId: jobIndexScope.tenantId, orgId: principal.orgId, teamId: principal.teamId, status: job.status, scheduledAt, active: true }),
+        this.deps.db.jobIndex.insertOne(jobIndexScope, {
+          id: jobId,
+          tenantId: jobIndexScope.tenantId,
+          orgId: principal.orgId,
+          teamId: principal.teamId,
+          status: job.status,
+          scheduledAt,
+          active: true,
+        }),
       ]);
       // Durable before the answer: the job actor puts the messages on the send queue and announces them, now or at scheduledAt.
       // That work (an actor message of 10,000 items, 10,000 message.queued events) is the job's, not the request's.
-      await this.deps.jobs.send(jobId, { kind: 'start', ...owner }, scheduledAt ? { delayMs: Math.max(0, Date.parse(scheduledAt) - Date.now()) } : {});
+      await this.deps.jobs.send(
+        jobId,
+        { kind: 'start', ...owner },
+        scheduledAt ? { delayMs: Math.max(0, Date.parse(scheduledAt) - Date.now()) } : {},
+      );
     } catch (err) {
       await this.forget(scope, jobId);
       throw err;
     }
     acceptedMessages.inc(docs.length);
     countMessages('accepted', docs.length);
-    return { status: 201 as const, body: { jobId, status: job.status, totalRecipients: job.totalRecipients, createdAt: now, scheduledAt } };
+    return {
+      status: 201 as const,
+      body: { jobId, status: job.status, totalRecipients: job.totalRecipients, createdAt: now, scheduledAt },
+    };
   }
 
   /** Nothing of a refused job stays behind. */
@@ -106,25 +142,46 @@ export class JobService {
     input.messages.forEach((entry, i) => {
       try {
         const recipient = parseRecipient(entry.to, pointer('messages', i, 'to'));
-        if (recipient.kind === 'group') details.push({ entry: i, path: pointer('messages', i, 'to'), message: 'a contact group is not a recipient of a bulk job: list its members' });
+        if (recipient.kind === 'group')
+          details.push({
+            entry: i,
+            path: pointer('messages', i, 'to'),
+            message: 'a contact group is not a recipient of a bulk job: list its members',
+          });
         else participants[i] = recipient.participant;
       } catch (err) {
         if (!(err instanceof AppError)) throw err;
         for (const d of err.details ?? []) details.push({ entry: i, ...d });
       }
-      if ((entry.body ?? '') === '' && (entry.attachments ?? []).length === 0) details.push({ entry: i, path: pointer('messages', i, 'body'), message: 'is required unless attachments are given' });
+      if ((entry.body ?? '') === '' && (entry.attachments ?? []).length === 0)
+        details.push({
+          entry: i,
+          path: pointer('messages', i, 'body'),
+          message: 'is required unless attachments are given',
+        });
       if (entry.fromNumber !== undefined) fromNumbers.add(entry.fromNumber);
     });
     if (fromNumbers.size > 0) {
-      const active = await this.deps.db.phoneNumbers.find({ tenantId: orgId }, { number: { $in: [...fromNumbers] }, status: 'active' });
+      const active = await this.deps.db.phoneNumbers.find(
+        { tenantId: orgId },
+        { number: { $in: [...fromNumbers] }, status: 'active' },
+      );
       const known = new Set(active.map((n) => n.number));
       input.messages.forEach((entry, i) => {
-        if (entry.fromNumber !== undefined && !known.has(entry.fromNumber)) details.push({ entry: i, path: pointer('messages', i, 'fromNumber'), message: 'is not an active registered phone number of the organization' });
+        if (entry.fromNumber !== undefined && !known.has(entry.fromNumber))
+          details.push({
+            entry: i,
+            path: pointer('messages', i, 'fromNumber'),
+            message: 'is not an active registered phone number of the organization',
+          });
       });
     }
     if (details.length === 0) return participants;
     details.sort((a, b) => a.entry - b.entry);
-    throw validationFailure('body', details.map(({ path, message }) => ({ path, message })));
+    throw validationFailure(
+      'body',
+      details.map(({ path, message }) => ({ path, message })),
+    );
   }
 
   /**
@@ -139,11 +196,16 @@ export class JobService {
     const scope = { tenantId: principal.orgId, teamId: principal.teamId };
     const owner = { orgId: principal.orgId, teamId: principal.teamId };
     const now = nowIso();
-    const job = await this.deps.db.jobs.updateOne(scope, { id: jobId, status: { $in: ['scheduled', 'processing'] } }, { $set: { status: 'cancelled', cancelledAt: now, updatedAt: now } });
+    const job = await this.deps.db.jobs.updateOne(
+      scope,
+      { id: jobId, status: { $in: ['scheduled', 'processing'] } },
+      { $set: { status: 'cancelled', cancelledAt: now, updatedAt: now } },
+    );
     if (!job) {
       const current = await this.deps.db.jobs.findOne(scope, { id: jobId });
       if (!current) throw new AppError('not_found', 'bulk job not found');
-      if (current.status === 'completed') throw new AppError('conflict', 'the job has completed: there is nothing left to cancel');
+      if (current.status === 'completed')
+        throw new AppError('conflict', 'the job has completed: there is nothing left to cancel');
       return publicJob(current, await countJob(this.deps.db, scope, jobId, current.status));
     }
     try {
@@ -155,7 +217,14 @@ export class JobService {
     }
     await this.deps.db.jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'cancelled' } });
     // The job actor stops the queued messages in the store, then records when the sends already on a relay are done.
-    await this.deps.jobs.send(jobId, { kind: 'stop', ...owner, cancelledAt: now }).catch((err: unknown) => this.deps.log.warn({ err, jobId }, 'could not hand a cancel to its job actor; its next progress check stops the messages'));
+    await this.deps.jobs
+      .send(jobId, { kind: 'stop', ...owner, cancelledAt: now })
+      .catch((err: unknown) =>
+        this.deps.log.warn(
+          { err, jobId },
+          'could not hand a cancel to its job actor; its next progress check stops the messages',
+        ),
+      );
     return publicJob(job, await countJob(this.deps.db, scope, jobId, job.status));
   }
 }
@@ -167,13 +236,13 @@ export class JobService {
  */
 const insertChunk = 1_000;
 
-
 function checkSchedule(raw: string): string {
   const at = Date.parse(raw);
   const now = Date.now();
   const detail = (message: string) => validationError('/scheduledAt', message);
   if (Number.isNaN(at)) throw detail('is not an ISO 8601 date-time');
   if (at <= now) throw detail('must be in the future');
-  if (at > now + maxScheduleAheadDays * 24 * 3600 * 1000) throw detail(`must be at most ${maxScheduleAheadDays} days ahead`);
+  if (at > now + maxScheduleAheadDays * 24 * 3600 * 1000)
+    throw detail(`must be at most ${maxScheduleAheadDays} days ahead`);
   return new Date(at).toISOString();
 }

@@ -55,8 +55,14 @@ export interface JobIndexDoc {
 
 export function jobCollections(store: Store) {
   return {
-    jobs: store.collection<JobDoc>('bulk_jobs', [{ keys: { tenantId: 1, teamId: 1, createdAt: -1 } }, { keys: { tenantId: 1, status: 1 } }]),
-    jobIndex: store.collection<JobIndexDoc>('bulk_job_index', [{ keys: { tenantId: 1, status: 1 } }, { keys: { tenantId: 1, active: 1 } }]),
+    jobs: store.collection<JobDoc>('bulk_jobs', [
+      { keys: { tenantId: 1, teamId: 1, createdAt: -1 } },
+      { keys: { tenantId: 1, status: 1 } },
+    ]),
+    jobIndex: store.collection<JobIndexDoc>('bulk_job_index', [
+      { keys: { tenantId: 1, status: 1 } },
+      { keys: { tenantId: 1, active: 1 } },
+    ]),
   };
 }
 
@@ -71,7 +77,8 @@ export type JobCollections = ReturnType<typeof jobCollections>;
  * running until its job actor makes the cancel again (JobTracker.stop).
  */
 export async function cancelledJobIds(db: JobCollections, orgId: string, closed: string[] = []): Promise<string[]> {
-  const cancelled = closed.length === 0 ? { status: 'cancelled' } : { $or: [{ status: 'cancelled' }, { id: { $in: closed } }] };
+  const cancelled =
+    closed.length === 0 ? { status: 'cancelled' } : { $or: [{ status: 'cancelled' }, { id: { $in: closed } }] };
   return (await db.jobs.find({ tenantId: orgId }, { ...cancelled, completedAt: null })).map((j) => j.id);
 }
 

@@ -2,9 +2,21 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { extname } from 'node:path';
 
 const mimeTypes: Record<string, string> = {
-  '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.png': 'image/png', '.gif': 'image/gif', '.heic': 'image/heic', '.webp': 'image/webp',
-  '.mp4': 'video/mp4', '.mov': 'video/quicktime', '.mp3': 'audio/mpeg', '.m4a': 'audio/mp4', '.caf': 'audio/x-caf',
-  '.pdf': 'application/pdf', '.txt': 'text/plain', '.vcf': 'text/vcard', '.zip': 'application/zip',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+  '.png': 'image/png',
+  '.gif': 'image/gif',
+  '.heic': 'image/heic',
+  '.webp': 'image/webp',
+  '.mp4': 'video/mp4',
+  '.mov': 'video/quicktime',
+  '.mp3': 'audio/mpeg',
+  '.m4a': 'audio/mp4',
+  '.caf': 'audio/x-caf',
+  '.pdf': 'application/pdf',
+  '.txt': 'text/plain',
+  '.vcf': 'text/vcard',
+  '.zip': 'application/zip',
 };
 
 export const attachmentLinkTtlMs = 3600 * 1000;
@@ -19,7 +31,10 @@ interface LinkClaims {
 
 /** Signed, expiring download links for message attachments (decisions: valid 1 hour). */
 export class AttachmentLinks {
-  constructor(private readonly secret: Buffer, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly secret: Buffer,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   entries(base: string, orgId: string, messageId: string, urls: string[]) {
     const expires = Math.floor((this.now() + attachmentLinkTtlMs) / 1000);

@@ -21,8 +21,14 @@ const touchesPerCommand = 1_000;
 /** The touch a sent message makes: its conversation shows it as the latest, nothing unread. */
 export function sentTouch(d: MessageDoc): ConversationTouch {
   return {
-    tenantId: d.tenantId, teamId: d.teamId, conversationId: d.conversationId, participant: d.participant,
-    isGroup: d.participant.startsWith('chat:'), lastMessage: d.body, lastMessageAt: d.createdAt, unread: 0,
+    tenantId: d.tenantId,
+    teamId: d.teamId,
+    conversationId: d.conversationId,
+    participant: d.participant,
+    isGroup: d.participant.startsWith('chat:'),
+    lastMessage: d.body,
+    lastMessageAt: d.createdAt,
+    unread: 0,
   };
 }
 
@@ -45,7 +51,10 @@ export function touchConversation(conversations: Collection<ConversationDoc>, to
  * conversation wins). Two writers racing to create one: the loser's upsert
  * conflicts, and it updates instead.
  */
-export async function touchConversations(conversations: Collection<ConversationDoc>, touches: ConversationTouch[]): Promise<void> {
+export async function touchConversations(
+  conversations: Collection<ConversationDoc>,
+  touches: ConversationTouch[],
+): Promise<void> {
   const latest = new Map<string, ConversationTouch>();
   for (const t of touches) latest.set(`${t.tenantId}\u0000${t.teamId}\u0000${t.conversationId}`, t);
   const byTeam = new Map<string, ConversationTouch[]>();
@@ -56,12 +65,21 @@ export async function touchConversations(conversations: Collection<ConversationD
     else byTeam.set(key, [t]);
   }
   const now = nowIso();
-  await Promise.all([...byTeam.values()].map(async (team) => {
-    const scope = { tenantId: team[0]!.tenantId, teamId: team[0]!.teamId };
-    for (const batch of chunks(team, touchesPerCommand)) {
-      const ops = batch.map((t) => ({ filter: { id: t.conversationId }, update: touchUpdate(t, now) }));
-      const { conflicts } = await conversations.bulkWrite(scope, ops.map((op) => ({ updateOne: { ...op, upsert: true } })));
-      if (conflicts.length > 0) await conversations.bulkWrite(scope, conflicts.map((c) => ({ updateOne: ops[c]! })));
-    }
-  }));
+  await Promise.all(
+    [...byTeam.values()].map(async (team) => {
+      const scope = { tenantId: team[0]!.tenantId, teamId: team[0]!.teamId };
+      for (const batch of chunks(team, touchesPerCommand)) {
+        const ops = batch.map((t) => ({ filter: { id: t.conversationId }, update: touchUpdate(t, now) }));
+        const { conflicts } = await conversations.bulkWrite(
+          scope,
+          ops.map((op) => ({ updateOne: { ...op, upsert: true } })),
+        );
+        if (conflicts.length > 0)
+          await conversations.bulkWrite(
+            scope,
+            conflicts.map((c) => ({ updateOne: ops[c]! })),
+          );
+      }
+    }),
+  );
 }

@@ -20,9 +20,17 @@ export class IdempotencyKeys {
   constructor(private readonly keys: Collection<IdempotencyDoc>) {}
 
   /** A replayed answer is the stored answer of the same `work`, so it has the work's type. */
-  async run<A extends { status: number; body: unknown }>(orgId: string, key: string | undefined, body: unknown, work: () => Promise<A>): Promise<IdempotentAnswer<A>> {
+  async run<A extends { status: number; body: unknown }>(
+    orgId: string,
+    key: string | undefined,
+    body: unknown,
+    work: () => Promise<A>,
+  ): Promise<IdempotentAnswer<A>> {
     if (key === undefined) return { ...(await work()), replayed: false };
-    if (key.length === 0 || key.length > 255) throw new AppError('validation_error', 'Idempotency-Key must be 1 to 255 characters', { details: [{ path: '/Idempotency-Key', message: 'must be 1 to 255 characters' }] });
+    if (key.length === 0 || key.length > 255)
+      throw new AppError('validation_error', 'Idempotency-Key must be 1 to 255 characters', {
+        details: [{ path: '/Idempotency-Key', message: 'must be 1 to 255 characters' }],
+      });
     const scope = { tenantId: orgId };
     const id = sha256(`${orgId}\u0000${key}`);
     const requestHash = sha256(JSON.stringify(body));
@@ -43,7 +51,13 @@ export class IdempotencyKeys {
     const expired = await this.keys.findOne(scope, { id, expiresAt: { $lte: new Date(now).toISOString() } });
     if (expired) await this.keys.deleteOne(scope, { id, expiresAt: expired.expiresAt });
     try {
-      await this.keys.insertOne(scope, { id, tenantId: scope.tenantId, requestHash, expiresAt: new Date(now + keepMs).toISOString(), createdAt: nowIso() });
+      await this.keys.insertOne(scope, {
+        id,
+        tenantId: scope.tenantId,
+        requestHash,
+        expiresAt: new Date(now + keepMs).toISOString(),
+        createdAt: nowIso(),
+      });
       return true;
     } catch (err) {
       if (err instanceof AppError && err.code === 'conflict') return false;
@@ -56,9 +70,11 @@ export class IdempotencyKeys {
     for (;;) {
       const first = await this.keys.findOne(scope, { id });
       if (!first) throw new AppError('conflict', 'the first request with this Idempotency-Key failed; send it again');
-      if (first.requestHash !== requestHash) throw new AppError('idempotency_mismatch', 'this Idempotency-Key was used with a different request body');
+      if (first.requestHash !== requestHash)
+        throw new AppError('idempotency_mismatch', 'this Idempotency-Key was used with a different request body');
       if (first.response) return { ...(first.response as A), replayed: true };
-      if (Date.now() > deadline) throw new AppError('conflict', 'a request with this Idempotency-Key is still being processed');
+      if (Date.now() > deadline)
+        throw new AppError('conflict', 'a request with this Idempotency-Key is still being processed');
       await sleep(25);
     }
   }

@@ -39,20 +39,40 @@ export interface MessagingDeps {
 /** The send path, message history, conversations and phone numbers, wired: their routes, and the send path for automations' replies. */
 export function createMessaging(deps: MessagingDeps) {
   const log = deps.log.child({ component: 'messaging' });
-  const committer = new SendCommitter({ db: deps.db, runtime: deps.runtime, outbox: deps.outbox, rollups: deps.rollups, log }, deps.config.sendBatchMax);
-  const send = new SendService({ db: deps.db, committer, idempotency: new IdempotencyKeys(deps.db.idempotency), contacts: deps.contacts });
+  const committer = new SendCommitter(
+    { db: deps.db, runtime: deps.runtime, outbox: deps.outbox, rollups: deps.rollups, log },
+    deps.config.sendBatchMax,
+  );
+  const send = new SendService({
+    db: deps.db,
+    committer,
+    idempotency: new IdempotencyKeys(deps.db.idempotency),
+    contacts: deps.contacts,
+  });
   const tenants = actorClient(deps.runtime, tenantProtocol);
   const queries = new MessageQueries({
-    db: deps.db, contacts: deps.contacts,
-    waiting: (orgId, messageId) => tenants.ask<{ waitingFor: WaitingReason; notBefore?: number } | null>(orgId, { kind: 'waiting', messageId }, waitingAskMs),
+    db: deps.db,
+    contacts: deps.contacts,
+    waiting: (orgId, messageId) =>
+      tenants.ask<{ waitingFor: WaitingReason; notBefore?: number } | null>(
+        orgId,
+        { kind: 'waiting', messageId },
+        waitingAskMs,
+      ),
   });
   const links = new AttachmentLinks(deps.tokens.deriveSecret('attachment-links'));
-  const publicBaseUrl = (host: string | undefined) => deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
+  const publicBaseUrl = (host: string | undefined) =>
+    deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
   return {
     /** The send path, for replies automations send. */
     send,
     /** Settles once every accepted send is committed, published and queued. */
     settled: () => committer.idle(),
-    routes: [...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }), ...conversationRoutes(queries, deps.cursors), ...phoneNumberRoutes(deps.db, tenants), ...statsRoutes(deps.rollups)],
+    routes: [
+      ...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }),
+      ...conversationRoutes(queries, deps.cursors),
+      ...phoneNumberRoutes(deps.db, tenants),
+      ...statsRoutes(deps.rollups),
+    ],
   };
 }

@@ -3,7 +3,16 @@ import { phoneNumberRule } from '../phone-number.ts';
 import type { Principal } from '../roles.ts';
 import { paginate, pageWindow, readListPage, type PageRequest } from '../http/pagination.ts';
 import type { Filter, Scope, Sort } from '../store/collection.ts';
-import { publicMessage, statusRecord, type ConversationDoc, type MessageDoc, type MessageStatus, type MessagingCollections, type Waiting, type WaitingReason } from './message-store.ts';
+import {
+  publicMessage,
+  statusRecord,
+  type ConversationDoc,
+  type MessageDoc,
+  type MessageStatus,
+  type MessagingCollections,
+  type Waiting,
+  type WaitingReason,
+} from './message-store.ts';
 import { normalizeParticipant } from './recipients.ts';
 import type { ContactLookup } from './send-service.ts';
 
@@ -17,21 +26,34 @@ const latestActivityFirst: Sort = { lastMessageAt: -1, id: -1 };
 function participantOf(raw: string): string {
   const normalized = normalizeParticipant(raw);
   if (normalized) return normalized;
-  if (raw.trim().startsWith('+')) throw validationError('/participant', `is not a valid phone number: use ${phoneNumberRule}`);
+  if (raw.trim().startsWith('+'))
+    throw validationError('/participant', `is not a valid phone number: use ${phoneNumberRule}`);
   return raw.trim();
 }
 
 /** The read side of messages and conversations, always within the caller's team. */
 export class MessageQueries {
-  constructor(private readonly deps: {
-    db: MessagingCollections;
-    contacts: ContactLookup;
-    /** What the dispatch says a queued message waits for (from its memory, no store read), or null when it does not hold it. */
-    waiting?: (orgId: string, messageId: string) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
-  }) {}
+  constructor(
+    private readonly deps: {
+      db: MessagingCollections;
+      contacts: ContactLookup;
+      /** What the dispatch says a queued message waits for (from its memory, no store read), or null when it does not hold it. */
+      waiting?: (orgId: string, messageId: string) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
+    },
+  ) {}
 
   /** A team's history, newest first, narrowed by direction, participant, status, bulk job and creation time. */
-  async list(p: Principal, q: PageRequest & { direction?: 'sent' | 'received'; participant?: string; status?: MessageStatus; jobId?: string; since?: string; until?: string }) {
+  async list(
+    p: Principal,
+    q: PageRequest & {
+      direction?: 'sent' | 'received';
+      participant?: string;
+      status?: MessageStatus;
+      jobId?: string;
+      since?: string;
+      until?: string;
+    },
+  ) {
     const filter: Filter = { fanout: { $ne: true } };
     if (q.direction) filter.direction = q.direction;
     if (q.participant) filter.participant = participantOf(q.participant);
@@ -71,10 +93,24 @@ export class MessageQueries {
     const doc = await this.one(p, id);
     if (!doc.fanout) return statusRecord(doc, await this.waitingOf(p.orgId, doc));
     const children: MessageDoc[] = [];
-    for await (const page of this.deps.db.messages.scan(teamScope(p), { parentId: id }, { sort: { createdAt: 1, id: 1 } })) children.push(...page);
+    for await (const page of this.deps.db.messages.scan(
+      teamScope(p),
+      { parentId: id },
+      { sort: { createdAt: 1, id: 1 } },
+    ))
+      children.push(...page);
     const order = ['failed', 'queued', 'processing', 'sent', 'delivered'] as const;
-    const least = children.reduce((acc, c) => (order.indexOf(c.status) < order.indexOf(acc) ? c.status : acc), 'delivered' as MessageDoc['status']);
-    const latest = (field: 'sentAt' | 'deliveredAt') => (children.every((c) => c[field]) ? children.map((c) => c[field]!).sort().pop()! : null);
+    const least = children.reduce(
+      (acc, c) => (order.indexOf(c.status) < order.indexOf(acc) ? c.status : acc),
+      'delivered' as MessageDoc['status'],
+    );
+    const latest = (field: 'sentAt' | 'deliveredAt') =>
+      children.every((c) => c[field])
+        ? children
+            .map((c) => c[field]!)
+            .sort()
+            .pop()!
+        : null;
     return {
       ...statusRecord(doc),
       status: children.length ? least : doc.status,
@@ -90,16 +126,21 @@ export class MessageQueries {
   private async waitingOf(orgId: string, doc: MessageDoc): Promise<Waiting> {
     const none = { waitingFor: null, notBefore: null };
     if (doc.status !== 'queued') return none;
-    if (doc.nextAttemptAt && Date.parse(doc.nextAttemptAt) > Date.now()) return { waitingFor: 'retry_backoff', notBefore: doc.nextAttemptAt };
+    if (doc.nextAttemptAt && Date.parse(doc.nextAttemptAt) > Date.now())
+      return { waitingFor: 'retry_backoff', notBefore: doc.nextAttemptAt };
     const hold = await this.deps.waiting?.(orgId, doc.id).catch(() => null);
     if (!hold) return none;
-    return { waitingFor: hold.waitingFor, notBefore: hold.notBefore === undefined ? null : new Date(hold.notBefore).toISOString() };
+    return {
+      waitingFor: hold.waitingFor,
+      notBefore: hold.notBefore === undefined ? null : new Date(hold.notBefore).toISOString(),
+    };
   }
 
   /** Queue counts of the caller's whole organization. */
   async queueStats(p: Principal) {
     const scope = { tenantId: p.orgId };
-    const count = (filter: Filter) => this.deps.db.messages.count(scope, { direction: 'sent', fanout: { $ne: true }, ...filter });
+    const count = (filter: Filter) =>
+      this.deps.db.messages.count(scope, { direction: 'sent', fanout: { $ne: true }, ...filter });
     const [pending, processing, failed, deadLetter] = await Promise.all([
       count({ status: 'queued' }),
       count({ status: 'processing' }),
@@ -117,8 +158,16 @@ export class MessageQueries {
       const needle = q.search.trim().toLowerCase();
       const ids: string[] = [];
       for await (const page of this.deps.db.conversations.scan(scope, {}, { sort: latestActivityFirst })) {
-        const names = await this.deps.contacts.namesFor(scope, page.map((c) => c.participant));
-        for (const c of page) if (c.participant.toLowerCase().includes(needle) || (names.get(c.participant) ?? '').toLowerCase().includes(needle)) ids.push(c.id);
+        const names = await this.deps.contacts.namesFor(
+          scope,
+          page.map((c) => c.participant),
+        );
+        for (const c of page)
+          if (
+            c.participant.toLowerCase().includes(needle) ||
+            (names.get(c.participant) ?? '').toLowerCase().includes(needle)
+          )
+            ids.push(c.id);
       }
       filter = { id: { $in: ids } };
     }
@@ -149,7 +198,10 @@ export class MessageQueries {
   }
 
   private async withNames(scope: Scope, docs: ConversationDoc[]) {
-    const names = await this.deps.contacts.namesFor(scope, docs.map((d) => d.participant));
+    const names = await this.deps.contacts.namesFor(
+      scope,
+      docs.map((d) => d.participant),
+    );
     return docs.map(({ tenantId: _t, ...c }) => ({ ...c, participantName: names.get(c.participant) ?? null }));
   }
 }

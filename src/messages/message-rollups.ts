@@ -23,7 +23,11 @@ export type RollupLatency = (typeof rollupLatencies)[number];
  * How long each interval's buckets are kept: minute buckets 48 h (a 1 m
  * chart spans at most 25 h), hour buckets 90 days, day buckets for good.
  */
-export const rollupRetentionMs: Record<RollupInterval, number | null> = { '1m': 48 * 3_600_000, '1h': 90 * 86_400_000, '1d': null };
+export const rollupRetentionMs: Record<RollupInterval, number | null> = {
+  '1m': 48 * 3_600_000,
+  '1h': 90 * 86_400_000,
+  '1d': null,
+};
 
 /** An organization's old buckets are removed at most this often (per process), by the writes that add new ones. */
 const pruneEveryMs = 3_600_000;
@@ -112,7 +116,8 @@ export interface RollupDims {
   relayId?: string | null;
 }
 
-export const dimOf = (d: RollupDims): string => (d.phoneNumber ? `n:${d.phoneNumber}` : d.relayId ? `r:${d.relayId}` : 'all');
+export const dimOf = (d: RollupDims): string =>
+  d.phoneNumber ? `n:${d.phoneNumber}` : d.relayId ? `r:${d.relayId}` : 'all';
 
 function dimsOf(d: RollupDims): string[] {
   const dims = ['all'];
@@ -121,7 +126,8 @@ function dimsOf(d: RollupDims): string[] {
   return dims;
 }
 
-export const bucketStart = (ms: number, interval: RollupInterval): number => Math.floor(ms / rollupIntervals[interval]) * rollupIntervals[interval];
+export const bucketStart = (ms: number, interval: RollupInterval): number =>
+  Math.floor(ms / rollupIntervals[interval]) * rollupIntervals[interval];
 
 /**
  * What a batch of writes counts, aggregated in memory by rollup key: each
@@ -129,7 +135,10 @@ export const bucketStart = (ms: number, interval: RollupInterval): number => Mat
  * any size is one upsert per key it touched.
  */
 export class RollupTally {
-  private readonly keys = new Map<string, Map<string, { interval: RollupInterval; dim: string; start: string; inc: Record<string, number> }>>();
+  private readonly keys = new Map<
+    string,
+    Map<string, { interval: RollupInterval; dim: string; start: string; inc: Record<string, number> }>
+  >();
 
   get size(): number {
     return this.keys.size;
@@ -139,8 +148,10 @@ export class RollupTally {
   add(tenantId: string, outcome: RollupOutcome, atMs: number, dims: RollupDims, latencyMs?: number): void {
     let tenant = this.keys.get(tenantId);
     if (!tenant) this.keys.set(tenantId, (tenant = new Map()));
-    const latency = latencyMs !== undefined && Number.isFinite(latencyMs) && (outcome === 'sent' || outcome === 'delivered')
-      ? `latency.${outcome}.b${latencyBin(Math.max(0, latencyMs))}` : undefined;
+    const latency =
+      latencyMs !== undefined && Number.isFinite(latencyMs) && (outcome === 'sent' || outcome === 'delivered')
+        ? `latency.${outcome}.b${latencyBin(Math.max(0, latencyMs))}`
+        : undefined;
     for (const interval of Object.keys(rollupIntervals) as RollupInterval[]) {
       const start = new Date(bucketStart(atMs, interval)).toISOString();
       for (const dim of dimsOf(dims)) {
@@ -170,7 +181,13 @@ export class RollupTally {
   writes(): Array<{ tenantId: string; ops: WriteOp[] }> {
     return [...this.keys].map(([tenantId, keys]) => ({
       tenantId,
-      ops: [...keys].map(([id, k]) => ({ updateOne: { filter: { id }, update: { $inc: k.inc, $setOnInsert: { interval: k.interval, dim: k.dim, start: k.start } }, upsert: true } })),
+      ops: [...keys].map(([id, k]) => ({
+        updateOne: {
+          filter: { id },
+          update: { $inc: k.inc, $setOnInsert: { interval: k.interval, dim: k.dim, start: k.start } },
+          upsert: true,
+        },
+      })),
     }));
   }
 }
@@ -214,7 +231,11 @@ export class MessageRollups {
    * writes of this process race on a bucket. The embedded store writes
    * synchronously, in the caller's transaction: it never needs it.
    */
-  constructor(private readonly rollups: Collection<RollupDoc>, private readonly log: Logger, private readonly opts: { coalesce: boolean } = { coalesce: false }) {}
+  constructor(
+    private readonly rollups: Collection<RollupDoc>,
+    private readonly log: Logger,
+    private readonly opts: { coalesce: boolean } = { coalesce: false },
+  ) {}
 
   /**
    * Writes what a batch counted: one bulk write per organization, each key
@@ -250,18 +271,27 @@ export class MessageRollups {
    * answered with an error would be sent again).
    */
   private async writeNow(tally: RollupTally): Promise<void> {
-    await Promise.all(tally.writes().map(async ({ tenantId, ops }) => {
-      const scope: Scope = { tenantId };
-      try {
-        const { conflicts } = await this.rollups.bulkWrite(scope, ops);
-        // An upsert that lost the race to create its bucket: the bucket exists now, so the update matches.
-        if (conflicts.length > 0) await this.rollups.bulkWrite(scope, conflicts.map((i) => ops[i]!));
-      } catch (err) {
-        this.log.warn({ err, tenantId, buckets: ops.length }, 'message statistics of a batch are lost: their write failed');
-        return;
-      }
-      this.pruneLater(tenantId);
-    }));
+    await Promise.all(
+      tally.writes().map(async ({ tenantId, ops }) => {
+        const scope: Scope = { tenantId };
+        try {
+          const { conflicts } = await this.rollups.bulkWrite(scope, ops);
+          // An upsert that lost the race to create its bucket: the bucket exists now, so the update matches.
+          if (conflicts.length > 0)
+            await this.rollups.bulkWrite(
+              scope,
+              conflicts.map((i) => ops[i]!),
+            );
+        } catch (err) {
+          this.log.warn(
+            { err, tenantId, buckets: ops.length },
+            'message statistics of a batch are lost: their write failed',
+          );
+          return;
+        }
+        this.pruneLater(tenantId);
+      }),
+    );
   }
 
   /** The buckets of `[floor(from), to)`, zero-filled, oldest first. */
@@ -270,7 +300,15 @@ export class MessageRollups {
     const first = bucketStart(q.fromMs, q.interval);
     const count = Math.ceil((q.toMs - first) / step);
     const dim = dimOf(q);
-    const docs = await this.rollups.find({ tenantId }, { interval: q.interval, dim, start: { $gte: new Date(first).toISOString(), $lt: new Date(q.toMs).toISOString() } }, { sort: { start: 1 }, limit: maxStatsBuckets });
+    const docs = await this.rollups.find(
+      { tenantId },
+      {
+        interval: q.interval,
+        dim,
+        start: { $gte: new Date(first).toISOString(), $lt: new Date(q.toMs).toISOString() },
+      },
+      { sort: { start: 1 }, limit: maxStatsBuckets },
+    );
     const byStart = new Map(docs.map((d) => [d.start, d]));
     const buckets: StatsBucket[] = [];
     for (let i = 0; i < count; i++) {
@@ -278,7 +316,12 @@ export class MessageRollups {
       const doc = byStart.get(start);
       buckets.push({
         start,
-        accepted: doc?.accepted ?? 0, sent: doc?.sent ?? 0, delivered: doc?.delivered ?? 0, read: doc?.read ?? 0, failed: doc?.failed ?? 0, received: doc?.received ?? 0,
+        accepted: doc?.accepted ?? 0,
+        sent: doc?.sent ?? 0,
+        delivered: doc?.delivered ?? 0,
+        read: doc?.read ?? 0,
+        failed: doc?.failed ?? 0,
+        received: doc?.received ?? 0,
         latency: { sent: percentilesOf(doc?.latency?.sent), delivered: percentilesOf(doc?.latency?.delivered) },
       });
     }
@@ -291,7 +334,10 @@ export class MessageRollups {
     let removed = 0;
     for (const [interval, keepMs] of Object.entries(rollupRetentionMs)) {
       if (keepMs === null) continue;
-      removed += await this.rollups.deleteMany({ tenantId }, { interval, start: { $lt: new Date(nowMs - keepMs).toISOString() } });
+      removed += await this.rollups.deleteMany(
+        { tenantId },
+        { interval, start: { $lt: new Date(nowMs - keepMs).toISOString() } },
+      );
     }
     return removed;
   }
@@ -300,9 +346,12 @@ export class MessageRollups {
     const now = Date.now();
     if (now - (this.prunedAt.get(tenantId) ?? 0) < pruneEveryMs) return;
     this.prunedAt.set(tenantId, now);
-    setImmediate(() => void this.prune(tenantId, now).catch((err: unknown) => {
-      this.prunedAt.delete(tenantId);
-      this.log.warn({ err, tenantId }, 'could not remove old statistics buckets; the next write tries again');
-    }));
+    setImmediate(
+      () =>
+        void this.prune(tenantId, now).catch((err: unknown) => {
+          this.prunedAt.delete(tenantId);
+          this.log.warn({ err, tenantId }, 'could not remove old statistics buckets; the next write tries again');
+        }),
+    );
   }
 }

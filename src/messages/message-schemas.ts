@@ -9,17 +9,30 @@ import { recipientFormat, recipientRule } from './recipients.ts';
 export const maxBodyChars = 10_000;
 
 /** One send, as `POST /api/v1/messages` takes it and as each entry of a bulk job. */
-export const sendBody = strictObject({
-  to: Type.String({ minLength: 1, maxLength: 320, format: recipientFormat, description: `${recipientRule}; a phone number is stored as E.164` }),
-  body: Type.Optional(Type.String({ maxLength: maxBodyChars, description: 'required unless attachments are given' })),
-  attachments: Type.Optional(Type.Array(Type.String({ format: 'uri', pattern: '^https?://', maxLength: 2048 }), { maxItems: 10 })),
-  priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
-  fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
-}, {
-  // A message carries text, attachments or both.
-  anyOf: [{ required: ['body'], properties: { body: { minLength: 1 } } }, { required: ['attachments'], properties: { attachments: { minItems: 1 } } }],
-  [violationKey]: { path: 'body', message: 'is required unless attachments are given' } satisfies ViolationNote,
-});
+export const sendBody = strictObject(
+  {
+    to: Type.String({
+      minLength: 1,
+      maxLength: 320,
+      format: recipientFormat,
+      description: `${recipientRule}; a phone number is stored as E.164`,
+    }),
+    body: Type.Optional(Type.String({ maxLength: maxBodyChars, description: 'required unless attachments are given' })),
+    attachments: Type.Optional(
+      Type.Array(Type.String({ format: 'uri', pattern: '^https?://', maxLength: 2048 }), { maxItems: 10 }),
+    ),
+    priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
+    fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
+  },
+  {
+    // A message carries text, attachments or both.
+    anyOf: [
+      { required: ['body'], properties: { body: { minLength: 1 } } },
+      { required: ['attachments'], properties: { attachments: { minItems: 1 } } },
+    ],
+    [violationKey]: { path: 'body', message: 'is required unless attachments are given' } satisfies ViolationNote,
+  },
+);
 
 const status = Type.Union(messageStatuses.map((s) => Type.Literal(s)));
 const nullableString = Type.Union([Type.String(), Type.Null()]);
@@ -27,17 +40,36 @@ const nullableTime = Type.Union([Type.String({ format: 'date-time' }), Type.Null
 const time = Type.String({ format: 'date-time' });
 
 /** A message as the API answers it (send, history, conversations). */
-export const messageSchema = named('Message', Type.Object({
-  id: Type.String(), status, direction: Type.Union([Type.Literal('sent'), Type.Literal('received')]), to: Type.String(), from: nullableString,
-  body: Type.String(), priority: Type.Integer(), attachments: Type.Array(Type.String()), fromNumber: nullableString, conversationId: Type.String(),
-  attempts: Type.Integer(), lastError: nullableString, relayId: nullableString, teamId: Type.String(),
-  parentId: Type.Optional(Type.String({ description: 'the group send this message belongs to' })),
-  recipients: Type.Optional(Type.Integer({ description: 'a group send: how many members it went to' })),
-  deadLettered: Type.Optional(Type.Boolean({ description: 'failed after every retry' })),
-  guid: Type.Optional(Type.String({ description: 'the Messages GUID, once the relay saw the message' })),
-  queuedAt: nullableTime, sentAt: nullableTime, deliveredAt: nullableTime, readAt: nullableTime,
-  failedAt: Type.Optional(nullableTime), createdAt: time, updatedAt: time,
-}));
+export const messageSchema = named(
+  'Message',
+  Type.Object({
+    id: Type.String(),
+    status,
+    direction: Type.Union([Type.Literal('sent'), Type.Literal('received')]),
+    to: Type.String(),
+    from: nullableString,
+    body: Type.String(),
+    priority: Type.Integer(),
+    attachments: Type.Array(Type.String()),
+    fromNumber: nullableString,
+    conversationId: Type.String(),
+    attempts: Type.Integer(),
+    lastError: nullableString,
+    relayId: nullableString,
+    teamId: Type.String(),
+    parentId: Type.Optional(Type.String({ description: 'the group send this message belongs to' })),
+    recipients: Type.Optional(Type.Integer({ description: 'a group send: how many members it went to' })),
+    deadLettered: Type.Optional(Type.Boolean({ description: 'failed after every retry' })),
+    guid: Type.Optional(Type.String({ description: 'the Messages GUID, once the relay saw the message' })),
+    queuedAt: nullableTime,
+    sentAt: nullableTime,
+    deliveredAt: nullableTime,
+    readAt: nullableTime,
+    failedAt: Type.Optional(nullableTime),
+    createdAt: time,
+    updatedAt: time,
+  }),
+);
 
 /** A send answer: a group send adds the ids of its members' messages. */
 export const sentMessageSchema = Type.Object({
@@ -45,39 +77,82 @@ export const sentMessageSchema = Type.Object({
   messageIds: Type.Optional(Type.Array(Type.String(), { description: 'a group send: one message per member' })),
 });
 
-export const statusRecordSchema = named('MessageStatus', Type.Object({
-  id: Type.String(), status,
-  waitingFor: Type.Union([
-    ...waitingReasons.map((w) => Type.Literal(w)), Type.Null(),
-  ], { description: 'a queued message: what it waits for (its sender line\'s rate or new-contact cap, a relay, its retry\'s backoff, the messages before it)' }),
-  notBefore: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'a queued message held by pacing or a retry: not sent before this time' }),
-  checkpoints: Type.Array(Type.Object({ hop: Type.Union(hops.map((h) => Type.Literal(h))), at: Type.String({ format: 'date-time' }) }), {
-    maxItems: hops.length,
-    description: 'when the message passed each hop, in order: accepted, handed_to_relay, the relay agent\'s relay_received, handed_to_app and seen_in_database (when it reports them), sent, delivered',
+export const statusRecordSchema = named(
+  'MessageStatus',
+  Type.Object({
+    id: Type.String(),
+    status,
+    waitingFor: Type.Union([...waitingReasons.map((w) => Type.Literal(w)), Type.Null()], {
+      description:
+        "a queued message: what it waits for (its sender line's rate or new-contact cap, a relay, its retry's backoff, the messages before it)",
+    }),
+    notBefore: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: 'a queued message held by pacing or a retry: not sent before this time',
+    }),
+    checkpoints: Type.Array(
+      Type.Object({ hop: Type.Union(hops.map((h) => Type.Literal(h))), at: Type.String({ format: 'date-time' }) }),
+      {
+        maxItems: hops.length,
+        description:
+          "when the message passed each hop, in order: accepted, handed_to_relay, the relay agent's relay_received, handed_to_app and seen_in_database (when it reports them), sent, delivered",
+      },
+    ),
+    jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }),
+    attempts: Type.Integer(),
+    lastError: nullableString,
+    queuedAt: nullableTime,
+    sentAt: nullableTime,
+    deliveredAt: nullableTime,
+    readAt: nullableTime,
+    recipients: Type.Optional(
+      Type.Array(Type.Object({ id: Type.String(), to: Type.String(), status }), {
+        description: 'a group send: each member message',
+      }),
+    ),
   }),
-  jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }), attempts: Type.Integer(), lastError: nullableString,
-  queuedAt: nullableTime, sentAt: nullableTime, deliveredAt: nullableTime, readAt: nullableTime,
-  recipients: Type.Optional(Type.Array(Type.Object({ id: Type.String(), to: Type.String(), status }), { description: 'a group send: each member message' })),
-}));
+);
 
 export const attachmentListSchema = Type.Object({
-  data: Type.Array(named('Attachment', Type.Object({
-    id: Type.String(),
-    url: Type.String({ format: 'uri', description: 'signed download link, valid until expiresAt' }),
-    filename: Type.String(),
-    mimeType: Type.String(),
-    size: Type.Union([Type.Integer(), Type.Null()]),
-    expiresAt: time,
-  }))),
+  data: Type.Array(
+    named(
+      'Attachment',
+      Type.Object({
+        id: Type.String(),
+        url: Type.String({ format: 'uri', description: 'signed download link, valid until expiresAt' }),
+        filename: Type.String(),
+        mimeType: Type.String(),
+        size: Type.Union([Type.Integer(), Type.Null()]),
+        expiresAt: time,
+      }),
+    ),
+  ),
 });
 
-export const queueStatsSchema = named('QueueStats', Type.Object({ pending: Type.Integer(), processing: Type.Integer(), failed: Type.Integer(), deadLetter: Type.Integer() }));
+export const queueStatsSchema = named(
+  'QueueStats',
+  Type.Object({
+    pending: Type.Integer(),
+    processing: Type.Integer(),
+    failed: Type.Integer(),
+    deadLetter: Type.Integer(),
+  }),
+);
 
-export const conversationSchema = named('Conversation', Type.Object({
-  id: Type.String(), teamId: Type.String(), participant: Type.String(), participantName: nullableString,
-  lastMessage: Type.String(), lastMessageAt: time, unreadCount: Type.Integer(), isGroup: Type.Boolean(),
-  createdAt: time, updatedAt: time,
-}));
+export const conversationSchema = named(
+  'Conversation',
+  Type.Object({
+    id: Type.String(),
+    teamId: Type.String(),
+    participant: Type.String(),
+    participantName: nullableString,
+    lastMessage: Type.String(),
+    lastMessageAt: time,
+    unreadCount: Type.Integer(),
+    isGroup: Type.Boolean(),
+    createdAt: time,
+    updatedAt: time,
+  }),
+);
 
 export const messagePageSchema = pageSchema(messageSchema);
 

@@ -142,10 +142,17 @@ export function messagingCollections(store: Store) {
       { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 }, sparse: true },
       { keys: { tenantId: 1, outboxAt: 1 }, sparse: true },
     ]),
-    conversations: store.collection<ConversationDoc>('conversations', [{ keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } }, { keys: { tenantId: 1, teamId: 1, participant: 1 } }]),
-    phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [{ keys: { tenantId: 1, number: 1 }, unique: true }]),
+    conversations: store.collection<ConversationDoc>('conversations', [
+      { keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } },
+      { keys: { tenantId: 1, teamId: 1, participant: 1 } },
+    ]),
+    phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [
+      { keys: { tenantId: 1, number: 1 }, unique: true },
+    ]),
     orgPacing: store.collection<OrgPacingDoc>('org_pacing'),
-    lineContacts: store.collection<LineContactDoc>('line_contacts', [{ keys: { tenantId: 1, line: 1, to: 1 }, unique: true }]),
+    lineContacts: store.collection<LineContactDoc>('line_contacts', [
+      { keys: { tenantId: 1, line: 1, to: 1 }, unique: true },
+    ]),
     idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
     /** Message statistics (message-rollups.ts). */
     rollups: rollupCollection(store),
@@ -157,8 +164,18 @@ export type MessagingCollections = ReturnType<typeof messagingCollections>;
 /** What the API shows of a message: everything but the storage fields. */
 export function publicMessage(doc: MessageDoc) {
   const {
-    tenantId: _tenant, participant: _participant, fanout: _fanout, nextAttemptAt: _next, processingAt: _processing, agentCheckpoints: _hops, claim: _claim, jobIndex: _jobIndex, cancelled: _cancelled,
-    traceparent: _traceparent, tracestate: _tracestate, ...rest
+    tenantId: _tenant,
+    participant: _participant,
+    fanout: _fanout,
+    nextAttemptAt: _next,
+    processingAt: _processing,
+    agentCheckpoints: _hops,
+    claim: _claim,
+    jobIndex: _jobIndex,
+    cancelled: _cancelled,
+    traceparent: _traceparent,
+    tracestate: _tracestate,
+    ...rest
   } = doc;
   return rest;
 }
@@ -180,7 +197,12 @@ export type Hop = (typeof hops)[number];
  * agent that does not report hops), is left out.
  */
 export function checkpointsOf(doc: MessageDoc): Array<{ hop: Hop; at: string }> {
-  const at: Partial<Record<Hop, string | null | undefined>> = { accepted: doc.createdAt, handed_to_relay: doc.processingAt, sent: doc.sentAt, delivered: doc.deliveredAt };
+  const at: Partial<Record<Hop, string | null | undefined>> = {
+    accepted: doc.createdAt,
+    handed_to_relay: doc.processingAt,
+    sent: doc.sentAt,
+    delivered: doc.deliveredAt,
+  };
   for (const c of doc.agentCheckpoints ?? []) at[c.hop] = c.at;
   return hops.filter((hop) => at[hop]).map((hop) => ({ hop, at: at[hop]! }));
 }

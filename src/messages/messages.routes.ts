@@ -7,16 +7,33 @@ import { strictObject } from '../http/validation.ts';
 import type { AttachmentLinks } from './attachment-links.ts';
 import type { MessageQueries } from './message-queries.ts';
 import { messageStatuses } from './message-store.ts';
-import { attachmentListSchema, messageSchema, queueStatsSchema, sendBody, sentMessageSchema, statusRecordSchema } from './message-schemas.ts';
+import {
+  attachmentListSchema,
+  messageSchema,
+  queueStatsSchema,
+  sendBody,
+  sentMessageSchema,
+  statusRecordSchema,
+} from './message-schemas.ts';
 import type { SendService } from './send-service.ts';
 
 const id = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 
 /** Spec 4.1 (all but bulk): send, history, delivery status, attachments, queue statistics. */
-export function messageRoutes(deps: { send: SendService; queries: MessageQueries; links: AttachmentLinks; cursors: ListCursors; publicBaseUrl(ctxHost: string | undefined): string }): RouteDef[] {
+export function messageRoutes(deps: {
+  send: SendService;
+  queries: MessageQueries;
+  links: AttachmentLinks;
+  cursors: ListCursors;
+  publicBaseUrl(ctxHost: string | undefined): string;
+}): RouteDef[] {
   return [
     defineRoute({
-      method: 'POST', path: '/api/v1/messages', summary: 'Send a message: stored, queued, answered 201', tags: ['messages'], teamScoped: true,
+      method: 'POST',
+      path: '/api/v1/messages',
+      summary: 'Send a message: stored, queued, answered 201',
+      tags: ['messages'],
+      teamScoped: true,
       operationId: 'sendMessage',
       idempotent: true,
       traced: true,
@@ -28,53 +45,100 @@ export function messageRoutes(deps: { send: SendService; queries: MessageQueries
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/messages', summary: 'Sent and received messages, newest first', tags: ['messages'], teamScoped: true,
+      method: 'GET',
+      path: '/api/v1/messages',
+      summary: 'Sent and received messages, newest first',
+      tags: ['messages'],
+      teamScoped: true,
       operationId: 'listMessages',
       schema: {
-        query: strictObject({
-          ...keysetPaginationQuery,
-          direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
-          participant: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'phone number or email' })),
-          status: Type.Optional(Type.Union(messageStatuses.map((s) => Type.Literal(s)), { description: 'current status' })),
-          jobId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'a bulk job' })),
-          since: Type.Optional(Type.String({ format: 'date-time', maxLength: 40, description: 'created at or after' })),
-          until: Type.Optional(Type.String({ format: 'date-time', maxLength: 40, description: 'created before' })),
-        }, pageOrAfter),
+        query: strictObject(
+          {
+            ...keysetPaginationQuery,
+            direction: Type.Optional(Type.Union([Type.Literal('sent'), Type.Literal('received')])),
+            participant: Type.Optional(
+              Type.String({ minLength: 1, maxLength: 320, description: 'phone number or email' }),
+            ),
+            status: Type.Optional(
+              Type.Union(
+                messageStatuses.map((s) => Type.Literal(s)),
+                { description: 'current status' },
+              ),
+            ),
+            jobId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'a bulk job' })),
+            since: Type.Optional(
+              Type.String({ format: 'date-time', maxLength: 40, description: 'created at or after' }),
+            ),
+            until: Type.Optional(Type.String({ format: 'date-time', maxLength: 40, description: 'created before' })),
+          },
+          pageOrAfter,
+        ),
         response: { 200: listAnswer(messageSchema) },
       },
       handler(ctx) {
         const { since, until } = ctx.query;
-        if (since !== undefined && until !== undefined && !(Date.parse(since) < Date.parse(until))) throw validationError(pointer('until'), 'must be after `since`');
+        if (since !== undefined && until !== undefined && !(Date.parse(since) < Date.parse(until)))
+          throw validationError(pointer('until'), 'must be after `since`');
         return listReply(ctx, deps.cursors, (after) => deps.queries.list(ctx.principal, { ...ctx.query, after }));
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/messages/queue/stats', summary: "The organization's send queue: pending, processing, failed, deadLetter", tags: ['messages'],
+      method: 'GET',
+      path: '/api/v1/messages/queue/stats',
+      summary: "The organization's send queue: pending, processing, failed, deadLetter",
+      tags: ['messages'],
       operationId: 'getQueueStats',
       schema: { response: { 200: queueStatsSchema } },
       handler: async (ctx) => ({ status: 200, body: await deps.queries.queueStats(ctx.principal) }),
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/messages/:id/status', summary: 'Delivery status of a message', tags: ['messages'], teamScoped: true,
+      method: 'GET',
+      path: '/api/v1/messages/:id/status',
+      summary: 'Delivery status of a message',
+      tags: ['messages'],
+      teamScoped: true,
       operationId: 'getMessageStatus',
       schema: { params: id, response: { 200: statusRecordSchema } },
       handler: async (ctx) => ({ status: 200, body: await deps.queries.status(ctx.principal, ctx.params.id) }),
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/messages/:id/attachments', summary: 'Attachments of a message with signed download URLs (valid 1 hour)', tags: ['messages'], teamScoped: true,
+      method: 'GET',
+      path: '/api/v1/messages/:id/attachments',
+      summary: 'Attachments of a message with signed download URLs (valid 1 hour)',
+      tags: ['messages'],
+      teamScoped: true,
       operationId: 'listMessageAttachments',
       schema: { params: id, response: { 200: attachmentListSchema } },
       async handler(ctx) {
         const doc = await deps.queries.one(ctx.principal, ctx.params.id);
-        return { status: 200, body: { data: deps.links.entries(deps.publicBaseUrl(ctx.headers.host), ctx.principal.orgId, doc.id, doc.attachments) } };
+        return {
+          status: 200,
+          body: {
+            data: deps.links.entries(
+              deps.publicBaseUrl(ctx.headers.host),
+              ctx.principal.orgId,
+              doc.id,
+              doc.attachments,
+            ),
+          },
+        };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/attachments/:token', summary: 'Download an attachment through its signed link', tags: ['messages'], auth: false,
+      method: 'GET',
+      path: '/api/v1/attachments/:token',
+      summary: 'Download an attachment through its signed link',
+      tags: ['messages'],
+      auth: false,
       operationId: 'downloadAttachment',
       schema: {
         params: strictObject({ token: Type.String({ minLength: 1, maxLength: 1024 }) }),
-        response: { 302: { description: 'redirect to the attachment', headers: { location: { description: 'where the attachment is downloaded from', required: true } } } },
+        response: {
+          302: {
+            description: 'redirect to the attachment',
+            headers: { location: { description: 'where the attachment is downloaded from', required: true } },
+          },
+        },
       },
       async handler(ctx) {
         const claims = deps.links.verify(ctx.params.token);

@@ -12,112 +12,234 @@ import type { ActorClient } from '../runtime/actor.ts';
 
 const label = Type.String({ maxLength: 200 });
 /** A pace as set on an organization or a number; what it leaves out comes from the level above (number, organization, defaults). */
-const paceSetting = named('PaceSetting', Type.Object({
-  perSecond: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1000, description: 'messages a second the line sends at most' })),
-  burst: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'messages the line may send at once after a pause' })),
-  newContactsPerDay: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, description: 'first messages to recipients the line never wrote to, per rolling 24 h' })),
-}, { additionalProperties: false }));
+const paceSetting = named(
+  'PaceSetting',
+  Type.Object(
+    {
+      perSecond: Type.Optional(
+        Type.Number({ exclusiveMinimum: 0, maximum: 1000, description: 'messages a second the line sends at most' }),
+      ),
+      burst: Type.Optional(
+        Type.Integer({ minimum: 1, maximum: 1000, description: 'messages the line may send at once after a pause' }),
+      ),
+      newContactsPerDay: Type.Optional(
+        Type.Integer({
+          minimum: 0,
+          maximum: 100_000,
+          description: 'first messages to recipients the line never wrote to, per rolling 24 h',
+        }),
+      ),
+    },
+    { additionalProperties: false },
+  ),
+);
 const pace = Type.Object({ perSecond: Type.Number(), burst: Type.Integer(), newContactsPerDay: Type.Integer() });
-const usage = named('LineUsage', Type.Object({
-  number: Type.String(),
-  pace,
-  sentLastMinute: Type.Integer(),
-  newContactsToday: Type.Integer({ description: 'first messages to new recipients in the last 24 h' }),
-  nextSlotAt: Type.String({ format: 'date-time', description: 'when the line may send its next message' }),
-  nextNewContactSlotAt: Type.String({ format: 'date-time', description: 'when the line may write to a new recipient' }),
-}));
+const usage = named(
+  'LineUsage',
+  Type.Object({
+    number: Type.String(),
+    pace,
+    sentLastMinute: Type.Integer(),
+    newContactsToday: Type.Integer({ description: 'first messages to new recipients in the last 24 h' }),
+    nextSlotAt: Type.String({ format: 'date-time', description: 'when the line may send its next message' }),
+    nextNewContactSlotAt: Type.String({
+      format: 'date-time',
+      description: 'when the line may write to a new recipient',
+    }),
+  }),
+);
 const metadata = metadataSchema;
-const phoneNumber = named('PhoneNumber', Type.Object({
-  id: Type.String(), number: Type.String(), label: Type.Union([Type.String(), Type.Null()]), metadata: Type.Record(Type.String(), Type.String()),
-  status: Type.Union([Type.Literal('active'), Type.Literal('deactivated')]), deactivatedAt: Type.Union([Type.String(), Type.Null()]),
-  pacing: Type.Optional(Type.Union([paceSetting, Type.Null()], { description: 'this number\'s own pace, over the organization\'s' })),
-  createdAt: Type.String(), updatedAt: Type.String(),
-}));
+const phoneNumber = named(
+  'PhoneNumber',
+  Type.Object({
+    id: Type.String(),
+    number: Type.String(),
+    label: Type.Union([Type.String(), Type.Null()]),
+    metadata: Type.Record(Type.String(), Type.String()),
+    status: Type.Union([Type.Literal('active'), Type.Literal('deactivated')]),
+    deactivatedAt: Type.Union([Type.String(), Type.Null()]),
+    pacing: Type.Optional(
+      Type.Union([paceSetting, Type.Null()], { description: "this number's own pace, over the organization's" }),
+    ),
+    createdAt: Type.String(),
+    updatedAt: Type.String(),
+  }),
+);
 
 const show = ({ tenantId: _t, ...doc }: PhoneNumberDoc) => doc;
 const orgScope = (p: Principal) => ({ tenantId: p.orgId });
 
 /** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace. */
-export function phoneNumberRoutes(db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'>, tenants: ActorClient<typeof tenantProtocol>): RouteDef[] {
+export function phoneNumberRoutes(
+  db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'>,
+  tenants: ActorClient<typeof tenantProtocol>,
+): RouteDef[] {
   const numbers: Collection<PhoneNumberDoc> = db.phoneNumbers;
   return [
     defineRoute({
-      method: 'POST', path: '/api/v1/phone-numbers', summary: 'Register a sender phone number (a deactivated one is reactivated)', tags: ['phone-numbers'], minRole: 'admin',
+      method: 'POST',
+      path: '/api/v1/phone-numbers',
+      summary: 'Register a sender phone number (a deactivated one is reactivated)',
+      tags: ['phone-numbers'],
+      minRole: 'admin',
       operationId: 'registerPhoneNumber',
-      schema: { body: strictObject({ number: phoneNumberField(), label: Type.Optional(label) }), response: { 201: phoneNumber } },
+      schema: {
+        body: strictObject({ number: phoneNumberField(), label: Type.Optional(label) }),
+        response: { 201: phoneNumber },
+      },
       async handler(ctx) {
         const now = nowIso();
         const scope = orgScope(ctx.principal);
-        const revived = await numbers.updateOne(scope, { number: ctx.body.number, status: 'deactivated' }, {
-          $set: { status: 'active', deactivatedAt: null, updatedAt: now, ...(ctx.body.label !== undefined ? { label: ctx.body.label } : {}) },
-        });
+        const revived = await numbers.updateOne(
+          scope,
+          { number: ctx.body.number, status: 'deactivated' },
+          {
+            $set: {
+              status: 'active',
+              deactivatedAt: null,
+              updatedAt: now,
+              ...(ctx.body.label !== undefined ? { label: ctx.body.label } : {}),
+            },
+          },
+        );
         if (revived) return { status: 201, body: show(revived) };
-        const doc: PhoneNumberDoc = { id: newId('pn'), tenantId: ctx.principal.orgId, number: ctx.body.number, label: ctx.body.label ?? null, metadata: {}, status: 'active', deactivatedAt: null, createdAt: now, updatedAt: now };
+        const doc: PhoneNumberDoc = {
+          id: newId('pn'),
+          tenantId: ctx.principal.orgId,
+          number: ctx.body.number,
+          label: ctx.body.label ?? null,
+          metadata: {},
+          status: 'active',
+          deactivatedAt: null,
+          createdAt: now,
+          updatedAt: now,
+        };
         await numbers.insertOne(scope, doc);
         return { status: 201, body: show(doc) };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/phone-numbers', summary: 'All registered numbers, active and deactivated', tags: ['phone-numbers'],
+      method: 'GET',
+      path: '/api/v1/phone-numbers',
+      summary: 'All registered numbers, active and deactivated',
+      tags: ['phone-numbers'],
       operationId: 'listPhoneNumbers',
       schema: { response: { 200: Type.Object({ data: Type.Array(phoneNumber) }) } },
-      handler: async (ctx) => ({ status: 200, body: { data: (await numbers.find(orgScope(ctx.principal), {}, { sort: { createdAt: 1 }, limit: 1000 })).map(show) } }),
+      handler: async (ctx) => ({
+        status: 200,
+        body: {
+          data: (await numbers.find(orgScope(ctx.principal), {}, { sort: { createdAt: 1 }, limit: 1000 })).map(show),
+        },
+      }),
     }),
     defineRoute({
-      method: 'PUT', path: '/api/v1/phone-numbers/:id', summary: 'Change the label or metadata of a number', tags: ['phone-numbers'], minRole: 'admin',
+      method: 'PUT',
+      path: '/api/v1/phone-numbers/:id',
+      summary: 'Change the label or metadata of a number',
+      tags: ['phone-numbers'],
+      minRole: 'admin',
       operationId: 'updatePhoneNumber',
       schema: {
         params: strictObject({ id: Type.String({ maxLength: 64 }) }),
-        body: strictObject({ label: Type.Optional(label), metadata: Type.Optional(metadata), pacing: Type.Optional(Type.Union([paceSetting, Type.Null()])) }, { minProperties: 1 }),
+        body: strictObject(
+          {
+            label: Type.Optional(label),
+            metadata: Type.Optional(metadata),
+            pacing: Type.Optional(Type.Union([paceSetting, Type.Null()])),
+          },
+          { minProperties: 1 },
+        ),
         response: { 200: phoneNumber },
       },
       async handler(ctx) {
-        const doc = await numbers.updateOne(orgScope(ctx.principal), { id: ctx.params.id }, { $set: { ...ctx.body, updatedAt: nowIso() } });
+        const doc = await numbers.updateOne(
+          orgScope(ctx.principal),
+          { id: ctx.params.id },
+          { $set: { ...ctx.body, updatedAt: nowIso() } },
+        );
         if (!doc) throw new AppError('not_found', 'phone number not found');
         if (ctx.body.pacing !== undefined) await tenants.send(ctx.principal.orgId, { kind: 'pacing-changed' });
         return { status: 200, body: show(doc) };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/phone-numbers/:id/usage', summary: 'A number\'s pace, what it sent, its new contacts today and its next free slots', tags: ['phone-numbers'],
+      method: 'GET',
+      path: '/api/v1/phone-numbers/:id/usage',
+      summary: "A number's pace, what it sent, its new contacts today and its next free slots",
+      tags: ['phone-numbers'],
       operationId: 'phoneNumberUsage',
       schema: { params: strictObject({ id: Type.String({ maxLength: 64 }) }), response: { 200: usage } },
       async handler(ctx) {
         const doc = await numbers.findOne(orgScope(ctx.principal), { id: ctx.params.id });
         if (!doc) throw new AppError('not_found', 'phone number not found');
-        const line = await tenants.ask<{ pace: { perSecond: number; burst: number; newContactsPerDay: number }; sentLastMinute: number; newContactsToday: number; nextSlotAt: number; nextNewContactSlotAt: number }>(
-          ctx.principal.orgId, { kind: 'usage', line: doc.number },
-        );
+        const line = await tenants.ask<{
+          pace: { perSecond: number; burst: number; newContactsPerDay: number };
+          sentLastMinute: number;
+          newContactsToday: number;
+          nextSlotAt: number;
+          nextNewContactSlotAt: number;
+        }>(ctx.principal.orgId, { kind: 'usage', line: doc.number });
         const iso = (ms: number) => new Date(ms).toISOString();
-        return { status: 200, body: { number: doc.number, ...line, nextSlotAt: iso(line.nextSlotAt), nextNewContactSlotAt: iso(line.nextNewContactSlotAt) } };
+        return {
+          status: 200,
+          body: {
+            number: doc.number,
+            ...line,
+            nextSlotAt: iso(line.nextSlotAt),
+            nextNewContactSlotAt: iso(line.nextNewContactSlotAt),
+          },
+        };
       },
     }),
     defineRoute({
-      method: 'GET', path: '/api/v1/organization/pacing', summary: 'The organization\'s pace for its sender lines (a number\'s own pace goes over it)', tags: ['phone-numbers'],
+      method: 'GET',
+      path: '/api/v1/organization/pacing',
+      summary: "The organization's pace for its sender lines (a number's own pace goes over it)",
+      tags: ['phone-numbers'],
       operationId: 'getOrganizationPacing',
       schema: { response: { 200: paceSetting } },
-      handler: async (ctx) => ({ status: 200, body: (await db.orgPacing.findOne(orgScope(ctx.principal), { id: ctx.principal.orgId }))?.pacing ?? {} }),
+      handler: async (ctx) => ({
+        status: 200,
+        body: (await db.orgPacing.findOne(orgScope(ctx.principal), { id: ctx.principal.orgId }))?.pacing ?? {},
+      }),
     }),
     defineRoute({
-      method: 'PUT', path: '/api/v1/organization/pacing', summary: 'Set the organization\'s pace for its sender lines; what it leaves out is the default', tags: ['phone-numbers'], minRole: 'admin',
+      method: 'PUT',
+      path: '/api/v1/organization/pacing',
+      summary: "Set the organization's pace for its sender lines; what it leaves out is the default",
+      tags: ['phone-numbers'],
+      minRole: 'admin',
       operationId: 'setOrganizationPacing',
       schema: { body: paceSetting, response: { 200: paceSetting } },
       async handler(ctx) {
         const { orgId } = ctx.principal;
-        await db.orgPacing.updateOne(orgScope(ctx.principal), { id: orgId }, { $set: { pacing: ctx.body, updatedAt: nowIso() } }, { upsert: true });
+        await db.orgPacing.updateOne(
+          orgScope(ctx.principal),
+          { id: orgId },
+          { $set: { pacing: ctx.body, updatedAt: nowIso() } },
+          { upsert: true },
+        );
         await tenants.send(orgId, { kind: 'pacing-changed' });
         return { status: 200, body: ctx.body };
       },
     }),
     defineRoute({
-      method: 'DELETE', path: '/api/v1/phone-numbers/:id', summary: 'Deactivate a number: kept with its history, no longer used to send', tags: ['phone-numbers'], minRole: 'admin',
+      method: 'DELETE',
+      path: '/api/v1/phone-numbers/:id',
+      summary: 'Deactivate a number: kept with its history, no longer used to send',
+      tags: ['phone-numbers'],
+      minRole: 'admin',
       operationId: 'deactivatePhoneNumber',
       schema: { params: strictObject({ id: Type.String({ maxLength: 64 }) }), response: { 200: phoneNumber } },
       async handler(ctx) {
         const scope = orgScope(ctx.principal);
         const now = nowIso();
-        const doc = (await numbers.updateOne(scope, { id: ctx.params.id, status: 'active' }, { $set: { status: 'deactivated', deactivatedAt: now, updatedAt: now } }))
-          ?? (await numbers.findOne(scope, { id: ctx.params.id }));
+        const doc =
+          (await numbers.updateOne(
+            scope,
+            { id: ctx.params.id, status: 'active' },
+            { $set: { status: 'deactivated', deactivatedAt: now, updatedAt: now } },
+          )) ?? (await numbers.findOne(scope, { id: ctx.params.id }));
         if (!doc) throw new AppError('not_found', 'phone number not found');
         return { status: 200, body: show(doc) };
       },

@@ -13,10 +13,13 @@ export type Recipient =
   | { kind: 'group'; groupId: string }
   | { kind: 'chat'; participant: string };
 
-export const recipientRule = 'a phone number in international form (+ and country code; spaces, dashes and brackets allowed), an email address, group:<contact group id> or chat:<group chat guid>';
+export const recipientRule =
+  'a phone number in international form (+ and country code; spaces, dashes and brackets allowed), an email address, group:<contact group id> or chat:<group chat guid>';
 
 export function recipientProblem(value: string): string {
-  return value.trim().startsWith('+') ? `is not a valid phone number: use ${phoneNumberRule}` : `must be ${recipientRule}`;
+  return value.trim().startsWith('+')
+    ? `is not a valid phone number: use ${phoneNumberRule}`
+    : `must be ${recipientRule}`;
 }
 
 export function recipientOf(raw: string): Recipient | undefined {
@@ -31,4 +34,3 @@ export function recipientOf(raw: string): Recipient | undefined {
   if (chatGuid.test(to)) return { kind: 'chat', participant: to };
   return undefined;
 }
-

@@ -49,7 +49,13 @@ export class SendCommitter {
   private readonly maxFlushesInFlight: number;
 
   constructor(
-    private readonly deps: { db: MessagingCollections; runtime: Transport; outbox: Outbox; rollups: MessageRollups; log: Logger },
+    private readonly deps: {
+      db: MessagingCollections;
+      runtime: Transport;
+      outbox: Outbox;
+      rollups: MessageRollups;
+      log: Logger;
+    },
     private readonly batchMax: number,
   ) {
     this.tenants = actorClient(deps.runtime, tenantProtocol);
@@ -132,15 +138,20 @@ export class SendCommitter {
    */
   private async persist(docs: MessageDoc[]): Promise<Array<{ scope: Scope; entries: Outboxed[] }>> {
     const { messages, conversations } = this.deps.db;
-    const queued = (d: MessageDoc) => [domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id))];
+    const queued = (d: MessageDoc) => [
+      domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id)),
+    ];
     const tally = new RollupTally();
-    for (const d of docs) if (!d.fanout) tally.add(d.tenantId, 'accepted', Date.parse(d.createdAt), { phoneNumber: d.fromNumber });
+    for (const d of docs)
+      if (!d.fanout) tally.add(d.tenantId, 'accepted', Date.parse(d.createdAt), { phoneNumber: d.fromNumber });
     // Messages and their conversations are written side by side: neither needs the other first.
     const [written] = await Promise.all([
-      Promise.all([...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map(async (group) => {
-        const scope = { tenantId: group[0]!.tenantId, teamId: group[0]!.teamId };
-        return { scope, entries: await this.deps.outbox.insert(messages, scope, group, queued) };
-      })),
+      Promise.all(
+        [...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map(async (group) => {
+          const scope = { tenantId: group[0]!.tenantId, teamId: group[0]!.teamId };
+          return { scope, entries: await this.deps.outbox.insert(messages, scope, group, queued) };
+        }),
+      ),
       this.touchInTurn(docs.filter((d) => !d.fanout).map(sentTouch)),
       this.deps.rollups.write(tally),
     ]);
@@ -175,10 +186,29 @@ export class SendCommitter {
   private async enqueue(docs: MessageDoc[]): Promise<void> {
     const sendable = docs.filter((d) => !d.fanout);
     try {
-      await Promise.all([...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>
-        this.tenants.send(tenantId, { kind: 'enqueue', items: group.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, ...(d.parentId ? { source: d.parentId } : {}) })) }, { trace: group[0] })));
+      await Promise.all(
+        [...groupBy(sendable, (d) => d.tenantId)].map(([tenantId, group]) =>
+          this.tenants.send(
+            tenantId,
+            {
+              kind: 'enqueue',
+              items: group.map((d) => ({
+                id: d.id,
+                priority: d.priority,
+                fromNumber: d.fromNumber,
+                to: d.to,
+                ...(d.parentId ? { source: d.parentId } : {}),
+              })),
+            },
+            { trace: group[0] },
+          ),
+        ),
+      );
     } catch (err) {
-      this.deps.log.warn({ err, messages: sendable.length }, 'could not notify the send queue; the sweep will pick the messages up');
+      this.deps.log.warn(
+        { err, messages: sendable.length },
+        'could not notify the send queue; the sweep will pick the messages up',
+      );
     }
   }
 }

@@ -33,7 +33,14 @@ export interface AutomationOrigin {
 export const maxFanout = 10_000;
 
 /** A new outgoing message, queued as of `now`. */
-export function sentMessage(principal: Principal, input: SendRequest, to: string, participant: string, now: string, extra: Partial<MessageDoc> = {}): MessageDoc {
+export function sentMessage(
+  principal: Principal,
+  input: SendRequest,
+  to: string,
+  participant: string,
+  now: string,
+  extra: Partial<MessageDoc> = {},
+): MessageDoc {
   return {
     id: newOrderedId('msg'),
     tenantId: principal.orgId,
@@ -64,27 +71,43 @@ export function sentMessage(principal: Principal, input: SendRequest, to: string
 /** The accept half of the send path: validate what the schema cannot, store, queue, answer. */
 export class SendService {
   constructor(
-    private readonly deps: { db: MessagingCollections; committer: SendCommitter; idempotency: IdempotencyKeys; contacts: ContactLookup },
+    private readonly deps: {
+      db: MessagingCollections;
+      committer: SendCommitter;
+      idempotency: IdempotencyKeys;
+      contacts: ContactLookup;
+    },
   ) {}
 
   /** Each message stores `trace`, the request's trace context: its relay send and its events' webhook deliveries continue it. */
   send(principal: Principal, input: SendRequest, idempotencyKey: string | undefined, trace: TraceContext) {
-    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () => this.accept(principal, input, traceFields(trace)));
+    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () =>
+      this.accept(principal, input, traceFields(trace)),
+    );
   }
 
   /** A reply an automation sends: the same path, marked with its origin so that automations never run on it. */
   sendForAutomation(principal: Principal, input: SendRequest, origin: AutomationOrigin) {
-    return this.accept(principal, input, { automationId: origin.automationId, automationExecutionId: origin.executionId });
+    return this.accept(principal, input, {
+      automationId: origin.automationId,
+      automationExecutionId: origin.executionId,
+    });
   }
 
-  private async accept(principal: Principal, input: SendRequest, origin: Partial<MessageDoc> = {}): Promise<{ status: 201; body: Static<typeof sentMessageSchema> }> {
+  private async accept(
+    principal: Principal,
+    input: SendRequest,
+    origin: Partial<MessageDoc> = {},
+  ): Promise<{ status: 201; body: Static<typeof sentMessageSchema> }> {
     const recipient = parseRecipient(input.to);
     const attachments = input.attachments ?? [];
-    if ((input.body ?? '') === '' && attachments.length === 0) throw validationError('/body', 'is required unless attachments are given');
+    if ((input.body ?? '') === '' && attachments.length === 0)
+      throw validationError('/body', 'is required unless attachments are given');
     if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.orgId, input.fromNumber);
     const scope = { tenantId: principal.orgId, teamId: principal.teamId };
     const now = nowIso();
-    const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}) => sentMessage(principal, input, to, participant, now, { ...origin, ...extra });
+    const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}) =>
+      sentMessage(principal, input, to, participant, now, { ...origin, ...extra });
     if (recipient.kind !== 'group') {
       const doc = message(recipient.kind === 'phone' ? recipient.participant : input.to.trim(), recipient.participant);
       await this.deps.committer.submit([doc]);

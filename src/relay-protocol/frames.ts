@@ -61,10 +61,7 @@ const isoTime = Type.String({ format: 'date-time', maxLength: 40 });
 const attemptNumber = Type.Integer({ minimum: 1, maximum: L.maxAttempt });
 const strict = { additionalProperties: false } as const;
 
-export const relayCredential = Type.Object(
-  { relayId: str(L.idLength), secret: str(L.secretLength) },
-  strict,
-);
+export const relayCredential = Type.Object({ relayId: str(L.idLength), secret: str(L.secretLength) }, strict);
 
 // ---------------------------------------------------------------- agent → server
 
@@ -74,13 +71,12 @@ export const helloFrame = Type.Object(
     registrationToken: Type.Optional(str(L.tokenLength)),
     credential: Type.Optional(relayCredential),
     name: str(L.nameLength),
-    systemInfo: Type.Object(
-      { hostOsVersion: str(L.nameLength, 0), hostname: str(L.nameLength, 0) },
-      strict,
-    ),
+    systemInfo: Type.Object({ hostOsVersion: str(L.nameLength, 0), hostname: str(L.nameLength, 0) }, strict),
     agentVersion: str(64),
     /** The phone numbers this relay's Messages account sends from: a message with one of them as fromNumber goes to this relay. */
-    phoneNumbers: Type.Optional(Type.Array(Type.String({ pattern: '^\\+[1-9][0-9]{7,14}$', maxLength: 16 }), { maxItems: 20 })),
+    phoneNumbers: Type.Optional(
+      Type.Array(Type.String({ pattern: '^\\+[1-9][0-9]{7,14}$', maxLength: 16 }), { maxItems: 20 }),
+    ),
   },
   {
     ...strict,
@@ -127,7 +123,10 @@ export const deliveryStatus = Type.Union([
  * still served, and the message's record shows the hops the server saw.
  */
 export const agentHops = ['relay_received', 'handed_to_app', 'seen_in_database'] as const;
-export const agentCheckpoint = Type.Object({ hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: isoTime }, strict);
+export const agentCheckpoint = Type.Object(
+  { hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: isoTime },
+  strict,
+);
 
 export const statusFrame = Type.Object(
   {
@@ -286,21 +285,26 @@ function describeErrors(schema: TSchema, value: unknown, errors: ErrorObject[]):
   const members = (schema as { anyOf?: TSchema[] }).anyOf;
   const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
   if (members) {
-    const member = members.find((m) => (m as { properties?: { type?: { const?: unknown } } }).properties?.type?.const === type);
+    const member = members.find(
+      (m) => (m as { properties?: { type?: { const?: unknown } } }).properties?.type?.const === type,
+    );
     if (!member) return `unknown frame type ${JSON.stringify(type ?? null).slice(0, 80)}`;
     const validate = validatorFor(member);
     validate(value);
     return describeErrors(member, value, validate.errors ?? []);
   }
-  return errors
-    // The branches of hello's oneOf each report a missing field; the oneOf error itself says it better.
-    .filter((e) => !e.schemaPath.startsWith('#/oneOf/'))
-    .slice(0, 5)
-    .map((e) => {
-      const path = e.instancePath || '/';
-      if (e.keyword === 'additionalProperties') return `${path}: unknown field ${(e.params as { additionalProperty: string }).additionalProperty}`;
-      if (e.keyword === 'oneOf') return `${path}: needs exactly one of registrationToken or credential`;
-      return `${path}: ${e.message ?? 'is invalid'}`;
-    })
-    .join('; ');
+  return (
+    errors
+      // The branches of hello's oneOf each report a missing field; the oneOf error itself says it better.
+      .filter((e) => !e.schemaPath.startsWith('#/oneOf/'))
+      .slice(0, 5)
+      .map((e) => {
+        const path = e.instancePath || '/';
+        if (e.keyword === 'additionalProperties')
+          return `${path}: unknown field ${(e.params as { additionalProperty: string }).additionalProperty}`;
+        if (e.keyword === 'oneOf') return `${path}: needs exactly one of registrationToken or credential`;
+        return `${path}: ${e.message ?? 'is invalid'}`;
+      })
+      .join('; ')
+  );
 }

@@ -46,7 +46,14 @@ export class RelayRegistry {
     if (tenantId !== principal.orgId) throw new AppError('not_found', 'tenant not found');
     const token = `${tokenPrefix}${randomBytes(32).toString('base64url')}`;
     const expiresAt = new Date(Date.now() + registrationTokenTtlMs).toISOString();
-    await this.db.relayTokens.insertOne(platformScope, { id: sha256(token), tenantId: platformScope.tenantId, orgId: principal.orgId, teamId: principal.teamId, expiresAt, createdAt: nowIso() });
+    await this.db.relayTokens.insertOne(platformScope, {
+      id: sha256(token),
+      tenantId: platformScope.tenantId,
+      orgId: principal.orgId,
+      teamId: principal.teamId,
+      expiresAt,
+      createdAt: nowIso(),
+    });
     return { token, expiresAt };
   }
 
@@ -56,22 +63,36 @@ export class RelayRegistry {
     const credential = hello.credential!;
     const entry = await this.index.findOne(platformScope, { id: credential.relayId });
     const relay = entry ? await this.db.relays.findOne({ tenantId: entry.orgId }, { id: credential.relayId }) : null;
-    if (!relay || !sameSecret(relay.secretHash, sha256(credential.secret))) return { ok: false, code: 'unauthorized', message: 'unknown relay credential' };
+    if (!relay || !sameSecret(relay.secretHash, sha256(credential.secret)))
+      return { ok: false, code: 'unauthorized', message: 'unknown relay credential' };
     return { ok: true, relayId: relay.id, tenantId: relay.tenantId };
   }
 
   private async claim(hello: HelloFrame): Promise<Registration> {
     const now = nowIso();
-    const token = await this.db.relayTokens.updateOne(platformScope, { id: sha256(hello.registrationToken!), usedAt: { $exists: false }, expiresAt: { $gt: now } }, { $set: { usedAt: now } });
-    if (!token) return { ok: false, code: 'unauthorized', message: 'registration token is unknown, expired or already used' };
+    const token = await this.db.relayTokens.updateOne(
+      platformScope,
+      { id: sha256(hello.registrationToken!), usedAt: { $exists: false }, expiresAt: { $gt: now } },
+      { $set: { usedAt: now } },
+    );
+    if (!token)
+      return { ok: false, code: 'unauthorized', message: 'registration token is unknown, expired or already used' };
     const secret = randomBytes(32).toString('base64url');
     const relayId = newId('relay');
     await this.index.insertOne(platformScope, { id: relayId, tenantId: platformScope.tenantId, orgId: token.orgId });
-    return { ok: true, relayId, tenantId: token.orgId, registration: { teamId: token.teamId, secretHash: sha256(secret) }, credential: { relayId, secret } };
+    return {
+      ok: true,
+      relayId,
+      tenantId: token.orgId,
+      registration: { teamId: token.teamId, secretHash: sha256(secret) },
+      credential: { relayId, secret },
+    };
   }
 
   async list(principal: Principal) {
-    return (await this.db.relays.find({ tenantId: principal.orgId }, {}, { sort: { registeredAt: 1 }, limit: 1000 })).map(publicRelay);
+    return (
+      await this.db.relays.find({ tenantId: principal.orgId }, {}, { sort: { registeredAt: 1 }, limit: 1000 })
+    ).map(publicRelay);
   }
 
   async one(principal: Principal, id: string) {
@@ -83,9 +104,18 @@ export class RelayRegistry {
 
 export function publicRelay(doc: RelayDoc) {
   return {
-    id: doc.id, name: doc.name, status: doc.status, lastHeartbeat: doc.lastHeartbeat, systemInfo: doc.systemInfo, registeredAt: doc.registeredAt,
-    teamId: doc.teamId, phoneNumbers: doc.phoneNumbers, capacity: doc.capacity, createdAt: doc.createdAt, updatedAt: doc.updatedAt,
+    id: doc.id,
+    name: doc.name,
+    status: doc.status,
+    lastHeartbeat: doc.lastHeartbeat,
+    systemInfo: doc.systemInfo,
+    registeredAt: doc.registeredAt,
+    teamId: doc.teamId,
+    phoneNumbers: doc.phoneNumbers,
+    capacity: doc.capacity,
+    createdAt: doc.createdAt,
+    updatedAt: doc.updatedAt,
     // Only an online relay's last heartbeat says anything about it now.
-    degraded: doc.status === 'online' ? doc.degraded ?? null : null,
+    degraded: doc.status === 'online' ? (doc.degraded ?? null) : null,
   };
 }

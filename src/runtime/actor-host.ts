@@ -30,30 +30,46 @@ export interface ActorHostOptions {
 
 type SendFn = (type: string, key: string, msg: ActorMessage, opts?: SendOptions) => Promise<string>;
 
-const handled = singleton('relaybox_runtime_messages_handled_total', () => new Counter({
-  name: 'relaybox_runtime_messages_handled_total',
-  help: 'Actor messages handled, by actor type and outcome (ok, retried, dead_letter, answered_error)',
-  labelNames: ['type', 'outcome'],
-}));
+const handled = singleton(
+  'relaybox_runtime_messages_handled_total',
+  () =>
+    new Counter({
+      name: 'relaybox_runtime_messages_handled_total',
+      help: 'Actor messages handled, by actor type and outcome (ok, retried, dead_letter, answered_error)',
+      labelNames: ['type', 'outcome'],
+    }),
+);
 
-const handlerSeconds = singleton('relaybox_runtime_handler_duration_seconds', () => new Histogram({
-  name: 'relaybox_runtime_handler_duration_seconds',
-  help: 'Time an actor handler took, by actor type',
-  labelNames: ['type'],
-  buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
-}));
+const handlerSeconds = singleton(
+  'relaybox_runtime_handler_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'relaybox_runtime_handler_duration_seconds',
+      help: 'Time an actor handler took, by actor type',
+      labelNames: ['type'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    }),
+);
 
-const batchSizes = singleton('relaybox_runtime_batch_size', () => new Histogram({
-  name: 'relaybox_runtime_batch_size',
-  help: 'Actor messages one batch handler run handled together, by actor type',
-  labelNames: ['type'],
-  buckets: [2, 4, 8, 16, 32, 64, 128, 256],
-}));
+const batchSizes = singleton(
+  'relaybox_runtime_batch_size',
+  () =>
+    new Histogram({
+      name: 'relaybox_runtime_batch_size',
+      help: 'Actor messages one batch handler run handled together, by actor type',
+      labelNames: ['type'],
+      buckets: [2, 4, 8, 16, 32, 64, 128, 256],
+    }),
+);
 
-const liveStatesGauge = singleton('relaybox_runtime_live_actor_states', () => new Gauge({
-  name: 'relaybox_runtime_live_actor_states',
-  help: 'Actor keys whose activated state this process holds',
-}));
+const liveStatesGauge = singleton(
+  'relaybox_runtime_live_actor_states',
+  () =>
+    new Gauge({
+      name: 'relaybox_runtime_live_actor_states',
+      help: 'Actor keys whose activated state this process holds',
+    }),
+);
 
 /** Metrics live on the process-wide registry; tests create several runtimes in one process. */
 function singleton<T>(name: string, make: () => T): T {
@@ -122,7 +138,10 @@ export class ActorHost {
           const asked = env.replyTo !== undefined && err instanceof AppError;
           return this.failed(env, error, delivery, answer, !asked);
         }
-        this.log.warn({ actor: env.type, actorKey: env.key, actorMessageId: env.id, delivery, err }, 'actor handler failed');
+        this.log.warn(
+          { actor: env.type, actorKey: env.key, actorMessageId: env.id, delivery, err },
+          'actor handler failed',
+        );
         if (delivery >= this.opts.maxDeliveries) return this.failed(env, error, delivery, answer, true);
         handled.inc({ type: env.type, outcome: 'retried' });
         await sleep(policy.afterMs ?? this.opts.redeliveryDelayMs);
@@ -132,8 +151,14 @@ export class ActorHost {
 
   /** Whether waiting messages like `a` and `b` may go to one batch handler: the same kind of a kind that has one, neither asked. */
   together(a: Envelope, b: Envelope): boolean {
-    return a.type === b.type && a.key === b.key && a.msg.kind === b.msg.kind && a.replyTo === undefined && b.replyTo === undefined
-      && this.actors.get(a.type)?.batches[a.msg.kind] !== undefined;
+    return (
+      a.type === b.type &&
+      a.key === b.key &&
+      a.msg.kind === b.msg.kind &&
+      a.replyTo === undefined &&
+      b.replyTo === undefined &&
+      this.actors.get(a.type)?.batches[a.msg.kind] !== undefined
+    );
   }
 
   /**
@@ -142,14 +167,24 @@ export class ActorHost {
    * else (and after the batch handler failed) each alone through `deliver`.
    * One outcome per envelope, in order.
    */
-  async deliverBatch(envs: Array<{ env: Envelope; previousDeliveries: number }>, owned: AbortSignal): Promise<DeliveryOutcome[]> {
+  async deliverBatch(
+    envs: Array<{ env: Envelope; previousDeliveries: number }>,
+    owned: AbortSignal,
+  ): Promise<DeliveryOutcome[]> {
     if (envs.length === 1) return [await this.deliver(envs[0]!.env, envs[0]!.previousDeliveries, owned)];
     const outcomes: Array<DeliveryOutcome | undefined> = envs.map(({ env, previousDeliveries }) => {
       const problem = this.validators.problem(env);
       return problem ? this.failed(env, problem, Math.max(1, previousDeliveries), undefined, true) : undefined;
     });
     const valid = envs.filter((_, i) => outcomes[i] === undefined);
-    if (valid.length > 1 && (await this.runBatch(valid.map((v) => v.env), Math.max(...valid.map((v) => v.previousDeliveries)) + 1, owned))) {
+    if (
+      valid.length > 1 &&
+      (await this.runBatch(
+        valid.map((v) => v.env),
+        Math.max(...valid.map((v) => v.previousDeliveries)) + 1,
+        owned,
+      ))
+    ) {
       return outcomes.map((o) => o ?? { ok: true, value: undefined });
     }
     for (const [i, { env, previousDeliveries }] of envs.entries()) {
@@ -167,9 +202,19 @@ export class ActorHost {
     const id = derivedId(first.id, `batch\u0000${envs.map((e) => e.id).join('\u0000')}`);
     const span = this.spanFor(first, delivery, envs);
     try {
-      await withSpan(span, () => this.withState({ ...first, id }, delivery, owned, span ? traceOfSpan(span) : first, (ctx) => batch(ctx, envs.map((e) => e.msg))));
+      await withSpan(span, () =>
+        this.withState({ ...first, id }, delivery, owned, span ? traceOfSpan(span) : first, (ctx) =>
+          batch(
+            ctx,
+            envs.map((e) => e.msg),
+          ),
+        ),
+      );
     } catch (err) {
-      this.log.warn({ actor: first.type, actorKey: first.key, messages: envs.length, err }, 'actor batch handler failed; its messages are handled one by one');
+      this.log.warn(
+        { actor: first.type, actorKey: first.key, messages: envs.length, err },
+        'actor batch handler failed; its messages are handled one by one',
+      );
       return false;
     }
     handlerSeconds.observe({ type: first.type }, (performance.now() - started) / 1000);
@@ -178,7 +223,13 @@ export class ActorHost {
     return true;
   }
 
-  private failed(env: Envelope, error: string, deliveries: number, answer: AskFailure | undefined, deadLetter: boolean): DeliveryOutcome {
+  private failed(
+    env: Envelope,
+    error: string,
+    deliveries: number,
+    answer: AskFailure | undefined,
+    deadLetter: boolean,
+  ): DeliveryOutcome {
     handled.inc({ type: env.type, outcome: deadLetter ? 'dead_letter' : 'answered_error' });
     return { ok: false, error, deliveries, answer, deadLetter };
   }
@@ -187,7 +238,9 @@ export class ActorHost {
     const handler = this.actors.get(env.type)!.handlers[env.msg.kind]!;
     const span = this.spanFor(env, delivery);
     if (!span) return this.withState(env, delivery, owned, env, (ctx) => handler(ctx, env.msg));
-    return withSpan(span, () => this.withState(env, delivery, owned, traceOfSpan(span), (ctx) => handler(ctx, env.msg)));
+    return withSpan(span, () =>
+      this.withState(env, delivery, owned, traceOfSpan(span), (ctx) => handler(ctx, env.msg)),
+    );
   }
 
   /**
@@ -198,13 +251,19 @@ export class ActorHost {
    */
   private spanFor(env: Envelope, delivery: number, batch?: Envelope[]): Span | undefined {
     if (!tracingOn() || env.traceparent === undefined) return undefined;
-    return startSpan(`${env.type} ${env.msg.kind}`, SpanKind.CONSUMER, env, {
-      'relaybox.actor.type': env.type,
-      'relaybox.actor.key': env.key,
-      'relaybox.actor.message_id': env.id,
-      'relaybox.actor.delivery': delivery,
-      ...(batch ? { 'relaybox.actor.batch_size': batch.length } : {}),
-    }, batch?.slice(1));
+    return startSpan(
+      `${env.type} ${env.msg.kind}`,
+      SpanKind.CONSUMER,
+      env,
+      {
+        'relaybox.actor.type': env.type,
+        'relaybox.actor.key': env.key,
+        'relaybox.actor.message_id': env.id,
+        'relaybox.actor.delivery': delivery,
+        ...(batch ? { 'relaybox.actor.batch_size': batch.length } : {}),
+      },
+      batch?.slice(1),
+    );
   }
 
   /**
@@ -212,7 +271,13 @@ export class ActorHost {
    * failure, or the work's `deactivate`, drops it. What the work sends
    * carries `trace`.
    */
-  private async withState<R>(env: Envelope, delivery: number, owned: AbortSignal, trace: TraceCarrier, work: (ctx: ActorContext<unknown>) => R | Promise<R>): Promise<R> {
+  private async withState<R>(
+    env: Envelope,
+    delivery: number,
+    owned: AbortSignal,
+    trace: TraceCarrier,
+    work: (ctx: ActorContext<unknown>) => R | Promise<R>,
+  ): Promise<R> {
     const def = this.actors.get(env.type)!;
     let deactivate = false;
     const ctx = this.context(env, delivery, owned, trace, () => (deactivate = true));
@@ -235,7 +300,13 @@ export class ActorHost {
     }
   }
 
-  private context(env: Envelope, delivery: number, owned: AbortSignal, trace: TraceCarrier, deactivate: () => void): ActorContext<unknown> {
+  private context(
+    env: Envelope,
+    delivery: number,
+    owned: AbortSignal,
+    trace: TraceCarrier,
+    deactivate: () => void,
+  ): ActorContext<unknown> {
     const sent = new Map<string, number>();
     const send = this.send;
     return {
@@ -255,7 +326,11 @@ export class ActorHost {
         const n = (sent.get(label) ?? 0) + 1;
         sent.set(label, n);
         // A timer continues no trace: a sweep that sends the next sweep would otherwise make one trace without end.
-        return send(to.type, key, msg, { ...opts, onceId: derivedId(env.id, `${label}\u0000${n}`), trace: opts.trace ?? (opts.delayMs ? undefined : trace) });
+        return send(to.type, key, msg, {
+          ...opts,
+          onceId: derivedId(env.id, `${label}\u0000${n}`),
+          trace: opts.trace ?? (opts.delayMs ? undefined : trace),
+        });
       },
     };
   }

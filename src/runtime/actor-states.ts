@@ -18,7 +18,10 @@ export class ActorStates {
   private readonly entries = new Map<string, StateEntry>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly idleMs: number, private readonly onSize: (size: number) => void = () => {}) {}
+  constructor(
+    private readonly idleMs: number,
+    private readonly onSize: (size: number) => void = () => {},
+  ) {}
 
   get size(): number {
     return this.entries.size;

@@ -22,16 +22,24 @@ export interface ActorProtocol<T extends string = string, M extends MessageShape
 type Kinds<P extends ActorProtocol> = keyof P['messages'] & string;
 
 /** The message of one kind of `P`, e.g. `MessageOfKind<typeof relayProtocol, 'heartbeat'>`. */
-export type MessageOfKind<P extends ActorProtocol, K extends Kinds<P>> = { kind: K } & Static<TObject<P['messages'][K]>>;
+export type MessageOfKind<P extends ActorProtocol, K extends Kinds<P>> = { kind: K } & Static<
+  TObject<P['messages'][K]>
+>;
 
 /** Any message `P` accepts: a union discriminated by `kind`. */
 export type MessageOf<P extends ActorProtocol> = { [K in Kinds<P>]: MessageOfKind<P, K> }[Kinds<P>];
 
-export function defineProtocol<const T extends string, const M extends MessageShapes>(type: T, messages: M, opts: { shards?: number } = {}): ActorProtocol<T, M> {
-  const schemas = Object.fromEntries(Object.entries(messages).map(([kind, fields]) => [
-    kind,
-    Type.Object({ kind: Type.Literal(kind), ...fields }, { additionalProperties: false, $id: `${type}.${kind}` }),
-  ])) as unknown as { [K in keyof M]: TObject };
+export function defineProtocol<const T extends string, const M extends MessageShapes>(
+  type: T,
+  messages: M,
+  opts: { shards?: number } = {},
+): ActorProtocol<T, M> {
+  const schemas = Object.fromEntries(
+    Object.entries(messages).map(([kind, fields]) => [
+      kind,
+      Type.Object({ kind: Type.Literal(kind), ...fields }, { additionalProperties: false, $id: `${type}.${kind}` }),
+    ]),
+  ) as unknown as { [K in keyof M]: TObject };
   return { type, shards: opts.shards, messages, schemas };
 }
 
@@ -108,8 +116,16 @@ export interface ActorDefinition {
   batches: Record<string, BatchHandler<any, any>>;
 }
 
-export function defineActor<P extends ActorProtocol, S = undefined>(protocol: P, impl: ActorImplementation<P, S>): ActorDefinition {
-  return { protocol, activate: impl.activate, handlers: impl.handlers as Record<string, Handler<any, any>>, batches: (impl.batches ?? {}) as Record<string, BatchHandler<any, any>> };
+export function defineActor<P extends ActorProtocol, S = undefined>(
+  protocol: P,
+  impl: ActorImplementation<P, S>,
+): ActorDefinition {
+  return {
+    protocol,
+    activate: impl.activate,
+    handlers: impl.handlers as Record<string, Handler<any, any>>,
+    batches: (impl.batches ?? {}) as Record<string, BatchHandler<any, any>>,
+  };
 }
 
 /** A sender's handle on one actor type: a wrong `kind` or field does not compile. */

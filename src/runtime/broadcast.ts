@@ -66,17 +66,28 @@ export class RedisBroadcast implements Broadcast {
   private ready: Promise<unknown> | undefined;
 
   /** `target` is a REDIS_URL or a cluster's seed nodes. */
-  constructor(target: RedisTarget | string, private readonly keyPrefix: string, private readonly nodeId: string, private readonly confirmTimeoutMs: number, private readonly log: Logger) {
+  constructor(
+    target: RedisTarget | string,
+    private readonly keyPrefix: string,
+    private readonly nodeId: string,
+    private readonly confirmTimeoutMs: number,
+    private readonly log: Logger,
+  ) {
     const where = typeof target === 'string' ? { url: target } : target;
     this.sharded = !('url' in where);
     this.pub = redisClient(where, { maxRetriesPerRequest: 2 });
     this.sub = redisClient(where, { maxRetriesPerRequest: 2, shardedSubscribers: this.sharded });
     this.confirmChannel = this.confirmChannelOf(nodeId);
-    this.sub.on(this.sharded ? 'smessageBuffer' : 'messageBuffer', (channel: Buffer, message: Buffer) => void this.receive(channel.toString(), message.toString()));
+    this.sub.on(
+      this.sharded ? 'smessageBuffer' : 'messageBuffer',
+      (channel: Buffer, message: Buffer) => void this.receive(channel.toString(), message.toString()),
+    );
   }
 
   private confirmChannelOf(node: string): string {
-    return this.sharded ? `{${this.keyPrefix}:broadcast-confirm:${node}}` : `${this.keyPrefix}:broadcast-confirm:${node}`;
+    return this.sharded
+      ? `{${this.keyPrefix}:broadcast-confirm:${node}}`
+      : `${this.keyPrefix}:broadcast-confirm:${node}`;
   }
 
   private async send(channel: string, message: string): Promise<number> {
@@ -99,7 +110,11 @@ export class RedisBroadcast implements Broadcast {
       wait.expected = await this.send(this.channelKey(channel), JSON.stringify(envelope));
       if (wait.confirmed >= wait.expected) confirm();
       await confirmed;
-      if (wait.confirmed < wait.expected) this.log.warn({ channel, confirmed: wait.confirmed, expected: wait.expected }, 'broadcast not confirmed by every process in time');
+      if (wait.confirmed < wait.expected)
+        this.log.warn(
+          { channel, confirmed: wait.confirmed, expected: wait.expected },
+          'broadcast not confirmed by every process in time',
+        );
       return wait.confirmed;
     } finally {
       clearTimeout(timer);
@@ -151,6 +166,8 @@ export class RedisBroadcast implements Broadcast {
       this.log.error({ err, channel }, 'broadcast handler failed');
       return;
     }
-    await this.send(this.confirmChannelOf(envelope.from), JSON.stringify({ id: envelope.id })).catch((err) => this.log.warn({ err }, 'could not confirm a broadcast'));
+    await this.send(this.confirmChannelOf(envelope.from), JSON.stringify({ id: envelope.id })).catch((err) =>
+      this.log.warn({ err }, 'could not confirm a broadcast'),
+    );
   }
 }

@@ -64,7 +64,8 @@ export class MessageValidators {
 function describe(validate: ValidateFunction): string {
   const e = validate.errors?.[0];
   if (!e) return 'invalid';
-  const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
+  const extra =
+    e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
   return `${e.instancePath || '/'} ${e.message ?? 'is invalid'}${extra}`.slice(0, 300);
 }
 
@@ -74,6 +75,12 @@ export function derivedId(parentId: string, label: string): string {
 }
 
 /** A new envelope; it carries the trace in `trace` when there is one. */
-export function newEnvelope(id: string, type: string, key: string, msg: Envelope['msg'], trace: TraceCarrier | undefined): Envelope {
+export function newEnvelope(
+  id: string,
+  type: string,
+  key: string,
+  msg: Envelope['msg'],
+  trace: TraceCarrier | undefined,
+): Envelope {
   return copyTrace<Envelope>({ id, type, key, msg, sentAt: Date.now() }, trace);
 }

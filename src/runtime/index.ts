@@ -35,16 +35,28 @@ export function createTransport(config: RuntimeOptions, log: Logger): Transport 
 }
 
 /** The GCRA limiter shared by every frontend on Redis, or this process's own on the embedded default. */
-export function createRateLimiter(config: Pick<RuntimeOptions, 'redisUrl' | 'redisClusterNodes' | 'runtime'>): { limiter: RateLimiter; close(): Promise<void> } {
+export function createRateLimiter(config: Pick<RuntimeOptions, 'redisUrl' | 'redisClusterNodes' | 'runtime'>): {
+  limiter: RateLimiter;
+  close(): Promise<void>;
+} {
   const target = redisTarget(config);
   if (!target) return { limiter: new LocalRateLimiter(), close: async () => {} };
   const redis = redisClient(target, { maxRetriesPerRequest: 2, enableAutoPipelining: true });
-  return { limiter: new RedisRateLimiter(redis, config.runtime.keyPrefix), close: async () => void (await redis.quit().catch(() => undefined)) };
+  return {
+    limiter: new RedisRateLimiter(redis, config.runtime.keyPrefix),
+    close: async () => void (await redis.quit().catch(() => undefined)),
+  };
 }
 
 /** Messages to every process (Redis pub/sub), or to this process's own handlers on the embedded default. */
 export function createBroadcast(config: RuntimeOptions, log: Logger): Broadcast {
   const target = redisTarget(config);
   if (!target) return new LocalBroadcast();
-  return new RedisBroadcast(target, config.runtime.keyPrefix, config.nodeId, config.runtime.broadcastConfirmMs, log.child({ component: 'broadcast' }));
+  return new RedisBroadcast(
+    target,
+    config.runtime.keyPrefix,
+    config.nodeId,
+    config.runtime.broadcastConfirmMs,
+    log.child({ component: 'broadcast' }),
+  );
 }

@@ -7,7 +7,16 @@ import { Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
 import { newEnvelope } from './envelope.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
-import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
+import type {
+  ActorDefinition,
+  ActorMessage,
+  ActorTypeStats,
+  AskFailure,
+  DeadLetter,
+  Envelope,
+  SendOptions,
+  Transport,
+} from './types.ts';
 
 interface Delivery {
   env: Envelope;
@@ -39,7 +48,10 @@ export class LocalTransport implements Transport {
   private readonly ownership = new AbortController();
   readonly nodeId = 'local';
 
-  constructor(private readonly config: RuntimeConfig, private readonly log: Logger) {
+  constructor(
+    private readonly config: RuntimeConfig,
+    private readonly log: Logger,
+  ) {
     this.sentOnce = new RecentIds(config.dedupeTtlMs);
   }
 
@@ -103,7 +115,8 @@ export class LocalTransport implements Transport {
     const timers = new Map<string, number>();
     for (const type of this.timers.values()) timers.set(type, (timers.get(type) ?? 0) + 1);
     const oldest = new Map<string, number>();
-    for (const { env, postedAt } of this.serial.heads()) oldest.set(env.type, Math.min(oldest.get(env.type) ?? Infinity, postedAt));
+    for (const { env, postedAt } of this.serial.heads())
+      oldest.set(env.type, Math.min(oldest.get(env.type) ?? Infinity, postedAt));
     const now = Date.now();
     return host.types.map((type) => ({
       type,
@@ -141,7 +154,10 @@ export class LocalTransport implements Transport {
 
   private async handle(items: Delivery[]): Promise<void> {
     const host = this.requireHost();
-    const outcomes = await host.deliverBatch(items.map((d) => ({ env: d.env, previousDeliveries: 0 })), this.ownership.signal);
+    const outcomes = await host.deliverBatch(
+      items.map((d) => ({ env: d.env, previousDeliveries: 0 })),
+      this.ownership.signal,
+    );
     for (const [i, { env, reply }] of items.entries()) {
       const outcome = outcomes[i]!;
       this.pending.set(env.type, (this.pending.get(env.type) ?? 1) - 1);
@@ -154,7 +170,10 @@ export class LocalTransport implements Transport {
     const list = this.dead.get(envelope.type) ?? [];
     list.push({ envelope, raw: JSON.stringify(envelope), error, deliveries, failedAt: new Date().toISOString() });
     this.dead.set(envelope.type, list);
-    this.log.error({ actor: envelope.type, actorKey: envelope.key, actorMessageId: envelope.id, error }, 'actor message dead-lettered');
+    this.log.error(
+      { actor: envelope.type, actorKey: envelope.key, actorMessageId: envelope.id, error },
+      'actor message dead-lettered',
+    );
   }
 
   private requireHost(): ActorHost {
@@ -164,7 +183,9 @@ export class LocalTransport implements Transport {
 }
 
 export function askTimeout(type: string, timeoutMs: number): AppError {
-  return new AppError('service_unavailable', `actor ${type} did not answer within ${timeoutMs} ms`, { retryAfterSeconds: 1 });
+  return new AppError('service_unavailable', `actor ${type} did not answer within ${timeoutMs} ms`, {
+    retryAfterSeconds: 1,
+  });
 }
 
 /** What an `ask` caller gets for a failed handler: the handler's own AppError, or 503 when it had none. */

@@ -23,7 +23,13 @@ export interface RateLimiter {
   reset(budget: string): Promise<void>;
 }
 
-function decision(policy: RateLimitPolicy, allowed: boolean, remaining: number, resetMs: number, retryAfterMs: number): RateLimitDecision {
+function decision(
+  policy: RateLimitPolicy,
+  allowed: boolean,
+  remaining: number,
+  resetMs: number,
+  retryAfterMs: number,
+): RateLimitDecision {
   return {
     allowed,
     limit: policy.burst,
@@ -67,12 +73,19 @@ export class LocalRateLimiter implements RateLimiter {
 export class RedisRateLimiter implements RateLimiter {
   private readonly redis: ScriptedRedis;
 
-  constructor(redis: RedisClient, private readonly keyPrefix: string) {
+  constructor(
+    redis: RedisClient,
+    private readonly keyPrefix: string,
+  ) {
     this.redis = withScripts(redis);
   }
 
   async take(budget: string, policy: RateLimitPolicy): Promise<RateLimitDecision> {
-    const [allowed, remaining, resetMs, retryAfterMs] = await this.redis.gcra(`${this.keyPrefix}:rl:${budget}`, intervalMs(policy), policy.burst);
+    const [allowed, remaining, resetMs, retryAfterMs] = await this.redis.gcra(
+      `${this.keyPrefix}:rl:${budget}`,
+      intervalMs(policy),
+      policy.burst,
+    );
     return decision(policy, allowed === 1, remaining, resetMs, retryAfterMs);
   }
 

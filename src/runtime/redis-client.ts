@@ -14,12 +14,16 @@ export type RedisClient = Redis | Cluster;
 
 /** `host:port,host:port,…` as REDIS_CLUSTER_NODES gives it. */
 export function parseClusterNodes(raw: string): ClusterSeed[] {
-  const seeds = raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0).map((entry) => {
-    const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(entry);
-    const port = Number(match?.[2]);
-    if (!match || port < 1 || port > 65535) throw new Error(`REDIS_CLUSTER_NODES: "${entry}" is not host:port`);
-    return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
-  });
+  const seeds = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+    .map((entry) => {
+      const match = /^(\[[^\]]+\]|[^:]+):(\d{1,5})$/.exec(entry);
+      const port = Number(match?.[2]);
+      if (!match || port < 1 || port > 65535) throw new Error(`REDIS_CLUSTER_NODES: "${entry}" is not host:port`);
+      return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+    });
   if (seeds.length === 0) throw new Error('REDIS_CLUSTER_NODES is set but names no host:port');
   return seeds;
 }
@@ -34,7 +38,10 @@ export function isCluster(redis: RedisClient): redis is Cluster {
  * replica to be promoted: the redirections are retried for up to about 20 s
  * (`maxRedirections` × `retryDelayOnFailover`) before the command fails.
  */
-export function redisClient(target: RedisTarget, options: RedisOptions & { shardedSubscribers?: boolean } = {}): RedisClient {
+export function redisClient(
+  target: RedisTarget,
+  options: RedisOptions & { shardedSubscribers?: boolean } = {},
+): RedisClient {
   const { shardedSubscribers, enableAutoPipelining, lazyConnect, ...redisOptions } = options;
   if ('url' in target) return new Redis(target.url, { enableAutoPipelining, lazyConnect, ...redisOptions });
   return new Cluster(target.clusterNodes, {
@@ -60,6 +67,8 @@ export async function requireTargetKind(redis: RedisClient, target: RedisTarget)
   if (!('url' in target)) return;
   const info = await (redis as Redis).info('cluster');
   if (/cluster_enabled:1/.test(info)) {
-    throw new Error('REDIS_URL points at a Redis Cluster node: set REDIS_CLUSTER_NODES=host:port,host:port,… (seed nodes of the cluster) instead of REDIS_URL');
+    throw new Error(
+      'REDIS_URL points at a Redis Cluster node: set REDIS_CLUSTER_NODES=host:port,host:port,… (seed nodes of the cluster) instead of REDIS_URL',
+    );
   }
 }

@@ -18,7 +18,10 @@ export interface ShardKeys {
  * deployment has always had (no tag), so upgrading keeps its streams.
  */
 export class RedisKeys {
-  constructor(readonly prefix: string, readonly cluster: boolean) {}
+  constructor(
+    readonly prefix: string,
+    readonly cluster: boolean,
+  ) {}
 
   private tag(name: string): string {
     return this.cluster ? `{${name}}` : name;
@@ -28,9 +31,21 @@ export class RedisKeys {
     const base = `${this.prefix}:${type}:${index}`;
     const stream = this.tag(base);
     if (!this.cluster) {
-      return { stream, timers: `${stream}:timers`, lease: `${this.prefix}:lease:${type}:${index}`, deadLetters: this.typeDeadLetters(type), sent: (id) => `${this.prefix}:sent:${id}` };
+      return {
+        stream,
+        timers: `${stream}:timers`,
+        lease: `${this.prefix}:lease:${type}:${index}`,
+        deadLetters: this.typeDeadLetters(type),
+        sent: (id) => `${this.prefix}:sent:${id}`,
+      };
     }
-    return { stream, timers: `${stream}:timers`, lease: `${stream}:lease`, deadLetters: `${stream}:dlq`, sent: (id) => `${stream}:sent:${id}` };
+    return {
+      stream,
+      timers: `${stream}:timers`,
+      lease: `${stream}:lease`,
+      deadLetters: `${stream}:dlq`,
+      sent: (id) => `${stream}:sent:${id}`,
+    };
   }
 
   private typeDeadLetters(type: string): string {

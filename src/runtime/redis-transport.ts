@@ -15,7 +15,16 @@ import { RedisKeys, type ShardKeys } from './redis-keys.ts';
 import { writeReplicated } from './replicated-write.ts';
 import { withScripts, type ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
-import type { ActorDefinition, ActorMessage, ActorTypeStats, AskFailure, DeadLetter, Envelope, SendOptions, Transport } from './types.ts';
+import type {
+  ActorDefinition,
+  ActorMessage,
+  ActorTypeStats,
+  AskFailure,
+  DeadLetter,
+  Envelope,
+  SendOptions,
+  Transport,
+} from './types.ts';
 
 const group = 'workers';
 
@@ -47,10 +56,12 @@ interface StreamDelivery {
 }
 
 /** Registered by the first Redis transport made: a process on the in-process transport has no shards and exports none (an alert on "no shard owned" must not fire there). */
-const ownedShards = () => (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ?? new Gauge({
-  name: 'relaybox_runtime_owned_shards',
-  help: 'Shards this worker holds the lease of',
-});
+const ownedShards = () =>
+  (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ??
+  new Gauge({
+    name: 'relaybox_runtime_owned_shards',
+    help: 'Shards this worker holds the lease of',
+  });
 
 /** The longest pause between two reads of idle shards on a cluster (where shards cannot share one blocking read). */
 const clusterIdlePollMs = 25;
@@ -77,7 +88,10 @@ export class RedisTransport implements Transport {
   );
   private readonly owned = new Map<string, Shard>();
   private readonly inFlightIds = new Set<string>();
-  private readonly asks = new Map<string, { resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout }>();
+  private readonly asks = new Map<
+    string,
+    { resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout }
+  >();
   private readonly loops: NodeJS.Timeout[] = [];
   /** Background rounds (lease renewal, rebalance, due timers) under way: a stop waits for them before it closes the connections. */
   private readonly rounds = new Set<Promise<void>>();
@@ -90,10 +104,17 @@ export class RedisTransport implements Transport {
   private readonly ownedShardsGauge = ownedShards();
 
   /** `target` is a REDIS_URL or a cluster's seed nodes. */
-  constructor(target: RedisTarget | string, private readonly config: RuntimeConfig, readonly nodeId: string, private readonly log: Logger) {
+  constructor(
+    target: RedisTarget | string,
+    private readonly config: RuntimeConfig,
+    readonly nodeId: string,
+    private readonly log: Logger,
+  ) {
     this.target = typeof target === 'string' ? { url: target } : target;
     this.keys = new RedisKeys(config.keyPrefix, !('url' in this.target));
-    this.cmd = withScripts(redisClient(this.target, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }));
+    this.cmd = withScripts(
+      redisClient(this.target, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }),
+    );
   }
 
   /** How long a write waits for a replica to confirm it: on a cluster only (0 = it does not wait). */
@@ -204,12 +225,27 @@ export class RedisTransport implements Transport {
     // On a cluster the write and a WAIT for its replica go to the shard's master together.
     if (this.keys.cluster) {
       await writeReplicated(this.cmd, keys.stream, this.config.replicaWaitMs, (p) => {
-        if (once) p.enqueueOnce(keys.sent(env.id), keys.stream, keys.timers, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
+        if (once)
+          p.enqueueOnce(
+            keys.sent(env.id),
+            keys.stream,
+            keys.timers,
+            this.config.dedupeTtlMs,
+            JSON.stringify(env),
+            dueAt,
+          );
         else if (dueAt > 0) p.zadd(keys.timers, dueAt, JSON.stringify(env));
         else p.xadd(keys.stream, '*', 'e', JSON.stringify(env));
       });
     } else if (once) {
-      await this.cmd.enqueueOnce(keys.sent(env.id), keys.stream, keys.timers, this.config.dedupeTtlMs, JSON.stringify(env), dueAt);
+      await this.cmd.enqueueOnce(
+        keys.sent(env.id),
+        keys.stream,
+        keys.timers,
+        this.config.dedupeTtlMs,
+        JSON.stringify(env),
+        dueAt,
+      );
     } else if (dueAt > 0) {
       await this.cmd.zadd(keys.timers, dueAt, JSON.stringify(env));
     } else {
@@ -272,7 +308,11 @@ export class RedisTransport implements Transport {
 
   private async heartbeat(): Promise<void> {
     const now = Date.now();
-    await this.cmd.multi().zadd(this.membersKey, now + this.config.leaseTtlMs, this.nodeId).zremrangebyscore(this.membersKey, '-inf', now).exec();
+    await this.cmd
+      .multi()
+      .zadd(this.membersKey, now + this.config.leaseTtlMs, this.nodeId)
+      .zremrangebyscore(this.membersKey, '-inf', now)
+      .exec();
   }
 
   private async renewLeases(): Promise<void> {
@@ -303,7 +343,9 @@ export class RedisTransport implements Transport {
         await Promise.all(extra.map((s) => this.release(s)));
         return;
       }
-      const free = shards.filter((s) => !this.owned.has(this.streamOf(s.type, s.index))).sort(() => Math.random() - 0.5);
+      const free = shards
+        .filter((s) => !this.owned.has(this.streamOf(s.type, s.index)))
+        .sort(() => Math.random() - 0.5);
       for (const candidate of free) {
         if (this.owned.size >= share || this.stopping) break;
         await this.tryAcquire(candidate.type, candidate.index);
@@ -319,7 +361,19 @@ export class RedisTransport implements Transport {
     const { stream, lease } = keys;
     const got = await this.cmd.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
     if (got !== 'OK') return;
-    const shard: Shard = { type, index, stream, timers: keys.timers, lease, keys, idle: { ms: 0, until: 0 }, ready: false, draining: false, inFlight: 0, ownership: new AbortController() };
+    const shard: Shard = {
+      type,
+      index,
+      stream,
+      timers: keys.timers,
+      lease,
+      keys,
+      idle: { ms: 0, until: 0 },
+      ready: false,
+      draining: false,
+      inFlight: 0,
+      ownership: new AbortController(),
+    };
     this.owned.set(stream, shard);
     // Whatever this worker held of these keys dates from before another worker may have run them.
     this.dropStates(shard);
@@ -342,13 +396,28 @@ export class RedisTransport implements Transport {
     let cursor = '0-0';
     const claimed: StreamEntry[] = [];
     do {
-      const [next, entries] = (await this.cmd.xautoclaim(shard.stream, group, this.nodeId, 0, cursor, 'COUNT', 500)) as [string, Array<StreamEntry | null>, string[]];
+      const [next, entries] = (await this.cmd.xautoclaim(
+        shard.stream,
+        group,
+        this.nodeId,
+        0,
+        cursor,
+        'COUNT',
+        500,
+      )) as [string, Array<StreamEntry | null>, string[]];
       for (const entry of entries) if (entry) claimed.push(entry);
       cursor = next;
     } while (cursor !== '0-0');
     if (claimed.length === 0) return;
     const deliveries = new Map<string, number>();
-    const pending = (await this.cmd.xpending(shard.stream, group, '-', '+', claimed.length + 100, this.nodeId)) as Array<[string, string, number, number]>;
+    const pending = (await this.cmd.xpending(
+      shard.stream,
+      group,
+      '-',
+      '+',
+      claimed.length + 100,
+      this.nodeId,
+    )) as Array<[string, string, number, number]>;
     for (const [id, , , count] of pending) deliveries.set(id, count);
     this.log.info({ stream: shard.stream, entries: claimed.length }, 'took over pending entries');
     for (const [id, fields] of claimed) this.handleEntry(shard, id, fields, Math.max(0, (deliveries.get(id) ?? 1) - 1));
@@ -390,8 +459,16 @@ export class RedisTransport implements Transport {
       let result: Array<[string, StreamEntry[]]> | null;
       try {
         result = (await this.reader!.xreadgroup(
-          'GROUP', group, this.nodeId, 'COUNT', this.config.readBatch, 'BLOCK', this.config.readBlockMs,
-          'STREAMS', ...shards.map((s) => s.stream), ...shards.map(() => '>'),
+          'GROUP',
+          group,
+          this.nodeId,
+          'COUNT',
+          this.config.readBatch,
+          'BLOCK',
+          this.config.readBlockMs,
+          'STREAMS',
+          ...shards.map((s) => s.stream),
+          ...shards.map(() => '>'),
         )) as Array<[string, StreamEntry[]]> | null;
       } catch (err) {
         if (this.stopping) break;
@@ -424,18 +501,32 @@ export class RedisTransport implements Transport {
         await sleep(Math.max(1, Math.min(...shards.map((s) => s.idle.until)) - now));
         continue;
       }
-      const results = await Promise.all(due.map((s) =>
-        (this.cmd.xreadgroup('GROUP', group, this.nodeId, 'COUNT', this.config.readBatch, 'STREAMS', s.stream, '>') as Promise<Array<[string, StreamEntry[]]> | null>)
-          .catch((err) => {
+      const results = await Promise.all(
+        due.map((s) =>
+          (
+            this.cmd.xreadgroup(
+              'GROUP',
+              group,
+              this.nodeId,
+              'COUNT',
+              this.config.readBatch,
+              'STREAMS',
+              s.stream,
+              '>',
+            ) as Promise<Array<[string, StreamEntry[]]> | null>
+          ).catch((err) => {
             if (!this.stopping) this.log.warn({ err, stream: s.stream }, 'stream read failed; retrying');
             return null;
-          })));
+          }),
+        ),
+      );
       due.forEach((shard, i) => {
         const entries = results[i]?.[0]?.[1] ?? [];
         shard.idle.ms = entries.length > 0 ? 0 : Math.min(Math.max(1, shard.idle.ms * 2), clusterIdlePollMs);
         shard.idle.until = Date.now() + shard.idle.ms;
         // A shard whose lease was lost while reading: the next owner claims these.
-        if (this.owned.get(shard.stream) === shard) for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
+        if (this.owned.get(shard.stream) === shard)
+          for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
       });
     }
   }
@@ -448,8 +539,20 @@ export class RedisTransport implements Transport {
     const read = readEnvelope(raw);
     if (!read.ok) {
       this.log.error({ stream: shard.stream, entry: id, error: read.reason }, 'actor message dead-lettered');
-      void this.cmd.deadLetter(shard.stream, shard.keys.deadLetters, group, id, raw ?? '', read.reason, previousDeliveries + 1, new Date().toISOString())
-        .catch((err) => this.log.warn({ err, stream: shard.stream, entry: id }, 'could not dead-letter a malformed entry'));
+      void this.cmd
+        .deadLetter(
+          shard.stream,
+          shard.keys.deadLetters,
+          group,
+          id,
+          raw ?? '',
+          read.reason,
+          previousDeliveries + 1,
+          new Date().toISOString(),
+        )
+        .catch((err) =>
+          this.log.warn({ err, stream: shard.stream, entry: id }, 'could not dead-letter a malformed entry'),
+        );
       return;
     }
     const env = read.envelope;
@@ -461,13 +564,18 @@ export class RedisTransport implements Transport {
   private async handle(items: StreamDelivery[]): Promise<void> {
     try {
       const outcomes = await this.requireHost().deliverBatch(items, items[0]!.shard.ownership.signal);
-      await Promise.all(items.map(async ({ shard, id, env }, i) => {
-        try {
-          await this.settle(shard, id, env, outcomes[i]!);
-        } catch (err) {
-          this.log.error({ err, stream: shard.stream, entry: id }, 'could not settle an entry; it will be delivered again');
-        }
-      }));
+      await Promise.all(
+        items.map(async ({ shard, id, env }, i) => {
+          try {
+            await this.settle(shard, id, env, outcomes[i]!);
+          } catch (err) {
+            this.log.error(
+              { err, stream: shard.stream, entry: id },
+              'could not settle an entry; it will be delivered again',
+            );
+          }
+        }),
+      );
     } finally {
       for (const { shard, id } of items) {
         this.inFlightIds.delete(`${shard.stream}/${id}`);
@@ -481,8 +589,20 @@ export class RedisTransport implements Transport {
       await this.cmd.ack(shard.stream, group, id);
     } else {
       const error = outcome.error || `delivered ${outcome.deliveries} times without finishing (worker crashes)`;
-      await this.cmd.deadLetter(shard.stream, shard.keys.deadLetters, group, id, JSON.stringify(env), error, outcome.deliveries, new Date().toISOString());
-      this.log.error({ actor: env.type, actorKey: env.key, actorMessageId: env.id, error }, 'actor message dead-lettered');
+      await this.cmd.deadLetter(
+        shard.stream,
+        shard.keys.deadLetters,
+        group,
+        id,
+        JSON.stringify(env),
+        error,
+        outcome.deliveries,
+        new Date().toISOString(),
+      );
+      this.log.error(
+        { actor: env.type, actorKey: env.key, actorMessageId: env.id, error },
+        'actor message dead-lettered',
+      );
     }
     if (env.replyTo) {
       const reply = outcome.ok
@@ -507,8 +627,16 @@ export class RedisTransport implements Transport {
 
   stats(): Promise<ActorTypeStats[]> {
     const host = this.requireHost();
-    return Promise.all(host.types.map((type) =>
-      readTypeStats(this.cmd, type, Array.from({ length: host.shardsOf(type) }, (_, i) => this.streamOf(type, i)), this.keys.deadLetterStreams(type, host.shardsOf(type)))));
+    return Promise.all(
+      host.types.map((type) =>
+        readTypeStats(
+          this.cmd,
+          type,
+          Array.from({ length: host.shardsOf(type) }, (_, i) => this.streamOf(type, i)),
+          this.keys.deadLetterStreams(type, host.shardsOf(type)),
+        ),
+      ),
+    );
   }
 
   async ping(): Promise<void> {
@@ -531,7 +659,9 @@ export class RedisTransport implements Transport {
       const budget = Math.max(1_000, this.config.shutdownGraceMs - 2_000);
       await Promise.race([this.serial.idle(), sleep(budget)]);
       for (const s of this.owned.values()) s.ownership.abort();
-      await Promise.all([...this.owned.values()].map((s) => this.cmd.leaseRelease(s.lease, this.nodeId).catch(() => 0)));
+      await Promise.all(
+        [...this.owned.values()].map((s) => this.cmd.leaseRelease(s.lease, this.nodeId).catch(() => 0)),
+      );
       this.owned.clear();
       await this.cmd.zrem(this.membersKey, this.nodeId).catch(() => 0);
       this.ownedShardsGauge.set(0);

@@ -5,15 +5,18 @@ import { isCluster } from './redis-client.ts';
 import type { ScriptedPipeline, ScriptedRedis } from './scripts.ts';
 
 /** A reply that means the pipeline did not run where it was sent (the slot moved, or its master is failing over): it is sent again. */
-const redirected = /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b|Connection is closed|ECONNREFUSED|ECONNRESET|max retries per request/;
+const redirected =
+  /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b|Connection is closed|ECONNREFUSED|ECONNRESET|max retries per request/;
 /** How long `writeReplicated` keeps sending a redirected write again: beyond a failover (cluster-node-timeout plus the election). */
 const redirectBudgetMs = 20_000;
 
 /** Registered by the first write that stood without a replica's confirmation (on a cluster only). */
-const unreplicatedWrites = () => (register.getSingleMetric('relaybox_runtime_unreplicated_writes_total') as Counter | undefined) ?? new Counter({
-  name: 'relaybox_runtime_unreplicated_writes_total',
-  help: 'Writes on a Redis Cluster that stood without a replica confirming them: their master had no replica in sync',
-});
+const unreplicatedWrites = () =>
+  (register.getSingleMetric('relaybox_runtime_unreplicated_writes_total') as Counter | undefined) ??
+  new Counter({
+    name: 'relaybox_runtime_unreplicated_writes_total',
+    help: 'Writes on a Redis Cluster that stood without a replica confirming them: their master had no replica in sync',
+  });
 
 /** Replicas in sync (`state=online`) with the master of `slotKey`'s slot: the INFO rides with a read of the key, so it goes to that master. */
 async function onlineReplicas(redis: ScriptedRedis, slotKey: string): Promise<number> {
@@ -43,13 +46,19 @@ async function onlineReplicas(redis: ScriptedRedis, slotKey: string): Promise<nu
  * at-least-once delivery allows (the ids are the same). Returns the writes'
  * replies.
  */
-export async function writeReplicated(redis: ScriptedRedis, slotKey: string, waitMs: number, write: (pipeline: ScriptedPipeline) => void): Promise<unknown[]> {
+export async function writeReplicated(
+  redis: ScriptedRedis,
+  slotKey: string,
+  waitMs: number,
+  write: (pipeline: ScriptedPipeline) => void,
+): Promise<unknown[]> {
   const deadline = Date.now() + redirectBudgetMs;
   for (;;) {
     const pipeline = redis.pipeline() as ScriptedPipeline;
     write(pipeline);
     pipeline.call('WAIT', 1, waitMs);
-    const results: Array<[Error | null, unknown]> = (await pipeline.exec().catch((err: Error) => [[err, null]] as Array<[Error, null]>)) ?? [];
+    const results: Array<[Error | null, unknown]> =
+      (await pipeline.exec().catch((err: Error) => [[err, null]] as Array<[Error, null]>)) ?? [];
     const failed = results.find(([err]) => err)?.[0];
     if (failed && redirected.test(failed.message) && Date.now() < deadline) {
       if (isCluster(redis)) redis.refreshSlotsCache();
@@ -59,7 +68,8 @@ export async function writeReplicated(redis: ScriptedRedis, slotKey: string, wai
     if (failed) throw failed;
     const replicas = Number(results.pop()?.[1] ?? 0);
     if (replicas < 1) {
-      if ((await onlineReplicas(redis, slotKey)) > 0) throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
+      if ((await onlineReplicas(redis, slotKey)) > 0)
+        throw new AppError('service_unavailable', `no replica confirmed a write within ${waitMs} ms`);
       unreplicatedWrites().inc();
     }
     return results.map(([, reply]) => reply);

@@ -19,9 +19,25 @@ export interface ScriptCommands {
   leaseRenew(key: string, node: string, ttlMs: number): Promise<number>;
   leaseRelease(key: string, node: string): Promise<number>;
   ack(stream: string, group: string, id: string): Promise<number>;
-  deadLetter(stream: string, dlq: string, group: string, id: string, envelope: string, error: string, deliveries: number, failedAt: string): Promise<string>;
+  deadLetter(
+    stream: string,
+    dlq: string,
+    group: string,
+    id: string,
+    envelope: string,
+    error: string,
+    deliveries: number,
+    failedAt: string,
+  ): Promise<string>;
   moveDueTimers(timers: string, stream: string, now: number, limit: number): Promise<number>;
-  enqueueOnce(marker: string, stream: string, timers: string, ttlMs: number, envelope: string, dueAt: number): Promise<number>;
+  enqueueOnce(
+    marker: string,
+    stream: string,
+    timers: string,
+    ttlMs: number,
+    envelope: string,
+    dueAt: number,
+  ): Promise<number>;
   appendEventOnce(stream: string, marker: string, ttlMs: number, maxLength: number, event: string): Promise<number>;
   gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
 }
@@ -29,7 +45,9 @@ export interface ScriptCommands {
 export type ScriptedRedis = RedisClient & ScriptCommands;
 
 /** A pipeline that also queues the scripts (their results come with `exec`). */
-export type ScriptedPipeline = ChainableCommander & { [K in keyof ScriptCommands]: (...args: Parameters<ScriptCommands[K]>) => ScriptedPipeline };
+export type ScriptedPipeline = ChainableCommander & {
+  [K in keyof ScriptCommands]: (...args: Parameters<ScriptCommands[K]>) => ScriptedPipeline;
+};
 
 /** Loads every Lua script once per connection (EVALSHA, falling back to EVAL after a script flush). */
 export function withScripts(redis: RedisClient): ScriptedRedis {

@@ -28,7 +28,9 @@ export interface Doc {
 export type Filter = Record<string, unknown>;
 
 /** $set $unset $inc $push $pull $addToSet $setOnInsert */
-export type Update = Partial<Record<'$set' | '$unset' | '$inc' | '$push' | '$pull' | '$addToSet' | '$setOnInsert', Record<string, unknown>>>;
+export type Update = Partial<
+  Record<'$set' | '$unset' | '$inc' | '$push' | '$pull' | '$addToSet' | '$setOnInsert', Record<string, unknown>>
+>;
 
 export type Sort = Record<string, 1 | -1>;
 
@@ -97,19 +99,19 @@ export interface IndexSpec {
  */
 export type WriteOp =
   | {
-    updateOne: {
-      filter: Filter;
-      update: Update;
-      upsert?: boolean;
-      /**
-       * Called while the write is made, in its transaction, if this update
-       * applied (matched or upserted): the embedded store only, whose event
-       * stream appends commit with its writes (`EventStream.appendWithWrite`).
-       * Other stores never call it.
-       */
-      applied?: () => void;
-    };
-  }
+      updateOne: {
+        filter: Filter;
+        update: Update;
+        upsert?: boolean;
+        /**
+         * Called while the write is made, in its transaction, if this update
+         * applied (matched or upserted): the embedded store only, whose event
+         * stream appends commit with its writes (`EventStream.appendWithWrite`).
+         * Other stores never call it.
+         */
+        applied?: () => void;
+      };
+    }
   | { deleteOne: { filter: Filter } };
 
 export interface BulkWriteResult {
@@ -175,7 +177,8 @@ export function literalContains(text: string): { $regex: string; $options: 'i' }
 export function idList(cond: unknown): string[] | undefined {
   if (cond === null || typeof cond !== 'object' || Array.isArray(cond)) return undefined;
   const list = (cond as { $in?: unknown }).$in;
-  if (Object.keys(cond).length !== 1 || !Array.isArray(list) || !list.every((id) => typeof id === 'string')) return undefined;
+  if (Object.keys(cond).length !== 1 || !Array.isArray(list) || !list.every((id) => typeof id === 'string'))
+    return undefined;
   return [...new Set(list as string[])];
 }
 

@@ -41,7 +41,7 @@ export class DataDirLock {
     try {
       db.exec('PRAGMA busy_timeout = 0');
       db.exec('PRAGMA locking_mode = EXCLUSIVE');
-      for (const until = Date.now() + releaseWaitMs; !take(db); ) {
+      for (const until = Date.now() + releaseWaitMs; !take(db);) {
         if (Date.now() >= until) this.refuse();
         Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, releasePollMs); // synchronous: the store opens synchronously
       }
@@ -60,7 +60,9 @@ export class DataDirLock {
     } catch {
       // written just after the lock is taken: not there yet
     }
-    throw new Error(`${this.path} is in use by another running process${pid ? ` (process ${pid})` : ''}: stop it first`);
+    throw new Error(
+      `${this.path} is in use by another running process${pid ? ` (process ${pid})` : ''}: stop it first`,
+    );
   }
 
   release(): void {

@@ -1,11 +1,38 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type Database from 'libsql';
 import { AppError } from '../errors.ts';
-import { idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
+import {
+  idList,
+  scanPageSize,
+  scopedDoc,
+  scopedFilter,
+  totalOrder,
+  type Collection,
+  type Doc,
+  type Filter,
+  type FindOptions,
+  type IndexSpec,
+  type ScanOptions,
+  type Scope,
+  type Update,
+  type WriteOp,
+  type BulkWriteResult,
+} from './collection.ts';
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
-import { after, keyColumn, keyOf, orderBy, quote, sortExpr, text, where, type Columns, type SqlValue } from './sql-filter.ts';
+import {
+  after,
+  keyColumn,
+  keyOf,
+  orderBy,
+  quote,
+  sortExpr,
+  text,
+  where,
+  type Columns,
+  type SqlValue,
+} from './sql-filter.ts';
 
 export type Statement = Database.Statement;
 
@@ -47,12 +74,16 @@ interface Cached {
 
 export function createTable(store: Connection, name: string): void {
   const table = quote(name);
-  store.exec(`CREATE TABLE IF NOT EXISTS ${table} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, tenant TEXT NOT NULL, doc TEXT NOT NULL)`);
+  store.exec(
+    `CREATE TABLE IF NOT EXISTS ${table} (rid INTEGER PRIMARY KEY, id TEXT NOT NULL, tenant TEXT NOT NULL, doc TEXT NOT NULL)`,
+  );
   store.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${quote(`${name}:id`)} ON ${table} (id)`);
 }
 
 function indexName(collection: string, spec: IndexSpec): string {
-  return `${collection}:${Object.entries(spec.keys).map(([k, d]) => `${k}${d === -1 ? '-' : ''}`).join(',')}${spec.unique ? ':unique' : ''}${spec.sparse ? ':sparse' : ''}`;
+  return `${collection}:${Object.entries(spec.keys)
+    .map(([k, d]) => `${k}${d === -1 ? '-' : ''}`)
+    .join(',')}${spec.unique ? ':unique' : ''}${spec.sparse ? ':sparse' : ''}`;
 }
 
 function indexColumn(path: string): string {
@@ -85,7 +116,11 @@ function fromColumn<V>(value: V | ArrayBuffer): V | Buffer {
 
 function decode<T>(stored: ArrayBuffer | Uint8Array | string): T {
   if (typeof stored === 'string') return JSON.parse(stored) as T;
-  return JSON.parse(stored instanceof ArrayBuffer ? Buffer.from(stored).toString() : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString()) as T;
+  return JSON.parse(
+    stored instanceof ArrayBuffer
+      ? Buffer.from(stored).toString()
+      : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString(),
+  ) as T;
 }
 
 /**
@@ -116,7 +151,10 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private readonly docs = new Map<string, Cached>();
   private docBytes = 0;
 
-  constructor(private readonly store: Connection, readonly name: string) {
+  constructor(
+    private readonly store: Connection,
+    readonly name: string,
+  ) {
     this.table = quote(name);
     this.insertSql = this.insertStatement();
     this.counts = new CountCache(store.countCache);
@@ -140,8 +178,17 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     this.docs.clear();
     this.docBytes = 0;
     this.counts.clear();
-    const rows = this.store.statement('SELECT tenant, key, filter, n FROM relaybox_counts WHERE collection = ? ORDER BY rowid').all([this.name]) as Array<{ tenant: string; key: ArrayBuffer; filter: string; n: number }>;
-    this.counts.load(rows.map((row) => ({ tenant: row.tenant, key: Buffer.from(row.key).toString(), filter: JSON.parse(row.filter) as Filter, n: row.n })));
+    const rows = this.store
+      .statement('SELECT tenant, key, filter, n FROM relaybox_counts WHERE collection = ? ORDER BY rowid')
+      .all([this.name]) as Array<{ tenant: string; key: ArrayBuffer; filter: string; n: number }>;
+    this.counts.load(
+      rows.map((row) => ({
+        tenant: row.tenant,
+        key: Buffer.from(row.key).toString(),
+        filter: JSON.parse(row.filter) as Filter,
+        n: row.n,
+      })),
+    );
     this.countsChanged(); // what load dropped over the limits
   }
 
@@ -154,9 +201,13 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private writeCounts(): void {
     const changes = this.counts.changes();
     if (!changes) return;
-    for (const c of changes.drop) this.store.run('DELETE FROM relaybox_counts WHERE collection = ? AND key = ?', [this.name, Buffer.from(c.key)]);
+    for (const c of changes.drop)
+      this.store.run('DELETE FROM relaybox_counts WHERE collection = ? AND key = ?', [this.name, Buffer.from(c.key)]);
     for (const c of changes.write) {
-      this.store.run('INSERT INTO relaybox_counts (collection, key, tenant, filter, n) VALUES (?, ?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET n = excluded.n', [this.name, Buffer.from(c.key), c.tenant, JSON.stringify(c.filter), c.n]);
+      this.store.run(
+        'INSERT INTO relaybox_counts (collection, key, tenant, filter, n) VALUES (?, ?, ?, ?, ?) ON CONFLICT (collection, key) DO UPDATE SET n = excluded.n',
+        [this.name, Buffer.from(c.key), c.tenant, JSON.stringify(c.filter), c.n],
+      );
     }
   }
 
@@ -173,19 +224,31 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     createTable(this.store, this.name);
     if (!this.loaded) {
       this.loaded = true;
-      for (const info of this.store.statement(`SELECT name FROM pragma_table_info('${this.name.replace(/'/g, "''")}')`).all() as Array<{ name: string }>) {
+      for (const info of this.store
+        .statement(`SELECT name FROM pragma_table_info('${this.name.replace(/'/g, "''")}')`)
+        .all() as Array<{ name: string }>) {
         if (info.name.startsWith('f:')) this.addField(info.name.slice(2));
       }
-      for (const row of this.store.statement('SELECT field FROM relaybox_multikey WHERE collection = ?').all([this.name]) as Array<{ field: string }>) this.arrays.add(row.field);
+      for (const row of this.store
+        .statement('SELECT field FROM relaybox_multikey WHERE collection = ?')
+        .all([this.name]) as Array<{ field: string }>)
+        this.arrays.add(row.field);
     }
-    const missing = [...new Set(indexes.flatMap((spec) => Object.keys(spec.keys)))].filter((path) => path !== 'tenantId' && path !== 'id' && !this.fieldSet.has(path));
+    const missing = [...new Set(indexes.flatMap((spec) => Object.keys(spec.keys)))].filter(
+      (path) => path !== 'tenantId' && path !== 'id' && !this.fieldSet.has(path),
+    );
     if (missing.length > 0) this.store.write(this.name, () => this.addColumns(missing));
     for (const spec of indexes) {
-      const columns = Object.entries(spec.keys).map(([path, dir]) => `${indexColumn(path)}${dir === -1 ? ' DESC' : ''}`);
+      const columns = Object.entries(spec.keys).map(
+        ([path, dir]) => `${indexColumn(path)}${dir === -1 ? ' DESC' : ''}`,
+      );
       const sparse = spec.sparse ? Object.keys(spec.keys).find((path) => path !== 'tenantId') : undefined;
       const only = sparse ? ` WHERE ${indexColumn(sparse)} IS NOT NULL` : '';
-      this.store.exec(`CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${quote(indexName(this.name, spec))} ON ${this.table} (${columns.join(', ')})${only}`);
-      if (spec.unique && !this.uniques.some((u) => indexName(this.name, u) === indexName(this.name, spec))) this.uniques.push(spec);
+      this.store.exec(
+        `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${quote(indexName(this.name, spec))} ON ${this.table} (${columns.join(', ')})${only}`,
+      );
+      if (spec.unique && !this.uniques.some((u) => indexName(this.name, u) === indexName(this.name, spec)))
+        this.uniques.push(spec);
     }
   }
 
@@ -205,9 +268,13 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       this.store.exec(`ALTER TABLE ${this.table} ADD COLUMN ${keyColumn(path)}`);
       this.addField(path);
     }
-    const select = this.store.statement(`SELECT rid, doc FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`);
-    const update = this.store.statement(`UPDATE ${this.table} SET ${paths.map((p) => `${keyColumn(p)} = ?`).join(', ')} WHERE rid = ?`);
-    for (let last = -Infinity; ; ) {
+    const select = this.store.statement(
+      `SELECT rid, doc FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`,
+    );
+    const update = this.store.statement(
+      `UPDATE ${this.table} SET ${paths.map((p) => `${keyColumn(p)} = ?`).join(', ')} WHERE rid = ?`,
+    );
+    for (let last = -Infinity; ;) {
       const rows = select.all([last]) as unknown as Row[];
       if (rows.length === 0) break;
       for (const row of rows) {
@@ -238,9 +305,18 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   private conflict(err: unknown): unknown {
     const message = err instanceof Error ? err.message : '';
     if (!message.includes('UNIQUE constraint failed')) return err;
-    if (message.endsWith(`${this.name}.id`)) return new AppError('conflict', `a ${this.name} record with this id already exists`);
-    const spec = this.uniques.find((u) => Object.keys(u.keys).every((k) => message.includes(`${this.name}.${k === 'tenantId' ? 'tenant' : k === 'id' ? 'id' : `f:${k}`}`)));
-    const fields = spec ? Object.keys(spec.keys).filter((k) => k !== 'tenantId' && k !== 'teamId').join(', ') : 'key';
+    if (message.endsWith(`${this.name}.id`))
+      return new AppError('conflict', `a ${this.name} record with this id already exists`);
+    const spec = this.uniques.find((u) =>
+      Object.keys(u.keys).every((k) =>
+        message.includes(`${this.name}.${k === 'tenantId' ? 'tenant' : k === 'id' ? 'id' : `f:${k}`}`),
+      ),
+    );
+    const fields = spec
+      ? Object.keys(spec.keys)
+          .filter((k) => k !== 'tenantId' && k !== 'teamId')
+          .join(', ')
+      : 'key';
     return new AppError('conflict', `a ${this.name} record with the same ${fields || 'id'} already exists`);
   }
 
@@ -342,7 +418,12 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
   }
 
   /** The matches in `sort` order (or the order SQL finds them in), `skip` and `limit` applied; each a fresh object. One counted statement unless kept. */
-  private select(operation: StoreOperation | null, scope: Scope, filter: Filter, opts: FindOptions = {}): Array<{ rid: number; doc: T }> {
+  private select(
+    operation: StoreOperation | null,
+    scope: Scope,
+    filter: Filter,
+    opts: FindOptions = {},
+  ): Array<{ rid: number; doc: T }> {
     this.store.assertOpen(this.name);
     const kept = this.byId(scope, filter, opts);
     if (kept) return kept;
@@ -428,7 +509,9 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     const key = countKey(sql, params);
     const kept = counts.get(scope.tenantId, key);
     if (kept !== undefined) return kept;
-    const row = countedCommand(this.name, 'count', () => this.store.first(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`, params)) as { n: number };
+    const row = countedCommand(this.name, 'count', () =>
+      this.store.first(`SELECT count(*) AS n FROM ${this.table} WHERE ${sql}`, params),
+    ) as { n: number };
     if (row.n >= counts.min && storable(scoped)) {
       counts.keep(scope.tenantId, key, structuredClone(scoped), row.n);
       this.countsChanged();
@@ -447,7 +530,9 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
     const pageSize = opts.pageSize ?? scanPageSize;
     const { sql, params, rest } = where(this, scopedFilter(scope, filter));
     const exact = Object.keys(rest).length === 0;
-    const keys = Object.keys(sort).map((path, i) => `${sortExpr(this, path)} AS s${i}`).join(', ');
+    const keys = Object.keys(sort)
+      .map((path, i) => `${sortExpr(this, path)} AS s${i}`)
+      .join(', ');
     const order = orderBy(this, sort);
     let last: SqlValue[] | null = null;
     let page: T[] = [];
@@ -455,10 +540,14 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
       this.store.assertOpen(this.name);
       const next: { sql: string; params: SqlValue[] } | null = last ? after(this, sort, last) : null;
       const { rows, full } = countedCommand(this.name, 'scan_page', () => {
-        const stmt = this.store.statement(`SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`);
+        const stmt = this.store.statement(
+          `SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`,
+        );
         let rows = 0;
         // A page at most (LIMIT), read whole, so the statement runs to its end and holds no read between pages.
-        for (const row of stmt.all([...params, ...(next?.params ?? []), pageSize]) as Array<Row & Record<string, SqlValue | ArrayBuffer>>) {
+        for (const row of stmt.all([...params, ...(next?.params ?? []), pageSize]) as Array<
+          Row & Record<string, SqlValue | ArrayBuffer>
+        >) {
           rows++;
           last = Object.keys(sort).map((_, i): SqlValue => fromColumn(row[`s${i}`] ?? null));
           const doc = decode<T>(row.doc);
@@ -508,7 +597,9 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T>, Columns
    */
   private absentIds(scope: Scope, ops: WriteOp[]): Set<string> {
     const named = new Set<string>();
-    for (const op of ops) if ('updateOne' in op && op.updateOne.upsert && typeof op.updateOne.filter.id === 'string') named.add(op.updateOne.filter.id);
+    for (const op of ops)
+      if ('updateOne' in op && op.updateOne.upsert && typeof op.updateOne.filter.id === 'string')
+        named.add(op.updateOne.filter.id);
     if (named.size < 2) return new Set();
     const ids = [...named];
     for (const found of this.select(null, scope, { id: { $in: ids } })) named.delete(found.doc.id);
@@ -641,4 +732,3 @@ function updated<T extends Doc>(scope: Scope, current: T, update: Update): T {
   else delete current.teamId;
   return current;
 }
-

@@ -128,7 +128,8 @@ export class EmbeddedStore implements Store, Connection {
     try {
       this.db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
       const mode = this.first('PRAGMA journal_mode = WAL') as { journal_mode?: string } | null;
-      if (mode?.journal_mode !== 'wal') throw new Error(`${this.path}: SQLite refused WAL mode (${mode?.journal_mode})`);
+      if (mode?.journal_mode !== 'wal')
+        throw new Error(`${this.path}: SQLite refused WAL mode (${mode?.journal_mode})`);
       this.db.exec(`PRAGMA synchronous = ${syncIntervalMs > 0 ? 'NORMAL' : 'FULL'}`);
       this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
       // A checkpoint (the log folded into the file, two disk syncs) is the worker's, never this connection's.
@@ -136,14 +137,22 @@ export class EmbeddedStore implements Store, Connection {
       // The log file keeps its size when the log starts over (up to the bound), so commits write into blocks already there rather than growing the file again (which costs each commit more than twice as much); what it holds is read from the WAL index (`WalIndex`).
       this.db.exec(`PRAGMA journal_size_limit = ${this.walMaxBytes}`);
       this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
-      this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))');
-      this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))');
+      this.db.exec(
+        'CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))',
+      );
+      this.db.exec(
+        'CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))',
+      );
       this.importLegacy(dataDir);
     } catch (err) {
       this.release();
       throw err;
     }
-    this.checkpointer = new WalCheckpointer(this.path, { checkpointBytes: checkpointPages * pageBytes, syncIntervalMs, onError: opts.onWorkerError ?? (() => undefined) });
+    this.checkpointer = new WalCheckpointer(this.path, {
+      checkpointBytes: checkpointPages * pageBytes,
+      syncIntervalMs,
+      onError: opts.onWorkerError ?? (() => undefined),
+    });
   }
 
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {
@@ -290,7 +299,8 @@ export class EmbeddedStore implements Store, Connection {
       // The worker folded back all but what was committed while it ran: folding that tail here lets the next commit start the log over.
       const byWorker = this.walIndex.backfilled();
       const row = this.first('PRAGMA wal_checkpoint(PASSIVE)') as { busy: number; checkpointed: number };
-      if (row.busy === 0 && row.checkpointed >= byWorker) countFolded(this.walFolded, byWorker, row.checkpointed - byWorker);
+      if (row.busy === 0 && row.checkpointed >= byWorker)
+        countFolded(this.walFolded, byWorker, row.checkpointed - byWorker);
       return;
     }
     if (walBytes <= this.walMaxBytes) return;
@@ -303,7 +313,12 @@ export class EmbeddedStore implements Store, Connection {
         // a statement that fails to run again holds nothing either
       }
     }
-    this.onWalCheckpoint({ walBytes, walMaxBytes: this.walMaxBytes, reason, recovered: this.checkpointBeside() === null });
+    this.onWalCheckpoint({
+      walBytes,
+      walMaxBytes: this.walMaxBytes,
+      reason,
+      recovered: this.checkpointBeside() === null,
+    });
   }
 
   /**
@@ -313,7 +328,10 @@ export class EmbeddedStore implements Store, Connection {
    */
   private checkpointBeside(): string | null {
     let reason = this.checkpoint();
-    for (const until = Date.now() + checkpointLockWaitMs; reason !== null && reason.startsWith(checkpointLockHeld) && Date.now() < until; ) {
+    for (
+      const until = Date.now() + checkpointLockWaitMs;
+      reason !== null && reason.startsWith(checkpointLockHeld) && Date.now() < until;
+    ) {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5);
       reason = this.checkpoint();
     }
@@ -346,15 +364,26 @@ export class EmbeddedStore implements Store, Connection {
         for (const name of names) {
           createTable(this, name);
           // Each change straight into SQLite, in the old store's order: its files are never held in memory whole.
-          const put = this.statement(`INSERT INTO ${quote(name)} (id, tenant, doc) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, doc = excluded.doc`);
+          const put = this.statement(
+            `INSERT INTO ${quote(name)} (id, tenant, doc) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, doc = excluded.doc`,
+          );
           const del = this.statement(`DELETE FROM ${quote(name)} WHERE id = ?`);
-          replayLegacyCollection(dataDir, name, (change) => (change.op === 'put' ? put.run([text(change.doc.id), text(change.doc.tenantId), encode(change.doc)]) : del.run([text(change.id)])));
+          replayLegacyCollection(dataDir, name, (change) =>
+            change.op === 'put'
+              ? put.run([text(change.doc.id), text(change.doc.tenantId), encode(change.doc)])
+              : del.run([text(change.id)]),
+          );
         }
-        this.statement("INSERT INTO relaybox_meta (key, value) VALUES ('legacy_import', ?)").run([new Date().toISOString()]);
+        this.statement("INSERT INTO relaybox_meta (key, value) VALUES ('legacy_import', ?)").run([
+          new Date().toISOString(),
+        ]);
         this.db.exec('COMMIT');
       } catch (err) {
         if (this.db.inTransaction) this.db.exec('ROLLBACK');
-        throw new Error(`could not import the previous store's files in ${dataDir}; they are untouched: ${(err as Error).message}`, { cause: err });
+        throw new Error(
+          `could not import the previous store's files in ${dataDir}; they are untouched: ${(err as Error).message}`,
+          { cause: err },
+        );
       }
     }
     retireLegacyFiles(dataDir, names);

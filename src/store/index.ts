@@ -6,7 +6,19 @@ import { MongoStore, type MongoWrites } from './mongo-store.ts';
 export type { Store } from './collection.ts';
 
 /** MongoDB when a URL is given, otherwise the embedded SQLite store in dataDir. */
-export function createStore(opts: { mongoUrl: string | undefined; dataDir: string; dbName?: string; syncIntervalMs?: number; cacheMb?: number; walMaxMb?: number; pingTimeoutMs: number; mongoWrites: MongoWrites }, log: Logger): Store {
+export function createStore(
+  opts: {
+    mongoUrl: string | undefined;
+    dataDir: string;
+    dbName?: string;
+    syncIntervalMs?: number;
+    cacheMb?: number;
+    walMaxMb?: number;
+    pingTimeoutMs: number;
+    mongoWrites: MongoWrites;
+  },
+  log: Logger,
+): Store {
   if (opts.mongoUrl) {
     const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites);
     log.debug({ component: 'store', ...store.consistency() }, 'using MongoDB');
@@ -16,9 +28,17 @@ export function createStore(opts: { mongoUrl: string | undefined; dataDir: strin
     ...(opts.syncIntervalMs === undefined ? {} : { syncIntervalMs: opts.syncIntervalMs }),
     ...(opts.cacheMb === undefined ? {} : { cacheMb: opts.cacheMb }),
     ...(opts.walMaxMb === undefined ? {} : { walMaxBytes: opts.walMaxMb * 2 ** 20 }),
-    onWalCheckpoint: (report) => log.warn({ component: 'store', ...report }, report.recovered
-      ? 'the write-ahead log passed its bound because a read was left open; resetting the statements let the checkpoint complete'
-      : 'the write-ahead log is past its bound and cannot be checkpointed: it will grow until the store is restarted'),
-    onWorkerError: (message) => log.warn({ component: 'store', err: message }, 'the write-ahead log worker failed a round; it tries again at the next'),
+    onWalCheckpoint: (report) =>
+      log.warn(
+        { component: 'store', ...report },
+        report.recovered
+          ? 'the write-ahead log passed its bound because a read was left open; resetting the statements let the checkpoint complete'
+          : 'the write-ahead log is past its bound and cannot be checkpointed: it will grow until the store is restarted',
+      ),
+    onWorkerError: (message) =>
+      log.warn(
+        { component: 'store', err: message },
+        'the write-ahead log worker failed a round; it tries again at the next',
+      ),
   });
 }

@@ -34,7 +34,11 @@ export function legacyCollections(dataDir: string): string[] {
 
 /** Calls `apply` with each change of one collection's files, in the order the old store replayed them. */
 export function replayLegacyCollection(dataDir: string, name: string, apply: (change: Change) => void): void {
-  for (const [suffix, asChange] of [['.snapshot', false], ['.log', true], ['.log.next', true]] as const) {
+  for (const [suffix, asChange] of [
+    ['.snapshot', false],
+    ['.log', true],
+    ['.log.next', true],
+  ] as const) {
     const path = join(dataDir, name + suffix);
     if (!existsSync(path)) continue;
     for (const line of fileLines(path)) {
@@ -46,7 +50,12 @@ export function replayLegacyCollection(dataDir: string, name: string, apply: (ch
         continue; // a torn line from a crash mid-write: everything before it stands
       }
       const change = asChange ? (parsed as Change) : ({ op: 'put', doc: parsed } as Change);
-      if (change?.op === 'put' ? typeof change.doc?.id === 'string' : change?.op === 'del' && typeof change.id === 'string') apply(change);
+      if (
+        change?.op === 'put'
+          ? typeof change.doc?.id === 'string'
+          : change?.op === 'del' && typeof change.id === 'string'
+      )
+        apply(change);
     }
   }
 }

@@ -1,9 +1,34 @@
-import { MongoBulkWriteError, MongoClient, MongoServerError, type AnyBulkWriteOperation, type Db, type Document } from 'mongodb';
+import {
+  MongoBulkWriteError,
+  MongoClient,
+  MongoServerError,
+  type AnyBulkWriteOperation,
+  type Db,
+  type Document,
+} from 'mongodb';
 import { AppError } from '../errors.ts';
 import { applyUpdate, compareBySort, equalityFields, getPath } from './query.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { withTransientRetry } from './transient-errors.ts';
-import { afterKeys, idList, scanPageSize, scopedDoc, scopedFilter, totalOrder, type Collection, type Doc, type Filter, type FindOptions, type IndexSpec, type ScanOptions, type Scope, type Store, type Update, type WriteOp, type BulkWriteResult } from './collection.ts';
+import {
+  afterKeys,
+  idList,
+  scanPageSize,
+  scopedDoc,
+  scopedFilter,
+  totalOrder,
+  type Collection,
+  type Doc,
+  type Filter,
+  type FindOptions,
+  type IndexSpec,
+  type ScanOptions,
+  type Scope,
+  type Store,
+  type Update,
+  type WriteOp,
+  type BulkWriteResult,
+} from './collection.ts';
 
 const duplicateKey = 11000;
 const cursorNotFound = 43;
@@ -37,7 +62,10 @@ const backendDuplicateKeyMessages = ['UNIQUE constraint failed', 'duplicate key 
 
 /** A server's answer that a write broke a unique key: MongoDB's code, or FerretDB's backend message. */
 function duplicateKeyAnswer(code: unknown, message: unknown): boolean {
-  return code === duplicateKey || (typeof message === 'string' && backendDuplicateKeyMessages.some((text) => message.includes(text)));
+  return (
+    code === duplicateKey ||
+    (typeof message === 'string' && backendDuplicateKeyMessages.some((text) => message.includes(text)))
+  );
 }
 
 function isDuplicateKey(err: unknown): boolean {
@@ -70,7 +98,11 @@ interface ServerQuirks {
 }
 
 class MongoCollection<T extends Doc> implements Collection<T> {
-  constructor(readonly name: string, private readonly db: Db, private readonly server: ServerQuirks) {}
+  constructor(
+    readonly name: string,
+    private readonly db: Db,
+    private readonly server: ServerQuirks,
+  ) {}
 
   private get col() {
     return this.db.collection(this.name);
@@ -99,12 +131,21 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   insertMany(scope: Scope, docs: T[]): Promise<void> {
     if (docs.length === 0) return Promise.resolve();
     return this.guard(async () => {
-      await this.sent('insertMany', () => this.col.insertMany(docs.map((d) => toMongoDoc(scopedDoc(scope, d))), { ordered: true }));
+      await this.sent('insertMany', () =>
+        this.col.insertMany(
+          docs.map((d) => toMongoDoc(scopedDoc(scope, d))),
+          { ordered: true },
+        ),
+      );
     });
   }
 
   findOne(scope: Scope, filter: Filter): Promise<T | null> {
-    return this.guard(async () => fromMongo<T>(await this.sent('findOne', () => this.col.findOne(toMongoFilter(scopedFilter(scope, filter))))), true);
+    return this.guard(
+      async () =>
+        fromMongo<T>(await this.sent('findOne', () => this.col.findOne(toMongoFilter(scopedFilter(scope, filter))))),
+      true,
+    );
   }
 
   /**
@@ -138,7 +179,11 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     return this.guard(async () => {
       const docs: T[] = [];
       for (let i = 0; i < ids.length; i += idReadsInFlight) {
-        const found = await Promise.all(ids.slice(i, i + idReadsInFlight).map((id) => this.sent('find', () => this.col.findOne(toMongoFilter({ ...scoped, id })))));
+        const found = await Promise.all(
+          ids
+            .slice(i, i + idReadsInFlight)
+            .map((id) => this.sent('find', () => this.col.findOne(toMongoFilter({ ...scoped, id })))),
+        );
         for (const d of found) if (d) docs.push(fromMongo<T>(d)!);
       }
       if (opts.sort) docs.sort(compareBySort(opts.sort));
@@ -148,7 +193,10 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   count(scope: Scope, filter: Filter): Promise<number> {
-    return this.guard(() => this.sent('count', () => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter)))), true);
+    return this.guard(
+      () => this.sent('count', () => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter)))),
+      true,
+    );
   }
 
   /**
@@ -163,8 +211,21 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     const scoped = scopedFilter(scope, filter);
     let last: T | undefined;
     for (;;) {
-      const query = last ? { $and: [scoped, afterKeys(sort, Object.keys(sort).map((key) => getPath(last, key)))] } : scoped;
-      const cursor = this.col.find(toMongoFilter(query)).sort(toMongoFilter(sort) as Record<string, 1 | -1>).batchSize(pageSize);
+      const query = last
+        ? {
+            $and: [
+              scoped,
+              afterKeys(
+                sort,
+                Object.keys(sort).map((key) => getPath(last, key)),
+              ),
+            ],
+          }
+        : scoped;
+      const cursor = this.col
+        .find(toMongoFilter(query))
+        .sort(toMongoFilter(sort) as Record<string, 1 | -1>)
+        .batchSize(pageSize);
       const readPage = async (): Promise<T[]> => {
         const page: T[] = [];
         while (page.length < pageSize) {
@@ -192,10 +253,12 @@ class MongoCollection<T extends Doc> implements Collection<T> {
 
   updateOne(scope: Scope, filter: Filter, update: Update, opts: { upsert?: boolean } = {}): Promise<T | null> {
     return this.guard(async () => {
-      const doc = await this.sent('updateOne', () => this.col.findOneAndUpdate(toMongoFilter(scopedFilter(scope, filter)), update as Document, {
-        returnDocument: 'after',
-        upsert: opts.upsert ?? false,
-      }));
+      const doc = await this.sent('updateOne', () =>
+        this.col.findOneAndUpdate(toMongoFilter(scopedFilter(scope, filter)), update as Document, {
+          returnDocument: 'after',
+          upsert: opts.upsert ?? false,
+        }),
+      );
       return fromMongo<T>(doc);
     });
   }
@@ -203,8 +266,21 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId(ids, async (id) => (await this.sent('updateMany', () => this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document))).modifiedCount);
-    return this.guard(async () => (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document))).modifiedCount);
+    if (ids)
+      return this.eachId(
+        ids,
+        async (id) =>
+          (
+            await this.sent('updateMany', () =>
+              this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document),
+            )
+          ).modifiedCount,
+      );
+    return this.guard(
+      async () =>
+        (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document)))
+          .modifiedCount,
+    );
   }
 
   /** An id list's write on FerretDB 1.x: one single-id command per id (each finds its document by `_id`), a few side by side. */
@@ -219,14 +295,25 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   }
 
   deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
-    return this.guard(async () => (await this.sent('deleteOne', () => this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter))))).deletedCount === 1);
+    return this.guard(
+      async () =>
+        (await this.sent('deleteOne', () => this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter)))))
+          .deletedCount === 1,
+    );
   }
 
   deleteMany(scope: Scope, filter: Filter): Promise<number> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids) return this.eachId(ids, async (id) => (await this.sent('deleteMany', () => this.col.deleteOne(toMongoFilter({ ...scoped, id })))).deletedCount);
-    return this.guard(async () => (await this.sent('deleteMany', () => this.col.deleteMany(toMongoFilter(scoped)))).deletedCount);
+    if (ids)
+      return this.eachId(
+        ids,
+        async (id) =>
+          (await this.sent('deleteMany', () => this.col.deleteOne(toMongoFilter({ ...scoped, id })))).deletedCount,
+      );
+    return this.guard(
+      async () => (await this.sent('deleteMany', () => this.col.deleteMany(toMongoFilter(scoped)))).deletedCount,
+    );
   }
 
   /**
@@ -238,9 +325,17 @@ class MongoCollection<T extends Doc> implements Collection<T> {
   bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
     if (this.server.writesOneStatementEach) return this.guard(() => this.statementEach(scope, ops));
     if (ops.length === 0) return Promise.resolve({ matched: 0, upserted: 0, deleted: 0, conflicts: [] });
-    const mongoOps: AnyBulkWriteOperation[] = ops.map((op) => 'deleteOne' in op
-      ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
-      : { updateOne: { filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)), update: op.updateOne.update as Document, upsert: op.updateOne.upsert ?? false } });
+    const mongoOps: AnyBulkWriteOperation[] = ops.map((op) =>
+      'deleteOne' in op
+        ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
+        : {
+            updateOne: {
+              filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)),
+              update: op.updateOne.update as Document,
+              upsert: op.updateOne.upsert ?? false,
+            },
+          },
+    );
     return this.guard(async () => {
       try {
         const r = await this.sent('bulkWrite', () => this.col.bulkWrite(mongoOps, { ordered: false }));
@@ -271,12 +366,17 @@ class MongoCollection<T extends Doc> implements Collection<T> {
     const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
     const one = async (op: WriteOp, i: number): Promise<void> => {
       if ('deleteOne' in op) {
-        total.deleted += (await this.sent('bulkWrite', () => this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))))).deletedCount;
+        total.deleted += (
+          await this.sent('bulkWrite', () =>
+            this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))),
+          )
+        ).deletedCount;
         return;
       }
       const filter = toMongoFilter(scopedFilter(scope, op.updateOne.filter));
       const update = op.updateOne.update as Document;
-      const updated = async () => (await this.sent('bulkWrite', () => this.col.updateOne(filter, update))).matchedCount === 1;
+      const updated = async () =>
+        (await this.sent('bulkWrite', () => this.col.updateOne(filter, update))).matchedCount === 1;
       if (await updated()) {
         total.matched++;
         return;
@@ -293,7 +393,8 @@ class MongoCollection<T extends Doc> implements Collection<T> {
         else total.conflicts.push(i);
       }
     };
-    for (let i = 0; i < ops.length; i += idReadsInFlight) await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => one(op, i + j)));
+    for (let i = 0; i < ops.length; i += idReadsInFlight)
+      await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => one(op, i + j)));
     total.conflicts.sort((a, b) => a - b);
     return total;
   }
@@ -331,7 +432,12 @@ export class MongoStore implements Store {
    * status, a key just created, a cursor just written are read right after
    * the write, and a secondary may not have it yet.
    */
-  constructor(url: string, dbName: string | undefined, private readonly pingTimeoutMs: number, writes: MongoWrites) {
+  constructor(
+    url: string,
+    dbName: string | undefined,
+    private readonly pingTimeoutMs: number,
+    writes: MongoWrites,
+  ) {
     this.client = new MongoClient(url, {
       serverSelectionTimeoutMS: 3_000,
       connectTimeoutMS: 3_000,
@@ -344,7 +450,11 @@ export class MongoStore implements Store {
   }
 
   consistency(): MongoConsistency {
-    return { writeConcern: this.db.writeConcern?.w as MongoConsistency['writeConcern'], retryWrites: this.client.options.retryWrites, readPreference: this.db.readPreference.mode };
+    return {
+      writeConcern: this.db.writeConcern?.w as MongoConsistency['writeConcern'],
+      retryWrites: this.client.options.retryWrites,
+      readPreference: this.db.readPreference.mode,
+    };
   }
 
   /** The indexes each collection declared, as `init` creates them (port field `id` is `_id` there too). */

@@ -5,7 +5,19 @@ import { Counter, Histogram, register } from 'prom-client';
  * issued it (`scan_page`: one page of a scan; `transaction`: the embedded
  * store's group COMMIT).
  */
-export type StoreOperation = 'insertOne' | 'insertMany' | 'findOne' | 'find' | 'count' | 'scan_page' | 'updateOne' | 'updateMany' | 'deleteOne' | 'deleteMany' | 'bulkWrite' | 'transaction';
+export type StoreOperation =
+  | 'insertOne'
+  | 'insertMany'
+  | 'findOne'
+  | 'find'
+  | 'count'
+  | 'scan_page'
+  | 'updateOne'
+  | 'updateMany'
+  | 'deleteOne'
+  | 'deleteMany'
+  | 'bulkWrite'
+  | 'transaction';
 
 /** The collection label of a command that spans collections (the embedded store's COMMIT). */
 export const everyCollection = '*';
@@ -14,18 +26,26 @@ function singleton<T>(name: string, make: () => T): T {
   return (register.getSingleMetric(name) as T | undefined) ?? make();
 }
 
-const operations = singleton('relaybox_store_operations_total', () => new Counter({
-  name: 'relaybox_store_operations_total',
-  help: 'Database commands issued by the store: MongoDB round trips, or SQLite statement batches and COMMITs, by collection and operation',
-  labelNames: ['collection', 'operation'],
-}));
+const operations = singleton(
+  'relaybox_store_operations_total',
+  () =>
+    new Counter({
+      name: 'relaybox_store_operations_total',
+      help: 'Database commands issued by the store: MongoDB round trips, or SQLite statement batches and COMMITs, by collection and operation',
+      labelNames: ['collection', 'operation'],
+    }),
+);
 
-const durations = singleton('relaybox_store_operation_duration_seconds', () => new Histogram({
-  name: 'relaybox_store_operation_duration_seconds',
-  help: 'Time one database command took, from issuing it to its answer, by operation',
-  labelNames: ['operation'],
-  buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-}));
+const durations = singleton(
+  'relaybox_store_operation_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'relaybox_store_operation_duration_seconds',
+      help: 'Time one database command took, from issuing it to its answer, by operation',
+      labelNames: ['operation'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    }),
+);
 
 /** The labelled children, made once per collection and operation: collection names are a fixed set in the code. */
 const children = new Map<string, { count: Counter.Internal; time: Histogram.Internal<'operation'> }>();
@@ -33,7 +53,8 @@ const children = new Map<string, { count: Counter.Internal; time: Histogram.Inte
 function child(collection: string, operation: StoreOperation) {
   const key = `${collection}\u0000${operation}`;
   let found = children.get(key);
-  if (!found) children.set(key, (found = { count: operations.labels(collection, operation), time: durations.labels(operation) }));
+  if (!found)
+    children.set(key, (found = { count: operations.labels(collection, operation), time: durations.labels(operation) }));
   return found;
 }
 
@@ -61,11 +82,15 @@ export function countedCommand<R>(collection: string, operation: StoreOperation,
   return result;
 }
 
-const walFrames = singleton('relaybox_store_wal_frames_checkpointed_total', () => new Counter({
-  name: 'relaybox_store_wal_frames_checkpointed_total',
-  help: "Pages of the embedded store's write-ahead log folded back into its file, by who did it: the checkpoint worker, or the event loop (the few committed during the worker's round)",
-  labelNames: ['by'],
-}));
+const walFrames = singleton(
+  'relaybox_store_wal_frames_checkpointed_total',
+  () =>
+    new Counter({
+      name: 'relaybox_store_wal_frames_checkpointed_total',
+      help: "Pages of the embedded store's write-ahead log folded back into its file, by who did it: the checkpoint worker, or the event loop (the few committed during the worker's round)",
+      labelNames: ['by'],
+    }),
+);
 
 /** Counts one round of the embedded store's checkpoint: frames folded back by the worker, then by the event loop. */
 export function countFolded(totals: { worker: number; eventLoop: number }, worker: number, eventLoop: number): void {

@@ -66,7 +66,8 @@ export function compareBySort(sort: Record<string, 1 | -1>) {
 function equal(a: unknown, b: unknown): boolean {
   if (a === b) return true;
   if ((a === null || a === undefined) && (b === null || b === undefined)) return true;
-  if (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null) return JSON.stringify(a) === JSON.stringify(b);
+  if (typeof a === 'object' && typeof b === 'object' && a !== null && b !== null)
+    return JSON.stringify(a) === JSON.stringify(b);
   return false;
 }
 
@@ -86,13 +87,21 @@ function matchOperator(value: unknown, op: string, arg: unknown, options: string
     case '$nin':
       return !(arg as unknown[]).some((a) => candidates(value).some((v) => equal(v, a)));
     case '$gt':
-      return candidates(value).some((v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) > 0);
+      return candidates(value).some(
+        (v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) > 0,
+      );
     case '$gte':
-      return candidates(value).some((v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) >= 0);
+      return candidates(value).some(
+        (v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) >= 0,
+      );
     case '$lt':
-      return candidates(value).some((v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) < 0);
+      return candidates(value).some(
+        (v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) < 0,
+      );
     case '$lte':
-      return candidates(value).some((v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) <= 0);
+      return candidates(value).some(
+        (v) => v !== undefined && v !== null && typeRank(v) === typeRank(arg) && compareValues(v, arg) <= 0,
+      );
     case '$exists':
       return (value !== undefined) === Boolean(arg);
     case '$all':
@@ -135,9 +144,11 @@ export function matches(doc: Record<string, unknown>, filter: Filter): boolean {
 
 export function applyUpdate(doc: Record<string, unknown>, update: Update, inserting: boolean): void {
   for (const [path, v] of Object.entries(update.$set ?? {})) setPath(doc, path, structuredClone(v));
-  if (inserting) for (const [path, v] of Object.entries(update.$setOnInsert ?? {})) setPath(doc, path, structuredClone(v));
+  if (inserting)
+    for (const [path, v] of Object.entries(update.$setOnInsert ?? {})) setPath(doc, path, structuredClone(v));
   for (const path of Object.keys(update.$unset ?? {})) unsetPath(doc, path);
-  for (const [path, by] of Object.entries(update.$inc ?? {})) setPath(doc, path, (Number(getPath(doc, path)) || 0) + Number(by));
+  for (const [path, by] of Object.entries(update.$inc ?? {}))
+    setPath(doc, path, (Number(getPath(doc, path)) || 0) + Number(by));
   for (const [path, v] of Object.entries(update.$push ?? {})) {
     const list = Array.isArray(getPath(doc, path)) ? (getPath(doc, path) as unknown[]) : [];
     setPath(doc, path, [...list, structuredClone(v)]);
@@ -148,13 +159,24 @@ export function applyUpdate(doc: Record<string, unknown>, update: Update, insert
   }
   for (const [path, v] of Object.entries(update.$pull ?? {})) {
     const list = getPath(doc, path);
-    if (Array.isArray(list)) setPath(doc, path, list.filter((x) => !(isOperatorObject(v) ? matchOperator(x, '$in', (v as { $in?: unknown[] }).$in ?? [], undefined) : equal(x, v))));
+    if (Array.isArray(list))
+      setPath(
+        doc,
+        path,
+        list.filter(
+          (x) =>
+            !(isOperatorObject(v)
+              ? matchOperator(x, '$in', (v as { $in?: unknown[] }).$in ?? [], undefined)
+              : equal(x, v)),
+        ),
+      );
   }
 }
 
 /** Equality fields of a filter, which an upsert copies into the new document (as MongoDB does). */
 export function equalityFields(filter: Filter): Record<string, unknown> {
   const fields: Record<string, unknown> = {};
-  for (const [key, cond] of Object.entries(filter)) if (!key.startsWith('$') && !isOperatorObject(cond)) fields[key] = cond;
+  for (const [key, cond] of Object.entries(filter))
+    if (!key.startsWith('$') && !isOperatorObject(cond)) fields[key] = cond;
   return fields;
 }

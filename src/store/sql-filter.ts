@@ -48,12 +48,16 @@ export function keyOf(value: unknown): SqlValue {
  * version hold them escaped so: the escape is part of the file format.
  */
 export function text(value: string): string {
-  return /[\u0000\u0001]/.test(value) ? value.replace(/[\u0000\u0001]/g, (c) => (c === '\u0000' ? '\u0001\u0001' : '\u0001\u0002')) : value;
+  return /[\u0000\u0001]/.test(value)
+    ? value.replace(/[\u0000\u0001]/g, (c) => (c === '\u0000' ? '\u0001\u0001' : '\u0001\u0002'))
+    : value;
 }
 
 /** A value an equality can look up in a key column. */
 function scalar(value: unknown): value is string | number | boolean {
-  return typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value));
+  return (
+    typeof value === 'string' || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value))
+  );
 }
 
 export function keyColumn(path: string): string {
@@ -128,7 +132,12 @@ interface Term {
 const none: Term = { sql: '', params: [], exact: false };
 
 function isOperators(cond: unknown): cond is Record<string, unknown> {
-  return cond !== null && typeof cond === 'object' && !Array.isArray(cond) && Object.keys(cond).some((k) => k.startsWith('$'));
+  return (
+    cond !== null &&
+    typeof cond === 'object' &&
+    !Array.isArray(cond) &&
+    Object.keys(cond).some((k) => k.startsWith('$'))
+  );
 }
 
 /** One field's condition on its key column `col`. */
@@ -136,7 +145,11 @@ function condition(col: string, multikey: boolean, cond: unknown): Term {
   if (!isOperators(cond)) return equality(col, multikey, cond);
   const parts = Object.entries(cond).map(([op, arg]) => operator(col, multikey, op, arg));
   const used = parts.filter((p) => p.sql);
-  return { sql: used.map((p) => p.sql).join(' AND '), params: used.flatMap((p) => p.params), exact: parts.every((p) => p.exact) };
+  return {
+    sql: used.map((p) => p.sql).join(' AND '),
+    params: used.flatMap((p) => p.params),
+    exact: parts.every((p) => p.exact),
+  };
 }
 
 /** With `multikey`, a document whose field is an array is a candidate too, for `matches` to decide. */
@@ -170,14 +183,22 @@ function operator(col: string, multikey: boolean, op: string, arg: unknown): Ter
     case '$in': {
       if (!Array.isArray(arg) || !arg.every((v) => v === null || scalar(v))) return none;
       const values = arg.filter(scalar);
-      const tests = [values.length > 0 ? `${col} IN (${values.map(() => '?').join(', ')})` : '', arg.includes(null) ? isNull(col) : '', multikey ? `${col} = ${arrayLiteral}` : ''].filter(Boolean);
+      const tests = [
+        values.length > 0 ? `${col} IN (${values.map(() => '?').join(', ')})` : '',
+        arg.includes(null) ? isNull(col) : '',
+        multikey ? `${col} = ${arrayLiteral}` : '',
+      ].filter(Boolean);
       return { sql: tests.length > 0 ? `(${tests.join(' OR ')})` : '0', params: values.map(keyOf), exact: !multikey };
     }
     case '$nin': {
       if (multikey || !Array.isArray(arg) || !arg.every((v) => v === null || scalar(v))) return none;
       const values = arg.filter(scalar);
       const notIn = values.length > 0 ? `${col} NOT IN (${values.map(() => '?').join(', ')})` : '1';
-      return { sql: arg.includes(null) ? `(NOT ${isNull(col)} AND ${notIn})` : `(${col} IS NULL OR ${notIn})`, params: values.map(keyOf), exact: true };
+      return {
+        sql: arg.includes(null) ? `(NOT ${isNull(col)} AND ${notIn})` : `(${col} IS NULL OR ${notIn})`,
+        params: values.map(keyOf),
+        exact: true,
+      };
     }
     case '$gt':
     case '$gte':
@@ -186,8 +207,10 @@ function operator(col: string, multikey: boolean, op: string, arg: unknown): Ter
       const sign = { $gt: '>', $gte: '>=', $lt: '<', $lte: '<=' }[op];
       // MongoDB compares within a type only; SQL orders null < numbers < text < blobs, so a bound on the other side keeps the type.
       let sql: string;
-      if (typeof arg === 'string') sql = op.startsWith('$g') ? `${col} ${sign} ? AND ${col} < X''` : `${col} ${sign} ? AND ${col} >= ''`;
-      else if (typeof arg === 'number' && Number.isFinite(arg)) sql = op.startsWith('$g') ? `${col} ${sign} ? AND ${col} < ''` : `${col} ${sign} ? AND ${col} > ${nullLiteral}`;
+      if (typeof arg === 'string')
+        sql = op.startsWith('$g') ? `${col} ${sign} ? AND ${col} < X''` : `${col} ${sign} ? AND ${col} >= ''`;
+      else if (typeof arg === 'number' && Number.isFinite(arg))
+        sql = op.startsWith('$g') ? `${col} ${sign} ? AND ${col} < ''` : `${col} ${sign} ? AND ${col} > ${nullLiteral}`;
       else return none;
       return { sql: orArray(col, `(${sql})`, multikey), params: [keyOf(arg)], exact: !multikey };
     }
@@ -206,7 +229,9 @@ export function sortExpr(columns: Columns, path: string): string {
 }
 
 export function orderBy(columns: Columns, sort: Sort): string {
-  return Object.entries(sort).map(([path, dir]) => `${sortExpr(columns, path)} ${dir === 1 ? 'ASC' : 'DESC'}`).join(', ');
+  return Object.entries(sort)
+    .map(([path, dir]) => `${sortExpr(columns, path)} ${dir === 1 ? 'ASC' : 'DESC'}`)
+    .join(', ');
 }
 
 /**

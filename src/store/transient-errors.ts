@@ -6,11 +6,13 @@ import { AppError } from '../errors.ts';
  * unreachable. It answers 503 `service_unavailable` with Retry-After instead
  * of a 500, and is retried here when retrying cannot apply a write twice.
  */
-export const storeTransientErrors = (register.getSingleMetric('relaybox_store_transient_errors_total') as Counter<'operation' | 'outcome'> | undefined) ?? new Counter({
-  name: 'relaybox_store_transient_errors_total',
-  help: 'Transient store failures by operation, and whether a retry recovered (retried) or the request got a 503 (unavailable)',
-  labelNames: ['operation', 'outcome'],
-});
+export const storeTransientErrors =
+  (register.getSingleMetric('relaybox_store_transient_errors_total') as Counter<'operation' | 'outcome'> | undefined) ??
+  new Counter({
+    name: 'relaybox_store_transient_errors_total',
+    help: 'Transient store failures by operation, and whether a retry recovered (retried) or the request got a 503 (unavailable)',
+    labelNames: ['operation', 'outcome'],
+  });
 
 /** Backoff between attempts; three attempts stay well under a second (measured: FerretDB's lock waits are a few ms). */
 const retryDelaysMs = [25, 100];
@@ -23,7 +25,10 @@ const retryAfterSeconds = 1;
  */
 function notExecuted(err: unknown): boolean {
   const { message } = err as { message?: unknown };
-  return typeof message === 'string' && /database is locked|SQLITE_BUSY|failed to connect to `user=|too many clients already/i.test(message);
+  return (
+    typeof message === 'string' &&
+    /database is locked|SQLITE_BUSY|failed to connect to `user=|too many clients already/i.test(message)
+  );
 }
 
 /** No server could be reached: the driver has already waited its selection timeout, so waiting again only delays the 503. */
@@ -33,9 +38,18 @@ const unreachable = (err: unknown) => (err as { name?: unknown }).name === 'Mong
 function transient(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   if (notExecuted(err) || unreachable(err)) return true;
-  const { name, code, hasErrorLabel } = err as { name?: unknown; code?: unknown; hasErrorLabel?: (label: string) => boolean };
-  if (name === 'MongoNetworkError' || name === 'MongoNetworkTimeoutError' || name === 'MongoTopologyClosedError') return true;
-  if (typeof hasErrorLabel === 'function' && (hasErrorLabel.call(err, 'RetryableWriteError') || hasErrorLabel.call(err, 'ResetPool'))) return true;
+  const { name, code, hasErrorLabel } = err as {
+    name?: unknown;
+    code?: unknown;
+    hasErrorLabel?: (label: string) => boolean;
+  };
+  if (name === 'MongoNetworkError' || name === 'MongoNetworkTimeoutError' || name === 'MongoTopologyClosedError')
+    return true;
+  if (
+    typeof hasErrorLabel === 'function' &&
+    (hasErrorLabel.call(err, 'RetryableWriteError') || hasErrorLabel.call(err, 'ResetPool'))
+  )
+    return true;
   return typeof code === 'number' && transientCodes.has(code);
 }
 
@@ -47,7 +61,11 @@ const transientCodes = new Set([6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 1160
  * same as once (reads). A write is retried only when the backend says it did
  * not execute it.
  */
-export async function withTransientRetry<R>(operation: string, idempotent: boolean, work: () => Promise<R>): Promise<R> {
+export async function withTransientRetry<R>(
+  operation: string,
+  idempotent: boolean,
+  work: () => Promise<R>,
+): Promise<R> {
   for (let attempt = 0; ; attempt++) {
     try {
       const result = await work();
@@ -58,7 +76,10 @@ export async function withTransientRetry<R>(operation: string, idempotent: boole
       const delay = retryDelaysMs[attempt];
       if (delay === undefined || unreachable(err) || !(idempotent || notExecuted(err))) {
         storeTransientErrors.labels(operation, 'unavailable').inc();
-        throw new AppError('service_unavailable', 'the store is busy or unreachable; try again shortly', { retryAfterSeconds, cause: err });
+        throw new AppError('service_unavailable', 'the store is busy or unreachable; try again shortly', {
+          retryAfterSeconds,
+          cause: err,
+        });
       }
       await new Promise((resolve) => setTimeout(resolve, delay * (0.5 + Math.random())));
     }

@@ -21,7 +21,8 @@ const Database = createRequire(import.meta.url)('libsql');
  *
  * workerData: see `WalWorkerData` in wal-checkpointer.ts.
  */
-const { path, checkpointBytes, syncIntervalMs, pollMs, counters } = /** @type {import('./wal-checkpointer.ts').WalWorkerData} */ (workerData);
+const { path, checkpointBytes, syncIntervalMs, pollMs, counters } =
+  /** @type {import('./wal-checkpointer.ts').WalWorkerData} */ (workerData);
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
 const wal = `${path}-wal`;
 const shared = new Int32Array(counters); // [commits by the store, checkpoints by this worker]
@@ -41,7 +42,11 @@ function tick() {
     // Each pass folds back what was committed during the one before, a shorter stretch each time, so what the store folds back itself after its next commit (on the event loop) is small.
     let folded = false;
     for (let pass = 0; pass < catchUpPasses; pass++) {
-      const { busy, log: frames, checkpointed } = /** @type {{ busy: number, log: number, checkpointed: number }} */ (checkpoint.get());
+      const {
+        busy,
+        log: frames,
+        checkpointed,
+      } = /** @type {{ busy: number, log: number, checkpointed: number }} */ (checkpoint.get());
       // Busy: the store is checkpointing itself (past its bound, or the tail of this worker's last round). Only a round that folded the log back is counted, or the store would take a stale count for one and fold back the whole log on the event loop.
       if (busy) break;
       folded = true;

@@ -26,8 +26,17 @@ export class WalCheckpointer {
   private checkpointsSeen = 0;
   private readonly exited: Promise<void>;
 
-  constructor(path: string, opts: { checkpointBytes: number; syncIntervalMs: number; onError: (message: string) => void }) {
-    const workerData: WalWorkerData = { path, checkpointBytes: opts.checkpointBytes, syncIntervalMs: opts.syncIntervalMs, pollMs, counters: this.counters.buffer as SharedArrayBuffer };
+  constructor(
+    path: string,
+    opts: { checkpointBytes: number; syncIntervalMs: number; onError: (message: string) => void },
+  ) {
+    const workerData: WalWorkerData = {
+      path,
+      checkpointBytes: opts.checkpointBytes,
+      syncIntervalMs: opts.syncIntervalMs,
+      pollMs,
+      counters: this.counters.buffer as SharedArrayBuffer,
+    };
     this.worker = new Worker(new URL('./wal-checkpoint-worker.mjs', import.meta.url), { workerData });
     this.worker.unref();
     this.worker.on('message', (msg: { error?: string }) => msg.error && opts.onError(msg.error));

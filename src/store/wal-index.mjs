@@ -48,7 +48,8 @@ export class WalIndex {
   backfilled() {
     try {
       this.fd ??= openSync(this.shm, 'r');
-      if (readSync(this.fd, this.header, 0, 4, 96) === 4) return little ? this.header.readUInt32LE(0) : this.header.readUInt32BE(0);
+      if (readSync(this.fd, this.header, 0, 4, 96) === 4)
+        return little ? this.header.readUInt32LE(0) : this.header.readUInt32BE(0);
     } catch {
       // no index yet
     }

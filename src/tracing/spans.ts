@@ -1,4 +1,14 @@
-import { createTraceState, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Link, type Span, type SpanContext } from '@opentelemetry/api';
+import {
+  createTraceState,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  type Attributes,
+  type Link,
+  type Span,
+  type SpanContext,
+} from '@opentelemetry/api';
 import { childTraceContext, format, traceparentParts, type TraceCarrier, type TraceContext } from './trace-context.ts';
 
 export { SpanKind, SpanStatusCode, type Span };
@@ -34,20 +44,32 @@ export function disableTracing(): void {
  * none); `links` are further traces it was made for (a batch). Only while
  * tracing is on: ask `tracingOn()` first.
  */
-export function startSpan(name: string, kind: SpanKind, parent: TraceCarrier | undefined, attributes?: Attributes, links?: TraceCarrier[]): Span {
+export function startSpan(
+  name: string,
+  kind: SpanKind,
+  parent: TraceCarrier | undefined,
+  attributes?: Attributes,
+  links?: TraceCarrier[],
+): Span {
   const parentContext = spanContextOf(parent);
   const context = parentContext ? trace.setSpanContext(ROOT_CONTEXT, parentContext) : ROOT_CONTEXT;
   const linked = links?.flatMap((l): Link[] => {
     const c = spanContextOf(l);
     return c ? [{ context: c }] : [];
   });
-  return tracer.startSpan(name, { kind, ...(attributes ? { attributes } : {}), ...(linked?.length ? { links: linked } : {}) }, context);
+  return tracer.startSpan(
+    name,
+    { kind, ...(attributes ? { attributes } : {}), ...(linked?.length ? { links: linked } : {}) },
+    context,
+  );
 }
 
 /** What goes downstream of `span`: its own trace context. */
 export function traceOfSpan(span: Span): TraceContext {
   const c = span.spanContext();
-  const context: TraceContext = { traceparent: format(c.traceId, c.spanId, (c.traceFlags & 0xff).toString(16).padStart(2, '0')) };
+  const context: TraceContext = {
+    traceparent: format(c.traceId, c.spanId, (c.traceFlags & 0xff).toString(16).padStart(2, '0')),
+  };
   const state = c.traceState?.serialize();
   if (state) context.tracestate = state;
   return context;

@@ -28,7 +28,9 @@ const zeroTraceId = '0'.repeat(32);
 const zeroSpanId = '0'.repeat(16);
 
 /** The parts of a valid traceparent (of any version but ff, read as version 00), or undefined. */
-export function traceparentParts(value: string | undefined): { traceId: string; spanId: string; flags: string } | undefined {
+export function traceparentParts(
+  value: string | undefined,
+): { traceId: string; spanId: string; flags: string } | undefined {
   if (value === undefined) return undefined;
   const m = traceparentPattern.exec(value);
   if (!m) return undefined;
@@ -43,7 +45,10 @@ export function traceparentParts(value: string | undefined): { traceId: string; 
  * traceparent is absent or malformed (then its tracestate is ignored too, as
  * the specification says). A tracestate keeps only its well-formed members.
  */
-export function readTraceContext(traceparent: string | undefined, tracestate: string | undefined): TraceContext | undefined {
+export function readTraceContext(
+  traceparent: string | undefined,
+  tracestate: string | undefined,
+): TraceContext | undefined {
   const parts = traceparentParts(traceparent);
   if (!parts) return undefined;
   const context: TraceContext = { traceparent: format(parts.traceId, parts.spanId, parts.flags) };

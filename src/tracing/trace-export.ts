@@ -17,7 +17,13 @@ export interface Tracing {
  */
 export function startTracing(processor: SpanProcessor, process: { role: string; nodeId: string }): Tracing {
   const resource = defaultResource()
-    .merge(resourceFromAttributes({ 'service.name': 'relaybox', 'service.instance.id': process.nodeId, 'relaybox.role': process.role }))
+    .merge(
+      resourceFromAttributes({
+        'service.name': 'relaybox',
+        'service.instance.id': process.nodeId,
+        'relaybox.role': process.role,
+      }),
+    )
     .merge(detectResources({ detectors: [envDetector] }));
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] });
   trace.setGlobalTracerProvider(provider);

@@ -124,7 +124,8 @@ export function parseWebhookUrl(raw: string): UrlCheck {
   } catch {
     return { ok: false, reason: 'is not a valid URL' };
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, reason: 'must be an http or https URL' };
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { ok: false, reason: 'must be an http or https URL' };
   if (!url.hostname) return { ok: false, reason: 'has no host' };
   return { ok: true, url };
 }
@@ -149,7 +150,10 @@ export async function resolveTarget(url: URL, allowPrivate: boolean, lookup: Loo
     try {
       addresses = await lookup(host);
     } catch (err) {
-      return { ok: false, reason: `${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? 'lookup failed'})` };
+      return {
+        ok: false,
+        reason: `${host} does not resolve (${(err as NodeJS.ErrnoException).code ?? 'lookup failed'})`,
+      };
     }
     if (addresses.length === 0) return { ok: false, reason: `${host} does not resolve` };
   }

@@ -57,10 +57,20 @@ export class DeliveryLog {
     for (const group of [...groups.values()].flatMap((g) => chunks(g, writeChunk))) {
       const { tenantId, attempts } = group[0]!.delivery;
       try {
-        await this.deliveries.updateMany(orgScope(tenantId), { id: { $in: group.map((s) => s.delivery.id) }, status: 'pending', attempts }, {
-          $set: { status: 'succeeded', responseStatus: group[0]!.responseStatus, lastError: null, nextAttemptAt: null, updatedAt: now },
-          $inc: { attempts: 1 },
-        });
+        await this.deliveries.updateMany(
+          orgScope(tenantId),
+          { id: { $in: group.map((s) => s.delivery.id) }, status: 'pending', attempts },
+          {
+            $set: {
+              status: 'succeeded',
+              responseStatus: group[0]!.responseStatus,
+              lastError: null,
+              nextAttemptAt: null,
+              updatedAt: now,
+            },
+            $inc: { attempts: 1 },
+          },
+        );
         for (const s of group) s.done();
       } catch (err) {
         for (const s of group) s.done(err);

@@ -20,12 +20,26 @@ export function declareWebhookCollections(store: Store): WebhookCollections {
 }
 
 /** Webhooks wired: routes (every role), the delivery attempts the webhook actor makes, and on consuming processes the event router. */
-export async function createWebhooks(deps: { config: Config; log: Logger; db: WebhookCollections; runtime: Transport; events: EventStream; cursors: ListCursors }) {
+export async function createWebhooks(deps: {
+  config: Config;
+  log: Logger;
+  db: WebhookCollections;
+  runtime: Transport;
+  events: EventStream;
+  cursors: ListCursors;
+}) {
   const log = deps.log.child({ component: 'webhooks' });
   const cfg = deps.config.webhook;
   const box = await loadSecretBox(cfg.secretKey, deps.config.dataDir);
   const sender = new WebhookSender({ allowPrivate: cfg.allowPrivate, timeoutMs: cfg.timeoutMs });
-  const attempts = new DeliveryAttempts({ db: deps.db, deliveryLog: new DeliveryLog(deps.db.deliveries), box, sender, config: cfg, log });
+  const attempts = new DeliveryAttempts({
+    db: deps.db,
+    deliveryLog: new DeliveryLog(deps.db.deliveries),
+    box,
+    sender,
+    config: cfg,
+    log,
+  });
   const router = new WebhookRouter({ db: deps.db, runtime: deps.runtime });
   const service = new WebhookService({ db: deps.db, box, attempts, runtime: deps.runtime, config: cfg, log });
   let consumer: EventConsumer | undefined;

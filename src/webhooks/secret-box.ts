@@ -21,7 +21,12 @@ export class SecretBox {
     const iv = randomBytes(ivBytes);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const sealed = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-    return [version, iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), sealed.toString('base64url')].join(':');
+    return [
+      version,
+      iv.toString('base64url'),
+      cipher.getAuthTag().toString('base64url'),
+      sealed.toString('base64url'),
+    ].join(':');
   }
 
   open(stored: string): string {

@@ -5,24 +5,36 @@ function singleton<T>(name: string, make: () => T): T {
 }
 
 /** Attempts by outcome: succeeded, retrying (failed, another attempt is scheduled), failed (given up, or 410). No per-webhook label. */
-export const deliveryAttempts = singleton('relaybox_webhook_deliveries_total', () => new Counter({
-  name: 'relaybox_webhook_deliveries_total',
-  help: 'Webhook delivery attempts by outcome (succeeded, retrying, failed)',
-  labelNames: ['outcome'],
-}));
+export const deliveryAttempts = singleton(
+  'relaybox_webhook_deliveries_total',
+  () =>
+    new Counter({
+      name: 'relaybox_webhook_deliveries_total',
+      help: 'Webhook delivery attempts by outcome (succeeded, retrying, failed)',
+      labelNames: ['outcome'],
+    }),
+);
 
-export const deliveryDuration = singleton('relaybox_webhook_delivery_duration_seconds', () => new Histogram({
-  name: 'relaybox_webhook_delivery_duration_seconds',
-  help: 'Time from the start of a webhook delivery attempt to its answer',
-  buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-}));
+export const deliveryDuration = singleton(
+  'relaybox_webhook_delivery_duration_seconds',
+  () =>
+    new Histogram({
+      name: 'relaybox_webhook_delivery_duration_seconds',
+      help: 'Time from the start of a webhook delivery attempt to its answer',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    }),
+);
 
 /** The webhook delivery SLO's clock: from the event to the start of its first attempt, whatever the endpoint then answers. */
-const firstAttemptDelay = singleton('relaybox_webhook_first_attempt_delay_seconds', () => new Histogram({
-  name: 'relaybox_webhook_first_attempt_delay_seconds',
-  help: 'Time from an event to the start of the first attempt to deliver it to a webhook (the endpoint\'s answer does not count)',
-  buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
-}));
+const firstAttemptDelay = singleton(
+  'relaybox_webhook_first_attempt_delay_seconds',
+  () =>
+    new Histogram({
+      name: 'relaybox_webhook_first_attempt_delay_seconds',
+      help: "Time from an event to the start of the first attempt to deliver it to a webhook (the endpoint's answer does not count)",
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+    }),
+);
 
 export function observeFirstAttempt(payload: string, now = Date.now()): void {
   let timestamp: unknown;
@@ -39,11 +51,15 @@ export function observeFirstAttempt(payload: string, now = Date.now()): void {
 let pendingNow = () => 0;
 export function exposePendingDeliveries(read: () => number): void {
   pendingNow = read;
-  singleton('relaybox_webhook_pending_deliveries', () => new Gauge({
-    name: 'relaybox_webhook_pending_deliveries',
-    help: 'Webhook deliveries waiting for an attempt or in flight in this process',
-    collect() {
-      this.set(pendingNow());
-    },
-  }));
+  singleton(
+    'relaybox_webhook_pending_deliveries',
+    () =>
+      new Gauge({
+        name: 'relaybox_webhook_pending_deliveries',
+        help: 'Webhook deliveries waiting for an attempt or in flight in this process',
+        collect() {
+          this.set(pendingNow());
+        },
+      }),
+  );
 }

@@ -18,12 +18,29 @@ export function deliveryPayload(e: { event: string; timestamp: string; data: Rec
 }
 
 /** A delivery of event `e`, carrying its trace context when it has one. */
-export function newDelivery(hook: Pick<WebhookDoc, 'id' | 'tenantId'>, e: { id: string; event: string; timestamp: string; data: Record<string, unknown> } & TraceCarrier, at: string): DeliveryDoc {
-  return copyTrace<DeliveryDoc>({
-    id: deliveryId(hook.id, e.id), tenantId: hook.tenantId, webhookId: hook.id, event: e.event, eventId: e.id,
-    status: 'pending', attempts: 0, responseStatus: null, lastError: null, nextAttemptAt: at,
-    payload: deliveryPayload(e), createdAt: at, updatedAt: at,
-  }, e);
+export function newDelivery(
+  hook: Pick<WebhookDoc, 'id' | 'tenantId'>,
+  e: { id: string; event: string; timestamp: string; data: Record<string, unknown> } & TraceCarrier,
+  at: string,
+): DeliveryDoc {
+  return copyTrace<DeliveryDoc>(
+    {
+      id: deliveryId(hook.id, e.id),
+      tenantId: hook.tenantId,
+      webhookId: hook.id,
+      event: e.event,
+      eventId: e.id,
+      status: 'pending',
+      attempts: 0,
+      responseStatus: null,
+      lastError: null,
+      nextAttemptAt: at,
+      payload: deliveryPayload(e),
+      createdAt: at,
+      updatedAt: at,
+    },
+    e,
+  );
 }
 
 /**
@@ -59,17 +76,23 @@ export class WebhookRouter {
     const now = nowIso();
     const perHook = new Map<string, DeliveryDoc[]>();
     for (const hook of hooks) {
-      const docs = events.filter((e) => hook.events.includes(e.event) && e.timestamp >= hook.activeSince).map((e) => newDelivery(hook, e, now));
+      const docs = events
+        .filter((e) => hook.events.includes(e.event) && e.timestamp >= hook.activeSince)
+        .map((e) => newDelivery(hook, e, now));
       if (docs.length > 0) perHook.set(hook.id, docs);
     }
     const all = [...perHook.values()].flat();
     const inserted = new Set((await insertNew(this.deps.db.deliveries, orgScope(orgId), all)).map((d) => d.id));
-    await Promise.all([...perHook].flatMap(([hookId, docs]) => {
-      const fresh = docs.filter((d) => inserted.has(d.id));
-      const sends = chunks(fresh, acceptChunk).map((chunk) => this.webhooks.send(hookId, { kind: 'accept', orgId, deliveries: chunk as PendingDelivery[] }));
-      if (fresh.length < docs.length) sends.push(this.webhooks.send(hookId, { kind: 'sweep', orgId }));
-      return sends;
-    }));
+    await Promise.all(
+      [...perHook].flatMap(([hookId, docs]) => {
+        const fresh = docs.filter((d) => inserted.has(d.id));
+        const sends = chunks(fresh, acceptChunk).map((chunk) =>
+          this.webhooks.send(hookId, { kind: 'accept', orgId, deliveries: chunk as PendingDelivery[] }),
+        );
+        if (fresh.length < docs.length) sends.push(this.webhooks.send(hookId, { kind: 'sweep', orgId }));
+        return sends;
+      }),
+    );
   }
 
   /** When a worker starts: every webhook looks for deliveries a dead worker left behind. */

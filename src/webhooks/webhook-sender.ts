@@ -45,7 +45,12 @@ export class WebhookSender {
       family: target.family,
       port: url.port || (secure ? 443 : 80),
       path: `${url.pathname}${url.search}`,
-      headers: { ...headers, host: url.host, 'content-length': String(payload.length), 'user-agent': 'Relaybox-Webhooks/1' },
+      headers: {
+        ...headers,
+        host: url.host,
+        'content-length': String(payload.length),
+        'user-agent': 'Relaybox-Webhooks/1',
+      },
       agent: secure ? this.httpsAgent : this.httpAgent,
       signal: AbortSignal.timeout(this.opts.timeoutMs),
     };
@@ -53,7 +58,12 @@ export class WebhookSender {
     try {
       const answer = await send(secure, options, payload);
       const ok = answer.status >= 200 && answer.status < 300;
-      const result: AttemptResult = { ok, responseStatus: answer.status, error: ok ? null : `HTTP ${answer.status}`, durationMs: elapsed() };
+      const result: AttemptResult = {
+        ok,
+        responseStatus: answer.status,
+        error: ok ? null : `HTTP ${answer.status}`,
+        durationMs: elapsed(),
+      };
       if ((answer.status === 429 || answer.status === 503) && answer.retryAfter) {
         const ms = retryAfterMs(answer.retryAfter);
         if (ms !== undefined) result.retryAfterMs = ms;
@@ -61,7 +71,10 @@ export class WebhookSender {
       return result;
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
-      const error = e.name === 'TimeoutError' || e.name === 'AbortError' ? `no answer within ${this.opts.timeoutMs} ms` : `${e.code ?? 'error'}: ${e.message}`;
+      const error =
+        e.name === 'TimeoutError' || e.name === 'AbortError'
+          ? `no answer within ${this.opts.timeoutMs} ms`
+          : `${e.code ?? 'error'}: ${e.message}`;
       return { ok: false, responseStatus: null, error, durationMs: elapsed() };
     }
   }
@@ -72,7 +85,11 @@ export class WebhookSender {
   }
 }
 
-function send(secure: boolean, options: https.RequestOptions, payload: Buffer): Promise<{ status: number; retryAfter: string | undefined }> {
+function send(
+  secure: boolean,
+  options: https.RequestOptions,
+  payload: Buffer,
+): Promise<{ status: number; retryAfter: string | undefined }> {
   return new Promise((resolve, reject) => {
     const req = (secure ? https : http).request(options, (res) => {
       let read = 0;

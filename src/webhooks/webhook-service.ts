@@ -11,21 +11,50 @@ import { parseWebhookUrl, resolveTarget } from './address-guard.ts';
 import type { DeliveryAttempts } from './delivery-attempts.ts';
 import type { SecretBox } from './secret-box.ts';
 import { newDelivery } from './webhook-router.ts';
-import { testEventName, type DeliveryView, type RotatedSecret, type WebhookCreate, type WebhookUpdate, type WebhookView } from './webhook-schemas.ts';
+import {
+  testEventName,
+  type DeliveryView,
+  type RotatedSecret,
+  type WebhookCreate,
+  type WebhookUpdate,
+  type WebhookView,
+} from './webhook-schemas.ts';
 import { newSecret, secretFormat, secretProblem } from './webhook-signing.ts';
-import { orgScope, type DeliveryDoc, type DeliveryStatus, type PreviousSecret, type WebhookCollections, type WebhookDoc } from './webhook-store.ts';
+import {
+  orgScope,
+  type DeliveryDoc,
+  type DeliveryStatus,
+  type PreviousSecret,
+  type WebhookCollections,
+  type WebhookDoc,
+} from './webhook-store.ts';
 
 /** How long a change waits for the webhook's actor to drop what it cached; past it, the actor's 1 s cache bounds the delay. */
 const changeNoticeMs = 1_000;
 
 export function webhookView(d: WebhookDoc): WebhookView {
-  return { id: d.id, url: d.url, events: d.events, enabled: d.enabled, hasSecret: d.secretSealed !== null, createdAt: d.createdAt, updatedAt: d.updatedAt };
+  return {
+    id: d.id,
+    url: d.url,
+    events: d.events,
+    enabled: d.enabled,
+    hasSecret: d.secretSealed !== null,
+    createdAt: d.createdAt,
+    updatedAt: d.updatedAt,
+  };
 }
 
 export function deliveryView(d: DeliveryDoc): DeliveryView {
   return {
-    id: d.id, event: d.event, eventId: d.eventId, status: d.status, attempts: d.attempts,
-    responseStatus: d.responseStatus, lastError: d.lastError, nextAttemptAt: d.nextAttemptAt, createdAt: d.createdAt,
+    id: d.id,
+    event: d.event,
+    eventId: d.eventId,
+    status: d.status,
+    attempts: d.attempts,
+    responseStatus: d.responseStatus,
+    lastError: d.lastError,
+    nextAttemptAt: d.nextAttemptAt,
+    createdAt: d.createdAt,
   };
 }
 
@@ -33,7 +62,16 @@ export function deliveryView(d: DeliveryDoc): DeliveryView {
 export class WebhookService {
   private readonly webhooks;
 
-  constructor(private readonly deps: { db: WebhookCollections; box: SecretBox; attempts: DeliveryAttempts; runtime: Transport; config: WebhookConfig; log: Logger }) {
+  constructor(
+    private readonly deps: {
+      db: WebhookCollections;
+      box: SecretBox;
+      attempts: DeliveryAttempts;
+      runtime: Transport;
+      config: WebhookConfig;
+      log: Logger;
+    },
+  ) {
     this.webhooks = actorClient(deps.runtime, webhookProtocol);
   }
 
@@ -41,8 +79,15 @@ export class WebhookService {
     await this.checkUrl(body.url);
     const now = nowIso();
     const doc: WebhookDoc = {
-      id: newId('whk'), tenantId: orgId, url: body.url, events: body.events, enabled: true,
-      ...this.sealedSecret(body.secret ?? null), activeSince: now, createdAt: now, updatedAt: now,
+      id: newId('whk'),
+      tenantId: orgId,
+      url: body.url,
+      events: body.events,
+      enabled: true,
+      ...this.sealedSecret(body.secret ?? null),
+      activeSince: now,
+      createdAt: now,
+      updatedAt: now,
     };
     await this.deps.db.webhooks.insertOne(orgScope(orgId), doc);
     await this.deps.db.index.insertOne(platformScope, { id: doc.id, tenantId: platformScope.tenantId, orgId });
@@ -88,7 +133,9 @@ export class WebhookService {
   async toggle(orgId: string, id: string): Promise<WebhookView> {
     const current = await this.doc(orgId, id);
     const now = nowIso();
-    const set: Partial<WebhookDoc> = current.enabled ? { enabled: false, updatedAt: now } : { enabled: true, activeSince: now, updatedAt: now };
+    const set: Partial<WebhookDoc> = current.enabled
+      ? { enabled: false, updatedAt: now }
+      : { enabled: true, activeSince: now, updatedAt: now };
     const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id, enabled: current.enabled }, { $set: set });
     if (!doc) return this.toggle(orgId, id);
     await this.noticeChange(orgId, id);
@@ -105,12 +152,17 @@ export class WebhookService {
     const current = await this.doc(orgId, id);
     const secret = newSecret();
     const until = new Date(Date.now() + this.deps.config.secretGraceMs).toISOString();
-    const previous: PreviousSecret | null = current.secretSealed === null
-      ? null
-      : { sealed: current.secretSealed, format: current.secretFormat ?? 'raw', until };
+    const previous: PreviousSecret | null =
+      current.secretSealed === null
+        ? null
+        : { sealed: current.secretSealed, format: current.secretFormat ?? 'raw', until };
     const set: Partial<WebhookDoc> = { ...this.sealedSecret(secret), previousSecret: previous, updatedAt: nowIso() };
     // Compare-and-set on the sealed secret: of two rotations at once, the second keeps the first's secret as its previous one.
-    const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id, secretSealed: current.secretSealed }, { $set: set });
+    const doc = await this.deps.db.webhooks.updateOne(
+      orgScope(orgId),
+      { id, secretSealed: current.secretSealed },
+      { $set: set },
+    );
     if (!doc) return this.rotateSecret(orgId, id);
     await this.noticeChange(orgId, id);
     if (previous) await this.webhooks.send(id, { kind: 'changed', orgId }, { delayMs: this.deps.config.secretGraceMs });
@@ -118,7 +170,11 @@ export class WebhookService {
   }
 
   /** Newest first, on the index over (webhookId, createdAt, id). */
-  async deliveries(orgId: string, id: string, q: PageRequest & { status?: DeliveryStatus; event?: string }): Promise<ListPage<DeliveryView>> {
+  async deliveries(
+    orgId: string,
+    id: string,
+    q: PageRequest & { status?: DeliveryStatus; event?: string },
+  ): Promise<ListPage<DeliveryView>> {
     await this.doc(orgId, id);
     const filter: Filter = { webhookId: id };
     if (q.status) filter.status = q.status;
@@ -131,11 +187,20 @@ export class WebhookService {
   async test(orgId: string, id: string): Promise<DeliveryView> {
     const hook = await this.loaded(orgId, id);
     const now = nowIso();
-    const delivery = newDelivery(hook.doc, { id: newId('evt'), event: testEventName, timestamp: now, data: { webhookId: id } }, now);
+    const delivery = newDelivery(
+      hook.doc,
+      { id: newId('evt'), event: testEventName, timestamp: now, data: { webhookId: id } },
+      now,
+    );
     const result = await this.deps.attempts.send(hook, delivery);
     const doc: DeliveryDoc = {
-      ...delivery, status: result.ok ? 'succeeded' : 'failed', attempts: 1, responseStatus: result.responseStatus,
-      lastError: result.error, nextAttemptAt: null, updatedAt: nowIso(),
+      ...delivery,
+      status: result.ok ? 'succeeded' : 'failed',
+      attempts: 1,
+      responseStatus: result.responseStatus,
+      lastError: result.error,
+      nextAttemptAt: null,
+      updatedAt: nowIso(),
     };
     await this.deps.db.deliveries.insertOne(orgScope(orgId), doc);
     if (result.responseStatus === 410) await this.deps.attempts.disable(hook.doc);
@@ -184,7 +249,10 @@ export class WebhookService {
     try {
       await this.webhooks.ask(id, { kind: 'changed', orgId }, changeNoticeMs);
     } catch (err) {
-      this.deps.log.warn({ err, webhookId: id }, 'webhook actor did not confirm a change; its cache expires within a second');
+      this.deps.log.warn(
+        { err, webhookId: id },
+        'webhook actor did not confirm a change; its cache expires within a second',
+      );
     }
   }
 }

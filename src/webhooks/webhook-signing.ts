@@ -31,8 +31,10 @@ export function secretProblem(secret: string): string | null {
   const encoded = secret.slice(whsecPrefix.length);
   const key = Buffer.from(encoded, 'base64');
   // Canonical base64 only: Node's decoder skips what it cannot read, the reference libraries refuse it.
-  if (encoded.length === 0 || key.toString('base64') !== encoded) return 'whsec_ must be followed by standard base64 (A-Z a-z 0-9 + /, padded with =)';
-  if (key.length < minKeyBytes || key.length > maxKeyBytes) return `a whsec_ key must be ${minKeyBytes} to ${maxKeyBytes} bytes, got ${key.length}`;
+  if (encoded.length === 0 || key.toString('base64') !== encoded)
+    return 'whsec_ must be followed by standard base64 (A-Z a-z 0-9 + /, padded with =)';
+  if (key.length < minKeyBytes || key.length > maxKeyBytes)
+    return `a whsec_ key must be ${minKeyBytes} to ${maxKeyBytes} bytes, got ${key.length}`;
   return null;
 }
 
@@ -50,7 +52,12 @@ export function signingKey(secret: string, format: SecretFormat): Buffer {
  * space-separated, so a receiver holding either key of a rotation verifies;
  * `X-Webhook-Signature` signs the raw body (hex) with the current key only.
  */
-export function deliveryHeaders(opts: { webhookId: string; body: string; keys: readonly Buffer[]; now?: Date }): Record<string, string> {
+export function deliveryHeaders(opts: {
+  webhookId: string;
+  body: string;
+  keys: readonly Buffer[];
+  now?: Date;
+}): Record<string, string> {
   const timestamp = String(Math.floor((opts.now ?? new Date()).getTime() / 1000));
   const headers: Record<string, string> = {
     'content-type': 'application/json',
@@ -60,7 +67,9 @@ export function deliveryHeaders(opts: { webhookId: string; body: string; keys: r
   const [current] = opts.keys;
   if (current) {
     headers['x-webhook-signature'] = bodySignature(current, opts.body);
-    headers['webhook-signature'] = opts.keys.map((key) => standardSignature(key, opts.webhookId, timestamp, opts.body)).join(' ');
+    headers['webhook-signature'] = opts.keys
+      .map((key) => standardSignature(key, opts.webhookId, timestamp, opts.body))
+      .join(' ');
   }
   return headers;
 }

@@ -14,7 +14,15 @@ import type { RelaySockets, RelayWebSocket } from './relay-sockets.ts';
 export class RelayFrames {
   private readonly relays: ActorClient<typeof relayProtocol>;
 
-  constructor(private readonly deps: { registry: RelayRegistry; runtime: Transport; sockets: RelaySockets; heartbeatIntervalMs: number; log: Logger }) {
+  constructor(
+    private readonly deps: {
+      registry: RelayRegistry;
+      runtime: Transport;
+      sockets: RelaySockets;
+      heartbeatIntervalMs: number;
+      log: Logger;
+    },
+  ) {
     this.relays = actorClient(deps.runtime, relayProtocol);
   }
 
@@ -22,7 +30,12 @@ export class RelayFrames {
     const { sockets } = this.deps;
     const state = ws.getUserData();
     if (frame.type === 'hello') {
-      if (state.relay) return void sockets.write(ws, { type: 'error', code: 'validation_error', message: 'hello was already accepted' });
+      if (state.relay)
+        return void sockets.write(ws, {
+          type: 'error',
+          code: 'validation_error',
+          message: 'hello was already accepted',
+        });
       return this.hello(ws, frame);
     }
     const relay = state.relay;
@@ -31,7 +44,12 @@ export class RelayFrames {
     switch (frame.type) {
       case 'heartbeat':
         sockets.markDegraded(relay.id, ws, frame.degraded !== undefined);
-        return void (await this.relays.send(relay.id, { kind: 'heartbeat', ...session, health: frame.health, ...(frame.degraded ? { degraded: frame.degraded } : {}) }));
+        return void (await this.relays.send(relay.id, {
+          kind: 'heartbeat',
+          ...session,
+          health: frame.health,
+          ...(frame.degraded ? { degraded: frame.degraded } : {}),
+        }));
       case 'ready':
         return void (await this.relays.send(relay.id, { kind: 'ready', ...session, capacity: frame.capacity }));
       case 'status': {
@@ -55,8 +73,23 @@ export class RelayFrames {
     const relay = state.relay;
     if (!relay) return;
     this.deps.sockets.release(relay.id, ws);
-    this.deps.sockets.track(state.work.then(() => this.relays.send(relay.id, { kind: 'disconnect', tenantId: relay.tenantId, session: relay.session, reason: 'socket closed' }))
-      .catch((err) => this.deps.log.warn({ err, relayId: relay.id }, 'could not report a relay offline; its heartbeat timeout will')));
+    this.deps.sockets.track(
+      state.work
+        .then(() =>
+          this.relays.send(relay.id, {
+            kind: 'disconnect',
+            tenantId: relay.tenantId,
+            session: relay.session,
+            reason: 'socket closed',
+          }),
+        )
+        .catch((err) =>
+          this.deps.log.warn(
+            { err, relayId: relay.id },
+            'could not report a relay offline; its heartbeat timeout will',
+          ),
+        ),
+    );
   }
 
   private async hello(ws: RelayWebSocket, frame: HelloFrame): Promise<void> {
@@ -76,7 +109,12 @@ export class RelayFrames {
       ...(registration.registration ? { registration: registration.registration } : {}),
     });
     if (state.closed) {
-      await this.relays.send(relayId, { kind: 'disconnect', tenantId, session: relay.session, reason: 'closed during hello' });
+      await this.relays.send(relayId, {
+        kind: 'disconnect',
+        tenantId,
+        session: relay.session,
+        reason: 'closed during hello',
+      });
       return;
     }
     clearTimeout(state.helloTimer);

@@ -30,7 +30,13 @@ export function attachRelayGateway(
 ) {
   const log = deps.log.child({ component: 'relay-gateway' });
   const sockets = new RelaySockets(deps.link, opts.maxBackpressureBytes, log);
-  const frames = new RelayFrames({ registry: deps.registry, runtime: deps.runtime, sockets, heartbeatIntervalMs: opts.heartbeatIntervalMs, log });
+  const frames = new RelayFrames({
+    registry: deps.registry,
+    runtime: deps.runtime,
+    sockets,
+    heartbeatIntervalMs: opts.heartbeatIntervalMs,
+    log,
+  });
 
   app.ws<RelaySocket>(relaySocketPath, {
     maxPayloadLength: frameLimits.maxFrameBytes,
@@ -55,17 +61,32 @@ export function attachRelayGateway(
     },
     message(ws, message, isBinary) {
       const state = ws.getUserData();
-      const parsed = isBinary ? { ok: false as const, error: 'frames are JSON text' } : parseFrame(Buffer.from(message).toString('utf8'), agentFrame);
+      const parsed = isBinary
+        ? { ok: false as const, error: 'frames are JSON text' }
+        : parseFrame(Buffer.from(message).toString('utf8'), agentFrame);
       if (!parsed.ok) {
         state.badFrames++;
-        sockets.write(ws, { type: 'error', code: 'validation_error', message: parsed.error.slice(0, frameLimits.errorLength) });
+        sockets.write(ws, {
+          type: 'error',
+          code: 'validation_error',
+          message: parsed.error.slice(0, frameLimits.errorLength),
+        });
         if (state.badFrames >= opts.maxBadFrames) ws.end(1008, 'too many bad frames');
         return;
       }
-      state.work = sockets.track(state.work.then(() => frames.handle(ws, parsed.frame)).catch((err) => {
-        log.error({ err, relayId: state.relay?.id, frame: parsed.frame.type }, 'relay frame failed');
-        if (!state.closed) sockets.write(ws, { type: 'error', code: 'internal_error', message: 'the frame could not be handled; send it again' });
-      }));
+      state.work = sockets.track(
+        state.work
+          .then(() => frames.handle(ws, parsed.frame))
+          .catch((err) => {
+            log.error({ err, relayId: state.relay?.id, frame: parsed.frame.type }, 'relay frame failed');
+            if (!state.closed)
+              sockets.write(ws, {
+                type: 'error',
+                code: 'internal_error',
+                message: 'the frame could not be handled; send it again',
+              });
+          }),
+      );
     },
     close(ws) {
       const state = ws.getUserData();

@@ -19,15 +19,19 @@ export interface RelaySocket {
 
 export type RelayWebSocket = WebSocket<RelaySocket>;
 
-const onlineGauge = (register.getSingleMetric('relaybox_relays_connected') as Gauge | undefined) ?? new Gauge({
-  name: 'relaybox_relays_connected',
-  help: 'Relay sockets held by this frontend',
-});
+const onlineGauge =
+  (register.getSingleMetric('relaybox_relays_connected') as Gauge | undefined) ??
+  new Gauge({
+    name: 'relaybox_relays_connected',
+    help: 'Relay sockets held by this frontend',
+  });
 
-const degradedGauge = (register.getSingleMetric('relaybox_relays_degraded') as Gauge | undefined) ?? new Gauge({
-  name: 'relaybox_relays_degraded',
-  help: 'Relay sockets held by this frontend whose last heartbeat said degraded (Messages writes no rows for its sends)',
-});
+const degradedGauge =
+  (register.getSingleMetric('relaybox_relays_degraded') as Gauge | undefined) ??
+  new Gauge({
+    name: 'relaybox_relays_degraded',
+    help: 'Relay sockets held by this frontend whose last heartbeat said degraded (Messages writes no rows for its sends)',
+  });
 
 /**
  * The relay sockets this frontend holds, one per relay (a newer connection
@@ -40,10 +44,15 @@ export class RelaySockets {
   private readonly degraded = new Set<string>();
   private readonly pending = new Set<Promise<unknown>>();
 
-  constructor(link: RelayLink, private readonly backpressureCap: number, private readonly log: Logger) {
+  constructor(
+    link: RelayLink,
+    private readonly backpressureCap: number,
+    private readonly log: Logger,
+  ) {
     link.onFrame((delivery) => {
       const ws = this.sockets.get(delivery.relayId);
-      if (ws && ws.getUserData().relay?.session === delivery.session) this.write(ws, fitted(ws.getUserData(), delivery.frame));
+      if (ws && ws.getUserData().relay?.session === delivery.session)
+        this.write(ws, fitted(ws.getUserData(), delivery.frame));
     });
   }
 

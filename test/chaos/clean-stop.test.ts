@@ -41,42 +41,61 @@ interface Outcome {
 async function sendUntilStopped(base: string, token: string, stop: () => void): Promise<Outcome> {
   const outcome: Outcome = { accepted: [], refused: new Map(), cut: 0 };
   let stopped = false;
-  await Promise.all(Array.from({ length: senders }, async (_, s) => {
-    for (let i = 0; ; i++) {
-      let res;
-      try {
-        res = await request(base, 'POST', '/api/v1/messages', { token, body: { to: `+1415555${String(s * 100 + (i % 100)).padStart(4, '0')}`, body: `stop ${s}-${i}` } });
-      } catch {
-        outcome.cut++;
-        return;
+  await Promise.all(
+    Array.from({ length: senders }, async (_, s) => {
+      for (let i = 0; ; i++) {
+        let res;
+        try {
+          res = await request(base, 'POST', '/api/v1/messages', {
+            token,
+            body: { to: `+1415555${String(s * 100 + (i % 100)).padStart(4, '0')}`, body: `stop ${s}-${i}` },
+          });
+        } catch {
+          outcome.cut++;
+          return;
+        }
+        if (res.status !== 201) {
+          outcome.refused.set(res.status, (outcome.refused.get(res.status) ?? 0) + 1);
+          return;
+        }
+        outcome.accepted.push(res.body.id);
+        if (!stopped && outcome.accepted.length >= acceptedBeforeStop) {
+          stopped = true;
+          stop();
+        }
       }
-      if (res.status !== 201) {
-        outcome.refused.set(res.status, (outcome.refused.get(res.status) ?? 0) + 1);
-        return;
-      }
-      outcome.accepted.push(res.body.id);
-      if (!stopped && outcome.accepted.length >= acceptedBeforeStop) {
-        stopped = true;
-        stop();
-      }
-    }
-  }));
+    }),
+  );
   return outcome;
 }
 
 /** `web`: the process stopped is a frontend, with a worker of its own running beside it throughout. */
-async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft: (orgId: string) => Promise<number>, role: 'all' | 'web' = 'all'): Promise<void> {
+async function cleanStop(
+  t: TestContext,
+  env: Record<string, string>,
+  outboxLeft: (orgId: string) => Promise<number>,
+  role: 'all' | 'web' = 'all',
+): Promise<void> {
   const procs: ServiceProcess[] = [];
   t.after(() => {
     for (const p of procs) p.child.kill('SIGKILL');
   });
   // The limiter is out of the way: this test is about what a stop does to requests, not about their rate.
-  env = { ...env, RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000' };
+  env = {
+    ...env,
+    RATE_LIMIT_PER_MINUTE: '6000000',
+    RATE_LIMIT_BURST: '1000000',
+    PACING_PER_SECOND: '1000000',
+    PACING_BURST: '1000000',
+    PACING_NEW_CONTACTS_PER_DAY: '1000000',
+  };
   if (role === 'web') procs.push(await startServiceProcess('worker', env));
   const first = await startServiceProcess(role, { ...env, SHUTDOWN_TIMEOUT_MS: String(graceMs) });
   procs.push(first);
   const base = `http://127.0.0.1:${first.port}`;
-  const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: 'Stopped', email: 'owner@example.com', password: 'correct horse battery' } });
+  const signup = await request(base, 'POST', '/api/v1/auth/signup', {
+    body: { organizationName: 'Stopped', email: 'owner@example.com', password: 'correct horse battery' },
+  });
   assert.equal(signup.status, 201, signup.text);
   const token = signup.body.accessToken as string;
   const orgId = signup.body.organization.id as string;
@@ -93,15 +112,25 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
   let exit: Promise<{ code: number | null; ms: number }> | undefined;
   const outcome = await sendUntilStopped(base, token, () => (exit = first.terminate()));
   const { code, ms } = await exit!;
-  console.log(`# ${outcome.accepted.length} sends accepted, refused ${JSON.stringify(Object.fromEntries(outcome.refused))}, ${outcome.cut} cut; exited ${code} after ${ms} ms`);
+  console.log(
+    `# ${outcome.accepted.length} sends accepted, refused ${JSON.stringify(Object.fromEntries(outcome.refused))}, ${outcome.cut} cut; exited ${code} after ${ms} ms`,
+  );
   assert.equal(code, 0, 'a clean exit');
   assert.ok(ms < graceMs, `exited within SHUTDOWN_TIMEOUT_MS (${ms} ms)`);
   assert.throws(() => process.kill(first.child.pid!, 0), /ESRCH/, 'the process is gone');
-  assert.deepEqual([...outcome.refused.keys()].filter((s) => s !== 503), [], 'a request refused while stopping is a 503, never an error');
+  assert.deepEqual(
+    [...outcome.refused.keys()].filter((s) => s !== 503),
+    [],
+    'a request refused while stopping is a 503, never an error',
+  );
   const warnings = first.lines.filter((line) => /"level":(40|50|60)/.test(line));
   assert.deepEqual(warnings, [], 'nothing was cut short: no event left to a sweep, no message left off its queue');
   assert.equal(await outboxLeft(orgId), 0, 'no event waits in an outbox');
-  assert.deepEqual(await relay.closed, { code: 1001, reason: 'server shutting down' }, 'the relay is told the server is going away');
+  assert.deepEqual(
+    await relay.closed,
+    { code: 1001, reason: 'server shutting down' },
+    'the relay is told the server is going away',
+  );
   const handed = [...new Set(relay.frames.flatMap((f) => (f.type === 'send' ? [f.messageId] : [])))];
   assert.equal(handed.length, relayCapacity, 'the relay held sends when the stop came');
 
@@ -119,7 +148,8 @@ async function cleanStop(t: TestContext, env: Record<string, string>, outboxLeft
     assert.equal(res.body.status, 'queued', `${id}, in flight on the relay at the stop, was handed back to the queue`);
   }
   assert.equal((await second.terminate()).code, 0);
-  for (const p of procs.slice(0, -2)) assert.equal((await p.terminate()).code, 0, 'the worker beside it stops cleanly too');
+  for (const p of procs.slice(0, -2))
+    assert.equal((await p.terminate()).code, 0, 'the worker beside it stops cleanly too');
 }
 
 test('SIGTERM under load on the embedded default: every 201 stored and queued, a clean exit in time', async (t) => {
@@ -133,14 +163,24 @@ for (const role of ['all', 'web'] as const) {
   test(`SIGTERM under load on Redis + MongoDB wire, ${role === 'all' ? 'one process' : 'a frontend with a worker beside it'}: every 201 stored with its event published, a clean exit in time`, async (t) => {
     const run = await wireRun(t, `stop-${role}`, () => undefined);
     if (!run) return;
-    await cleanStop(t, { ...run.env, LOG_LEVEL: 'info' }, async (orgId) => {
-      const store = new MongoStore(run.mongoUrl, run.database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
-      try {
-        await store.init();
-        return await store.collection('messages').count({ tenantId: orgId }, { outboxAt: { $exists: true } });
-      } finally {
-        await store.close();
-      }
-    }, role);
+    await cleanStop(
+      t,
+      { ...run.env, LOG_LEVEL: 'info' },
+      async (orgId) => {
+        const store = new MongoStore(
+          run.mongoUrl,
+          run.database,
+          loadConfig({}).storePingTimeoutMs,
+          loadConfig({}).mongoWrites,
+        );
+        try {
+          await store.init();
+          return await store.collection('messages').count({ tenantId: orgId }, { outboxAt: { $exists: true } });
+        } finally {
+          await store.close();
+        }
+      },
+      role,
+    );
   });
 }

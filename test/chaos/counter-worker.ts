@@ -32,14 +32,25 @@ redis.defineCommand('countOnce', { numberOfKeys: 3, lua: countOnce });
 const counted = redis as Redis & { countOnce(...args: Array<string | number>): Promise<number> };
 
 const transport = new RedisTransport(config.redisUrl!, config.runtime, config.nodeId, createLogger(config.logLevel));
-await transport.start([defineActor(counterProtocol, {
-  handlers: {
-    async add(ctx, msg) {
-      await sleep(1); // leaves messages in flight when the process is killed
-      await counted.countOnce(`${prefix}:chaos:last`, `${prefix}:chaos:counts`, `${prefix}:chaos:stats`, ctx.key, msg.seq);
-    },
-  },
-})], { consume: true });
+await transport.start(
+  [
+    defineActor(counterProtocol, {
+      handlers: {
+        async add(ctx, msg) {
+          await sleep(1); // leaves messages in flight when the process is killed
+          await counted.countOnce(
+            `${prefix}:chaos:last`,
+            `${prefix}:chaos:counts`,
+            `${prefix}:chaos:stats`,
+            ctx.key,
+            msg.seq,
+          );
+        },
+      },
+    }),
+  ],
+  { consume: true },
+);
 process.stdout.write('ready\n');
 process.on('SIGTERM', () => {
   void transport.stop().then(() => process.exit(0));

@@ -51,7 +51,10 @@ function redisServerInstalled(): boolean {
 
 async function sendLog(chatDb: string): Promise<string[]> {
   const text = await readFile(`${chatDb}.sent.log`, 'utf8').catch(() => '');
-  return text.split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { messageId: string }).messageId);
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => (JSON.parse(line) as { messageId: string }).messageId);
 }
 
 /** A connection to one node that may be down: a refused connect is the caller's answer, not something to print. */
@@ -91,8 +94,13 @@ async function role(port: number): Promise<string | undefined> {
 function requirements(t: TestContext, needsMongo: boolean): string | undefined | false {
   const mongoUrl = process.env.MONGODB_URL;
   if ((needsMongo && !mongoUrl) || !redisServerInstalled()) {
-    if (process.env.CI === 'true') throw new Error('MONGODB_URL and redis-server are needed in CI: this test runs a Redis Cluster of its own');
-    t.skip(needsMongo && !mongoUrl ? 'MONGODB_URL not set' : 'redis-server is not installed: this test starts a Redis Cluster of its own');
+    if (process.env.CI === 'true')
+      throw new Error('MONGODB_URL and redis-server are needed in CI: this test runs a Redis Cluster of its own');
+    t.skip(
+      needsMongo && !mongoUrl
+        ? 'MONGODB_URL not set'
+        : 'redis-server is not installed: this test starts a Redis Cluster of its own',
+    );
     return false;
   }
   return mongoUrl;
@@ -131,36 +139,86 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
     for (const p of processes) p.child.kill('SIGKILL');
     await cluster.stop();
     const store = new MongoStore(mongoUrl, database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
-    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
+    await store
+      .init()
+      .then(() => store.dropDatabase())
+      .finally(() => store.close())
+      .catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   });
   const seeds = await cluster.start();
   const env = {
     // The cluster of this test only (CI also sets REDIS_URL, which the processes must not get).
-    REDIS_CLUSTER_NODES: seeds.map((s) => `${s.host}:${s.port}`).join(','), REDIS_URL: '',
-    MONGODB_URL: withDatabase(mongoUrl, database), RUNTIME_KEY_PREFIX: prefix, DATA_DIR: join(dir, 'data'),
-    RUNTIME_SHARDS: String(shards), RUNTIME_LEASE_TTL_MS: '2000', RUNTIME_LEASE_RENEW_MS: '400', RUNTIME_REBALANCE_MS: '300',
-    TENANT_SWEEP_MS: '1000', RELAY_HEARTBEAT_TIMEOUT_MS: '15000', RELAY_HEARTBEAT_INTERVAL_MS: '2000',
-    MESSAGE_SEND_TIMEOUT_MS: '30000', MESSAGE_RETRY_BASE_MS: '500',
-    RATE_LIMIT_PER_MINUTE: '10000000', RATE_LIMIT_BURST: '1000000', PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000', LOG_LEVEL: 'warn',
+    REDIS_CLUSTER_NODES: seeds.map((s) => `${s.host}:${s.port}`).join(','),
+    REDIS_URL: '',
+    MONGODB_URL: withDatabase(mongoUrl, database),
+    RUNTIME_KEY_PREFIX: prefix,
+    DATA_DIR: join(dir, 'data'),
+    RUNTIME_SHARDS: String(shards),
+    RUNTIME_LEASE_TTL_MS: '2000',
+    RUNTIME_LEASE_RENEW_MS: '400',
+    RUNTIME_REBALANCE_MS: '300',
+    TENANT_SWEEP_MS: '1000',
+    RELAY_HEARTBEAT_TIMEOUT_MS: '15000',
+    RELAY_HEARTBEAT_INTERVAL_MS: '2000',
+    MESSAGE_SEND_TIMEOUT_MS: '30000',
+    MESSAGE_RETRY_BASE_MS: '500',
+    RATE_LIMIT_PER_MINUTE: '10000000',
+    RATE_LIMIT_BURST: '1000000',
+    PACING_PER_SECOND: '1000000',
+    PACING_BURST: '1000000',
+    PACING_NEW_CONTACTS_PER_DAY: '1000000',
+    LOG_LEVEL: 'warn',
   };
   processes.push(await startServiceProcess('worker', { ...env, NODE_ID: `${prefix}-worker` }, 60_000));
   const web = await startServiceProcess('web', { ...env, NODE_ID: `${prefix}-web` }, 60_000);
   processes.push(web);
   const base = `http://127.0.0.1:${web.port}`;
 
-  const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: 'Failover', email: `${prefix}@example.com`, password: 'a long password' } });
+  const signup = await request(base, 'POST', '/api/v1/auth/signup', {
+    body: { organizationName: 'Failover', email: `${prefix}@example.com`, password: 'a long password' },
+  });
   assert.equal(signup.status, 201, signup.text);
   const token: string = signup.body.accessToken;
   const orgId: string = signup.body.organization.id;
-  const relayToken = (await request(base, 'POST', `/api/v1/tenants/${orgId}/relay-tokens`, { token })).body.token as string;
+  const relayToken = (await request(base, 'POST', `/api/v1/tenants/${orgId}/relay-tokens`, { token })).body
+    .token as string;
   const chatDb = join(dir, 'relay', 'chat.db');
-  agent = spawn(process.execPath, ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', '--server', `ws://127.0.0.1:${web.port}/api/v1/relays/connect`,
-    '--state-dir', join(dir, 'relay', 'state'), '--chat-db', chatDb, '--simulate', '--capacity', '10', '--poll-ms', '200', '--name', 'relay', '--token', relayToken], {
-    env: { ...process.env, LOG_LEVEL: 'warn', RELAY_SIM_DELIVERY_MS: '50' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  await waitFor(async () => (await request(base, 'GET', '/api/v1/relays', { token })).body.data.some((r: { status: string }) => r.status === 'online'), 60_000, 'relay online');
+  agent = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'packages/relay-agent/src/cli.ts',
+      '--server',
+      `ws://127.0.0.1:${web.port}/api/v1/relays/connect`,
+      '--state-dir',
+      join(dir, 'relay', 'state'),
+      '--chat-db',
+      chatDb,
+      '--simulate',
+      '--capacity',
+      '10',
+      '--poll-ms',
+      '200',
+      '--name',
+      'relay',
+      '--token',
+      relayToken,
+    ],
+    {
+      env: { ...process.env, LOG_LEVEL: 'warn', RELAY_SIM_DELIVERY_MS: '50' },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
+  await waitFor(
+    async () =>
+      (await request(base, 'GET', '/api/v1/relays', { token })).body.data.some(
+        (r: { status: string }) => r.status === 'online',
+      ),
+    60_000,
+    'relay online',
+  );
 
   // The master that holds the organization's tenant shard.
   const stream = new RedisKeys(prefix, true).shard('tenant', shardOf(orgId, shards)).stream;
@@ -176,7 +234,8 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
   t.after(() => {
     console.log(`failover timeline:\n  ${events.join('\n  ')}`);
     // What the processes logged (warnings and errors), to read a failure by.
-    for (const p of processes) console.log(`${p.child.spawnargs.at(-1)} log (last 40 lines):\n  ${p.lines.slice(-40).join('\n  ')}`);
+    for (const p of processes)
+      console.log(`${p.child.spawnargs.at(-1)} log (last 40 lines):\n  ${p.lines.slice(-40).join('\n  ')}`);
   });
   const ids: string[] = [];
   let refused = 0;
@@ -185,19 +244,24 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
   // A request that fails is not retried (it might have been stored): another message is sent in its place.
   const sending = (async () => {
     let next = 0;
-    await Promise.all(Array.from({ length: inFlightRequests }, async () => {
-      while (ids.length + inFlight < messages) {
-        const i = next++;
-        inFlight++;
-        const res = await request(base, 'POST', '/api/v1/messages', { token, body: { to: `+1415${String(5_550_000 + (i % 100))}`, body: `failover ${i}` } })
-          .catch(() => ({ status: 0, body: undefined }))
-          .finally(() => inFlight--);
-        if (res.status === 201) ids.push(res.body.id);
-        else refused++;
-        // A steady load, not a burst (about 25 a second): the failover happens while sends keep coming.
-        await sleep(inFlightRequests * 40);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: inFlightRequests }, async () => {
+        while (ids.length + inFlight < messages) {
+          const i = next++;
+          inFlight++;
+          const res = await request(base, 'POST', '/api/v1/messages', {
+            token,
+            body: { to: `+1415${String(5_550_000 + (i % 100))}`, body: `failover ${i}` },
+          })
+            .catch(() => ({ status: 0, body: undefined }))
+            .finally(() => inFlight--);
+          if (res.status === 201) ids.push(res.body.id);
+          else refused++;
+          // A steady load, not a burst (about 25 a second): the failover happens while sends keep coming.
+          await sleep(inFlightRequests * 40);
+        }
+      }),
+    );
   })();
 
   const chaos = (async () => {
@@ -208,7 +272,12 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
   await Promise.all([sending, chaos]);
   note(`all ${messages} accepted, ${refused} refused`);
 
-  const store = new MongoStore(withDatabase(mongoUrl, database), database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
+  const store = new MongoStore(
+    withDatabase(mongoUrl, database),
+    database,
+    loadConfig({}).storePingTimeoutMs,
+    loadConfig({}).mongoWrites,
+  );
   await store.init();
   t.after(() => store.close());
   const docs = store.collection<MessageDoc>('messages');
@@ -219,13 +288,17 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
     for (const d of all) counts[d.status] = (counts[d.status] ?? 0) + 1;
     return counts;
   };
-  await waitFor(async () => {
-    const all = await stored();
-    const counts = byStatus(all);
-    note(`statuses ${JSON.stringify(counts)}`);
-    await sleep(3_000);
-    return (counts.delivered ?? 0) + (counts.failed ?? 0) >= all.length;
-  }, 300_000, 'every stored message in a terminal state');
+  await waitFor(
+    async () => {
+      const all = await stored();
+      const counts = byStatus(all);
+      note(`statuses ${JSON.stringify(counts)}`);
+      await sleep(3_000);
+      return (counts.delivered ?? 0) + (counts.failed ?? 0) >= all.length;
+    },
+    300_000,
+    'every stored message in a terminal state',
+  );
   await sleep(2_000); // a duplicate send after this point would still show in the log below
 
   const all = await stored();
@@ -237,125 +310,183 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
   const missing = [...storedIds].filter((id) => !counts.has(id));
   const unknown = [...counts.keys()].filter((id) => !storedIds.has(id));
   const report = {
-    messages, accepted: ids.length, uniqueIds: new Set(ids).size, refused, stored: storedIds.size, statuses: byStatus(all),
-    simulatorSends: sends.length, duplicates: duplicates.length, missing: missing.length, unknown: unknown.length,
+    messages,
+    accepted: ids.length,
+    uniqueIds: new Set(ids).size,
+    refused,
+    stored: storedIds.size,
+    statuses: byStatus(all),
+    simulatorSends: sends.length,
+    duplicates: duplicates.length,
+    missing: missing.length,
+    unknown: unknown.length,
   };
   console.log(`failover report: ${JSON.stringify(report)}`);
   assert.equal(report.uniqueIds, messages);
-  assert.deepEqual(ids.filter((id) => !storedIds.has(id)), [], 'every accepted message stored');
+  assert.deepEqual(
+    ids.filter((id) => !storedIds.has(id)),
+    [],
+    'every accepted message stored',
+  );
   assert.equal(report.statuses.delivered, storedIds.size, 'every stored message delivered');
   assert.deepEqual(duplicates, [], 'no message sent twice by the simulated relay');
   assert.deepEqual(missing, [], 'every stored message in the send log');
   assert.deepEqual(unknown, [], 'nothing sent that was not stored');
 }
 
-test(`redis cluster failover under load: ${messages} messages, the tenant shard's master killed, every accepted one delivered exactly once`, { timeout: 600_000 }, (t) => underLoad(t, async ({ cluster, seeds, slot, stream, master, note, accepted }) => {
-  const victimPort = Number(master.split(':')[1]);
-  const survivor = seeds.find((s) => s.port !== victimPort)!.port;
-  note(`SIGKILL master ${master} (slot ${slot}: ${stream}), ${accepted()} accepted`);
-  process.kill(cluster.pid(victimPort), 'SIGKILL');
-  await waitFor(async () => {
-    const now = await masterOf(survivor, slot);
-    return now !== undefined && now !== master;
-  }, 60_000, 'the replica promoted');
-  note(`slot ${slot} served by ${await masterOf(survivor, slot)}, ${accepted()} accepted`);
-  await cluster.restart(victimPort);
-  await waitFor(async () => (await role(victimPort)) === 'slave', 60_000, 'the killed node back as a replica');
-  note(`${master} rejoined as a replica, ${accepted()} accepted`);
-}));
+test(
+  `redis cluster failover under load: ${messages} messages, the tenant shard's master killed, every accepted one delivered exactly once`,
+  { timeout: 600_000 },
+  (t) =>
+    underLoad(t, async ({ cluster, seeds, slot, stream, master, note, accepted }) => {
+      const victimPort = Number(master.split(':')[1]);
+      const survivor = seeds.find((s) => s.port !== victimPort)!.port;
+      note(`SIGKILL master ${master} (slot ${slot}: ${stream}), ${accepted()} accepted`);
+      process.kill(cluster.pid(victimPort), 'SIGKILL');
+      await waitFor(
+        async () => {
+          const now = await masterOf(survivor, slot);
+          return now !== undefined && now !== master;
+        },
+        60_000,
+        'the replica promoted',
+      );
+      note(`slot ${slot} served by ${await masterOf(survivor, slot)}, ${accepted()} accepted`);
+      await cluster.restart(victimPort);
+      await waitFor(async () => (await role(victimPort)) === 'slave', 60_000, 'the killed node back as a replica');
+      note(`${master} rejoined as a replica, ${accepted()} accepted`);
+    }),
+);
 
-test(`redis cluster resharding under load: ${messages} messages, the tenant shard's slot moved to another master key by key, every accepted one delivered exactly once`, { timeout: 600_000 }, (t) => underLoad(t, async ({ seeds, slot, stream, master, note, accepted }) => {
-  const fromPort = Number(master.split(':')[1]);
-  const masters = [...new Set(await Promise.all([0, 5_461, 10_923].map((s) => masterOf(seeds[0]!.port, s))))].map((m) => Number(m!.split(':')[1]));
-  const toPort = masters.find((p) => p !== fromPort)!;
-  const from = quiet(new Redis(fromPort, '127.0.0.1'));
-  const to = quiet(new Redis(toPort, '127.0.0.1'));
-  try {
-    const fromId = String(await from.call('CLUSTER', 'MYID'));
-    const toId = String(await to.call('CLUSTER', 'MYID'));
-    note(`moving slot ${slot} (${stream}) from ${fromPort} to ${toPort}, ${accepted()} accepted`);
-    await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId);
-    await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId);
-    // A few keys at a time, slowly: for a while the shard's keys are split over two masters (ASK, TRYAGAIN).
-    let moved = 0;
-    for (;;) {
-      const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 5)) as string[];
-      if (keys.length === 0) break;
-      await from.call('MIGRATE', '127.0.0.1', toPort, '', 0, 5_000, 'KEYS', ...keys);
-      moved += keys.length;
-      await sleep(100);
-    }
-    for (const port of masters) {
-      const node = quiet(new Redis(port, '127.0.0.1'));
-      await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', toId).finally(() => node.disconnect());
-    }
-    note(`slot ${slot} now on ${toPort} (${moved} keys moved), ${accepted()} accepted`);
-  } finally {
-    from.disconnect();
-    to.disconnect();
-  }
-}));
+test(
+  `redis cluster resharding under load: ${messages} messages, the tenant shard's slot moved to another master key by key, every accepted one delivered exactly once`,
+  { timeout: 600_000 },
+  (t) =>
+    underLoad(t, async ({ seeds, slot, stream, master, note, accepted }) => {
+      const fromPort = Number(master.split(':')[1]);
+      const masters = [...new Set(await Promise.all([0, 5_461, 10_923].map((s) => masterOf(seeds[0]!.port, s))))].map(
+        (m) => Number(m!.split(':')[1]),
+      );
+      const toPort = masters.find((p) => p !== fromPort)!;
+      const from = quiet(new Redis(fromPort, '127.0.0.1'));
+      const to = quiet(new Redis(toPort, '127.0.0.1'));
+      try {
+        const fromId = String(await from.call('CLUSTER', 'MYID'));
+        const toId = String(await to.call('CLUSTER', 'MYID'));
+        note(`moving slot ${slot} (${stream}) from ${fromPort} to ${toPort}, ${accepted()} accepted`);
+        await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId);
+        await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId);
+        // A few keys at a time, slowly: for a while the shard's keys are split over two masters (ASK, TRYAGAIN).
+        let moved = 0;
+        for (;;) {
+          const keys = (await from.call('CLUSTER', 'GETKEYSINSLOT', slot, 5)) as string[];
+          if (keys.length === 0) break;
+          await from.call('MIGRATE', '127.0.0.1', toPort, '', 0, 5_000, 'KEYS', ...keys);
+          moved += keys.length;
+          await sleep(100);
+        }
+        for (const port of masters) {
+          const node = quiet(new Redis(port, '127.0.0.1'));
+          await node.call('CLUSTER', 'SETSLOT', slot, 'NODE', toId).finally(() => node.disconnect());
+        }
+        note(`slot ${slot} now on ${toPort} (${moved} keys moved), ${accepted()} accepted`);
+      } finally {
+        from.disconnect();
+        to.disconnect();
+      }
+    }),
+);
 
 /** A node's view of the cluster: `CLUSTER NODES` as rows. */
 async function clusterNodes(port: number): Promise<Array<{ id: string; port: number; flags: string; master: string }>> {
   const node = quiet(new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 }));
   try {
     const text = String(await node.call('CLUSTER', 'NODES'));
-    return text.trim().split('\n').map((line) => {
-      const [id, address, flags, master] = line.split(' ');
-      return { id: id!, port: Number(address!.split(':')[1]!.split('@')[0]), flags: flags!, master: master! };
-    });
+    return text
+      .trim()
+      .split('\n')
+      .map((line) => {
+        const [id, address, flags, master] = line.split(' ');
+        return { id: id!, port: Number(address!.split(':')[1]!.split('@')[0]), flags: flags!, master: master! };
+      });
   } finally {
     node.disconnect();
   }
 }
 
-test('a send waits for the replica: it fails while the replica lags, and stands (counted) when the master has no replica left', { timeout: 120_000 }, async (t) => {
-  if (requirements(t, false) === false) return;
-  const cluster = new OwnCluster(firstPort);
-  const seeds = await cluster.start();
-  const cfg = testRuntimeConfig({ replicaWaitMs: 300 });
-  const transport = new RedisTransport({ clusterNodes: seeds }, cfg, 'w-sender', createLogger('silent'));
-  t.after(async () => {
-    await transport.stop();
-    await cluster.stop();
-  });
-  await transport.start([defineActor(counterProtocol, { handlers: { tick: () => {}, add: () => {}, echo: () => {}, stall: () => {}, explode: () => {}, note: () => {} } })], { consume: false });
-  const send = () => transport.send('counter', 'k', { kind: 'tick' });
+test(
+  'a send waits for the replica: it fails while the replica lags, and stands (counted) when the master has no replica left',
+  { timeout: 120_000 },
+  async (t) => {
+    if (requirements(t, false) === false) return;
+    const cluster = new OwnCluster(firstPort);
+    const seeds = await cluster.start();
+    const cfg = testRuntimeConfig({ replicaWaitMs: 300 });
+    const transport = new RedisTransport({ clusterNodes: seeds }, cfg, 'w-sender', createLogger('silent'));
+    t.after(async () => {
+      await transport.stop();
+      await cluster.stop();
+    });
+    await transport.start(
+      [
+        defineActor(counterProtocol, {
+          handlers: {
+            tick: () => {},
+            add: () => {},
+            echo: () => {},
+            stall: () => {},
+            explode: () => {},
+            note: () => {},
+          },
+        }),
+      ],
+      { consume: false },
+    );
+    const send = () => transport.send('counter', 'k', { kind: 'tick' });
 
-  // The replica of the master holding the shard of key "k".
-  const stream = transport.keys.shard('counter', shardOf('k', cfg.defaultShards)).stream;
-  const client = new Cluster(seeds);
-  const slot = Number(await client.call('CLUSTER', 'KEYSLOT', stream));
-  client.disconnect();
-  const masterPort = Number((await masterOf(seeds[0]!.port, slot))!.split(':')[1]);
-  const nodes = await clusterNodes(masterPort);
-  const master = nodes.find((n) => n.port === masterPort)!;
-  const replica = nodes.find((n) => n.master === master.id);
-  assert.ok(replica, `a replica of ${masterPort} in ${JSON.stringify(nodes)}`);
-  const unreplicated = async () => (await register.getSingleMetric('relaybox_runtime_unreplicated_writes_total')?.get())?.values[0]?.value ?? 0;
+    // The replica of the master holding the shard of key "k".
+    const stream = transport.keys.shard('counter', shardOf('k', cfg.defaultShards)).stream;
+    const client = new Cluster(seeds);
+    const slot = Number(await client.call('CLUSTER', 'KEYSLOT', stream));
+    client.disconnect();
+    const masterPort = Number((await masterOf(seeds[0]!.port, slot))!.split(':')[1]);
+    const nodes = await clusterNodes(masterPort);
+    const master = nodes.find((n) => n.port === masterPort)!;
+    const replica = nodes.find((n) => n.master === master.id);
+    assert.ok(replica, `a replica of ${masterPort} in ${JSON.stringify(nodes)}`);
+    const unreplicated = async () =>
+      (await register.getSingleMetric('relaybox_runtime_unreplicated_writes_total')?.get())?.values[0]?.value ?? 0;
 
-  await send();
-  const before = await unreplicated();
+    await send();
+    const before = await unreplicated();
 
-  // A replica that is there but does not answer (stopped): the master cannot tell it lacks the write, so the send fails.
-  process.kill(cluster.pid(replica.port), 'SIGSTOP');
-  try {
-    await assert.rejects(send(), (err: Error & { code?: string }) => err.code === 'service_unavailable' && /no replica confirmed/.test(err.message));
-  } finally {
-    process.kill(cluster.pid(replica.port), 'SIGCONT');
-  }
-  await send();
-  assert.equal(await unreplicated(), before, 'every send so far confirmed by the replica, or failed');
+    // A replica that is there but does not answer (stopped): the master cannot tell it lacks the write, so the send fails.
+    process.kill(cluster.pid(replica.port), 'SIGSTOP');
+    try {
+      await assert.rejects(
+        send(),
+        (err: Error & { code?: string }) =>
+          err.code === 'service_unavailable' && /no replica confirmed/.test(err.message),
+      );
+    } finally {
+      process.kill(cluster.pid(replica.port), 'SIGCONT');
+    }
+    await send();
+    assert.equal(await unreplicated(), before, 'every send so far confirmed by the replica, or failed');
 
-  // No replica at all: nothing could be promoted without the write, so it stands, and is counted.
-  process.kill(cluster.pid(replica.port), 'SIGKILL');
-  const masterConn = quiet(new Redis(masterPort, '127.0.0.1'));
-  try {
-    await waitFor(async () => /connected_slaves:0/.test(await masterConn.info('replication')), 10_000, 'the master without its replica');
-  } finally {
-    masterConn.disconnect();
-  }
-  await send();
-  assert.equal(await unreplicated(), before + 1);
-});
+    // No replica at all: nothing could be promoted without the write, so it stands, and is counted.
+    process.kill(cluster.pid(replica.port), 'SIGKILL');
+    const masterConn = quiet(new Redis(masterPort, '127.0.0.1'));
+    try {
+      await waitFor(
+        async () => /connected_slaves:0/.test(await masterConn.info('replication')),
+        10_000,
+        'the master without its replica',
+      );
+    } finally {
+      masterConn.disconnect();
+    }
+    await send();
+    assert.equal(await unreplicated(), before + 1);
+  },
+);

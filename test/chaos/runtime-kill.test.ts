@@ -14,7 +14,10 @@ const keys = 1_000;
 const perKey = 10;
 
 function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/chaos/counter-worker.ts'], { env: { ...childEnv(), ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['--import', 'tsx', 'test/chaos/counter-worker.ts'], {
+    env: { ...childEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
       if (chunk.toString().includes('ready')) resolve(child);
@@ -92,5 +95,6 @@ test('10,000 messages over 2 workers, one killed with SIGKILL mid-run: nothing l
   assert.equal(report.orderViolations, 0, 'per-key order kept');
   assert.equal(report.deadLetters, 0);
   assert.equal(Object.keys(counts).length, keys);
-  for (let k = 0; k < keys; k++) assert.equal(Number(counts[`key-${k}`]), perKey, `key-${k} counted exactly ${perKey} times`);
+  for (let k = 0; k < keys; k++)
+    assert.equal(Number(counts[`key-${k}`]), perKey, `key-${k} counted exactly ${perKey} times`);
 });

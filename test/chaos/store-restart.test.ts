@@ -20,13 +20,21 @@ test('the embedded default killed with SIGKILL starts again at once on the same 
   const first = await startServiceProcess('all', { ...embedded, DATA_DIR: dataDir });
   procs.push(first);
   const base = `http://127.0.0.1:${first.port}`;
-  const signup = await request(base, 'POST', '/api/v1/auth/signup', { body: { organizationName: 'Killed', email: 'owner@example.com', password: 'correct horse battery' } });
+  const signup = await request(base, 'POST', '/api/v1/auth/signup', {
+    body: { organizationName: 'Killed', email: 'owner@example.com', password: 'correct horse battery' },
+  });
   assert.equal(signup.status, 201, signup.text);
   const token = signup.body.accessToken as string;
-  const sent = await request(base, 'POST', '/api/v1/messages', { token, body: { to: '+14155550100', body: 'before the kill' } });
+  const sent = await request(base, 'POST', '/api/v1/messages', {
+    token,
+    body: { to: '+14155550100', body: 'before the kill' },
+  });
   assert.equal(sent.status, 201, sent.text);
 
-  await assert.rejects(startServiceProcess('all', { ...embedded, DATA_DIR: dataDir }), new RegExp(`is in use by another running process \\(process ${first.child.pid}\\): stop it first`));
+  await assert.rejects(
+    startServiceProcess('all', { ...embedded, DATA_DIR: dataDir }),
+    new RegExp(`is in use by another running process \\(process ${first.child.pid}\\): stop it first`),
+  );
 
   first.child.kill('SIGKILL');
   // The id the killed process had, now held by an unrelated live process (here: this one), must not matter.
@@ -35,7 +43,9 @@ test('the embedded default killed with SIGKILL starts again at once on the same 
   const second = await startServiceProcess('all', { ...embedded, DATA_DIR: dataDir });
   procs.push(second);
   console.log(`# started again ${Date.now() - killedAt} ms after the SIGKILL`);
-  const again = await request(`http://127.0.0.1:${second.port}`, 'GET', `/api/v1/messages/${sent.body.id}/status`, { token });
+  const again = await request(`http://127.0.0.1:${second.port}`, 'GET', `/api/v1/messages/${sent.body.id}/status`, {
+    token,
+  });
   assert.equal(again.status, 200, again.text);
   assert.equal(again.body.status, 'queued', 'the message acknowledged before the kill is there');
   const { code } = await second.terminate();

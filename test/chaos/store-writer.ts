@@ -14,8 +14,13 @@ interface Item extends Doc {
   status: string;
 }
 
-const store = new EmbeddedStore(process.env.DATA_DIR!, { syncIntervalMs: Number(process.env.STORE_SYNC_INTERVAL_MS ?? 1_000) });
-const items = store.collection<Item>('items', [{ keys: { tenantId: 1, status: 1 } }, { keys: { tenantId: 1, n: 1 }, unique: true }]);
+const store = new EmbeddedStore(process.env.DATA_DIR!, {
+  syncIntervalMs: Number(process.env.STORE_SYNC_INTERVAL_MS ?? 1_000),
+});
+const items = store.collection<Item>('items', [
+  { keys: { tenantId: 1, status: 1 } },
+  { keys: { tenantId: 1, n: 1 }, unique: true },
+]);
 const scope = { tenantId: 'org_kill' };
 process.stdout.write('ready\n');
 let next = 0;
@@ -28,10 +33,16 @@ for (;;) {
   for (let i = 0; i < 20; i++) {
     const n = next++;
     const id = `k${n}`;
-    writes.push(items.insertOne(scope, { id, tenantId: '', n, status: 'new' }).then(() => lines.push(`ack put ${id} ${n}`)));
+    writes.push(
+      items.insertOne(scope, { id, tenantId: '', n, status: 'new' }).then(() => lines.push(`ack put ${id} ${n}`)),
+    );
     if (n % 3 === 2) {
       const target = `k${n - 2}`;
-      writes.push(items.updateOne(scope, { id: target }, { $set: { status: 'done' } }).then(() => lines.push(`ack set ${target} 0`)));
+      writes.push(
+        items
+          .updateOne(scope, { id: target }, { $set: { status: 'done' } })
+          .then(() => lines.push(`ack set ${target} 0`)),
+      );
     }
     if (n % 10 === 9) {
       const target = `k${n - 5}`;
@@ -39,6 +50,11 @@ for (;;) {
     }
   }
   await Promise.all(writes);
-  if (next % 1_000 < 20) await Promise.all([items.count(scope, {}), items.count(scope, { status: 'done' }), items.count(scope, { status: 'new' })]);
+  if (next % 1_000 < 20)
+    await Promise.all([
+      items.count(scope, {}),
+      items.count(scope, { status: 'done' }),
+      items.count(scope, { status: 'new' }),
+    ]);
   flush();
 }

@@ -25,7 +25,12 @@ test('the README quick start runs as written and ends with a delivered message',
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-quickstart-'));
   // The embedded default, as `npm start` on a fresh clone runs it: CI's REDIS_URL/MONGODB_URL would
   // point it at a shared database where the quick start's email may already be signed up.
-  const server = await startServiceProcess('all', { DATA_DIR: join(dir, 'data'), LOG_LEVEL: 'warn', REDIS_URL: '', MONGODB_URL: '' });
+  const server = await startServiceProcess('all', {
+    DATA_DIR: join(dir, 'data'),
+    LOG_LEVEL: 'warn',
+    REDIS_URL: '',
+    MONGODB_URL: '',
+  });
   t.after(async () => {
     await server.terminate();
     await rm(dir, { recursive: true, force: true });
@@ -37,7 +42,9 @@ test('the README quick start runs as written and ends with a delivered message',
 
   // `set -m`: job control as in an interactive terminal, where `kill %1` stops the agent's whole process group.
   const run = spawn('bash', ['-c', `set -m\n${script}\nwait\necho "quick start done"`], {
-    cwd: root, env: { ...process.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   run.stdout.on('data', (c: Buffer) => (output += c.toString()));
@@ -52,6 +59,8 @@ test('the README quick start runs as written and ends with a delivered message',
   assert.match(output, /"event":"stopping","signal":"SIGTERM"/, 'kill %1 stopped the agent');
   assert.match(output, /quick start done/);
   // npm exits on the signal first; the agent's own processes finish their clean stop a moment later.
-  const stray = () => spawnSync('sh', ['-c', `ps -eo args | grep -F -- '${join(dir, 'sim')}' | grep -v grep`], { encoding: 'utf8' }).stdout;
+  const stray = () =>
+    spawnSync('sh', ['-c', `ps -eo args | grep -F -- '${join(dir, 'sim')}' | grep -v grep`], { encoding: 'utf8' })
+      .stdout;
   await waitFor(() => stray() === '', 10_000, 'no agent process left behind');
 });

@@ -86,23 +86,40 @@ test('on a Redis Cluster (REDIS_CLUSTER_NODES) one process serves the API; REDIS
   if (!nodes || !mongoUrl) return;
   const suffix = Math.random().toString(36).slice(2, 8);
   const db = `relaybox_e2e_${suffix}`;
-  const env = { REDIS_URL: '', REDIS_CLUSTER_NODES: nodes, MONGODB_URL: mongoUrl.replace(/\/[^/]*$/, `/${db}`), RUNTIME_KEY_PREFIX: `e2e-${suffix}` };
+  const env = {
+    REDIS_URL: '',
+    REDIS_CLUSTER_NODES: nodes,
+    MONGODB_URL: mongoUrl.replace(/\/[^/]*$/, `/${db}`),
+    RUNTIME_KEY_PREFIX: `e2e-${suffix}`,
+  };
   t.after(async () => {
     await deleteClusterPrefix(parseClusterNodes(nodes), env.RUNTIME_KEY_PREFIX);
     const store = new MongoStore(env.MONGODB_URL, db, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
-    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
+    await store
+      .init()
+      .then(() => store.dropDatabase())
+      .finally(() => store.close())
+      .catch(() => undefined);
   });
   const svc = await startServiceProcess('all', env);
   t.after(() => svc.child.kill('SIGKILL'));
   const port = svc.port!;
   assert.equal((await get(port, '/readyz')).status, 200);
   const signup = await fetch(`http://127.0.0.1:${port}/api/v1/auth/signup`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ organizationName: 'Cluster', email: `cluster-${suffix}@example.com`, password: 'a long password' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      organizationName: 'Cluster',
+      email: `cluster-${suffix}@example.com`,
+      password: 'a long password',
+    }),
   });
   assert.equal(signup.status, 201);
   const { accessToken } = (await signup.json()) as { accessToken: string };
   const sent = await fetch(`http://127.0.0.1:${port}/api/v1/messages`, {
-    method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` }, body: JSON.stringify({ to: '+14155550100', body: 'hello' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${accessToken}` },
+    body: JSON.stringify({ to: '+14155550100', body: 'hello' }),
   });
   assert.equal(sent.status, 201);
   assert.equal(((await sent.json()) as { status: string }).status, 'queued');
@@ -110,9 +127,15 @@ test('on a Redis Cluster (REDIS_CLUSTER_NODES) one process serves the API; REDIS
   assert.equal(code, 0);
 
   const seed = nodes.split(',')[0]!.trim();
-  await assert.rejects(startServiceProcess('all', { ...env, REDIS_CLUSTER_NODES: '', REDIS_URL: `redis://${seed}` }, 15_000), /REDIS_URL points at a Redis Cluster node: set REDIS_CLUSTER_NODES/);
+  await assert.rejects(
+    startServiceProcess('all', { ...env, REDIS_CLUSTER_NODES: '', REDIS_URL: `redis://${seed}` }, 15_000),
+    /REDIS_URL points at a Redis Cluster node: set REDIS_CLUSTER_NODES/,
+  );
 });
 
 test('a role other than all without REDIS_URL refuses to start with a clear message', async () => {
-  await assert.rejects(startServiceProcess('worker', { REDIS_URL: '', MONGODB_URL: '' }, 15_000), /needs REDIS_URL or REDIS_CLUSTER_NODES/);
+  await assert.rejects(
+    startServiceProcess('worker', { REDIS_URL: '', MONGODB_URL: '' }, 15_000),
+    /needs REDIS_URL or REDIS_CLUSTER_NODES/,
+  );
 });

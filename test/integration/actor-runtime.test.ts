@@ -70,7 +70,10 @@ function probeActor(seen: Seen, events: () => EventStream) {
     handlers: {
       async emit(ctx, msg) {
         const n = delivered(ctx.id);
-        await events().append([domainEvent('relay.online', { tenantId: 'org_probe' }, { from: ctx.id }, ctx.derivedId('probe.emitted'))], { once: true });
+        await events().append(
+          [domainEvent('relay.online', { tenantId: 'org_probe' }, { from: ctx.id }, ctx.derivedId('probe.emitted'))],
+          { once: true },
+        );
         await ctx.send(probeProtocol, ctx.key, { kind: 'tick', from: ctx.id }, { delayMs: 50 });
         if (n <= msg.failFirst) throw new Error(`failing delivery ${n} on purpose`);
       },
@@ -109,7 +112,14 @@ interface Harness {
 
 type Make = (t: TestContext, cfg: RuntimeConfig, seen: Seen) => Promise<Harness>;
 
-const newSeen = (): Seen => ({ deliveries: new Map(), ticks: [], activations: new Map(), failActivation: 0, counted: 0, owned: new Map() });
+const newSeen = (): Seen => ({
+  deliveries: new Map(),
+  ticks: [],
+  activations: new Map(),
+  failActivation: 0,
+  counted: 0,
+  owned: new Map(),
+});
 
 const makeLocal: Make = async (t, cfg, seen) => {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-actor-'));
@@ -161,7 +171,11 @@ for (const [name, make] of transports) {
     test('a terminal error is dead-lettered at its first delivery', async (t) => {
       const h = await make(t, testRuntimeConfig({ maxDeliveries: 5 }), newSeen());
       const id = await actorClient(h.rt, probeProtocol).send('k2', { kind: 'terminal' });
-      await waitFor(async () => (await h.rt.deadLetters('probe')).some((d) => d.envelope?.id === id), 5_000, 'dead letter');
+      await waitFor(
+        async () => (await h.rt.deadLetters('probe')).some((d) => d.envelope?.id === id),
+        5_000,
+        'dead letter',
+      );
       const dead = (await h.rt.deadLetters('probe')).find((d) => d.envelope?.id === id)!;
       assert.equal(dead.deliveries, 1);
       assert.equal(dead.error, 'this can never work');
@@ -197,7 +211,10 @@ for (const [name, make] of transports) {
       const wrongKind = await h.rt.send('probe', 'k5', { kind: 'emitt' });
       await waitFor(async () => (await h.rt.deadLetters('probe')).length === 2, 5_000, 'two dead letters');
       const dead = await h.rt.deadLetters('probe');
-      assert.match(dead.find((d) => d.envelope?.id === wrongField)!.error, /malformed "probe.emit" message: \/failFirst must be integer/);
+      assert.match(
+        dead.find((d) => d.envelope?.id === wrongField)!.error,
+        /malformed "probe.emit" message: \/failFirst must be integer/,
+      );
       assert.match(dead.find((d) => d.envelope?.id === wrongKind)!.error, /has no message "emitt"/);
       assert.equal(h.seen.deliveries.size, 0);
     });
@@ -207,7 +224,11 @@ for (const [name, make] of transports) {
       seen.failActivation = 1;
       const h = await make(t, testRuntimeConfig({ maxDeliveries: 3 }), seen);
       const probe = actorClient(h.rt, probeProtocol);
-      assert.equal(await probe.ask('k6', { kind: 'count' }), 1, 'the first delivery failed to activate; the second did');
+      assert.equal(
+        await probe.ask('k6', { kind: 'count' }),
+        1,
+        'the first delivery failed to activate; the second did',
+      );
       assert.equal(await probe.ask('k6', { kind: 'count' }), 2);
       assert.equal(await probe.ask('k6', { kind: 'count' }), 3);
       assert.equal(seen.activations.get('k6'), 1);
@@ -243,7 +264,9 @@ test('100,000 tenant keys touched once, then idle: the live state count falls ba
   peak = Math.max(peak, h.rt.liveStates());
   const idleFrom = Date.now();
   await waitFor(() => h.rt.liveStates() === 0, idleMs * 10 + 10_000, 'no live state');
-  console.log(`idle states: ${keys} keys, peak ${peak} live states, 0 after ${Date.now() - idleFrom} ms (ACTOR_IDLE_MS ${idleMs})`);
+  console.log(
+    `idle states: ${keys} keys, peak ${peak} live states, 0 after ${Date.now() - idleFrom} ms (ACTOR_IDLE_MS ${idleMs})`,
+  );
   assert.ok(peak > keys / 2, `the states were live before (peak ${peak})`);
   assert.equal(seen.activations.size, keys);
   // Touched again: built again from the store, not remembered.
@@ -307,7 +330,10 @@ describe('actor runtime: redis shard ownership and state', () => {
     t.after(() => joined.stop());
     await waitFor(() => signals.some((s) => s.aborted), 5_000, 'a shard released to the new worker');
     const moved = keys.filter((_, i) => signals[i]!.aborted);
-    assert.ok(moved.length > 0 && moved.length < keys.length, `the keys of one shard of two moved (${moved.length} of ${keys.length})`);
+    assert.ok(
+      moved.length > 0 && moved.length < keys.length,
+      `the keys of one shard of two moved (${moved.length} of ${keys.length})`,
+    );
     // The moved keys now run on the worker that joined, under a live signal.
     for (const key of moved) await actorClient(joined, probeProtocol).ask(key, { kind: 'own' }, 5_000);
     for (const key of moved) assert.equal(joinedSeen.owned.get(key)?.aborted, false);
@@ -324,18 +350,33 @@ describe('actor runtime: redis shard ownership and state', () => {
     const hanging = defineActor(probeProtocol, {
       handlers: {
         async emit(ctx) {
-          await dyingEvents!.append([domainEvent('relay.online', { tenantId: 'org_probe' }, {}, ctx.derivedId('probe.emitted'))], { once: true });
+          await dyingEvents!.append(
+            [domainEvent('relay.online', { tenantId: 'org_probe' }, {}, ctx.derivedId('probe.emitted'))],
+            { once: true },
+          );
           await ctx.send(probeProtocol, ctx.key, { kind: 'tick', from: ctx.id }, { delayMs: 50 });
           await new Promise(() => {});
         },
-        tick: (_ctx, msg) => void dyingSeen.ticks.push(msg.from), terminal: () => {}, retryable: () => {}, missing: () => {}, count: () => {}, hang: () => {}, own: () => {},
+        tick: (_ctx, msg) => void dyingSeen.ticks.push(msg.from),
+        terminal: () => {},
+        retryable: () => {},
+        missing: () => {},
+        count: () => {},
+        hang: () => {},
+        own: () => {},
       },
     });
     await dying.start([hanging], { consume: true });
     dyingEvents = new RedisEventStream(dying.connection, `${cfg.keyPrefix}:events`, cfg.dedupeTtlMs);
     const id = await actorClient(dying, probeProtocol).send('k', { kind: 'emit', failFirst: 0 });
     await sleep(300);
-    const crashed = dying as unknown as { stopping: boolean; loops: NodeJS.Timeout[]; cmd: Redis; reader: Redis; sub: Redis };
+    const crashed = dying as unknown as {
+      stopping: boolean;
+      loops: NodeJS.Timeout[];
+      cmd: Redis;
+      reader: Redis;
+      sub: Redis;
+    };
     crashed.stopping = true;
     for (const timer of crashed.loops) clearInterval(timer);
     for (const conn of [crashed.cmd, crashed.reader, crashed.sub]) conn.disconnect();

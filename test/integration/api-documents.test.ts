@@ -18,7 +18,13 @@ const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 const root = join(import.meta.dirname, '..', '..');
 
 /** What a local reference (#/components/...) names, or the node itself when it is no reference. */
-const resolved = (node: any, doc: any): any => (node?.$ref ? node.$ref.slice(2).split('/').reduce((at: any, key: string) => at[key], doc) : node);
+const resolved = (node: any, doc: any): any =>
+  node?.$ref
+    ? node.$ref
+        .slice(2)
+        .split('/')
+        .reduce((at: any, key: string) => at[key], doc)
+    : node;
 
 /** A schema with its local references replaced by what they name. */
 function inline(schema: unknown, doc: any): any {
@@ -51,11 +57,16 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     try {
       await writeFile(join(dir, 'openapi.json'), JSON.stringify(openapi, null, 2));
       await writeFile(join(dir, 'asyncapi.json'), JSON.stringify(asyncapi, null, 2));
-      for (const file of ['redocly.yaml', '.redocly.lint-ignore.yaml']) await copyFile(join(root, file), join(dir, file));
+      for (const file of ['redocly.yaml', '.redocly.lint-ignore.yaml'])
+        await copyFile(join(root, file), join(dir, file));
       const cli = join(root, 'node_modules', '.bin', 'redocly');
       // Telemetry and the update check are the CLI's only network use; both are off (the config says telemetry: off too).
       const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' };
-      const result = await run(cli, ['lint', 'openapi.json', 'asyncapi.json', '--format=stylish'], { cwd: dir, env, timeout: 120_000 }).catch((err: { stdout: string; stderr: string }) => err);
+      const result = await run(cli, ['lint', 'openapi.json', 'asyncapi.json', '--format=stylish'], {
+        cwd: dir,
+        env,
+        timeout: 120_000,
+      }).catch((err: { stdout: string; stderr: string }) => err);
       const output = `${result.stdout}\n${result.stderr}`;
       assert.doesNotMatch(output, /\b(error|warning)\b.*\(|[1-9]\d* (errors?|warnings?)/i, output);
       assert.match(output, /valid/i, output);
@@ -72,13 +83,21 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
         assert.ok(!ids.has(operation.operationId), `operationId ${operation.operationId} is unique`);
         ids.add(operation.operationId);
         const statuses = Object.keys(operation.responses);
-        assert.ok(statuses.some((s) => /^[23]/.test(s)), `${method} ${path} has a success answer`);
+        assert.ok(
+          statuses.some((s) => /^[23]/.test(s)),
+          `${method} ${path} has a success answer`,
+        );
         for (const s of ['429', '500', '503']) assert.ok(statuses.includes(s), `${method} ${path} documents ${s}`);
         if (operation.security.length > 0) assert.ok(statuses.includes('401'), `${method} ${path} documents 401`);
-        if (operation.requestBody) assert.ok(statuses.includes('400') && statuses.includes('413'), `${method} ${path} documents 400 and 413`);
+        if (operation.requestBody)
+          assert.ok(statuses.includes('400') && statuses.includes('413'), `${method} ${path} documents 400 and 413`);
         for (const s of statuses.filter((x) => Number(x) >= 400)) {
           const shared = errorAnswer(operation, s);
-          assert.equal(shared.content['application/problem+json'].schema.allOf[0].$ref, '#/components/schemas/Problem', `${method} ${path} ${s}`);
+          assert.equal(
+            shared.content['application/problem+json'].schema.allOf[0].$ref,
+            '#/components/schemas/Problem',
+            `${method} ${path} ${s}`,
+          );
           assert.ok(shared.headers['X-Request-Id'], `${method} ${path} ${s} has X-Request-Id`);
         }
       }
@@ -89,7 +108,16 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
 
   test('error answers are shared: each status refers to components.responses, narrowed to its codes, with the problem schema', () => {
     const problem = openapi.components.schemas.Problem;
-    assert.deepEqual(problem.required, ['type', 'title', 'status', 'detail', 'instance', 'error', 'message', 'statusCode']);
+    assert.deepEqual(problem.required, [
+      'type',
+      'title',
+      'status',
+      'detail',
+      'instance',
+      'error',
+      'message',
+      'statusCode',
+    ]);
     const used = new Set<string>();
     for (const item of Object.values<any>(openapi.paths)) {
       for (const operation of Object.values<any>(item)) {
@@ -104,37 +132,73 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     for (const [name, answer] of Object.entries<any>(openapi.components.responses)) {
       const narrowed = answer.content['application/problem+json'].schema.allOf[1].properties;
       const codes: string[] = narrowed.error.enum;
-      assert.ok(codes.every((c) => errorCodes[c as keyof typeof errorCodes].status === narrowed.status.const), name);
-      assert.deepEqual(narrowed.type.enum, codes.map((c) => `/errors/${c}`), name);
+      assert.ok(
+        codes.every((c) => errorCodes[c as keyof typeof errorCodes].status === narrowed.status.const),
+        name,
+      );
+      assert.deepEqual(
+        narrowed.type.enum,
+        codes.map((c) => `/errors/${c}`),
+        name,
+      );
       for (const code of codes) assert.ok(answer.description.includes(`${code}: `), `${name} says what ${code} means`);
     }
-    assert.equal(openapi.components.responses.ValidationErrorOrBadRequest.content['application/problem+json'].schema.allOf[1].properties.status.const, 400);
+    assert.equal(
+      openapi.components.responses.ValidationErrorOrBadRequest.content['application/problem+json'].schema.allOf[1]
+        .properties.status.const,
+      400,
+    );
   });
 
   test('the document stays under 150 KB; with codeSamples=true every operation has a curl and a TypeScript sample made from its route', async () => {
     const served = await t.request('GET', '/api/v1/openapi.json');
     const bytes = Buffer.byteLength(served.text);
-    console.log(`# the OpenAPI document: ${bytes} bytes; with code samples: ${Buffer.byteLength(JSON.stringify(withSamples))} bytes`);
+    console.log(
+      `# the OpenAPI document: ${bytes} bytes; with code samples: ${Buffer.byteLength(JSON.stringify(withSamples))} bytes`,
+    );
     assert.ok(bytes <= 150_000, `${bytes} bytes`);
-    const withoutSamples = JSON.parse(JSON.stringify(withSamples, (key, value) => (key === 'x-codeSamples' ? undefined : value)));
+    const withoutSamples = JSON.parse(
+      JSON.stringify(withSamples, (key, value) => (key === 'x-codeSamples' ? undefined : value)),
+    );
     assert.deepEqual(withoutSamples, openapi, 'the samples are all that codeSamples=true adds');
-    assert.ok(Object.values<any>(openapi.paths).every((item) => Object.values<any>(item).every((o) => !('x-codeSamples' in o))), 'the plain document has none');
-    const ajv = addFormats(new Ajv({ strict: false, allErrors: true })).addFormat(phoneNumberFormat, (v: string) => toE164(v) !== undefined).addFormat(recipientFormat, (v: string) => toE164(v) !== undefined);
+    assert.ok(
+      Object.values<any>(openapi.paths).every((item) => Object.values<any>(item).every((o) => !('x-codeSamples' in o))),
+      'the plain document has none',
+    );
+    const ajv = addFormats(new Ajv({ strict: false, allErrors: true }))
+      .addFormat(phoneNumberFormat, (v: string) => toE164(v) !== undefined)
+      .addFormat(recipientFormat, (v: string) => toE164(v) !== undefined);
     for (const [path, item] of Object.entries<any>(withSamples.paths)) {
       for (const [method, operation] of Object.entries<any>(item)) {
         const where = `${method} ${path}`;
         const samples = operation['x-codeSamples'];
-        assert.deepEqual(samples.map((s: any) => [s.lang, s.label]), [['Shell', 'curl'], ['TypeScript', 'TypeScript']], where);
+        assert.deepEqual(
+          samples.map((s: any) => [s.lang, s.label]),
+          [
+            ['Shell', 'curl'],
+            ['TypeScript', 'TypeScript'],
+          ],
+          where,
+        );
         const [curl, ts] = samples.map((s: any) => s.source as string);
-        const shellPath = path.replace(/\{([^}]+)\}/g, (_, n: string) => `$${n.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}`);
-        assert.ok(curl.startsWith(`curl${method === 'get' ? '' : ` -X ${method.toUpperCase()}`} "$RELAYBOX_URL${shellPath}`), `${where}: ${curl}`);
+        const shellPath = path.replace(
+          /\{([^}]+)\}/g,
+          (_, n: string) => `$${n.replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase()}`,
+        );
+        assert.ok(
+          curl.startsWith(`curl${method === 'get' ? '' : ` -X ${method.toUpperCase()}`} "$RELAYBOX_URL${shellPath}`),
+          `${where}: ${curl}`,
+        );
         assert.equal(curl.includes('Authorization: Bearer $RELAYBOX_API_KEY'), operation.security.length > 0, where);
         assert.ok(ts.includes(`await client.${method.toUpperCase()}('${path}'`), `${where}: ${ts}`);
         const schema = operation.requestBody?.content['application/json']?.schema;
         if (!schema) continue;
         const body = JSON.parse(/-d '(.*)'$/s.exec(curl)![1]!.replace(/'\\''/g, "'"));
         const validate = ajv.compile(inline(schema, withSamples));
-        assert.ok(validate(body), `${where}: the sample body ${JSON.stringify(body)} is valid: ${JSON.stringify(validate.errors)}`);
+        assert.ok(
+          validate(body),
+          `${where}: the sample body ${JSON.stringify(body)} is valid: ${JSON.stringify(validate.errors)}`,
+        );
       }
     }
   });
@@ -144,10 +208,18 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     const body = send.requestBody.content['application/json'].schema;
     assert.deepEqual(body.required, ['to']);
     assert.equal(body.properties.priority.default, 0);
-    for (const path of ['/api/v1/messages', '/api/v1/conversations', '/api/v1/contacts', '/api/v1/conversations/{id}']) {
+    for (const path of [
+      '/api/v1/messages',
+      '/api/v1/conversations',
+      '/api/v1/contacts',
+      '/api/v1/conversations/{id}',
+    ]) {
       const params = parametersOf(op('get', path)).filter((p: any) => p.name === 'page' || p.name === 'limit');
       assert.equal(params.length, 2, path);
-      assert.ok(params.every((p: any) => p.required === false), `${path}: page and limit are optional`);
+      assert.ok(
+        params.every((p: any) => p.required === false),
+        `${path}: page and limit are optional`,
+      );
     }
     const format = parametersOf(op('get', '/api/v1/contacts/export')).find((p: any) => p.name === 'format');
     assert.equal(format.required, false);
@@ -155,14 +227,27 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
   });
 
   test('success answers have schemas; 204s have no body; the headers are documented', () => {
-    for (const [method, path] of [['get', '/api/v1/me'], ['get', '/api/v1/messages'], ['get', '/api/v1/messages/{id}/attachments'], ['get', '/api/v1/conversations'], ['get', '/api/v1/conversations/{id}']]) {
-      assert.ok(op(method!, path!).responses['200'].content['application/json'].schema.properties, `${method} ${path} has a 200 schema`);
+    for (const [method, path] of [
+      ['get', '/api/v1/me'],
+      ['get', '/api/v1/messages'],
+      ['get', '/api/v1/messages/{id}/attachments'],
+      ['get', '/api/v1/conversations'],
+      ['get', '/api/v1/conversations/{id}'],
+    ]) {
+      assert.ok(
+        op(method!, path!).responses['200'].content['application/json'].schema.properties,
+        `${method} ${path} has a 200 schema`,
+      );
     }
     const exported = op('get', '/api/v1/contacts/export').responses['200'].content;
     assert.deepEqual(Object.keys(exported).sort(), ['application/json', 'text/csv']);
     assert.equal(exported['application/json'].schema.type, 'array');
     assert.ok(op('get', '/api/v1/attachments/{token}').responses['302'].headers.Location.required);
-    for (const [method, path] of [['delete', '/api/v1/contacts/{id}'], ['delete', '/api/v1/api-keys/{id}'], ['post', '/api/v1/auth/logout']]) {
+    for (const [method, path] of [
+      ['delete', '/api/v1/contacts/{id}'],
+      ['delete', '/api/v1/api-keys/{id}'],
+      ['post', '/api/v1/auth/logout'],
+    ]) {
       const noContent = op(method!, path!).responses['204'];
       assert.ok(noContent, `${method} ${path} answers 204`);
       assert.equal(noContent.content, undefined, `${method} ${path}: a 204 has no body`);
@@ -172,17 +257,30 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     assert.equal(openapi.components.parameters['Idempotency-Key'].in, 'header');
     assert.ok(send.responses['201'].headers['Idempotent-Replayed']);
     assert.ok(send.responses['422'], 'idempotency_mismatch is documented');
-    assert.deepEqual(Object.keys(errorAnswer(send, '429').headers).sort(), ['RateLimit-Limit', 'RateLimit-Policy', 'RateLimit-Remaining', 'RateLimit-Reset', 'Retry-After', 'X-Request-Id']);
+    assert.deepEqual(Object.keys(errorAnswer(send, '429').headers).sort(), [
+      'RateLimit-Limit',
+      'RateLimit-Policy',
+      'RateLimit-Remaining',
+      'RateLimit-Reset',
+      'Retry-After',
+      'X-Request-Id',
+    ]);
     assert.ok(errorAnswer(op('post', '/api/v1/contacts/import'), '415').content['application/problem+json']);
-    assert.deepEqual(openapi.servers.map((s: { url: string }) => s.url), ['https://api.example.org', '/']);
+    assert.deepEqual(
+      openapi.servers.map((s: { url: string }) => s.url),
+      ['https://api.example.org', '/'],
+    );
   });
 
   test('the AsyncAPI document describes the relay WebSocket and every frame, from the frame schemas', () => {
     assert.equal(asyncapi.asyncapi, '3.0.0');
     assert.equal(asyncapi.channels.relay.address, '/api/v1/relays/connect');
-    const received = asyncapi.operations.receiveAgentFrames.messages.map((m: { $ref: string }) => m.$ref.split('/').pop());
+    const received = asyncapi.operations.receiveAgentFrames.messages.map((m: { $ref: string }) =>
+      m.$ref.split('/').pop(),
+    );
     const sent = asyncapi.operations.sendServerFrames.messages.map((m: { $ref: string }) => m.$ref.split('/').pop());
-    const typesOf = (union: { anyOf: Array<{ properties: { type: { const: string } } }> }) => union.anyOf.map((f) => f.properties.type.const).sort();
+    const typesOf = (union: { anyOf: Array<{ properties: { type: { const: string } } }> }) =>
+      union.anyOf.map((f) => f.properties.type.const).sort();
     assert.deepEqual(received.sort(), typesOf(agentFrame as never));
     assert.deepEqual(sent.sort(), typesOf(serverFrame as never));
     assert.ok(received.includes('hello') && sent.includes('send'));

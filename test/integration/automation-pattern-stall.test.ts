@@ -32,7 +32,7 @@ const worstAccepted = ['[ab]*a[ab]{400}$', '.{0,290}!'];
 
 function randomAb(length: number, seed: number): string {
   let x = seed;
-  return Array.from({ length }, () => ((x = (x * 1103515245 + 12345) & 0x7fffffff) >> 16) & 1 ? 'a' : 'b').join('');
+  return Array.from({ length }, () => (((x = (x * 1103515245 + 12345) & 0x7fffffff) >> 16) & 1 ? 'a' : 'b')).join('');
 }
 
 /** The most CPU time (and wall time) between two turns of the loop while `work` ran, in ms. */
@@ -76,15 +76,21 @@ eachBackend((backend) => {
       await t.stop();
     });
 
-    const call = (method: string, path: string, body?: unknown) => t.request(method, `/api/v1${path}`, { token: org.ownerToken, body });
+    const call = (method: string, path: string, body?: unknown) =>
+      t.request(method, `/api/v1${path}`, { token: org.ownerToken, body });
     const within = (what: string, held: { worstMs: number; worstWallMs: number }) => {
-      console.log(`# ${backend}: ${what}: loop held ${held.worstMs.toFixed(0)} ms of CPU (${held.worstWallMs.toFixed(0)} ms of wall time)`);
+      console.log(
+        `# ${backend}: ${what}: loop held ${held.worstMs.toFixed(0)} ms of CPU (${held.worstWallMs.toFixed(0)} ms of wall time)`,
+      );
       assert.ok(held.worstMs < stallMs, `${what} held the loop ${held.worstMs.toFixed(0)} ms`);
     };
     const automation = async (patterns: string[]) => {
       const res = await call('POST', '/automations', {
-        name: 'hostile', trigger: 'message_received', logic: 'or',
-        conditions: patterns.map((value) => ({ field: 'body', operator: 'matches_regex', value })), actions: [{ type: 'create_contact', config: {} }],
+        name: 'hostile',
+        trigger: 'message_received',
+        logic: 'or',
+        conditions: patterns.map((value) => ({ field: 'body', operator: 'matches_regex', value })),
+        actions: [{ type: 'create_contact', config: {} }],
       });
       return res;
     };
@@ -92,13 +98,22 @@ eachBackend((backend) => {
     const receive = async (from: string, body: string) => {
       row++;
       await actorClient(t.app.runtime, relayProtocol).send(relay.id, {
-        kind: 'inbound', tenantId: org.orgId, session: relay.session, rowId: row, guid: `GUID-${org.orgId}-${row}`, from, isGroup: false, body, receivedAt: new Date().toISOString(),
+        kind: 'inbound',
+        tenantId: org.orgId,
+        session: relay.session,
+        rowId: row,
+        guid: `GUID-${org.orgId}-${row}`,
+        from,
+        isGroup: false,
+        body,
+        receivedAt: new Date().toISOString(),
       });
     };
-    const executed = (id: string, count: number) => until(`${count} executions of ${id}`, async () => {
-      const res = await call('GET', `/automations/${id}/executions?limit=100`);
-      return res.body.data.length >= count && res.body.data;
-    });
+    const executed = (id: string, count: number) =>
+      until(`${count} executions of ${id}`, async () => {
+        const res = await call('GET', `/automations/${id}/executions?limit=100`);
+        return res.body.data.length >= count && res.body.data;
+      });
 
     test('the reported patterns are refused at once with a 400 naming the field and why', async () => {
       for (const pattern of reported) {
@@ -117,14 +132,19 @@ eachBackend((backend) => {
       for (const res of made) assert.equal(res.status, 201, res.text.slice(0, 300));
       const ids = made.map((res) => res.body.id as string);
       for (const body of [...bodies, randomAb(100_000, 11)]) {
-        const { result: res, ...held } = await worstLoopDelay(() => call('POST', `/automations/${ids[0]}/test`, { message: { body } }));
+        const { result: res, ...held } = await worstLoopDelay(() =>
+          call('POST', `/automations/${ids[0]}/test`, { message: { body } }),
+        );
         assert.equal(res.status, 200, res.text.slice(0, 300));
         within(`a dry run on ${body.length} characters`, held);
       }
-      within(`${bodies.length} messages of 20,000 characters through ${ids.length} automations`, await worstLoopDelay(async () => {
-        for (const [k, body] of bodies.entries()) await receive(`+1415555010${k}`, body);
-        for (const id of ids) await executed(id, bodies.length);
-      }));
+      within(
+        `${bodies.length} messages of 20,000 characters through ${ids.length} automations`,
+        await worstLoopDelay(async () => {
+          for (const [k, body] of bodies.entries()) await receive(`+1415555010${k}`, body);
+          for (const id of ids) await executed(id, bodies.length);
+        }),
+      );
     });
 
     test('a pattern stored before the limit is not run: it does not match, the dry run says why, and nothing stalls', async () => {
@@ -132,9 +152,15 @@ eachBackend((backend) => {
       assert.equal(res.status, 201, res.text);
       const id = res.body.id as string;
       const { automations } = automationCollections(t.app.store);
-      await automations.updateOne(orgScope(org.orgId), { id }, { $set: { conditions: [{ field: 'body', operator: 'matches_regex', value: reported[0]! }] } });
+      await automations.updateOne(
+        orgScope(org.orgId),
+        { id },
+        { $set: { conditions: [{ field: 'body', operator: 'matches_regex', value: reported[0]! }] } },
+      );
       const body = `${'a'.repeat(999)}!`;
-      const { result: dry, ...held } = await worstLoopDelay(() => call('POST', `/automations/${id}/test`, { message: { body } }));
+      const { result: dry, ...held } = await worstLoopDelay(() =>
+        call('POST', `/automations/${id}/test`, { message: { body } }),
+      );
       assert.equal(dry.status, 200, dry.text.slice(0, 300));
       assert.equal(dry.body.matched, false);
       assert.match(dry.body.conditionsEvaluated[0].error, /^not run: the pattern compiles to \d+ instructions/);

@@ -8,8 +8,15 @@ import type { JobDoc } from '../../src/jobs/job-store.ts';
 import type { MessageDoc } from '../../src/messages/message-store.ts';
 
 // Stand-in relays do not heartbeat: a slow backend must not take them offline in the middle of a test.
-const fast = { MESSAGE_RETRY_BASE_MS: '40', MESSAGE_MAX_ATTEMPTS: '1', TENANT_SWEEP_MS: '300', JOB_TRACK_MS: '100', RELAY_HEARTBEAT_TIMEOUT_MS: '600000' };
-const entries = (n: number, body = 'hello') => Array.from({ length: n }, (_, i) => ({ to: `+1415555${String(i).padStart(4, '0')}`, body: `${body} ${i}` }));
+const fast = {
+  MESSAGE_RETRY_BASE_MS: '40',
+  MESSAGE_MAX_ATTEMPTS: '1',
+  TENANT_SWEEP_MS: '300',
+  JOB_TRACK_MS: '100',
+  RELAY_HEARTBEAT_TIMEOUT_MS: '600000',
+};
+const entries = (n: number, body = 'hello') =>
+  Array.from({ length: n }, (_, i) => ({ to: `+1415555${String(i).padStart(4, '0')}`, body: `${body} ${i}` }));
 
 eachBackend((backend) => {
   describe(`bulk jobs (${backend})`, () => {
@@ -24,8 +31,10 @@ eachBackend((backend) => {
       await t.stop();
     });
 
-    const bulk = (org: Org, body: unknown, headers: Record<string, string> = {}, token = org.ownerToken) => t.request('POST', '/api/v1/messages/bulk', { token, body, headers });
-    const detail = async (org: Org, jobId: string, headers: Record<string, string> = {}) => (await t.request('GET', `/api/v1/messages/bulk/${jobId}`, { token: org.ownerToken, headers })).body;
+    const bulk = (org: Org, body: unknown, headers: Record<string, string> = {}, token = org.ownerToken) =>
+      t.request('POST', '/api/v1/messages/bulk', { token, body, headers });
+    const detail = async (org: Org, jobId: string, headers: Record<string, string> = {}) =>
+      (await t.request('GET', `/api/v1/messages/bulk/${jobId}`, { token: org.ownerToken, headers })).body;
     const relayFor = (org: Org, capacity: number) => {
       const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity });
       relays.push(relay);
@@ -37,10 +46,19 @@ eachBackend((backend) => {
     const storedJob = async (org: Org, jobId: string) => {
       const scope = { tenantId: org.orgId };
       const job = await t.app.store.collection<JobDoc>('bulk_jobs').findOne(scope, { id: jobId });
-      const messages = await t.app.store.collection<MessageDoc>('messages').find(scope, { jobId }, { sort: { jobIndex: 1 } });
+      const messages = await t.app.store
+        .collection<MessageDoc>('messages')
+        .find(scope, { jobId }, { sort: { jobIndex: 1 } });
       return JSON.stringify({
         job: job && { status: job.status, trackTick: job.trackTick, completedAt: job.completedAt },
-        messages: messages.map((m) => ({ i: m.jobIndex, status: m.status, relayId: m.relayId, attempts: m.attempts, updatedAt: m.updatedAt, lastError: m.lastError })),
+        messages: messages.map((m) => ({
+          i: m.jobIndex,
+          status: m.status,
+          relayId: m.relayId,
+          attempts: m.attempts,
+          updatedAt: m.updatedAt,
+          lastError: m.lastError,
+        })),
       });
     };
 
@@ -64,7 +82,10 @@ eachBackend((backend) => {
       const past = await bulk(org, { messages: entries(2), scheduledAt: new Date(Date.now() - 60_000).toISOString() });
       assert.equal(past.status, 400);
       assert.equal(past.body.details[0].path, '/scheduledAt');
-      const far = await bulk(org, { messages: entries(2), scheduledAt: new Date(Date.now() + 91 * 24 * 3600 * 1000).toISOString() });
+      const far = await bulk(org, {
+        messages: entries(2),
+        scheduledAt: new Date(Date.now() + 91 * 24 * 3600 * 1000).toISOString(),
+      });
       assert.equal(far.status, 400);
       assert.equal(far.body.details[0].path, '/scheduledAt');
       const notADate = await bulk(org, { messages: entries(2), scheduledAt: 'tomorrow' });
@@ -72,11 +93,17 @@ eachBackend((backend) => {
       assert.equal(await storedMessages(org), 0);
       assert.equal(await storedJobs(org), 0);
       // Scheduled an hour ahead, so the 10,000 messages stay idle for the rest of the suite.
-      const tenThousand = await bulk(org, { messages: entries(10_000, 'y'), scheduledAt: new Date(Date.now() + 3600_000).toISOString() });
+      const tenThousand = await bulk(org, {
+        messages: entries(10_000, 'y'),
+        scheduledAt: new Date(Date.now() + 3600_000).toISOString(),
+      });
       assert.equal(tenThousand.status, 201, tenThousand.text.slice(0, 300));
       assert.equal(tenThousand.body.totalRecipients, 10_000);
       assert.equal(await storedMessages(org), 10_000);
-      const inRange = await bulk(org, { messages: entries(1), scheduledAt: new Date(Date.now() + 89 * 24 * 3600 * 1000).toISOString() });
+      const inRange = await bulk(org, {
+        messages: entries(1),
+        scheduledAt: new Date(Date.now() + 89 * 24 * 3600 * 1000).toISOString(),
+      });
       assert.equal(inRange.status, 201);
       assert.equal(inRange.body.status, 'scheduled');
     });
@@ -88,18 +115,34 @@ eachBackend((backend) => {
       const one = await bulk(org, { messages });
       assert.equal(one.status, 400);
       assert.equal(one.body.error, 'validation_error');
-      assert.deepEqual(one.body.details.map((d: { path: string }) => d.path), ['/messages/17/to']);
+      assert.deepEqual(
+        one.body.details.map((d: { path: string }) => d.path),
+        ['/messages/17/to'],
+      );
       const schemaBad = entries(5) as Array<Record<string, unknown>>;
       schemaBad[3] = { to: '+14155550100', body: 'x', priority: 101 };
       const byShape = await bulk(org, { messages: schemaBad });
       assert.equal(byShape.status, 400);
-      assert.deepEqual(byShape.body.details.map((d: { path: string }) => d.path), ['/messages/3/priority']);
+      assert.deepEqual(
+        byShape.body.details.map((d: { path: string }) => d.path),
+        ['/messages/3/priority'],
+      );
       const noBody = await bulk(org, { messages: [...entries(2), { to: '+14155550100', body: '' }] });
-      assert.deepEqual(noBody.body.details.map((d: { path: string }) => d.path), ['/messages/2/body']);
-      const semantic = [{ to: '+14155550100', body: 'x' }, { to: 'group:grp_1', body: 'x' }, { to: '+14155550100', body: 'x', fromNumber: '+14155550199' }];
+      assert.deepEqual(
+        noBody.body.details.map((d: { path: string }) => d.path),
+        ['/messages/2/body'],
+      );
+      const semantic = [
+        { to: '+14155550100', body: 'x' },
+        { to: 'group:grp_1', body: 'x' },
+        { to: '+14155550100', body: 'x', fromNumber: '+14155550199' },
+      ];
       const two = await bulk(org, { messages: semantic });
       assert.equal(two.status, 400);
-      assert.deepEqual(two.body.details.map((d: { path: string }) => d.path), ['/messages/1/to', '/messages/2/fromNumber']);
+      assert.deepEqual(
+        two.body.details.map((d: { path: string }) => d.path),
+        ['/messages/1/to', '/messages/2/fromNumber'],
+      );
       const allBad = Array.from({ length: 500 }, () => ({ to: 'nobody', body: 'x' }));
       const many = await bulk(org, { messages: allBad });
       assert.equal(many.status, 400);
@@ -131,7 +174,8 @@ eachBackend((backend) => {
       const org = await signup(t);
       const created = await bulk(org, { messages: entries(40) });
       assert.equal(created.status, 201);
-      for (const field of ['jobId', 'status', 'totalRecipients', 'createdAt', 'scheduledAt']) assert.ok(field in created.body, field);
+      for (const field of ['jobId', 'status', 'totalRecipients', 'createdAt', 'scheduledAt'])
+        assert.ok(field in created.body, field);
       assert.equal(created.body.status, 'processing');
       assert.equal(created.body.scheduledAt, null);
       const jobId = created.body.jobId;
@@ -142,46 +186,69 @@ eachBackend((backend) => {
       const relay = relayFor(org, 4);
       await relay.connect();
       const reported = new Set<string>();
-      const fate = (to: string) => (Number(to.slice(-4)) % 4 === 0 ? 'failed' : Number(to.slice(-4)) % 4 === 1 ? 'sent' : 'delivered');
+      const fate = (to: string) =>
+        Number(to.slice(-4)) % 4 === 0 ? 'failed' : Number(to.slice(-4)) % 4 === 1 ? 'sent' : 'delivered';
       let sawMidway = false;
       let last: any;
-      await waitFor(async () => {
-        for (const frame of relay.sends) {
-          if (reported.has(frame.messageId)) continue;
-          reported.add(frame.messageId);
-          const outcome = fate(frame.to);
-          await relay.report(frame.messageId, outcome === 'failed' ? 'failed' : 'sent', outcome === 'failed' ? 'unknown recipient' : undefined);
-          if (outcome === 'delivered') await relay.report(frame.messageId, 'delivered');
-        }
-        if (!sawMidway && reported.size >= 12 && reported.size <= 28) {
-          const mid = await detail(org, jobId);
-          if (mid.progress > 0 && mid.progress < 1) {
-            sawMidway = true;
-            assert.equal(mid.status, 'processing');
-            assert.ok(mid.estimatedCompletionAt !== null, 'a relay is online: there is an estimate');
-            const partial = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?limit=100`, { token: org.ownerToken });
-            assert.equal(partial.body.pagination.total, 40);
+      await waitFor(
+        async () => {
+          for (const frame of relay.sends) {
+            if (reported.has(frame.messageId)) continue;
+            reported.add(frame.messageId);
+            const outcome = fate(frame.to);
+            await relay.report(
+              frame.messageId,
+              outcome === 'failed' ? 'failed' : 'sent',
+              outcome === 'failed' ? 'unknown recipient' : undefined,
+            );
+            if (outcome === 'delivered') await relay.report(frame.messageId, 'delivered');
           }
-        }
-        await sleep(50);
-        last = await detail(org, jobId);
-        return last.status === 'completed';
-      }, 90_000, 'the job completes').catch((err: Error) => {
-        throw new Error(`${err.message}; last seen ${JSON.stringify(last)}, ${relay.sends.length} handed out, ${reported.size} reported`);
+          if (!sawMidway && reported.size >= 12 && reported.size <= 28) {
+            const mid = await detail(org, jobId);
+            if (mid.progress > 0 && mid.progress < 1) {
+              sawMidway = true;
+              assert.equal(mid.status, 'processing');
+              assert.ok(mid.estimatedCompletionAt !== null, 'a relay is online: there is an estimate');
+              const partial = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?limit=100`, {
+                token: org.ownerToken,
+              });
+              assert.equal(partial.body.pagination.total, 40);
+            }
+          }
+          await sleep(50);
+          last = await detail(org, jobId);
+          return last.status === 'completed';
+        },
+        90_000,
+        'the job completes',
+      ).catch((err: Error) => {
+        throw new Error(
+          `${err.message}; last seen ${JSON.stringify(last)}, ${relay.sends.length} handed out, ${reported.size} reported`,
+        );
       });
       assert.ok(sawMidway, 'progress was seen between 0 and 1 while the job ran');
       const done = await detail(org, jobId);
       assert.deepEqual(done.counts, { queued: 0, processing: 0, sent: 10, delivered: 20, failed: 10, cancelled: 0 });
       assert.equal(done.progress, 1);
       assert.ok(done.startedAt && done.completedAt && done.completedAt >= done.startedAt);
-      const failed = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=failed&limit=100`, { token: org.ownerToken });
+      const failed = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=failed&limit=100`, {
+        token: org.ownerToken,
+      });
       assert.equal(failed.body.pagination.total, 10);
-      assert.ok(failed.body.data.every((r: { to: string; error: string }) => fate(r.to) === 'failed' && r.error === 'unknown recipient'));
-      const page2 = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?page=2&limit=15`, { token: org.ownerToken });
+      assert.ok(
+        failed.body.data.every(
+          (r: { to: string; error: string }) => fate(r.to) === 'failed' && r.error === 'unknown recipient',
+        ),
+      );
+      const page2 = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?page=2&limit=15`, {
+        token: org.ownerToken,
+      });
       assert.equal(page2.body.data.length, 15);
       assert.equal(page2.body.data[0].to, '+14155550015', 'results are in request order');
       assert.deepEqual(Object.keys(page2.body.data[0]).sort(), ['error', 'messageId', 'status', 'to']);
-      const status = await t.request('GET', `/api/v1/messages/${page2.body.data[0].messageId}/status`, { token: org.ownerToken });
+      const status = await t.request('GET', `/api/v1/messages/${page2.body.data[0].messageId}/status`, {
+        token: org.ownerToken,
+      });
       assert.equal(status.body.jobId, jobId, 'each message shows its job');
       const listed = await t.request('GET', '/api/v1/messages/bulk?status=completed', { token: org.ownerToken });
       assert.equal(listed.body.data[0].jobId, jobId);
@@ -216,21 +283,36 @@ eachBackend((backend) => {
       unsubscribe();
       assert.ok(Math.min(...arrivals) >= at.getTime(), 'no send before scheduledAt');
       assert.ok(Date.parse(started.startedAt) >= at.getTime(), 'not early');
-      assert.ok(Date.parse(started.startedAt) - at.getTime() < 3_000, `on time (started ${Date.parse(started.startedAt) - at.getTime()} ms after)`);
+      assert.ok(
+        Date.parse(started.startedAt) - at.getTime() < 3_000,
+        `on time (started ${Date.parse(started.startedAt) - at.getTime()} ms after)`,
+      );
     });
 
     test('cancel: a scheduled job sends nothing; a running job stops what no relay has; a completed job is 409', async () => {
       const org = await signup(t);
       const relay = relayFor(org, 3);
       await relay.connect();
-      const scheduled = await bulk(org, { messages: entries(5), scheduledAt: new Date(Date.now() + 1_000).toISOString() });
-      const cancelled = await t.request('POST', `/api/v1/messages/bulk/${scheduled.body.jobId}/cancel`, { token: org.ownerToken });
+      const scheduled = await bulk(org, {
+        messages: entries(5),
+        scheduledAt: new Date(Date.now() + 1_000).toISOString(),
+      });
+      const cancelled = await t.request('POST', `/api/v1/messages/bulk/${scheduled.body.jobId}/cancel`, {
+        token: org.ownerToken,
+      });
       assert.equal(cancelled.status, 200);
       assert.equal(cancelled.body.status, 'cancelled');
       await sleep(1_800);
       assert.equal(relay.sends.length, 0, 'a cancelled scheduled job sends nothing');
       const cancelledDetail = await detail(org, scheduled.body.jobId);
-      assert.deepEqual(cancelledDetail.counts, { queued: 0, processing: 0, sent: 0, delivered: 0, failed: 0, cancelled: 5 });
+      assert.deepEqual(cancelledDetail.counts, {
+        queued: 0,
+        processing: 0,
+        sent: 0,
+        delivered: 0,
+        failed: 0,
+        cancelled: 5,
+      });
       assert.equal(cancelledDetail.status, 'cancelled');
 
       const running = await bulk(org, { messages: entries(20) });
@@ -238,9 +320,17 @@ eachBackend((backend) => {
       await waitFor(() => relay.sends.length === 3, 5_000, 'three handed to the relay');
       const stop = await t.request('POST', `/api/v1/messages/bulk/${jobId}/cancel`, { token: org.ownerToken });
       assert.equal(stop.status, 200);
-      assert.deepEqual(stop.body.counts, { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17 }, 'counted as cancelled from the answer on');
+      assert.deepEqual(
+        stop.body.counts,
+        { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17 },
+        'counted as cancelled from the answer on',
+      );
       for (const frame of relay.sends) await relay.report(frame.messageId, 'delivered');
-      await waitFor(async () => (await detail(org, jobId)).completedAt !== null, 60_000, 'the handed-out sends finish').catch(async (err: Error) => {
+      await waitFor(
+        async () => (await detail(org, jobId)).completedAt !== null,
+        60_000,
+        'the handed-out sends finish',
+      ).catch(async (err: Error) => {
         throw new Error(`${err.message}; ${relay.sends.length} handed out; stored: ${await storedJob(org, jobId)}`);
       });
       await sleep(300);
@@ -249,43 +339,74 @@ eachBackend((backend) => {
       assert.equal(after.status, 'cancelled');
       assert.deepEqual(after.counts, { queued: 0, processing: 0, sent: 0, delivered: 3, failed: 0, cancelled: 17 });
       assert.equal(after.progress, 1);
-      const stopped = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=cancelled&limit=1`, { token: org.ownerToken });
+      const stopped = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=cancelled&limit=1`, {
+        token: org.ownerToken,
+      });
       assert.equal(stopped.body.pagination.total, 17);
       assert.equal(stopped.body.data[0].error, 'cancelled');
-      const msg = await t.request('GET', `/api/v1/messages/${stopped.body.data[0].messageId}/status`, { token: org.ownerToken });
+      const msg = await t.request('GET', `/api/v1/messages/${stopped.body.data[0].messageId}/status`, {
+        token: org.ownerToken,
+      });
       assert.equal(msg.body.status, 'failed');
       assert.equal(msg.body.lastError, 'cancelled');
       const stats = await t.request('GET', '/api/v1/messages/queue/stats', { token: org.ownerToken });
       assert.equal(stats.body.deadLetter, 0, 'cancelled messages are not dead letters');
-      const cancelledIds = new Set((await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=cancelled&limit=100`, { token: org.ownerToken })).body.data.map((r: { messageId: string }) => r.messageId));
-      await waitFor(async () => {
-        const failedEvents = (await t.request('GET', '/api/v1/events?type=message.failed&limit=100', { token: org.ownerToken })).body.data
-          .filter((e: { data: { id: string } }) => cancelledIds.has(e.data.id));
-        return failedEvents.length === 17 && failedEvents.every((e: { data: { error: string; status: string } }) => e.data.error === 'cancelled' && e.data.status === 'failed');
-      }, 10_000, 'one message.failed event for each cancelled message');
+      const cancelledIds = new Set(
+        (
+          await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=cancelled&limit=100`, {
+            token: org.ownerToken,
+          })
+        ).body.data.map((r: { messageId: string }) => r.messageId),
+      );
+      await waitFor(
+        async () => {
+          const failedEvents = (
+            await t.request('GET', '/api/v1/events?type=message.failed&limit=100', { token: org.ownerToken })
+          ).body.data.filter((e: { data: { id: string } }) => cancelledIds.has(e.data.id));
+          return (
+            failedEvents.length === 17 &&
+            failedEvents.every(
+              (e: { data: { error: string; status: string } }) =>
+                e.data.error === 'cancelled' && e.data.status === 'failed',
+            )
+          );
+        },
+        10_000,
+        'one message.failed event for each cancelled message',
+      );
 
       const small = await bulk(org, { messages: entries(2) });
       await waitFor(() => relay.sends.length === 5, 5_000, 'dispatched');
       for (const frame of relay.sends.slice(3)) await relay.report(frame.messageId, 'delivered');
       await waitFor(async () => (await detail(org, small.body.jobId)).status === 'completed', 20_000, 'completed');
-      const late = await t.request('POST', `/api/v1/messages/bulk/${small.body.jobId}/cancel`, { token: org.ownerToken });
+      const late = await t.request('POST', `/api/v1/messages/bulk/${small.body.jobId}/cancel`, {
+        token: org.ownerToken,
+      });
       assert.equal(late.status, 409);
       assert.equal(late.body.error, 'conflict');
     });
 
-    test('fairness: a single send queued after a 2,000-message job is dispatched before the job\'s 100th message', async () => {
+    test("fairness: a single send queued after a 2,000-message job is dispatched before the job's 100th message", async () => {
       const org = await signup(t);
       const job = await bulk(org, { messages: entries(2_000, 'campaign') });
       assert.equal(job.status, 201);
-      const single = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155559999', body: 'one-off' } });
+      const single = await t.request('POST', '/api/v1/messages', {
+        token: org.ownerToken,
+        body: { to: '+14155559999', body: 'one-off' },
+      });
       assert.equal(single.status, 201);
       const relay = relayFor(org, 10);
       await relay.connect();
       const reported = new Set<string>();
-      await waitFor(async () => {
-        for (const f of relay.sends) if (!reported.has(f.messageId)) (reported.add(f.messageId), await relay.report(f.messageId, 'sent'));
-        return relay.sends.some((f) => f.messageId === single.body.id) || relay.sends.length >= 150;
-      }, 20_000, 'the single send is dispatched');
+      await waitFor(
+        async () => {
+          for (const f of relay.sends)
+            if (!reported.has(f.messageId)) (reported.add(f.messageId), await relay.report(f.messageId, 'sent'));
+          return relay.sends.some((f) => f.messageId === single.body.id) || relay.sends.length >= 150;
+        },
+        20_000,
+        'the single send is dispatched',
+      );
       const position = relay.sends.findIndex((f) => f.messageId === single.body.id);
       assert.ok(position >= 0 && position < 100, `the single send went out at position ${position}`);
       await t.request('POST', `/api/v1/messages/bulk/${job.body.jobId}/cancel`, { token: org.ownerToken });
@@ -300,17 +421,42 @@ eachBackend((backend) => {
       const jobId = created.body.jobId;
       assert.equal((await detail(org, jobId, team)).jobId, jobId);
       for (const path of [`/api/v1/messages/bulk/${jobId}`, `/api/v1/messages/bulk/${jobId}/results`]) {
-        assert.equal((await t.request('GET', path, { token: org.ownerToken })).status, 404, `${path} from the default team`);
-        assert.equal((await t.request('GET', path, { token: other.ownerToken })).status, 404, `${path} from another organization`);
+        assert.equal(
+          (await t.request('GET', path, { token: org.ownerToken })).status,
+          404,
+          `${path} from the default team`,
+        );
+        assert.equal(
+          (await t.request('GET', path, { token: other.ownerToken })).status,
+          404,
+          `${path} from another organization`,
+        );
       }
-      assert.equal((await t.request('POST', `/api/v1/messages/bulk/${jobId}/cancel`, { token: other.ownerToken })).status, 404);
-      assert.equal((await t.request('GET', '/api/v1/messages/bulk', { token: org.ownerToken })).body.pagination.total, 0, 'the default team sees none');
-      assert.equal((await t.request('GET', '/api/v1/messages/bulk', { token: org.ownerToken, headers: team })).body.pagination.total, 1);
+      assert.equal(
+        (await t.request('POST', `/api/v1/messages/bulk/${jobId}/cancel`, { token: other.ownerToken })).status,
+        404,
+      );
+      assert.equal(
+        (await t.request('GET', '/api/v1/messages/bulk', { token: org.ownerToken })).body.pagination.total,
+        0,
+        'the default team sees none',
+      );
+      assert.equal(
+        (await t.request('GET', '/api/v1/messages/bulk', { token: org.ownerToken, headers: team })).body.pagination
+          .total,
+        1,
+      );
       const viewer = await apiKey(t, org, 'viewer');
       const member = await apiKey(t, org, 'member');
-      assert.equal((await t.request('GET', `/api/v1/messages/bulk/${jobId}`, { token: viewer, headers: team })).status, 200);
+      assert.equal(
+        (await t.request('GET', `/api/v1/messages/bulk/${jobId}`, { token: viewer, headers: team })).status,
+        200,
+      );
       assert.equal((await bulk(org, { messages: entries(1) }, team, viewer)).status, 403);
-      assert.equal((await t.request('POST', `/api/v1/messages/bulk/${jobId}/cancel`, { token: viewer, headers: team })).status, 403);
+      assert.equal(
+        (await t.request('POST', `/api/v1/messages/bulk/${jobId}/cancel`, { token: viewer, headers: team })).status,
+        403,
+      );
       assert.equal((await bulk(org, { messages: entries(1) }, team, member)).status, 201);
     });
   });

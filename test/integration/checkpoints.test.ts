@@ -21,24 +21,44 @@ eachBackend((backend) => {
       const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 5 });
       relays.push(relay);
       await relay.connect();
-      const id = (await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'hello' } })).body.id as string;
+      const id = (
+        await t.request('POST', '/api/v1/messages', {
+          token: org.ownerToken,
+          body: { to: '+14155550100', body: 'hello' },
+        })
+      ).body.id as string;
       await until('the send', async () => relay.sends.length > 0, 10_000);
       const at = (offsetMs: number) => new Date(Date.now() + offsetMs).toISOString();
-      const agentHops = hops ? [{ hop: 'relay_received' as const, at: at(0) }, { hop: 'handed_to_app' as const, at: at(1) }, { hop: 'seen_in_database' as const, at: at(2) }] : undefined;
+      const agentHops = hops
+        ? [
+            { hop: 'relay_received' as const, at: at(0) },
+            { hop: 'handed_to_app' as const, at: at(1) },
+            { hop: 'seen_in_database' as const, at: at(2) },
+          ]
+        : undefined;
       await new Promise((resolve) => setTimeout(resolve, 5));
       await relay.report(id, 'sent', undefined, relay.lastAttempt(id), agentHops);
       await new Promise((resolve) => setTimeout(resolve, 5));
       await relay.report(id, 'delivered', undefined, relay.lastAttempt(id), agentHops);
-      return until('delivered', async () => {
-        const s = (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
-        return s.status === 'delivered' && s;
-      }, 10_000);
+      return until(
+        'delivered',
+        async () => {
+          const s = (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
+          return s.status === 'delivered' && s;
+        },
+        10_000,
+      );
     };
 
     test('a relay agent that reports its hops: every hop in order, each once', async () => {
       const status = await throughRelay(true);
-      assert.deepEqual(status.checkpoints.map((c: { hop: string }) => c.hop), ['accepted', 'handed_to_relay', 'relay_received', 'handed_to_app', 'seen_in_database', 'sent', 'delivered']);
-      const server = status.checkpoints.filter((c: { hop: string }) => ['accepted', 'handed_to_relay'].includes(c.hop)).map((c: { at: string }) => Date.parse(c.at));
+      assert.deepEqual(
+        status.checkpoints.map((c: { hop: string }) => c.hop),
+        ['accepted', 'handed_to_relay', 'relay_received', 'handed_to_app', 'seen_in_database', 'sent', 'delivered'],
+      );
+      const server = status.checkpoints
+        .filter((c: { hop: string }) => ['accepted', 'handed_to_relay'].includes(c.hop))
+        .map((c: { at: string }) => Date.parse(c.at));
       assert.ok(server[0] <= server[1], 'accepted before handed to the relay');
       assert.equal(status.waitingFor, null);
       const metrics = (await t.request('GET', '/metrics')).text;
@@ -49,7 +69,10 @@ eachBackend((backend) => {
 
     test('a relay agent that does not report hops is still served: the hops the server saw', async () => {
       const status = await throughRelay(false);
-      assert.deepEqual(status.checkpoints.map((c: { hop: string }) => c.hop), ['accepted', 'handed_to_relay', 'sent', 'delivered']);
+      assert.deepEqual(
+        status.checkpoints.map((c: { hop: string }) => c.hop),
+        ['accepted', 'handed_to_relay', 'sent', 'delivered'],
+      );
     });
   });
 });

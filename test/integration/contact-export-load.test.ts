@@ -7,7 +7,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test } from 'node:test';
 import { gunzipSync } from 'node:zlib';
 import { loadConfig } from '../../src/config.ts';
-import { contactCollections, newContactDoc, type ContactDoc, type TeamScope } from '../../src/contacts/contact-store.ts';
+import {
+  contactCollections,
+  newContactDoc,
+  type ContactDoc,
+  type TeamScope,
+} from '../../src/contacts/contact-store.ts';
 import type { Store } from '../../src/store/collection.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
@@ -76,9 +81,11 @@ eachBackend((backend) => {
         for (let run = 0; run < runsEach; run++) {
           for (const [format, tenant] of exports) {
             const name = `${format} ${tenant.size}`;
-            const { ms, lines, healthzMs } = await exportWhilePolling(base, tenant.token, format).catch((err: unknown) => {
-              throw new Error(`${name} export, run ${run + 1}: ${(err as Error).message}`, { cause: err });
-            });
+            const { ms, lines, healthzMs } = await exportWhilePolling(base, tenant.token, format).catch(
+              (err: unknown) => {
+                throw new Error(`${name} export, run ${run + 1}: ${(err as Error).message}`, { cause: err });
+              },
+            );
             // CSV: a header line and one line a contact; JSON: "[", one line a contact, "]".
             assert.equal(lines, format === 'csv' ? tenant.size + 1 : tenant.size + 2, `${name} export`);
             figures[name] = Math.min(figures[name] ?? Infinity, ms);
@@ -86,12 +93,27 @@ eachBackend((backend) => {
             worstHealthzMs = Math.max(worstHealthzMs, healthzMs);
           }
         }
-        console.log(`# export (${backend}): ${Object.entries(figures).map(([k, ms]) => `${k}: ${ms} ms`).join(', ')}`);
-        console.log(`# slowest /healthz during an export (best run of ${runsEach}): ${Object.entries(healthzByExport).map(([k, ms]) => `${k}: ${ms} ms`).join(', ')}; over all runs ${worstHealthzMs} ms`);
-        for (const [name, ms] of Object.entries(healthzByExport)) assert.ok(ms <= healthzWorstMs[backend], `${name}: a /healthz answer took ${ms} ms in every run of the export`);
+        console.log(
+          `# export (${backend}): ${Object.entries(figures)
+            .map(([k, ms]) => `${k}: ${ms} ms`)
+            .join(', ')}`,
+        );
+        console.log(
+          `# slowest /healthz during an export (best run of ${runsEach}): ${Object.entries(healthzByExport)
+            .map(([k, ms]) => `${k}: ${ms} ms`)
+            .join(', ')}; over all runs ${worstHealthzMs} ms`,
+        );
+        for (const [name, ms] of Object.entries(healthzByExport))
+          assert.ok(
+            ms <= healthzWorstMs[backend],
+            `${name}: a /healthz answer took ${ms} ms in every run of the export`,
+          );
         for (const format of ['csv', 'json']) {
           const ratio = figures[`${format} ${sizes.full}`]! / Math.max(1, figures[`${format} ${sizes.half}`]!);
-          assert.ok(ratio <= linearRatio, `${format}: ${sizes.full} contacts took ${ratio.toFixed(2)}x the time of ${sizes.half}`);
+          assert.ok(
+            ratio <= linearRatio,
+            `${format}: ${sizes.full} contacts took ${ratio.toFixed(2)}x the time of ${sizes.half}`,
+          );
         }
       } catch (err) {
         stocked.printProblems();
@@ -106,7 +128,10 @@ eachBackend((backend) => {
       const stocked = await stockedService(backend, [size]);
       try {
         const started = performance.now();
-        const res = await rawGet(`${stocked.base}/api/v1/contacts/export?format=csv`, { authorization: `Bearer ${stocked.tenants[0]!.token}`, 'accept-encoding': 'gzip' });
+        const res = await rawGet(`${stocked.base}/api/v1/contacts/export?format=csv`, {
+          authorization: `Bearer ${stocked.tenants[0]!.token}`,
+          'accept-encoding': 'gzip',
+        });
         const ms = Math.round(performance.now() - started);
         assert.equal(res.status, 200);
         assert.equal(res.headers['content-encoding'], 'gzip');
@@ -142,13 +167,28 @@ async function stockedService(backend: Backend, sizes: number[]): Promise<Stocke
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-export-'));
   const suffix = randomUUID().slice(0, 8);
   // Empty URLs are unset: the embedded run must not inherit this process's backends.
-  const env: Record<string, string> = { DATA_DIR: dataDir, RUNTIME_KEY_PREFIX: `t${suffix}`, RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', REDIS_URL: '', MONGODB_URL: '' };
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    RUNTIME_KEY_PREFIX: `t${suffix}`,
+    RATE_LIMIT_PER_MINUTE: '6000000',
+    RATE_LIMIT_BURST: '1000000',
+    REDIS_URL: '',
+    MONGODB_URL: '',
+  };
   if (backend === 'redis+mongo') {
     env.REDIS_URL = process.env.REDIS_URL!;
     env.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
   }
   const openStore = async (): Promise<Store> => {
-    const store = backend === 'embedded' ? new EmbeddedStore(dataDir) : new MongoStore(env.MONGODB_URL!, `relaybox_t${suffix}`, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
+    const store =
+      backend === 'embedded'
+        ? new EmbeddedStore(dataDir)
+        : new MongoStore(
+            env.MONGODB_URL!,
+            `relaybox_t${suffix}`,
+            loadConfig({}).storePingTimeoutMs,
+            loadConfig({}).mongoWrites,
+          );
     await store.init();
     return store;
   };
@@ -169,10 +209,18 @@ async function stockedService(backend: Backend, sizes: number[]): Promise<Stocke
     const tenants: Tenant[] = [];
     for (const size of sizes) {
       const res = await request(base, 'POST', '/api/v1/auth/signup', {
-        body: { organizationName: `Exporter ${size}`, email: `owner-${randomUUID().slice(0, 8)}@example.com`, password: 'correct horse battery' },
+        body: {
+          organizationName: `Exporter ${size}`,
+          email: `owner-${randomUUID().slice(0, 8)}@example.com`,
+          password: 'correct horse battery',
+        },
       });
       assert.equal(res.status, 201, res.text);
-      tenants.push({ size, scope: { tenantId: res.body.organization.id, teamId: res.body.team.id }, token: res.body.accessToken });
+      tenants.push({
+        size,
+        scope: { tenantId: res.body.organization.id, teamId: res.body.team.id },
+        token: res.body.accessToken,
+      });
     }
     // The embedded store has one writer: the service stops while the test fills its files.
     if (backend === 'embedded') await service.terminate();
@@ -190,7 +238,8 @@ async function stockedService(backend: Backend, sizes: number[]): Promise<Stocke
       tenants,
       printProblems() {
         // What the service said: its warnings and errors.
-        for (const line of running.lines.filter((l) => /"level":(4|5|6)0/.test(l)).slice(-10)) console.log(`# service: ${line.slice(0, 600)}`);
+        for (const line of running.lines.filter((l) => /"level":(4|5|6)0/.test(l)).slice(-10))
+          console.log(`# service: ${line.slice(0, 600)}`);
       },
       stop,
     };
@@ -206,14 +255,31 @@ async function fill(contacts: ReturnType<typeof contactCollections>['contacts'],
     const docs: ContactDoc[] = [];
     for (let i = at; i < Math.min(tenant.size, at + batch); i++) {
       const n = String(i).padStart(7, '0');
-      docs.push(newContactDoc(tenant.scope, { firstName: `First${n}`, lastName: 'Last', phoneNumbers: [`+1415${n}`], emailAddresses: [`c${n}@example.com`], tags: ['vip', 'export'], notes: 'a note' }, new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)).toISOString()));
+      docs.push(
+        newContactDoc(
+          tenant.scope,
+          {
+            firstName: `First${n}`,
+            lastName: 'Last',
+            phoneNumbers: [`+1415${n}`],
+            emailAddresses: [`c${n}@example.com`],
+            tags: ['vip', 'export'],
+            notes: 'a note',
+          },
+          new Date(Date.UTC(2026, 0, 1, 0, 0, 0, i)).toISOString(),
+        ),
+      );
     }
     await contacts.insertMany(tenant.scope, docs);
   }
 }
 
 /** Reads a whole export, counting its lines, while polling /healthz; the slowest /healthz answer comes back. */
-async function exportWhilePolling(base: string, token: string, format: 'csv' | 'json'): Promise<{ ms: number; lines: number; healthzMs: number }> {
+async function exportWhilePolling(
+  base: string,
+  token: string,
+  format: 'csv' | 'json',
+): Promise<{ ms: number; lines: number; healthzMs: number }> {
   let exporting = true;
   let healthzMs = 0;
   const polling: Promise<unknown> = (async () => {
@@ -230,7 +296,9 @@ async function exportWhilePolling(base: string, token: string, format: 'csv' | '
   const started = performance.now();
   let lines = 0;
   try {
-    const res = await fetch(`${base}/api/v1/contacts/export?format=${format}`, { headers: { authorization: `Bearer ${token}` } });
+    const res = await fetch(`${base}/api/v1/contacts/export?format=${format}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     assert.equal(res.status, 200);
     for await (const chunk of res.body!) {
       const bytes = chunk as Uint8Array;

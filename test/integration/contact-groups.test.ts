@@ -43,9 +43,16 @@ eachBackend((backend) => {
       await group('Suppliers', team);
       const listed = await call('GET', '/contact-groups', undefined, team);
       assert.equal(listed.status, 200);
-      assert.deepEqual(listed.body.data.map((g: { name: string }) => g.name), ['Customers', 'Suppliers']);
+      assert.deepEqual(
+        listed.body.data.map((g: { name: string }) => g.name),
+        ['Customers', 'Suppliers'],
+      );
       assert.deepEqual(listed.body.data[0], made);
-      assert.deepEqual((await call('GET', '/contact-groups')).body.data.filter((g: { name: string }) => g.name === 'Suppliers'), [], 'another team does not see them');
+      assert.deepEqual(
+        (await call('GET', '/contact-groups')).body.data.filter((g: { name: string }) => g.name === 'Suppliers'),
+        [],
+        'another team does not see them',
+      );
     });
 
     test('group names are validated', async () => {
@@ -62,10 +69,16 @@ eachBackend((backend) => {
         assert.equal(res.body.error, 'validation_error');
         assert.equal(res.body.details[0].path, path, JSON.stringify(body));
       }
-      const member = await call('POST', `/contact-groups/${(await group('V')).id}/members`, { contactId: 'ct_x', extra: 1 });
+      const member = await call('POST', `/contact-groups/${(await group('V')).id}/members`, {
+        contactId: 'ct_x',
+        extra: 1,
+      });
       assert.equal(member.status, 400);
       assert.equal(member.body.details[0].path, '/extra');
-      assert.equal((await call('POST', `/contact-groups/${(await group('V')).id}/members`, {})).body.details[0].path, '/contactId');
+      assert.equal(
+        (await call('POST', `/contact-groups/${(await group('V')).id}/members`, {})).body.details[0].path,
+        '/contactId',
+      );
     });
 
     test('members: adding is idempotent, GET lists them, removing answers 204 then 404', async () => {
@@ -83,7 +96,10 @@ eachBackend((backend) => {
       const got = await call('GET', `/contact-groups/${g.id}`);
       assert.equal(got.status, 200);
       assert.equal(got.body.memberCount, 2);
-      assert.deepEqual(got.body.members.map((c: { firstName: string }) => c.firstName), ['Ada', 'Bob']);
+      assert.deepEqual(
+        got.body.members.map((c: { firstName: string }) => c.firstName),
+        ['Ada', 'Bob'],
+      );
       assert.deepEqual(got.body.members[0], (await call('GET', `/contacts/${ada}`)).body, 'members are the contacts');
       const removed = await call('DELETE', `/contact-groups/${g.id}/members/${ada}`);
       assert.equal(removed.status, 204);
@@ -93,7 +109,10 @@ eachBackend((backend) => {
       assert.equal((await call('DELETE', `/contact-groups/${g.id}/members/ct_unknown`)).status, 404);
       const after = await call('GET', `/contact-groups/${g.id}`);
       assert.equal(after.body.memberCount, 1);
-      assert.deepEqual(after.body.members.map((c: { firstName: string }) => c.firstName), ['Bob']);
+      assert.deepEqual(
+        after.body.members.map((c: { firstName: string }) => c.firstName),
+        ['Bob'],
+      );
       assert.equal((await call('GET', '/contacts/' + ada)).status, 200, 'removing a member keeps the contact');
     });
 
@@ -117,16 +136,29 @@ eachBackend((backend) => {
       const crossContact = await call('POST', `/contact-groups/${mine.id}/members`, { contactId: theirContact });
       assert.equal(crossContact.status, 404, "a contact of another team can't join");
       assert.equal(crossContact.body.error, 'not_found');
-      assert.equal((await call('POST', `/contact-groups/${theirGroup.id}/members`, { contactId: myContact })).status, 404, "nor can one join another team's group");
+      assert.equal(
+        (await call('POST', `/contact-groups/${theirGroup.id}/members`, { contactId: myContact })).status,
+        404,
+        "nor can one join another team's group",
+      );
       assert.equal((await call('GET', `/contact-groups/${theirGroup.id}`)).status, 404);
       assert.equal((await call('GET', `/contact-groups/${mine.id}`)).body.memberCount, 0);
       const stranger = await signup(t, 'Stranger');
-      const strangerContact = (await t.request('POST', '/api/v1/contacts', { token: stranger.ownerToken, body: { firstName: 'S' } })).body.id;
-      assert.equal((await call('POST', `/contact-groups/${mine.id}/members`, { contactId: strangerContact })).status, 404);
+      const strangerContact = (
+        await t.request('POST', '/api/v1/contacts', { token: stranger.ownerToken, body: { firstName: 'S' } })
+      ).body.id;
+      assert.equal(
+        (await call('POST', `/contact-groups/${mine.id}/members`, { contactId: strangerContact })).status,
+        404,
+      );
       const res = await t.request('GET', `/api/v1/contact-groups/${mine.id}`, { token: stranger.ownerToken });
       assert.equal(res.status, 404);
       assert.equal(res.body.error, 'not_found');
-      assert.equal((await call('POST', `/contact-groups/${mine.id}/members`, { contactId: myContact })).status, 201, 'the control');
+      assert.equal(
+        (await call('POST', `/contact-groups/${mine.id}/members`, { contactId: myContact })).status,
+        201,
+        'the control',
+      );
     });
 
     test('deleting a contact removes it from its groups', async () => {
@@ -143,7 +175,10 @@ eachBackend((backend) => {
       for (const g of [one, two]) {
         const got = await call('GET', `/contact-groups/${g.id}`);
         assert.equal(got.body.memberCount, 1, g.name);
-        assert.deepEqual(got.body.members.map((c: { firstName: string }) => c.firstName), ['Staying']);
+        assert.deepEqual(
+          got.body.members.map((c: { firstName: string }) => c.firstName),
+          ['Staying'],
+        );
       }
       const listed = await call('GET', '/contact-groups');
       assert.equal(listed.body.data.find((g: { id: string }) => g.id === one.id).memberCount, 1);
@@ -155,25 +190,57 @@ eachBackend((backend) => {
       const scope = { tenantId: org.orgId, teamId };
       const g = await group('Broadcast', team);
       const members = [
-        await contact({ firstName: 'Phone', lastName: 'First', phoneNumbers: ['+4915150003001', '+4915150003002'], emailAddresses: ['phone@example.com'] }, team),
-        await contact({ firstName: 'Email', lastName: 'Only', emailAddresses: ['Email.Only@Example.com', 'second@example.com'] }, team),
+        await contact(
+          {
+            firstName: 'Phone',
+            lastName: 'First',
+            phoneNumbers: ['+4915150003001', '+4915150003002'],
+            emailAddresses: ['phone@example.com'],
+          },
+          team,
+        ),
+        await contact(
+          { firstName: 'Email', lastName: 'Only', emailAddresses: ['Email.Only@Example.com', 'second@example.com'] },
+          team,
+        ),
         await contact({ firstName: 'Nobody' }, team),
         await contact({ firstName: 'Same', phoneNumbers: ['+4915150003001'] }, team),
       ];
       for (const id of members) await call('POST', `/contact-groups/${g.id}/members`, { contactId: id }, team);
       assert.deepEqual(await t.app.contacts.groupRecipients(scope, g.id), ['+4915150003001', 'Email.Only@Example.com']);
       assert.deepEqual(await t.app.contacts.groupRecipients(scope, (await group('Empty', team)).id), []);
-      await assert.rejects(t.app.contacts.groupRecipients(scope, 'grp_unknown'), (err) => err instanceof AppError && err.code === 'not_found');
-      await assert.rejects(t.app.contacts.groupRecipients({ tenantId: org.orgId, teamId: org.teamId }, g.id), (err) => err instanceof AppError && err.code === 'not_found', "another team's group");
+      await assert.rejects(
+        t.app.contacts.groupRecipients(scope, 'grp_unknown'),
+        (err) => err instanceof AppError && err.code === 'not_found',
+      );
+      await assert.rejects(
+        t.app.contacts.groupRecipients({ tenantId: org.orgId, teamId: org.teamId }, g.id),
+        (err) => err instanceof AppError && err.code === 'not_found',
+        "another team's group",
+      );
 
-      const names = await t.app.contacts.namesFor(scope, ['+4915150003002', 'email.only@EXAMPLE.com', 'second@example.com', '+19999999999', 'nobody@example.com']);
+      const names = await t.app.contacts.namesFor(scope, [
+        '+4915150003002',
+        'email.only@EXAMPLE.com',
+        'second@example.com',
+        '+19999999999',
+        'nobody@example.com',
+      ]);
       assert.deepEqual(Object.fromEntries(names), {
         '+4915150003002': 'Phone First',
         'email.only@EXAMPLE.com': 'Email Only',
         'second@example.com': 'Email Only',
       });
-      assert.equal((await t.app.contacts.namesFor(scope, ['+4915150003001'])).get('+4915150003001'), 'Phone First', 'the oldest contact wins');
-      assert.equal((await t.app.contacts.namesFor({ tenantId: org.orgId, teamId: org.teamId }, ['+4915150003002'])).size, 0, 'names come from the same team only');
+      assert.equal(
+        (await t.app.contacts.namesFor(scope, ['+4915150003001'])).get('+4915150003001'),
+        'Phone First',
+        'the oldest contact wins',
+      );
+      assert.equal(
+        (await t.app.contacts.namesFor({ tenantId: org.orgId, teamId: org.teamId }, ['+4915150003002'])).size,
+        0,
+        'names come from the same team only',
+      );
       assert.equal((await t.app.contacts.namesFor(scope, [])).size, 0);
     });
   });

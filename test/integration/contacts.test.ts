@@ -20,8 +20,10 @@ eachBackend((backend) => {
       assert.equal(res.status, 201, res.text);
       return res.body;
     };
-    const list = (query: string, headers: Record<string, string>) => t.request('GET', `/api/v1/contacts?${query}`, { token: org.ownerToken, headers });
-    const names = (res: { body: { data: Array<{ firstName: string }> } }) => res.body.data.map((c) => c.firstName).sort();
+    const list = (query: string, headers: Record<string, string>) =>
+      t.request('GET', `/api/v1/contacts?${query}`, { token: org.ownerToken, headers });
+    const names = (res: { body: { data: Array<{ firstName: string }> } }) =>
+      res.body.data.map((c) => c.firstName).sort();
 
     test('create answers 201 with the stored contact; GET answers the same', async () => {
       const body = {
@@ -49,7 +51,11 @@ eachBackend((backend) => {
     });
 
     test('only firstName is required; lists default to empty and empty text fields stay unset', async () => {
-      const created = await create({ firstName: 'Solo', lastName: '', phoneNumbers: ['+4915150001111', '+4915150001111'] });
+      const created = await create({
+        firstName: 'Solo',
+        lastName: '',
+        phoneNumbers: ['+4915150001111', '+4915150001111'],
+      });
       assert.deepEqual(created.phoneNumbers, ['+4915150001111'], 'duplicates dropped');
       assert.deepEqual(created.emailAddresses, []);
       assert.deepEqual(created.tags, []);
@@ -71,10 +77,21 @@ eachBackend((backend) => {
         ['phone with 16 digits', { firstName: 'A', phoneNumbers: ['+1234567890123456'] }, '/phoneNumbers/0'],
         ['phone with spaces', { firstName: 'A', phoneNumbers: ['+1 555 123 4567'] }, '/phoneNumbers/0'],
         ['phoneNumbers not an array', { firstName: 'A', phoneNumbers: '+4915151234567' }, '/phoneNumbers'],
-        ['21 phone numbers', { firstName: 'A', phoneNumbers: Array.from({ length: 21 }, (_, i) => `+491515000${String(i).padStart(4, '0')}`) }, '/phoneNumbers'],
+        [
+          '21 phone numbers',
+          {
+            firstName: 'A',
+            phoneNumbers: Array.from({ length: 21 }, (_, i) => `+491515000${String(i).padStart(4, '0')}`),
+          },
+          '/phoneNumbers',
+        ],
         ['bad email', { firstName: 'A', emailAddresses: ['not-an-email'] }, '/emailAddresses/0'],
         ['email too long', { firstName: 'A', emailAddresses: [`${long(250)}@example.com`] }, '/emailAddresses/0'],
-        ['21 emails', { firstName: 'A', emailAddresses: Array.from({ length: 21 }, (_, i) => `a${i}@example.com`) }, '/emailAddresses'],
+        [
+          '21 emails',
+          { firstName: 'A', emailAddresses: Array.from({ length: 21 }, (_, i) => `a${i}@example.com`) },
+          '/emailAddresses',
+        ],
         ['tag with a comma', { firstName: 'A', tags: ['a,b'] }, '/tags/0'],
         ['tag with a semicolon', { firstName: 'A', tags: ['a;b'] }, '/tags/0'],
         ['tag with surrounding space', { firstName: 'A', tags: [' vip'] }, '/tags/0'],
@@ -92,27 +109,47 @@ eachBackend((backend) => {
         const res = await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, body });
         assert.equal(res.status, 400, name);
         assert.equal(res.body.error, 'validation_error', name);
-        assert.ok(res.body.details.some((d: { path: string }) => d.path === path), `${name}: ${JSON.stringify(res.body.details)}`);
+        assert.ok(
+          res.body.details.some((d: { path: string }) => d.path === path),
+          `${name}: ${JSON.stringify(res.body.details)}`,
+        );
       }
       const edges = await t.request('POST', '/api/v1/contacts', {
         token: org.ownerToken,
-        body: { firstName: 'x'.repeat(100), phoneNumbers: ['+1 (415) 555-0100', '+4915112345678'], notes: long(5000), tags: [long(50), 'a b'] },
+        body: {
+          firstName: 'x'.repeat(100),
+          phoneNumbers: ['+1 (415) 555-0100', '+4915112345678'],
+          notes: long(5000),
+          tags: [long(50), 'a b'],
+        },
       });
       assert.equal(edges.status, 201, `the limits themselves are allowed: ${edges.text}`);
     });
 
     test('an unknown or malformed id is a 404 not_found', async () => {
       for (const method of ['GET', 'PUT', 'DELETE']) {
-        const res = await t.request(method, '/api/v1/contacts/ct_nope', { token: org.ownerToken, body: method === 'PUT' ? { notes: 'x' } : undefined });
+        const res = await t.request(method, '/api/v1/contacts/ct_nope', {
+          token: org.ownerToken,
+          body: method === 'PUT' ? { notes: 'x' } : undefined,
+        });
         assert.equal(res.status, 404, method);
         assert.equal(res.body.error, 'not_found', method);
       }
     });
 
     test('PUT changes only the given fields; an empty text clears it; at least one field', async () => {
-      const made = await create({ firstName: 'Grace', lastName: 'Hopper', emailAddresses: ['grace@example.com'], tags: ['navy'], notes: 'COBOL' });
+      const made = await create({
+        firstName: 'Grace',
+        lastName: 'Hopper',
+        emailAddresses: ['grace@example.com'],
+        tags: ['navy'],
+        notes: 'COBOL',
+      });
       await new Promise((r) => setTimeout(r, 5));
-      const res = await t.request('PUT', `/api/v1/contacts/${made.id}`, { token: org.ownerToken, body: { lastName: 'Murray Hopper', tags: ['navy', 'admiral'], notes: '' } });
+      const res = await t.request('PUT', `/api/v1/contacts/${made.id}`, {
+        token: org.ownerToken,
+        body: { lastName: 'Murray Hopper', tags: ['navy', 'admiral'], notes: '' },
+      });
       assert.equal(res.status, 200, res.text);
       assert.equal(res.body.firstName, 'Grace');
       assert.equal(res.body.lastName, 'Murray Hopper');
@@ -121,7 +158,10 @@ eachBackend((backend) => {
       assert.equal('notes' in res.body, false, 'notes cleared');
       assert.equal(res.body.createdAt, made.createdAt);
       assert.ok(res.body.updatedAt > made.updatedAt, 'updatedAt moves');
-      assert.deepEqual((await t.request('GET', `/api/v1/contacts/${made.id}`, { token: org.ownerToken })).body, res.body);
+      assert.deepEqual(
+        (await t.request('GET', `/api/v1/contacts/${made.id}`, { token: org.ownerToken })).body,
+        res.body,
+      );
 
       for (const [body, path] of [
         [{}, ''],
@@ -132,7 +172,10 @@ eachBackend((backend) => {
       ] as const) {
         const bad = await t.request('PUT', `/api/v1/contacts/${made.id}`, { token: org.ownerToken, body });
         assert.equal(bad.status, 400, JSON.stringify(body));
-        assert.ok(bad.body.details.some((d: { path: string }) => d.path === path), JSON.stringify(bad.body));
+        assert.ok(
+          bad.body.details.some((d: { path: string }) => d.path === path),
+          JSON.stringify(bad.body),
+        );
       }
       const unchanged = await t.request('GET', `/api/v1/contacts/${made.id}`, { token: org.ownerToken });
       assert.deepEqual(unchanged.body, res.body, 'a refused update changes nothing');
@@ -149,9 +192,26 @@ eachBackend((backend) => {
 
     test('search matches name, phone, email and tag, case-insensitively', async () => {
       const team = await newTeam();
-      await create({ firstName: 'Marie', lastName: 'Curie', phoneNumbers: ['+33140000001'], emailAddresses: ['Marie@Radium.example'], tags: ['Nobel'] }, team);
+      await create(
+        {
+          firstName: 'Marie',
+          lastName: 'Curie',
+          phoneNumbers: ['+33140000001'],
+          emailAddresses: ['Marie@Radium.example'],
+          tags: ['Nobel'],
+        },
+        team,
+      );
       await create({ firstName: 'Pierre', lastName: 'Curie', phoneNumbers: ['+33140000002'], tags: ['physics'] }, team);
-      await create({ firstName: 'Niels', lastName: 'Bohr', emailAddresses: ['niels@copenhagen.example'], notes: 'curie in the notes does not count' }, team);
+      await create(
+        {
+          firstName: 'Niels',
+          lastName: 'Bohr',
+          emailAddresses: ['niels@copenhagen.example'],
+          notes: 'curie in the notes does not count',
+        },
+        team,
+      );
       const cases: Array<[string, string[]]> = [
         ['marie', ['Marie']],
         ['CURIE', ['Marie', 'Pierre']],
@@ -243,13 +303,20 @@ eachBackend((backend) => {
       assert.deepEqual(names(await list('search=Teamed', {})), [], 'the default team does not see it');
       assert.deepEqual(names(await list('search=Teamed', team)), ['Teamed']);
       assert.equal((await t.request('GET', `/api/v1/contacts/${mine.id}`, { token: org.ownerToken })).status, 404);
-      assert.equal((await t.request('PUT', `/api/v1/contacts/${mine.id}`, { token: org.ownerToken, body: { notes: 'x' } })).status, 404);
+      assert.equal(
+        (await t.request('PUT', `/api/v1/contacts/${mine.id}`, { token: org.ownerToken, body: { notes: 'x' } })).status,
+        404,
+      );
       assert.equal((await t.request('DELETE', `/api/v1/contacts/${mine.id}`, { token: org.ownerToken })).status, 404);
       const other = await signup(t, 'Other Org');
       const res = await t.request('GET', `/api/v1/contacts/${mine.id}`, { token: other.ownerToken });
       assert.equal(res.status, 404);
       assert.equal(res.body.error, 'not_found');
-      assert.equal((await t.request('GET', `/api/v1/contacts/${mine.id}`, { token: org.ownerToken, headers: team })).status, 200, 'the control');
+      assert.equal(
+        (await t.request('GET', `/api/v1/contacts/${mine.id}`, { token: org.ownerToken, headers: team })).status,
+        200,
+        'the control',
+      );
     });
 
     test('a viewer reads contacts but cannot write them', async () => {
@@ -261,7 +328,10 @@ eachBackend((backend) => {
       assert.equal(refused.status, 403);
       assert.equal(refused.body.error, 'forbidden');
       const member = await apiKey(t, org, 'member');
-      assert.equal((await t.request('POST', '/api/v1/contacts', { token: member, body: { firstName: 'Yes' } })).status, 201);
+      assert.equal(
+        (await t.request('POST', '/api/v1/contacts', { token: member, body: { firstName: 'Yes' } })).status,
+        201,
+      );
     });
   });
 });

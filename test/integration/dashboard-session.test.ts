@@ -24,7 +24,10 @@ eachBackend((backend) => {
     after(() => t.stop());
 
     test('sign-in answers the access token in the body and the refresh token only in an HttpOnly SameSite=Strict cookie', async () => {
-      const res = await t.request('POST', '/api/v1/auth/session', { body: { email: org.email, password: org.password }, headers: own });
+      const res = await t.request('POST', '/api/v1/auth/session', {
+        body: { email: org.email, password: org.password },
+        headers: own,
+      });
       assert.equal(res.status, 200, res.text);
       assert.ok(res.body.accessToken);
       assert.equal(res.body.refreshToken, undefined);
@@ -40,14 +43,24 @@ eachBackend((backend) => {
 
     test('the cookie is Secure on any host but a loopback one', async () => {
       // fetch will not send another Host: node:http does.
-      const signIn = (host: string) => new Promise<{ status: number; cookie: string }>((resolve, reject) => {
-        const req = httpRequest(`${t.base}/api/v1/auth/session`, { method: 'POST', headers: { ...own, host, origin: `https://${host}`, 'content-type': 'application/json' } }, (res) => {
-          res.resume();
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? '') }));
+      const signIn = (host: string) =>
+        new Promise<{ status: number; cookie: string }>((resolve, reject) => {
+          const req = httpRequest(
+            `${t.base}/api/v1/auth/session`,
+            {
+              method: 'POST',
+              headers: { ...own, host, origin: `https://${host}`, 'content-type': 'application/json' },
+            },
+            (res) => {
+              res.resume();
+              res.on('end', () =>
+                resolve({ status: res.statusCode ?? 0, cookie: String(res.headers['set-cookie'] ?? '') }),
+              );
+            },
+          );
+          req.on('error', reject);
+          req.end(JSON.stringify({ email: org.email, password: org.password }));
         });
-        req.on('error', reject);
-        req.end(JSON.stringify({ email: org.email, password: org.password }));
-      });
       const local = await signIn('localhost:3000');
       assert.equal(local.status, 200);
       assert.doesNotMatch(local.cookie, /Secure/);
@@ -57,22 +70,43 @@ eachBackend((backend) => {
     });
 
     test('refresh rotates the cookie; the old one then ends the session; sign-out clears it', async () => {
-      const signedIn = await t.request('POST', '/api/v1/auth/session', { body: { email: org.email, password: org.password }, headers: own });
+      const signedIn = await t.request('POST', '/api/v1/auth/session', {
+        body: { email: org.email, password: org.password },
+        headers: own,
+      });
       const first = cookieOf(signedIn).header;
-      const refreshed = await t.request('POST', '/api/v1/auth/session/refresh', { body: {}, headers: { ...own, cookie: first } });
+      const refreshed = await t.request('POST', '/api/v1/auth/session/refresh', {
+        body: {},
+        headers: { ...own, cookie: first },
+      });
       assert.equal(refreshed.status, 200, refreshed.text);
       const second = cookieOf(refreshed).header;
       assert.notEqual(second, first);
-      const reused = await t.request('POST', '/api/v1/auth/session/refresh', { body: {}, headers: { ...own, cookie: first } });
+      const reused = await t.request('POST', '/api/v1/auth/session/refresh', {
+        body: {},
+        headers: { ...own, cookie: first },
+      });
       assert.equal(reused.status, 401, 'a rotated token is refused');
-      const afterReuse = await t.request('POST', '/api/v1/auth/session/refresh', { body: {}, headers: { ...own, cookie: second } });
+      const afterReuse = await t.request('POST', '/api/v1/auth/session/refresh', {
+        body: {},
+        headers: { ...own, cookie: second },
+      });
       assert.equal(afterReuse.status, 401, 'reuse ended the whole session');
 
-      const again = await t.request('POST', '/api/v1/auth/session', { body: { email: org.email, password: org.password }, headers: own });
-      const out = await t.request('POST', '/api/v1/auth/session/logout', { body: {}, headers: { ...own, cookie: cookieOf(again).header } });
+      const again = await t.request('POST', '/api/v1/auth/session', {
+        body: { email: org.email, password: org.password },
+        headers: own,
+      });
+      const out = await t.request('POST', '/api/v1/auth/session/logout', {
+        body: {},
+        headers: { ...own, cookie: cookieOf(again).header },
+      });
       assert.equal(out.status, 204);
       assert.match(out.headers.get('set-cookie') ?? '', /^relaybox_refresh=; .*Max-Age=0/);
-      const gone = await t.request('POST', '/api/v1/auth/session/refresh', { body: {}, headers: { ...own, cookie: cookieOf(again).header } });
+      const gone = await t.request('POST', '/api/v1/auth/session/refresh', {
+        body: {},
+        headers: { ...own, cookie: cookieOf(again).header },
+      });
       assert.equal(gone.status, 401);
       const none = await t.request('POST', '/api/v1/auth/session/refresh', { body: {}, headers: own });
       assert.equal(none.status, 401);
@@ -94,14 +128,23 @@ eachBackend((backend) => {
         const out = await t.request('POST', '/api/v1/auth/session/logout', { body: {}, headers });
         assert.equal(out.status, 403, JSON.stringify(headers));
       }
-      const login = await t.request('POST', '/api/v1/auth/session', { body, headers: { origin: 'https://evil.example', ...own } });
+      const login = await t.request('POST', '/api/v1/auth/session', {
+        body,
+        headers: { origin: 'https://evil.example', ...own },
+      });
       assert.equal(login.status, 403);
-      const still = await t.request('POST', '/api/v1/auth/session/refresh', { body: {}, headers: { ...own, cookie, 'sec-fetch-site': 'same-origin' } });
+      const still = await t.request('POST', '/api/v1/auth/session/refresh', {
+        body: {},
+        headers: { ...own, cookie, 'sec-fetch-site': 'same-origin' },
+      });
       assert.equal(still.status, 200, 'the refused requests changed nothing');
     });
 
     test('sign-up through the session route creates the organization and signs in', async () => {
-      const res = await t.request('POST', '/api/v1/auth/session/signup', { body: { organizationName: 'Fresh', email: `fresh-${Date.now()}@example.com`, password: 'long enough password' }, headers: own });
+      const res = await t.request('POST', '/api/v1/auth/session/signup', {
+        body: { organizationName: 'Fresh', email: `fresh-${Date.now()}@example.com`, password: 'long enough password' },
+        headers: own,
+      });
       assert.equal(res.status, 201, res.text);
       assert.equal(res.body.refreshToken, undefined);
       assert.match(cookieOf(res).header, /^relaybox_refresh=/);

@@ -13,9 +13,19 @@ eachBackend((backend) => {
     after(() => t.stop());
 
     const pending = (orgId: string, n: number, attempts = 0): DeliveryDoc => ({
-      id: `whd_${orgId}_${n}`, tenantId: orgId, webhookId: `whk_${orgId}`, event: 'message.queued', eventId: `evt_${orgId}_${n}`,
-      status: 'pending', attempts, responseStatus: null, lastError: 'before', nextAttemptAt: new Date().toISOString(), payload: '{}',
-      createdAt: new Date().toISOString(), updatedAt: new Date().toISOString(),
+      id: `whd_${orgId}_${n}`,
+      tenantId: orgId,
+      webhookId: `whk_${orgId}`,
+      event: 'message.queued',
+      eventId: `evt_${orgId}_${n}`,
+      status: 'pending',
+      attempts,
+      responseStatus: null,
+      lastError: 'before',
+      nextAttemptAt: new Date().toISOString(),
+      payload: '{}',
+      createdAt: new Date().toISOString(),
+      updatedAt: new Date().toISOString(),
     });
 
     test('successes reported side by side are each recorded once, in their own organization, by their own compare-and-set', async () => {
@@ -28,7 +38,11 @@ eachBackend((backend) => {
       await deliveries.insertMany({ tenantId: orgA }, a);
       await deliveries.insertMany({ tenantId: orgB }, b);
       // One of B's was settled already by another attempt: reporting it again changes nothing.
-      await deliveries.updateOne({ tenantId: orgB }, { id: b[1]!.id }, { $set: { status: 'failed' }, $inc: { attempts: 1 } });
+      await deliveries.updateOne(
+        { tenantId: orgB },
+        { id: b[1]!.id },
+        { $set: { status: 'failed' }, $inc: { attempts: 1 } },
+      );
 
       await Promise.all([
         ...a.map((d, i) => log.succeeded(d, i % 2 === 0 ? 200 : 204)),
@@ -41,11 +55,22 @@ eachBackend((backend) => {
       assert.equal(storedA.length, 700);
       for (const d of storedA) {
         const i = Number(d.id.split('_').at(-1));
-        assert.deepEqual([d.status, d.attempts, d.responseStatus, d.lastError, d.nextAttemptAt], ['succeeded', 1, i % 2 === 0 ? 200 : 204, null, null], d.id);
+        assert.deepEqual(
+          [d.status, d.attempts, d.responseStatus, d.lastError, d.nextAttemptAt],
+          ['succeeded', 1, i % 2 === 0 ? 200 : 204, null, null],
+          d.id,
+        );
       }
       const storedB = new Map((await deliveries.find({ tenantId: orgB }, {})).map((d) => [d.id, d]));
-      assert.deepEqual([storedB.get(b[0]!.id)?.status, storedB.get(b[0]!.id)?.attempts, storedB.get(b[0]!.id)?.responseStatus], ['succeeded', 3, 202]);
-      assert.deepEqual([storedB.get(b[1]!.id)?.status, storedB.get(b[1]!.id)?.attempts], ['failed', 1], 'settled by another attempt: left as it was');
+      assert.deepEqual(
+        [storedB.get(b[0]!.id)?.status, storedB.get(b[0]!.id)?.attempts, storedB.get(b[0]!.id)?.responseStatus],
+        ['succeeded', 3, 202],
+      );
+      assert.deepEqual(
+        [storedB.get(b[1]!.id)?.status, storedB.get(b[1]!.id)?.attempts],
+        ['failed', 1],
+        'settled by another attempt: left as it was',
+      );
     });
   });
 });

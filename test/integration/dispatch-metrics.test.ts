@@ -28,16 +28,33 @@ eachBackend((backend) => {
     const [latencyBefore, waitBefore, countBefore] = [await latencySum(), await waitSum(), await waitCount()];
     const ids: string[] = [];
     for (const priority of [0, 0, 80]) {
-      const sent = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: `p${priority}`, priority } });
+      const sent = await t.request('POST', '/api/v1/messages', {
+        token: org.ownerToken,
+        body: { to: '+14155550100', body: `p${priority}`, priority },
+      });
       assert.equal(sent.status, 201, sent.text);
       ids.push(sent.body.id as string);
     }
     await waitFor(async () => (await series(t, 'relaybox_queue_messages')) === 3, 10_000, 'three queued');
     await sleep(1_100);
-    assert.equal(await series(t, 'relaybox_tenants_waiting_for_relay'), 1, 'one organization with queued messages and no relay');
-    assert.ok((await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="0"'))! >= 1, 'the default band has waited');
-    assert.ok((await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="67-100"'))! >= 1, 'the high band has waited');
-    assert.equal(await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="1-33"'), 0, 'nothing waits in the others');
+    assert.equal(
+      await series(t, 'relaybox_tenants_waiting_for_relay'),
+      1,
+      'one organization with queued messages and no relay',
+    );
+    assert.ok(
+      (await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="0"'))! >= 1,
+      'the default band has waited',
+    );
+    assert.ok(
+      (await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="67-100"'))! >= 1,
+      'the high band has waited',
+    );
+    assert.equal(
+      await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="1-33"'),
+      0,
+      'nothing waits in the others',
+    );
     assert.equal(await series(t, 'relaybox_relay_send_capacity'), 0);
 
     const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 2 });
@@ -58,11 +75,15 @@ eachBackend((backend) => {
     assert.equal(await series(t, 'relaybox_queue_messages'), 0);
     assert.equal(await series(t, 'relaybox_queue_oldest_message_age_seconds', 'band="0"'), 0);
     // The delivery SLO's clock: the second and more each message waited with no relay online are not counted.
-    assert.equal(await waitCount() - countBefore, 3);
-    const excluded = (await latencySum() - latencyBefore) - (await waitSum() - waitBefore);
+    assert.equal((await waitCount()) - countBefore, 3);
+    const excluded = (await latencySum()) - latencyBefore - ((await waitSum()) - waitBefore);
     assert.ok(excluded >= 3 * 1.0, `time with no relay online left out of the send wait: ${excluded} s for 3 messages`);
     // Every consumer group of the event stream catches up with the sends' events.
-    await waitFor(async () => (await series(t, 'relaybox_event_stream_pending_events', 'group="webhooks"')) === 0, 10_000, 'webhooks caught up');
+    await waitFor(
+      async () => (await series(t, 'relaybox_event_stream_pending_events', 'group="webhooks"')) === 0,
+      10_000,
+      'webhooks caught up',
+    );
     assert.equal(await series(t, 'relaybox_event_stream_oldest_pending_age_seconds', 'group="webhooks"'), 0);
     assert.notEqual(await series(t, 'relaybox_event_stream_pending_events', 'group="automations"'), undefined);
   });

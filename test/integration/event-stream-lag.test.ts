@@ -40,7 +40,9 @@ if (redisUrl) backends.push(['Redis', onRedis]);
 for (const [name, open] of backends) {
   test(`${name}: each group's events not yet handled (read or not) and the age of the oldest; none once acknowledged`, async (t) => {
     const stream = await open(t);
-    const events = Array.from({ length: 5 }, (_, i) => domainEvent('message.queued', { tenantId: 'org_1', teamId: 'team_1' }, { id: `msg_${i}` }));
+    const events = Array.from({ length: 5 }, (_, i) =>
+      domainEvent('message.queued', { tenantId: 'org_1', teamId: 'team_1' }, { id: `msg_${i}` }),
+    );
     assert.deepEqual(await stream.read('webhooks', 'c1', 10), [], 'the group exists and has read nothing');
     await stream.append(events);
     await sleep(300);
@@ -49,11 +51,20 @@ for (const [name, open] of backends) {
     const lagOf = async () => (await stream.lag()).find((g) => g.group === 'webhooks');
     const behind = await lagOf();
     assert.equal(behind?.events, 5, 'three read and not acknowledged, two not read');
-    assert.ok(behind.oldestAgeSeconds >= 0.25 && behind.oldestAgeSeconds < 10, `oldest waited ${behind.oldestAgeSeconds} s`);
-    await stream.ack('webhooks', read.map((r) => r.position));
+    assert.ok(
+      behind.oldestAgeSeconds >= 0.25 && behind.oldestAgeSeconds < 10,
+      `oldest waited ${behind.oldestAgeSeconds} s`,
+    );
+    await stream.ack(
+      'webhooks',
+      read.map((r) => r.position),
+    );
     assert.equal((await lagOf())?.events, 2);
     const rest = await stream.read('webhooks', 'c1', 10);
-    await stream.ack('webhooks', rest.map((r) => r.position));
+    await stream.ack(
+      'webhooks',
+      rest.map((r) => r.position),
+    );
     assert.deepEqual(await lagOf(), { group: 'webhooks', events: 0, oldestAgeSeconds: 0 });
   });
 }

@@ -27,7 +27,10 @@ eachBackend((backend) => {
       t = await startTestApp(backend);
       org = await signup(t, 'Eventful');
       for (let i = 0; i < 3; i++) {
-        const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: `m${i}` } });
+        const res = await t.request('POST', '/api/v1/messages', {
+          token: org.ownerToken,
+          body: { to: '+14155550100', body: `m${i}` },
+        });
         assert.equal(res.status, 201);
         sent.push(res.body.id);
       }
@@ -37,7 +40,10 @@ eachBackend((backend) => {
 
     test('newest first, each with id, event, timestamp, data and a cursor; any role reads', async () => {
       const page = (await events()).body;
-      assert.deepEqual(page.data.map((e: any) => e.data.id), [...sent].reverse());
+      assert.deepEqual(
+        page.data.map((e: any) => e.data.id),
+        [...sent].reverse(),
+      );
       assert.deepEqual(Object.keys(page.data[0]).sort(), ['cursor', 'data', 'event', 'id', 'timestamp']);
       assert.ok(page.data.every((e: any) => e.event === 'message.queued' && e.id.startsWith('evt_')));
       assert.deepEqual(page.pagination, { page: 1, limit: 20, total: 3, totalPages: 1 });
@@ -47,12 +53,18 @@ eachBackend((backend) => {
     test('after=<cursor> answers the later events oldest first; pages and type filter', async () => {
       const all = (await events()).body.data.reverse();
       const later = (await events(`?after=${all[0].cursor}`)).body;
-      assert.deepEqual(later.data.map((e: any) => e.id), [all[1].id, all[2].id]);
+      assert.deepEqual(
+        later.data.map((e: any) => e.id),
+        [all[1].id, all[2].id],
+      );
       assert.deepEqual((await events(`?after=${all[2].cursor}`)).body.data, []);
       const first = (await events('?limit=2')).body;
       assert.equal(first.data.length, 2);
       assert.deepEqual(first.pagination, { page: 1, limit: 2, total: 3, totalPages: 2 });
-      assert.deepEqual((await events('?limit=2&page=2')).body.data.map((e: any) => e.data.id), [sent[0]]);
+      assert.deepEqual(
+        (await events('?limit=2&page=2')).body.data.map((e: any) => e.data.id),
+        [sent[0]],
+      );
       assert.equal((await events('?type=message.queued')).body.pagination.total, 3);
       assert.deepEqual((await events('?type=message.sent')).body.data, []);
       assert.equal((await events('?type=message.exploded')).status, 400);
@@ -62,18 +74,28 @@ eachBackend((backend) => {
 
     test('events are kept EVENT_RETENTION_DAYS (30): older ones are gone', async () => {
       await t.app.events.append([
-        { ...domainEvent('relay.online', { tenantId: org.orgId }, { id: 'rly_old', name: 'old', status: 'online' }), timestamp: daysAgo(31) },
-        { ...domainEvent('relay.online', { tenantId: org.orgId }, { id: 'rly_kept', name: 'kept', status: 'online' }), timestamp: daysAgo(29) },
+        {
+          ...domainEvent('relay.online', { tenantId: org.orgId }, { id: 'rly_old', name: 'old', status: 'online' }),
+          timestamp: daysAgo(31),
+        },
+        {
+          ...domainEvent('relay.online', { tenantId: org.orgId }, { id: 'rly_kept', name: 'kept', status: 'online' }),
+          timestamp: daysAgo(29),
+        },
       ]);
       const relays = await waitForEvents(1, '?type=relay.online');
       await sleep(200);
-      assert.deepEqual((await events('?type=relay.online')).body.data.map((e: any) => e.data.id), ['rly_kept']);
+      assert.deepEqual(
+        (await events('?type=relay.online')).body.data.map((e: any) => e.data.id),
+        ['rly_kept'],
+      );
       assert.equal(relays.pagination.total, 1);
     });
 
     test("a second organization's cursors reveal nothing about the first's volume, and work only for it", async () => {
       const other = await signup(t, 'Neighbour');
-      const send = (o: Org, body: string) => t.request('POST', '/api/v1/messages', { token: o.ownerToken, body: { to: '+14155550100', body } });
+      const send = (o: Org, body: string) =>
+        t.request('POST', '/api/v1/messages', { token: o.ownerToken, body: { to: '+14155550100', body } });
       const otherEvents = async (count: number) => {
         const deadline = Date.now() + 15_000;
         for (;;) {
@@ -94,7 +116,10 @@ eachBackend((backend) => {
         assert.ok(!stored.some((doc) => doc.cursor === e.cursor), 'not the stored stream position');
       }
       // Catching up still works for the second organization, in its own order.
-      assert.deepEqual((await events(`?after=${first.cursor}`, other.ownerToken)).body.data.map((e: any) => e.id), [second.id]);
+      assert.deepEqual(
+        (await events(`?after=${first.cursor}`, other.ownerToken)).body.data.map((e: any) => e.id),
+        [second.id],
+      );
       // A cursor is only meaningful to the organization it was given to.
       const mine = (await events()).body.data[0].cursor;
       const foreign = await events(`?after=${mine}`, other.ownerToken);

@@ -16,7 +16,10 @@ eachBackend((backend) => {
     let numbersMade = 0;
     /** A number of its own in the organization (555-0100 to 555-0199 are valid fictional numbers). */
     async function phoneNumber(): Promise<string> {
-      const res = await app.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number: `+1415555${String(100 + numbersMade++).padStart(4, '0')}` } });
+      const res = await app.request('POST', '/api/v1/phone-numbers', {
+        token: org.ownerToken,
+        body: { number: `+1415555${String(100 + numbersMade++).padStart(4, '0')}` },
+      });
       assert.equal(res.status, 201, res.text);
       return res.body.id;
     }
@@ -34,7 +37,10 @@ eachBackend((backend) => {
         ['constructor', '{"metadata":{"constructor":"x"}}'],
         ['prototype', '{"metadata":{"prototype":"x"}}'],
         ['non-ASCII', '{"metadata":{"caf\u00e9":"x"}}'],
-        ['51 keys', JSON.stringify({ metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v'])) })],
+        [
+          '51 keys',
+          JSON.stringify({ metadata: Object.fromEntries(Array.from({ length: 51 }, (_, i) => [`k${i}`, 'v'])) }),
+        ],
       ];
       for (const [what, body] of refused) {
         const res = await app.request('PUT', `/api/v1/phone-numbers/${id}`, { token: org.ownerToken, body });
@@ -48,8 +54,17 @@ eachBackend((backend) => {
 
     test('keys of letters, digits, "_" and "-" up to 100 characters, up to 50 of them, are stored and read back as sent', async () => {
       const id = await phoneNumber();
-      const metadata = { plan: 'pro', tier_2: 'b', 'crm-id': '42', ['k'.repeat(100)]: 'long', ...Object.fromEntries(Array.from({ length: 46 }, (_, i) => [`f${i}`, String(i)])) };
-      const res = await app.request('PUT', `/api/v1/phone-numbers/${id}`, { token: org.ownerToken, body: { metadata } });
+      const metadata = {
+        plan: 'pro',
+        tier_2: 'b',
+        'crm-id': '42',
+        ['k'.repeat(100)]: 'long',
+        ...Object.fromEntries(Array.from({ length: 46 }, (_, i) => [`f${i}`, String(i)])),
+      };
+      const res = await app.request('PUT', `/api/v1/phone-numbers/${id}`, {
+        token: org.ownerToken,
+        body: { metadata },
+      });
       assert.equal(res.status, 200, res.text.slice(0, 300));
       assert.deepEqual(res.body.metadata, metadata);
       const listed = await app.request('GET', '/api/v1/phone-numbers', { token: org.ownerToken });
@@ -60,7 +75,13 @@ eachBackend((backend) => {
     const assertTextRefused = (res: { status: number; text: string; body: any }, path: string, what: string) => {
       assert.equal(res.status, 400, `${what}: ${res.text.slice(0, 300)}`);
       assert.equal(res.body.error, 'validation_error', what);
-      assert.ok(res.body.details.some((d: { path: string; message: string }) => d.path === path && /NUL \(U\+0000\) or an unpaired surrogate/.test(d.message)), `${what}: ${res.text.slice(0, 300)}`);
+      assert.ok(
+        res.body.details.some(
+          (d: { path: string; message: string }) =>
+            d.path === path && /NUL \(U\+0000\) or an unpaired surrogate/.test(d.message),
+        ),
+        `${what}: ${res.text.slice(0, 300)}`,
+      );
     };
 
     test('NUL or an unpaired surrogate in a body, a bulk row, a path id or a query value is a 400 naming the field; nothing is stored', async () => {
@@ -71,7 +92,13 @@ eachBackend((backend) => {
         ['a lone high surrogate in a message', 'POST', '/api/v1/messages', send('a\\ud800b'), '/body'],
         ['a lone low surrogate at the end of a message', 'POST', '/api/v1/messages', send('ab\\udc00'), '/body'],
         ['a surrogate pair in the wrong order', 'POST', '/api/v1/messages', send('\\ude00\\ud83d'), '/body'],
-        ['NUL in a bulk row', 'POST', '/api/v1/messages/bulk', `{"messages":[${send('fine')},${send('a\\u0000b')}]}`, '/messages/1/body'],
+        [
+          'NUL in a bulk row',
+          'POST',
+          '/api/v1/messages/bulk',
+          `{"messages":[${send('fine')},${send('a\\u0000b')}]}`,
+          '/messages/1/body',
+        ],
         ['a lone surrogate in a contact name', 'POST', '/api/v1/contacts', '{"firstName":"Ada\\ud800"}', '/firstName'],
         ['NUL in a path id', 'GET', '/api/v1/messages/msg_a%00b/status', undefined, '/id'],
         ['NUL in a query value', 'GET', '/api/v1/contacts?search=a%00b', undefined, '/search'],
@@ -87,7 +114,11 @@ eachBackend((backend) => {
 
     test('a surrogate pair (an emoji) is text: stored and read back as sent', async () => {
       const team = await teamHeader(app, org);
-      const sent = await app.request('POST', '/api/v1/messages', { token: org.ownerToken, headers: team, body: '{"to":"+14155550100","body":"a\\ud83d\\ude00b"}' });
+      const sent = await app.request('POST', '/api/v1/messages', {
+        token: org.ownerToken,
+        headers: team,
+        body: '{"to":"+14155550100","body":"a\\ud83d\\ude00b"}',
+      });
       assert.equal(sent.status, 201, sent.text.slice(0, 300));
       const listed = await app.request('GET', '/api/v1/messages', { token: org.ownerToken, headers: team });
       assert.equal(listed.body.data[0].body, 'a\u{1F600}b');
@@ -98,7 +129,11 @@ eachBackend((backend) => {
       const importFile = async (name: string, content: string) => {
         const form = new FormData();
         form.append('file', new Blob([content]), name);
-        const res = await fetch(`${app.base}/api/v1/contacts/import`, { method: 'POST', headers: { authorization: `Bearer ${org.ownerToken}`, ...team }, body: form });
+        const res = await fetch(`${app.base}/api/v1/contacts/import`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${org.ownerToken}`, ...team },
+          body: form,
+        });
         const text = await res.text();
         assert.equal(res.status, 200, `${name}: ${text.slice(0, 300)}`);
         return JSON.parse(text);
@@ -115,16 +150,31 @@ eachBackend((backend) => {
     });
 
     test('an X-Team-Id that is not exactly a team id is 400, never the default team', async () => {
-      const me = (value: string | Buffer) => rawExchange(app.base, Buffer.concat([
-        Buffer.from(httpRequest('GET', '/api/v1/me', [['Host', 'relaybox.test'], ['Authorization', `Bearer ${org.ownerToken}`]]).slice(0, -2)),
-        Buffer.from('X-Team-Id: '), Buffer.isBuffer(value) ? value : Buffer.from(value), Buffer.from('\r\n\r\n'),
-      ]), 2_000);
+      const me = (value: string | Buffer) =>
+        rawExchange(
+          app.base,
+          Buffer.concat([
+            Buffer.from(
+              httpRequest('GET', '/api/v1/me', [
+                ['Host', 'relaybox.test'],
+                ['Authorization', `Bearer ${org.ownerToken}`],
+              ]).slice(0, -2),
+            ),
+            Buffer.from('X-Team-Id: '),
+            Buffer.isBuffer(value) ? value : Buffer.from(value),
+            Buffer.from('\r\n\r\n'),
+          ]),
+          2_000,
+        );
       const half = org.teamId.length >> 1;
       const refused: [string, string | Buffer][] = [
         ['empty', ''],
         ['only a non-ASCII character (UTF-8)', Buffer.from('\u00e9')],
         ['only a non-ASCII byte (Latin-1)', Buffer.from([0xe9])],
-        ['a non-ASCII character inside the id', Buffer.from(`${org.teamId.slice(0, half)}\u00e9${org.teamId.slice(half)}`)],
+        [
+          'a non-ASCII character inside the id',
+          Buffer.from(`${org.teamId.slice(0, half)}\u00e9${org.teamId.slice(half)}`),
+        ],
         ['a space inside', `${org.teamId.slice(0, half)} ${org.teamId.slice(half)}`],
         ['another kind of id', org.orgId],
         ['a truncated id', org.teamId.slice(0, -1)],
@@ -137,7 +187,11 @@ eachBackend((backend) => {
         assert.match(res.text, /"error":"bad_request"/, what);
       }
       assert.deepEqual((await me(org.teamId)).statuses, [200], 'the exact id picks the team');
-      assert.deepEqual((await me(`team_${'A'.repeat(22)}`)).statuses, [404], 'a well-formed id of no team of the caller is 404');
+      assert.deepEqual(
+        (await me(`team_${'A'.repeat(22)}`)).statuses,
+        [404],
+        'a well-formed id of no team of the caller is 404',
+      );
       const none = await app.request('GET', '/api/v1/me', { token: org.ownerToken });
       assert.equal(none.status, 200, 'no header: the default team');
     });

@@ -13,27 +13,54 @@ const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `row_${i}
 const csvRows = 3000;
 
 const routes = [
-  defineRoute({ method: 'GET', path: '/api/v1/small', summary: 'under 1 KiB', auth: false, schema: { response: { 200: anyObject } }, handler: (_ctx) => ({ status: 200, body: { data: rows(3) } }) }),
-  defineRoute({ method: 'GET', path: '/api/v1/large', summary: 'over 1 KiB', auth: false, schema: { response: { 200: anyObject } }, handler: (_ctx) => ({ status: 200, body: { data: rows(200) } }) }),
   defineRoute({
-    method: 'GET', path: '/api/v1/stream', summary: 'streamed CSV', auth: false, schema: { response: { 200: { description: 'csv', content: { 'text/csv': Type.String() } } } },
+    method: 'GET',
+    path: '/api/v1/small',
+    summary: 'under 1 KiB',
+    auth: false,
+    schema: { response: { 200: anyObject } },
+    handler: (_ctx) => ({ status: 200, body: { data: rows(3) } }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/v1/large',
+    summary: 'over 1 KiB',
+    auth: false,
+    schema: { response: { 200: anyObject } },
+    handler: (_ctx) => ({ status: 200, body: { data: rows(200) } }),
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/v1/stream',
+    summary: 'streamed CSV',
+    auth: false,
+    schema: { response: { 200: { description: 'csv', content: { 'text/csv': Type.String() } } } },
     handler: (_ctx) => ({
       status: 200,
       headers: { 'content-type': 'text/csv' },
-      stream: (async function* () { for (let i = 0; i < csvRows; i += 500) yield Array.from({ length: 500 }, (_, j) => `row-${i + j},${'x'.repeat(40)}\n`).join(''); })(),
+      stream: (async function* () {
+        for (let i = 0; i < csvRows; i += 500)
+          yield Array.from({ length: 500 }, (_, j) => `row-${i + j},${'x'.repeat(40)}\n`).join('');
+      })(),
     }),
   }),
 ];
 
 /** A raw GET: node's http client does not decompress, so the bytes on the wire are what is checked. */
-function get(base: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
+function get(
+  base: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
   return new Promise((resolve, reject) => {
-    http.get(base + path, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    }).on('error', reject);
+    http
+      .get(base + path, { headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      })
+      .on('error', reject);
   });
 }
 
@@ -86,7 +113,10 @@ describe('answer compression', () => {
   });
 
   test('a streamed answer is compressed as it streams, and decodes to every row', async () => {
-    for (const [encoding, decode] of [['gzip', zlib.gunzipSync], ['br', zlib.brotliDecompressSync]] as const) {
+    for (const [encoding, decode] of [
+      ['gzip', zlib.gunzipSync],
+      ['br', zlib.brotliDecompressSync],
+    ] as const) {
       const res = await get(base, '/api/v1/stream', { 'accept-encoding': encoding });
       assert.equal(res.status, 200);
       assert.equal(res.headers['content-encoding'], encoding);

@@ -8,7 +8,12 @@ import { eachBackend, signup, startTestApp, type Org, type TestApp } from '../su
 
 /** The six long lists, as the API description names them: each takes `after` and answers `nextCursor` and `Link`. */
 const keysetLists = [
-  '/api/v1/messages', '/api/v1/conversations', '/api/v1/contacts', '/api/v1/messages/bulk/{jobId}/results', '/api/v1/webhooks/{id}/deliveries', '/api/v1/automations/{id}/executions',
+  '/api/v1/messages',
+  '/api/v1/conversations',
+  '/api/v1/contacts',
+  '/api/v1/messages/bulk/{jobId}/results',
+  '/api/v1/webhooks/{id}/deliveries',
+  '/api/v1/automations/{id}/executions',
 ];
 
 /** The Link a page of `path` must carry to the page after `cursor`: the same query but `page`, and `after`. */
@@ -49,7 +54,8 @@ eachBackend((backend) => {
         const res = await get(org, url);
         assert.equal(res.status, 200, res.text);
         items.push(...res.body.data);
-        if (url === path) assert.equal(typeof res.body.pagination?.total, 'number', 'the first page, by offset, counts');
+        if (url === path)
+          assert.equal(typeof res.body.pagination?.total, 'number', 'the first page, by offset, counts');
         else assert.equal(res.body.pagination, undefined, 'a page read by cursor counts nothing');
         if (res.body.nextCursor === null) {
           assert.equal(res.headers.get('link'), null, 'no Link on the last page');
@@ -68,30 +74,61 @@ eachBackend((backend) => {
       for (let i = 0; i < 16; i++) await send(org, i % 2 === 0 ? '+14155550101' : '+14155550102', `seed ${i}`);
       // A dozen more stored at the very same millisecond as one of them: only the id orders them.
       const store = t.app.store.collection<MessageDoc>('messages');
-      const { outbox: _o, outboxAt: _a, ...template } = (await store.findOne({ tenantId: org.orgId }, { body: 'seed 5' }))!;
-      await store.insertMany({ tenantId: org.orgId, teamId: org.teamId }, Array.from({ length: 12 }, (_, i) => ({ ...template, id: newOrderedId('msg'), body: `tied ${i}`, status: 'delivered' as const })));
+      const {
+        outbox: _o,
+        outboxAt: _a,
+        ...template
+      } = (await store.findOne({ tenantId: org.orgId }, { body: 'seed 5' }))!;
+      await store.insertMany(
+        { tenantId: org.orgId, teamId: org.teamId },
+        Array.from({ length: 12 }, (_, i) => ({
+          ...template,
+          id: newOrderedId('msg'),
+          body: `tied ${i}`,
+          status: 'delivered' as const,
+        })),
+      );
 
       const listed = (await get(org, '/api/v1/messages?limit=100')).body;
       assert.equal(listed.pagination.total, 28);
       assert.equal(listed.nextCursor, null);
       const order = listed.data.map((m: MessageDoc) => m.id);
-      const sorted = [...listed.data].sort((a: MessageDoc, b: MessageDoc) => (a.createdAt === b.createdAt ? (a.id < b.id ? 1 : -1) : a.createdAt < b.createdAt ? 1 : -1));
-      assert.deepEqual(order, sorted.map((m: MessageDoc) => m.id), 'newest first, the greater id first within a millisecond');
+      const sorted = [...listed.data].sort((a: MessageDoc, b: MessageDoc) =>
+        a.createdAt === b.createdAt ? (a.id < b.id ? 1 : -1) : a.createdAt < b.createdAt ? 1 : -1,
+      );
+      assert.deepEqual(
+        order,
+        sorted.map((m: MessageDoc) => m.id),
+        'newest first, the greater id first within a millisecond',
+      );
 
       let arrived = 0;
       const { items, cursors } = await walk(org, '/api/v1/messages?limit=5', async () => {
         for (let i = 0; i < 3; i++, arrived++) await send(org, '+14155550101', `arrived ${arrived}`);
       });
       assert.equal(cursors.length, 5, 'pages of 5, 5, 5, 5, 5, 3');
-      assert.deepEqual(items.map((m) => m.id), order, 'every message that was there once, in order; the ones that arrived are newer, before the cursor');
+      assert.deepEqual(
+        items.map((m) => m.id),
+        order,
+        'every message that was there once, in order; the ones that arrived are newer, before the cursor',
+      );
       assert.ok(arrived >= 15);
 
       // A filter stays with the cursor (the Link keeps it): one participant's messages (8 sent, 12 stored), each once.
       const one = '+14155550102';
-      const expected = (await get(org, `/api/v1/messages?participant=${encodeURIComponent(one)}&limit=100`)).body.data.map((m: MessageDoc) => m.id);
+      const expected = (
+        await get(org, `/api/v1/messages?participant=${encodeURIComponent(one)}&limit=100`)
+      ).body.data.map((m: MessageDoc) => m.id);
       assert.equal(expected.length, 20);
-      const filtered = await walk(org, `/api/v1/messages?${new URLSearchParams({ participant: one, limit: '3' })}`, () => send(org, one, 'more').then(() => undefined));
-      assert.deepEqual(filtered.items.map((m) => m.id), expected);
+      const filtered = await walk(
+        org,
+        `/api/v1/messages?${new URLSearchParams({ participant: one, limit: '3' })}`,
+        () => send(org, one, 'more').then(() => undefined),
+      );
+      assert.deepEqual(
+        filtered.items.map((m) => m.id),
+        expected,
+      );
     });
 
     test('page and limit work as before; a page by offset leads on by cursor', async () => {
@@ -101,10 +138,20 @@ eachBackend((backend) => {
       const second = await get(org, '/api/v1/messages?page=2&limit=5');
       assert.equal(second.status, 200);
       assert.deepEqual(second.body.pagination, { page: 2, limit: 5, total: 12, totalPages: 3 });
-      assert.deepEqual(second.body.data.map((m: MessageDoc) => m.id), all.slice(5, 10));
-      assert.equal(second.headers.get('link'), nextLink('/api/v1/messages?limit=5', second.body.nextCursor), 'page is left out of the Link');
+      assert.deepEqual(
+        second.body.data.map((m: MessageDoc) => m.id),
+        all.slice(5, 10),
+      );
+      assert.equal(
+        second.headers.get('link'),
+        nextLink('/api/v1/messages?limit=5', second.body.nextCursor),
+        'page is left out of the Link',
+      );
       const third = await get(org, `/api/v1/messages?limit=5&after=${second.body.nextCursor}`);
-      assert.deepEqual(third.body.data.map((m: MessageDoc) => m.id), all.slice(10));
+      assert.deepEqual(
+        third.body.data.map((m: MessageDoc) => m.id),
+        all.slice(10),
+      );
       assert.equal(third.body.nextCursor, null);
       const last = await get(org, '/api/v1/messages?page=3&limit=5');
       assert.deepEqual([last.body.data.length, last.body.nextCursor, last.headers.get('link')], [2, null, null]);
@@ -156,7 +203,10 @@ eachBackend((backend) => {
         async seed(org) {
           for (let i = 0; i < 9; i++) await send(org, `+1415555020${i}`);
           let next = 0;
-          return { path: '/api/v1/conversations?limit=4', arrive: async () => void (await send(org, `+1415555${String(300 + next++).padStart(4, '0')}`)) };
+          return {
+            path: '/api/v1/conversations?limit=4',
+            arrive: async () => void (await send(org, `+1415555${String(300 + next++).padStart(4, '0')}`)),
+          };
         },
       },
       {
@@ -165,7 +215,10 @@ eachBackend((backend) => {
         id: (c) => c.id,
         async seed(org) {
           const create = async (i: number, tags: string[]) => {
-            const res = await t.request('POST', '/api/v1/contacts', { token: org.ownerToken, body: { firstName: `C${i}`, phoneNumbers: [`+1415555${String(400 + i).padStart(4, '0')}`], tags } });
+            const res = await t.request('POST', '/api/v1/contacts', {
+              token: org.ownerToken,
+              body: { firstName: `C${i}`, phoneNumbers: [`+1415555${String(400 + i).padStart(4, '0')}`], tags },
+            });
             assert.equal(res.status, 201, res.text);
           };
           for (let i = 0; i < 9; i++) await create(i, i % 2 === 0 ? ['VIP'] : []);
@@ -181,7 +234,10 @@ eachBackend((backend) => {
           const messages = Array.from({ length: 9 }, (_, i) => ({ to: `+1415555050${i}`, body: `bulk ${i}` }));
           const res = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages } });
           assert.equal(res.status, 201, res.text);
-          return { path: `/api/v1/messages/bulk/${res.body.jobId}/results?status=queued&limit=3`, arrive: async () => void (await send(org, '+14155550599')) };
+          return {
+            path: `/api/v1/messages/bulk/${res.body.jobId}/results?status=queued&limit=3`,
+            arrive: async () => void (await send(org, '+14155550599')),
+          };
         },
       },
       {
@@ -189,17 +245,38 @@ eachBackend((backend) => {
         limit: 3,
         id: (d) => d.id,
         async seed(org) {
-          const hook = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: 'https://93.184.216.34/hook', events: ['message.sent'] } });
+          const hook = await t.request('POST', '/api/v1/webhooks', {
+            token: org.ownerToken,
+            body: { url: 'https://93.184.216.34/hook', events: ['message.sent'] },
+          });
           assert.equal(hook.status, 201, hook.text);
           const deliveries = t.app.store.collection<DeliveryDoc>('webhook_deliveries');
           const delivery = (i: number, at: string): DeliveryDoc => ({
-            id: newOrderedId('whd'), tenantId: org.orgId, webhookId: hook.body.id, event: 'message.sent', eventId: `evt_${i}`, status: i % 3 === 0 ? 'succeeded' : 'failed',
-            attempts: 1, responseStatus: 500, lastError: null, nextAttemptAt: null, payload: '{}', createdAt: at, updatedAt: at,
+            id: newOrderedId('whd'),
+            tenantId: org.orgId,
+            webhookId: hook.body.id,
+            event: 'message.sent',
+            eventId: `evt_${i}`,
+            status: i % 3 === 0 ? 'succeeded' : 'failed',
+            attempts: 1,
+            responseStatus: 500,
+            lastError: null,
+            nextAttemptAt: null,
+            payload: '{}',
+            createdAt: at,
+            updatedAt: at,
           });
           // Three at each millisecond.
-          await deliveries.insertMany({ tenantId: org.orgId }, Array.from({ length: 12 }, (_, i) => delivery(i, time(Math.floor(i / 3)))));
+          await deliveries.insertMany(
+            { tenantId: org.orgId },
+            Array.from({ length: 12 }, (_, i) => delivery(i, time(Math.floor(i / 3)))),
+          );
           let next = 100;
-          return { path: `/api/v1/webhooks/${hook.body.id}/deliveries?limit=3&status=failed`, arrive: () => deliveries.insertOne({ tenantId: org.orgId }, delivery(next++ * 3 + 1, new Date().toISOString())) };
+          return {
+            path: `/api/v1/webhooks/${hook.body.id}/deliveries?limit=3&status=failed`,
+            arrive: () =>
+              deliveries.insertOne({ tenantId: org.orgId }, delivery(next++ * 3 + 1, new Date().toISOString())),
+          };
         },
       },
       {
@@ -207,17 +284,43 @@ eachBackend((backend) => {
         limit: 3,
         id: (e) => e.id,
         async seed(org) {
-          const automation = await t.request('POST', '/api/v1/automations', { token: org.ownerToken, body: { name: 'n', trigger: 'message_received', actions: [{ type: 'send_reply', config: { body: 'hi' } }] } });
+          const automation = await t.request('POST', '/api/v1/automations', {
+            token: org.ownerToken,
+            body: { name: 'n', trigger: 'message_received', actions: [{ type: 'send_reply', config: { body: 'hi' } }] },
+          });
           assert.equal(automation.status, 201, automation.text);
           const executions = t.app.store.collection<ExecutionDoc>('automation_executions');
           const execution = (i: number, at: string): ExecutionDoc => ({
-            id: newOrderedId('exe'), tenantId: org.orgId, automationId: automation.body.id, messageId: `msg_${i}`, trigger: 'message_received', matched: true, state: 'done', actions: [],
-            message: { id: `msg_${i}`, teamId: org.teamId, conversationId: 'conv', from: '+14155550601', to: '+14155550602', body: 'x', status: 'received', participant: '+14155550601' },
-            createdAt: at, updatedAt: at,
+            id: newOrderedId('exe'),
+            tenantId: org.orgId,
+            automationId: automation.body.id,
+            messageId: `msg_${i}`,
+            trigger: 'message_received',
+            matched: true,
+            state: 'done',
+            actions: [],
+            message: {
+              id: `msg_${i}`,
+              teamId: org.teamId,
+              conversationId: 'conv',
+              from: '+14155550601',
+              to: '+14155550602',
+              body: 'x',
+              status: 'received',
+              participant: '+14155550601',
+            },
+            createdAt: at,
+            updatedAt: at,
           });
-          await executions.insertMany({ tenantId: org.orgId }, Array.from({ length: 9 }, (_, i) => execution(i, time(Math.floor(i / 2)))));
+          await executions.insertMany(
+            { tenantId: org.orgId },
+            Array.from({ length: 9 }, (_, i) => execution(i, time(Math.floor(i / 2)))),
+          );
           let next = 100;
-          return { path: `/api/v1/automations/${automation.body.id}/executions?limit=3`, arrive: () => executions.insertOne({ tenantId: org.orgId }, execution(next++, new Date().toISOString())) };
+          return {
+            path: `/api/v1/automations/${automation.body.id}/executions?limit=3`,
+            arrive: () => executions.insertOne({ tenantId: org.orgId }, execution(next++, new Date().toISOString())),
+          };
         },
       },
     ];
@@ -239,7 +342,12 @@ eachBackend((backend) => {
         const other = await signup(t, 'Other');
         const listPath = new URL(path, 'http://list').pathname;
         // Another organization's request is refused for the cursor before anything is read (even the job, webhook or automation in the path).
-        const refused: Array<[Org, string]> = [[other, `${listPath}?after=${cursor}`], [org, `${listPath}?after=${cursor.slice(0, -2)}`], [org, `${listPath}?page=1&after=${cursor}`], [org, `/api/v1/messages?after=${cursor}`]];
+        const refused: Array<[Org, string]> = [
+          [other, `${listPath}?after=${cursor}`],
+          [org, `${listPath}?after=${cursor.slice(0, -2)}`],
+          [org, `${listPath}?page=1&after=${cursor}`],
+          [org, `/api/v1/messages?after=${cursor}`],
+        ];
         for (const [who, bad] of refused) {
           const res = await get(who, bad);
           assert.deepEqual([res.status, res.body.error], [400, 'validation_error'], `${bad}: ${res.text}`);
@@ -252,17 +360,22 @@ eachBackend((backend) => {
       for (const path of keysetLists) {
         const op = doc.paths[path].get;
         // A parameter several operations declare alike is a reference to components.parameters.
-        const parameters = op.parameters.map((p: { $ref?: string }) => (p.$ref ? doc.components.parameters[p.$ref.split('/').pop()!] : p));
+        const parameters = op.parameters.map((p: { $ref?: string }) =>
+          p.$ref ? doc.components.parameters[p.$ref.split('/').pop()!] : p,
+        );
         const after = parameters.find((p: { name: string; in: string }) => p.name === 'after' && p.in === 'query');
         assert.ok(after, `${path}: after`);
         assert.equal(after.schema.type, 'string');
         const ok = op.responses['200'];
         assert.ok(ok.headers.Link, `${path}: Link`);
         const schema = ok.content['application/json'].schema;
-        assert.deepEqual(schema.properties.nextCursor.anyOf.map((s: { type: string }) => s.type), ['string', 'null'], path);
+        assert.deepEqual(
+          schema.properties.nextCursor.anyOf.map((s: { type: string }) => s.type),
+          ['string', 'null'],
+          path,
+        );
         assert.ok(schema.required.includes('nextCursor') && !schema.required.includes('pagination'), path);
       }
     });
   });
 });
-

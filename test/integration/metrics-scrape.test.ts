@@ -19,20 +19,34 @@ test('the whole /metrics output after a send is clean for promtool, with buckets
   const app = await startTestApp('embedded');
   t.after(() => app.stop());
   const org = await signup(app);
-  const sent = await app.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'scraped' } });
+  const sent = await app.request('POST', '/api/v1/messages', {
+    token: org.ownerToken,
+    body: { to: '+14155550100', body: 'scraped' },
+  });
   assert.equal(sent.status, 201, sent.text);
   const scrape = await app.request('GET', '/metrics');
   assert.equal(scrape.status, 200);
   const text = scrape.text;
-  assert.match(text, /relaybox_http_request_duration_seconds_bucket\{le="60",route="\/api\/v1\/messages",method="POST",status="201"\} 1/, 'a slow request lands in a bucket of its own, not in +Inf');
+  assert.match(
+    text,
+    /relaybox_http_request_duration_seconds_bucket\{le="60",route="\/api\/v1\/messages",method="POST",status="201"\} 1/,
+    'a slow request lands in a bucket of its own, not in +Inf',
+  );
   assert.match(text, /^nodejs_active_resources\{type="[A-Za-z]+"\} \d+$/m);
   assert.doesNotMatch(text, /^nodejs_active_\w+_total/m, 'no gauge named like a counter');
   assert.match(text, /^relaybox_messages_total\{outcome="accepted"\} 1$/m, 'the send is counted where it was stored');
-  assert.match(text, new RegExp(`^relaybox_build_info\\{version="\\d+\\.\\d+\\.\\d+[^"]*",commit="[^"]+",node="${process.version.replace(/\./g, '\\.')}"\\} 1$`, 'm'));
+  assert.match(
+    text,
+    new RegExp(
+      `^relaybox_build_info\\{version="\\d+\\.\\d+\\.\\d+[^"]*",commit="[^"]+",node="${process.version.replace(/\./g, '\\.')}"\\} 1$`,
+      'm',
+    ),
+  );
 
   const tool = promtool();
   if (!tool) {
-    if (process.env.CI === 'true') assert.fail('promtool is missing in CI: .ci/run installs it (Debian package prometheus)');
+    if (process.env.CI === 'true')
+      assert.fail('promtool is missing in CI: .ci/run installs it (Debian package prometheus)');
     t.diagnostic('promtool not found: the promtool check is skipped (apt-get install prometheus)');
     return;
   }

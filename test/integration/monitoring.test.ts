@@ -21,14 +21,17 @@ const dashboardFile = join(dir, 'relaybox-dashboard.json');
 
 /** Every query of the dashboard (Grafana JSON): its panels' targets. */
 function dashboardQueries(): string[] {
-  const dashboard = JSON.parse(readFileSync(dashboardFile, 'utf8')) as { panels: Array<{ title: string; targets?: Array<{ expr: string }> }> };
+  const dashboard = JSON.parse(readFileSync(dashboardFile, 'utf8')) as {
+    panels: Array<{ title: string; targets?: Array<{ expr: string }> }>;
+  };
   return dashboard.panels.flatMap((p) => (p.targets ?? []).map((q) => q.expr));
 }
 
 function promtool(t: TestContext, args: string[]): { status: number | null; output: string } | undefined {
   const run = spawnSync('promtool', args, { cwd: dir, encoding: 'utf8' });
   if (run.error) {
-    if (process.env.CI === 'true') assert.fail('promtool is missing in CI: .ci/run installs it (Debian package prometheus)');
+    if (process.env.CI === 'true')
+      assert.fail('promtool is missing in CI: .ci/run installs it (Debian package prometheus)');
     t.skip('promtool not found (apt-get install prometheus)');
     return undefined;
   }
@@ -57,7 +60,11 @@ test('every alert has its runbook page, and a unit test where it fires', () => {
   for (const alert of alerts) {
     assert.ok(urls.includes(`docs/runbooks/${alert}.md`), `${alert} has a page of its own`);
     // A test case that expects it: its name followed by a non-empty list of expected alerts.
-    assert.match(tests, new RegExp(`alertname: ${alert}\\n\\s+exp_alerts:\\n\\s+- exp_labels:`), `a unit test fires ${alert}`);
+    assert.match(
+      tests,
+      new RegExp(`alertname: ${alert}\\n\\s+exp_alerts:\\n\\s+- exp_labels:`),
+      `a unit test fires ${alert}`,
+    );
   }
 });
 
@@ -67,9 +74,20 @@ test('every metric the rules and the dashboard read is exported by a running ser
   assert.ok(queries.length >= 10, `the dashboard has ${queries.length} queries`);
   const recorded = new Set([...rules.matchAll(/^\s+- record: (\S+)$/gm)].map((m) => m[1]!));
   const usedRecords = new Set(queries.flatMap((q) => [...q.matchAll(/\b(relaybox:[a-z0-9_:]+)\b/g)].map((m) => m[1]!)));
-  assert.deepEqual([...usedRecords].filter((r) => !recorded.has(r)), [], 'series the dashboard reads that no rule records');
-  const used = new Set([rules, ...queries].flatMap((text) => [...text.matchAll(/\b((?:relaybox|nodejs|process)_[a-z0-9_]+)\b/g)].map((m) => m[1]!.replace(/_(bucket|count|sum)$/, ''))));
-  const backends: Backend[] = process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
+  assert.deepEqual(
+    [...usedRecords].filter((r) => !recorded.has(r)),
+    [],
+    'series the dashboard reads that no rule records',
+  );
+  const used = new Set(
+    [rules, ...queries].flatMap((text) =>
+      [...text.matchAll(/\b((?:relaybox|nodejs|process)_[a-z0-9_]+)\b/g)].map((m) =>
+        m[1]!.replace(/_(bucket|count|sum)$/, ''),
+      ),
+    ),
+  );
+  const backends: Backend[] =
+    process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
   const exported = new Set<string>();
   for (const backend of backends) {
     const app = await startTestApp(backend);
@@ -83,7 +101,11 @@ test('every metric the rules and the dashboard read is exported by a running ser
   // Shards exist only where actors run on Redis Streams.
   const wireOnly = new Set(['relaybox_runtime_owned_shards']);
   const missing = [...used].filter((name) => !exported.has(name) && !(backends.length === 1 && wireOnly.has(name)));
-  if (backends.length === 1) t.diagnostic(`REDIS_URL/MONGODB_URL not set: not checked on the wire backend (${[...wireOnly].join(', ')})`);
-  assert.ok(used.has('relaybox_http_request_duration_seconds') && used.has('relaybox_messages_total'), `the metric names read from the rules: ${[...used].join(', ')}`);
+  if (backends.length === 1)
+    t.diagnostic(`REDIS_URL/MONGODB_URL not set: not checked on the wire backend (${[...wireOnly].join(', ')})`);
+  assert.ok(
+    used.has('relaybox_http_request_duration_seconds') && used.has('relaybox_messages_total'),
+    `the metric names read from the rules: ${[...used].join(', ')}`,
+  );
   assert.deepEqual(missing, [], 'metrics the rules or the dashboard read that no service exports');
 });

@@ -8,7 +8,10 @@ import { eachBackend, signup, startTestApp } from '../support/test-app.ts';
 
 function runAdmin(args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], { env: { ...childEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
+      env: { ...childEnv(), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (c: Buffer) => (output += c));
     child.stderr.on('data', (c: Buffer) => (output += c));
@@ -26,8 +29,13 @@ eachBackend((backend) => {
       t.after(() => app.stop());
       const org = await signup(app);
       const other = await signup(app, 'Unaffected');
-      const burst = await Promise.all(Array.from({ length: 20 }, () => app.request('GET', '/api/v1/me', { token: org.ownerToken })));
-      assert.deepEqual(burst.map((r) => r.status), Array(20).fill(200));
+      const burst = await Promise.all(
+        Array.from({ length: 20 }, () => app.request('GET', '/api/v1/me', { token: org.ownerToken })),
+      );
+      assert.deepEqual(
+        burst.map((r) => r.status),
+        Array(20).fill(200),
+      );
       for (const res of burst) {
         assert.equal(res.headers.get('ratelimit-limit'), '30');
         assert.equal(res.headers.get('ratelimit-policy'), '30;w=60;burst=20');
@@ -36,36 +44,67 @@ eachBackend((backend) => {
       const refused = await app.request('GET', '/api/v1/me', { token: org.ownerToken });
       assert.equal(refused.status, 429);
       assert.equal(refused.body.error, 'rate_limited');
-      assert.match(refused.body.message, /30 requests a minute \(burst 20\)/, 'the 429 text states the policy the headers state');
+      assert.match(
+        refused.body.message,
+        /30 requests a minute \(burst 20\)/,
+        'the 429 text states the policy the headers state',
+      );
       assert.equal(refused.headers.get('ratelimit-limit'), '30');
       assert.equal(refused.headers.get('ratelimit-policy'), '30;w=60;burst=20');
       assert.equal(refused.body.statusCode, 429);
       const retryAfter = Number(refused.headers.get('retry-after'));
       assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
       assert.equal(refused.headers.get('ratelimit-remaining'), '0');
-      assert.equal((await app.request('GET', '/api/v1/me', { token: other.ownerToken })).status, 200, 'another organization has its own budget');
+      assert.equal(
+        (await app.request('GET', '/api/v1/me', { token: other.ownerToken })).status,
+        200,
+        'another organization has its own budget',
+      );
       await sleep(retryAfter * 1000);
-      assert.equal((await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status, 200, 'passes again after Retry-After');
+      assert.equal(
+        (await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status,
+        200,
+        'passes again after Retry-After',
+      );
     });
 
-    test('the organization\'s own limit overrides the default', async (t) => {
+    test("the organization's own limit overrides the default", async (t) => {
       const app = await startTestApp(backend, limits);
       t.after(() => app.stop());
       const org = await signup(app);
       if (backend === 'redis+mongo') {
         // The operator's command, as a process of its own against the same database.
-        const admin = await runAdmin(['rate-limit', '--org', org.orgId, '--per-minute', '6', '--burst', '3'], { MONGODB_URL: app.config.mongoUrl! });
+        const admin = await runAdmin(['rate-limit', '--org', org.orgId, '--per-minute', '6', '--burst', '3'], {
+          MONGODB_URL: app.config.mongoUrl!,
+        });
         assert.equal(admin.code, 0, admin.output);
         assert.match(admin.output, /6 requests a minute, burst 3/);
-        assert.equal((await runAdmin(['rate-limit', '--org', org.orgId, '--per-minute', 'lots'], { MONGODB_URL: app.config.mongoUrl! })).code, 2);
-        assert.equal((await runAdmin(['rate-limit', '--org', 'org_missing', '--per-minute', '1', '--burst', '1'], { MONGODB_URL: app.config.mongoUrl! })).code, 1);
+        assert.equal(
+          (
+            await runAdmin(['rate-limit', '--org', org.orgId, '--per-minute', 'lots'], {
+              MONGODB_URL: app.config.mongoUrl!,
+            })
+          ).code,
+          2,
+        );
+        assert.equal(
+          (
+            await runAdmin(['rate-limit', '--org', 'org_missing', '--per-minute', '1', '--burst', '1'], {
+              MONGODB_URL: app.config.mongoUrl!,
+            })
+          ).code,
+          1,
+        );
       } else {
         // The embedded store belongs to the running process: the same update the command makes, made in it.
-        await app.app.store.collection('organizations').updateOne({ tenantId: org.orgId }, { id: org.orgId }, { $set: { rateLimit: { perMinute: 6, burst: 3 } } });
+        await app.app.store
+          .collection('organizations')
+          .updateOne({ tenantId: org.orgId }, { id: org.orgId }, { $set: { rateLimit: { perMinute: 6, burst: 3 } } });
       }
       await sleep(app.config.identity.credentialCacheMs + 50);
       const statuses = [];
-      for (let i = 0; i < 4; i++) statuses.push((await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status);
+      for (let i = 0; i < 4; i++)
+        statuses.push((await app.request('GET', '/api/v1/me', { token: org.ownerToken })).status);
       assert.deepEqual(statuses, [200, 200, 200, 429]);
     });
   });
@@ -73,7 +112,11 @@ eachBackend((backend) => {
 
 const perAddress = { AUTH_RATE_LIMIT_PER_MINUTE: '6', AUTH_RATE_LIMIT_BURST: '10' };
 const password = 'correct horse battery';
-const signupBody = () => ({ organizationName: 'Burst', email: `burst-${randomUUID().slice(0, 8)}@example.com`, password });
+const signupBody = () => ({
+  organizationName: 'Burst',
+  email: `burst-${randomUUID().slice(0, 8)}@example.com`,
+  password,
+});
 const count = (results: { status: number }[], status: number) => results.filter((r) => r.status === status).length;
 
 eachBackend((backend) => {
@@ -81,8 +124,12 @@ eachBackend((backend) => {
     test('30 signups at once from one address: the burst of 10 is created, the rest are 429 with Retry-After and the policy', async (t) => {
       const app = await startTestApp(backend, perAddress);
       t.after(() => app.stop());
-      const results = await Promise.all(Array.from({ length: 30 }, () => app.request('POST', '/api/v1/auth/signup', { body: signupBody() })));
-      t.diagnostic(`30 signups from one address: ${count(results, 201)} created, ${count(results, 429)} refused with 429`);
+      const results = await Promise.all(
+        Array.from({ length: 30 }, () => app.request('POST', '/api/v1/auth/signup', { body: signupBody() })),
+      );
+      t.diagnostic(
+        `30 signups from one address: ${count(results, 201)} created, ${count(results, 429)} refused with 429`,
+      );
       assert.equal(count(results, 201), 10, results.map((r) => r.status).join(','));
       assert.equal(count(results, 429), 20);
       for (const res of results) {
@@ -101,14 +148,50 @@ eachBackend((backend) => {
       t.after(() => app.stop());
       const from = (address: string) => ({ 'x-forwarded-for': address });
       const logins = [];
-      for (let i = 0; i < 12; i++) logins.push(await app.request('POST', '/api/v1/auth/login', { body: { email: `nobody-${i}@example.com`, password }, headers: from('203.0.113.7') }));
-      assert.deepEqual(logins.map((r) => r.status), [...Array(10).fill(401), 429, 429], 'distinct emails: only the address limit applies');
+      for (let i = 0; i < 12; i++)
+        logins.push(
+          await app.request('POST', '/api/v1/auth/login', {
+            body: { email: `nobody-${i}@example.com`, password },
+            headers: from('203.0.113.7'),
+          }),
+        );
+      assert.deepEqual(
+        logins.map((r) => r.status),
+        [...Array(10).fill(401), 429, 429],
+        'distinct emails: only the address limit applies',
+      );
       const refreshes = [];
-      for (let i = 0; i < 12; i++) refreshes.push(await app.request('POST', '/api/v1/auth/refresh', { body: { refreshToken: `bogus-${i}` }, headers: from('203.0.113.7') }));
-      assert.deepEqual(refreshes.map((r) => r.status), [...Array(10).fill(401), 429, 429]);
-      assert.equal((await app.request('POST', '/api/v1/auth/login', { body: { email: 'nobody@example.com', password }, headers: from('198.51.100.1') })).status, 401, 'another address is not limited');
+      for (let i = 0; i < 12; i++)
+        refreshes.push(
+          await app.request('POST', '/api/v1/auth/refresh', {
+            body: { refreshToken: `bogus-${i}` },
+            headers: from('203.0.113.7'),
+          }),
+        );
+      assert.deepEqual(
+        refreshes.map((r) => r.status),
+        [...Array(10).fill(401), 429, 429],
+      );
+      assert.equal(
+        (
+          await app.request('POST', '/api/v1/auth/login', {
+            body: { email: 'nobody@example.com', password },
+            headers: from('198.51.100.1'),
+          })
+        ).status,
+        401,
+        'another address is not limited',
+      );
       const sameEmail = [];
-      for (let i = 0; i < 6; i++) sameEmail.push((await app.request('POST', '/api/v1/auth/login', { body: { email: 'target@example.com', password }, headers: from('198.51.100.2') })).status);
+      for (let i = 0; i < 6; i++)
+        sameEmail.push(
+          (
+            await app.request('POST', '/api/v1/auth/login', {
+              body: { email: 'target@example.com', password },
+              headers: from('198.51.100.2'),
+            })
+          ).status,
+        );
       assert.deepEqual(sameEmail, [401, 401, 401, 401, 401, 429], 'the per-email limit still applies first');
     });
   });
@@ -122,9 +205,18 @@ describe('two frontends share one budget and see one revocation', () => {
     }
     const one = await startTestApp('redis+mongo', perAddress);
     t.after(() => one.stop());
-    const two = await startTestApp('redis+mongo', { ...perAddress, RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix, MONGODB_URL: one.config.mongoUrl!, DATA_DIR: one.config.dataDir });
+    const two = await startTestApp('redis+mongo', {
+      ...perAddress,
+      RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix,
+      MONGODB_URL: one.config.mongoUrl!,
+      DATA_DIR: one.config.dataDir,
+    });
     t.after(() => two.http.close().then(() => two.app.close()));
-    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? one : two).request('POST', '/api/v1/auth/signup', { body: signupBody() })));
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        (i % 2 ? one : two).request('POST', '/api/v1/auth/signup', { body: signupBody() }),
+      ),
+    );
     assert.equal(count(results, 201), 10);
     assert.equal(count(results, 429), 20);
   });
@@ -137,11 +229,18 @@ describe('two frontends share one budget and see one revocation', () => {
     const one = await startTestApp('redis+mongo', limits);
     t.after(() => one.stop());
     // The second frontend shares the first one's Redis prefix and database: another process of the same deployment.
-    const twoEnv = { ...limits, RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix, MONGODB_URL: one.config.mongoUrl!, DATA_DIR: one.config.dataDir };
+    const twoEnv = {
+      ...limits,
+      RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix,
+      MONGODB_URL: one.config.mongoUrl!,
+      DATA_DIR: one.config.dataDir,
+    };
     const two = await startTestApp('redis+mongo', twoEnv);
     t.after(() => two.http.close().then(() => two.app.close()));
     const org = await signup(one);
-    const results = await Promise.all(Array.from({ length: 24 }, (_, i) => (i % 2 ? one : two).request('GET', '/api/v1/me', { token: org.ownerToken })));
+    const results = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => (i % 2 ? one : two).request('GET', '/api/v1/me', { token: org.ownerToken })),
+    );
     const passed = results.filter((r) => r.status === 200).length;
     assert.equal(passed, 20, 'one burst of 20 across both frontends');
     assert.equal(results.filter((r) => r.status === 429).length, 4);
@@ -154,11 +253,22 @@ describe('two frontends share one budget and see one revocation', () => {
     }
     const one = await startTestApp('redis+mongo');
     t.after(() => one.stop());
-    const two = await startTestApp('redis+mongo', { RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix, MONGODB_URL: one.config.mongoUrl!, DATA_DIR: one.config.dataDir });
+    const two = await startTestApp('redis+mongo', {
+      RUNTIME_KEY_PREFIX: one.config.runtime.keyPrefix,
+      MONGODB_URL: one.config.mongoUrl!,
+      DATA_DIR: one.config.dataDir,
+    });
     t.after(() => two.http.close().then(() => two.app.close()));
     const org = await signup(one);
-    const created = await one.request('POST', '/api/v1/api-keys', { token: org.ownerToken, body: { name: 'to revoke' } });
-    assert.equal((await two.request('GET', '/api/v1/me', { token: created.body.key })).status, 200, 'the other frontend has it cached now');
+    const created = await one.request('POST', '/api/v1/api-keys', {
+      token: org.ownerToken,
+      body: { name: 'to revoke' },
+    });
+    assert.equal(
+      (await two.request('GET', '/api/v1/me', { token: created.body.key })).status,
+      200,
+      'the other frontend has it cached now',
+    );
     // Callers on both frontends keep using the key while it is revoked; what counts is every request sent after the revoke answered.
     let answered = false;
     let stop = false;
@@ -178,7 +288,9 @@ describe('two frontends share one budget and see one revocation', () => {
     await sleep(1_500);
     stop = true;
     await Promise.all(callers);
-    t.diagnostic(`requests sent after the revoke answered: ${afterRevoke.length}, of which 200: ${afterRevoke.filter((s) => s === 200).length}`);
+    t.diagnostic(
+      `requests sent after the revoke answered: ${afterRevoke.length}, of which 200: ${afterRevoke.filter((s) => s === 200).length}`,
+    );
     assert.ok(afterRevoke.length >= 8, `${afterRevoke.length} requests after the revoke`);
     assert.equal(afterRevoke.filter((s) => s === 200).length, 0, `statuses after the revoke: ${afterRevoke.join(',')}`);
     assert.ok(afterRevoke.every((s) => s === 401));

@@ -7,7 +7,10 @@ import { availableService, serviceUrl } from '../support/services.ts';
 
 const policy = { perMinute: 100, burst: 20 };
 
-function rateLimitContract(name: string, make: () => Promise<{ limiter: RateLimiter; close(): Promise<void> } | undefined>): void {
+function rateLimitContract(
+  name: string,
+  make: () => Promise<{ limiter: RateLimiter; close(): Promise<void> } | undefined>,
+): void {
   describe(`GCRA rate limit: ${name}`, () => {
     test('20 pass at once, the 21st is refused with a whole-second retry, then requests pass again', async (t) => {
       const made = await make();
@@ -15,8 +18,14 @@ function rateLimitContract(name: string, make: () => Promise<{ limiter: RateLimi
       t.after(() => made.close());
       const budget = `org-${Math.random().toString(36).slice(2)}`;
       const first = await Promise.all(Array.from({ length: 20 }, () => made.limiter.take(budget, policy)));
-      assert.ok(first.every((d) => d.allowed), 'the whole burst passes');
-      assert.deepEqual(first.map((d) => d.remaining).sort((a, b) => b - a), Array.from({ length: 20 }, (_, i) => 19 - i));
+      assert.ok(
+        first.every((d) => d.allowed),
+        'the whole burst passes',
+      );
+      assert.deepEqual(
+        first.map((d) => d.remaining).sort((a, b) => b - a),
+        Array.from({ length: 20 }, (_, i) => 19 - i),
+      );
       assert.ok(first.every((d) => d.limit === 20));
       const refused = await made.limiter.take(budget, policy);
       assert.equal(refused.allowed, false);
@@ -59,7 +68,9 @@ describe('GCRA rate limit shared through Redis', () => {
     });
     const frontendA = new RedisRateLimiter(one, prefix);
     const frontendB = new RedisRateLimiter(two, prefix);
-    const decisions = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? frontendA : frontendB).take('org-shared', policy)));
+    const decisions = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => (i % 2 ? frontendA : frontendB).take('org-shared', policy)),
+    );
     assert.equal(decisions.filter((d) => d.allowed).length, 20, 'exactly the burst passes across both');
   });
 });

@@ -20,14 +20,19 @@ eachBackend((backend) => {
 
     before(async () => {
       // A sweep that never comes during a test: every tenant message counted below comes from the relays.
-      t = await startTestApp(backend, { RELAY_HEARTBEAT_TIMEOUT_MS: '4000', RELAY_HEARTBEAT_INTERVAL_MS: '500', TENANT_SWEEP_MS: '600000' });
+      t = await startTestApp(backend, {
+        RELAY_HEARTBEAT_TIMEOUT_MS: '4000',
+        RELAY_HEARTBEAT_INTERVAL_MS: '500',
+        TENANT_SWEEP_MS: '600000',
+      });
     });
     after(async () => {
       for (const r of relays) r.close();
       await t.stop();
     });
 
-    const relayDoc = (orgId: string, id: string) => t.app.store.collection<RelayDoc>('relays').findOne({ tenantId: orgId }, { id });
+    const relayDoc = (orgId: string, id: string) =>
+      t.app.store.collection<RelayDoc>('relays').findOne({ tenantId: orgId }, { id });
     const relayEvents = async (orgId: string, group: string) => {
       const read = await t.app.events.read(group, 'test', 1_000);
       return read.map((r) => r.event).filter((e) => e.tenantId === orgId && e.event.startsWith('relay.'));
@@ -41,21 +46,34 @@ eachBackend((backend) => {
       // On a loaded machine connecting 50 relays can take longer than the heartbeat timeout: every relay keeps
       // heartbeating throughout, so none goes offline (which would rightly tell the tenant actor).
       let connected: StandInRelay[] = [];
-      const keepAlive = setInterval(() => void Promise.all(connected.map((r) => r.heartbeat())).catch(() => undefined), 1_000);
+      const keepAlive = setInterval(
+        () => void Promise.all(connected.map((r) => r.heartbeat())).catch(() => undefined),
+        1_000,
+      );
       tc.after(() => clearInterval(keepAlive));
       for (const r of fleet) {
         await r.connect();
         connected = [...connected, r];
       }
       // Each connect tells the tenant actor twice (relay-online, then the grant of its capacity): let those settle first.
-      await waitFor(async () => (await handledBy('tenant')) - tenantStart >= fleet.length * 2, 20_000, 'arrivals handled');
+      await waitFor(
+        async () => (await handledBy('tenant')) - tenantStart >= fleet.length * 2,
+        20_000,
+        'arrivals handled',
+      );
       const tenantBefore = await handledBy('tenant');
       const relayBefore = await handledBy('relay');
       const rounds = 4;
       for (let round = 0; round < rounds; round++) await Promise.all(fleet.map((r) => r.heartbeat()));
-      await waitFor(async () => (await handledBy('relay')) - relayBefore >= fleet.length * rounds, 20_000, 'every heartbeat handled');
+      await waitFor(
+        async () => (await handledBy('relay')) - relayBefore >= fleet.length * rounds,
+        20_000,
+        'every heartbeat handled',
+      );
       await sleep(200);
-      console.log(`heartbeats: ${fleet.length * rounds} handled by relay actors, ${(await handledBy('tenant')) - tenantBefore} tenant messages meanwhile`);
+      console.log(
+        `heartbeats: ${fleet.length * rounds} handled by relay actors, ${(await handledBy('tenant')) - tenantBefore} tenant messages meanwhile`,
+      );
       assert.equal((await handledBy('tenant')) - tenantBefore, 0, 'no tenant message per heartbeat');
       clearInterval(keepAlive);
       const doc = await relayDoc(org.orgId, fleet[0]!.id);
@@ -68,10 +86,17 @@ eachBackend((backend) => {
       const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 1 });
       relays.push(relay);
       await relay.connect();
-      await waitFor(async () => (await relayDoc(org.orgId, relay.id))?.status === 'offline', 15_000, 'offline after the timeout');
+      await waitFor(
+        async () => (await relayDoc(org.orgId, relay.id))?.status === 'offline',
+        15_000,
+        'offline after the timeout',
+      );
       await sleep(1_000); // a second check would have fired by now
       const events = await relayEvents(org.orgId, `g-${org.orgId}`);
-      assert.deepEqual(events.map((e) => e.event), ['relay.online', 'relay.offline']);
+      assert.deepEqual(
+        events.map((e) => e.event),
+        ['relay.online', 'relay.offline'],
+      );
     });
 
     test('a heartbeat keeps a relay online past the timeout; a stale session changes nothing', async () => {

@@ -15,7 +15,11 @@ import Database from 'libsql';
 import { ChatDbReader } from '../../packages/relay-agent/src/chat-db-reader.ts';
 import { OutgoingTracker } from '../../packages/relay-agent/src/outgoing-tracker.ts';
 import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
-import { SimulatedMessagesApp, simulateFailures, simulateInbound } from '../../packages/relay-agent/src/simulated-messages-app.ts';
+import {
+  SimulatedMessagesApp,
+  simulateFailures,
+  simulateInbound,
+} from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { ChatDbError, openSqliteFile } from '../../packages/relay-agent/src/sqlite-file.ts';
 
 async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDelayMs?: number } = {}) {
@@ -34,7 +38,18 @@ async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDe
   /** Sends through the simulator the way SendWorker does: `sending` on record first, `handed` after. */
   const send = async (messageId: string, to: string, body: string): Promise<SendRecord> => {
     const now = Date.now();
-    const record: SendRecord = { messageId, attempt: 1, to, body, attachmentUrls: [], phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0 };
+    const record: SendRecord = {
+      messageId,
+      attempt: 1,
+      to,
+      body,
+      attachmentUrls: [],
+      phase: 'queued',
+      acceptedAtMs: now,
+      phaseAtMs: now,
+      steps: [],
+      acked: 0,
+    };
     journal.add(record);
     journal.setPhase(record, 'sending');
     assert.deepEqual(await app.send({ messageId, attempt: 1, to, body, attachmentPaths: [] }), { ok: true });
@@ -81,7 +96,13 @@ test('an injected failure gives a failed status and is never delivered', async (
 
 test('equal sends get distinct rows in order, and rows typed by hand on the Mac match no send', async (t) => {
   const { tracker, send, app } = await setup(t, { deliveryDelayMs: 10_000 });
-  await app.send({ messageId: 'typed-by-hand', attempt: 1, to: '+15550003333', body: 'something else', attachmentPaths: [] });
+  await app.send({
+    messageId: 'typed-by-hand',
+    attempt: 1,
+    to: '+15550003333',
+    body: 'something else',
+    attachmentPaths: [],
+  });
   const a = await send('msg_a', '+15550003333', 'same words');
   const b = await send('msg_b', '+15550003333', 'same words');
   await tracker.poll();
@@ -93,18 +114,41 @@ test('equal sends get distinct rows in order, and rows typed by hand on the Mac 
 test('inbound rows are read after the cursor, in order, with group, attachments and bodies from attributedBody', async (t) => {
   const { reader, dbPath, app } = await setup(t);
   const first = await simulateInbound(dbPath, { from: '+15551110000', body: 'plain text' });
-  await app.send({ messageId: 'out', attempt: 1, to: '+15551110000', body: 'outgoing is not inbound', attachmentPaths: [] });
-  const archived = await simulateInbound(dbPath, { from: '+15551110000', body: 'only in attributedBody ✓', attributedBodyOnly: true });
-  const group = await simulateInbound(dbPath, { from: 'Friend@Example.com', body: 'to the group', groupId: 'chat900', attachments: ['/Users/me/Library/Messages/Attachments/a.jpg'] });
+  await app.send({
+    messageId: 'out',
+    attempt: 1,
+    to: '+15551110000',
+    body: 'outgoing is not inbound',
+    attachmentPaths: [],
+  });
+  const archived = await simulateInbound(dbPath, {
+    from: '+15551110000',
+    body: 'only in attributedBody ✓',
+    attributedBodyOnly: true,
+  });
+  const group = await simulateInbound(dbPath, {
+    from: 'Friend@Example.com',
+    body: 'to the group',
+    groupId: 'chat900',
+    attachments: ['/Users/me/Library/Messages/Attachments/a.jpg'],
+  });
 
   const plain = openSqliteFile(dbPath, 'readonly');
-  const raw = plain.prepare('SELECT text, attributedBody IS NOT NULL AS hasBlob FROM message WHERE ROWID = ?').all(archived.rowId);
+  const raw = plain
+    .prepare('SELECT text, attributedBody IS NOT NULL AS hasBlob FROM message WHERE ROWID = ?')
+    .all(archived.rowId);
   plain.close();
   assert.deepEqual(raw, [{ text: null, hasBlob: 1 }], 'the row really has NULL text');
 
   const all = await reader.readIncoming(0, 100);
-  assert.deepEqual(all.map((r) => r.rowId), [first.rowId, archived.rowId, group.rowId]);
-  assert.deepEqual(all.map((r) => r.body), ['plain text', 'only in attributedBody ✓', 'to the group']);
+  assert.deepEqual(
+    all.map((r) => r.rowId),
+    [first.rowId, archived.rowId, group.rowId],
+  );
+  assert.deepEqual(
+    all.map((r) => r.body),
+    ['plain text', 'only in attributedBody ✓', 'to the group'],
+  );
   assert.ok(all.every((r) => !r.isFromMe));
   const g = all[2]!;
   assert.equal(g.isGroup, true);
@@ -115,8 +159,14 @@ test('inbound rows are read after the cursor, in order, with group, attachments 
   assert.equal(all[0]!.chatGuid, 'iMessage;-;+15551110000');
   assert.ok(Math.abs(all[0]!.dateMs! - Date.now()) < 60_000, 'dates convert from Apple nanoseconds');
 
-  assert.deepEqual((await reader.readIncoming(first.rowId, 100)).map((r) => r.rowId), [archived.rowId, group.rowId]);
-  assert.deepEqual((await reader.readIncoming(first.rowId, 1)).map((r) => r.rowId), [archived.rowId]);
+  assert.deepEqual(
+    (await reader.readIncoming(first.rowId, 100)).map((r) => r.rowId),
+    [archived.rowId, group.rowId],
+  );
+  assert.deepEqual(
+    (await reader.readIncoming(first.rowId, 1)).map((r) => r.rowId),
+    [archived.rowId],
+  );
   assert.deepEqual(await reader.readIncoming(group.rowId, 100), []);
   assert.equal(await reader.maxRowId(), group.rowId);
 });
@@ -131,20 +181,30 @@ test('the reader sees rows still in the WAL, reads while a writer holds its lock
   const row = await simulateInbound(dbPath, { from: '+15552220000', body: 'in the wal' });
   assert.ok((await stat(`${dbPath}-wal`)).size > 0, 'the row is in the write-ahead log');
   const mainFileOnly = new Database(`file:${dbPath}?immutable=1`);
-  assert.deepEqual(mainFileOnly.prepare('SELECT COUNT(*) AS n FROM message').all(), [{ n: 0 }], 'the main file alone does not have the row yet');
+  assert.deepEqual(
+    mainFileOnly.prepare('SELECT COUNT(*) AS n FROM message').all(),
+    [{ n: 0 }],
+    'the main file alone does not have the row yet',
+  );
   mainFileOnly.close();
   assert.equal((await reader.readIncoming(0, 10))[0]?.rowId, row.rowId);
 
   // Messages in the middle of a write: the reader is not blocked and sees what was committed before it.
   messages.exec("BEGIN IMMEDIATE; UPDATE message SET text = 'uncommitted'");
   // (Were reads blocked, this one would fail with SQLITE_BUSY: the lock is held until the ROLLBACK below.)
-  assert.deepEqual((await reader.readIncoming(0, 10)).map((r) => r.body), ['in the wal']);
+  assert.deepEqual(
+    (await reader.readIncoming(0, 10)).map((r) => r.body),
+    ['in the wal'],
+  );
   messages.exec('ROLLBACK');
 
   // Read-only is SQLite's own (mode=ro), not an option libsql would ignore.
   const ro = openSqliteFile(dbPath, 'readonly');
   t.after(() => ro.close());
-  assert.throws(() => ro.exec('DELETE FROM message'), (err: Error & { code?: string }) => err.code === 'SQLITE_READONLY');
+  assert.throws(
+    () => ro.exec('DELETE FROM message'),
+    (err: Error & { code?: string }) => err.code === 'SQLITE_READONLY',
+  );
   assert.equal((await reader.readIncoming(0, 10)).length, 1);
 });
 
@@ -164,7 +224,10 @@ test('a missing database is a ChatDbError that reads as a refused open, and is n
   const { dir } = await setup(t);
   const path = join(dir, 'absent.db');
   const reader = new ChatDbReader(path);
-  await assert.rejects(reader.maxRowId(), (err: unknown) => err instanceof ChatDbError && err.code === 14 && err.accessDenied && err.message.includes(path));
+  await assert.rejects(
+    reader.maxRowId(),
+    (err: unknown) => err instanceof ChatDbError && err.code === 14 && err.accessDenied && err.message.includes(path),
+  );
   assert.equal(existsSync(path), false, 'the read-only open did not create the file');
   await assert.rejects(new ChatDbReader(join(dir, 'no-such-dir', 'chat.db')).readIncoming(0, 10), ChatDbError);
 });
@@ -173,21 +236,46 @@ test('a database the process may not open gives the Full Disk Access hint (acces
   const { dbPath } = await setup(t);
   await chmod(dbPath, 0o000);
   if (process.getuid?.() !== 0) {
-    await assert.rejects(new ChatDbReader(dbPath).maxRowId(), (err: unknown) => err instanceof ChatDbError && err.accessDenied);
+    await assert.rejects(
+      new ChatDbReader(dbPath).maxRowId(),
+      (err: unknown) => err instanceof ChatDbError && err.accessDenied,
+    );
     return;
   }
   // Root opens any file: the same read runs in a child process that has dropped to an unprivileged user.
-  const readerModule = pathToFileURL(join(import.meta.dirname, '../../packages/relay-agent/src/chat-db-reader.ts')).href;
+  const readerModule = pathToFileURL(
+    join(import.meta.dirname, '../../packages/relay-agent/src/chat-db-reader.ts'),
+  ).href;
   const errorModule = pathToFileURL(join(import.meta.dirname, '../../packages/relay-agent/src/sqlite-file.ts')).href;
   const script = `
     const { ChatDbReader } = await import(${JSON.stringify(readerModule)});
     const { ChatDbError } = await import(${JSON.stringify(errorModule)});
     try { await new ChatDbReader(${JSON.stringify(dbPath)}).maxRowId(); console.log('opened'); }
     catch (err) { console.log(err instanceof ChatDbError && err.accessDenied ? 'access-denied' : 'other: ' + err.message); }`;
-  const run = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script], {
-    encoding: 'utf8', cwd: join(import.meta.dirname, '../..'), timeout: 60_000,
-  });
-  assert.equal(run.error, undefined, `setpriv (util-linux) runs the read as an unprivileged user: ${run.error?.message}`);
+  const run = spawnSync(
+    'setpriv',
+    [
+      '--reuid=65534',
+      '--regid=65534',
+      '--clear-groups',
+      process.execPath,
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      script,
+    ],
+    {
+      encoding: 'utf8',
+      cwd: join(import.meta.dirname, '../..'),
+      timeout: 60_000,
+    },
+  );
+  assert.equal(
+    run.error,
+    undefined,
+    `setpriv (util-linux) runs the read as an unprivileged user: ${run.error?.message}`,
+  );
   assert.equal(run.stdout.trim(), 'access-denied', run.stderr);
 });
 
@@ -197,7 +285,10 @@ test('a file that is not a Messages database is a ChatDbError without the Full D
   openSqliteFile(path, 'readwrite').close();
   const reader = new ChatDbReader(path);
   t.after(() => reader.close());
-  await assert.rejects(reader.maxRowId(), (err: unknown) => err instanceof ChatDbError && !err.accessDenied && /no such table/.test(err.message));
+  await assert.rejects(
+    reader.maxRowId(),
+    (err: unknown) => err instanceof ChatDbError && !err.accessDenied && /no such table/.test(err.message),
+  );
   const row = await simulateInbound(path, { from: '+15553330000', body: 'now it has the schema' });
   assert.equal(await reader.maxRowId(), row.rowId);
 });

@@ -21,17 +21,30 @@ const bin = join(import.meta.dirname, '../../packages/relay-agent/bin/relaybox-r
 class DoctorServer {
   frames: Array<Record<string, unknown>> = [];
   clockOffsetMs = 0;
-  private constructor(private readonly http: Server, private readonly wss: WebSocketServer) {
+  private constructor(
+    private readonly http: Server,
+    private readonly wss: WebSocketServer,
+  ) {
     http.on('request', (_req, res) => {
       res.setHeader('Date', new Date(Date.now() + this.clockOffsetMs).toUTCString());
       res.writeHead(426).end('upgrade required');
     });
     wss.on('connection', (socket) => {
       socket.on('message', (data) => {
-        const frame = JSON.parse(data.toString()) as Record<string, unknown> & { credential?: { relayId: string; secret: string } };
+        const frame = JSON.parse(data.toString()) as Record<string, unknown> & {
+          credential?: { relayId: string; secret: string };
+        };
         this.frames.push(frame);
         if (frame.type !== 'hello') return;
-        if (frame.credential?.secret === 'good') socket.send(JSON.stringify({ type: 'welcome', relayId: frame.credential.relayId, inboundCursor: 0, heartbeatIntervalMs: 30_000 }));
+        if (frame.credential?.secret === 'good')
+          socket.send(
+            JSON.stringify({
+              type: 'welcome',
+              relayId: frame.credential.relayId,
+              inboundCursor: 0,
+              heartbeatIntervalMs: 30_000,
+            }),
+          );
         else socket.send(JSON.stringify({ type: 'error', code: 'unauthorized', message: 'unknown relay credential' }));
       });
     });
@@ -70,11 +83,22 @@ after(async () => {
 async function registered(name: string, secret: string): Promise<string> {
   const stateDir = join(dir, name);
   await mkdir(stateDir, { recursive: true });
-  await writeFile(join(stateDir, 'relay.json'), JSON.stringify({ serverUrl: server.url, relayId: 'relay_doc', secret, registeredAt: new Date().toISOString(), inboundFloor: 0 }));
+  await writeFile(
+    join(stateDir, 'relay.json'),
+    JSON.stringify({
+      serverUrl: server.url,
+      relayId: 'relay_doc',
+      secret,
+      registeredAt: new Date().toISOString(),
+      inboundFloor: 0,
+    }),
+  );
   return stateDir;
 }
 
-async function doctor(args: string[]): Promise<{ code: number | null; ok: boolean; checks: Map<Check['name'], Check>; stderr: string }> {
+async function doctor(
+  args: string[],
+): Promise<{ code: number | null; ok: boolean; checks: Map<Check['name'], Check>; stderr: string }> {
   const child = spawn(process.execPath, [bin, 'doctor', '--json', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -85,24 +109,49 @@ async function doctor(args: string[]): Promise<{ code: number | null; ok: boolea
   return { code, ok: report.ok, checks: new Map(report.checks.map((c) => [c.name, c])), stderr };
 }
 
-const results = (checks: Map<Check['name'], Check>) => Object.fromEntries([...checks].map(([name, c]) => [name, c.result]));
+const results = (checks: Map<Check['name'], Check>) =>
+  Object.fromEntries([...checks].map(([name, c]) => [name, c.result]));
 
 test('doctor --json passes against the simulator with a registered relay, without taking work', async () => {
   server.frames = [];
-  const run = await doctor(['--simulate', '--chat-db', join(dir, 'chat.db'), '--state-dir', await registered('good', 'good')]);
+  const run = await doctor([
+    '--simulate',
+    '--chat-db',
+    join(dir, 'chat.db'),
+    '--state-dir',
+    await registered('good', 'good'),
+  ]);
   assert.equal(run.code, 0, run.stderr);
   assert.equal(run.ok, true);
-  assert.deepEqual(results(run.checks), { 'chat-db': 'ok', automation: 'ok', 'imessage-account': 'ok', server: 'ok', clock: 'ok', disk: 'ok' });
-  assert.equal(run.checks.get('imessage-account')!.detail, 'iMessage account r•••@simulator.invalid', 'the account is masked');
+  assert.deepEqual(results(run.checks), {
+    'chat-db': 'ok',
+    automation: 'ok',
+    'imessage-account': 'ok',
+    server: 'ok',
+    clock: 'ok',
+    disk: 'ok',
+  });
+  assert.equal(
+    run.checks.get('imessage-account')!.detail,
+    'iMessage account r•••@simulator.invalid',
+    'the account is masked',
+  );
   assert.match(run.checks.get('server')!.detail, /accepted the credential of relay relay_doc$/);
-  assert.deepEqual(server.frames.map((f) => f.type), ['hello'], 'a hello and no ready: the server gives no work');
+  assert.deepEqual(
+    server.frames.map((f) => f.type),
+    ['hello'],
+    'a hello and no ready: the server gives no work',
+  );
 });
 
 test('doctor --json with an unreadable chat.db fails that check with its fix, and exits 1', async () => {
   const stateDir = await registered('good', 'good');
   const garbage = join(dir, 'garbage.db');
   await writeFile(garbage, 'this is not a database, and long enough to have a header of its own.'.repeat(20));
-  for (const [chatDb, simulate] of [[join(dir, 'missing.db'), true], [garbage, false]] as const) {
+  for (const [chatDb, simulate] of [
+    [join(dir, 'missing.db'), true],
+    [garbage, false],
+  ] as const) {
     const run = await doctor([...(simulate ? ['--simulate'] : []), '--chat-db', chatDb, '--state-dir', stateDir]);
     assert.equal(run.code, 1);
     assert.equal(run.ok, false);
@@ -118,10 +167,26 @@ test('doctor --json with an unreadable chat.db fails that check with its fix, an
 test('doctor --json: a refused credential and a skewed clock fail with their fixes', async () => {
   server.clockOffsetMs = 5 * 60_000;
   try {
-    const run = await doctor(['--simulate', '--chat-db', join(dir, 'chat.db'), '--state-dir', await registered('revoked', 'revoked')]);
+    const run = await doctor([
+      '--simulate',
+      '--chat-db',
+      join(dir, 'chat.db'),
+      '--state-dir',
+      await registered('revoked', 'revoked'),
+    ]);
     assert.equal(run.code, 1);
-    assert.deepEqual(results(run.checks), { 'chat-db': 'ok', automation: 'ok', 'imessage-account': 'ok', server: 'fail', clock: 'fail', disk: 'ok' });
-    assert.match(run.checks.get('server')!.detail, /refused the stored credential: unauthorized: unknown relay credential$/);
+    assert.deepEqual(results(run.checks), {
+      'chat-db': 'ok',
+      automation: 'ok',
+      'imessage-account': 'ok',
+      server: 'fail',
+      clock: 'fail',
+      disk: 'ok',
+    });
+    assert.match(
+      run.checks.get('server')!.detail,
+      /refused the stored credential: unauthorized: unknown relay credential$/,
+    );
     assert.match(run.checks.get('server')!.fix!, /^register again: delete .*relay\.json/);
     assert.match(run.checks.get('clock')!.detail, /^this Mac's clock is 30\d s behind the server's$/);
   } finally {

@@ -11,7 +11,11 @@ eachBackend((backend) => {
     const sockets: RelaySocket[] = [];
 
     before(async () => {
-      t = await startTestApp(backend, { RELAY_HEARTBEAT_TIMEOUT_MS: '800', RELAY_HEARTBEAT_INTERVAL_MS: '200', TENANT_SWEEP_MS: '500' });
+      t = await startTestApp(backend, {
+        RELAY_HEARTBEAT_TIMEOUT_MS: '800',
+        RELAY_HEARTBEAT_INTERVAL_MS: '200',
+        TENANT_SWEEP_MS: '500',
+      });
     });
     after(async () => {
       for (const s of sockets) s.close();
@@ -36,7 +40,8 @@ eachBackend((backend) => {
       s.send({ type: 'ready', capacity });
       return { s, welcome, credential: welcome.credential! };
     };
-    const relayView = async (org: Org, id: string) => (await t.request('GET', `/api/v1/relays/${id}`, { token: org.ownerToken })).body;
+    const relayView = async (org: Org, id: string) =>
+      (await t.request('GET', `/api/v1/relays/${id}`, { token: org.ownerToken })).body;
 
     test('a registration token lasts 30 minutes, is admin-only and scoped to its own organization', async () => {
       const org = await signup(t);
@@ -48,7 +53,10 @@ eachBackend((backend) => {
       const cross = await t.request('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`, { token: other.ownerToken });
       assert.equal(cross.status, 404);
       const member = await apiKey(t, org, 'member');
-      assert.equal((await t.request('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`, { token: member })).status, 403);
+      assert.equal(
+        (await t.request('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`, { token: member })).status,
+        403,
+      );
     });
 
     test('registration: the token is exchanged once for a credential; reuse and expiry are refused', async () => {
@@ -68,7 +76,11 @@ eachBackend((backend) => {
       const expiring = await token(org);
       const tokens = t.app.store.collection('relay_tokens');
       const { createHash } = await import('node:crypto');
-      await tokens.updateOne({ tenantId: '_platform' }, { id: createHash('sha256').update(expiring.token).digest('hex') }, { $set: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
+      await tokens.updateOne(
+        { tenantId: '_platform' },
+        { id: createHash('sha256').update(expiring.token).digest('hex') },
+        { $set: { expiresAt: new Date(Date.now() - 1000).toISOString() } },
+      );
       const late = await open();
       late.hello({ registrationToken: expiring.token });
       assert.equal((await late.next('error')).code, 'unauthorized');
@@ -104,16 +116,48 @@ eachBackend((backend) => {
       const org = await signup(t);
       const { s } = await register(org, 1);
       const ids = [];
-      for (let i = 0; i < 3; i++) ids.push((await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: `hi ${i}` } })).body.id);
+      for (let i = 0; i < 3; i++)
+        ids.push(
+          (
+            await t.request('POST', '/api/v1/messages', {
+              token: org.ownerToken,
+              body: { to: '+14155550100', body: `hi ${i}` },
+            })
+          ).body.id,
+        );
       const firstSend = await s.next('send');
       await sleep(150);
       assert.equal(s.frames.filter((f) => f.type === 'send').length, 1, 'capacity 1: one at a time');
-      s.send({ type: 'status', messageId: firstSend.messageId, attempt: firstSend.attempt, status: 'sent', at: new Date().toISOString(), guid: 'GUID-1' });
-      assert.equal((await s.next('ack', (a) => a.of === 'status' && a.messageId === firstSend.messageId)).attempt, firstSend.attempt);
+      s.send({
+        type: 'status',
+        messageId: firstSend.messageId,
+        attempt: firstSend.attempt,
+        status: 'sent',
+        at: new Date().toISOString(),
+        guid: 'GUID-1',
+      });
+      assert.equal(
+        (await s.next('ack', (a) => a.of === 'status' && a.messageId === firstSend.messageId)).attempt,
+        firstSend.attempt,
+      );
       await s.next('send', (f) => f.messageId !== firstSend.messageId);
-      s.send({ type: 'status', messageId: firstSend.messageId, attempt: firstSend.attempt, status: 'delivered', at: new Date().toISOString() });
-      await waitFor(async () => (await t.request('GET', `/api/v1/messages/${firstSend.messageId}/status`, { token: org.ownerToken })).body.status === 'delivered', 3_000, 'delivered');
-      const status = (await t.request('GET', `/api/v1/messages/${firstSend.messageId}/status`, { token: org.ownerToken })).body;
+      s.send({
+        type: 'status',
+        messageId: firstSend.messageId,
+        attempt: firstSend.attempt,
+        status: 'delivered',
+        at: new Date().toISOString(),
+      });
+      await waitFor(
+        async () =>
+          (await t.request('GET', `/api/v1/messages/${firstSend.messageId}/status`, { token: org.ownerToken })).body
+            .status === 'delivered',
+        3_000,
+        'delivered',
+      );
+      const status = (
+        await t.request('GET', `/api/v1/messages/${firstSend.messageId}/status`, { token: org.ownerToken })
+      ).body;
       assert.ok(status.sentAt && status.deliveredAt);
       assert.equal(firstSend.messageId, ids[0]);
     });
@@ -121,20 +165,37 @@ eachBackend((backend) => {
     test('inbound: stored once per GUID, unread counted, the cursor acknowledged and given back on reconnect', async () => {
       const org = await signup(t);
       const { s, welcome, credential } = await register(org);
-      const frame = { type: 'inbound', rowId: 41, guid: 'IN-GUID-41', from: '+14155550177', isGroup: false, body: 'hello there', receivedAt: new Date().toISOString() };
+      const frame = {
+        type: 'inbound',
+        rowId: 41,
+        guid: 'IN-GUID-41',
+        from: '+14155550177',
+        isGroup: false,
+        body: 'hello there',
+        receivedAt: new Date().toISOString(),
+      };
       s.send(frame);
       assert.equal((await s.next('ack', (a) => a.of === 'inbound')).cursor, 41);
       s.send(frame);
-      await s.next('ack', (a) => a.of === 'inbound' && s.frames.filter((f) => f.type === 'ack' && f.of === 'inbound').length >= 2);
+      await s.next(
+        'ack',
+        (a) => a.of === 'inbound' && s.frames.filter((f) => f.type === 'ack' && f.of === 'inbound').length >= 2,
+      );
       const received = await t.request('GET', '/api/v1/messages?direction=received', { token: org.ownerToken });
       assert.equal(received.body.data.length, 1, 'deduplicated by GUID');
       assert.equal(received.body.data[0].body, 'hello there');
       assert.equal(received.body.data[0].from, '+14155550177');
-      const conversation = await t.request('GET', '/api/v1/conversations/lookup?participant=%2B14155550177', { token: org.ownerToken });
+      const conversation = await t.request('GET', '/api/v1/conversations/lookup?participant=%2B14155550177', {
+        token: org.ownerToken,
+      });
       assert.equal(conversation.status, 200);
       assert.equal(conversation.body.unreadCount, 1);
       s.close();
-      await waitFor(async () => (await relayView(org, welcome.relayId)).status === 'offline', 3_000, 'offline after close');
+      await waitFor(
+        async () => (await relayView(org, welcome.relayId)).status === 'offline',
+        3_000,
+        'offline after close',
+      );
       const again = await open();
       again.hello({ credential });
       const back = await again.next('welcome');
@@ -146,12 +207,39 @@ eachBackend((backend) => {
     test('a relay that stops heartbeating goes offline and its in-flight messages go back to the queue', async () => {
       const org = await signup(t);
       const { s, welcome } = await register(org, 5);
-      const id = (await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'stuck' } })).body.id;
+      const id = (
+        await t.request('POST', '/api/v1/messages', {
+          token: org.ownerToken,
+          body: { to: '+14155550100', body: 'stuck' },
+        })
+      ).body.id;
       await s.next('send', (f) => f.messageId === id);
-      s.send({ type: 'heartbeat', health: { cpuPercent: 12.5, memoryUsedBytes: 1000, memoryTotalBytes: 8000, messagesPerMinute: 3, queueDepth: 1 } });
-      await waitFor(async () => (await relayView(org, welcome.relayId)).health?.cpuPercent === 12.5, 2_000, 'health stored');
-      await waitFor(async () => (await relayView(org, welcome.relayId)).status === 'offline', 4_000, 'offline after the heartbeat timeout');
-      await waitFor(async () => (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body.status === 'queued', 3_000, 'back in the queue');
+      s.send({
+        type: 'heartbeat',
+        health: {
+          cpuPercent: 12.5,
+          memoryUsedBytes: 1000,
+          memoryTotalBytes: 8000,
+          messagesPerMinute: 3,
+          queueDepth: 1,
+        },
+      });
+      await waitFor(
+        async () => (await relayView(org, welcome.relayId)).health?.cpuPercent === 12.5,
+        2_000,
+        'health stored',
+      );
+      await waitFor(
+        async () => (await relayView(org, welcome.relayId)).status === 'offline',
+        4_000,
+        'offline after the heartbeat timeout',
+      );
+      await waitFor(
+        async () =>
+          (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body.status === 'queued',
+        3_000,
+        'back in the queue',
+      );
       const other = await register(org, 5);
       await other.s.next('send', (f) => f.messageId === id);
     });
@@ -161,16 +249,31 @@ eachBackend((backend) => {
       const { s, welcome } = await register(org, 5);
       const health = { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 1 };
       const reason = 'Messages wrote no chat.db row for a send within 1 min; not taking new sends';
-      const degradedGauge = async () => Number((await t.request('GET', '/metrics')).text.match(/^relaybox_relays_degraded (\d+)$/m)?.[1]);
-      const listed = async () => ((await t.request('GET', '/api/v1/relays', { token: org.ownerToken })).body.data as Array<{ id: string; degraded: string | null }>).find((r) => r.id === welcome.relayId);
+      const degradedGauge = async () =>
+        Number((await t.request('GET', '/metrics')).text.match(/^relaybox_relays_degraded (\d+)$/m)?.[1]);
+      const listed = async () =>
+        (
+          (await t.request('GET', '/api/v1/relays', { token: org.ownerToken })).body.data as Array<{
+            id: string;
+            degraded: string | null;
+          }>
+        ).find((r) => r.id === welcome.relayId);
       assert.equal((await listed())?.degraded, null);
       const before = await degradedGauge();
       s.send({ type: 'heartbeat', health, degraded: reason });
-      await waitFor(async () => (await relayView(org, welcome.relayId)).degraded === reason, 2_000, 'degraded on GET /relays/:id');
+      await waitFor(
+        async () => (await relayView(org, welcome.relayId)).degraded === reason,
+        2_000,
+        'degraded on GET /relays/:id',
+      );
       assert.equal((await listed())?.degraded, reason);
       assert.equal(await degradedGauge(), before + 1);
       s.send({ type: 'heartbeat', health });
-      await waitFor(async () => (await listed())?.degraded === null, 2_000, 'not degraded after a heartbeat without it');
+      await waitFor(
+        async () => (await listed())?.degraded === null,
+        2_000,
+        'not degraded after a heartbeat without it',
+      );
       assert.equal(await degradedGauge(), before);
       s.send({ type: 'heartbeat', health, degraded: reason });
       await waitFor(async () => (await listed())?.degraded === reason, 2_000, 'degraded again');
@@ -182,23 +285,43 @@ eachBackend((backend) => {
     // On the embedded default only: several MB of frames have to pile up before the kernel's buffers are full and uWS
     // sees backpressure; on FerretDB (SQLite) dispatching that many large messages takes ~20 s, and the gateway code
     // under test is the same on both backends.
-    if (backend === 'embedded') test('a relay that stops reading is disconnected and its messages go back to the queue', async () => {
-      const org = await signup(t);
-      const { s, welcome } = await register(org, 1000);
-      await s.next('welcome');
-      (s.ws as unknown as { _socket: { pause(): void } })._socket.pause();
-      const body = 'x'.repeat(10_000);
-      await Promise.all(Array.from({ length: 400 }, () => t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body } })));
-      await waitFor(async () => (await relayView(org, welcome.relayId)).status === 'offline', 10_000, 'disconnected for not reading');
-      await waitFor(async () => (await t.request('GET', '/api/v1/messages/queue/stats', { token: org.ownerToken })).body.processing === 0, 5_000, 'nothing left in flight');
-      assert.equal((await t.request('GET', '/api/v1/messages/queue/stats', { token: org.ownerToken })).body.pending, 400);
-    });
+    if (backend === 'embedded')
+      test('a relay that stops reading is disconnected and its messages go back to the queue', async () => {
+        const org = await signup(t);
+        const { s, welcome } = await register(org, 1000);
+        await s.next('welcome');
+        (s.ws as unknown as { _socket: { pause(): void } })._socket.pause();
+        const body = 'x'.repeat(10_000);
+        await Promise.all(
+          Array.from({ length: 400 }, () =>
+            t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body } }),
+          ),
+        );
+        await waitFor(
+          async () => (await relayView(org, welcome.relayId)).status === 'offline',
+          10_000,
+          'disconnected for not reading',
+        );
+        await waitFor(
+          async () =>
+            (await t.request('GET', '/api/v1/messages/queue/stats', { token: org.ownerToken })).body.processing === 0,
+          5_000,
+          'nothing left in flight',
+        );
+        assert.equal(
+          (await t.request('GET', '/api/v1/messages/queue/stats', { token: org.ownerToken })).body.pending,
+          400,
+        );
+      });
 
     test("another organization's relay is invisible", async () => {
       const org = await signup(t);
       const other = await signup(t);
       const { welcome } = await register(org);
-      assert.equal((await t.request('GET', `/api/v1/relays/${welcome.relayId}`, { token: other.ownerToken })).status, 404);
+      assert.equal(
+        (await t.request('GET', `/api/v1/relays/${welcome.relayId}`, { token: other.ownerToken })).status,
+        404,
+      );
       assert.deepEqual((await t.request('GET', '/api/v1/relays', { token: other.ownerToken })).body.data, []);
     });
   });

@@ -9,7 +9,8 @@ import { routeFixtures } from '../support/route-fixtures.ts';
 const authenticated = (routes: RouteDef[]) => routes.filter((r) => r.path.startsWith('/api/v1/') && r.auth !== false);
 const hasId = (r: RouteDef) => r.path.includes('/:');
 const label = (r: RouteDef) => `${r.method} ${r.path}`;
-const fill = (path: string, params: Record<string, string>) => path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(params[name] ?? `missing-${name}`));
+const fill = (path: string, params: Record<string, string>) =>
+  path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(params[name] ?? `missing-${name}`));
 
 eachBackend((backend) => {
   describe(`route matrices (${backend})`, () => {
@@ -27,7 +28,10 @@ eachBackend((backend) => {
     after(() => t.stop());
 
     test('every route with an id has a fixture, so no route escapes the matrices', () => {
-      const missing = routes.filter(hasId).map(label).filter((l) => !routeFixtures[l]);
+      const missing = routes
+        .filter(hasId)
+        .map(label)
+        .filter((l) => !routeFixtures[l]);
       assert.deepEqual(missing, [], 'add a fixture in test/support/route-fixtures.ts for each of these');
     });
 
@@ -36,7 +40,10 @@ eachBackend((backend) => {
       const writes = routes.filter((r) => neededRole(r) !== 'viewer');
       assert.ok(writes.length >= 4, 'the write routes are found');
       for (const route of writes) {
-        const res = await t.request(route.method, fill(route.path, {}), { token: viewer, body: route.method === 'GET' ? undefined : {} });
+        const res = await t.request(route.method, fill(route.path, {}), {
+          token: viewer,
+          body: route.method === 'GET' ? undefined : {},
+        });
         assert.equal(res.status, 403, label(route));
         assert.equal(res.body.error, 'forbidden', label(route));
       }
@@ -47,7 +54,10 @@ eachBackend((backend) => {
       const adminRoutes = routes.filter((r) => neededRole(r) === 'admin' || neededRole(r) === 'owner');
       assert.ok(adminRoutes.some((r) => r.path === '/api/v1/api-keys' && r.method === 'POST'));
       for (const route of adminRoutes) {
-        const res = await t.request(route.method, fill(route.path, {}), { token: member, body: route.method === 'GET' ? undefined : {} });
+        const res = await t.request(route.method, fill(route.path, {}), {
+          token: member,
+          body: route.method === 'GET' ? undefined : {},
+        });
         assert.equal(res.status, 403, label(route));
       }
     });
@@ -56,23 +66,39 @@ eachBackend((backend) => {
       for (const route of routes.filter(hasId)) {
         const fixture = routeFixtures[label(route)]!;
         const made = await fixture(t, a);
-        const control = await t.request(route.method, fill(route.path, made.params), { token: a.ownerToken, body: made.body });
-        assert.ok(control.status < 400, `${label(route)}: the owner reaches its own resource (got ${control.status} ${control.text})`);
+        const control = await t.request(route.method, fill(route.path, made.params), {
+          token: a.ownerToken,
+          body: made.body,
+        });
+        assert.ok(
+          control.status < 400,
+          `${label(route)}: the owner reaches its own resource (got ${control.status} ${control.text})`,
+        );
         const again = await fixture(t, a);
-        const res = await t.request(route.method, fill(route.path, again.params), { token: b.ownerToken, body: again.body });
+        const res = await t.request(route.method, fill(route.path, again.params), {
+          token: b.ownerToken,
+          body: again.body,
+        });
         assert.equal(res.status, 404, `${label(route)} with another organization's id`);
         assert.equal(res.body.error, 'not_found', label(route));
       }
     });
 
     test("cross-team matrix: a team's credential on another team's resource is 404", async () => {
-      const other = await t.request('POST', '/api/v1/teams', { token: a.ownerToken, body: { name: `Other ${Date.now()}` } });
+      const other = await t.request('POST', '/api/v1/teams', {
+        token: a.ownerToken,
+        body: { name: `Other ${Date.now()}` },
+      });
       assert.equal(other.status, 201);
       const teamRoutes = routes.filter((r) => hasId(r) && r.teamScoped);
       assert.ok(teamRoutes.length >= 3, 'team-scoped routes with ids are found');
       for (const route of teamRoutes) {
         const made = await routeFixtures[label(route)]!(t, a);
-        const res = await t.request(route.method, fill(route.path, made.params), { token: a.ownerToken, body: made.body, headers: { 'x-team-id': other.body.id } });
+        const res = await t.request(route.method, fill(route.path, made.params), {
+          token: a.ownerToken,
+          body: made.body,
+          headers: { 'x-team-id': other.body.id },
+        });
         assert.equal(res.status, 404, `${label(route)} from another team`);
       }
     });

@@ -49,7 +49,11 @@ export function testRuntimeConfig(overrides: Partial<RuntimeConfig> = {}): Runti
   };
 }
 
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
@@ -133,7 +137,17 @@ export function runtimeContract(name: string, make: MakeTransport): void {
     const cfg = testRuntimeConfig();
 
     before(async () => {
-      seen = { order: new Map(), active: new Map(), maxConcurrentPerKey: 0, maxConcurrentOverall: 0, activeOverall: 0, fired: new Map(), failures: 0, notes: new Map(), noteBatches: [] };
+      seen = {
+        order: new Map(),
+        active: new Map(),
+        maxConcurrentPerKey: 0,
+        maxConcurrentOverall: 0,
+        activeOverall: 0,
+        fired: new Map(),
+        failures: 0,
+        notes: new Map(),
+        noteBatches: [],
+      };
       rt = await make(cfg);
       await rt.start(recordingActors(seen), { consume: true });
     });
@@ -147,12 +161,21 @@ export function runtimeContract(name: string, make: MakeTransport): void {
       const perKey = 25;
       const sends: Promise<string>[] = [];
       for (let seq = 1; seq <= perKey; seq++) {
-        for (const key of keys) sends.push(rt.send('counter', key, { kind: 'add', seq, pauseMs: seq % 5 === 0 ? 3 : 0 }));
+        for (const key of keys)
+          sends.push(rt.send('counter', key, { kind: 'add', seq, pauseMs: seq % 5 === 0 ? 3 : 0 }));
       }
       await Promise.all(sends);
-      await waitFor(() => keys.every((k) => (seen.order.get(k)?.length ?? 0) >= perKey), 20_000, 'every message handled');
+      await waitFor(
+        () => keys.every((k) => (seen.order.get(k)?.length ?? 0) >= perKey),
+        20_000,
+        'every message handled',
+      );
       for (const key of keys) {
-        assert.deepEqual(seen.order.get(key), Array.from({ length: perKey }, (_, i) => i + 1), `order of ${key}`);
+        assert.deepEqual(
+          seen.order.get(key),
+          Array.from({ length: perKey }, (_, i) => i + 1),
+          `order of ${key}`,
+        );
       }
       assert.equal(seen.maxConcurrentPerKey, 1, 'never two messages of one actor at once');
       assert.ok(seen.maxConcurrentOverall > 1, 'different actors run concurrently');
@@ -165,18 +188,29 @@ export function runtimeContract(name: string, make: MakeTransport): void {
         const busy = rt.ask('counter', key, { kind: 'stall', ms: 300 });
         await sleep(50);
         const sends: Promise<string>[] = [];
-        for (let seq = from; seq < from + 20; seq++) sends.push(rt.send('counter', key, { kind: 'note', seq, ...(seq === failing ? { failBatch: true } : {}) }));
+        for (let seq = from; seq < from + 20; seq++)
+          sends.push(rt.send('counter', key, { kind: 'note', seq, ...(seq === failing ? { failBatch: true } : {}) }));
         await Promise.all(sends);
         await busy;
         await waitFor(() => (seen.notes.get(key)?.length ?? 0) >= from + 19, 10_000, 'every note handled');
       };
       await burst(1);
-      assert.ok(seen.noteBatches.some((n) => n > 1), `several in one batch: ${JSON.stringify(seen.noteBatches)}`);
+      assert.ok(
+        seen.noteBatches.some((n) => n > 1),
+        `several in one batch: ${JSON.stringify(seen.noteBatches)}`,
+      );
       const batched = seen.noteBatches.reduce((a, b) => a + b, 0);
       await burst(21, 25);
       await sleep(100);
-      assert.deepEqual(seen.notes.get(key), Array.from({ length: 40 }, (_, i) => i + 1), 'each once, in order');
-      assert.ok(seen.noteBatches.reduce((a, b) => a + b, 0) - batched < 20, 'the batch holding the refused message was handled one by one');
+      assert.deepEqual(
+        seen.notes.get(key),
+        Array.from({ length: 40 }, (_, i) => i + 1),
+        'each once, in order',
+      );
+      assert.ok(
+        seen.noteBatches.reduce((a, b) => a + b, 0) - batched < 20,
+        'the batch holding the refused message was handled one by one',
+      );
       assert.equal(seen.maxConcurrentPerKey, 1);
     });
 
@@ -188,9 +222,16 @@ export function runtimeContract(name: string, make: MakeTransport): void {
       await sleep(700);
       const waiting = (await rt.stats()).find((s) => s.type === 'counter')!;
       assert.ok(waiting.pending >= 3, `backlog ${waiting.pending}`);
-      assert.ok(waiting.oldestAgeSeconds >= 0.6 && waiting.oldestAgeSeconds < 5, `oldest waited ${waiting.oldestAgeSeconds} s`);
+      assert.ok(
+        waiting.oldestAgeSeconds >= 0.6 && waiting.oldestAgeSeconds < 5,
+        `oldest waited ${waiting.oldestAgeSeconds} s`,
+      );
       await busy;
-      await waitFor(async () => (await rt.stats()).find((s) => s.type === 'counter')!.pending === 0, 10_000, 'backlog handled');
+      await waitFor(
+        async () => (await rt.stats()).find((s) => s.type === 'counter')!.pending === 0,
+        10_000,
+        'backlog handled',
+      );
       assert.equal((await rt.stats()).find((s) => s.type === 'counter')!.oldestAgeSeconds, 0);
     });
 
@@ -223,7 +264,11 @@ export function runtimeContract(name: string, make: MakeTransport): void {
     test('a message that keeps failing goes to the dead letters after maxDeliveries', async () => {
       const before = seen.failures;
       const id = await rt.send('counter', 'doomed', { kind: 'explode' });
-      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope?.id === id), 10_000, 'dead letter');
+      await waitFor(
+        async () => (await rt.deadLetters('counter')).some((d) => d.envelope?.id === id),
+        10_000,
+        'dead letter',
+      );
       const dead = (await rt.deadLetters('counter')).find((d) => d.envelope?.id === id)!;
       assert.equal(seen.failures - before, cfg.maxDeliveries, 'delivered exactly maxDeliveries times');
       assert.equal(dead.deliveries, cfg.maxDeliveries);
@@ -235,7 +280,11 @@ export function runtimeContract(name: string, make: MakeTransport): void {
 
     test('a message for an unknown handler is dead-lettered without retries', async () => {
       const id = await rt.send('counter', 'nohandler', { kind: 'no-such-kind' });
-      await waitFor(async () => (await rt.deadLetters('counter')).some((d) => d.envelope?.id === id), 10_000, 'dead letter');
+      await waitFor(
+        async () => (await rt.deadLetters('counter')).some((d) => d.envelope?.id === id),
+        10_000,
+        'dead letter',
+      );
       const dead = (await rt.deadLetters('counter')).find((d) => d.envelope?.id === id)!;
       assert.equal(dead.deliveries, 1);
     });

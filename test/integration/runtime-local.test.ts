@@ -11,7 +11,10 @@ test('the in-process transport counts each pending timer under its own actor typ
   const rt = new LocalTransport(testRuntimeConfig(), createLogger('silent'));
   const first = defineProtocol('first', { ping: {} });
   const second = defineProtocol('second', { ping: {} });
-  await rt.start([defineActor(first, { handlers: { async ping() {} } }), defineActor(second, { handlers: { async ping() {} } })]);
+  await rt.start([
+    defineActor(first, { handlers: { async ping() {} } }),
+    defineActor(second, { handlers: { async ping() {} } }),
+  ]);
   try {
     await rt.send('first', 'later', { kind: 'ping' }, { delayMs: 60_000 });
     await rt.send('first', 'later', { kind: 'ping' }, { delayMs: 60_000 });

@@ -22,7 +22,10 @@ export async function deletePrefix(url: string, prefix: string): Promise<void> {
 if (redisUrl) {
   const url = redisUrl;
   runtimeContract('redis', async (cfg) => {
-    return cleaningUp(new RedisTransport(url, cfg, `node-${Math.random().toString(36).slice(2, 8)}`, createLogger('silent')), () => deletePrefix(url, cfg.keyPrefix));
+    return cleaningUp(
+      new RedisTransport(url, cfg, `node-${Math.random().toString(36).slice(2, 8)}`, createLogger('silent')),
+      () => deletePrefix(url, cfg.keyPrefix),
+    );
   });
 } else {
   test('runtime contract: redis', async (t) => {
@@ -33,9 +36,20 @@ if (redisUrl) {
 describe('redis transport: durability and shard ownership', () => {
   const log = createLogger('silent');
   const make = (cfg: RuntimeConfig, node: string) => new RedisTransport(redisUrl!, cfg, node, log);
-  const counting = (seen: string[]): ActorDefinition[] => [defineActor(counterProtocol, { handlers: {
-    tick: (ctx) => { seen.push(ctx.id); }, add: () => {}, echo: () => {}, stall: () => {}, explode: () => {}, note: () => {},
-  } })];
+  const counting = (seen: string[]): ActorDefinition[] => [
+    defineActor(counterProtocol, {
+      handlers: {
+        tick: (ctx) => {
+          seen.push(ctx.id);
+        },
+        add: () => {},
+        echo: () => {},
+        stall: () => {},
+        explode: () => {},
+        note: () => {},
+      },
+    }),
+  ];
 
   test('a timer set before a worker restart fires once after it', async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
@@ -62,7 +76,9 @@ describe('redis transport: durability and shard ownership', () => {
     const redis = new Redis(redisUrl);
     t.after(() => redis.disconnect());
     const owners = async () => {
-      const values = await Promise.all(Array.from({ length: 8 }, (_, i) => redis.get(`${cfg.keyPrefix}:lease:counter:${i}`)));
+      const values = await Promise.all(
+        Array.from({ length: 8 }, (_, i) => redis.get(`${cfg.keyPrefix}:lease:counter:${i}`)),
+      );
       const byOwner: Record<string, number> = {};
       for (const v of values) if (v) byOwner[v] = (byOwner[v] ?? 0) + 1;
       return byOwner;
@@ -71,26 +87,48 @@ describe('redis transport: durability and shard ownership', () => {
     const b = make(cfg, 'w-b');
     await a.start(counting([]), { consume: true });
     await b.start(counting([]), { consume: true });
-    await waitFor(async () => { const o = await owners(); return o['w-a'] === 4 && o['w-b'] === 4; }, 10_000, 'four shards each');
+    await waitFor(
+      async () => {
+        const o = await owners();
+        return o['w-a'] === 4 && o['w-b'] === 4;
+      },
+      10_000,
+      'four shards each',
+    );
     await a.stop();
     assert.equal((await owners())['w-a'], undefined, 'leases released on stop');
     await waitFor(async () => (await owners())['w-b'] === 8, 5_000, 'the survivor takes every shard');
     await b.stop();
   });
 
-  test("entries a dead worker read but never acknowledged are handled by the next owner", async (t) => {
+  test('entries a dead worker read but never acknowledged are handled by the next owner', async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
     const cfg = testRuntimeConfig({ defaultShards: 1, leaseTtlMs: 600, leaseRenewMs: 100 });
     t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
-    const stuck: ActorDefinition[] = [defineActor(counterProtocol, { handlers: {
-      tick: () => new Promise(() => {}), add: () => {}, echo: () => {}, stall: () => {}, explode: () => {}, note: () => {},
-    } })];
+    const stuck: ActorDefinition[] = [
+      defineActor(counterProtocol, {
+        handlers: {
+          tick: () => new Promise(() => {}),
+          add: () => {},
+          echo: () => {},
+          stall: () => {},
+          explode: () => {},
+          note: () => {},
+        },
+      }),
+    ];
     const dying = make(cfg, 'w-dying');
     await dying.start(stuck, { consume: true });
     const id = await dying.send('counter', 'k', { kind: 'tick' });
     await sleep(300); // read, never finished
     // A crash: the worker stops renewing and never acknowledges; its connections just go.
-    const crashed = dying as unknown as { stopping: boolean; loops: NodeJS.Timeout[]; cmd: Redis; reader: Redis; sub: Redis };
+    const crashed = dying as unknown as {
+      stopping: boolean;
+      loops: NodeJS.Timeout[];
+      cmd: Redis;
+      reader: Redis;
+      sub: Redis;
+    };
     crashed.stopping = true;
     t.after(() => {
       for (const timer of crashed.loops) clearInterval(timer);

@@ -30,11 +30,15 @@ eachBackend((backend) => {
       return relay;
     };
     const send = async (org: Org, body: Record<string, unknown>) => {
-      const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { body: 'hello', ...body } });
+      const res = await t.request('POST', '/api/v1/messages', {
+        token: org.ownerToken,
+        body: { body: 'hello', ...body },
+      });
       assert.equal(res.status, 201, res.text);
       return res.body.id as string;
     };
-    const statusOf = async (org: Org, id: string) => (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
+    const statusOf = async (org: Org, id: string) =>
+      (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
     const recipient = (i: number) => `+1415555${String(i).padStart(4, '0')}`;
 
     test('a line sends no faster than its rate over a 10-second window; a held message says why and until when', async () => {
@@ -43,25 +47,43 @@ eachBackend((backend) => {
       const ids: string[] = [];
       for (let i = 0; i < 20; i++) ids.push(await send(org, { to: recipient(i) }));
       const first = await until('the first send', async () => relay.sends.length > 0 && Date.now());
-      const held = await until('a message held by the line\'s rate', async () => {
+      const held = await until("a message held by the line's rate", async () => {
         for (const id of ids) {
           const s = await statusOf(org, id);
           if (s.status === 'queued' && s.waitingFor === 'line_rate') return s;
         }
         return false;
       });
-      assert.ok(Date.parse(held.notBefore) > Date.now() - 1_000 && Date.parse(held.notBefore) < Date.now() + 2_000, `notBefore ${held.notBefore}`);
+      assert.ok(
+        Date.parse(held.notBefore) > Date.now() - 1_000 && Date.parse(held.notBefore) < Date.now() + 2_000,
+        `notBefore ${held.notBefore}`,
+      );
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, first + 10_500 - Date.now())));
-      const times = ids.map((id) => sentAt.get(id)).filter((at): at is number => at !== undefined).sort((a, b) => a - b);
+      const times = ids
+        .map((id) => sentAt.get(id))
+        .filter((at): at is number => at !== undefined)
+        .sort((a, b) => a - b);
       // A burst of 3, then 1 a second: at most 13 in any 10 s, and the line kept sending.
-      for (const from of times) assert.ok(times.filter((at) => at >= from && at < from + 10_000).length <= 13, `sends in 10 s from ${from}: ${times.map((at) => at - times[0]!)}`);
+      for (const from of times)
+        assert.ok(
+          times.filter((at) => at >= from && at < from + 10_000).length <= 13,
+          `sends in 10 s from ${from}: ${times.map((at) => at - times[0]!)}`,
+        );
       assert.ok(times.length >= 11, `only ${times.length} sent in 10.5 s`);
       assert.ok(times.length < 20, 'not all at once');
     });
 
-    test('higher priority still goes first within a paced line\'s allowance', async () => {
+    test("higher priority still goes first within a paced line's allowance", async () => {
       const org = await signup(t);
-      assert.equal((await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 2, burst: 1 } })).status, 200);
+      assert.equal(
+        (
+          await t.request('PUT', '/api/v1/organization/pacing', {
+            token: org.ownerToken,
+            body: { perSecond: 2, burst: 1 },
+          })
+        ).status,
+        200,
+      );
       const relay = await connected(org);
       const low: string[] = [];
       for (let i = 0; i < 6; i++) low.push(await send(org, { to: recipient(100 + i) }));
@@ -73,38 +95,57 @@ eachBackend((backend) => {
       assert.ok(order.length < 6, 'the low-priority backlog was still waiting');
     });
 
-    test('the 51st new contact of a day waits while known contacts keep flowing; a number\'s own cap and its usage', async () => {
+    test("the 51st new contact of a day waits while known contacts keep flowing; a number's own cap and its usage", async () => {
       const org = await signup(t);
       // Fast enough that only the new-contact cap holds anything back.
-      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 1000, burst: 1000 } });
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 1000, burst: 1000 },
+      });
       const relay = await connected(org);
       const firsts: string[] = [];
       for (let i = 0; i < 50; i++) firsts.push(await send(org, { to: recipient(300 + i) }));
       await until('50 new contacts sent', async () => relay.sends.length >= 50, 10_000);
       const fiftyFirst = await send(org, { to: recipient(399) });
       const known = [await send(org, { to: recipient(300) }), await send(org, { to: recipient(349) })];
-      await until('known contacts sent', async () => known.every((id) => relay.sends.some((s) => s.messageId === id)), 5_000);
+      await until(
+        'known contacts sent',
+        async () => known.every((id) => relay.sends.some((s) => s.messageId === id)),
+        5_000,
+      );
       const held = await statusOf(org, fiftyFirst);
       assert.equal(held.status, 'queued');
       assert.equal(held.waitingFor, 'new_contact_cap');
       const day = 24 * 3600 * 1000;
-      assert.ok(Math.abs(Date.parse(held.notBefore) - (sentAt.get(firsts[0]!)! + day)) < 5_000, `notBefore ${held.notBefore}: the first new contact's time plus a day`);
+      assert.ok(
+        Math.abs(Date.parse(held.notBefore) - (sentAt.get(firsts[0]!)! + day)) < 5_000,
+        `notBefore ${held.notBefore}: the first new contact's time plus a day`,
+      );
       assert.ok(!relay.sends.some((s) => s.messageId === fiftyFirst));
 
       // A number of its own, capped at 1 new contact a day over the organization's 50.
       const number = '+14155559000';
       const registered = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
-      const put = await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, { token: org.ownerToken, body: { pacing: { newContactsPerDay: 1 } } });
+      const put = await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, {
+        token: org.ownerToken,
+        body: { pacing: { newContactsPerDay: 1 } },
+      });
       assert.equal(put.status, 200, put.text);
       assert.deepEqual(put.body.pacing, { newContactsPerDay: 1 });
       const owner = await connected(org, [number]);
       const a = await send(org, { to: recipient(500), fromNumber: number });
       const b = await send(org, { to: recipient(501), fromNumber: number });
-      await until('the number\'s first new contact', async () => owner.sends.some((s) => s.messageId === a), 5_000);
+      await until("the number's first new contact", async () => owner.sends.some((s) => s.messageId === a), 5_000);
       // b reaches the dispatch in its own accept batch, which may come after a's send.
-      await until('the number\'s second new contact held', async () => (await statusOf(org, b)).waitingFor === 'new_contact_cap', 5_000);
+      await until(
+        "the number's second new contact held",
+        async () => (await statusOf(org, b)).waitingFor === 'new_contact_cap',
+        5_000,
+      );
       assert.ok(!owner.sends.some((s) => s.messageId === b));
-      const usage = await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, { token: org.ownerToken });
+      const usage = await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, {
+        token: org.ownerToken,
+      });
       assert.equal(usage.status, 200, usage.text);
       assert.equal(usage.body.number, number);
       assert.deepEqual(usage.body.pace, { perSecond: 1000, burst: 1000, newContactsPerDay: 1 });
@@ -114,12 +155,18 @@ eachBackend((backend) => {
       assert.ok(Date.parse(usage.body.nextSlotAt) <= Date.now() + 1_000);
     });
 
-    test('a paced bulk job\'s estimatedCompletionAt is within 10 % of when its last message went out', async () => {
+    test("a paced bulk job's estimatedCompletionAt is within 10 % of when its last message went out", async () => {
       const org = await signup(t);
       // A burst that covers the wake-up of the dispatch's pace timer (up to RUNTIME_TIMER_POLL_MS late on Redis) at this fast pace.
-      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 20, burst: 10, newContactsPerDay: 1000 } });
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 20, burst: 10, newContactsPerDay: 1000 },
+      });
       const relay = await connected(org);
-      const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages: Array.from({ length: 150 }, (_, i) => ({ to: recipient(600 + i), body: 'hello' })) } });
+      const job = await t.request('POST', '/api/v1/messages/bulk', {
+        token: org.ownerToken,
+        body: { messages: Array.from({ length: 150 }, (_, i) => ({ to: recipient(600 + i), body: 'hello' })) },
+      });
       assert.equal(job.status, 201, job.text);
       const jobId = job.body.jobId as string;
       await until('the job under way', async () => relay.sends.length >= 10, 10_000);
@@ -132,13 +179,22 @@ eachBackend((backend) => {
       assert.ok(Math.abs(eta - lastSent) <= real * 0.1, `estimated ${eta - askedAt} ms from the read, real ${real} ms`);
     });
 
-    test('a scheduled job\'s estimatedCompletionAt is its start plus its lines\' pace, and the days its new recipients need', async () => {
+    test("a scheduled job's estimatedCompletionAt is its start plus its lines' pace, and the days its new recipients need", async () => {
       const org = await signup(t);
-      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 2, burst: 4, newContactsPerDay: 1000 } });
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 2, burst: 4, newContactsPerDay: 1000 },
+      });
       await connected(org);
       const start = Date.now() + 3600_000;
       const scheduled = async (count: number) => {
-        const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { scheduledAt: new Date(start).toISOString(), messages: Array.from({ length: count }, (_, i) => ({ to: recipient(700 + i), body: 'later' })) } });
+        const job = await t.request('POST', '/api/v1/messages/bulk', {
+          token: org.ownerToken,
+          body: {
+            scheduledAt: new Date(start).toISOString(),
+            messages: Array.from({ length: count }, (_, i) => ({ to: recipient(700 + i), body: 'later' })),
+          },
+        });
         assert.equal(job.status, 201, job.text);
         const detail = await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken });
         assert.equal(detail.body.status, 'scheduled');
@@ -146,34 +202,74 @@ eachBackend((backend) => {
       };
       // 4 at once, then 2 a second (once the dispatch has the relay online).
       let paced = 0;
-      await until('an estimate from the pace', async () => {
-        paced = await scheduled(44);
-        return Math.abs(paced - 20_000) <= 1_000;
-      }, 5_000).catch(() => assert.fail(`${paced} ms after its start`));
-      await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 2, burst: 4, newContactsPerDay: 20 } });
+      await until(
+        'an estimate from the pace',
+        async () => {
+          paced = await scheduled(44);
+          return Math.abs(paced - 20_000) <= 1_000;
+        },
+        5_000,
+      ).catch(() => assert.fail(`${paced} ms after its start`));
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 2, burst: 4, newContactsPerDay: 20 },
+      });
       // 20 new recipients today, 20 more a day later, the last 4 a day after that.
-      const capped = await until('the new cap applied', async () => {
-        const after = await scheduled(44);
-        return after > 24 * 3600_000 && after;
-      }, 5_000);
+      const capped = await until(
+        'the new cap applied',
+        async () => {
+          const after = await scheduled(44);
+          return after > 24 * 3600_000 && after;
+        },
+        5_000,
+      );
       assert.ok(Math.abs(capped - 2 * 24 * 3600_000) <= 60_000, `${capped} ms after its start`);
     });
 
-    test('pacing settings: bad input is a 400, a member may not set them, and another organization\'s number is not found', async () => {
+    test("pacing settings: bad input is a 400, a member may not set them, and another organization's number is not found", async () => {
       const org = await signup(t);
       const other = await signup(t);
-      const bad = await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { perSecond: 0 } });
+      const bad = await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 0 },
+      });
       assert.equal(bad.status, 400);
       const member = await apiKey(t, org, 'member');
-      assert.equal((await t.request('PUT', '/api/v1/organization/pacing', { token: member, body: { perSecond: 5 } })).status, 403);
-      const unknown = await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { speed: 3 } });
+      assert.equal(
+        (await t.request('PUT', '/api/v1/organization/pacing', { token: member, body: { perSecond: 5 } })).status,
+        403,
+      );
+      const unknown = await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { speed: 3 },
+      });
       assert.equal(unknown.status, 400);
-      const registered = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number: '+14155559001' } });
-      assert.equal((await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, { token: other.ownerToken })).status, 404);
-      assert.equal((await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, { token: org.ownerToken, body: { pacing: { burst: 0 } } })).status, 400);
-      const set = await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: { newContactsPerDay: 10 } });
+      const registered = await t.request('POST', '/api/v1/phone-numbers', {
+        token: org.ownerToken,
+        body: { number: '+14155559001' },
+      });
+      assert.equal(
+        (await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, { token: other.ownerToken }))
+          .status,
+        404,
+      );
+      assert.equal(
+        (
+          await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, {
+            token: org.ownerToken,
+            body: { pacing: { burst: 0 } },
+          })
+        ).status,
+        400,
+      );
+      const set = await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { newContactsPerDay: 10 },
+      });
       assert.deepEqual(set.body, { newContactsPerDay: 10 });
-      assert.deepEqual((await t.request('GET', '/api/v1/organization/pacing', { token: org.ownerToken })).body, { newContactsPerDay: 10 });
+      assert.deepEqual((await t.request('GET', '/api/v1/organization/pacing', { token: org.ownerToken })).body, {
+        newContactsPerDay: 10,
+      });
       assert.deepEqual((await t.request('GET', '/api/v1/organization/pacing', { token: other.ownerToken })).body, {});
     });
   });

@@ -33,24 +33,49 @@ test('a DATA_DIR written by the store on SQLite compiled to WebAssembly opens as
     assert.deepEqual(await store.collection(name).find(scope, {}, { sort: { id: 1 } }), expected(name), name);
   }
   const messages = store.collection('messages');
-  assert.deepEqual(store.statement("SELECT n FROM relaybox_counts WHERE collection = 'messages' ORDER BY n").all(), [{ n: 5 }, { n: 6 }], 'the kept counts');
+  assert.deepEqual(
+    store.statement("SELECT n FROM relaybox_counts WHERE collection = 'messages' ORDER BY n").all(),
+    [{ n: 5 }, { n: 6 }],
+    'the kept counts',
+  );
   assert.equal(await messages.count(scope, { status: 'sent' }), 5);
   assert.equal(await messages.count(scope, {}), 6);
   // Strings holding NUL were stored escaped: they are found by their own value, and a NUL-free value does not meet them.
-  assert.deepEqual((await messages.find(scope, { status: 'sent\u0000' })).map((d) => d.id), ['msg_5']);
+  assert.deepEqual(
+    (await messages.find(scope, { status: 'sent\u0000' })).map((d) => d.id),
+    ['msg_5'],
+  );
   assert.equal((await messages.findOne(scope, { id: 'msg_\u0000nul' }))?.to, '+1415\u00005550102');
-  assert.deepEqual((await messages.find(scope, { to: '+1415\u00005550102' })).map((d) => d.id), ['msg_\u0000nul']);
+  assert.deepEqual(
+    (await messages.find(scope, { to: '+1415\u00005550102' })).map((d) => d.id),
+    ['msg_\u0000nul'],
+  );
   assert.equal(await messages.findOne(scope, { id: 'msg_' }), null);
-  assert.deepEqual((await messages.find(scope, { tags: 'a' })).map((d) => d.id), ['msg_1'], 'a field that held an array is still known as one');
-  assert.deepEqual((await messages.find(scope, { to: '+14155550100' }, { sort: { at: -1 } })).map((d) => d.id), ['msg_3', 'msg_1']);
-  await assert.rejects(store.collection('contacts').insertOne(scope, { id: 'ct_3', tenantId: '', phone: '+14155550101' }), /already exists/, 'the unique index holds');
+  assert.deepEqual(
+    (await messages.find(scope, { tags: 'a' })).map((d) => d.id),
+    ['msg_1'],
+    'a field that held an array is still known as one',
+  );
+  assert.deepEqual(
+    (await messages.find(scope, { to: '+14155550100' }, { sort: { at: -1 } })).map((d) => d.id),
+    ['msg_3', 'msg_1'],
+  );
+  await assert.rejects(
+    store.collection('contacts').insertOne(scope, { id: 'ct_3', tenantId: '', phone: '+14155550101' }),
+    /already exists/,
+    'the unique index holds',
+  );
 
   await messages.insertOne(scope, { id: 'msg_7', tenantId: '', to: '+14155550100', status: 'sent', at: 7 });
   await messages.updateOne(scope, { id: 'msg_\u0000nul' }, { $set: { status: 'failed' } });
   await store.close();
   store = open(dir);
   const again = store.collection('messages');
-  assert.equal(await again.count(scope, { status: 'sent' }), 5, 'the kept count moved with the writes, across a restart');
+  assert.equal(
+    await again.count(scope, { status: 'sent' }),
+    5,
+    'the kept count moved with the writes, across a restart',
+  );
   assert.equal((await again.findOne(scope, { id: 'msg_\u0000nul' }))?.status, 'failed');
   assert.equal((await again.findOne(scope, { id: 'msg_7' }))?.at, 7);
 });

@@ -29,12 +29,18 @@ test('MongoDB: by default writes wait for a majority and are retried, reads go t
     await store.close();
   });
   assert.deepEqual(store.consistency(), { writeConcern: 'majority', retryWrites: true, readPreference: 'primary' });
-  const notes = store.collection<{ id: string; tenantId: string; text: string }>('notes', [{ keys: { tenantId: 1, text: 1 } }]);
+  const notes = store.collection<{ id: string; tenantId: string; text: string }>('notes', [
+    { keys: { tenantId: 1, text: 1 } },
+  ]);
   await store.init();
   const scope = { tenantId: 'org_a' };
   await notes.insertOne(scope, { id: 'n1', tenantId: 'org_a', text: 'hello' });
   assert.equal((await notes.updateOne(scope, { id: 'n1' }, { $set: { text: 'again' } }))?.text, 'again');
-  assert.equal((await notes.findOne(scope, { id: 'n1' }))?.text, 'again', 'read from the primary right after the write');
+  assert.equal(
+    (await notes.findOne(scope, { id: 'n1' }))?.text,
+    'again',
+    'read from the primary right after the write',
+  );
 });
 
 test('MongoDB: MONGODB_WRITE_CONCERN and MONGODB_RETRY_WRITES reach the client', async (t) => {
@@ -53,7 +59,10 @@ async function documentedShardKeys(): Promise<Map<string, Array<[string, string]
   const keys = new Map<string, Array<[string, string]> | undefined>();
   for (const row of table.matchAll(/^\| `([a-z_]+)` \| \w+ \| ([^|]+) \|/gm)) {
     const shardKey = /^shard: `\{ (.+) \}`/.exec(row[2]!)?.[1];
-    keys.set(row[1]!, shardKey?.split(', ').map((field) => field.split(': ') as [string, string]));
+    keys.set(
+      row[1]!,
+      shardKey?.split(', ').map((field) => field.split(': ') as [string, string]),
+    );
   }
   return keys;
 }
@@ -69,7 +78,8 @@ test('every index the service declares leads with the tenant, the server holds t
   assert.ok(declared.size >= 20, `the service's collections are declared (${declared.size})`);
   const offenders: string[] = [];
   for (const [name, indexes] of declared) {
-    for (const index of indexes) if (Object.keys(index.keys)[0] !== 'tenantId') offenders.push(`${name} ${JSON.stringify(index.keys)}`);
+    for (const index of indexes)
+      if (Object.keys(index.keys)[0] !== 'tenantId') offenders.push(`${name} ${JSON.stringify(index.keys)}`);
   }
   assert.deepEqual(offenders, [], 'indexes that do not lead with tenantId');
 
@@ -79,14 +89,25 @@ test('every index the service declares leads with the tenant, the server holds t
   for (const [name, indexes] of declared) {
     if (indexes.length === 0) continue;
     const held = (await client.db().collection(name).listIndexes().toArray()).filter((index) => index.name !== '_id_');
-    const distinct = new Set(indexes.map((index) => JSON.stringify(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]))));
-    assert.deepEqual(new Set(held.map((index) => JSON.stringify(Object.entries(index.key)))), distinct, `${name}: every declared index was created`);
-    for (const index of held) if (Object.keys(index.key)[0] !== 'tenantId') onServer.push(`${name} ${JSON.stringify(index.key)}`);
+    const distinct = new Set(
+      indexes.map((index) => JSON.stringify(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]))),
+    );
+    assert.deepEqual(
+      new Set(held.map((index) => JSON.stringify(Object.entries(index.key)))),
+      distinct,
+      `${name}: every declared index was created`,
+    );
+    for (const index of held)
+      if (Object.keys(index.key)[0] !== 'tenantId') onServer.push(`${name} ${JSON.stringify(index.key)}`);
   }
   assert.deepEqual(onServer, [], 'indexes on the server that do not lead with tenantId');
 
   const documented = await documentedShardKeys();
-  assert.deepEqual([...declared.keys()].filter((name) => !documented.has(name)).sort(), [], 'collections without a shard key in docs/scaling.md');
+  assert.deepEqual(
+    [...declared.keys()].filter((name) => !documented.has(name)).sort(),
+    [],
+    'collections without a shard key in docs/scaling.md',
+  );
   // What MongoDB requires of a shard key: here, that it leads with the tenant and that every unique index starts with it.
   const sharded = [...documented].filter(([name, key]) => key && declared.has(name));
   assert.ok(sharded.length >= 5, 'docs/scaling.md names the shard keys of the collections that grow');
@@ -94,7 +115,10 @@ test('every index the service declares leads with the tenant, the server holds t
     assert.equal(key![0]![0], 'tenantId', `${name}: its shard key leads with tenantId`);
     for (const unique of declared.get(name)!.filter((index) => index.unique)) {
       const fields = Object.keys(unique.keys).map((k) => (k === 'id' ? '_id' : k));
-      assert.ok(key!.every(([field, kind], i) => kind !== "'hashed'" && fields[i] === field), `${name}: the unique index ${JSON.stringify(unique.keys)} starts with the shard key ${JSON.stringify(key)}`);
+      assert.ok(
+        key!.every(([field, kind], i) => kind !== "'hashed'" && fields[i] === field),
+        `${name}: the unique index ${JSON.stringify(unique.keys)} starts with the shard key ${JSON.stringify(key)}`,
+      );
     }
   }
 });

@@ -16,21 +16,28 @@ async function cuttableLink(target: URL) {
     }
     client.pipe(upstream).pipe(client);
   });
-  const listen = (port: number) => new Promise<number>((resolve) => server.listen(port, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)));
+  const listen = (port: number) =>
+    new Promise<number>((resolve) =>
+      server.listen(port, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)),
+    );
   const port = await listen(0);
   return {
     port,
-    cut: () => new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      for (const s of sockets) s.destroy();
-    }),
+    cut: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const s of sockets) s.destroy();
+      }),
     restore: () => listen(port),
   };
 }
 
 async function transientCount(base: string): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
-  return [...text.matchAll(/^relaybox_store_transient_errors_total\{[^}]*outcome="unavailable"[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  return [...text.matchAll(/^relaybox_store_transient_errors_total\{[^}]*outcome="unavailable"[^}]*\} (\d+)/gm)].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
 }
 
 test('an unreachable MongoDB wire server is a 503 with Retry-After, counted, and service resumes when it is back', async (t) => {

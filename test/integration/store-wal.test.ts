@@ -39,10 +39,16 @@ test(`the embedded store's write-ahead log stays under STORE_WAL_MAX_MB while /m
     const stored = () => t.app.store.collection('messages').count({ tenantId: org.orgId }, {});
     try {
       for (let j = 0; j < jobs; j++) {
-        const messages = Array.from({ length: perJob - 1 }, (_, i) => ({ to: `+1415555${String(i).padStart(4, '0')}`, body: `job ${j} message ${i}` }));
+        const messages = Array.from({ length: perJob - 1 }, (_, i) => ({
+          to: `+1415555${String(i).padStart(4, '0')}`,
+          body: `job ${j} message ${i}`,
+        }));
         const job = await t.request('POST', '/api/v1/messages/bulk', { token: org.ownerToken, body: { messages } });
         assert.equal(job.status, 201, job.text);
-        const single = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: `single ${j}` } });
+        const single = await t.request('POST', '/api/v1/messages', {
+          token: org.ownerToken,
+          body: { to: '+14155550100', body: `single ${j}` },
+        });
         assert.equal(single.status, 201, single.text);
         sample();
       }
@@ -56,18 +62,29 @@ test(`the embedded store's write-ahead log stays under STORE_WAL_MAX_MB while /m
     }
     sample();
     const walMiB = maxWalBytes / 2 ** 20;
-    console.log(`# ${jobs * perJob} sends stored in ${Date.now() - started} ms, ${scrapes} scrapes; largest write-ahead log seen ${walMiB.toFixed(1)} MiB (bound ${walMaxMb} MiB)`);
+    console.log(
+      `# ${jobs * perJob} sends stored in ${Date.now() - started} ms, ${scrapes} scrapes; largest write-ahead log seen ${walMiB.toFixed(1)} MiB (bound ${walMaxMb} MiB)`,
+    );
     // Scraped throughout: a scrape reads the store while the sends are written (about 100 ms each under this load).
     assert.ok(scrapes >= 5, `scraped ${scrapes} times`);
     assert.ok(maxWalBytes < walMaxMb * 2 ** 20, `the log reached ${walMiB.toFixed(1)} MiB`);
     // The bound holds by the automatic checkpoint alone: the store never had to step in for a read left open.
-    assert.deepEqual(logLines.filter((line) => line.includes('write-ahead log')), []);
+    assert.deepEqual(
+      logLines.filter((line) => line.includes('write-ahead log')),
+      [],
+    );
     // The worker thread folds the log back; the event loop only the few pages committed during each of its rounds.
     const folded = (t.app.store as EmbeddedStore).walFolded;
     console.log(`# log pages folded back by the worker ${folded.worker}, by the event loop ${folded.eventLoop}`);
     assert.ok(folded.worker > 0, 'the worker folded the log back');
-    assert.ok(folded.eventLoop * 4 < folded.worker, `the event loop folded back ${folded.eventLoop} pages, the worker ${folded.worker}`);
-    assert.match((await t.request('GET', '/metrics')).text, /relaybox_store_wal_frames_checkpointed_total\{by="worker"\} [1-9]/);
+    assert.ok(
+      folded.eventLoop * 4 < folded.worker,
+      `the event loop folded back ${folded.eventLoop} pages, the worker ${folded.worker}`,
+    );
+    assert.match(
+      (await t.request('GET', '/metrics')).text,
+      /relaybox_store_wal_frames_checkpointed_total\{by="worker"\} [1-9]/,
+    );
   } finally {
     await t.stop();
   }

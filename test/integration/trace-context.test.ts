@@ -42,47 +42,98 @@ eachBackend((backend) => {
       relays.push(relay);
       await relay.connect();
       const receiver = await receivers.start();
-      const hook = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: receiver.url, events: ['message.queued', 'message.sent', 'message.delivered'] } });
+      const hook = await t.request('POST', '/api/v1/webhooks', {
+        token: org.ownerToken,
+        body: { url: receiver.url, events: ['message.queued', 'message.sent', 'message.delivered'] },
+      });
       assert.equal(hook.status, 201, hook.text);
       return { org, relay, receiver };
     };
 
     /** Sends one message with these headers, lets the relay report it sent; answers its send frame and the webhook deliveries of its two events. */
-    const sendThrough = async (ctx: { org: Org; relay: StandInRelay; receiver: WebhookReceiver }, headers: Record<string, string>) => {
-      const res = await t.request('POST', '/api/v1/messages', { token: ctx.org.ownerToken, body: { to: '+14155550100', body: 'traced' }, headers });
+    const sendThrough = async (
+      ctx: { org: Org; relay: StandInRelay; receiver: WebhookReceiver },
+      headers: Record<string, string>,
+    ) => {
+      const res = await t.request('POST', '/api/v1/messages', {
+        token: ctx.org.ownerToken,
+        body: { to: '+14155550100', body: 'traced' },
+        headers,
+      });
       assert.equal(res.status, 201, res.text);
       assert.equal(res.body.traceparent, undefined, 'the trace context is not part of the message as the API shows it');
       assert.equal(res.body.tracestate, undefined);
       const id: string = res.body.id;
-      const frame = await until<SendFrame>('the send frame', async () => ctx.relay.sends.find((f) => f.messageId === id), 10_000);
+      const frame = await until<SendFrame>(
+        'the send frame',
+        async () => ctx.relay.sends.find((f) => f.messageId === id),
+        10_000,
+      );
       await ctx.relay.report(id, 'sent');
-      const ofMessage = (event: string) => ctx.receiver.received.find((d) => d.json?.event === event && d.json?.data?.id === id);
-      const queued = await until<ReceivedDelivery>('message.queued delivered', async () => ofMessage('message.queued'), 15_000);
-      const sent = await until<ReceivedDelivery>('message.sent delivered', async () => ofMessage('message.sent'), 15_000);
+      const ofMessage = (event: string) =>
+        ctx.receiver.received.find((d) => d.json?.event === event && d.json?.data?.id === id);
+      const queued = await until<ReceivedDelivery>(
+        'message.queued delivered',
+        async () => ofMessage('message.queued'),
+        15_000,
+      );
+      const sent = await until<ReceivedDelivery>(
+        'message.sent delivered',
+        async () => ofMessage('message.sent'),
+        15_000,
+      );
       return { id, frame, queued, sent };
     };
 
     test('a traceparent sent with POST /api/v1/messages reaches the relay send frame and the webhook deliveries of its events, each as a child span', async () => {
       const ctx = await setUp();
       const incoming = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-      const { frame, queued, sent } = await sendThrough(ctx, { traceparent: incoming, tracestate: 'rbx=t61rcWkgMzE,congo=lZWRzIHRoNhcm5hbCBwbGVhc3VyZS4' });
+      const { frame, queued, sent } = await sendThrough(ctx, {
+        traceparent: incoming,
+        tracestate: 'rbx=t61rcWkgMzE,congo=lZWRzIHRoNhcm5hbCBwbGVhc3VyZS4',
+      });
       const onFrame = parts(frame.traceparent, 'send frame');
       assert.equal(onFrame.traceId, '4bf92f3577b34da6a3ce929d0e0e4736', 'the request trace id reaches the relay');
       assert.notEqual(onFrame.spanId, '00f067aa0ba902b7', 'the frame has a span id of its own');
       assert.equal(onFrame.flags, '01', 'the sampled flag is kept');
-      for (const [name, delivery] of [['message.queued', queued], ['message.sent', sent]] as const) {
+      for (const [name, delivery] of [
+        ['message.queued', queued],
+        ['message.sent', sent],
+      ] as const) {
         const header = parts(delivery.headers.traceparent, `${name} delivery`);
-        assert.equal(header.traceId, '4bf92f3577b34da6a3ce929d0e0e4736', `${name}: the request trace id reaches the webhook`);
+        assert.equal(
+          header.traceId,
+          '4bf92f3577b34da6a3ce929d0e0e4736',
+          `${name}: the request trace id reaches the webhook`,
+        );
         assert.notEqual(header.spanId, '00f067aa0ba902b7', `${name}: the attempt has a span id of its own`);
         assert.notEqual(header.spanId, onFrame.spanId);
         assert.equal(header.flags, '01');
-        assert.equal(delivery.headers.tracestate, 'rbx=t61rcWkgMzE,congo=lZWRzIHRoNhcm5hbCBwbGVhc3VyZS4', `${name}: tracestate passed on as it came`);
+        assert.equal(
+          delivery.headers.tracestate,
+          'rbx=t61rcWkgMzE,congo=lZWRzIHRoNhcm5hbCBwbGVhc3VyZS4',
+          `${name}: tracestate passed on as it came`,
+        );
       }
-      assert.notEqual(parts(queued.headers.traceparent, 'queued').spanId, parts(sent.headers.traceparent, 'sent').spanId, 'each attempt is a hop of its own');
+      assert.notEqual(
+        parts(queued.headers.traceparent, 'queued').spanId,
+        parts(sent.headers.traceparent, 'sent').spanId,
+        'each attempt is a hop of its own',
+      );
       // A later status of the message continues the same trace.
       await ctx.relay.report(frame.messageId, 'delivered');
-      const delivered = await until<ReceivedDelivery>('message.delivered delivered', async () => ctx.receiver.received.find((d) => d.json?.event === 'message.delivered' && d.json?.data?.id === frame.messageId), 15_000);
-      assert.equal(parts(delivered.headers.traceparent, 'message.delivered delivery').traceId, '4bf92f3577b34da6a3ce929d0e0e4736');
+      const delivered = await until<ReceivedDelivery>(
+        'message.delivered delivered',
+        async () =>
+          ctx.receiver.received.find(
+            (d) => d.json?.event === 'message.delivered' && d.json?.data?.id === frame.messageId,
+          ),
+        15_000,
+      );
+      assert.equal(
+        parts(delivered.headers.traceparent, 'message.delivered delivery').traceId,
+        '4bf92f3577b34da6a3ce929d0e0e4736',
+      );
     });
 
     test('a request without traceparent starts a trace, which its relay send and webhook deliveries share', async () => {
@@ -91,11 +142,19 @@ eachBackend((backend) => {
       const onFrame = parts(frame.traceparent, 'send frame');
       assert.equal(onFrame.flags, '00', 'not sampled: nothing recorded it');
       for (const delivery of [queued, sent]) {
-        assert.equal(parts(delivery.headers.traceparent, 'delivery').traceId, onFrame.traceId, 'one trace from the request to the relay and the webhook');
+        assert.equal(
+          parts(delivery.headers.traceparent, 'delivery').traceId,
+          onFrame.traceId,
+          'one trace from the request to the relay and the webhook',
+        );
         assert.equal(delivery.headers.tracestate, undefined);
       }
       const again = await sendThrough(ctx, {});
-      assert.notEqual(parts(again.frame.traceparent, 'second send').traceId, onFrame.traceId, 'each request starts a trace of its own');
+      assert.notEqual(
+        parts(again.frame.traceparent, 'second send').traceId,
+        onFrame.traceId,
+        'each request starts a trace of its own',
+      );
     });
 
     test('a malformed traceparent is ignored (a new trace, never an error), and so is the tracestate beside it', async () => {
@@ -110,7 +169,10 @@ eachBackend((backend) => {
         'not a traceparent',
       ];
       for (const traceparent of malformed) {
-        const { frame, sent } = await sendThrough(ctx, { traceparent, tracestate: 'rbx=kept-only-with-a-valid-parent' });
+        const { frame, sent } = await sendThrough(ctx, {
+          traceparent,
+          tracestate: 'rbx=kept-only-with-a-valid-parent',
+        });
         const onFrame = parts(frame.traceparent, `send frame after ${traceparent}`);
         assert.notEqual(onFrame.traceId, '4bf92f3577b34da6a3ce929d0e0e4736', `${traceparent}: not continued`);
         assert.equal(parts(sent.headers.traceparent, 'delivery').traceId, onFrame.traceId);
@@ -143,7 +205,11 @@ eachBackend((backend) => {
       };
       const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
       const sendOne = async (body: string) => {
-        const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body }, headers: { traceparent } });
+        const res = await t.request('POST', '/api/v1/messages', {
+          token: org.ownerToken,
+          body: { to: '+14155550100', body },
+          headers: { traceparent },
+        });
         assert.equal(res.status, 201, res.text);
         return res.body.id as string;
       };
@@ -152,7 +218,13 @@ eachBackend((backend) => {
       const toOlder = await older.s.next('send', (f) => f.messageId === first, 10_000);
       assert.equal('traceparent' in toOlder, false, 'an agent before 0.2 refuses fields it does not know');
       older.s.close();
-      await until('the older relay offline', async () => (await t.request('GET', `/api/v1/relays/${older.relayId}`, { token: org.ownerToken })).body.status === 'offline', 10_000);
+      await until(
+        'the older relay offline',
+        async () =>
+          (await t.request('GET', `/api/v1/relays/${older.relayId}`, { token: org.ownerToken })).body.status ===
+          'offline',
+        10_000,
+      );
       const newer = await connect('0.2.0');
       const second = await sendOne('to the newer agent');
       const toNewer = await newer.s.next('send', (f) => f.messageId === second, 10_000);

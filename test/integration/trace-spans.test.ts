@@ -33,7 +33,8 @@ eachBackend((backend) => {
       await tracing.stop();
     });
 
-    const spans = (name: string): ReadableSpan[] => exporter.getFinishedSpans().filter((s) => s.name === name && s.spanContext().traceId === incomingTrace);
+    const spans = (name: string): ReadableSpan[] =>
+      exporter.getFinishedSpans().filter((s) => s.name === name && s.spanContext().traceId === incomingTrace);
 
     test('a request, the actor messages it causes, its relay send and its webhook attempt are one trace of parent and child spans', async () => {
       const org = await signup(t);
@@ -41,18 +42,39 @@ eachBackend((backend) => {
       relays.push(relay);
       await relay.connect();
       const receiver = await receivers.start();
-      assert.equal((await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: receiver.url, events: ['message.sent'] } })).status, 201);
+      assert.equal(
+        (
+          await t.request('POST', '/api/v1/webhooks', {
+            token: org.ownerToken,
+            body: { url: receiver.url, events: ['message.sent'] },
+          })
+        ).status,
+        201,
+      );
       // A first send reaches the relay: from then on the tenant actor holds the relay's credits, so the next one is handed over from its enqueue.
-      const warm = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'first' } });
+      const warm = await t.request('POST', '/api/v1/messages', {
+        token: org.ownerToken,
+        body: { to: '+14155550100', body: 'first' },
+      });
       await until('the first send frame', async () => relay.sends.some((f) => f.messageId === warm.body.id), 10_000);
 
       const res = await t.request('POST', '/api/v1/messages', {
-        token: org.ownerToken, body: { to: '+14155550100', body: 'traced' }, headers: { traceparent: `00-${incomingTrace}-${incomingSpan}-01` },
+        token: org.ownerToken,
+        body: { to: '+14155550100', body: 'traced' },
+        headers: { traceparent: `00-${incomingTrace}-${incomingSpan}-01` },
       });
       assert.equal(res.status, 201, res.text);
-      const frame = await until<SendFrame>('the send frame', async () => relay.sends.find((f) => f.messageId === res.body.id), 10_000);
+      const frame = await until<SendFrame>(
+        'the send frame',
+        async () => relay.sends.find((f) => f.messageId === res.body.id),
+        10_000,
+      );
       await relay.report(res.body.id, 'sent');
-      const delivery = await until<ReceivedDelivery>('the webhook delivery', async () => receiver.received.find((d) => d.json?.data?.id === res.body.id), 15_000);
+      const delivery = await until<ReceivedDelivery>(
+        'the webhook delivery',
+        async () => receiver.received.find((d) => d.json?.data?.id === res.body.id),
+        15_000,
+      );
       await until('the webhook span', async () => spans('webhook POST').length > 0, 5_000);
 
       const [server] = spans('POST /api/v1/messages');
@@ -66,13 +88,25 @@ eachBackend((backend) => {
       assert.ok(send, 'a span for the relay send');
       assert.equal(send.kind, SpanKind.PRODUCER);
       assert.equal(spanIdOf(frame.traceparent), send.spanContext().spanId, 'the frame carries the relay send span');
-      assert.equal(send.parentSpanContext?.spanId, server.spanContext().spanId, 'the send continues the request that stored the message');
+      assert.equal(
+        send.parentSpanContext?.spanId,
+        server.spanContext().spanId,
+        'the send continues the request that stored the message',
+      );
 
       const [attempt] = spans('webhook POST');
       assert.ok(attempt, 'a client span per webhook attempt');
       assert.equal(attempt.kind, SpanKind.CLIENT);
-      assert.equal(spanIdOf(delivery.headers.traceparent), attempt.spanContext().spanId, 'the delivery carries the attempt span');
-      assert.equal(attempt.parentSpanContext?.spanId, server.spanContext().spanId, "the message's event continues the request's trace");
+      assert.equal(
+        spanIdOf(delivery.headers.traceparent),
+        attempt.spanContext().spanId,
+        'the delivery carries the attempt span',
+      );
+      assert.equal(
+        attempt.parentSpanContext?.spanId,
+        server.spanContext().spanId,
+        "the message's event continues the request's trace",
+      );
       assert.equal(attempt.attributes['http.response.status_code'], 200);
 
       const [enqueue] = spans('tenant enqueue');
@@ -92,10 +126,17 @@ eachBackend((backend) => {
       await relay.heartbeat();
       await relay.heartbeat();
       // The heartbeats are handled in order with a message that is traced: once its span is in, they were handled.
-      const res = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'x' }, headers: { traceparent: `00-${incomingTrace}-${incomingSpan}-01` } });
+      const res = await t.request('POST', '/api/v1/messages', {
+        token: org.ownerToken,
+        body: { to: '+14155550100', body: 'x' },
+        headers: { traceparent: `00-${incomingTrace}-${incomingSpan}-01` },
+      });
       assert.equal(res.status, 201);
       await until('the relay send span', async () => spans('relay send').length > 0, 10_000);
-      assert.deepEqual(exporter.getFinishedSpans().filter((s) => s.name === 'relay heartbeat'), []);
+      assert.deepEqual(
+        exporter.getFinishedSpans().filter((s) => s.name === 'relay heartbeat'),
+        [],
+      );
     });
   });
 });

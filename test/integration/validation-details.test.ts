@@ -19,7 +19,10 @@ describe('a 400 lists every violation, each with its path', () => {
     const res = await t.request(method, path, { token: org.ownerToken, body });
     assert.equal(res.status, 400, res.text);
     assert.equal(res.body.error, 'validation_error');
-    assert.ok(res.body.details.every((d: Detail) => typeof d.path === 'string' && d.message), res.text);
+    assert.ok(
+      res.body.details.every((d: Detail) => typeof d.path === 'string' && d.message),
+      res.text,
+    );
     return res.body.details;
   };
   const paths = (ds: Detail[]) => [...new Set(ds.map((d) => d.path))].sort();
@@ -30,7 +33,9 @@ describe('a 400 lists every violation, each with its path', () => {
     assert.equal(ds.find((d) => d.path === '/body')!.message, 'is required unless attachments are given');
     assert.match(ds.find((d) => d.path === '/to')!.message, /email address/);
     assert.deepEqual(paths(await details('POST', '/api/v1/messages', {})), ['/body', '/to']);
-    assert.deepEqual(paths(await details('POST', '/api/v1/messages', { to: '+14155550100', attachments: [] })), ['/body']);
+    assert.deepEqual(paths(await details('POST', '/api/v1/messages', { to: '+14155550100', attachments: [] })), [
+      '/body',
+    ]);
   });
 
   test('query violations are listed together; a union says which values it allows', async () => {
@@ -42,24 +47,49 @@ describe('a 400 lists every violation, each with its path', () => {
   test('every path is a JSON Pointer: "/" and "~" in a name are escaped; a header and the whole body are named too', async () => {
     const ds = await details('POST', '/api/v1/messages', { to: '+14155550100', body: 'x', 'a/b~c.d': 1 });
     assert.deepEqual(paths(ds), ['/a~1b~0c.d']);
-    const keyed = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: { to: '+14155550100', body: 'x' }, headers: { 'idempotency-key': 'k'.repeat(256) } });
+    const keyed = await t.request('POST', '/api/v1/messages', {
+      token: org.ownerToken,
+      body: { to: '+14155550100', body: 'x' },
+      headers: { 'idempotency-key': 'k'.repeat(256) },
+    });
     assert.equal(keyed.status, 400);
-    assert.deepEqual(keyed.body.details.map((d: Detail) => d.path), ['/Idempotency-Key']);
+    assert.deepEqual(
+      keyed.body.details.map((d: Detail) => d.path),
+      ['/Idempotency-Key'],
+    );
     const broken = await t.request('POST', '/api/v1/messages', { token: org.ownerToken, body: '{"to": ' });
     assert.equal(broken.status, 400);
     assert.deepEqual(broken.body.details, [{ path: '', message: 'is not valid JSON' }]);
   });
 
   test('nested fields are named with their index', async () => {
-    const ds = await details('POST', '/api/v1/contacts', { firstName: '', phoneNumbers: ['+14155550100', 'nope', '+19999999999'], tags: ['ok', 'a,b'], emailAddresses: ['x'] });
+    const ds = await details('POST', '/api/v1/contacts', {
+      firstName: '',
+      phoneNumbers: ['+14155550100', 'nope', '+19999999999'],
+      tags: ['ok', 'a,b'],
+      emailAddresses: ['x'],
+    });
     assert.deepEqual(paths(ds), ['/emailAddresses/0', '/firstName', '/phoneNumbers/1', '/phoneNumbers/2', '/tags/1']);
-    assert.equal(ds.find((d) => d.path === '/tags/1')!.message, 'must be no commas or semicolons, no leading or trailing space');
+    assert.equal(
+      ds.find((d) => d.path === '/tags/1')!.message,
+      'must be no commas or semicolons, no leading or trailing space',
+    );
   });
 
   test('NUL and unpaired surrogates are listed with the other violations, in values and in field names; "\\u0000" written out is text', async () => {
-    const ds = await details('POST', '/api/v1/contacts', '{"firstName":"\\u0000","lastName":"a\\\\u0000b","tags":["ok","x\\udbff"],"phoneNumbers":["nope"],"n\\u0000":1}');
+    const ds = await details(
+      'POST',
+      '/api/v1/contacts',
+      '{"firstName":"\\u0000","lastName":"a\\\\u0000b","tags":["ok","x\\udbff"],"phoneNumbers":["nope"],"n\\u0000":1}',
+    );
     assert.deepEqual(paths(ds), ['/firstName', '/n\u0000', '/phoneNumbers/0', '/tags/1']);
     assert.match(ds.find((d) => d.path === '/firstName')!.message, /^must not contain NUL/);
-    assert.deepEqual(ds.filter((d) => d.path === '/n\u0000').map((d) => d.message).sort(), ['is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)', 'is not a known field']);
+    assert.deepEqual(
+      ds
+        .filter((d) => d.path === '/n\u0000')
+        .map((d) => d.message)
+        .sort(),
+      ['is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)', 'is not a known field'],
+    );
   });
 });

@@ -24,10 +24,17 @@ eachBackend((backend) => {
     const receivers = new WebhookReceivers();
 
     before(async () => {
-      t = await startTestApp(backend, {
-        WEBHOOK_ALLOW_PRIVATE: 'true', WEBHOOK_RETRY_BASE_MS: '40', WEBHOOK_RETRY_CAP_MS: '400', WEBHOOK_SWEEP_MS: '500',
-        WEBHOOK_SECRET_GRACE_MS: String(graceMs),
-      }, { logLines });
+      t = await startTestApp(
+        backend,
+        {
+          WEBHOOK_ALLOW_PRIVATE: 'true',
+          WEBHOOK_RETRY_BASE_MS: '40',
+          WEBHOOK_RETRY_CAP_MS: '400',
+          WEBHOOK_SWEEP_MS: '500',
+          WEBHOOK_SECRET_GRACE_MS: String(graceMs),
+        },
+        { logLines },
+      );
     });
     after(async () => {
       await t.stop();
@@ -35,7 +42,8 @@ eachBackend((backend) => {
     });
 
     const receiver = receivers.start;
-    const call = (org: Org, method: string, path: string, body?: unknown, token = org.ownerToken) => t.request(method, `/api/v1${path}`, { token, body });
+    const call = (org: Org, method: string, path: string, body?: unknown, token = org.ownerToken) =>
+      t.request(method, `/api/v1${path}`, { token, body });
     const hook = async (org: Org, body: Record<string, unknown>) => {
       const res = await call(org, 'POST', '/webhooks', body);
       assert.equal(res.status, 201, res.text);
@@ -46,12 +54,25 @@ eachBackend((backend) => {
       assert.equal(res.status, 201, res.text);
       return res.body;
     };
-    const deliveries = async (org: Org, id: string, query = '') => (await call(org, 'GET', `/webhooks/${id}/deliveries${query}`)).body;
+    const deliveries = async (org: Org, id: string, query = '') =>
+      (await call(org, 'GET', `/webhooks/${id}/deliveries${query}`)).body;
 
     test('routes: create, read, update, toggle and delete; the secret is never returned; admins write, viewers read', async () => {
       const org = await signup(t, 'Hooks');
-      const made = await hook(org, { url: 'https://93.184.216.34/hook', events: ['message.queued'], secret: 's3cret-value' });
-      assert.deepEqual(Object.keys(made).sort(), ['createdAt', 'enabled', 'events', 'hasSecret', 'id', 'updatedAt', 'url']);
+      const made = await hook(org, {
+        url: 'https://93.184.216.34/hook',
+        events: ['message.queued'],
+        secret: 's3cret-value',
+      });
+      assert.deepEqual(Object.keys(made).sort(), [
+        'createdAt',
+        'enabled',
+        'events',
+        'hasSecret',
+        'id',
+        'updatedAt',
+        'url',
+      ]);
       assert.match(made.id, /^whk_/);
       assert.equal(made.enabled, true);
       assert.equal(made.hasSecret, true);
@@ -60,7 +81,10 @@ eachBackend((backend) => {
       assert.deepEqual(listed.body.data, [made]);
       assert.equal(listed.body.pagination.total, 1);
       assert.deepEqual((await call(org, 'GET', `/webhooks/${made.id}`)).body, made);
-      const updated = await call(org, 'PUT', `/webhooks/${made.id}`, { events: ['message.sent', 'relay.online'], secret: null });
+      const updated = await call(org, 'PUT', `/webhooks/${made.id}`, {
+        events: ['message.sent', 'relay.online'],
+        secret: null,
+      });
       assert.equal(updated.status, 200, updated.text);
       assert.deepEqual(updated.body.events, ['message.sent', 'relay.online']);
       assert.equal(updated.body.hasSecret, false);
@@ -75,19 +99,34 @@ eachBackend((backend) => {
       assert.equal((await call(org, 'GET', '/webhooks', undefined, viewer)).status, 200);
       assert.equal((await call(org, 'GET', `/webhooks/${made.id}/deliveries`, undefined, viewer)).status, 200);
       for (const token of [viewer, member]) {
-        assert.equal((await call(org, 'POST', '/webhooks', { url: 'https://93.184.216.34/', events: ['message.sent'] }, token)).status, 403);
+        assert.equal(
+          (await call(org, 'POST', '/webhooks', { url: 'https://93.184.216.34/', events: ['message.sent'] }, token))
+            .status,
+          403,
+        );
         assert.equal((await call(org, 'PUT', `/webhooks/${made.id}`, { events: ['message.sent'] }, token)).status, 403);
         assert.equal((await call(org, 'PATCH', `/webhooks/${made.id}/toggle`, undefined, token)).status, 403);
         assert.equal((await call(org, 'DELETE', `/webhooks/${made.id}`, undefined, token)).status, 403);
         assert.equal((await call(org, 'POST', `/webhooks/${made.id}/test`, undefined, token)).status, 403);
         assert.equal((await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`, undefined, token)).status, 403);
       }
-      assert.equal((await call(org, 'GET', `/webhooks/${made.id}`)).body.hasSecret, false, 'no rotation was made by a viewer or member');
-      assert.equal((await call(org, 'PUT', `/webhooks/${made.id}`, { url: 'https://93.184.216.35/x' }, admin)).status, 200);
+      assert.equal(
+        (await call(org, 'GET', `/webhooks/${made.id}`)).body.hasSecret,
+        false,
+        'no rotation was made by a viewer or member',
+      );
+      assert.equal(
+        (await call(org, 'PUT', `/webhooks/${made.id}`, { url: 'https://93.184.216.35/x' }, admin)).status,
+        200,
+      );
       const rotated = await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`, undefined, admin);
       assert.equal(rotated.status, 200, rotated.text);
       assert.match(rotated.body.secret, /^whsec_[A-Za-z0-9+/]{43}=$/);
-      assert.equal(rotated.body.previousSecretExpiresAt, null, 'a webhook without a secret has nothing to keep signing');
+      assert.equal(
+        rotated.body.previousSecretExpiresAt,
+        null,
+        'a webhook without a secret has nothing to keep signing',
+      );
       assert.equal(rotated.body.hasSecret, true);
       assert.equal(rotated.body.id, made.id);
       assert.equal((await call(org, 'DELETE', `/webhooks/${made.id}`)).status, 204);
@@ -127,7 +166,10 @@ eachBackend((backend) => {
       await r.waitFor(1);
       const stored = await t.app.store.collection('webhooks').findOne({ tenantId: org.orgId }, { id: made.id });
       assert.ok(stored, 'the webhook is stored');
-      assert.ok(typeof stored.secretSealed === 'string' && stored.secretSealed.startsWith('v1:'), 'a sealed secret is stored');
+      assert.ok(
+        typeof stored.secretSealed === 'string' && stored.secretSealed.startsWith('v1:'),
+        'a sealed secret is stored',
+      );
       assert.ok(!JSON.stringify(stored).includes(secret), 'the stored document does not contain the secret');
       assert.equal(t.app.webhooks.box.open(stored.secretSealed as string), secret, 'the key opens it again');
       if (backend === 'embedded') {
@@ -136,7 +178,8 @@ eachBackend((backend) => {
           assert.ok(!text.includes(secret), `${file} does not contain the secret`);
         }
       }
-      for (const path of ['/webhooks', `/webhooks/${made.id}`, `/webhooks/${made.id}/deliveries`]) assert.ok(!(await call(org, 'GET', path)).text.includes(secret), path);
+      for (const path of ['/webhooks', `/webhooks/${made.id}`, `/webhooks/${made.id}/deliveries`])
+        assert.ok(!(await call(org, 'GET', path)).text.includes(secret), path);
       assert.ok(logLines.length > 0, 'log lines were captured');
       assert.ok(!logLines.some((l) => l.includes(secret)), 'no log line contains the secret');
     });
@@ -154,13 +197,30 @@ eachBackend((backend) => {
       assert.deepEqual(Object.keys(payload).sort(), ['data', 'event', 'timestamp']);
       assert.equal(payload.event, 'message.queued');
       assert.ok(!Number.isNaN(Date.parse(payload.timestamp)));
-      assert.deepEqual(payload.data, { id: msg.id, to: '+14155550100', from: null, body: 'webhook body', status: 'queued', conversationId: msg.conversationId });
+      assert.deepEqual(payload.data, {
+        id: msg.id,
+        to: '+14155550100',
+        from: null,
+        body: 'webhook body',
+        status: 'queued',
+        conversationId: msg.conversationId,
+      });
       assert.match(d!.headers['webhook-id']!, /^evt_/);
       const log = await until('the delivery is recorded', async () => {
         const page = await deliveries(org, made.id);
         return page.data[0]?.status === 'succeeded' && page;
       });
-      assert.deepEqual(Object.keys(log.data[0]).sort(), ['attempts', 'createdAt', 'event', 'eventId', 'id', 'lastError', 'nextAttemptAt', 'responseStatus', 'status']);
+      assert.deepEqual(Object.keys(log.data[0]).sort(), [
+        'attempts',
+        'createdAt',
+        'event',
+        'eventId',
+        'id',
+        'lastError',
+        'nextAttemptAt',
+        'responseStatus',
+        'status',
+      ]);
       assert.equal(log.data[0].eventId, d!.headers['webhook-id']);
       assert.equal(log.data[0].attempts, 1);
       assert.equal(log.data[0].responseStatus, 200);
@@ -169,7 +229,10 @@ eachBackend((backend) => {
       assert.equal(other.received.length, 0, 'a webhook not subscribed to message.queued gets nothing');
       assert.equal(r.received.length, 1, 'delivered once');
       const events = (await call(org, 'GET', '/events')).body;
-      assert.ok(events.data.some((e: any) => e.id === d!.headers['webhook-id']), 'the same event id is in the events API');
+      assert.ok(
+        events.data.some((e: any) => e.id === d!.headers['webhook-id']),
+        'the same event id is in the events API',
+      );
     });
 
     test('message.delivered and message.read go to the webhooks subscribed to them, once each, with deliveredAt and readAt', async (context) => {
@@ -186,9 +249,19 @@ eachBackend((backend) => {
       for (const status of ['delivered', 'delivered', 'read', 'read'] as const) await relay.report(msg.id, status);
       const got = await r.waitFor(2);
       const payloads = got.map((d) => verify(d, 'receipts') as any).sort((a, b) => a.event.localeCompare(b.event));
-      assert.deepEqual(payloads.map((p) => p.event), ['message.delivered', 'message.read']);
+      assert.deepEqual(
+        payloads.map((p) => p.event),
+        ['message.delivered', 'message.read'],
+      );
       const status = (await call(org, 'GET', `/messages/${msg.id}/status`)).body;
-      const data = { id: msg.id, to: '+14155550100', from: null, body: 'tell me when it is read', status: 'delivered', conversationId: msg.conversationId };
+      const data = {
+        id: msg.id,
+        to: '+14155550100',
+        from: null,
+        body: 'tell me when it is read',
+        status: 'delivered',
+        conversationId: msg.conversationId,
+      };
       assert.deepEqual(payloads[0].data, { ...data, deliveredAt: status.deliveredAt });
       assert.deepEqual(payloads[1].data, { ...data, readAt: status.readAt });
       const [sent] = await other.waitFor(1);
@@ -219,18 +292,38 @@ eachBackend((backend) => {
       const got = (await r.waitFor(4)).map((d) => verify(d, 'hops') as any);
       assert.ok(got.every((p) => p.event === 'message.checkpoint'));
       const byHop = new Map(got.map((p) => [p.data.hop, p.data]));
-      assert.deepEqual([...byHop.keys()].sort(), ['handed_to_app', 'handed_to_relay', 'relay_received', 'seen_in_database']);
+      assert.deepEqual([...byHop.keys()].sort(), [
+        'handed_to_app',
+        'handed_to_relay',
+        'relay_received',
+        'seen_in_database',
+      ]);
       const status = (await call(org, 'GET', `/messages/${msg.id}/status`)).body;
       for (const c of status.checkpoints.filter((c: { hop: string }) => byHop.has(c.hop))) {
         assert.equal(byHop.get(c.hop).at, c.at, `${c.hop} as the status record has it`);
       }
-      assert.deepEqual({ ...byHop.get('relay_received'), hop: undefined, at: undefined }, {
-        id: msg.id, to: '+14155550100', from: null, body: 'where is it now', status: 'processing', conversationId: msg.conversationId, attempt: 1, hop: undefined, at: undefined,
-      });
+      assert.deepEqual(
+        { ...byHop.get('relay_received'), hop: undefined, at: undefined },
+        {
+          id: msg.id,
+          to: '+14155550100',
+          from: null,
+          body: 'where is it now',
+          status: 'processing',
+          conversationId: msg.conversationId,
+          attempt: 1,
+          hop: undefined,
+          at: undefined,
+        },
+      );
       await other.waitFor(2);
       await sleep(300);
       assert.equal(r.received.length, 4, 'a repeated report makes no second checkpoint');
-      assert.deepEqual(other.received.map((d) => d.json.event).sort(), ['message.delivered', 'message.sent'], 'a webhook that does not name message.checkpoint gets none');
+      assert.deepEqual(
+        other.received.map((d) => d.json.event).sort(),
+        ['message.delivered', 'message.sent'],
+        'a webhook that does not name message.checkpoint gets none',
+      );
     });
 
     test('a failing endpoint is retried with growing delays under the same webhook-id, then the delivery succeeds; after 8 attempts it fails', async () => {
@@ -256,10 +349,14 @@ eachBackend((backend) => {
       broken.respond = (_d, res) => void res.writeHead(500).end();
       const failing = await hook(org, { url: broken.url, events: ['message.queued'] });
       await send(org);
-      const failed = await until('the delivery fails for good', async () => {
-        const d = (await deliveries(org, failing.id, '?status=failed')).data[0];
-        return d && d;
-      }, 20_000);
+      const failed = await until(
+        'the delivery fails for good',
+        async () => {
+          const d = (await deliveries(org, failing.id, '?status=failed')).data[0];
+          return d && d;
+        },
+        20_000,
+      );
       assert.equal(failed.attempts, 8);
       assert.equal(failed.responseStatus, 500);
       assert.equal(failed.lastError, 'HTTP 500');
@@ -272,7 +369,8 @@ eachBackend((backend) => {
     test('Retry-After on 429 is honoured up to the cap; a redirect is not followed', async () => {
       const org = await signup(t, 'Polite');
       const r = await receiver();
-      r.respond = (_d, res) => void (r.received.length === 1 ? res.writeHead(429, { 'retry-after': '1' }).end() : res.writeHead(200).end());
+      r.respond = (_d, res) =>
+        void (r.received.length === 1 ? res.writeHead(429, { 'retry-after': '1' }).end() : res.writeHead(200).end());
       await hook(org, { url: r.url, events: ['message.queued'] });
       await send(org);
       const got = await r.waitFor(2);
@@ -387,24 +485,39 @@ eachBackend((backend) => {
       await send(org);
       const [d] = await r.waitFor(1);
       assert.equal((verify(d!, secret, 'whsec') as any).event, 'message.queued');
-      assert.throws(() => new Webhook(secret, { format: 'raw' }).verify(d!.body, d!.headers), 'the key is the decoded bytes, not the text');
+      assert.throws(
+        () => new Webhook(secret, { format: 'raw' }).verify(d!.body, d!.headers),
+        'the key is the decoded bytes, not the text',
+      );
       // A secret set with PUT replaces the current one at once, and ends a rotation's grace period.
-      assert.notEqual((await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`)).body.previousSecretExpiresAt, null);
+      assert.notEqual(
+        (await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`)).body.previousSecretExpiresAt,
+        null,
+      );
       const replaced = `whsec_${randomBytes(32).toString('base64')}`;
       assert.equal((await call(org, 'PUT', `/webhooks/${made.id}`, { secret: replaced })).status, 200);
       assert.equal((await call(org, 'POST', `/webhooks/${made.id}/test`)).body.status, 'succeeded');
       const second = (await r.waitFor(2))[1]!;
       verify(second, replaced, 'whsec');
       assert.equal(second.headers['webhook-signature']!.split(' ').length, 1);
-      assert.throws(() => new Webhook(secret).verify(second.body, second.headers), 'the secret before the rotation no longer signs');
-      for (const bad of ['whsec_', 'whsec_not base64!', `whsec_${randomBytes(16).toString('base64')}`, `whsec_${randomBytes(32).toString('base64url')}`]) {
+      assert.throws(
+        () => new Webhook(secret).verify(second.body, second.headers),
+        'the secret before the rotation no longer signs',
+      );
+      for (const bad of [
+        'whsec_',
+        'whsec_not base64!',
+        `whsec_${randomBytes(16).toString('base64')}`,
+        `whsec_${randomBytes(32).toString('base64url')}`,
+      ]) {
         const created = await call(org, 'POST', '/webhooks', { url: r.url, events: ['message.queued'], secret: bad });
         const updated = await call(org, 'PUT', `/webhooks/${made.id}`, { secret: bad });
         for (const res of [created, updated]) {
           assert.equal(res.status, 400, `${bad}: ${res.text}`);
           assert.equal(res.body.error, 'validation_error');
           assert.equal(res.body.details[0].path, '/secret');
-          if (bad.length > 'whsec_'.length) assert.ok(!res.text.includes(bad.slice('whsec_'.length)), 'the answer does not repeat the value');
+          if (bad.length > 'whsec_'.length)
+            assert.ok(!res.text.includes(bad.slice('whsec_'.length)), 'the answer does not repeat the value');
         }
       }
       assert.equal((await call(org, 'GET', '/webhooks')).body.data.length, 1, 'nothing was created');
@@ -445,13 +558,20 @@ eachBackend((backend) => {
       await r.waitFor(1);
       const tested = await call(org, 'POST', `/webhooks/${made.id}/test`);
       assert.equal(tested.body.status, 'failed', tested.text);
-      assert.equal((await call(org, 'POST', `/webhooks/${made.id}/deliveries/${tested.body.id}/retry`)).body.status, 'succeeded');
+      assert.equal(
+        (await call(org, 'POST', `/webhooks/${made.id}/deliveries/${tested.body.id}/retry`)).body.status,
+        'succeeded',
+      );
       const during = (await r.waitFor(3)).slice(0, 3);
       for (const d of during) {
         assert.ok(Number(d.headers['webhook-timestamp']) * 1000 < until, 'made within the grace period');
         assert.equal(d.headers['webhook-signature']!.split(' ').length, 2);
         verify(d, secret, 'whsec');
-        assert.deepEqual(new Webhook(old, { format: 'raw' }).verify(d.body, d.headers), d.json, 'the old key verifies too');
+        assert.deepEqual(
+          new Webhook(old, { format: 'raw' }).verify(d.body, d.headers),
+          d.json,
+          'the old key verifies too',
+        );
       }
 
       // After it: the new key only, and the old secret is no longer stored.
@@ -463,7 +583,10 @@ eachBackend((backend) => {
       for (const d of later) {
         assert.equal(d.headers['webhook-signature']!.split(' ').length, 1);
         verify(d, secret, 'whsec');
-        assert.throws(() => new Webhook(old, { format: 'raw' }).verify(d.body, d.headers), 'the old key no longer verifies');
+        assert.throws(
+          () => new Webhook(old, { format: 'raw' }).verify(d.body, d.headers),
+          'the old key no longer verifies',
+        );
       }
       const stored = await t.app.store.collection('webhooks').findOne({ tenantId: org.orgId }, { id: made.id });
       assert.equal(stored?.previousSecret, null, 'the previous secret is dropped');
@@ -472,12 +595,20 @@ eachBackend((backend) => {
       // Never answered again, never logged.
       const again = await call(org, 'POST', `/webhooks/${made.id}/rotate-secret`);
       assert.notEqual(again.body.secret, secret);
-      for (const res of [again, await call(org, 'GET', '/webhooks'), await call(org, 'GET', `/webhooks/${made.id}`), await call(org, 'GET', `/webhooks/${made.id}/deliveries`)]) {
+      for (const res of [
+        again,
+        await call(org, 'GET', '/webhooks'),
+        await call(org, 'GET', `/webhooks/${made.id}`),
+        await call(org, 'GET', `/webhooks/${made.id}/deliveries`),
+      ]) {
         assert.equal(res.status, 200, res.text);
         assert.ok(!res.text.includes(secret.slice('whsec_'.length)), res.text);
       }
       assert.ok(logLines.length > 0, 'log lines were captured');
-      assert.ok(!logLines.some((l) => l.includes(secret.slice('whsec_'.length)) || l.includes(old)), 'no log line holds a secret');
+      assert.ok(
+        !logLines.some((l) => l.includes(secret.slice('whsec_'.length)) || l.includes(old)),
+        'no log line holds a secret',
+      );
     });
 
     test("organizations are apart: B gets 404 on A's webhooks and deliveries and never receives A's events", async () => {
@@ -491,17 +622,32 @@ eachBackend((backend) => {
       await ra.waitFor(1);
       const dA = await until('A logged', async () => (await deliveries(a, hookA.id)).data[0]);
       for (const [method, path] of [
-        ['GET', `/webhooks/${hookA.id}`], ['PUT', `/webhooks/${hookA.id}`], ['DELETE', `/webhooks/${hookA.id}`],
-        ['PATCH', `/webhooks/${hookA.id}/toggle`], ['GET', `/webhooks/${hookA.id}/deliveries`], ['POST', `/webhooks/${hookA.id}/test`],
-        ['POST', `/webhooks/${hookA.id}/deliveries/${dA.id}/retry`], ['POST', `/webhooks/${hookA.id}/rotate-secret`],
+        ['GET', `/webhooks/${hookA.id}`],
+        ['PUT', `/webhooks/${hookA.id}`],
+        ['DELETE', `/webhooks/${hookA.id}`],
+        ['PATCH', `/webhooks/${hookA.id}/toggle`],
+        ['GET', `/webhooks/${hookA.id}/deliveries`],
+        ['POST', `/webhooks/${hookA.id}/test`],
+        ['POST', `/webhooks/${hookA.id}/deliveries/${dA.id}/retry`],
+        ['POST', `/webhooks/${hookA.id}/rotate-secret`],
       ] as const) {
         const res = await call(b, method, path, method === 'PUT' ? { events: ['message.sent'] } : undefined);
         assert.equal(res.status, 404, `${method} ${path}`);
         assert.ok(!('secret' in res.body), `${method} ${path} answers no secret`);
       }
-      assert.equal((await call(a, 'GET', `/webhooks/${hookA.id}`)).body.hasSecret, false, "B's rotation left A's webhook as it was");
-      assert.deepEqual((await call(b, 'GET', '/webhooks')).body.data.map((h: any) => h.url), [rb.url]);
-      assert.ok(!(await call(b, 'GET', '/events')).body.data.some((e: any) => e.id === dA.eventId), "B's events API does not show A's");
+      assert.equal(
+        (await call(a, 'GET', `/webhooks/${hookA.id}`)).body.hasSecret,
+        false,
+        "B's rotation left A's webhook as it was",
+      );
+      assert.deepEqual(
+        (await call(b, 'GET', '/webhooks')).body.data.map((h: any) => h.url),
+        [rb.url],
+      );
+      assert.ok(
+        !(await call(b, 'GET', '/events')).body.data.some((e: any) => e.id === dA.eventId),
+        "B's events API does not show A's",
+      );
       await sleep(300);
       assert.equal(rb.received.length, 0, "B's webhook never receives A's event");
       assert.equal(ra.received.length, 1, 'the test delivery to A was not made by B');
@@ -533,25 +679,70 @@ eachBackend((backend) => {
 
     test('loopback, private, link-local, CGNAT, multicast, reserved, unspecified, special-purpose and metadata addresses and names are refused in every notation', async () => {
       const refused = [
-        'http://127.0.0.1/', 'http://2130706433/', 'http://0x7f000001/', 'http://0177.0.0.1/', 'http://127.1/', 'http://[::1]/',
-        'http://[::ffff:127.0.0.1]/', 'http://[::ffff:7f00:1]/', 'http://[0:0:0:0:0:ffff:127.0.0.1]/', 'http://[::127.0.0.1]/',
-        'http://10.0.0.1/', 'http://172.16.5.4/', 'http://192.168.1.1/', 'http://[::ffff:192.168.1.1]/', 'http://[fc00::1]/', 'http://[fd12:3456::1]/',
-        'http://169.254.169.254/latest/meta-data', 'http://[fe80::1]/', 'http://[fd00:ec2::254]/', 'http://100.100.100.200/',
-        'http://100.64.0.1/', 'http://224.0.0.1/', 'http://[ff02::1]/', 'http://240.0.0.1/', 'http://255.255.255.255/', 'http://192.0.2.1/',
-        'http://198.18.0.1/', 'http://0.0.0.0/', 'http://0/', 'http://[::]/', 'http://[64:ff9b::7f00:1]/', 'http://[2002:7f00:1::]/',
-        'http://localhost/', 'https://localhost:8443/x', 'file:///etc/passwd', 'gopher://93.184.216.34/',
-        'http://168.63.129.16/machine?comp=goalstate', 'http://[100:0:0:1::1]/', 'http://[2001:db8::1]/', 'http://[3fff::1]/', 'http://192.0.0.9/',
-        'http://metadata.google.internal/computeMetadata/v1/', 'http://metadata.goog/', 'http://instance-data/latest/', 'http://printer.local/',
+        'http://127.0.0.1/',
+        'http://2130706433/',
+        'http://0x7f000001/',
+        'http://0177.0.0.1/',
+        'http://127.1/',
+        'http://[::1]/',
+        'http://[::ffff:127.0.0.1]/',
+        'http://[::ffff:7f00:1]/',
+        'http://[0:0:0:0:0:ffff:127.0.0.1]/',
+        'http://[::127.0.0.1]/',
+        'http://10.0.0.1/',
+        'http://172.16.5.4/',
+        'http://192.168.1.1/',
+        'http://[::ffff:192.168.1.1]/',
+        'http://[fc00::1]/',
+        'http://[fd12:3456::1]/',
+        'http://169.254.169.254/latest/meta-data',
+        'http://[fe80::1]/',
+        'http://[fd00:ec2::254]/',
+        'http://100.100.100.200/',
+        'http://100.64.0.1/',
+        'http://224.0.0.1/',
+        'http://[ff02::1]/',
+        'http://240.0.0.1/',
+        'http://255.255.255.255/',
+        'http://192.0.2.1/',
+        'http://198.18.0.1/',
+        'http://0.0.0.0/',
+        'http://0/',
+        'http://[::]/',
+        'http://[64:ff9b::7f00:1]/',
+        'http://[2002:7f00:1::]/',
+        'http://localhost/',
+        'https://localhost:8443/x',
+        'file:///etc/passwd',
+        'gopher://93.184.216.34/',
+        'http://168.63.129.16/machine?comp=goalstate',
+        'http://[100:0:0:1::1]/',
+        'http://[2001:db8::1]/',
+        'http://[3fff::1]/',
+        'http://192.0.0.9/',
+        'http://metadata.google.internal/computeMetadata/v1/',
+        'http://metadata.goog/',
+        'http://instance-data/latest/',
+        'http://printer.local/',
       ];
       for (const url of refused) {
-        const res = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url, events: ['message.sent'] } });
+        const res = await t.request('POST', '/api/v1/webhooks', {
+          token: org.ownerToken,
+          body: { url, events: ['message.sent'] },
+        });
         assert.equal(res.status, 400, `${url}: ${res.text}`);
         assert.equal(res.body.error, 'validation_error');
         assert.equal(res.body.details[0].path, '/url');
       }
-      const ok = await t.request('POST', '/api/v1/webhooks', { token: org.ownerToken, body: { url: 'https://93.184.216.34/hook', events: ['message.sent'] } });
+      const ok = await t.request('POST', '/api/v1/webhooks', {
+        token: org.ownerToken,
+        body: { url: 'https://93.184.216.34/hook', events: ['message.sent'] },
+      });
       assert.equal(ok.status, 201, ok.text);
-      const moved = await t.request('PUT', `/api/v1/webhooks/${ok.body.id}`, { token: org.ownerToken, body: { url: 'http://[::ffff:10.1.2.3]/' } });
+      const moved = await t.request('PUT', `/api/v1/webhooks/${ok.body.id}`, {
+        token: org.ownerToken,
+        body: { url: 'http://[::ffff:10.1.2.3]/' },
+      });
       assert.equal(moved.status, 400);
       assert.equal(moved.body.details[0].path, '/url');
     });

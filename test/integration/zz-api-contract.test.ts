@@ -12,7 +12,8 @@ import { OpenApiContract } from '../support/openapi-contract.ts';
 import { routeFixtures } from '../support/route-fixtures.ts';
 import { apiKey, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 
-const fill = (path: string, params: Record<string, string>) => path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(params[name]!));
+const fill = (path: string, params: Record<string, string>) =>
+  path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(params[name]!));
 
 describe('API contract: recorded answers match the OpenAPI document', () => {
   let t: TestApp;
@@ -41,41 +42,93 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
     const other = await signup(t, 'Second Org');
     const session = await ok('POST', '/api/v1/auth/login', { email: other.email, password: other.password });
     await ok('POST', '/api/v1/auth/refresh', { refreshToken: other.refreshToken });
-    await t.request('POST', '/api/v1/auth/logout', { token: session.body.accessToken, body: { refreshToken: session.body.refreshToken } }).then((r) => assert.equal(r.status, 204));
+    await t
+      .request('POST', '/api/v1/auth/logout', {
+        token: session.body.accessToken,
+        body: { refreshToken: session.body.refreshToken },
+      })
+      .then((r) => assert.equal(r.status, 204));
     // The dashboard's cookie sessions.
     const own = { 'x-relaybox-session': '1' };
     const cookieOf = (res: { headers: Headers }) => (res.headers.get('set-cookie') ?? '').split(';')[0]!;
-    await ok('POST', '/api/v1/auth/session/signup', { organizationName: 'Cookie Org', email: `cookie-${Date.now()}@example.com`, password: 'a long enough password' }, own);
-    const cookieSession = await ok('POST', '/api/v1/auth/session', { email: other.email, password: other.password }, own);
+    await ok(
+      'POST',
+      '/api/v1/auth/session/signup',
+      { organizationName: 'Cookie Org', email: `cookie-${Date.now()}@example.com`, password: 'a long enough password' },
+      own,
+    );
+    const cookieSession = await ok(
+      'POST',
+      '/api/v1/auth/session',
+      { email: other.email, password: other.password },
+      own,
+    );
     const refreshed = await ok('POST', '/api/v1/auth/session/refresh', {}, { ...own, cookie: cookieOf(cookieSession) });
     await ok('POST', '/api/v1/auth/session/logout', {}, { ...own, cookie: cookieOf(refreshed) });
     await ok('GET', '/api/v1/me');
     await ok('GET', '/api/v1/me', undefined, { authorization: `Bearer ${await apiKey(t, org, 'viewer')}` });
     await ok('GET', '/api/v1/api-keys');
-    await ok('POST', '/api/v1/members', { email: `member-${Date.now()}@example.com`, password: 'a long enough password', role: 'member' });
+    await ok('POST', '/api/v1/members', {
+      email: `member-${Date.now()}@example.com`,
+      password: 'a long enough password',
+      role: 'member',
+    });
     await ok('GET', '/api/v1/members');
     await ok('POST', '/api/v1/teams', { name: `Contract team ${Date.now()}` });
     await ok('GET', '/api/v1/teams');
     await ok('GET', '/api/v1/relays');
-    await ok('POST', '/api/v1/webhooks', { url: 'https://93.184.216.34/hook', events: ['relay.offline'], secret: 'contract secret' });
+    await ok('POST', '/api/v1/webhooks', {
+      url: 'https://93.184.216.34/hook',
+      events: ['relay.offline'],
+      secret: 'contract secret',
+    });
     await ok('GET', '/api/v1/webhooks');
     await ok('GET', '/api/v1/events?type=message.queued&limit=5');
-    const contact = await ok('POST', '/api/v1/contacts', { firstName: 'Ada', phoneNumbers: ['+1 415 555 0100'], tags: ['vip'] });
+    const contact = await ok('POST', '/api/v1/contacts', {
+      firstName: 'Ada',
+      phoneNumbers: ['+1 415 555 0100'],
+      tags: ['vip'],
+    });
     await ok('GET', '/api/v1/contacts?tags=vip');
     await ok('GET', '/api/v1/contacts/export?format=json');
     await ok('GET', '/api/v1/contacts/export?format=csv');
     const form = new FormData();
-    form.append('file', new Blob(['firstName,phoneNumbers\r\nGrace,+14155550101\r\n'], { type: 'text/csv' }), 'contacts.csv');
-    const imported = await fetch(`${t.base}/api/v1/contacts/import`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+    form.append(
+      'file',
+      new Blob(['firstName,phoneNumbers\r\nGrace,+14155550101\r\n'], { type: 'text/csv' }),
+      'contacts.csv',
+    );
+    const imported = await fetch(`${t.base}/api/v1/contacts/import`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: form,
+    });
     const importedText = await imported.text();
-    recordAnswer({ method: 'POST', path: '/api/v1/contacts/import', status: imported.status, contentType: imported.headers.get('content-type'), body: JSON.parse(importedText), text: importedText });
+    recordAnswer({
+      method: 'POST',
+      path: '/api/v1/contacts/import',
+      status: imported.status,
+      contentType: imported.headers.get('content-type'),
+      body: JSON.parse(importedText),
+      text: importedText,
+    });
     assert.equal(imported.status, 200, importedText);
     const group = await ok('POST', '/api/v1/contact-groups', { name: 'Contract group' });
     await ok('POST', `/api/v1/contact-groups/${group.body.id}/members`, { contactId: contact.body.id });
     await ok('GET', '/api/v1/contact-groups');
     await ok('GET', '/api/v1/phone-numbers');
-    const sent = await ok('POST', '/api/v1/messages', { to: '+14155550199', body: 'hello', attachments: ['https://cdn.example.com/a.png'] }, { 'idempotency-key': 'contract-1' });
-    await ok('POST', '/api/v1/messages', { to: '+14155550199', body: 'hello', attachments: ['https://cdn.example.com/a.png'] }, { 'idempotency-key': 'contract-1' });
+    const sent = await ok(
+      'POST',
+      '/api/v1/messages',
+      { to: '+14155550199', body: 'hello', attachments: ['https://cdn.example.com/a.png'] },
+      { 'idempotency-key': 'contract-1' },
+    );
+    await ok(
+      'POST',
+      '/api/v1/messages',
+      { to: '+14155550199', body: 'hello', attachments: ['https://cdn.example.com/a.png'] },
+      { 'idempotency-key': 'contract-1' },
+    );
     await ok('POST', '/api/v1/messages', { to: `group:${group.body.id}`, body: 'to the group' });
     await ok('GET', '/api/v1/messages?direction=sent&limit=5');
     await ok('GET', '/api/v1/messages/queue/stats');
@@ -85,7 +138,14 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
     const links = await ok('GET', `/api/v1/messages/${sent.body.id}/attachments`);
     const url = new URL(links.body.data[0].url);
     const download = await fetch(`${t.base}${url.pathname}`, { redirect: 'manual' });
-    recordAnswer({ method: 'GET', path: url.pathname, status: download.status, contentType: download.headers.get('content-type'), body: undefined, text: await download.text() });
+    recordAnswer({
+      method: 'GET',
+      path: url.pathname,
+      status: download.status,
+      contentType: download.headers.get('content-type'),
+      body: undefined,
+      text: await download.text(),
+    });
     assert.equal(download.status, 302);
     // Operations with an id: the route matrices' fixtures make a real resource for each.
     for (const op of contract.operations.filter((o) => o.params > 0 && o.path !== '/api/v1/attachments/{token}')) {
@@ -103,7 +163,11 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
       await t.request(op.method, path);
       if (op.method !== 'GET') {
         await t.request(op.method, path, { token: org.ownerToken, body: { unknownField: true } });
-        await t.request(op.method, path, { token: org.ownerToken, body: 'not json', headers: { 'content-type': 'text/plain' } });
+        await t.request(op.method, path, {
+          token: org.ownerToken,
+          body: 'not json',
+          headers: { 'content-type': 'text/plain' },
+        });
       }
     }
   });
@@ -124,8 +188,14 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
         problems.set(result.op.key, set);
       }
     }
-    console.log(`# ${checked} answers checked (${earlier.length} recorded by the earlier suites) over ${contract.operations.length} operations`);
-    assert.deepEqual(Object.fromEntries([...problems].map(([k, v]) => [k, [...v]])), {}, 'answers that break the document');
+    console.log(
+      `# ${checked} answers checked (${earlier.length} recorded by the earlier suites) over ${contract.operations.length} operations`,
+    );
+    assert.deepEqual(
+      Object.fromEntries([...problems].map(([k, v]) => [k, [...v]])),
+      {},
+      'answers that break the document',
+    );
     const silent = contract.operations.map((o) => o.key).filter((k) => !succeeded.has(k));
     assert.deepEqual(silent, [], 'operations with no successful answer recorded');
   });

@@ -26,8 +26,20 @@ const answersFile = join(tmpdir(), `${filePrefix}${process.ppid}.ndjson`);
 /** Exports of thousands of rows are checked by their own suite; keeping them would only slow the contract test. */
 const maxKeptBodyChars = 256 * 1024;
 
-export function recordAnswer(a: { method: string; path: string; status: number; contentType: string | null; body: unknown; text: string }): void {
-  const entry: RecordedAnswer = { method: a.method.toUpperCase(), path: a.path.split('?')[0]!, status: a.status, contentType: a.contentType };
+export function recordAnswer(a: {
+  method: string;
+  path: string;
+  status: number;
+  contentType: string | null;
+  body: unknown;
+  text: string;
+}): void {
+  const entry: RecordedAnswer = {
+    method: a.method.toUpperCase(),
+    path: a.path.split('?')[0]!,
+    status: a.status,
+    contentType: a.contentType,
+  };
   if (a.text.length <= maxKeptBodyChars) entry.body = a.body;
   else entry.bodyOmitted = true;
   appendFileSync(answersFile, JSON.stringify(entry) + '\n');

@@ -50,10 +50,20 @@ export class FakeRelayServer {
   ): Promise<{ conn: number; frame: Extract<AgentFrame, { type: T }>; index: number }> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const index = this.received.findIndex((r, i) => i >= from && r.frame.type === type && match(r.frame as Extract<AgentFrame, { type: T }>, r.conn));
-      if (index >= 0) return { conn: this.received[index]!.conn, frame: this.received[index]!.frame as Extract<AgentFrame, { type: T }>, index };
+      const index = this.received.findIndex(
+        (r, i) => i >= from && r.frame.type === type && match(r.frame as Extract<AgentFrame, { type: T }>, r.conn),
+      );
+      if (index >= 0)
+        return {
+          conn: this.received[index]!.conn,
+          frame: this.received[index]!.frame as Extract<AgentFrame, { type: T }>,
+          index,
+        };
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no ${type} frame within the time limit; received: ${JSON.stringify(this.received.map((r) => r.frame.type))}`);
+      if (left <= 0)
+        throw new Error(
+          `no ${type} frame within the time limit; received: ${JSON.stringify(this.received.map((r) => r.frame.type))}`,
+        );
       await new Promise<void>((wake) => {
         const timer = setTimeout(wake, left);
         this.waiters.push(() => {
@@ -70,7 +80,10 @@ export class FakeRelayServer {
   }
 }
 
-export function startAgent(args: string[], env: Record<string, string> = {}): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+export function startAgent(
+  args: string[],
+  env: Record<string, string> = {},
+): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
   const child = spawn(process.execPath, ['--import', 'tsx', 'packages/relay-agent/src/cli.ts', ...args], {
     cwd: new URL('../..', import.meta.url).pathname,
     env: { ...process.env, LOG_LEVEL: 'debug', RELAY_SIM_DELIVERY_MS: '300', ...env },

@@ -29,8 +29,16 @@ export class OpenApiContract {
   constructor(private readonly doc: any) {
     for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {
-        const source = '^' + path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{[^}]+\\?\}|\{[^}]+\}/g, '[^/]+') + '$';
-        this.operations.push({ key: `${method.toUpperCase()} ${path}`, method: method.toUpperCase(), path, pattern: new RegExp(source), params: (path.match(/\{/g) ?? []).length, responses: op.responses });
+        const source =
+          '^' + path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{[^}]+\\?\}|\{[^}]+\}/g, '[^/]+') + '$';
+        this.operations.push({
+          key: `${method.toUpperCase()} ${path}`,
+          method: method.toUpperCase(),
+          path,
+          pattern: new RegExp(source),
+          params: (path.match(/\{/g) ?? []).length,
+          responses: op.responses,
+        });
       }
     }
     // A literal segment wins over a parameter (/conversations/lookup before /conversations/{id}), as in the router.
@@ -48,18 +56,29 @@ export class OpenApiContract {
     const documented = op.responses[String(answer.status)];
     if (!documented) return { op, problems: [`status ${answer.status} is not documented`] };
     // A shared answer (an error) is a reference to components.responses.
-    const response: { content?: Record<string, { schema: unknown }> } = documented.$ref ? this.resolve(documented.$ref) : documented;
+    const response: { content?: Record<string, { schema: unknown }> } = documented.$ref
+      ? this.resolve(documented.$ref)
+      : documented;
     const mediaType = (answer.contentType ?? '').split(';')[0]!.trim();
     if (!response.content) {
       const empty = answer.body === undefined || answer.body === '';
       return { op, problems: empty ? [] : [`status ${answer.status} documents no body, got ${mediaType || 'a body'}`] };
     }
     const media = response.content[mediaType];
-    if (!media) return { op, problems: [`status ${answer.status}: media type ${mediaType || '(none)'} is not documented (${Object.keys(response.content).join(', ')})`] };
+    if (!media)
+      return {
+        op,
+        problems: [
+          `status ${answer.status}: media type ${mediaType || '(none)'} is not documented (${Object.keys(response.content).join(', ')})`,
+        ],
+      };
     if (answer.bodyOmitted || !isJson(mediaType)) return { op, problems: [] };
     const validate = this.validatorFor(media.schema);
     if (validate(answer.body)) return { op, problems: [] };
-    const errors = (validate.errors ?? []).slice(0, 5).map((e) => `${e.instancePath || '/'} ${e.message}`).join('; ');
+    const errors = (validate.errors ?? [])
+      .slice(0, 5)
+      .map((e) => `${e.instancePath || '/'} ${e.message}`)
+      .join('; ');
     return { op, problems: [`status ${answer.status} body does not match the schema: ${errors}`] };
   }
 
@@ -75,7 +94,10 @@ export class OpenApiContract {
   /** A local reference (#/components/...) resolved in the document. */
   resolve(ref: string): any {
     if (!ref.startsWith('#/')) throw new Error(`not a local reference: ${ref}`);
-    return ref.slice(2).split('/').reduce((node: any, key) => node?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
+    return ref
+      .slice(2)
+      .split('/')
+      .reduce((node: any, key) => node?.[key.replace(/~1/g, '/').replace(/~0/g, '~')], this.doc);
   }
 
   /** Component references (#/components/schemas/Problem) replaced by the component itself. */

@@ -16,7 +16,12 @@ export interface RawExchange {
  * closes or `waitMs` passes: for requests a fetch client would refuse to send
  * (conflicting framing, pipelining, malformed heads).
  */
-export function rawExchange(base: string, data: string | Buffer | (string | Buffer)[], waitMs = 1_500, partGapMs = 50): Promise<RawExchange> {
+export function rawExchange(
+  base: string,
+  data: string | Buffer | (string | Buffer)[],
+  waitMs = 1_500,
+  partGapMs = 50,
+): Promise<RawExchange> {
   const { hostname, port } = new URL(base);
   const parts = Array.isArray(data) ? data : [data];
   return new Promise((resolve, reject) => {
@@ -158,13 +163,18 @@ export class RawConnection {
 }
 
 /** A GET read to its end by node's http client, which does not decompress: the bytes on the wire; a connection cut before the end rejects. */
-export function rawGet(url: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
+export function rawGet(
+  url: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
   return new Promise((resolve, reject) => {
-    http.get(url, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    }).on('error', reject);
+    http
+      .get(url, { headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, raw: Buffer.concat(chunks) }));
+        res.on('error', reject);
+      })
+      .on('error', reject);
   });
 }

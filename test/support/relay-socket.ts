@@ -23,16 +23,31 @@ export class RelaySocket {
     this.ws.send(typeof frame === 'string' ? frame : JSON.stringify(frame));
   }
 
-  hello(auth: { registrationToken: string } | { credential: { relayId: string; secret: string } }, extra: Record<string, unknown> = {}): void {
-    this.send({ type: 'hello', ...auth, name: 'Test Mac', systemInfo: { hostOsVersion: '15.1', hostname: 'test-mac' }, agentVersion: '1.0.0', ...extra });
+  hello(
+    auth: { registrationToken: string } | { credential: { relayId: string; secret: string } },
+    extra: Record<string, unknown> = {},
+  ): void {
+    this.send({
+      type: 'hello',
+      ...auth,
+      name: 'Test Mac',
+      systemInfo: { hostOsVersion: '15.1', hostname: 'test-mac' },
+      agentVersion: '1.0.0',
+      ...extra,
+    });
   }
 
-  async next<T extends ServerFrame['type']>(type: T, match: (f: Extract<ServerFrame, { type: T }>) => boolean = () => true, timeoutMs = 5_000): Promise<Extract<ServerFrame, { type: T }>> {
+  async next<T extends ServerFrame['type']>(
+    type: T,
+    match: (f: Extract<ServerFrame, { type: T }>) => boolean = () => true,
+    timeoutMs = 5_000,
+  ): Promise<Extract<ServerFrame, { type: T }>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = this.frames.find((f) => f.type === type && match(f as Extract<ServerFrame, { type: T }>));
       if (found) return found as Extract<ServerFrame, { type: T }>;
-      if (Date.now() > deadline) throw new Error(`no ${type} frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames).slice(0, 500)}`);
+      if (Date.now() > deadline)
+        throw new Error(`no ${type} frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames).slice(0, 500)}`);
       await new Promise((r) => setTimeout(r, 10));
     }
   }

@@ -14,24 +14,59 @@ async function created(t: TestApp, org: Org, path: string, body: unknown): Promi
  * One entry per route with an id, keyed "METHOD /path". The route matrices
  * fail for a route that has none, so every new route is covered.
  */
-const message = async (t: TestApp, org: Org) => ({ params: { id: (await created(t, org, '/api/v1/messages', { to: '+14155550123', body: 'fixture', attachments: ['https://cdn.example.com/f.png'] })).id } });
+const message = async (t: TestApp, org: Org) => ({
+  params: {
+    id: (
+      await created(t, org, '/api/v1/messages', {
+        to: '+14155550123',
+        body: 'fixture',
+        attachments: ['https://cdn.example.com/f.png'],
+      })
+    ).id,
+  },
+});
 let numberSeq = 0;
-const phoneNumber = async (t: TestApp, org: Org) => ({ params: { id: (await created(t, org, '/api/v1/phone-numbers', { number: `+1415555${String(1000 + (numberSeq++ % 9000)).padStart(4, '0')}` })).id } });
+const phoneNumber = async (t: TestApp, org: Org) => ({
+  params: {
+    id: (
+      await created(t, org, '/api/v1/phone-numbers', {
+        number: `+1415555${String(1000 + (numberSeq++ % 9000)).padStart(4, '0')}`,
+      })
+    ).id,
+  },
+});
 
 let memberSeq = 0;
 const member = async (t: TestApp, org: Org) => ({
-  params: { id: (await created(t, org, '/api/v1/members', { email: `fixture-${Date.now()}-${memberSeq++}@example.com`, password: 'fixture password', role: 'member' })).id },
+  params: {
+    id: (
+      await created(t, org, '/api/v1/members', {
+        email: `fixture-${Date.now()}-${memberSeq++}@example.com`,
+        password: 'fixture password',
+        role: 'member',
+      })
+    ).id,
+  },
 });
 
 const bulkJob = async (t: TestApp, org: Org) => ({
-  params: { jobId: (await created(t, org, '/api/v1/messages/bulk', { messages: [{ to: '+14155550125', body: 'fixture' }], scheduledAt: new Date(Date.now() + 3600_000).toISOString() })).jobId },
+  params: {
+    jobId: (
+      await created(t, org, '/api/v1/messages/bulk', {
+        messages: [{ to: '+14155550125', body: 'fixture' }],
+        scheduledAt: new Date(Date.now() + 3600_000).toISOString(),
+      })
+    ).jobId,
+  },
 });
 
 export const routeFixtures: Record<string, RouteFixture> = {
   'GET /api/v1/messages/bulk/:jobId': bulkJob,
   'GET /api/v1/messages/bulk/:jobId/results': bulkJob,
   'POST /api/v1/messages/bulk/:jobId/cancel': bulkJob,
-  'DELETE /api/v1/api-keys/:id': async (t, org) => ({ params: { id: (await created(t, org, '/api/v1/api-keys', { name: 'fixture' })).id } }),
+  'DELETE /api/v1/api-keys/:id': async (t, org) => ({
+    params: { id: (await created(t, org, '/api/v1/api-keys', { name: 'fixture' })).id },
+  }),
   'PATCH /api/v1/members/:id': async (t, org) => ({ ...(await member(t, org)), body: { role: 'viewer' } }),
   'DELETE /api/v1/members/:id': member,
   'GET /api/v1/messages/:id/status': message,
@@ -53,19 +88,31 @@ export const routeFixtures: Record<string, RouteFixture> = {
     return { params: { id: welcome.relayId } };
   },
   'GET /api/v1/contacts/:id': async (t, org) => ({ params: { id: (await contact(t, org)).id } }),
-  'PUT /api/v1/contacts/:id': async (t, org) => ({ params: { id: (await contact(t, org)).id }, body: { notes: 'fixture update' } }),
+  'PUT /api/v1/contacts/:id': async (t, org) => ({
+    params: { id: (await contact(t, org)).id },
+    body: { notes: 'fixture update' },
+  }),
   'DELETE /api/v1/contacts/:id': async (t, org) => ({ params: { id: (await contact(t, org)).id } }),
   'GET /api/v1/contact-groups/:id': async (t, org) => ({ params: { id: (await contactGroup(t, org)).id } }),
-  'POST /api/v1/contact-groups/:id/members': async (t, org) => ({ params: { id: (await contactGroup(t, org)).id }, body: { contactId: (await contact(t, org)).id } }),
+  'POST /api/v1/contact-groups/:id/members': async (t, org) => ({
+    params: { id: (await contactGroup(t, org)).id },
+    body: { contactId: (await contact(t, org)).id },
+  }),
   'DELETE /api/v1/contact-groups/:id/members/:contactId': async (t, org) => {
     const group = await contactGroup(t, org);
     const member = await contact(t, org);
-    const added = await t.request('POST', `/api/v1/contact-groups/${group.id}/members`, { token: org.ownerToken, body: { contactId: member.id } });
+    const added = await t.request('POST', `/api/v1/contact-groups/${group.id}/members`, {
+      token: org.ownerToken,
+      body: { contactId: member.id },
+    });
     if (added.status !== 201) throw new Error(`fixture add member: ${added.status} ${added.text}`);
     return { params: { id: group.id, contactId: member.id } };
   },
   'GET /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) } }),
-  'PUT /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) }, body: { events: ['message.sent'] } }),
+  'PUT /api/v1/webhooks/:id': async (t, org) => ({
+    params: { id: await webhook(t, org) },
+    body: { events: ['message.sent'] },
+  }),
   'DELETE /api/v1/webhooks/:id': async (t, org) => ({ params: { id: await webhook(t, org) } }),
   'PATCH /api/v1/webhooks/:id/toggle': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
   'POST /api/v1/webhooks/:id/rotate-secret': async (t, org) => ({ params: { id: await webhook(t, org) }, body: {} }),
@@ -81,25 +128,39 @@ export const routeFixtures: Record<string, RouteFixture> = {
   'PUT /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) }, body: automationBody }),
   'DELETE /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) } }),
   'PATCH /api/v1/automations/:id/toggle': async (t, org) => ({ params: { id: await automation(t, org) }, body: {} }),
-  'POST /api/v1/automations/:id/test': async (t, org) => ({ params: { id: await automation(t, org) }, body: { message: { body: 'STOP', from: '+14155550100' } } }),
+  'POST /api/v1/automations/:id/test': async (t, org) => ({
+    params: { id: await automation(t, org) },
+    body: { message: { body: 'STOP', from: '+14155550100' } },
+  }),
   'GET /api/v1/automations/:id/executions': async (t, org) => ({ params: { id: await automation(t, org) } }),
 };
 
 /** An automation that only creates contacts: the matrices make no outbound request and send nothing. */
-const automationBody = { name: 'Fixture', trigger: 'message_received', actions: [{ type: 'create_contact', config: {} }] };
-const automation = async (t: TestApp, org: Org): Promise<string> => (await created(t, org, '/api/v1/automations', automationBody)).id;
+const automationBody = {
+  name: 'Fixture',
+  trigger: 'message_received',
+  actions: [{ type: 'create_contact', config: {} }],
+};
+const automation = async (t: TestApp, org: Org): Promise<string> =>
+  (await created(t, org, '/api/v1/automations', automationBody)).id;
 
 /**
  * A webhook whose stored URL is then pointed at a loopback address: the guard
  * refuses every attempt to it, so the matrices make no outbound request.
  */
 async function webhook(t: TestApp, org: Org): Promise<string> {
-  const { id } = await created(t, org, '/api/v1/webhooks', { url: 'https://93.184.216.34/hook', events: ['message.sent'] });
-  await t.app.store.collection('webhooks').updateOne({ tenantId: org.orgId }, { id }, { $set: { url: 'http://127.0.0.1:9/hook' } });
+  const { id } = await created(t, org, '/api/v1/webhooks', {
+    url: 'https://93.184.216.34/hook',
+    events: ['message.sent'],
+  });
+  await t.app.store
+    .collection('webhooks')
+    .updateOne({ tenantId: org.orgId }, { id }, { $set: { url: 'http://127.0.0.1:9/hook' } });
   return id;
 }
 
-const contact = (t: TestApp, org: Org) => created(t, org, '/api/v1/contacts', { firstName: 'Fixture', phoneNumbers: ['+4915150000001'] });
+const contact = (t: TestApp, org: Org) =>
+  created(t, org, '/api/v1/contacts', { firstName: 'Fixture', phoneNumbers: ['+4915150000001'] });
 const contactGroup = (t: TestApp, org: Org) => created(t, org, '/api/v1/contact-groups', { name: 'Fixture group' });
 
 export { created };

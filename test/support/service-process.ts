@@ -13,7 +13,11 @@ export interface ServiceProcess {
 }
 
 /** Starts `src/main.ts` as a real process and waits for its "running"/"listening" log line. */
-export async function startServiceProcess(role: 'all' | 'web' | 'worker', env: Record<string, string>, timeoutMs = 20_000): Promise<ServiceProcess> {
+export async function startServiceProcess(
+  role: 'all' | 'web' | 'worker',
+  env: Record<string, string>,
+  timeoutMs = 20_000,
+): Promise<ServiceProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', role], {
     env: { ...childEnv(), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -35,7 +35,10 @@ export function answers(url: string): Promise<boolean> {
  * reason (undefined is returned, so the caller skips); in CI the variable must
  * be set, and a missing one throws.
  */
-export async function availableService(name: ServiceName, localDefault?: string): Promise<{ url: string } | { skipped: string }> {
+export async function availableService(
+  name: ServiceName,
+  localDefault?: string,
+): Promise<{ url: string } | { skipped: string }> {
   const ci = process.env.CI === 'true';
   const set = process.env[name];
   if (ci) {
@@ -45,12 +48,19 @@ export async function availableService(name: ServiceName, localDefault?: string)
   const url = set || localDefault;
   if (!url) return { skipped: `${name} not set: start the service (see README) to run this test` };
   // A cluster's seed list (host:port,…) is probed at its first node.
-  if (!(await answers(name === 'REDIS_CLUSTER_NODES' ? `redis://${url.split(',')[0]!.trim()}` : url))) return { skipped: `${name} ${set ? 'is set' : `not set and the local default ${url}`} does not answer: start the service (see README) to run this test` };
+  if (!(await answers(name === 'REDIS_CLUSTER_NODES' ? `redis://${url.split(',')[0]!.trim()}` : url)))
+    return {
+      skipped: `${name} ${set ? 'is set' : `not set and the local default ${url}`} does not answer: start the service (see README) to run this test`,
+    };
   return { url };
 }
 
 /** `availableService` for one test: a service that is not there skips it with the reason. */
-export async function serviceUrl(t: TestContext, name: ServiceName, localDefault?: string): Promise<string | undefined> {
+export async function serviceUrl(
+  t: TestContext,
+  name: ServiceName,
+  localDefault?: string,
+): Promise<string | undefined> {
   const found = await availableService(name, localDefault);
   if ('url' in found) return found.url;
   t.skip(found.skipped);

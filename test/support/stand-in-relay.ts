@@ -16,7 +16,12 @@ export class StandInRelay {
   private readonly unsubscribe: () => void;
   session = 0;
 
-  constructor(private readonly t: TestApp, private readonly orgId: string, private readonly teamId: string, readonly opts: { capacity: number; phoneNumbers?: string[]; name?: string }) {
+  constructor(
+    private readonly t: TestApp,
+    private readonly orgId: string,
+    private readonly teamId: string,
+    readonly opts: { capacity: number; phoneNumbers?: string[]; name?: string },
+  ) {
     this.unsubscribe = t.app.messaging.link.onFrame((d) => {
       if (d.relayId === this.id && d.session === this.session) this.frames.push(d.frame);
     });
@@ -33,8 +38,12 @@ export class StandInRelay {
   /** Connects as the gateway does on a hello: the relay actor creates the relay the first time and opens a new session. */
   async connect(): Promise<void> {
     const connected = await this.relays.ask<ConnectedRelay>(this.id, {
-      kind: 'connect', tenantId: this.orgId, node: this.t.app.runtime.nodeId, name: this.opts.name ?? this.id,
-      systemInfo: { hostOsVersion: '15.1', hostname: 'stand-in' }, phoneNumbers: this.opts.phoneNumbers ?? [],
+      kind: 'connect',
+      tenantId: this.orgId,
+      node: this.t.app.runtime.nodeId,
+      name: this.opts.name ?? this.id,
+      systemInfo: { hostOsVersion: '15.1', hostname: 'stand-in' },
+      phoneNumbers: this.opts.phoneNumbers ?? [],
       registration: { teamId: this.teamId, secretHash: 'x' },
     });
     this.session = connected.session;
@@ -42,9 +51,23 @@ export class StandInRelay {
   }
 
   /** Reports on the latest attempt this relay was given, as the agent would, unless `attempt` names another; with the hops it saw when given. */
-  report(messageId: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: string, attempt = this.lastAttempt(messageId), checkpoints?: AgentCheckpoint[]): Promise<string> {
+  report(
+    messageId: string,
+    status: 'sent' | 'delivered' | 'read' | 'failed',
+    error?: string,
+    attempt = this.lastAttempt(messageId),
+    checkpoints?: AgentCheckpoint[],
+  ): Promise<string> {
     return this.relays.send(this.id, {
-      kind: 'status', tenantId: this.orgId, session: this.session, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}), ...(checkpoints ? { checkpoints } : {}),
+      kind: 'status',
+      tenantId: this.orgId,
+      session: this.session,
+      messageId,
+      attempt,
+      status,
+      at: new Date().toISOString(),
+      ...(error ? { error } : {}),
+      ...(checkpoints ? { checkpoints } : {}),
     });
   }
 
@@ -59,7 +82,12 @@ export class StandInRelay {
   }
 
   heartbeat(): Promise<string> {
-    return this.relays.send(this.id, { kind: 'heartbeat', tenantId: this.orgId, session: this.session, health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 } });
+    return this.relays.send(this.id, {
+      kind: 'heartbeat',
+      tenantId: this.orgId,
+      session: this.session,
+      health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 },
+    });
   }
 
   disconnect(reason = 'closed'): Promise<string> {

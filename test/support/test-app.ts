@@ -25,12 +25,17 @@ export function backends(opts: { cluster?: boolean } = {}): AnyBackend[] {
   const ci = process.env.CI === 'true';
   const found: AnyBackend[] = ['embedded'];
   if (process.env.REDIS_URL && process.env.MONGODB_URL) found.push('redis+mongo');
-  else if (ci) throw new Error('REDIS_URL and MONGODB_URL must be set in CI: the suites run on Redis + MongoDB wire too');
+  else if (ci)
+    throw new Error('REDIS_URL and MONGODB_URL must be set in CI: the suites run on Redis + MongoDB wire too');
   else console.log('# REDIS_URL/MONGODB_URL not set: suites run on the embedded default only');
   if (!opts.cluster) return found;
   if (process.env.REDIS_CLUSTER_NODES && process.env.MONGODB_URL) found.push('redis-cluster+mongo');
-  else if (ci) throw new Error('REDIS_CLUSTER_NODES and MONGODB_URL must be set in CI: this suite runs on a Redis Cluster too');
-  else console.log('# REDIS_CLUSTER_NODES not set: start a cluster with scripts/redis-cluster.sh to run this suite on one');
+  else if (ci)
+    throw new Error('REDIS_CLUSTER_NODES and MONGODB_URL must be set in CI: this suite runs on a Redis Cluster too');
+  else
+    console.log(
+      '# REDIS_CLUSTER_NODES not set: start a cluster with scripts/redis-cluster.sh to run this suite on one',
+    );
   return found;
 }
 
@@ -40,7 +45,11 @@ export interface TestApp {
   base: string;
   config: Config;
   /** fetch against the app; `body` objects are sent as JSON. */
-  request(method: string, path: string, opts?: { token?: string; body?: unknown; headers?: Record<string, string> }): Promise<TestResponse>;
+  request(
+    method: string,
+    path: string,
+    opts?: { token?: string; body?: unknown; headers?: Record<string, string> },
+  ): Promise<TestResponse>;
   stop(): Promise<void>;
 }
 
@@ -53,21 +62,38 @@ export interface TestResponse {
 
 /** Rate limits and sender pacing out of the way unless a test asks for them. */
 const generous = {
-  RATE_LIMIT_PER_MINUTE: '6000000', RATE_LIMIT_BURST: '1000000', AUTH_RATE_LIMIT_PER_MINUTE: '6000000', AUTH_RATE_LIMIT_BURST: '1000000',
-  PACING_PER_SECOND: '1000000', PACING_BURST: '1000000', PACING_NEW_CONTACTS_PER_DAY: '1000000',
+  RATE_LIMIT_PER_MINUTE: '6000000',
+  RATE_LIMIT_BURST: '1000000',
+  AUTH_RATE_LIMIT_PER_MINUTE: '6000000',
+  AUTH_RATE_LIMIT_BURST: '1000000',
+  PACING_PER_SECOND: '1000000',
+  PACING_BURST: '1000000',
+  PACING_NEW_CONTACTS_PER_DAY: '1000000',
 };
 
 /** Starts the whole service in this process (all roles) on a fresh data dir, key prefix and database. */
-export async function startTestApp(backend: AnyBackend, env: Record<string, string> = {}, opts: { logLines?: string[] } = {}): Promise<TestApp> {
+export async function startTestApp(
+  backend: AnyBackend,
+  env: Record<string, string> = {},
+  opts: { logLines?: string[] } = {},
+): Promise<TestApp> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-test-'));
   const suffix = randomUUID().slice(0, 8);
-  const base: Record<string, string> = { ...generous, DATA_DIR: dataDir, LOG_LEVEL: 'silent', RUNTIME_KEY_PREFIX: `t${suffix}`, ...env };
+  const base: Record<string, string> = {
+    ...generous,
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    RUNTIME_KEY_PREFIX: `t${suffix}`,
+    ...env,
+  };
   if (backend !== 'embedded') base.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
   if (backend === 'redis+mongo') base.REDIS_URL = process.env.REDIS_URL!;
   if (backend === 'redis-cluster+mongo') base.REDIS_CLUSTER_NODES = process.env.REDIS_CLUSTER_NODES!;
   const config = loadConfig({ ...base, ...env });
   const lines = opts.logLines;
-  const log = lines ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) }) : createLogger(config.logLevel);
+  const log = lines
+    ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) })
+    : createLogger(config.logLevel);
   const app = await createApp(config, log, { consume: true });
   const http = createHttpServer({ config, log, routes: app.routes, ...app.hooks });
   const gateway = app.attachGateway(http);
@@ -94,7 +120,12 @@ export function withDatabase(url: string, db: string): string {
   return parsed.toString();
 }
 
-export async function request(base: string, method: string, path: string, opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<TestResponse> {
+export async function request(
+  base: string,
+  method: string,
+  path: string,
+  opts: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<TestResponse> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.token) headers.authorization = `Bearer ${opts.token}`;
   let body: string | undefined;
@@ -129,12 +160,22 @@ export async function signup(t: TestApp, name = 'Acme'): Promise<Org> {
   const password = 'correct horse battery';
   const res = await t.request('POST', '/api/v1/auth/signup', { body: { organizationName: name, email, password } });
   if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${res.text}`);
-  return { orgId: res.body.organization.id, teamId: res.body.team.id, ownerToken: res.body.accessToken, refreshToken: res.body.refreshToken, email, password };
+  return {
+    orgId: res.body.organization.id,
+    teamId: res.body.team.id,
+    ownerToken: res.body.accessToken,
+    refreshToken: res.body.refreshToken,
+    email,
+    password,
+  };
 }
 
 /** An API key of the given role in an organization. */
 export async function apiKey(t: TestApp, org: Org, role: 'owner' | 'admin' | 'member' | 'viewer'): Promise<string> {
-  const res = await t.request('POST', '/api/v1/api-keys', { token: org.ownerToken, body: { name: `${role} key`, role } });
+  const res = await t.request('POST', '/api/v1/api-keys', {
+    token: org.ownerToken,
+    body: { name: `${role} key`, role },
+  });
   if (res.status !== 201) throw new Error(`api key failed: ${res.status} ${res.text}`);
   return res.body.key;
 }
@@ -142,7 +183,10 @@ export async function apiKey(t: TestApp, org: Org, role: 'owner' | 'admin' | 'me
 /** Runs `fn` once per backend with a fresh app, stopped afterwards. */
 export function eachBackend(fn: (backend: Backend) => void): void;
 export function eachBackend(fn: (backend: AnyBackend) => void, opts: { cluster: true }): void;
-export function eachBackend(fn: ((backend: Backend) => void) | ((backend: AnyBackend) => void), opts?: { cluster: true }): void {
+export function eachBackend(
+  fn: ((backend: Backend) => void) | ((backend: AnyBackend) => void),
+  opts?: { cluster: true },
+): void {
   for (const backend of opts ? backends(opts) : backends()) (fn as (backend: AnyBackend) => void)(backend);
 }
 
@@ -150,7 +194,10 @@ export type { TestContext };
 
 /** A fresh team of `org`, as the X-Team-Id header that picks it: lists in it hold only what the test made. */
 export async function teamHeader(t: TestApp, org: Org): Promise<Record<string, string>> {
-  const res = await t.request('POST', '/api/v1/teams', { token: org.ownerToken, body: { name: `team ${randomUUID()}` } });
+  const res = await t.request('POST', '/api/v1/teams', {
+    token: org.ownerToken,
+    body: { name: `team ${randomUUID()}` },
+  });
   if (res.status !== 201) throw new Error(`team: ${res.status} ${res.text}`);
   return { 'x-team-id': res.body.id };
 }

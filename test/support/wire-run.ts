@@ -44,11 +44,25 @@ export async function wireRun(t: TestContext, name: string, stopProcesses: () =>
     for (let i = 0; i < keys.length; i += 1_000) await redis.del(...keys.slice(i, i + 1_000));
     redis.disconnect();
     const store = new MongoStore(mongoUrl, database, loadConfig({}).storePingTimeoutMs, loadConfig({}).mongoWrites);
-    await store.init().then(() => store.dropDatabase()).finally(() => store.close()).catch(() => undefined);
+    await store
+      .init()
+      .then(() => store.dropDatabase())
+      .finally(() => store.close())
+      .catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   });
   return {
-    redisUrl, mongoUrl, database, prefix, dir, redis,
-    env: { REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, database), RUNTIME_KEY_PREFIX: prefix, DATA_DIR: join(dir, 'data') },
+    redisUrl,
+    mongoUrl,
+    database,
+    prefix,
+    dir,
+    redis,
+    env: {
+      REDIS_URL: redisUrl,
+      MONGODB_URL: withDatabase(mongoUrl, database),
+      RUNTIME_KEY_PREFIX: prefix,
+      DATA_DIR: join(dir, 'data'),
+    },
   };
 }

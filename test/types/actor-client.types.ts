@@ -24,8 +24,13 @@ export function clientChecks(runtime: Transport): void {
   void tenants.send('org_1', { kind: 'retry', messageId: 42 });
   // @ts-expect-error a required field missing
   void relays.send('relay_1', { kind: 'ready', tenantId: 'org_1', session: 2 });
-  // @ts-expect-error a relay message sent to the tenant actor
-  void tenants.send('org_1', { kind: 'heartbeat', tenantId: 'org_1', session: 1, health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 1, messagesPerMinute: 1, queueDepth: 0 } });
+  void tenants.send('org_1', {
+    // @ts-expect-error a relay message sent to the tenant actor
+    kind: 'heartbeat',
+    tenantId: 'org_1',
+    session: 1,
+    health: { cpuPercent: 1, memoryUsedBytes: 1, memoryTotalBytes: 1, messagesPerMinute: 1, queueDepth: 0 },
+  });
 }
 
 export function handlerChecks(ctx: ActorContext<{ n: number }>): void {

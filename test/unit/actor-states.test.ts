@@ -23,7 +23,10 @@ test("dropping a shard's keys leaves other types and keys alone", () => {
   const states = new ActorStates(60_000);
   for (const key of ['a', 'b', 'c']) states.end(states.begin('tenant', key));
   states.end(states.begin('relay', 'a'));
-  assert.equal(states.dropWhere('tenant', (key) => key !== 'b'), 2);
+  assert.equal(
+    states.dropWhere('tenant', (key) => key !== 'b'),
+    2,
+  );
   assert.equal(states.size, 2);
   const again = states.begin('tenant', 'a');
   assert.equal(again.activated, false, 'a dropped key is activated again');

@@ -10,24 +10,44 @@ const message = { body: 'Please STOP sending me these', from: '+14155550100', to
 
 /** [field, operator, value, matches message]: every operator, matching and not, on each field. */
 const table: Array<[Condition['field'], Condition['operator'], string, boolean]> = [
-  ['body', 'contains', 'stop', true], ['body', 'contains', 'start', false],
-  ['body', 'equals', 'please stop sending me these', true], ['body', 'equals', 'please stop', false],
-  ['body', 'starts_with', 'PLEASE', true], ['body', 'starts_with', 'stop', false],
-  ['body', 'ends_with', 'THESE', true], ['body', 'ends_with', 'please', false],
-  ['body', 'matches_regex', '\\bSTOP\\b', true], ['body', 'matches_regex', '^STOP$', false], ['body', 'matches_regex', '(?i)^please stop', true],
-  ['body', 'is_in', 'hello, Please STOP sending me these ,bye', true], ['body', 'is_in', 'stop,unsubscribe', false],
-  ['from', 'contains', '555', true], ['from', 'contains', '999', false],
-  ['from', 'equals', '+14155550100', true], ['from', 'equals', '+14155550101', false],
-  ['from', 'starts_with', '+1415', true], ['from', 'starts_with', '+44', false],
-  ['from', 'ends_with', '0100', true], ['from', 'ends_with', '0199', false],
-  ['from', 'matches_regex', '^\\+1415\\d{7}$', true], ['from', 'matches_regex', '^\\+44', false],
-  ['from', 'is_in', '+44 20 7946 0958, +1 (415) 555-0100', true], ['from', 'is_in', '0014155550100', true], ['from', 'is_in', '+1 415 555 0199', false],
-  ['to', 'contains', '@EXAMPLE', true], ['to', 'contains', '@other', false],
-  ['to', 'equals', 'Shop@Example.com', true], ['to', 'equals', 'shop@example.org', false],
-  ['to', 'starts_with', 'SHOP', true], ['to', 'starts_with', 'info', false],
-  ['to', 'ends_with', '.COM', true], ['to', 'ends_with', '.org', false],
-  ['to', 'matches_regex', '^[a-z]+@example\\.com$', true], ['to', 'matches_regex', '^info@', false],
-  ['to', 'is_in', 'info@example.com,  SHOP@example.com', true], ['to', 'is_in', 'info@example.com', false],
+  ['body', 'contains', 'stop', true],
+  ['body', 'contains', 'start', false],
+  ['body', 'equals', 'please stop sending me these', true],
+  ['body', 'equals', 'please stop', false],
+  ['body', 'starts_with', 'PLEASE', true],
+  ['body', 'starts_with', 'stop', false],
+  ['body', 'ends_with', 'THESE', true],
+  ['body', 'ends_with', 'please', false],
+  ['body', 'matches_regex', '\\bSTOP\\b', true],
+  ['body', 'matches_regex', '^STOP$', false],
+  ['body', 'matches_regex', '(?i)^please stop', true],
+  ['body', 'is_in', 'hello, Please STOP sending me these ,bye', true],
+  ['body', 'is_in', 'stop,unsubscribe', false],
+  ['from', 'contains', '555', true],
+  ['from', 'contains', '999', false],
+  ['from', 'equals', '+14155550100', true],
+  ['from', 'equals', '+14155550101', false],
+  ['from', 'starts_with', '+1415', true],
+  ['from', 'starts_with', '+44', false],
+  ['from', 'ends_with', '0100', true],
+  ['from', 'ends_with', '0199', false],
+  ['from', 'matches_regex', '^\\+1415\\d{7}$', true],
+  ['from', 'matches_regex', '^\\+44', false],
+  ['from', 'is_in', '+44 20 7946 0958, +1 (415) 555-0100', true],
+  ['from', 'is_in', '0014155550100', true],
+  ['from', 'is_in', '+1 415 555 0199', false],
+  ['to', 'contains', '@EXAMPLE', true],
+  ['to', 'contains', '@other', false],
+  ['to', 'equals', 'Shop@Example.com', true],
+  ['to', 'equals', 'shop@example.org', false],
+  ['to', 'starts_with', 'SHOP', true],
+  ['to', 'starts_with', 'info', false],
+  ['to', 'ends_with', '.COM', true],
+  ['to', 'ends_with', '.org', false],
+  ['to', 'matches_regex', '^[a-z]+@example\\.com$', true],
+  ['to', 'matches_regex', '^info@', false],
+  ['to', 'is_in', 'info@example.com,  SHOP@example.com', true],
+  ['to', 'is_in', 'info@example.com', false],
 ];
 
 test('every operator on every field, matching and not; contains/equals/starts_with/ends_with/is_in ignore case', () => {
@@ -52,17 +72,25 @@ test('logic: and needs every condition, or any; no conditions always matches; th
   assert.equal(evaluate({ logic: 'or', conditions: [no, yes], actions }, message).matched, true);
   assert.equal(evaluate({ logic: 'or', conditions: [no, no], actions }, message).matched, false);
   const always = evaluate({ logic: 'and', conditions: [], actions }, message);
-  assert.deepEqual(always, { matched: true, conditionsEvaluated: [], actionsWouldExecute: ['send_reply', 'create_contact'] });
+  assert.deepEqual(always, {
+    matched: true,
+    conditionsEvaluated: [],
+    actionsWouldExecute: ['send_reply', 'create_contact'],
+  });
   assert.deepEqual(evaluate({ logic: 'and', conditions: [yes, no], actions }, message), {
     matched: false,
-    conditionsEvaluated: [{ ...yes, matched: true }, { ...no, matched: false }],
+    conditionsEvaluated: [
+      { ...yes, matched: true },
+      { ...no, matched: false },
+    ],
     actionsWouldExecute: [],
   });
 });
 
 test('(a+)+$ against 10,000 a and ! evaluates in under 50 ms (linear-time engine)', () => {
   // The first runs in a process also compile the engine's own code (V8 tiers); the bound is about the pattern, so warm up on another one.
-  for (let i = 0; i < 3; i++) conditionMatches({ field: 'body', operator: 'matches_regex', value: '(b+)+$' }, { body: `${'b'.repeat(5_000)}!` });
+  for (let i = 0; i < 3; i++)
+    conditionMatches({ field: 'body', operator: 'matches_regex', value: '(b+)+$' }, { body: `${'b'.repeat(5_000)}!` });
   const body = `${'a'.repeat(10_000)}!`;
   const runs: number[] = [];
   for (let i = 0; i < 5; i++) {
@@ -71,12 +99,20 @@ test('(a+)+$ against 10,000 a and ! evaluates in under 50 ms (linear-time engine
     runs.push(performance.now() - started);
   }
   const median = [...runs].sort((a, b) => a - b)[2]!;
-  console.log(`# (a+)+$ on 10,001 characters, 5 runs: ${runs.map((ms) => ms.toFixed(1)).join(', ')} ms (median ${median.toFixed(1)})`);
+  console.log(
+    `# (a+)+$ on 10,001 characters, 5 runs: ${runs.map((ms) => ms.toFixed(1)).join(', ')} ms (median ${median.toFixed(1)})`,
+  );
   // A loaded machine can pause any single run (GC); the median is the pattern's cost.
   assert.ok(median < 50, `median ${median} ms`);
   // Linear: 100 times the input stays far from the exponential blow-up a backtracking engine shows.
   const long = performance.now();
-  assert.equal(conditionMatches({ field: 'body', operator: 'matches_regex', value: '(a+)+$' }, { body: `${'a'.repeat(1_000_000)}!` }), false);
+  assert.equal(
+    conditionMatches(
+      { field: 'body', operator: 'matches_regex', value: '(a+)+$' },
+      { body: `${'a'.repeat(1_000_000)}!` },
+    ),
+    false,
+  );
   assert.ok(performance.now() - long < 5_000);
 });
 
@@ -121,26 +157,51 @@ test('a pattern whose written-out repeats compile past 1,000 instructions is ref
   const { message, field } = refusal('(?i)stop', '.{0,400}x', '.{0,400}y');
   assert.equal(field, '/conditions/2/value');
   assert.match(message, /the earlier ones take \d+/);
-  checkPattern('(?i)\\b(stop|unsubscribe|cancel|end|quit)\\b', 'https?://[^\\s]{1,200}', '\\b\\d{5}(-\\d{4})?\\b', '.{0,200}x');
+  checkPattern(
+    '(?i)\\b(stop|unsubscribe|cancel|end|quit)\\b',
+    'https?://[^\\s]{1,200}',
+    '\\b\\d{5}(-\\d{4})?\\b',
+    '.{0,200}x',
+  );
 });
 
 test('the size read from the pattern text follows the compiled size', () => {
-  for (const pattern of ['(?i)\\b(stop|unsubscribe)\\b', '[]a]{100}', '[[:alpha:]]{100}', '\\x{41}{100}', '\\Qa{1000}\\E', '(?P<x>a{10}){10}', '(?:(?:a{10}){10}){10}',
-    '(?s:.{0,100}){3}', 'x*?y+?z??', '\\b(?:\\d[ -]*?){13,16}\\b', '[^\\]]{0,300}', oneThousandRepeats]) {
+  for (const pattern of [
+    '(?i)\\b(stop|unsubscribe)\\b',
+    '[]a]{100}',
+    '[[:alpha:]]{100}',
+    '\\x{41}{100}',
+    '\\Qa{1000}\\E',
+    '(?P<x>a{10}){10}',
+    '(?:(?:a{10}){10}){10}',
+    '(?s:.{0,100}){3}',
+    'x*?y+?z??',
+    '\\b(?:\\d[ -]*?){13,16}\\b',
+    '[^\\]]{0,300}',
+    oneThousandRepeats,
+  ]) {
     const compiled = RE2JS.compile(pattern).programSize();
     const estimate = expandedSize(pattern);
-    assert.ok(estimate >= compiled - 3 && estimate <= compiled * 1.3, `${pattern}: ${estimate} read, ${compiled} compiled`);
+    assert.ok(
+      estimate >= compiled - 3 && estimate <= compiled * 1.3,
+      `${pattern}: ${estimate} read, ${compiled} compiled`,
+    );
   }
 });
 
 test('a stored pattern over the limit (saved before it) does not match and says why; a pattern out of time does not match and says so', () => {
   const actions = [{ type: 'send_reply' as const }];
-  const oversized = evaluate({ logic: 'or', conditions: [regex(oneThousandRepeats)], actions }, { body: `${'a'.repeat(999)}!` });
+  const oversized = evaluate(
+    { logic: 'or', conditions: [regex(oneThousandRepeats)], actions },
+    { body: `${'a'.repeat(999)}!` },
+  );
   assert.equal(oversized.matched, false);
   assert.match(oversized.conditionsEvaluated[0]!.error!, /^not run: the pattern compiles to/);
 
   let seed = 1;
-  const body = Array.from({ length: 100_000 }, () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) >> 16) & 1 ? 'a' : 'b').join('');
+  const body = Array.from({ length: 100_000 }, () =>
+    ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) >> 16) & 1 ? 'a' : 'b',
+  ).join('');
   const started = performance.now();
   const slow = evaluate({ logic: 'or', conditions: [regex('[ab]*a[ab]{100}$')], actions }, { body });
   const elapsed = performance.now() - started;

@@ -11,8 +11,14 @@ test('the base after the first attempt, four times as long after each further on
 });
 
 test('spread by at most 20% either way', () => {
-  assert.equal(backoffMs(1_000, 1, () => 0), 800);
-  assert.equal(backoffMs(1_000, 1, () => 0.999999), 1_200);
+  assert.equal(
+    backoffMs(1_000, 1, () => 0),
+    800,
+  );
+  assert.equal(
+    backoffMs(1_000, 1, () => 0.999999),
+    1_200,
+  );
   for (let i = 0; i < 1_000; i++) {
     const ms = backoffMs(2_000, 2, Math.random);
     assert.ok(ms >= 6_400 && ms <= 9_600, `${ms}`);

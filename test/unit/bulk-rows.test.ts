@@ -24,32 +24,40 @@ test('CSV: quoted fields keep commas, doubled quotes and line breaks; records kn
 test('CSV: a BOM, CRLF line ends, a missing final line end and blank lines', () => {
   const { rows, error } = parseCsv('\uFEFFto,body\r\n+4915150000001,"a\r\nb"\r\n\r\n+4915150000002,c');
   assert.equal(error, undefined);
-  assert.deepEqual(rows.map((r) => [r.line, r.to, r.body, r.problems]), [
-    [2, '+4915150000001', 'a\r\nb', []],
-    [5, '+4915150000002', 'c', []],
-  ]);
+  assert.deepEqual(
+    rows.map((r) => [r.line, r.to, r.body, r.problems]),
+    [
+      [2, '+4915150000001', 'a\r\nb', []],
+      [5, '+4915150000002', 'c', []],
+    ],
+  );
 });
 
 test('CSV: the header names the columns in any order and case; extra columns are ignored', () => {
   const { rows } = parseCsv('Name,BODY,To\nAda,hello,+4915150000001\n');
-  assert.deepEqual(rows.map((r) => [r.to, r.body]), [['+4915150000001', 'hello']]);
+  assert.deepEqual(
+    rows.map((r) => [r.to, r.body]),
+    [['+4915150000001', 'hello']],
+  );
   assert.match(parseCsv('phone,text\n1,2\n').error ?? '', /header naming the columns to and body/);
   assert.match(parseCsv('').error ?? '', /empty/);
 });
 
 test('rows are checked by the API rules, each problem named', () => {
-  const { rows } = parseCsv([
-    'to,body',
-    '+4915150000001,ok',
-    'not-a-number,x',
-    '+19999999999,no such area code',
-    '+4915150000001,',
-    ',no recipient',
-    'group:abc,groups are not bulk recipients',
-    'someone@example.com,email is fine',
-    'chat:iMessage;+;chat123,chat is fine',
-    `+4915150000001,${'x'.repeat(maxBodyChars + 1)}`,
-  ].join('\n'));
+  const { rows } = parseCsv(
+    [
+      'to,body',
+      '+4915150000001,ok',
+      'not-a-number,x',
+      '+19999999999,no such area code',
+      '+4915150000001,',
+      ',no recipient',
+      'group:abc,groups are not bulk recipients',
+      'someone@example.com,email is fine',
+      'chat:iMessage;+;chat123,chat is fine',
+      `+4915150000001,${'x'.repeat(maxBodyChars + 1)}`,
+    ].join('\n'),
+  );
   const problems = rows.map((r) => r.problems.join('; '));
   assert.equal(problems[0], '');
   assert.match(problems[1]!, /^to must be a phone number in international form/);
@@ -64,8 +72,13 @@ test('rows are checked by the API rules, each problem named', () => {
 });
 
 test('JSON: an array of {to, body}; wrong shapes are rows with reasons, not a failure of the file', () => {
-  const { rows } = parseJsonRows(JSON.stringify([{ to: '+4915150000001', body: 'hi' }, { to: 5, body: 'x' }, 'text', { to: '+4915150000002' }]));
-  assert.deepEqual(rows.map((r) => r.problems), [[], ['to must be a string'], ['the entry is not an object'], ['body is empty']]);
+  const { rows } = parseJsonRows(
+    JSON.stringify([{ to: '+4915150000001', body: 'hi' }, { to: 5, body: 'x' }, 'text', { to: '+4915150000002' }]),
+  );
+  assert.deepEqual(
+    rows.map((r) => r.problems),
+    [[], ['to must be a string'], ['the entry is not an object'], ['body is empty']],
+  );
   assert.match(parseJsonRows('{"to":"x"}').error ?? '', /must be an array/);
   assert.match(parseJsonRows('[').error ?? '', /not valid JSON/);
 });
@@ -89,6 +102,19 @@ test('10,000 rows parse and check in well under a second', () => {
 });
 
 test('failed rows download as CSV that parses back to the same rows', () => {
-  const csv = toCsv(['to', 'body', 'error'], [['+4915150000001', 'a, "b"\nc', 'relay said no'], ['+4915150000002', ' lead', '']]);
-  assert.deepEqual(csvRecords(csv).map((r) => r.fields), [['to', 'body', 'error'], ['+4915150000001', 'a, "b"\nc', 'relay said no'], ['+4915150000002', ' lead', '']]);
+  const csv = toCsv(
+    ['to', 'body', 'error'],
+    [
+      ['+4915150000001', 'a, "b"\nc', 'relay said no'],
+      ['+4915150000002', ' lead', ''],
+    ],
+  );
+  assert.deepEqual(
+    csvRecords(csv).map((r) => r.fields),
+    [
+      ['to', 'body', 'error'],
+      ['+4915150000001', 'a, "b"\nc', 'relay said no'],
+      ['+4915150000002', ' lead', ''],
+    ],
+  );
 });

@@ -25,17 +25,30 @@ test('a nonsensical setting stops the start with a message naming the variable',
     [{ PORT: '-1' }, /PORT/],
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
     [{ STORE_WAL_MAX_MB: '0' }, /STORE_WAL_MAX_MB/],
-    [{ RUNTIME_LEASE_TTL_MS: '1000', RUNTIME_LEASE_RENEW_MS: '1000' }, /RUNTIME_LEASE_RENEW_MS \(1000\) must be shorter than RUNTIME_LEASE_TTL_MS/],
+    [
+      { RUNTIME_LEASE_TTL_MS: '1000', RUNTIME_LEASE_RENEW_MS: '1000' },
+      /RUNTIME_LEASE_RENEW_MS \(1000\) must be shorter than RUNTIME_LEASE_TTL_MS/,
+    ],
     [{ RELAY_HEARTBEAT_INTERVAL_MS: '30000' }, /RELAY_HEARTBEAT_INTERVAL_MS/],
   ];
   for (const [env, message] of refused) assert.throws(() => loadConfig(env), message, JSON.stringify(env));
-  assert.equal(loadConfig({ STORE_SYNC_INTERVAL_MS: '0', PORT: '0' }).storeSyncIntervalMs, 0, 'where 0 means something, it is allowed');
+  assert.equal(
+    loadConfig({ STORE_SYNC_INTERVAL_MS: '0', PORT: '0' }).storeSyncIntervalMs,
+    0,
+    'where 0 means something, it is allowed',
+  );
 });
 
 test('automations: at most 5 automated replies per conversation and hour by default; 0 turns automated replies off; negative is refused', () => {
   assert.equal(loadConfig({}).automationRepliesPerConversationPerHour, 5);
-  assert.equal(loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '0' }).automationRepliesPerConversationPerHour, 0);
-  assert.throws(() => loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '-1' }), /AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR/);
+  assert.equal(
+    loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '0' }).automationRepliesPerConversationPerHour,
+    0,
+  );
+  assert.throws(
+    () => loadConfig({ AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR: '-1' }),
+    /AUTOMATION_REPLIES_PER_CONVERSATION_PER_HOUR/,
+  );
 });
 
 test('the shutdown budget: 10 s by default, SHUTDOWN_TIMEOUT_MS, and its former name SHUTDOWN_GRACE_MS when the new one is not set', () => {
@@ -56,31 +69,59 @@ test('trace export is on only with an OTLP endpoint, and not when the SDK or the
   assert.equal(loadConfig({}).traceExport, false);
   assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }).traceExport, true);
   assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' }).traceExport, true);
-  assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).traceExport, false);
-  assert.equal(loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).traceExport, false);
+  assert.equal(
+    loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' }).traceExport,
+    false,
+  );
+  assert.equal(
+    loadConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_TRACES_EXPORTER: 'none' }).traceExport,
+    false,
+  );
 });
 
 test('MongoDB writes: majority and retried by default; a number of members or no retries when set; the connection string may not say otherwise', () => {
   assert.deepEqual(loadConfig({}).mongoWrites, { writeConcern: 'majority', retryWrites: true });
-  assert.deepEqual(loadConfig({ MONGODB_WRITE_CONCERN: '2', MONGODB_RETRY_WRITES: 'false' }).mongoWrites, { writeConcern: 2, retryWrites: false });
+  assert.deepEqual(loadConfig({ MONGODB_WRITE_CONCERN: '2', MONGODB_RETRY_WRITES: 'false' }).mongoWrites, {
+    writeConcern: 2,
+    retryWrites: false,
+  });
   assert.equal(loadConfig({ MONGODB_WRITE_CONCERN: 'majority' }).mongoWrites.writeConcern, 'majority');
-  for (const value of ['0', 'all', '-1', '1.5']) assert.throws(() => loadConfig({ MONGODB_WRITE_CONCERN: value }), /MONGODB_WRITE_CONCERN/, value);
+  for (const value of ['0', 'all', '-1', '1.5'])
+    assert.throws(() => loadConfig({ MONGODB_WRITE_CONCERN: value }), /MONGODB_WRITE_CONCERN/, value);
   assert.throws(() => loadConfig({ MONGODB_RETRY_WRITES: 'yes' }), /MONGODB_RETRY_WRITES/);
   for (const query of ['w=1', 'retryWrites=false', 'readPreference=secondary', 'replicaSet=rs0&W=majority']) {
-    assert.throws(() => loadConfig({ MONGODB_URL: `mongodb://a.example:27017,b.example:27017/relaybox?${query}` }), /MONGODB_URL must not set/, query);
+    assert.throws(
+      () => loadConfig({ MONGODB_URL: `mongodb://a.example:27017,b.example:27017/relaybox?${query}` }),
+      /MONGODB_URL must not set/,
+      query,
+    );
   }
-  assert.equal(loadConfig({ MONGODB_URL: 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0' }).mongoUrl, 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0');
+  assert.equal(
+    loadConfig({ MONGODB_URL: 'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0' }).mongoUrl,
+    'mongodb://a.example:27017,b.example:27017/relaybox?replicaSet=rs0',
+  );
 });
 
 test('REDIS_CLUSTER_NODES: seed nodes as host:port, never together with REDIS_URL; the replica wait is 1 s by default', () => {
   assert.equal(loadConfig({}).redisClusterNodes, undefined);
   assert.equal(loadConfig({}).runtime.replicaWaitMs, 1_000);
-  assert.deepEqual(loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b.internal:7001,[::1]:7002' }).redisClusterNodes, [
-    { host: '10.0.0.1', port: 7000 }, { host: 'redis-b.internal', port: 7001 }, { host: '::1', port: 7002 },
-  ]);
-  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1' }), /REDIS_CLUSTER_NODES: "10.0.0.1" is not host:port/);
+  assert.deepEqual(
+    loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-b.internal:7001,[::1]:7002' }).redisClusterNodes,
+    [
+      { host: '10.0.0.1', port: 7000 },
+      { host: 'redis-b.internal', port: 7001 },
+      { host: '::1', port: 7002 },
+    ],
+  );
+  assert.throws(
+    () => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1' }),
+    /REDIS_CLUSTER_NODES: "10.0.0.1" is not host:port/,
+  );
   assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:70000' }), /REDIS_CLUSTER_NODES/);
   assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: ' , ' }), /names no host:port/);
-  assert.throws(() => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000', REDIS_URL: 'redis://10.0.0.1:6379' }), /REDIS_URL .* or REDIS_CLUSTER_NODES .*not both/);
+  assert.throws(
+    () => loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000', REDIS_URL: 'redis://10.0.0.1:6379' }),
+    /REDIS_URL .* or REDIS_CLUSTER_NODES .*not both/,
+  );
   assert.throws(() => loadConfig({ RUNTIME_REPLICA_WAIT_MS: '0' }), /RUNTIME_REPLICA_WAIT_MS/);
 });

@@ -10,11 +10,18 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { test } from 'node:test';
 
 const root = resolve(new URL('../..', import.meta.url).pathname);
-const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const pages = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** The text outside fenced code blocks and code spans: what GitHub renders as links and headings. */
 function prose(markdown: string): string {
-  return markdown.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '').replace(/`[^`\n]*`/g, (span) => span.replace(/[[\]()#]/g, ''));
+  return markdown
+    .replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '')
+    .replace(/`[^`\n]*`/g, (span) => span.replace(/[[\]()#]/g, ''));
 }
 
 /** GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, repeats numbered. */
@@ -24,7 +31,10 @@ function anchors(markdown: string): Set<string> {
   const withoutCode = markdown.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '');
   for (const [, heading] of withoutCode.matchAll(/^#{1,6}\s+(.+?)\s*#*\s*$/gm)) {
     const text = heading!.replace(/\[([^\]]*)\]\([^)]*\)/g, '$1');
-    const slug = text.toLowerCase().replace(/[^\p{L}\p{N}\s_-]/gu, '').replace(/\s/g, '-');
+    const slug = text
+      .toLowerCase()
+      .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+      .replace(/\s/g, '-');
     const n = seen.get(slug) ?? 0;
     seen.set(slug, n + 1);
     out.add(n === 0 ? slug : `${slug}-${n}`);
@@ -54,7 +64,8 @@ test('every relative link in README.md and docs/*.md resolves to a file and head
       const where = `${page}: ${target}`;
       if (relative(root, file).startsWith('..')) broken.push(`${where} leaves the repository`);
       else if (!existsSync(file)) broken.push(`${where} names no file`);
-      else if (fragment !== undefined && file.endsWith('.md') && !anchors(readFileSync(file, 'utf8')).has(fragment)) broken.push(`${where} names no heading`);
+      else if (fragment !== undefined && file.endsWith('.md') && !anchors(readFileSync(file, 'utf8')).has(fragment))
+        broken.push(`${where} names no heading`);
     }
   }
   assert.deepEqual(broken, []);

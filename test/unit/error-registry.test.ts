@@ -16,7 +16,13 @@ function sections(markdown: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const part of markdown.split(/^### /m).slice(1)) {
     const [heading, ...rest] = part.split('\n');
-    out.set(heading!.trim(), rest.join('\n').split(/^#{1,3} /m)[0]!.trim());
+    out.set(
+      heading!.trim(),
+      rest
+        .join('\n')
+        .split(/^#{1,3} /m)[0]!
+        .trim(),
+    );
   }
   return out;
 }
@@ -25,7 +31,12 @@ test('every code of the registry has its section in docs/errors.md, which starts
   const documented = sections(page);
   const missing = codes.filter((code) => !documented.has(code));
   assert.deepEqual(missing, [], 'codes without a section');
-  for (const code of codes) assert.match(documented.get(code)!, new RegExp(`^${errorCodes[code].status}\\. `), `${code}: its section starts with its status`);
+  for (const code of codes)
+    assert.match(
+      documented.get(code)!,
+      new RegExp(`^${errorCodes[code].status}\\. `),
+      `${code}: its section starts with its status`,
+    );
   const unknown = [...documented.keys()].filter((heading) => !codes.includes(heading as ErrorCode));
   assert.deepEqual(unknown, [], 'sections for codes the registry does not have');
 });
@@ -42,8 +53,15 @@ test('every code has a title and a problem type of its own that ends in the code
 test('an AppError answers RFC 9457 members and keeps error, message, statusCode and details', () => {
   const problem = validationError('/to', 'is required').toProblem('req-1');
   assert.deepEqual(problem, {
-    type: '/errors/validation_error', title: 'Validation error', status: 400, detail: '/to: is required', instance: 'req-1',
-    error: 'validation_error', message: '/to: is required', statusCode: 400, details: [{ path: '/to', message: 'is required' }],
+    type: '/errors/validation_error',
+    title: 'Validation error',
+    status: 400,
+    detail: '/to: is required',
+    instance: 'req-1',
+    error: 'validation_error',
+    message: '/to: is required',
+    statusCode: 400,
+    details: [{ path: '/to', message: 'is required' }],
   });
   const conflict = new AppError('conflict', 'already there').toProblem('req-2');
   assert.equal(conflict.status, 409);

@@ -29,8 +29,16 @@ test("a change's event id is fixed by the change and, for an ordered subject, so
   const first = newOrderedId('msg');
   await sleep(3);
   const second = newOrderedId('msg');
-  assert.equal(changeEventId('message.sent', first), changeEventId('message.sent', first), 'the same change, the same id');
-  assert.notEqual(changeEventId('message.sent', first), changeEventId('message.failed', first), 'another change of it, another id');
+  assert.equal(
+    changeEventId('message.sent', first),
+    changeEventId('message.sent', first),
+    'the same change, the same id',
+  );
+  assert.notEqual(
+    changeEventId('message.sent', first),
+    changeEventId('message.failed', first),
+    'another change of it, another id',
+  );
   assert.ok(changeEventId('message.queued', first) < changeEventId('message.queued', second));
   assert.ok(isId('evt', changeEventId('message.queued', first)));
   assert.ok(isId('evt', changeEventId('relay.online', `rly_x\u0000session`)), 'any subject makes a well-formed id');

@@ -19,17 +19,57 @@ const jobId = 'job_1';
 const at = '2026-01-01T00:00:00.000Z';
 
 const job = (fields: Partial<JobDoc> = {}): JobDoc => ({
-  id: jobId, tenantId: org, teamId: team, status: 'processing', totalRecipients: 3, scheduledAt: null, startedAt: at, completedAt: null,
-  cancelledAt: null, counts: { ...zeroCounts(), queued: 3 }, trackTick: 4, released: true, conversationsTouched: true, createdAt: at, updatedAt: at, ...fields,
+  id: jobId,
+  tenantId: org,
+  teamId: team,
+  status: 'processing',
+  totalRecipients: 3,
+  scheduledAt: null,
+  startedAt: at,
+  completedAt: null,
+  cancelledAt: null,
+  counts: { ...zeroCounts(), queued: 3 },
+  trackTick: 4,
+  released: true,
+  conversationsTouched: true,
+  createdAt: at,
+  updatedAt: at,
+  ...fields,
 });
 
 const message = (i: number, fields: Partial<MessageDoc> = {}): MessageDoc => ({
-  id: `msg_${i}`, tenantId: org, teamId: team, direction: 'sent', status: 'queued', to: `+1415555010${i}`, from: null, participant: `+1415555010${i}`,
-  conversationId: `conv_${i}`, body: `hello ${i}`, attachments: [], priority: 0, fromNumber: null, attempts: 0, lastError: null, relayId: null,
-  queuedAt: at, sentAt: null, deliveredAt: null, readAt: null, createdAt: at, updatedAt: at, jobId, jobIndex: i, ...fields,
+  id: `msg_${i}`,
+  tenantId: org,
+  teamId: team,
+  direction: 'sent',
+  status: 'queued',
+  to: `+1415555010${i}`,
+  from: null,
+  participant: `+1415555010${i}`,
+  conversationId: `conv_${i}`,
+  body: `hello ${i}`,
+  attachments: [],
+  priority: 0,
+  fromNumber: null,
+  attempts: 0,
+  lastError: null,
+  relayId: null,
+  queuedAt: at,
+  sentAt: null,
+  deliveredAt: null,
+  readAt: null,
+  createdAt: at,
+  updatedAt: at,
+  jobId,
+  jobIndex: i,
+  ...fields,
 });
 
-interface Sent { type: string; key: string; msg: { kind: string; [field: string]: unknown } }
+interface Sent {
+  type: string;
+  key: string;
+  msg: { kind: string; [field: string]: unknown };
+}
 
 /** A job actor's tracker on an embedded store of its own holding this job and its messages; the actor context records what is sent. */
 async function open(t: TestContext, stored: JobDoc) {
@@ -43,12 +83,27 @@ async function open(t: TestContext, stored: JobDoc) {
     await rm(dir, { recursive: true, force: true });
   });
   await db.jobs.insertOne(scope, stored);
-  await db.messages.insertMany(scope, [message(0, { status: 'processing', relayId: 'r1', attempts: 1 }), message(1), message(2)]);
+  await db.messages.insertMany(scope, [
+    message(0, { status: 'processing', relayId: 'r1', attempts: 1 }),
+    message(1),
+    message(2),
+  ]);
   const log = createLogger('silent');
-  const tracker = new JobTracker({ db, events, jobs: undefined as unknown as ActorClient<typeof jobProtocol>, log, trackMs: 1_000 });
+  const tracker = new JobTracker({
+    db,
+    events,
+    jobs: undefined as unknown as ActorClient<typeof jobProtocol>,
+    log,
+    trackMs: 1_000,
+  });
   const sent: Sent[] = [];
   const ctx: ActorContext = {
-    type: 'job', key: jobId, id: 'am_1', delivery: 1, log, state: undefined,
+    type: 'job',
+    key: jobId,
+    id: 'am_1',
+    delivery: 1,
+    log,
+    state: undefined,
     send: async (to, key, msg) => {
       sent.push({ type: to.type, key, msg: msg as Sent['msg'] });
       return `am_1:${sent.length}`;
@@ -61,15 +116,25 @@ async function open(t: TestContext, stored: JobDoc) {
     stop: (cancelledAt?: string) => tracker.stop(ctx, org, team, cancelledAt),
     sent,
     job: async () => (await db.jobs.findOne(scope, { id: jobId }))!,
-    statuses: async () => (await db.messages.find(scope, { jobId }, { sort: { jobIndex: 1 } })).map((m) => `${m.status}${m.lastError ? ` (${m.lastError})` : ''}`),
+    statuses: async () =>
+      (await db.messages.find(scope, { jobId }, { sort: { jobIndex: 1 } })).map(
+        (m) => `${m.status}${m.lastError ? ` (${m.lastError})` : ''}`,
+      ),
   };
 }
 
 test('a stop finds its cancel in the store: the queued messages are stopped and the progress followed, the dispatch not told again', async (t) => {
   const j = await open(t, job({ status: 'cancelled', cancelledAt: '2026-01-01T00:00:05.000Z' }));
   await j.stop('2026-01-01T00:00:05.000Z');
-  assert.deepEqual(await j.statuses(), ['processing', 'failed (cancelled)', 'failed (cancelled)'], 'what a relay has finishes as reported');
-  assert.deepEqual(j.sent.map((s) => [s.type, s.msg.kind]), [['job', 'track']]);
+  assert.deepEqual(
+    await j.statuses(),
+    ['processing', 'failed (cancelled)', 'failed (cancelled)'],
+    'what a relay has finishes as reported',
+  );
+  assert.deepEqual(
+    j.sent.map((s) => [s.type, s.msg.kind]),
+    [['job', 'track']],
+  );
   assert.equal(j.sent[0]!.msg.tick, 4, 'the chain goes on from where the job is');
 });
 
@@ -80,7 +145,13 @@ test('a stop whose cancel the store lost (a concurrent write of the job put it b
   assert.equal(after.status, 'cancelled');
   assert.equal(after.cancelledAt, '2026-01-01T00:00:05.000Z', 'when the request cancelled it');
   assert.deepEqual(await j.statuses(), ['processing', 'failed (cancelled)', 'failed (cancelled)']);
-  assert.deepEqual(j.sent.map((s) => [s.type, s.key, s.msg.kind]), [['tenant', org, 'close-source'], ['job', jobId, 'track']]);
+  assert.deepEqual(
+    j.sent.map((s) => [s.type, s.key, s.msg.kind]),
+    [
+      ['tenant', org, 'close-source'],
+      ['job', jobId, 'track'],
+    ],
+  );
   assert.equal(j.sent[0]!.msg.source, jobId);
 });
 

@@ -6,10 +6,21 @@ import { test } from 'node:test';
 import { generateKeyPair, SignJWT, UnsecuredJWT } from 'jose';
 import { loadAccessTokens, type JwtSettings } from '../../src/identity/jwt.ts';
 
-async function settings(t: { after(fn: () => Promise<void>): void }, overrides: Partial<JwtSettings> = {}): Promise<JwtSettings> {
+async function settings(
+  t: { after(fn: () => Promise<void>): void },
+  overrides: Partial<JwtSettings> = {},
+): Promise<JwtSettings> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-jwt-'));
   t.after(() => rm(dataDir, { recursive: true, force: true }));
-  return { issuer: 'relaybox', audience: 'relaybox-api', accessTokenTtlSeconds: 900, privateKeyPem: undefined, publicKeyPem: undefined, dataDir, ...overrides };
+  return {
+    issuer: 'relaybox',
+    audience: 'relaybox-api',
+    accessTokenTtlSeconds: 900,
+    privateKeyPem: undefined,
+    publicKeyPem: undefined,
+    dataDir,
+    ...overrides,
+  };
 }
 
 const claims = { sub: 'usr_1', org: 'org_1', role: 'admin' };
@@ -36,12 +47,22 @@ test('the signing key is generated into DATA_DIR once and reused by the next pro
 test('rejects alg none, another key, wrong audience, wrong issuer, expired and garbage', async (t) => {
   const s = await settings(t);
   const tokens = await loadAccessTokens(s);
-  const none = new UnsecuredJWT({ org: 'org_1', role: 'owner' }).setSubject('usr_1').setIssuer(s.issuer).setAudience(s.audience).setExpirationTime('5m').encode();
+  const none = new UnsecuredJWT({ org: 'org_1', role: 'owner' })
+    .setSubject('usr_1')
+    .setIssuer(s.issuer)
+    .setAudience(s.audience)
+    .setExpirationTime('5m')
+    .encode();
   assert.equal(await tokens.verify(none), undefined, 'alg none');
 
   const other = await generateKeyPair('EdDSA', { crv: 'Ed25519' });
-  const forged = await new SignJWT({ org: 'org_1', role: 'owner' }).setProtectedHeader({ alg: 'EdDSA' }).setSubject('usr_1')
-    .setIssuer(s.issuer).setAudience(s.audience).setExpirationTime('5m').sign(other.privateKey);
+  const forged = await new SignJWT({ org: 'org_1', role: 'owner' })
+    .setProtectedHeader({ alg: 'EdDSA' })
+    .setSubject('usr_1')
+    .setIssuer(s.issuer)
+    .setAudience(s.audience)
+    .setExpirationTime('5m')
+    .sign(other.privateKey);
   assert.equal(await tokens.verify(forged), undefined, 'signed with another key');
 
   const wrongAudience = await loadAccessTokens({ ...s, audience: 'someone-else' });

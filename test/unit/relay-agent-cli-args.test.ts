@@ -25,7 +25,10 @@ test('a run command gets the documented defaults', () => {
 });
 
 test('RELAY_SIM_DELIVERY_MS and RELAY_SIM_READ_MS set the simulator delays', () => {
-  const command = parseCli([...server, '--simulate', '--chat-db', '/tmp/c.db'], { RELAY_SIM_DELIVERY_MS: '40', RELAY_SIM_READ_MS: '70' });
+  const command = parseCli([...server, '--simulate', '--chat-db', '/tmp/c.db'], {
+    RELAY_SIM_DELIVERY_MS: '40',
+    RELAY_SIM_READ_MS: '70',
+  });
   assert.ok(command.kind === 'run');
   assert.equal(command.config.simulatorDeliveryMs, 40);
   assert.equal(command.config.simulatorReadMs, 70);
@@ -43,21 +46,40 @@ test('bad arguments are usage errors naming the flag', () => {
     [[...server, '--wat'], /Unknown option '--wat'/],
     [[...server, 'stray'], /positional|Unexpected argument/i],
     [[...server, '--simulate'], /--chat-db is required/],
-    [[...server, '--simulate', '--chat-db', join(homedir(), 'Library', 'Messages', 'chat.db')], /real Messages database/],
+    [
+      [...server, '--simulate', '--chat-db', join(homedir(), 'Library', 'Messages', 'chat.db')],
+      /real Messages database/,
+    ],
     [['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1'], /--body is required/],
     [['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '-1'], /--count/],
     [[...server, '--log-format', 'xml'], /--log-format must be one of pretty, json/],
   ];
   for (const [argv, message] of cases) {
-    assert.throws(() => parseCli(argv, {}), (err: unknown) => err instanceof UsageError && message.test(err.message), argv.join(' '));
+    assert.throws(
+      () => parseCli(argv, {}),
+      (err: unknown) => err instanceof UsageError && message.test(err.message),
+      argv.join(' '),
+    );
   }
 });
 
 test('the injection subcommands parse', () => {
-  assert.deepEqual(parseCli(['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+15551234567', '--body', 'hi'], {}), {
-    kind: 'simulate-inbound', chatDbPath: '/tmp/c.db', from: '+15551234567', body: 'hi', attributedBodyOnly: false, groupId: undefined,
+  assert.deepEqual(
+    parseCli(['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+15551234567', '--body', 'hi'], {}),
+    {
+      kind: 'simulate-inbound',
+      chatDbPath: '/tmp/c.db',
+      from: '+15551234567',
+      body: 'hi',
+      attributedBodyOnly: false,
+      groupId: undefined,
+    },
+  );
+  assert.deepEqual(parseCli(['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '3'], {}), {
+    kind: 'simulate-failures',
+    chatDbPath: '/tmp/c.db',
+    count: 3,
   });
-  assert.deepEqual(parseCli(['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '3'], {}), { kind: 'simulate-failures', chatDbPath: '/tmp/c.db', count: 3 });
 });
 
 test('reconnect delays are full-jitter exponential from 500 ms, capped at 30 s, and reset', () => {
@@ -105,18 +127,39 @@ test('a stuck Messages app must be noticed before an unmatched send is closed as
   const config = parseCli(server, { RELAY_STUCK_MS: '5000', RELAY_RESTART_INTERVAL_MS: '60000' });
   assert.ok(config.kind === 'run');
   assert.deepEqual([config.config.messagesStuckMs, config.config.messagesRestartIntervalMs], [5_000, 60_000]);
-  assert.throws(() => parseCli(server, { RELAY_STUCK_MS: '120000' }), /^ConfigError: RELAY_STUCK_MS \(120000\) must be below RELAY_MATCH_WINDOW_MS \(120000\)$/);
+  assert.throws(
+    () => parseCli(server, { RELAY_STUCK_MS: '120000' }),
+    /^ConfigError: RELAY_STUCK_MS \(120000\) must be below RELAY_MATCH_WINDOW_MS \(120000\)$/,
+  );
 });
 
 test('--help names only flags and environment variables that exist', () => {
   const values: Record<string, string> = {
-    '--server': 'ws://h/api/v1/relays/connect', '--token': 't', '--name': 'n', '--state-dir': '/tmp/s', '--chat-db': '/tmp/c.db', '--capacity': '5',
-    '--poll-ms': '100', '--log-format': 'json', '--from': '+15551234567', '--body': 'b', '--group': 'g', '--count': '1', '--lines': '5',
+    '--server': 'ws://h/api/v1/relays/connect',
+    '--token': 't',
+    '--name': 'n',
+    '--state-dir': '/tmp/s',
+    '--chat-db': '/tmp/c.db',
+    '--capacity': '5',
+    '--poll-ms': '100',
+    '--log-format': 'json',
+    '--from': '+15551234567',
+    '--body': 'b',
+    '--group': 'g',
+    '--count': '1',
+    '--lines': '5',
   };
   const flags = new Set([...usage.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
   assert.ok(flags.size >= 15, [...flags].join(' '));
-  const contexts = [[...server, '--simulate', '--chat-db', '/tmp/c.db'], ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'], ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1'],
-    ['service', 'install'], ['service', 'logs'], ['doctor'], ['simulate-stall', '--chat-db', '/tmp/c.db']];
+  const contexts = [
+    [...server, '--simulate', '--chat-db', '/tmp/c.db'],
+    ['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'],
+    ['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '1'],
+    ['service', 'install'],
+    ['service', 'logs'],
+    ['doctor'],
+    ['simulate-stall', '--chat-db', '/tmp/c.db'],
+  ];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];
     const accepted = contexts.some((context) => {
@@ -130,7 +173,12 @@ test('--help names only flags and environment variables that exist', () => {
     assert.ok(accepted, `${flag} is named in --help but no command accepts it`);
   }
 
-  const envValues: Record<string, string> = { RELAY_MATCH_WINDOW_MS: '300000', LOG_LEVEL: 'debug', RELAYBOX_TOKEN: 'x', RELAY_OSASCRIPT: '/x/osascript' };
+  const envValues: Record<string, string> = {
+    RELAY_MATCH_WINDOW_MS: '300000',
+    LOG_LEVEL: 'debug',
+    RELAYBOX_TOKEN: 'x',
+    RELAY_OSASCRIPT: '/x/osascript',
+  };
   const variables = [...new Set([...usage.matchAll(/\b(RELAY[A-Z0-9_]*|LOG_LEVEL)\b/g)].map((m) => m[1]!))];
   assert.ok(variables.length >= 7, variables.join(' '));
   const base = parseCli(server, {});

@@ -13,7 +13,16 @@ function capture(): { stream: PassThrough; lines: () => string[] } {
 }
 
 const record: SendRecord = {
-  messageId: 'msg_1', attempt: 2, to: '+15551234567', body: 'secret words', attachmentUrls: [], phase: 'queued', acceptedAtMs: 0, phaseAtMs: 0, steps: [], acked: 0,
+  messageId: 'msg_1',
+  attempt: 2,
+  to: '+15551234567',
+  body: 'secret words',
+  attachmentUrls: [],
+  phase: 'queued',
+  acceptedAtMs: 0,
+  phaseAtMs: 0,
+  steps: [],
+  acked: 0,
 };
 
 test('pretty lines: time, level and the sentence; detail fields only on lines that are not operator events', () => {
@@ -27,7 +36,10 @@ test('pretty lines: time, level and the sentence; detail fields only on lines th
   const [accepted, failed, other, ...rest] = out.lines();
   assert.match(accepted!, /^\[\d\d:\d\d:\d\d\] INFO: send msg_1 attempt 2 to \+1555•••4567 accepted \(1 waiting\)$/);
   assert.match(failed!, /^\[\d\d:\d\d:\d\d\] WARN: send msg_1 attempt 2 failed: Messages reported error 1$/);
-  assert.match(other!, /^\[\d\d:\d\d:\d\d\] WARN: invalid frame from server ignored \(error=bad frame, relayId=rly_1\)$/);
+  assert.match(
+    other!,
+    /^\[\d\d:\d\d:\d\d\] WARN: invalid frame from server ignored \(error=bad frame, relayId=rly_1\)$/,
+  );
   assert.deepEqual(rest, []);
   assert.doesNotMatch(out.lines().join('\n'), /secret words/);
 });
@@ -38,12 +50,27 @@ test('json lines carry the event and the ids in their own fields; the summary co
   operator.sendAccepted(record, 0, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
   operator.step(record, { status: 'sent', at: 'x' });
   operator.step(record, { status: 'delivered', at: 'y' });
-  operator.inboundForwarded({ type: 'inbound', rowId: 9, guid: 'G', from: '+15550000000', isGroup: false, body: 'hi', receivedAt: '2024-05-01T10:00:00.000Z' });
+  operator.inboundForwarded({
+    type: 'inbound',
+    rowId: 9,
+    guid: 'G',
+    from: '+15550000000',
+    isGroup: false,
+    body: 'hi',
+    receivedAt: '2024-05-01T10:00:00.000Z',
+  });
   operator.summary({ relayId: 'rly_1', connected: true, queued: 0, unfinished: 0, inboundUnacked: 1 });
   operator.summary({ relayId: 'rly_1', connected: true, queued: 0, unfinished: 0, inboundUnacked: 0 });
   const lines = out.lines().map((l) => JSON.parse(l) as Record<string, unknown>);
-  assert.deepEqual(lines.map((l) => l.event), ['send.accepted', 'send.sent', 'send.delivered', 'inbound.forwarded', 'summary', 'summary']);
-  assert.equal(lines[0]!.traceparent, '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', "the send frame's trace context, to find the send from the server's trace");
+  assert.deepEqual(
+    lines.map((l) => l.event),
+    ['send.accepted', 'send.sent', 'send.delivered', 'inbound.forwarded', 'summary', 'summary'],
+  );
+  assert.equal(
+    lines[0]!.traceparent,
+    '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    "the send frame's trace context, to find the send from the server's trace",
+  );
   assert.equal(lines[1]!.traceparent, undefined);
   assert.deepEqual([lines[2]!.messageId, lines[2]!.attempt, lines[2]!.status], ['msg_1', 2, 'delivered']);
   assert.equal(lines[3]!.rowId, 9);
@@ -51,10 +78,22 @@ test('json lines carry the event and the ids in their own fields; the summary co
   const pick = (l: Record<string, unknown>) => [l.accepted, l.sent, l.delivered, l.failed, l.inbound];
   assert.deepEqual(pick(lines[4]!), [1, 1, 1, 0, 1]);
   assert.deepEqual(pick(lines[5]!), [0, 0, 0, 0, 0], 'a new interval starts at zero');
-  assert.match(String(lines[4]!.msg), /^online as rly_1; last \d+ ms: 1 accepted, 1 sent, 1 delivered, 0 failed, 1 received; now 0 waiting, 0 with Messages$/);
+  assert.match(
+    String(lines[4]!.msg),
+    /^online as rly_1; last \d+ ms: 1 accepted, 1 sent, 1 delivered, 0 failed, 1 received; now 0 waiting, 0 with Messages$/,
+  );
 });
 
-const inbound = { type: 'inbound', rowId: 9, guid: 'G', from: 'jane.doe@example.com', isGroup: true, chatGuid: 'iMessage;+;chat42', body: 'meet at 6', receivedAt: '2024-05-01T10:00:00.000Z' } as const;
+const inbound = {
+  type: 'inbound',
+  rowId: 9,
+  guid: 'G',
+  from: 'jane.doe@example.com',
+  isGroup: true,
+  chatGuid: 'iMessage;+;chat42',
+  body: 'meet at 6',
+  receivedAt: '2024-05-01T10:00:00.000Z',
+} as const;
 
 test('handles are masked in every field and sentence, in both formats; bodies are never logged', () => {
   for (const format of ['json', 'pretty'] as const) {
@@ -63,7 +102,14 @@ test('handles are masked in every field and sentence, in both formats; bodies ar
     const operator = new OperatorLog(logger);
     operator.sendAccepted(record, 0);
     operator.inboundForwarded(inbound);
-    logger.warn({ error: 'Can\'t get buddy "+447700900123"', nested: { to: ['+33612345678', '+1 (415) 555-0123'] }, body: 'secret words' }, 'osascript failed for +15551234567');
+    logger.warn(
+      {
+        error: 'Can\'t get buddy "+447700900123"',
+        nested: { to: ['+33612345678', '+1 (415) 555-0123'] },
+        body: 'secret words',
+      },
+      'osascript failed for +15551234567',
+    );
     const text = out.lines().join('\n');
     assert.doesNotMatch(text, /15551234567|jane\.doe|447700900123|33612345678/, text);
     assert.doesNotMatch(text, /secret words|meet at 6/);

@@ -10,15 +10,22 @@ const root = join(import.meta.dirname, '../..');
 const agentDir = join(root, 'packages/relay-agent');
 const protocolDir = join(root, 'src/relay-protocol');
 
-const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8')) as {
-  name: string; bin?: Record<string, string>; dependencies?: Record<string, string>; devDependencies?: Record<string, string>; workspaces?: string[];
-};
+const readJson = (path: string) =>
+  JSON.parse(readFileSync(path, 'utf8')) as {
+    name: string;
+    bin?: Record<string, string>;
+    dependencies?: Record<string, string>;
+    devDependencies?: Record<string, string>;
+    workspaces?: string[];
+  };
 
 /** Every module a folder's TypeScript files import, by specifier. */
 function importsOf(dir: string): string[] {
   const specifiers = new Set<string>();
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
-    for (const match of readFileSync(join(dir, file), 'utf8').matchAll(/^(?:import|export)[^'"]*?from '([^']+)'|^import '([^']+)'/gm)) {
+    for (const match of readFileSync(join(dir, file), 'utf8').matchAll(
+      /^(?:import|export)[^'"]*?from '([^']+)'|^import '([^']+)'/gm,
+    )) {
       specifiers.add((match[1] ?? match[2])!);
     }
   }
@@ -26,38 +33,68 @@ function importsOf(dir: string): string[] {
 }
 
 /** 'pino-pretty' → 'pino-pretty', '@scope/pkg/x' → '@scope/pkg', 'relaybox-relay-protocol/frames.ts' → 'relaybox-relay-protocol'. */
-const packageOf = (specifier: string) => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+const packageOf = (specifier: string) =>
+  specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/');
 
 test('the relay agent package depends on exactly what it imports, and on nothing of the server', () => {
   const manifest = readJson(join(agentDir, 'package.json'));
   assert.equal(manifest.name, 'relaybox-relay');
   assert.deepEqual(manifest.bin, { 'relaybox-relay': 'bin/relaybox-relay.js' });
-  assert.deepEqual(Object.keys(manifest.dependencies ?? {}).sort(), ['libsql', 'pino', 'pino-pretty', 'relaybox-relay-protocol', 'tsx', 'ws']);
+  assert.deepEqual(Object.keys(manifest.dependencies ?? {}).sort(), [
+    'libsql',
+    'pino',
+    'pino-pretty',
+    'relaybox-relay-protocol',
+    'tsx',
+    'ws',
+  ]);
   assert.equal(manifest.devDependencies, undefined);
 
   const imports = importsOf(join(agentDir, 'src'));
   const bare = new Set(imports.filter((s) => !s.startsWith('.') && !s.startsWith('node:')).map(packageOf));
   bare.add('tsx'); // the bin's loader
-  assert.deepEqual([...bare].sort(), Object.keys(manifest.dependencies ?? {}).sort(), 'every dependency is imported and every import is a dependency');
-  assert.deepEqual(imports.filter((s) => s.startsWith('../')), [], 'no import leaves the package');
+  assert.deepEqual(
+    [...bare].sort(),
+    Object.keys(manifest.dependencies ?? {}).sort(),
+    'every dependency is imported and every import is a dependency',
+  );
+  assert.deepEqual(
+    imports.filter((s) => s.startsWith('../')),
+    [],
+    'no import leaves the package',
+  );
 });
 
 test('the relay protocol is one workspace package both ends import, with only its schema libraries', () => {
   const manifest = readJson(join(protocolDir, 'package.json'));
   assert.equal(manifest.name, 'relaybox-relay-protocol');
-  const bare = new Set(importsOf(protocolDir).filter((s) => !s.startsWith('node:')).map(packageOf));
+  const bare = new Set(
+    importsOf(protocolDir)
+      .filter((s) => !s.startsWith('node:'))
+      .map(packageOf),
+  );
   assert.deepEqual([...bare].sort(), Object.keys(manifest.dependencies ?? {}).sort());
   const workspaces = readJson(join(root, 'package.json')).workspaces ?? [];
-  for (const workspace of ['src/relay-protocol', 'packages/relay-agent']) assert.ok(workspaces.includes(workspace), `${workspace} is a workspace`);
+  for (const workspace of ['src/relay-protocol', 'packages/relay-agent'])
+    assert.ok(workspaces.includes(workspace), `${workspace} is a workspace`);
 });
 
 test("the agent's retryable server errors are the registry's", () => {
-  const retryable = Object.entries(errorCodes).filter(([, e]) => e.retryable).map(([code]) => code).sort();
+  const retryable = Object.entries(errorCodes)
+    .filter(([, e]) => e.retryable)
+    .map(([code]) => code)
+    .sort();
   assert.deepEqual([...retryableServerErrors].sort(), retryable);
 });
 
 test('the installed command answers --help', () => {
-  const run = spawnSync(join(root, 'node_modules/.bin/relaybox-relay'), ['--help'], { encoding: 'utf8', timeout: 30_000 });
+  const run = spawnSync(join(root, 'node_modules/.bin/relaybox-relay'), ['--help'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
   assert.equal(run.status, 0, run.stderr);
   assert.match(run.stdout, /^Usage:\n {2}relaybox-relay /);
 });

@@ -8,7 +8,19 @@ import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/sen
 const day = 24 * 60 * 60 * 1000;
 
 function record(messageId: string, attempt: number, over: Partial<SendRecord> = {}): SendRecord {
-  return { messageId, attempt, to: '+15551234567', body: 'hi', attachmentUrls: [], phase: 'queued', acceptedAtMs: 1_000, phaseAtMs: 1_000, steps: [], acked: 0, ...over };
+  return {
+    messageId,
+    attempt,
+    to: '+15551234567',
+    body: 'hi',
+    attachmentUrls: [],
+    phase: 'queued',
+    acceptedAtMs: 1_000,
+    phaseAtMs: 1_000,
+    steps: [],
+    acked: 0,
+    ...over,
+  };
 }
 
 async function tempDir(t: { after(fn: () => Promise<void>): void }): Promise<string> {
@@ -31,7 +43,10 @@ test('each attempt of a message is its own record; the same attempt is found aga
   journal.add(second);
   assert.equal(journal.get('msg_1', 2), second);
   assert.equal(journal.get('msg_1', 1), first, 'the retry does not replace the failed attempt');
-  assert.deepEqual(journal.get('msg_1', 1)!.steps.map((s) => s.status), ['failed']);
+  assert.deepEqual(
+    journal.get('msg_1', 1)!.steps.map((s) => s.status),
+    ['failed'],
+  );
   assert.equal(journal.unfinishedCount(), 1, 'only attempt 2 holds a credit');
   assert.deepEqual(journal.inPhase('queued'), [second]);
 });
@@ -39,7 +54,9 @@ test('each attempt of a message is its own record; the same attempt is found aga
 test('attempts survive a restart; a send that was with Messages comes back orphaned; the file is private', async (t) => {
   const dir = await tempDir(t);
   const journal = new SendJournal(dir, 7 * day);
-  journal.add(record('msg_1', 1, { phase: 'closed', steps: [{ status: 'failed', at: '2024-05-01T10:00:00.000Z' }], acked: 1 }));
+  journal.add(
+    record('msg_1', 1, { phase: 'closed', steps: [{ status: 'failed', at: '2024-05-01T10:00:00.000Z' }], acked: 1 }),
+  );
   const sending = record('msg_1', 2);
   journal.add(sending);
   journal.setPhase(sending, 'sending', 2_000);
@@ -71,10 +88,26 @@ test('pruning forgets only closed, fully acked attempts past the retention time'
   const journal = new SendJournal(dir, 7 * day);
   const now = 100 * day;
   const old = now - 8 * day;
-  journal.add(record('msg_1', 1, { phase: 'closed', phaseAtMs: old, steps: [{ status: 'failed', at: 'x' }], acked: 1 }));
-  journal.add(record('msg_1', 2, { phase: 'closed', phaseAtMs: old, steps: [{ status: 'sent', at: 'x' }, { status: 'delivered', at: 'y' }], acked: 1 }));
-  journal.add(record('msg_1', 3, { phase: 'closed', phaseAtMs: now - day, steps: [{ status: 'sent', at: 'x' }], acked: 1 }));
-  journal.add(record('msg_2', 1, { phase: 'tracking', phaseAtMs: old, steps: [{ status: 'sent', at: 'x' }], acked: 1 }));
+  journal.add(
+    record('msg_1', 1, { phase: 'closed', phaseAtMs: old, steps: [{ status: 'failed', at: 'x' }], acked: 1 }),
+  );
+  journal.add(
+    record('msg_1', 2, {
+      phase: 'closed',
+      phaseAtMs: old,
+      steps: [
+        { status: 'sent', at: 'x' },
+        { status: 'delivered', at: 'y' },
+      ],
+      acked: 1,
+    }),
+  );
+  journal.add(
+    record('msg_1', 3, { phase: 'closed', phaseAtMs: now - day, steps: [{ status: 'sent', at: 'x' }], acked: 1 }),
+  );
+  journal.add(
+    record('msg_2', 1, { phase: 'tracking', phaseAtMs: old, steps: [{ status: 'sent', at: 'x' }], acked: 1 }),
+  );
   await journal.flush(now);
   assert.equal(journal.get('msg_1', 1), undefined, 'closed, acked, old: forgotten');
   assert.ok(journal.get('msg_1', 2), 'a status not yet acked is kept');

@@ -14,15 +14,20 @@ const uid = process.getuid!();
 const server = 'wss://api.example.com/api/v1/relays/connect';
 
 function relay(args: string[]) {
-  return spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', env: { ...process.env, HOME: home }, timeout: 30_000 });
+  return spawnSync(process.execPath, [bin, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, HOME: home },
+    timeout: 30_000,
+  });
 }
 
 type Plist = string | number | boolean | Plist[] | { [key: string]: Plist };
 
 /** A property list parser for the XML launchd reads: dict, array, key, string, integer, true, false. */
 function parsePlist(xml: string): Plist {
-  const tokens = [...xml.replace(/<\?xml[^>]*\?>|<!DOCTYPE[^>]*>/g, '').matchAll(/<(\/?)([a-z]+)(?:\s[^>]*?)?(\/?)>|([^<]+)/g)]
-    .filter((m) => m[4] === undefined || m[4].trim() !== '');
+  const tokens = [
+    ...xml.replace(/<\?xml[^>]*\?>|<!DOCTYPE[^>]*>/g, '').matchAll(/<(\/?)([a-z]+)(?:\s[^>]*?)?(\/?)>|([^<]+)/g),
+  ].filter((m) => m[4] === undefined || m[4].trim() !== '');
   let i = 0;
   const unescape = (text: string) => text.replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
   const text = (tag: string): string => {
@@ -79,7 +84,17 @@ function dryRun(args: string[]): { plist: string; commands: string[] } {
 
 test('service install --dry-run prints a LaunchAgent that restarts after a crash only, and the launchctl commands; it writes nothing', () => {
   const stateDir = join(home, 'state');
-  const { plist, commands } = dryRun(['service', 'install', '--server', server, '--name', 'Front desk <1>', '--state-dir', stateDir, '--dry-run']);
+  const { plist, commands } = dryRun([
+    'service',
+    'install',
+    '--server',
+    server,
+    '--name',
+    'Front desk <1>',
+    '--state-dir',
+    stateDir,
+    '--dry-run',
+  ]);
   const logs = join(home, 'Library/Logs/Relaybox');
   const plistPath = join(home, 'Library/LaunchAgents/com.relaybox.relay.plist');
   const parsed = parsePlist(plist) as Record<string, Plist>;
@@ -87,7 +102,17 @@ test('service install --dry-run prints a LaunchAgent that restarts after a crash
   assert.deepEqual(parsed, {
     Label: 'com.relaybox.relay',
     ProgramArguments: [
-      process.execPath, bin, 'connect', '--server', server, '--name', 'Front desk <1>', '--state-dir', stateDir, '--log-format', 'json',
+      process.execPath,
+      bin,
+      'connect',
+      '--server',
+      server,
+      '--name',
+      'Front desk <1>',
+      '--state-dir',
+      stateDir,
+      '--log-format',
+      'json',
     ],
     RunAtLoad: true,
     KeepAlive: { SuccessfulExit: false },
@@ -99,7 +124,8 @@ test('service install --dry-run prints a LaunchAgent that restarts after a crash
   });
   const pathDirs = path.split(':');
   assert.equal(pathDirs[0], join(process.execPath, '..'), "this Node's folder first");
-  for (const dir of ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin']) assert.ok(pathDirs.includes(dir), dir);
+  for (const dir of ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'])
+    assert.ok(pathDirs.includes(dir), dir);
   assert.deepEqual(commands, [
     `mkdir -p ${join(home, 'Library/LaunchAgents')}`,
     `mkdir -p ${logs}`,
@@ -113,37 +139,80 @@ test('service install --dry-run prints a LaunchAgent that restarts after a crash
 test('service install takes the server from the stored credential; without one it needs --server', () => {
   const stateDir = join(home, 'registered');
   mkdirSync(stateDir);
-  writeFileSync(join(stateDir, 'relay.json'), JSON.stringify({ serverUrl: 'wss://stored.example.com/api/v1/relays/connect', relayId: 'relay_1', secret: 's', registeredAt: 'x', inboundFloor: 0 }));
-  const { plist } = dryRun(['service', 'install', '--state-dir', stateDir, '--chat-db', 'chat.db', '--log-handles', '--dry-run']);
+  writeFileSync(
+    join(stateDir, 'relay.json'),
+    JSON.stringify({
+      serverUrl: 'wss://stored.example.com/api/v1/relays/connect',
+      relayId: 'relay_1',
+      secret: 's',
+      registeredAt: 'x',
+      inboundFloor: 0,
+    }),
+  );
+  const { plist } = dryRun([
+    'service',
+    'install',
+    '--state-dir',
+    stateDir,
+    '--chat-db',
+    'chat.db',
+    '--log-handles',
+    '--dry-run',
+  ]);
   const args = (parsePlist(plist) as Record<string, Plist>).ProgramArguments as string[];
   assert.deepEqual(args.slice(2), [
-    'connect', '--server', 'wss://stored.example.com/api/v1/relays/connect', '--state-dir', stateDir, '--chat-db', join(process.cwd(), 'chat.db'), '--log-handles', '--log-format', 'json',
+    'connect',
+    '--server',
+    'wss://stored.example.com/api/v1/relays/connect',
+    '--state-dir',
+    stateDir,
+    '--chat-db',
+    join(process.cwd(), 'chat.db'),
+    '--log-handles',
+    '--log-format',
+    'json',
   ]);
   assert.ok(!plist.includes('"s"') && !args.includes('s'), 'the credential secret is not in the property list');
   rmSync(stateDir, { recursive: true });
 
   const missing = relay(['service', 'install', '--state-dir', join(home, 'nothing'), '--dry-run']);
   assert.equal(missing.status, 1);
-  assert.match(missing.stderr, /^relay: no relay is registered in .*nothing: run relaybox-relay connect --server URL --token TOKEN first, or give --server\n$/);
+  assert.match(
+    missing.stderr,
+    /^relay: no relay is registered in .*nothing: run relaybox-relay connect --server URL --token TOKEN first, or give --server\n$/,
+  );
 });
 
 test('service uninstall, status and logs --dry-run print their commands', () => {
   const plistPath = join(home, 'Library/LaunchAgents/com.relaybox.relay.plist');
   const logs = join(home, 'Library/Logs/Relaybox');
-  assert.deepEqual(dryRun(['service', 'uninstall', '--dry-run']), { plist: '', commands: [`launchctl bootout gui/${uid}/com.relaybox.relay`, `rm -f ${plistPath}`] });
-  assert.deepEqual(dryRun(['service', 'status', '--dry-run']).commands, [`launchctl print gui/${uid}/com.relaybox.relay`]);
-  assert.deepEqual(dryRun(['service', 'logs', '--dry-run']).commands, [`tail -n 200 ${logs}/relay.log ${logs}/relay.err.log`]);
-  assert.deepEqual(dryRun(['service', 'logs', '--lines', '50', '--follow', '--dry-run']).commands, [`tail -n 50 -F ${logs}/relay.log ${logs}/relay.err.log`]);
+  assert.deepEqual(dryRun(['service', 'uninstall', '--dry-run']), {
+    plist: '',
+    commands: [`launchctl bootout gui/${uid}/com.relaybox.relay`, `rm -f ${plistPath}`],
+  });
+  assert.deepEqual(dryRun(['service', 'status', '--dry-run']).commands, [
+    `launchctl print gui/${uid}/com.relaybox.relay`,
+  ]);
+  assert.deepEqual(dryRun(['service', 'logs', '--dry-run']).commands, [
+    `tail -n 200 ${logs}/relay.log ${logs}/relay.err.log`,
+  ]);
+  assert.deepEqual(dryRun(['service', 'logs', '--lines', '50', '--follow', '--dry-run']).commands, [
+    `tail -n 50 -F ${logs}/relay.log ${logs}/relay.err.log`,
+  ]);
 });
 
-test('service commands: bad actions are usage errors; without --dry-run off macOS they refuse', { skip: process.platform === 'darwin' }, () => {
-  const bad = relay(['service', 'restart']);
-  assert.equal(bad.status, 2);
-  assert.match(bad.stderr, /^relay: service needs one of install, uninstall, status, logs, got "restart"/);
-  const real = relay(['service', 'status']);
-  assert.equal(real.status, 1);
-  assert.equal(real.stderr, 'relay: launchd services exist only on macOS; --dry-run prints what would be done\n');
-});
+test(
+  'service commands: bad actions are usage errors; without --dry-run off macOS they refuse',
+  { skip: process.platform === 'darwin' },
+  () => {
+    const bad = relay(['service', 'restart']);
+    assert.equal(bad.status, 2);
+    assert.match(bad.stderr, /^relay: service needs one of install, uninstall, status, logs, got "restart"/);
+    const real = relay(['service', 'status']);
+    assert.equal(real.status, 1);
+    assert.equal(real.stderr, 'relay: launchd services exist only on macOS; --dry-run prints what would be done\n');
+  },
+);
 
 test('service status reads launchctl print', () => {
   const printed = [
@@ -156,8 +225,19 @@ test('service status reads launchctl print', () => {
     '\tlast exit code = (never exited)',
     '}',
   ].join('\n');
-  assert.deepEqual(parseLaunchctlPrint(0, printed), { loaded: true, state: 'running', pid: 4242, lastExitCode: '(never exited)' });
-  assert.deepEqual(parseLaunchctlPrint(113, 'Could not find service "com.relaybox.relay" in domain for user gui: 501'), {
-    loaded: false, state: undefined, pid: undefined, lastExitCode: undefined,
+  assert.deepEqual(parseLaunchctlPrint(0, printed), {
+    loaded: true,
+    state: 'running',
+    pid: 4242,
+    lastExitCode: '(never exited)',
   });
+  assert.deepEqual(
+    parseLaunchctlPrint(113, 'Could not find service "com.relaybox.relay" in domain for user gui: 501'),
+    {
+      loaded: false,
+      state: undefined,
+      pid: undefined,
+      lastExitCode: undefined,
+    },
+  );
 });

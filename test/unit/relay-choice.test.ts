@@ -3,7 +3,10 @@ import { test } from 'node:test';
 import { pickRelay, type RelayCredit } from '../../src/actors/tenant/relay-choice.ts';
 
 const relay = (id: string, capacity: number, inFlight: number, phoneNumbers: string[] = []): RelayCredit => ({
-  id, capacity, phoneNumbers, credits: capacity - inFlight,
+  id,
+  capacity,
+  phoneNumbers,
+  credits: capacity - inFlight,
 });
 
 test('the least busy relay with credit, by share of its capacity', () => {

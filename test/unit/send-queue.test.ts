@@ -2,10 +2,16 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { priorityBands, SendQueue, type QueuedMessage } from '../../src/actors/tenant/send-queue.ts';
 
-const item = (id: string, source?: string, priority = 0): QueuedMessage => ({ id, priority, fromNumber: null, ...(source ? { source } : {}) });
+const item = (id: string, source?: string, priority = 0): QueuedMessage => ({
+  id,
+  priority,
+  fromNumber: null,
+  ...(source ? { source } : {}),
+});
 const takeAll = (q: SendQueue) => q.take(() => true).map((m) => m.id);
 /** What a relay with room for one send at a time gets, pump after pump. */
-const oneByOne = (q: SendQueue, n: number) => Array.from({ length: n }, () => q.take((_m) => true, 1).map((m) => m.id)[0]);
+const oneByOne = (q: SendQueue, n: number) =>
+  Array.from({ length: n }, () => q.take((_m) => true, 1).map((m) => m.id)[0]);
 
 test('higher priority first; first in first out within a source', () => {
   const q = new SendQueue();
@@ -49,7 +55,10 @@ test('a message the pick passes over keeps its place; a handed-back one goes fir
   q.push(item('x3', 'job'));
   q.push(item('x2', 'job'));
   assert.equal(q.size, 3);
-  assert.deepEqual(q.take((m) => m.id !== 'x1').map((m) => m.id), ['x2', 'x3']);
+  assert.deepEqual(
+    q.take((m) => m.id !== 'x1').map((m) => m.id),
+    ['x2', 'x3'],
+  );
   assert.ok(q.has('x1'));
   q.pushFront(item('x0', 'job'));
   q.push(item('x4', 'job'));
@@ -60,7 +69,10 @@ test('stop ends the scan and the scan limit bounds it', () => {
   const q = new SendQueue();
   for (let i = 0; i < 10; i++) q.push(item(`m${i}`, i % 2 ? 'odd' : 'even'));
   let n = 0;
-  assert.deepEqual(q.take(() => (++n > 3 ? 'stop' : true)).map((m) => m.id), ['m0', 'm1', 'm2']);
+  assert.deepEqual(
+    q.take(() => (++n > 3 ? 'stop' : true)).map((m) => m.id),
+    ['m0', 'm1', 'm2'],
+  );
   assert.equal(q.take(() => false, 4).length, 0);
   assert.equal(q.size, 7);
   q.clear();
@@ -73,7 +85,10 @@ test('a long job drains from the head without losing order', () => {
   for (let i = 0; i < 5_000; i++) q.push(item(`j${i}`, 'job'));
   const seen: string[] = [];
   while (q.size > 0) seen.push(...q.take(() => true, 7).map((m) => m.id));
-  assert.deepEqual(seen, Array.from({ length: 5_000 }, (_, i) => `j${i}`));
+  assert.deepEqual(
+    seen,
+    Array.from({ length: 5_000 }, (_, i) => `j${i}`),
+  );
 });
 
 test('an id is queued once; a handed-back single send goes before younger ones of its priority', () => {
@@ -90,10 +105,16 @@ test('an id is queued once; a handed-back single send goes before younger ones o
 test("take keeps what pick declines, stops at 'stop', and looks at no more than the scan limit", () => {
   const q = new SendQueue();
   for (let i = 0; i < 10; i++) q.push(item(`m${i}`));
-  assert.deepEqual(q.take((i) => i.id !== 'm1' && (i.id === 'm4' ? 'stop' : true)).map((i) => i.id), ['m0', 'm2', 'm3']);
+  assert.deepEqual(
+    q.take((i) => i.id !== 'm1' && (i.id === 'm4' ? 'stop' : true)).map((i) => i.id),
+    ['m0', 'm2', 'm3'],
+  );
   assert.equal(q.size, 7);
   assert.ok(q.has('m1') && q.has('m4'));
-  assert.deepEqual(q.take(() => true, 2).map((i) => i.id), ['m1', 'm4']);
+  assert.deepEqual(
+    q.take(() => true, 2).map((i) => i.id),
+    ['m1', 'm4'],
+  );
   assert.equal(q.size, 5);
 });
 

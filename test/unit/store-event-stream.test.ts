@@ -8,7 +8,10 @@ import { StoreEventStream } from '../../src/events/store-event-stream.ts';
 import { platformScope } from '../../src/store/collection.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 
-async function open(t: TestContext, keep?: number): Promise<{ dir: string; store: EmbeddedStore; stream: StoreEventStream }> {
+async function open(
+  t: TestContext,
+  keep?: number,
+): Promise<{ dir: string; store: EmbeddedStore; stream: StoreEventStream }> {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-events-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   const store = new EmbeddedStore(dir);
@@ -17,7 +20,9 @@ async function open(t: TestContext, keep?: number): Promise<{ dir: string; store
 }
 
 const events = (from: number, count: number): DomainEvent[] =>
-  Array.from({ length: count }, (_, i) => domainEvent('message.queued', { tenantId: 'org_1', teamId: 'team_1' }, { id: `msg_${from + i}` }));
+  Array.from({ length: count }, (_, i) =>
+    domainEvent('message.queued', { tenantId: 'org_1', teamId: 'team_1' }, { id: `msg_${from + i}` }),
+  );
 
 const ids = (read: ReadEvent[]) => read.map((r) => r.event.data.id);
 const positions = (read: ReadEvent[]) => read.map((r) => r.position);
@@ -32,15 +37,27 @@ test('each group reads every event in order and moves on only by acknowledging',
   const first = await stream.read('webhooks', 'c1', 3);
   assert.deepEqual(ids(first), ['msg_1', 'msg_2', 'msg_3']);
   assert.deepEqual(positions(first), ['1', '2', '3']);
-  assert.deepEqual(ids(await stream.read('automations', 'c1', 10)), ['msg_1', 'msg_2', 'msg_3', 'msg_4', 'msg_5'], 'groups are independent');
+  assert.deepEqual(
+    ids(await stream.read('automations', 'c1', 10)),
+    ['msg_1', 'msg_2', 'msg_3', 'msg_4', 'msg_5'],
+    'groups are independent',
+  );
 
-  assert.deepEqual(ids(await stream.read('webhooks', 'c2', 3)), ['msg_1', 'msg_2', 'msg_3'], 'unacknowledged events are read again (at least once)');
+  assert.deepEqual(
+    ids(await stream.read('webhooks', 'c2', 3)),
+    ['msg_1', 'msg_2', 'msg_3'],
+    'unacknowledged events are read again (at least once)',
+  );
   await stream.ack('webhooks', positions(first));
   assert.deepEqual(ids(await stream.read('webhooks', 'c1', 10)), ['msg_4', 'msg_5']);
   await stream.ack('webhooks', ['5']);
   assert.deepEqual(await stream.read('webhooks', 'c1', 10), []);
   await stream.ack('webhooks', []);
-  assert.deepEqual(ids(await stream.read('automations', 'c1', 2)), ['msg_1', 'msg_2'], 'one group acknowledging moves no other');
+  assert.deepEqual(
+    ids(await stream.read('automations', 'c1', 2)),
+    ['msg_1', 'msg_2'],
+    'one group acknowledging moves no other',
+  );
 
   const full = (await stream.read('automations', 'c1', 1))[0]!;
   assert.equal(full.event.event, 'message.queued');
@@ -62,15 +79,29 @@ test('trimming keeps the newest `keep` events', async (t) => {
   await stream.append(events(26, 4));
   await stream.trimmed();
   const read = await stream.read('late', 'c', 100);
-  assert.deepEqual(ids(read), Array.from({ length: 10 }, (_, i) => `msg_${20 + i}`));
-  assert.deepEqual(positions(read), Array.from({ length: 10 }, (_, i) => String(20 + i)));
-  assert.equal(await store.collection('events').count(platformScope, {}), 10, 'the trimmed events are deleted from the store');
+  assert.deepEqual(
+    ids(read),
+    Array.from({ length: 10 }, (_, i) => `msg_${20 + i}`),
+  );
+  assert.deepEqual(
+    positions(read),
+    Array.from({ length: 10 }, (_, i) => String(20 + i)),
+  );
+  assert.equal(
+    await store.collection('events').count(platformScope, {}),
+    10,
+    'the trimmed events are deleted from the store',
+  );
 
   const behind = await stream.read('late', 'c', 3);
   await stream.ack('late', positions(behind));
   for (let i = 30; i <= 40; i++) await stream.append(events(i, 1));
   await stream.trimmed();
-  assert.deepEqual(ids(await stream.read('late', 'c', 100)), Array.from({ length: 10 }, (_, i) => `msg_${31 + i}`), 'a group behind the trim resumes at the oldest kept');
+  assert.deepEqual(
+    ids(await stream.read('late', 'c', 100)),
+    Array.from({ length: 10 }, (_, i) => `msg_${31 + i}`),
+    'a group behind the trim resumes at the oldest kept',
+  );
 });
 
 test('after a restart the sequence and every group cursor continue', async (t) => {
@@ -87,7 +118,14 @@ test('after a restart the sequence and every group cursor continue', async (t) =
   await again.append(events(7, 1));
   const next = await again.read('webhooks', 'c', 10);
   assert.deepEqual(positions(next), ['5', '6', '7'], 'new events continue the sequence');
-  assert.deepEqual(ids(await again.read('automations', 'c', 10)), ['msg_2', 'msg_3', 'msg_4', 'msg_5', 'msg_6', 'msg_7']);
+  assert.deepEqual(ids(await again.read('automations', 'c', 10)), [
+    'msg_2',
+    'msg_3',
+    'msg_4',
+    'msg_5',
+    'msg_6',
+    'msg_7',
+  ]);
   assert.deepEqual(ids(await again.read('new-group', 'c', 2)), ['msg_1', 'msg_2']);
 });
 
@@ -105,10 +143,14 @@ test('new events come after every acknowledged position, even when the stored ev
   assert.deepEqual(positions(await again.read('webhooks', 'c', 10)), ['4']);
 });
 
-test('a mirrored group is handed what was appended before it from its cursor, then every append in that append\'s own transaction, with its cursor', async (t) => {
+test("a mirrored group is handed what was appended before it from its cursor, then every append in that append's own transaction, with its cursor", async (t) => {
   const { dir, store, stream } = await open(t);
   const copies = store.collection<{ id: string; tenantId: string; position: string }>('copies');
-  const copy = (batch: ReadEvent[]) => copies.insertMany(platformScope, batch.map((r) => ({ id: r.event.id, tenantId: '', position: r.position })));
+  const copy = (batch: ReadEvent[]) =>
+    copies.insertMany(
+      platformScope,
+      batch.map((r) => ({ id: r.event.id, tenantId: '', position: r.position })),
+    );
   await stream.append(events(1, 3));
   await stream.ack('copy', ['1']); // it had handled the first as a consumer group
   const handed: string[][] = [];

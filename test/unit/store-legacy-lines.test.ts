@@ -28,10 +28,25 @@ test('a file is read line by line in pieces: lines across reads, longer than a r
 test("an old store's collection is replayed in its order; torn and foreign lines are skipped", (t) => {
   const dir = tempDir(t);
   const put = (id: string, n: number) => JSON.stringify({ op: 'put', doc: { id, tenantId: 'org_r', n } });
-  writeFileSync(join(dir, 'things.snapshot'), [JSON.stringify({ id: 's1', tenantId: 'org_r', n: 1 }), 'null', '42'].join('\n') + '\n');
-  writeFileSync(join(dir, 'things.log'), [put('s1', 2), JSON.stringify({ op: 'del', id: 's1' }), '{"op":"del"}', '{"op":"move","id":"s1"}', put('l2', 3)].join('\n') + '\n');
+  writeFileSync(
+    join(dir, 'things.snapshot'),
+    [JSON.stringify({ id: 's1', tenantId: 'org_r', n: 1 }), 'null', '42'].join('\n') + '\n',
+  );
+  writeFileSync(
+    join(dir, 'things.log'),
+    [
+      put('s1', 2),
+      JSON.stringify({ op: 'del', id: 's1' }),
+      '{"op":"del"}',
+      '{"op":"move","id":"s1"}',
+      put('l2', 3),
+    ].join('\n') + '\n',
+  );
   writeFileSync(join(dir, 'things.log.next'), put('n3', 4) + '\n{"op":"put","doc":{"id":"torn"');
   const seen: Change[] = [];
   replayLegacyCollection(dir, 'things', (change) => seen.push(change));
-  assert.deepEqual(seen.map((c) => (c.op === 'put' ? `put ${c.doc.id} ${(c.doc as { n?: number }).n}` : `del ${c.id}`)), ['put s1 1', 'put s1 2', 'del s1', 'put l2 3', 'put n3 4']);
+  assert.deepEqual(
+    seen.map((c) => (c.op === 'put' ? `put ${c.doc.id} ${(c.doc as { n?: number }).n}` : `del ${c.id}`)),
+    ['put s1 1', 'put s1 2', 'del s1', 'put l2 3', 'put n3 4'],
+  );
 });

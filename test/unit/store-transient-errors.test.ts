@@ -4,10 +4,19 @@ import { AppError } from '../../src/errors.ts';
 import { storeTransientErrors, withTransientRetry } from '../../src/store/transient-errors.ts';
 
 /** Error shapes as the MongoDB driver and FerretDB produce them. */
-const locked = () => Object.assign(new Error('database is locked (5) (SQLITE_BUSY)'), { name: 'MongoServerError', code: 1 });
-const noBackendConnection = () => Object.assign(new Error('[msg_findandmodify.go:137 handler.(*Handler).findAndModifyDocument] [collection.go:109 postgresql.(*collection).Query] failed to connect to `user=postgres database=relaybox`:\n\t127.0.0.1:5432 (127.0.0.1): server error: FATAL: sorry, too many clients already (SQLSTATE 53300)'), { name: 'MongoServerError', code: 1 });
-const networkLost = () => Object.assign(new Error('connection 3 to 127.0.0.1:27017 closed'), { name: 'MongoNetworkError' });
-const unreachable = () => Object.assign(new Error('Server selection timed out after 3000 ms'), { name: 'MongoServerSelectionError' });
+const locked = () =>
+  Object.assign(new Error('database is locked (5) (SQLITE_BUSY)'), { name: 'MongoServerError', code: 1 });
+const noBackendConnection = () =>
+  Object.assign(
+    new Error(
+      '[msg_findandmodify.go:137 handler.(*Handler).findAndModifyDocument] [collection.go:109 postgresql.(*collection).Query] failed to connect to `user=postgres database=relaybox`:\n\t127.0.0.1:5432 (127.0.0.1): server error: FATAL: sorry, too many clients already (SQLSTATE 53300)',
+    ),
+    { name: 'MongoServerError', code: 1 },
+  );
+const networkLost = () =>
+  Object.assign(new Error('connection 3 to 127.0.0.1:27017 closed'), { name: 'MongoNetworkError' });
+const unreachable = () =>
+  Object.assign(new Error('Server selection timed out after 3000 ms'), { name: 'MongoServerSelectionError' });
 
 async function counted(operation: string, outcome: string): Promise<number> {
   const metric = await storeTransientErrors.get();
@@ -42,7 +51,10 @@ test('a write FerretDB could not run for want of a PostgreSQL connection is retr
 
 test('a write that may have been applied (connection lost) is not retried: 503 with Retry-After, counted', async () => {
   const op = failing([networkLost]);
-  await assert.rejects(withTransientRetry('unit_write', false, op.work), (err: AppError) => err.code === 'service_unavailable' && err.statusCode === 503 && err.retryAfterSeconds === 1);
+  await assert.rejects(
+    withTransientRetry('unit_write', false, op.work),
+    (err: AppError) => err.code === 'service_unavailable' && err.statusCode === 503 && err.retryAfterSeconds === 1,
+  );
   assert.equal(op.calls(), 1);
   assert.equal(await counted('unit_write', 'unavailable'), 1);
 });
@@ -51,16 +63,32 @@ test('a read is retried on a lost connection; after three failures it is a 503',
   const recovered = failing([networkLost]);
   assert.equal(await withTransientRetry('unit_read', true, recovered.work), 'done');
   const down = failing([networkLost, networkLost, networkLost, networkLost]);
-  await assert.rejects(withTransientRetry('unit_read', true, down.work), (err: AppError) => err.code === 'service_unavailable');
+  await assert.rejects(
+    withTransientRetry('unit_read', true, down.work),
+    (err: AppError) => err.code === 'service_unavailable',
+  );
   assert.equal(down.calls(), 3);
 });
 
 test('an unreachable store is a 503 at once (the driver already waited), and any other error passes through unchanged', async () => {
   const op = failing([unreachable]);
-  await assert.rejects(withTransientRetry('unit_unreachable', true, op.work), (err: AppError) => err.code === 'service_unavailable');
+  await assert.rejects(
+    withTransientRetry('unit_unreachable', true, op.work),
+    (err: AppError) => err.code === 'service_unavailable',
+  );
   assert.equal(op.calls(), 1);
   const bug = new TypeError('a bug');
-  await assert.rejects(withTransientRetry('unit_bug', true, async () => { throw bug; }), (err) => err === bug);
+  await assert.rejects(
+    withTransientRetry('unit_bug', true, async () => {
+      throw bug;
+    }),
+    (err) => err === bug,
+  );
   const duplicate = Object.assign(new Error('E11000 duplicate key'), { name: 'MongoServerError', code: 11000 });
-  await assert.rejects(withTransientRetry('unit_dup', false, async () => { throw duplicate; }), (err) => err === duplicate);
+  await assert.rejects(
+    withTransientRetry('unit_dup', false, async () => {
+      throw duplicate;
+    }),
+    (err) => err === duplicate,
+  );
 });

@@ -16,7 +16,13 @@ import type { ActorContext } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 import { MessageRollups } from '../../src/messages/message-rollups.ts';
 
-const config = { messageRetryBaseMs: 1_000, messageMaxAttempts: 3, messageSendTimeoutMs: 60_000, tenantSweepMs: 30_000, pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 } };
+const config = {
+  messageRetryBaseMs: 1_000,
+  messageMaxAttempts: 3,
+  messageSendTimeoutMs: 60_000,
+  tenantSweepMs: 30_000,
+  pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 },
+};
 const org = 'org_dispatch';
 const scope = { tenantId: org };
 const phone = '+14155550100';
@@ -26,20 +32,59 @@ let clock = Date.UTC(2026, 0, 1);
 const message = (id: string, fields: Partial<MessageDoc> = {}): MessageDoc => {
   const at = new Date(clock++).toISOString();
   return {
-    id, tenantId: org, teamId: 'team_1', direction: 'sent', status: 'queued', to: '+14155550199', from: null, participant: '+14155550199',
-    conversationId: 'conv_1', body: id, attachments: [], priority: 0, fromNumber: null, attempts: 0, lastError: null, relayId: null,
-    queuedAt: at, sentAt: null, deliveredAt: null, readAt: null, createdAt: at, updatedAt: at, ...fields,
+    id,
+    tenantId: org,
+    teamId: 'team_1',
+    direction: 'sent',
+    status: 'queued',
+    to: '+14155550199',
+    from: null,
+    participant: '+14155550199',
+    conversationId: 'conv_1',
+    body: id,
+    attachments: [],
+    priority: 0,
+    fromNumber: null,
+    attempts: 0,
+    lastError: null,
+    relayId: null,
+    queuedAt: at,
+    sentAt: null,
+    deliveredAt: null,
+    readAt: null,
+    createdAt: at,
+    updatedAt: at,
+    ...fields,
   };
 };
 
 /** An online relay on its first session. */
 const relay = (id: string, capacity: number, phoneNumbers: string[] = []): RelayDoc => ({
-  id, tenantId: org, teamId: 'team_1', name: id, status: 'online', node: 'node_1', capacity, phoneNumbers, lastHeartbeat: null,
-  systemInfo: { hostOsVersion: '14.5', hostname: id }, health: null, secretHash: 'hash', inboundCursor: 0, session: 1,
-  registeredAt: '2026-01-01T00:00:00.000Z', createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z',
+  id,
+  tenantId: org,
+  teamId: 'team_1',
+  name: id,
+  status: 'online',
+  node: 'node_1',
+  capacity,
+  phoneNumbers,
+  lastHeartbeat: null,
+  systemInfo: { hostOsVersion: '14.5', hostname: id },
+  health: null,
+  secretHash: 'hash',
+  inboundCursor: 0,
+  session: 1,
+  registeredAt: '2026-01-01T00:00:00.000Z',
+  createdAt: '2026-01-01T00:00:00.000Z',
+  updatedAt: '2026-01-01T00:00:00.000Z',
 });
 
-interface Sent { type: string; key: string; msg: { kind: string; [field: string]: unknown }; delayMs?: number }
+interface Sent {
+  type: string;
+  key: string;
+  msg: { kind: string; [field: string]: unknown };
+  delayMs?: number;
+}
 
 /**
  * A tenant actor's dispatcher on a real embedded store of its own, activated
@@ -61,11 +106,22 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
   if (relays.length > 0) await db.relays.insertMany(scope, relays);
   if (stored.length > 0) await db.messages.insertMany(scope, stored);
   const log = createLogger('silent');
-  const dispatcher = new TenantDispatcher({ config: { ...config, pacing }, db, outbox: new Outbox(events, log), rollups: new MessageRollups(db.rollups, log), closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed) });
+  const dispatcher = new TenantDispatcher({
+    config: { ...config, pacing },
+    db,
+    outbox: new Outbox(events, log),
+    rollups: new MessageRollups(db.rollups, log),
+    closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+  });
   let sent: Sent[] = [];
   let seq = 0;
   const ctx: ActorContext<TenantState> = {
-    type: 'tenant', key: org, id: 'am_0', delivery: 1, log, state: undefined as unknown as TenantState,
+    type: 'tenant',
+    key: org,
+    id: 'am_0',
+    delivery: 1,
+    log,
+    state: undefined as unknown as TenantState,
     send: async (to, key, msg, opts) => {
       sent.push({ type: to.type, key, msg: msg as Sent['msg'], delayMs: opts?.delayMs });
       return `${ctx.id}:${sent.length}`;
@@ -92,14 +148,20 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
   };
   const attachments = new Map<string, { epoch: string; session: number }>();
   const joins = () => {
-    for (const a of drain('relay', 'attach')) attachments.set(a.key, { epoch: String(a.msg.epoch), session: Number(a.msg.session) });
+    for (const a of drain('relay', 'attach'))
+      attachments.set(a.key, { epoch: String(a.msg.epoch), session: Number(a.msg.session) });
   };
   joins();
   /** A grant of a relay actor to the current join of its relay (or to an earlier one). */
   const grantFor = (relayId: string, credits: number, epoch?: string) => {
     joins();
     const join = attachments.get(relayId)!;
-    return { session: join.session, epoch: epoch ?? join.epoch, credits, capacity: relays.find((r) => r.id === relayId)!.capacity };
+    return {
+      session: join.session,
+      epoch: epoch ?? join.epoch,
+      credits,
+      capacity: relays.find((r) => r.id === relayId)!.capacity,
+    };
   };
   return {
     events,
@@ -108,16 +170,49 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
       await db.messages.insertMany(scope, docs);
       await handle(() => dispatcher.enqueue(ctx, docs.map(queueItemOf)));
     },
-    grant: (relayId: string, credits: number, epoch?: string) => handle(() => dispatcher.grant(ctx, { relayId, ...grantFor(relayId, credits, epoch) })),
+    grant: (relayId: string, credits: number, epoch?: string) =>
+      handle(() => dispatcher.grant(ctx, { relayId, ...grantFor(relayId, credits, epoch) })),
     /** A relay's report on an attempt, through its relay actor; `freed` credits come with it. */
-    report: (relayId: string, messageId: string, attempt: number, status: StatusReport['status'], freed = 0, error?: string) => handle(() => dispatcher.status(ctx, {
-      relayId, session: 1, messageId, attempt, status, at: new Date().toISOString(), ...(error ? { error } : {}),
-      ...(freed ? { grant: grantFor(relayId, freed) } : {}),
-    })),
+    report: (
+      relayId: string,
+      messageId: string,
+      attempt: number,
+      status: StatusReport['status'],
+      freed = 0,
+      error?: string,
+    ) =>
+      handle(() =>
+        dispatcher.status(ctx, {
+          relayId,
+          session: 1,
+          messageId,
+          attempt,
+          status,
+          at: new Date().toISOString(),
+          ...(error ? { error } : {}),
+          ...(freed ? { grant: grantFor(relayId, freed) } : {}),
+        }),
+      ),
     /** Reports that waited side by side, handed to the batch handler together. */
-    reports: (list: Array<[relayId: string, messageId: string, attempt: number, status: StatusReport['status'], freed?: number]>) => handle(() => dispatcher.statuses(ctx, list.map(([relayId, messageId, attempt, status, freed]) => ({
-      relayId, session: 1, messageId, attempt, status, at: new Date().toISOString(), ...(freed ? { grant: grantFor(relayId, freed) } : {}),
-    })))),
+    reports: (
+      list: Array<
+        [relayId: string, messageId: string, attempt: number, status: StatusReport['status'], freed?: number]
+      >,
+    ) =>
+      handle(() =>
+        dispatcher.statuses(
+          ctx,
+          list.map(([relayId, messageId, attempt, status, freed]) => ({
+            relayId,
+            session: 1,
+            messageId,
+            attempt,
+            status,
+            at: new Date().toISOString(),
+            ...(freed ? { grant: grantFor(relayId, freed) } : {}),
+          })),
+        ),
+      ),
     retry: (messageId: string) => handle(() => dispatcher.retry(ctx, messageId)),
     /** A cancel's close of a bulk job, as the request asks for it. */
     closeSource: (source: string) => handle(() => dispatcher.closeSource(ctx, source)),
@@ -134,7 +229,14 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
       for (const d of drain('relay', 'deliver')) {
         const ids = (d.msg.items as { id: string }[]).map((i) => i.id);
         for (const id of ids) {
-          await db.messages.updateOne(scope, { id, status: 'queued' }, { $set: { status: 'processing', relayId: d.key, processingAt: new Date().toISOString() }, $inc: { attempts: 1 } });
+          await db.messages.updateOne(
+            scope,
+            { id, status: 'queued' },
+            {
+              $set: { status: 'processing', relayId: d.key, processingAt: new Date().toISOString() },
+              $inc: { attempts: 1 },
+            },
+          );
         }
         out.push([d.key, ids]);
       }
@@ -151,10 +253,17 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
 
 test('activation queues what the store holds, highest priority first, leaving out a message waiting on its backoff', async (t) => {
   const later = new Date(Date.now() + 3_600_000).toISOString();
-  const d = await open(t, [relay('r1', 10)], [
-    message('low'), message('backing_off', { priority: 90, nextAttemptAt: later }), message('mid', { priority: 50 }),
-    message('high', { priority: 90 }), message('sent_already', { status: 'sent', priority: 100 }),
-  ]);
+  const d = await open(
+    t,
+    [relay('r1', 10)],
+    [
+      message('low'),
+      message('backing_off', { priority: 90, nextAttemptAt: later }),
+      message('mid', { priority: 50 }),
+      message('high', { priority: 90 }),
+      message('sent_already', { status: 'sent', priority: 100 }),
+    ],
+  );
   assert.deepEqual(await d.handedOut(), [], 'no credit yet: nothing handed out');
   await d.grant('r1', 10);
   assert.deepEqual(await d.handedOut(), [['r1', ['high', 'mid', 'low']]]);
@@ -186,21 +295,36 @@ test("a single send queued behind a bulk job's backlog goes out second, not afte
   assert.deepEqual(await d.handedOut(), [['r1', ['job_0', 'single']]]);
   await d.report('r1', 'job_0', 1, 'sent', 1);
   await d.report('r1', 'single', 1, 'sent', 1);
-  assert.deepEqual(await d.handedOut(), [['r1', ['job_1']], ['r1', ['job_2']]], 'the job goes on, a freed credit at a time');
+  assert.deepEqual(
+    await d.handedOut(),
+    [
+      ['r1', ['job_1']],
+      ['r1', ['job_2']],
+    ],
+    'the job goes on, a freed credit at a time',
+  );
 });
 
 test('a message from a number goes to the relay that owns it, and waits for it rather than going to another relay', async (t) => {
   const d = await open(t, [relay('owner', 1, [phone]), relay('other', 5)]);
   await d.grant('owner', 1);
   await d.grant('other', 5);
-  await d.queue(message('from1', { fromNumber: phone }), message('from2', { fromNumber: phone }), message('any'), message('unowned', { fromNumber: '+19995550100' }));
-  assert.deepEqual(await d.handedOut(), [['owner', ['from1']], ['other', ['any', 'unowned']]]);
+  await d.queue(
+    message('from1', { fromNumber: phone }),
+    message('from2', { fromNumber: phone }),
+    message('any'),
+    message('unowned', { fromNumber: '+19995550100' }),
+  );
+  assert.deepEqual(await d.handedOut(), [
+    ['owner', ['from1']],
+    ['other', ['any', 'unowned']],
+  ]);
   assert.equal((await d.doc('from2')).status, 'queued', 'its owner is full: it waits');
   await d.report('owner', 'from1', 1, 'sent', 1);
   assert.deepEqual(await d.handedOut(), [['owner', ['from2']]]);
 });
 
-test("a relay is never handed more than its credits; a grant of an earlier join adds none", async (t) => {
+test('a relay is never handed more than its credits; a grant of an earlier join adds none', async (t) => {
   const d = await open(t, [relay('r1', 3), relay('r2', 2)]);
   await d.grant('r1', 3);
   await d.grant('r2', 2);
@@ -236,7 +360,10 @@ test('a failed attempt is tried again after a backoff that grows four times, the
   const d = await open(t, [relay('r1', 1)]);
   await d.grant('r1', 1);
   await d.queue(message('m1'));
-  for (const [attempt, nominal] of [[1, 1_000], [2, 4_000]] as const) {
+  for (const [attempt, nominal] of [
+    [1, 1_000],
+    [2, 4_000],
+  ] as const) {
     const { before, after, timers, doc } = await failOnce(d, 'm1', attempt);
     assert.equal(timers.length, 1, 'one retry timer');
     const [messageId, delayMs] = timers[0]!;
@@ -262,7 +389,10 @@ test('after the last attempt the message is failed and dead-lettered, with one m
   }
   const { timers, doc } = await failOnce(d, 'm1', 3);
   assert.deepEqual(timers, [], 'no retry after the last attempt');
-  assert.deepEqual([doc.status, doc.deadLettered, doc.lastError, doc.attempts], ['failed', true, 'Messages error 3', 3]);
+  assert.deepEqual(
+    [doc.status, doc.deadLettered, doc.lastError, doc.attempts],
+    ['failed', true, 'Messages error 3', 3],
+  );
   assert.ok(doc.failedAt);
   const failed = (await d.events.read('test', 'c1', 100)).filter((e) => e.event.event === 'message.failed');
   assert.equal(failed.length, 1);
@@ -282,9 +412,13 @@ test('a report on an earlier attempt changes nothing and frees no credit', async
   assert.equal(inFlight.attempts, 2);
   await d.queue(message('m2'));
 
-  for (const status of ['failed', 'sent', 'delivered'] as const) await d.report('r1', 'm1', 1, status, 0, 'a late report');
+  for (const status of ['failed', 'sent', 'delivered'] as const)
+    await d.report('r1', 'm1', 1, status, 0, 'a late report');
   const after = await d.doc('m1');
-  assert.deepEqual([after.status, after.attempts, after.lastError, after.sentAt], ['processing', 2, inFlight.lastError, null]);
+  assert.deepEqual(
+    [after.status, after.attempts, after.lastError, after.sentAt],
+    ['processing', 2, inFlight.lastError, null],
+  );
   assert.deepEqual(d.retryTimers(), [], 'no retry started');
   assert.deepEqual(await d.handedOut(), [], 'no credit came back: m2 waits');
 
@@ -307,11 +441,20 @@ test('reports handled as a batch end as the same reports one by one would: one w
     ['r1', 'm1', 1, 'sent'],
   ]);
   const [m1, m2, m3] = [await d.doc('m1'), await d.doc('m2'), await d.doc('m3')];
-  assert.deepEqual([m1.status, Boolean(m1.sentAt), Boolean(m1.deliveredAt), m1.readAt], ['delivered', true, true, null]);
-  assert.deepEqual([m2.status, m2.sentAt === m2.deliveredAt, Boolean(m2.readAt)], ['delivered', true, true], 'delivered with no sent before it counts as sent at the same time');
+  assert.deepEqual(
+    [m1.status, Boolean(m1.sentAt), Boolean(m1.deliveredAt), m1.readAt],
+    ['delivered', true, true, null],
+  );
+  assert.deepEqual(
+    [m2.status, m2.sentAt === m2.deliveredAt, Boolean(m2.readAt)],
+    ['delivered', true, true],
+    'delivered with no sent before it counts as sent at the same time',
+  );
   assert.deepEqual([m3.status, m3.sentAt], ['processing', null], 'a report on another attempt changes nothing');
   for (const m of [m1, m2]) assert.equal(m.outbox, undefined, 'published and cleared');
-  const sent = (await d.events.read('test', 'c1', 100)).filter((e) => e.event.event === 'message.sent').map((e) => e.event.data.id);
+  const sent = (await d.events.read('test', 'c1', 100))
+    .filter((e) => e.event.event === 'message.sent')
+    .map((e) => e.event.data.id);
   assert.deepEqual(sent.sort(), ['m1', 'm2'], 'one message.sent each');
   assert.deepEqual(await d.handedOut(), [['r1', ['m4']]], 'the credits that came back hand out what waits');
 });
@@ -327,24 +470,66 @@ test('message.delivered and message.read once each, in order: a repeated deliver
   await d.report('r1', 'early', 1, 'read', 1);
   for (const status of ['sent', 'delivered', 'read'] as const) await d.report('r1', 'early', 1, status);
   const events = (await d.events.read('test', 'c1', 100)).map((e) => e.event);
-  assert.deepEqual(events.map((e) => [e.data.id, e.event, e.data.hop]), [
-    ['twice', 'message.checkpoint', 'handed_to_relay'], ['twice', 'message.sent', undefined], ['twice', 'message.delivered', undefined],
-    ['early', 'message.checkpoint', 'handed_to_relay'], ['early', 'message.sent', undefined], ['early', 'message.delivered', undefined], ['early', 'message.read', undefined],
-  ]);
+  assert.deepEqual(
+    events.map((e) => [e.data.id, e.event, e.data.hop]),
+    [
+      ['twice', 'message.checkpoint', 'handed_to_relay'],
+      ['twice', 'message.sent', undefined],
+      ['twice', 'message.delivered', undefined],
+      ['early', 'message.checkpoint', 'handed_to_relay'],
+      ['early', 'message.sent', undefined],
+      ['early', 'message.delivered', undefined],
+      ['early', 'message.read', undefined],
+    ],
+  );
   const [twice, early] = [await d.doc('twice'), await d.doc('early')];
   assert.deepEqual([twice.status, twice.readAt], ['delivered', null]);
-  assert.deepEqual([early.status, early.sentAt, early.deliveredAt], ['delivered', early.readAt, early.readAt], 'a read first: sent and delivered at its time');
+  assert.deepEqual(
+    [early.status, early.sentAt, early.deliveredAt],
+    ['delivered', early.readAt, early.readAt],
+    'a read first: sent and delivered at its time',
+  );
   const delivered = events.find((e) => e.event === 'message.delivered' && e.data.id === 'twice')!;
-  assert.deepEqual(delivered.data, { id: 'twice', to: twice.to, from: null, body: 'twice', status: 'delivered', conversationId: 'conv_1', deliveredAt: twice.deliveredAt });
+  assert.deepEqual(delivered.data, {
+    id: 'twice',
+    to: twice.to,
+    from: null,
+    body: 'twice',
+    status: 'delivered',
+    conversationId: 'conv_1',
+    deliveredAt: twice.deliveredAt,
+  });
   const read = events.find((e) => e.event === 'message.read')!;
-  assert.deepEqual(read.data, { id: 'early', to: early.to, from: null, body: 'early', status: 'delivered', conversationId: 'conv_1', readAt: early.readAt });
+  assert.deepEqual(read.data, {
+    id: 'early',
+    to: early.to,
+    from: null,
+    body: 'early',
+    status: 'delivered',
+    conversationId: 'conv_1',
+    readAt: early.readAt,
+  });
   assert.equal(early.outbox, undefined, 'published and cleared');
 });
 
 /** A bulk job of the team as the store has it. */
 const bulkJob = (id: string, fields: Partial<JobDoc> = {}): JobDoc => ({
-  id, tenantId: org, teamId: 'team_1', status: 'processing', totalRecipients: 4, scheduledAt: null, startedAt: '2026-01-01T00:00:00.000Z', completedAt: null,
-  cancelledAt: null, counts: zeroCounts(), trackTick: 0, released: true, conversationsTouched: true, createdAt: '2026-01-01T00:00:00.000Z', updatedAt: '2026-01-01T00:00:00.000Z', ...fields,
+  id,
+  tenantId: org,
+  teamId: 'team_1',
+  status: 'processing',
+  totalRecipients: 4,
+  scheduledAt: null,
+  startedAt: '2026-01-01T00:00:00.000Z',
+  completedAt: null,
+  cancelledAt: null,
+  counts: zeroCounts(),
+  trackTick: 0,
+  released: true,
+  conversationsTouched: true,
+  createdAt: '2026-01-01T00:00:00.000Z',
+  updatedAt: '2026-01-01T00:00:00.000Z',
+  ...fields,
 });
 
 test('a cancelled job stays closed while the store shows it processing again (a lost write), and leaves the closed set once it finishes', async (t) => {
@@ -363,36 +548,58 @@ test('a cancelled job stays closed while the store shows it processing again (a 
   await d.grant('r1', 2);
   assert.deepEqual(await d.handedOut(), [], 'nothing more of the cancelled job is handed out');
 
-  await d.jobs.updateOne(jobScope, { id: 'job_a' }, { $set: { status: 'cancelled', completedAt: '2026-01-01T00:01:00.000Z' } });
+  await d.jobs.updateOne(
+    jobScope,
+    { id: 'job_a' },
+    { $set: { status: 'cancelled', completedAt: '2026-01-01T00:01:00.000Z' } },
+  );
   await d.sweep();
   assert.deepEqual(d.closed(), [], 'a finished job drops out');
 });
 
 test('an organization whose messages were sent before line contacts were kept: their recipients are known to their lines, once', async (t) => {
-  const sentBefore = (id: string, to: string, sentAt: string, fields: Partial<MessageDoc> = {}) => message(id, { to, status: 'delivered', relayId: 'r1', attempts: 1, sentAt, ...fields });
-  const d = await open(t, [relay('r1', 10)], [
-    sentBefore('old_a', '+14155551001', '2026-01-01T00:00:00.000Z'),
-    sentBefore('old_a_again', '+14155551001', '2025-12-01T00:00:00.000Z'),
-    sentBefore('old_b', '+14155551002', '2026-01-02T00:00:00.000Z'),
-    sentBefore('old_c', '+14155551003', '2026-01-03T00:00:00.000Z', { fromNumber: phone }),
-    message('never_sent', { to: '+14155551004', status: 'failed' }),
-  ], { perSecond: 1_000, burst: 1_000, newContactsPerDay: 1 });
+  const sentBefore = (id: string, to: string, sentAt: string, fields: Partial<MessageDoc> = {}) =>
+    message(id, { to, status: 'delivered', relayId: 'r1', attempts: 1, sentAt, ...fields });
+  const d = await open(
+    t,
+    [relay('r1', 10)],
+    [
+      sentBefore('old_a', '+14155551001', '2026-01-01T00:00:00.000Z'),
+      sentBefore('old_a_again', '+14155551001', '2025-12-01T00:00:00.000Z'),
+      sentBefore('old_b', '+14155551002', '2026-01-02T00:00:00.000Z'),
+      sentBefore('old_c', '+14155551003', '2026-01-03T00:00:00.000Z', { fromNumber: phone }),
+      message('never_sent', { to: '+14155551004', status: 'failed' }),
+    ],
+    { perSecond: 1_000, burst: 1_000, newContactsPerDay: 1 },
+  );
   const contacts = await d.db.lineContacts.find(scope, {}, { sort: { line: 1, to: 1 } });
-  assert.deepEqual(contacts.map((c) => [c.line, c.to, c.firstAt]), [
-    [phone, '+14155551003', '2026-01-03T00:00:00.000Z'],
-    ['relay:r1', '+14155551001', '2025-12-01T00:00:00.000Z'],
-    ['relay:r1', '+14155551002', '2026-01-02T00:00:00.000Z'],
-  ]);
+  assert.deepEqual(
+    contacts.map((c) => [c.line, c.to, c.firstAt]),
+    [
+      [phone, '+14155551003', '2026-01-03T00:00:00.000Z'],
+      ['relay:r1', '+14155551001', '2025-12-01T00:00:00.000Z'],
+      ['relay:r1', '+14155551002', '2026-01-02T00:00:00.000Z'],
+    ],
+  );
   assert.ok((await d.db.orgPacing.findOne(scope, { id: org }))?.contactsFromHistoryAt, 'marked done');
   await d.grant('r1', 10);
-  await d.queue(message('a', { to: '+14155551001' }), message('b', { to: '+14155551002' }), message('new_1', { to: '+14155551005' }), message('new_2', { to: '+14155551006' }));
+  await d.queue(
+    message('a', { to: '+14155551001' }),
+    message('b', { to: '+14155551002' }),
+    message('new_1', { to: '+14155551005' }),
+    message('new_2', { to: '+14155551006' }),
+  );
   assert.deepEqual(await d.handedOut(), [['r1', ['a', 'b', 'new_1']]], 'known recipients go; one new one a day');
 });
 
 test('a line out of its rate holds its own messages only: a message from a number of the same relay still goes', async (t) => {
   const d = await open(t, [relay('r1', 10, [phone])], [], { perSecond: 1, burst: 1, newContactsPerDay: 10 });
   await d.grant('r1', 10);
-  await d.queue(message('relay_1', { to: '+14155551001' }), message('relay_2', { to: '+14155551002' }), message('number_1', { fromNumber: phone, to: '+14155551001' }));
+  await d.queue(
+    message('relay_1', { to: '+14155551001' }),
+    message('relay_2', { to: '+14155551002' }),
+    message('number_1', { fromNumber: phone, to: '+14155551001' }),
+  );
   assert.deepEqual(await d.handedOut(), [['r1', ['relay_1', 'number_1']]], 'each line sends its burst of one');
   assert.equal((await d.waiting('relay_2'))?.waitingFor, 'line_rate');
 });

@@ -8,21 +8,42 @@ const shape = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 test('a valid traceparent is read as it came, with the well-formed members of its tracestate', () => {
   assert.deepEqual(readTraceContext(valid, undefined), { traceparent: valid });
-  assert.deepEqual(readTraceContext(valid, 'rbx=1,congo=t61rcWkgMzE'), { traceparent: valid, tracestate: 'rbx=1,congo=t61rcWkgMzE' });
+  assert.deepEqual(readTraceContext(valid, 'rbx=1,congo=t61rcWkgMzE'), {
+    traceparent: valid,
+    tracestate: 'rbx=1,congo=t61rcWkgMzE',
+  });
   assert.deepEqual(readTraceContext(valid, 'Bad Key=1, ok=2'), { traceparent: valid, tracestate: 'ok=2' });
-  assert.deepEqual(readTraceContext(valid, 'only garbage'), { traceparent: valid }, 'nothing kept: no tracestate at all');
-  assert.deepEqual(readTraceContext(valid, `a=${'x'.repeat(600)}`), { traceparent: valid }, 'longer than 512 characters: dropped');
+  assert.deepEqual(
+    readTraceContext(valid, 'only garbage'),
+    { traceparent: valid },
+    'nothing kept: no tracestate at all',
+  );
+  assert.deepEqual(
+    readTraceContext(valid, `a=${'x'.repeat(600)}`),
+    { traceparent: valid },
+    'longer than 512 characters: dropped',
+  );
   // A later version is read for the fields version 00 knows, and passed on as version 00.
   assert.deepEqual(readTraceContext(`cc${valid.slice(2)}-later`, undefined), { traceparent: valid });
 });
 
 test('a malformed traceparent is no trace context, whatever the tracestate', () => {
   for (const bad of [
-    undefined, '', 'garbage', valid.toUpperCase(), `${valid}-more`, `ff${valid.slice(2)}`, `cc${valid.slice(2)}x`,
-    '00-00000000000000000000000000000000-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
-    '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1', '0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
-    ` ${valid}`, valid.replace(/-/g, '_'),
-  ]) assert.equal(readTraceContext(bad, 'rbx=1'), undefined, String(bad));
+    undefined,
+    '',
+    'garbage',
+    valid.toUpperCase(),
+    `${valid}-more`,
+    `ff${valid.slice(2)}`,
+    `cc${valid.slice(2)}x`,
+    '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+    '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
+    '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1',
+    '0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    ` ${valid}`,
+    valid.replace(/-/g, '_'),
+  ])
+    assert.equal(readTraceContext(bad, 'rbx=1'), undefined, String(bad));
 });
 
 test('a new trace and a child span are valid and random; the child keeps the trace, the flags and the tracestate', () => {
@@ -42,7 +63,10 @@ test('a new trace and a child span are valid and random; the child keeps the tra
 });
 
 test('traceFields copies just the two fields, and never one set to undefined', () => {
-  assert.deepEqual(traceFields({ traceparent: valid, tracestate: 'a=1', id: 'msg_1' } as never), { traceparent: valid, tracestate: 'a=1' });
+  assert.deepEqual(traceFields({ traceparent: valid, tracestate: 'a=1', id: 'msg_1' } as never), {
+    traceparent: valid,
+    tracestate: 'a=1',
+  });
   assert.deepEqual(Object.keys(traceFields({ traceparent: valid })), ['traceparent']);
   assert.deepEqual(traceFields(undefined), {});
 });

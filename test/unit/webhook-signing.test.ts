@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { randomBytes } from 'node:crypto';
-import { bodySignature, deliveryHeaders, newSecret, secretFormat, secretProblem, signingKey, standardSignature } from '../../src/webhooks/webhook-signing.ts';
+import {
+  bodySignature,
+  deliveryHeaders,
+  newSecret,
+  secretFormat,
+  secretProblem,
+  signingKey,
+  standardSignature,
+} from '../../src/webhooks/webhook-signing.ts';
 
 const body = '{"event":"message.sent","timestamp":"2026-01-01T00:00:00.000Z","data":{"id":"msg_1"}}';
 const secret = 'my secret';
@@ -12,8 +20,14 @@ test('X-Webhook-Signature: hex HMAC-SHA256 of the raw body (vector computed with
 });
 
 test('webhook-signature: v1, base64 HMAC-SHA256 of id.timestamp.body (vector computed with openssl), as the reference library signs', () => {
-  assert.equal(standardSignature(secret, 'evt_1', '1767225600', body), 'v1,o3YZhcwjmafA5YPpXwrCfpwUIJcBePIxYM1aKor3TQ0=');
-  assert.equal(new Webhook(secret, { format: 'raw' }).sign('evt_1', new Date(1767225600_000), body), 'v1,o3YZhcwjmafA5YPpXwrCfpwUIJcBePIxYM1aKor3TQ0=');
+  assert.equal(
+    standardSignature(secret, 'evt_1', '1767225600', body),
+    'v1,o3YZhcwjmafA5YPpXwrCfpwUIJcBePIxYM1aKor3TQ0=',
+  );
+  assert.equal(
+    new Webhook(secret, { format: 'raw' }).sign('evt_1', new Date(1767225600_000), body),
+    'v1,o3YZhcwjmafA5YPpXwrCfpwUIJcBePIxYM1aKor3TQ0=',
+  );
 });
 
 test('the headers of a delivery verify with the reference library; a changed body or secret does not', () => {
@@ -33,7 +47,10 @@ test('without a secret there is no signature, only webhook-id and webhook-timest
 test('a secret not starting with whsec_ signs with its UTF-8 bytes, as before: the vectors above, through the signing key', () => {
   assert.equal(secretFormat(secret), 'raw');
   assert.equal(secretProblem(secret), null);
-  assert.equal(standardSignature(signingKey(secret, 'raw'), 'evt_1', '1767225600', body), 'v1,o3YZhcwjmafA5YPpXwrCfpwUIJcBePIxYM1aKor3TQ0=');
+  assert.equal(
+    standardSignature(signingKey(secret, 'raw'), 'evt_1', '1767225600', body),
+    'v1,o3YZhcwjmafA5YPpXwrCfpwUIJcBePIxYM1aKor3TQ0=',
+  );
   assert.equal(bodySignature(signingKey('clé', 'raw'), body), bodySignature(Buffer.from('clé', 'utf8'), body));
 });
 
@@ -50,7 +67,10 @@ test('a new secret is whsec_ and the base64 of 32 random bytes; the reference li
   assert.deepEqual(new Webhook(made).verify(body, headers), JSON.parse(body));
   assert.equal(headers['x-webhook-signature'], bodySignature(key, body));
   assert.throws(() => new Webhook(made, { format: 'raw' }).verify(body, headers), 'the whole string is not the key');
-  assert.equal(new Webhook(made).sign('evt_1', new Date(1767225600_000), body), standardSignature(key, 'evt_1', '1767225600', body));
+  assert.equal(
+    new Webhook(made).sign('evt_1', new Date(1767225600_000), body),
+    standardSignature(key, 'evt_1', '1767225600', body),
+  );
 });
 
 test('a whsec_ value that is not base64 of 24 to 64 bytes is refused with the reason', () => {
@@ -58,8 +78,12 @@ test('a whsec_ value that is not base64 of 24 to 64 bytes is refused with the re
   assert.equal(secretProblem(`whsec_${b64(24)}`), null);
   assert.equal(secretProblem(`whsec_${b64(64)}`), null);
   for (const [value, reason] of [
-    ['whsec_', /base64/], ['whsec_not base64!', /base64/], [`whsec_${b64(32).replace(/=+$/, '')}`, /base64/], [`whsec_${b64(32).replace(/\+|\//g, '-')}x`, /base64/],
-    [`whsec_${b64(16)}`, /24 to 64 bytes, got 16/], [`whsec_${b64(65)}`, /24 to 64 bytes, got 65/],
+    ['whsec_', /base64/],
+    ['whsec_not base64!', /base64/],
+    [`whsec_${b64(32).replace(/=+$/, '')}`, /base64/],
+    [`whsec_${b64(32).replace(/\+|\//g, '-')}x`, /base64/],
+    [`whsec_${b64(16)}`, /24 to 64 bytes, got 16/],
+    [`whsec_${b64(65)}`, /24 to 64 bytes, got 65/],
   ] as const) {
     assert.match(secretProblem(value) ?? 'accepted', reason, value);
   }
@@ -68,7 +92,11 @@ test('a whsec_ value that is not base64 of 24 to 64 bytes is refused with the re
 test('during a rotation webhook-signature carries one v1 signature per key, each verifying; X-Webhook-Signature signs with the current key only', () => {
   const previous = 'the raw secret before';
   const current = newSecret();
-  const headers = deliveryHeaders({ webhookId: 'evt_abc', body, keys: [signingKey(current, 'whsec'), signingKey(previous, 'raw')] });
+  const headers = deliveryHeaders({
+    webhookId: 'evt_abc',
+    body,
+    keys: [signingKey(current, 'whsec'), signingKey(previous, 'raw')],
+  });
   const signatures = headers['webhook-signature']!.split(' ');
   assert.equal(signatures.length, 2);
   for (const s of signatures) assert.match(s, /^v1,[A-Za-z0-9+/]{43}=$/);

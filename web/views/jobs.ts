@@ -4,11 +4,24 @@ import { allPages, api, can } from '../session.ts';
 import { poll, type PageContext } from '../page.ts';
 
 interface Job {
-  jobId: string; status: 'scheduled' | 'processing' | 'completed' | 'cancelled'; totalRecipients: number; progress: number;
-  counts: Record<string, number>; createdAt: string; scheduledAt: string | null; startedAt: string | null; completedAt: string | null;
-  cancelledAt: string | null; estimatedCompletionAt?: string | null;
+  jobId: string;
+  status: 'scheduled' | 'processing' | 'completed' | 'cancelled';
+  totalRecipients: number;
+  progress: number;
+  counts: Record<string, number>;
+  createdAt: string;
+  scheduledAt: string | null;
+  startedAt: string | null;
+  completedAt: string | null;
+  cancelledAt: string | null;
+  estimatedCompletionAt?: string | null;
 }
-interface Result { messageId: string; to: string; status: string; error: string | null }
+interface Result {
+  messageId: string;
+  to: string;
+  status: string;
+  error: string | null;
+}
 
 /** The bodies of jobs sent from this page, so a failed row downloads with its body (results carry recipient and error only). */
 const sentRows = new Map<string, Map<string, string>>();
@@ -36,10 +49,23 @@ const listPollMs = 2_000;
 export async function jobsView({ main, onLeave }: PageContext): Promise<void> {
   const rows = new Map<string, { status: HTMLElement; bar: HTMLProgressElement; row: HTMLTableRowElement }>();
   const body = h('tbody');
-  const list = h('table', { id: 'jobs-table' },
+  const list = h(
+    'table',
+    { id: 'jobs-table' },
     h('caption', { class: 'sr-only' }, 'Bulk jobs, newest first'),
-    h('thead', null, h('tr', null, ['Job', 'Status', 'Recipients', 'Progress', 'Created', 'Scheduled for'].map((c) => h('th', { scope: 'col' }, c)))),
-    body);
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        ['Job', 'Status', 'Recipients', 'Progress', 'Created', 'Scheduled for'].map((c) =>
+          h('th', { scope: 'col' }, c),
+        ),
+      ),
+    ),
+    body,
+  );
   let left = false;
   onLeave(() => (left = true));
 
@@ -56,8 +82,16 @@ export async function jobsView({ main, onLeave }: PageContext): Promise<void> {
       if (!row) {
         const status = h('span');
         const bar = progressBar({ 'aria-label': `Progress of ${j.jobId}`, 'data-job': j.jobId });
-        const tr = h('tr', { 'data-job': j.jobId }, h('td', null, h('a', { href: `#/jobs/${j.jobId}` }, j.jobId)), h('td', null, status), h('td', null, String(j.totalRecipients)),
-          h('td', null, bar), h('td', null, when(j.createdAt)), h('td', null, when(j.scheduledAt)));
+        const tr = h(
+          'tr',
+          { 'data-job': j.jobId },
+          h('td', null, h('a', { href: `#/jobs/${j.jobId}` }, j.jobId)),
+          h('td', null, status),
+          h('td', null, String(j.totalRecipients)),
+          h('td', null, bar),
+          h('td', null, when(j.createdAt)),
+          h('td', null, when(j.scheduledAt)),
+        );
         row = { status, bar, row: tr };
         rows.set(j.jobId, row);
       }
@@ -98,24 +132,54 @@ export async function jobView({ me, main, onLeave }: PageContext, jobId?: string
   async function refresh(): Promise<void> {
     const job = await api<Job>('GET', `/api/v1/messages/bulk/${jobId}`);
     if (stopped) return;
-    replace(status, 'Status: ', h('strong', { id: 'job-status-value' }, job.status),
+    replace(
+      status,
+      'Status: ',
+      h('strong', { id: 'job-status-value' }, job.status),
       job.status === 'scheduled' && job.scheduledAt ? ` — starts ${when(job.scheduledAt)}` : '',
-      job.completedAt ? ` — completed ${when(job.completedAt)}` : '', job.cancelledAt ? ` — cancelled ${when(job.cancelledAt)}` : '');
+      job.completedAt ? ` — completed ${when(job.completedAt)}` : '',
+      job.cancelledAt ? ` — cancelled ${when(job.cancelledAt)}` : '',
+    );
     setProgress(bar, job.progress);
-    replace(counts, Object.entries(job.counts).flatMap(([k, v]) => [h('dt', null, k), h('dd', { id: `count-${k}` }, String(v))]), h('dt', null, 'total'), h('dd', null, String(job.totalRecipients)));
-    replace(eta, job.status === 'processing' ? `Estimated completion: ${job.estimatedCompletionAt ? when(job.estimatedCompletionAt) : 'unknown (no relay online)'}` : '');
+    replace(
+      counts,
+      Object.entries(job.counts).flatMap(([k, v]) => [h('dt', null, k), h('dd', { id: `count-${k}` }, String(v))]),
+      h('dt', null, 'total'),
+      h('dd', null, String(job.totalRecipients)),
+    );
+    replace(
+      eta,
+      job.status === 'processing'
+        ? `Estimated completion: ${job.estimatedCompletionAt ? when(job.estimatedCompletionAt) : 'unknown (no relay online)'}`
+        : '',
+    );
     const running = active(job);
-    replace(actions,
-      running && can(me, 'member') ? h('button', {
-        type: 'button', id: 'cancel-job',
-        async onclick() {
-          if (!confirm('Cancel this job? Messages not yet handed to a relay will not be sent.')) return;
-          await api('POST', `/api/v1/messages/bulk/${jobId}/cancel`, {});
-          clearTimeout(timer);
-          await refresh();
-        },
-      }, 'Cancel job') : null,
-      job.counts.failed ? h('button', { type: 'button', id: 'download-failed', onclick: () => void downloadFailed() }, 'Download failed rows as CSV') : null);
+    replace(
+      actions,
+      running && can(me, 'member')
+        ? h(
+            'button',
+            {
+              type: 'button',
+              id: 'cancel-job',
+              async onclick() {
+                if (!confirm('Cancel this job? Messages not yet handed to a relay will not be sent.')) return;
+                await api('POST', `/api/v1/messages/bulk/${jobId}/cancel`, {});
+                clearTimeout(timer);
+                await refresh();
+              },
+            },
+            'Cancel job',
+          )
+        : null,
+      job.counts.failed
+        ? h(
+            'button',
+            { type: 'button', id: 'download-failed', onclick: () => void downloadFailed() },
+            'Download failed rows as CSV',
+          )
+        : null,
+    );
     if (lastStatus !== undefined && lastStatus !== job.status) announce(`Job ${job.status}`);
     const seen = JSON.stringify(job.counts);
     if (seen !== resultsOf && (!running || Date.now() - resultsAt >= resultsEveryMs)) {
@@ -129,22 +193,49 @@ export async function jobView({ me, main, onLeave }: PageContext, jobId?: string
   }
 
   async function showResults(failedCount: number): Promise<void> {
-    const page = await api<{ data: Result[]; pagination: { total: number } }>('GET', `/api/v1/messages/bulk/${jobId}/results?limit=100`);
-    const failed = failedCount > 0 ? await api<{ data: Result[]; pagination: { total: number } }>('GET', `/api/v1/messages/bulk/${jobId}/results?status=failed&limit=100`) : { data: [] };
+    const page = await api<{ data: Result[]; pagination: { total: number } }>(
+      'GET',
+      `/api/v1/messages/bulk/${jobId}/results?limit=100`,
+    );
+    const failed =
+      failedCount > 0
+        ? await api<{ data: Result[]; pagination: { total: number } }>(
+            'GET',
+            `/api/v1/messages/bulk/${jobId}/results?status=failed&limit=100`,
+          )
+        : { data: [] };
     if (stopped) return;
-    replace(results,
+    replace(
+      results,
       h('h2', null, 'Failed rows'),
-      failed.data.length ? table('Failed rows and their errors', ['To', 'Error'], failed.data.map((r) => [r.to, r.error ?? ''])) : h('p', null, 'None.'),
+      failed.data.length
+        ? table(
+            'Failed rows and their errors',
+            ['To', 'Error'],
+            failed.data.map((r) => [r.to, r.error ?? '']),
+          )
+        : h('p', null, 'None.'),
       h('h2', null, 'Results'),
       h('p', null, `First ${page.data.length} of ${page.pagination.total}, in request order.`),
-      table('Per-recipient results', ['To', 'Status', 'Error'], page.data.map((r) => [r.to, h('span', { class: `st st-${r.status}` }, r.status), r.error ?? ''])));
+      table(
+        'Per-recipient results',
+        ['To', 'Status', 'Error'],
+        page.data.map((r) => [r.to, h('span', { class: `st st-${r.status}` }, r.status), r.error ?? '']),
+      ),
+    );
   }
 
   async function downloadFailed(): Promise<void> {
     const failed = await allPages<Result>(`/api/v1/messages/bulk/${jobId}/results?status=failed`);
     const bodies = sentRows.get(jobId!);
-    const csv = toCsv(['to', 'body', 'error'], failed.map((r) => [r.to, bodies?.get(storedRecipient(r.to)) ?? '', r.error ?? '']));
-    const link = h('a', { href: URL.createObjectURL(new Blob(['\uFEFF', csv], { type: 'text/csv' })), download: `${jobId}-failed.csv` });
+    const csv = toCsv(
+      ['to', 'body', 'error'],
+      failed.map((r) => [r.to, bodies?.get(storedRecipient(r.to)) ?? '', r.error ?? '']),
+    );
+    const link = h('a', {
+      href: URL.createObjectURL(new Blob(['\uFEFF', csv], { type: 'text/csv' })),
+      download: `${jobId}-failed.csv`,
+    });
     document.body.append(link);
     link.click();
     link.remove();

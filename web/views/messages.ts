@@ -2,18 +2,42 @@ import { announce, h, replace, table, when } from '../dom.ts';
 import { api, can, describeError } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
-interface Message { id: string; status: string; direction: 'sent' | 'received'; to: string; from: string | null; body: string; createdAt: string; fromNumber: string | null }
+interface Message {
+  id: string;
+  status: string;
+  direction: 'sent' | 'received';
+  to: string;
+  from: string | null;
+  body: string;
+  createdAt: string;
+  fromNumber: string | null;
+}
 interface StatusRecord {
-  id: string; status: string; waitingFor: string | null; notBefore: string | null; checkpoints: Array<{ hop: string; at: string }>;
-  jobId: string | null; attempts: number; lastError: string | null; queuedAt: string | null; sentAt: string | null; deliveredAt: string | null; readAt: string | null;
+  id: string;
+  status: string;
+  waitingFor: string | null;
+  notBefore: string | null;
+  checkpoints: Array<{ hop: string; at: string }>;
+  jobId: string | null;
+  attempts: number;
+  lastError: string | null;
+  queuedAt: string | null;
+  sentAt: string | null;
+  deliveredAt: string | null;
+  readAt: string | null;
 }
 
 const statuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
 const pageSize = 100;
 
 const field = (id: string, label: string, control: HTMLElement, hint?: string) =>
-  h('div', { class: 'field' }, h('label', { for: id }, label), control, hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null);
-
+  h(
+    'div',
+    { class: 'field' },
+    h('label', { for: id }, label),
+    control,
+    hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null,
+  );
 
 /** Send one message: recipient, text, priority and, when the organization has registered numbers, the number to send from. */
 export async function sendView({ me, main }: PageContext): Promise<void> {
@@ -21,62 +45,104 @@ export async function sendView({ me, main }: PageContext): Promise<void> {
     replace(main, h('h1', null, 'Send a message'), h('p', null, 'Your role (viewer) can read messages but not send.'));
     return;
   }
-  const phones = await api<{ data: Array<{ number: string; label: string | null; status: string }> }>('GET', '/api/v1/phone-numbers');
+  const phones = await api<{ data: Array<{ number: string; label: string | null; status: string }> }>(
+    'GET',
+    '/api/v1/phone-numbers',
+  );
   const to = h('input', { id: 'send-to', required: true, autocomplete: 'off', 'aria-describedby': 'send-to-hint' });
   const text = h('textarea', { id: 'send-body', rows: '4', required: true, maxlength: '10000' });
-  const priority = h('input', { id: 'send-priority', type: 'number', min: '0', max: '100', value: '0', 'aria-describedby': 'send-priority-hint' });
-  const from = h('select', { id: 'send-from' }, h('option', { value: '' }, 'Any (the relay chooses)'),
-    phones.data.filter((p) => p.status === 'active').map((p) => h('option', { value: p.number }, p.label ? `${p.number} (${p.label})` : p.number)));
+  const priority = h('input', {
+    id: 'send-priority',
+    type: 'number',
+    min: '0',
+    max: '100',
+    value: '0',
+    'aria-describedby': 'send-priority-hint',
+  });
+  const from = h(
+    'select',
+    { id: 'send-from' },
+    h('option', { value: '' }, 'Any (the relay chooses)'),
+    phones.data
+      .filter((p) => p.status === 'active')
+      .map((p) => h('option', { value: p.number }, p.label ? `${p.number} (${p.label})` : p.number)),
+  );
   const error = h('p', { class: 'error', role: 'alert', id: 'send-error' });
   const done = h('p', { id: 'send-done', role: 'status' });
   const submit = h('button', { type: 'submit' }, 'Send');
-  const form = h('form', {
-    id: 'send-one',
-    async onsubmit(e: Event) {
-      e.preventDefault();
-      error.textContent = '';
-      done.textContent = '';
-      submit.disabled = true;
-      try {
-        const body = { to: to.value.trim(), body: text.value, priority: Number(priority.value || 0), ...(from.value ? { fromNumber: from.value } : {}) };
-        const sent = await api<{ id: string; status: string }>('POST', '/api/v1/messages', body);
-        replace(done, 'Queued: ', h('a', { href: `#/messages/${sent.id}` }, sent.id));
-        announce('Message queued');
-        text.value = '';
-      } catch (err) {
-        error.textContent = describeError(err);
-      } finally {
-        submit.disabled = false;
-      }
+  const form = h(
+    'form',
+    {
+      id: 'send-one',
+      async onsubmit(e: Event) {
+        e.preventDefault();
+        error.textContent = '';
+        done.textContent = '';
+        submit.disabled = true;
+        try {
+          const body = {
+            to: to.value.trim(),
+            body: text.value,
+            priority: Number(priority.value || 0),
+            ...(from.value ? { fromNumber: from.value } : {}),
+          };
+          const sent = await api<{ id: string; status: string }>('POST', '/api/v1/messages', body);
+          replace(done, 'Queued: ', h('a', { href: `#/messages/${sent.id}` }, sent.id));
+          announce('Message queued');
+          text.value = '';
+        } catch (err) {
+          error.textContent = describeError(err);
+        } finally {
+          submit.disabled = false;
+        }
+      },
     },
-  },
-  field('send-to', 'To', to, 'A phone number (E.164 or national with a country code), an email address, or a contact group ID.'),
-  field('send-body', 'Message', text),
-  field('send-priority', 'Priority', priority, '0 to 100; higher is sent first.'),
-  field('send-from', 'From number', from),
-  error, submit, done);
+    field(
+      'send-to',
+      'To',
+      to,
+      'A phone number (E.164 or national with a country code), an email address, or a contact group ID.',
+    ),
+    field('send-body', 'Message', text),
+    field('send-priority', 'Priority', priority, '0 to 100; higher is sent first.'),
+    field('send-from', 'From number', from),
+    error,
+    submit,
+    done,
+  );
   replace(main, h('h1', null, 'Send a message'), form);
 }
 
 /** Search messages by recipient, status, date range or bulk job; each result opens its status record and timeline. */
 export function messagesView({ main }: PageContext): void {
   const recipient = h('input', { id: 'search-recipient', autocomplete: 'off' });
-  const status = h('select', { id: 'search-status' }, h('option', { value: '' }, 'Any'), statuses.map((s) => h('option', { value: s }, s)));
+  const status = h(
+    'select',
+    { id: 'search-status' },
+    h('option', { value: '' }, 'Any'),
+    statuses.map((s) => h('option', { value: s }, s)),
+  );
   const since = h('input', { id: 'search-from', type: 'datetime-local' });
   const until = h('input', { id: 'search-to', type: 'datetime-local' });
   const job = h('input', { id: 'search-job', autocomplete: 'off', 'aria-describedby': 'search-job-hint' });
   const out = h('section', { id: 'search-results', 'aria-live': 'polite', 'aria-label': 'Search results' });
-  const form = h('form', {
-    id: 'message-search', class: 'filters',
-    onsubmit(e: Event) {
-      e.preventDefault();
-      void search().catch(shown);
+  const form = h(
+    'form',
+    {
+      id: 'message-search',
+      class: 'filters',
+      onsubmit(e: Event) {
+        e.preventDefault();
+        void search().catch(shown);
+      },
     },
-  },
-  field('search-recipient', 'Recipient (phone or email)', recipient), field('search-status', 'Status', status),
-  field('search-from', 'Created from', since), field('search-to', 'Created before', until),
-  field('search-job', 'Bulk job', job, 'A job ID: its messages only.'),
-  h('button', { type: 'submit' }, 'Search'));
+    field('search-recipient', 'Recipient (phone or email)', recipient),
+    field('search-status', 'Status', status),
+    field('search-from', 'Created from', since),
+    field('search-to', 'Created before', until),
+    field('search-job', 'Bulk job', job, 'A job ID: its messages only.'),
+    h('button', { type: 'submit' }, 'Search'),
+  );
 
   // Only the latest search shows its answer (the one on opening may still be reading when the reader searches).
   let latest = 0;
@@ -90,16 +156,42 @@ export function messagesView({ main }: PageContext): void {
     if (since.value) qs.set('since', new Date(since.value).toISOString());
     if (until.value) qs.set('until', new Date(until.value).toISOString());
     if (after) qs.set('after', after);
-    const page = await api<{ data: Message[]; nextCursor?: string | null; pagination?: { total: number } }>('GET', `/api/v1/messages?${qs}`);
+    const page = await api<{ data: Message[]; nextCursor?: string | null; pagination?: { total: number } }>(
+      'GET',
+      `/api/v1/messages?${qs}`,
+    );
     if (mine !== latest) return;
     const total = page.pagination?.total;
     const next = page.nextCursor;
-    replace(out,
-      h('h2', null, total === undefined ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`),
-      page.data.length ? table('Messages found, newest first', ['Message', 'Direction', 'Recipient or sender', 'Status', 'Created', 'Text'],
-        page.data.map((m) => [h('a', { href: `#/messages/${m.id}` }, m.id), m.direction, m.direction === 'sent' ? m.to : m.from ?? m.to,
-          h('span', { class: `st st-${m.status}` }, m.status), when(m.createdAt), h('span', { class: 'body' }, m.body)])) : null,
-      next ? h('button', { type: 'button', class: 'secondary', onclick: () => void search(next).catch(shown) }, `Next ${pageSize}`) : null);
+    replace(
+      out,
+      h(
+        'h2',
+        null,
+        total === undefined ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`,
+      ),
+      page.data.length
+        ? table(
+            'Messages found, newest first',
+            ['Message', 'Direction', 'Recipient or sender', 'Status', 'Created', 'Text'],
+            page.data.map((m) => [
+              h('a', { href: `#/messages/${m.id}` }, m.id),
+              m.direction,
+              m.direction === 'sent' ? m.to : (m.from ?? m.to),
+              h('span', { class: `st st-${m.status}` }, m.status),
+              when(m.createdAt),
+              h('span', { class: 'body' }, m.body),
+            ]),
+          )
+        : null,
+      next
+        ? h(
+            'button',
+            { type: 'button', class: 'secondary', onclick: () => void search(next).catch(shown) },
+            `Next ${pageSize}`,
+          )
+        : null,
+    );
     announce(total === undefined ? `${page.data.length} more messages` : `${total} messages found`);
   }
   const shown = (err: unknown) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err)));
@@ -109,8 +201,13 @@ export function messagesView({ main }: PageContext): void {
 }
 
 const hopNames: Record<string, string> = {
-  accepted: 'Accepted by the API', handed_to_relay: 'Handed to a relay', relay_received: 'Received by the relay', handed_to_app: 'Handed to Messages',
-  seen_in_database: 'Seen in the Messages database', sent: 'Sent', delivered: 'Delivered',
+  accepted: 'Accepted by the API',
+  handed_to_relay: 'Handed to a relay',
+  relay_received: 'Received by the relay',
+  handed_to_app: 'Handed to Messages',
+  seen_in_database: 'Seen in the Messages database',
+  sent: 'Sent',
+  delivered: 'Delivered',
 };
 
 /** One message: its status record and the timeline of the hops it passed, with the time since it was accepted. */
@@ -126,13 +223,37 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
     ...(record.waitingFor ? [['Waiting for', record.waitingFor.replaceAll('_', ' ')] as [string, string]] : []),
     ...(record.notBefore ? [['Not before', when(record.notBefore)] as [string, string]] : []),
     ...(record.lastError ? [['Last error', record.lastError] as [string, string]] : []),
-    ...(record.jobId ? [['Bulk job', h('a', { href: `#/jobs/${record.jobId}` }, record.jobId)] as [string, HTMLElement]] : []),
+    ...(record.jobId
+      ? [['Bulk job', h('a', { href: `#/jobs/${record.jobId}` }, record.jobId)] as [string, HTMLElement]]
+      : []),
   ];
-  replace(main, h('h1', null, 'Message ', h('code', null, record.id)),
-    h('dl', { class: 'counts' }, facts.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
+  replace(
+    main,
+    h('h1', null, 'Message ', h('code', null, record.id)),
+    h(
+      'dl',
+      { class: 'counts' },
+      facts.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
+    ),
     h('h2', null, 'Timeline'),
-    timeline.length === 0 ? h('p', null, 'No hop recorded yet.') : h('ol', { id: 'message-timeline', class: 'timeline' }, timeline.map((c) =>
-      h('li', { 'data-hop': c.hop }, h('strong', null, hopNames[c.hop] ?? c.hop), ' ', h('time', { datetime: c.at }, when(c.at)),
-        start !== undefined && c.hop !== 'accepted' ? h('span', { class: 'hint' }, ` (+${Math.max(0, Date.parse(c.at) - start).toLocaleString('en')} ms)`) : null))),
-    h('p', null, h('a', { href: '#/messages' }, 'Back to the search')));
+    timeline.length === 0
+      ? h('p', null, 'No hop recorded yet.')
+      : h(
+          'ol',
+          { id: 'message-timeline', class: 'timeline' },
+          timeline.map((c) =>
+            h(
+              'li',
+              { 'data-hop': c.hop },
+              h('strong', null, hopNames[c.hop] ?? c.hop),
+              ' ',
+              h('time', { datetime: c.at }, when(c.at)),
+              start !== undefined && c.hop !== 'accepted'
+                ? h('span', { class: 'hint' }, ` (+${Math.max(0, Date.parse(c.at) - start).toLocaleString('en')} ms)`)
+                : null,
+            ),
+          ),
+        ),
+    h('p', null, h('a', { href: '#/messages' }, 'Back to the search')),
+  );
 }

@@ -5,21 +5,55 @@ import { timeChart, type Chart } from '../chart.ts';
 import { messageStats, volumeData } from '../stats.ts';
 import { onlineShare, onlineSpans, type RelayEvent, type Span } from '../relay-history.ts';
 
-interface Relay { id: string; name: string; status: 'online' | 'offline'; degraded: string | null; lastHeartbeat: string | null; capacity: number; phoneNumbers: string[]; systemInfo: { hostname: string; hostOsVersion: string } }
-interface Health { cpuPercent: number; memoryUsedBytes: number; memoryTotalBytes: number; messagesPerMinute: number; queueDepth: number; reportedAt: string }
+interface Relay {
+  id: string;
+  name: string;
+  status: 'online' | 'offline';
+  degraded: string | null;
+  lastHeartbeat: string | null;
+  capacity: number;
+  phoneNumbers: string[];
+  systemInfo: { hostname: string; hostOsVersion: string };
+}
+interface Health {
+  cpuPercent: number;
+  memoryUsedBytes: number;
+  memoryTotalBytes: number;
+  messagesPerMinute: number;
+  queueDepth: number;
+  reportedAt: string;
+}
 
-interface PhoneNumber { id: string; number: string; label: string | null; status: 'active' | 'deactivated' }
-interface Usage { pace: { perSecond: number; burst: number; newContactsPerDay: number }; sentLastMinute: number; newContactsToday: number; nextSlotAt: string; nextNewContactSlotAt: string }
+interface PhoneNumber {
+  id: string;
+  number: string;
+  label: string | null;
+  status: 'active' | 'deactivated';
+}
+interface Usage {
+  pace: { perSecond: number; burst: number; newContactsPerDay: number };
+  sentLastMinute: number;
+  newContactsToday: number;
+  nextSlotAt: string;
+  nextNewContactSlotAt: string;
+}
 
 /** Relays, their sends a minute and the numbers' usage are read again every 10 s. */
 const pollMs = 10_000;
 
-const health = (x: Health | null | undefined) => x ? `CPU ${x.cpuPercent.toFixed(0)}%, memory ${Math.round((x.memoryUsedBytes / Math.max(1, x.memoryTotalBytes)) * 100)}%, ${x.messagesPerMinute}/min, queue ${x.queueDepth}` : '—';
+const health = (x: Health | null | undefined) =>
+  x
+    ? `CPU ${x.cpuPercent.toFixed(0)}%, memory ${Math.round((x.memoryUsedBytes / Math.max(1, x.memoryTotalBytes)) * 100)}%, ${x.messagesPerMinute}/min, queue ${x.queueDepth}`
+    : '—';
 /** The online history covers the last 24 hours, from the organization's last 100 relay.online and 100 relay.offline events. */
 const historyMs = 86_400_000;
 
 async function relayEvents(): Promise<RelayEvent[]> {
-  const read = (type: string) => api<{ data: RelayEvent[] }>('GET', `/api/v1/events?type=${type}&limit=100`).then((p) => p.data, () => []);
+  const read = (type: string) =>
+    api<{ data: RelayEvent[] }>('GET', `/api/v1/events?type=${type}&limit=100`).then(
+      (p) => p.data,
+      () => [],
+    );
   const [online, offline] = await Promise.all([read('relay.online'), read('relay.offline')]);
   return [...online, ...offline];
 }
@@ -30,20 +64,53 @@ const clock = (ms: number) => new Date(ms).toLocaleTimeString(undefined, { hour:
 function showHistory(el: HTMLElement, spans: Span[], status: string): void {
   const total = spans.reduce((n, s) => n + s.end - s.start, 0) || 1;
   const share = onlineShare(spans);
-  const changes = spans.filter((s) => s.online !== null).slice(-5).reverse();
-  el.dataset.spans = JSON.stringify(spans.map((s) => ({ start: new Date(s.start).toISOString(), end: new Date(s.end).toISOString(), online: s.online })));
-  replace(el,
-    h('p', { class: 'hint' }, 'Online history, last 24 hours: ', share === null ? 'no connection recorded.' : `online ${(share * 100).toFixed(1)}% of the recorded time; ${status} now.`),
-    h('div', { class: 'strip', 'aria-hidden': 'true' }, spans.map((s) => {
-      const part = h('span', { class: s.online === null ? 'unknown' : s.online ? 'up' : 'down', title: `${s.online === null ? 'no record' : s.online ? 'online' : 'offline'} ${clock(s.start)}–${clock(s.end)}` });
-      // Set through the style object: the page's policy refuses inline style attributes.
-      part.style.width = `${((s.end - s.start) / total) * 100}%`;
-      return part;
+  const changes = spans
+    .filter((s) => s.online !== null)
+    .slice(-5)
+    .reverse();
+  el.dataset.spans = JSON.stringify(
+    spans.map((s) => ({
+      start: new Date(s.start).toISOString(),
+      end: new Date(s.end).toISOString(),
+      online: s.online,
     })),
-    changes.length ? h('ul', { class: 'plain changes' }, changes.map((s) => h('li', null, `${s.online ? 'Online' : 'Offline'} from ${when(new Date(s.start).toISOString())}`))) : null);
+  );
+  replace(
+    el,
+    h(
+      'p',
+      { class: 'hint' },
+      'Online history, last 24 hours: ',
+      share === null
+        ? 'no connection recorded.'
+        : `online ${(share * 100).toFixed(1)}% of the recorded time; ${status} now.`,
+    ),
+    h(
+      'div',
+      { class: 'strip', 'aria-hidden': 'true' },
+      spans.map((s) => {
+        const part = h('span', {
+          class: s.online === null ? 'unknown' : s.online ? 'up' : 'down',
+          title: `${s.online === null ? 'no record' : s.online ? 'online' : 'offline'} ${clock(s.start)}–${clock(s.end)}`,
+        });
+        // Set through the style object: the page's policy refuses inline style attributes.
+        part.style.width = `${((s.end - s.start) / total) * 100}%`;
+        return part;
+      }),
+    ),
+    changes.length
+      ? h(
+          'ul',
+          { class: 'plain changes' },
+          changes.map((s) =>
+            h('li', null, `${s.online ? 'Online' : 'Offline'} from ${when(new Date(s.start).toISOString())}`),
+          ),
+        )
+      : null,
+  );
 }
 
-const soon = (iso: string) => Date.parse(iso) <= Date.now() + 500 ? 'now' : when(iso);
+const soon = (iso: string) => (Date.parse(iso) <= Date.now() + 500 ? 'now' : when(iso));
 
 /**
  * Relays with their state and health, each relay's sends a minute over the
@@ -64,23 +131,57 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
   async function refresh(): Promise<boolean> {
     const relays = await api<{ data: Relay[] }>('GET', '/api/v1/relays');
     const [details, stats, phones, events] = await Promise.all([
-      Promise.all(relays.data.map((r) => api<{ health?: Health | null }>('GET', `/api/v1/relays/${r.id}`).catch(() => ({ health: null })))),
+      Promise.all(
+        relays.data.map((r) =>
+          api<{ health?: Health | null }>('GET', `/api/v1/relays/${r.id}`).catch(() => ({ health: null })),
+        ),
+      ),
       Promise.all(relays.data.map((r) => messageStats('hour', { relayId: r.id }).catch(() => null))),
       api<{ data: PhoneNumber[] }>('GET', '/api/v1/phone-numbers'),
       relayEvents(),
     ]);
     const activePhones = phones.data.filter((p) => p.status === 'active');
-    const usage = await Promise.all(activePhones.map((p) => api<Usage>('GET', `/api/v1/phone-numbers/${p.id}/usage`).catch(() => null)));
+    const usage = await Promise.all(
+      activePhones.map((p) => api<Usage>('GET', `/api/v1/phone-numbers/${p.id}/usage`).catch(() => null)),
+    );
     if (left) return false;
-    replace(list, relays.data.length === 0 ? h('p', null, 'No relay yet: messages wait in the queue until one connects.') : table('Relays', ['Name', 'State', 'Last heartbeat', 'Capacity', 'Numbers', 'Health'],
-      relays.data.map((r, i) => [r.name, r.degraded ? h('span', { class: 'st st-degraded', title: r.degraded }, `degraded: ${r.degraded}`) : h('span', { class: `st st-${r.status}` }, r.status), when(r.lastHeartbeat), r.capacity, r.phoneNumbers.join(', ') || '—', health(details[i]?.health)])));
+    replace(
+      list,
+      relays.data.length === 0
+        ? h('p', null, 'No relay yet: messages wait in the queue until one connects.')
+        : table(
+            'Relays',
+            ['Name', 'State', 'Last heartbeat', 'Capacity', 'Numbers', 'Health'],
+            relays.data.map((r, i) => [
+              r.name,
+              r.degraded
+                ? h('span', { class: 'st st-degraded', title: r.degraded }, `degraded: ${r.degraded}`)
+                : h('span', { class: `st st-${r.status}` }, r.status),
+              when(r.lastHeartbeat),
+              r.capacity,
+              r.phoneNumbers.join(', ') || '—',
+              health(details[i]?.health),
+            ]),
+          ),
+    );
     const now = Date.now();
     relays.data.forEach((r, i) => {
       let card = made.get(r.id);
       if (!card) {
-        const chart = timeChart(`relay-chart-${r.id}`, 'Messages sent a minute, last hour', [{ label: 'sent', color: '#0b5cad' }], { height: 120, small: true });
+        const chart = timeChart(
+          `relay-chart-${r.id}`,
+          'Messages sent a minute, last hour',
+          [{ label: 'sent', color: '#0b5cad' }],
+          { height: 120, small: true },
+        );
         const history = h('div', { class: 'history', id: `relay-history-${r.id}` });
-        const box = h('section', { class: 'relay-card', 'data-relay': r.id, 'aria-labelledby': `relay-name-${r.id}` }, h('h3', { id: `relay-name-${r.id}` }, r.name), chart.figure, history);
+        const box = h(
+          'section',
+          { class: 'relay-card', 'data-relay': r.id, 'aria-labelledby': `relay-name-${r.id}` },
+          h('h3', { id: `relay-name-${r.id}` }, r.name),
+          chart.figure,
+          history,
+        );
         card = { chart, history };
         made.set(r.id, card);
         charts.append(box);
@@ -89,33 +190,98 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
       if (s) card.chart.set(volumeData(s, ['sent']));
       showHistory(card.history, onlineSpans(events, r.id, now - historyMs, now), r.status);
     });
-    replace(numbers, h('h2', { id: 'numbers-heading' }, 'Sender numbers'),
-      activePhones.length === 0 ? h('p', null, 'No sender number registered: messages go out from whichever number a relay has.') : table('Sender numbers with their pace and usage',
-        ['Number', 'Label', 'Pace', 'Sent in the last minute', 'New contacts (24 h)', 'Next send', 'Next new contact'],
-        activePhones.map((p, i) => {
-          const u = usage[i];
-          return [p.number, p.label ?? '—', u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—', u ? u.sentLastMinute : '—',
-            u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—', u ? soon(u.nextSlotAt) : '—', u ? soon(u.nextNewContactSlotAt) : '—'];
-        }), (i) => ({ 'data-number': activePhones[i]!.number })));
+    replace(
+      numbers,
+      h('h2', { id: 'numbers-heading' }, 'Sender numbers'),
+      activePhones.length === 0
+        ? h('p', null, 'No sender number registered: messages go out from whichever number a relay has.')
+        : table(
+            'Sender numbers with their pace and usage',
+            [
+              'Number',
+              'Label',
+              'Pace',
+              'Sent in the last minute',
+              'New contacts (24 h)',
+              'Next send',
+              'Next new contact',
+            ],
+            activePhones.map((p, i) => {
+              const u = usage[i];
+              return [
+                p.number,
+                p.label ?? '—',
+                u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—',
+                u ? u.sentLastMinute : '—',
+                u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—',
+                u ? soon(u.nextSlotAt) : '—',
+                u ? soon(u.nextNewContactSlotAt) : '—',
+              ];
+            }),
+            (i) => ({ 'data-number': activePhones[i]!.number }),
+          ),
+    );
     return true;
   }
 
   const add = h('section', { id: 'add-relay', 'aria-label': 'Add a relay' });
-  replace(main, h('h1', null, 'Relays'), list,
-    can(me, 'admin') ? h('button', {
-      type: 'button', id: 'add-relay-button',
-      async onclick() {
-        const token = await api<{ token: string; expiresAt: string }>('POST', `/api/v1/tenants/${me.organization!.id}/relay-tokens`, {});
-        const server = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/relays/connect`;
-        const command = `npx relaybox-relay connect --server ${server} --token ${token.token}`;
-        const copied = h('span', { role: 'status', 'aria-live': 'polite' });
-        replace(add, h('h2', null, 'Add a relay'),
-          h('p', null, `On the Mac that sends the messages, with the relay agent installed (npm ci -w relaybox-relay in a checkout of Relaybox), run this command (the token works once, until ${when(token.expiresAt)}):`),
-          h('pre', null, h('code', { id: 'relay-command' }, command)),
-          h('button', { type: 'button', id: 'copy-command', onclick: async () => { await navigator.clipboard.writeText(command); copied.textContent = 'Copied'; } }, 'Copy command'), ' ', copied,
-          h('p', { class: 'hint' }, 'Once it is online, npx relaybox-relay service install keeps it running. Add --simulate to try it on any machine without Messages.'));
-      },
-    }, 'Add a relay') : null,
-    add, h('h2', null, 'Throughput and online history'), charts, numbers);
+  replace(
+    main,
+    h('h1', null, 'Relays'),
+    list,
+    can(me, 'admin')
+      ? h(
+          'button',
+          {
+            type: 'button',
+            id: 'add-relay-button',
+            async onclick() {
+              const token = await api<{ token: string; expiresAt: string }>(
+                'POST',
+                `/api/v1/tenants/${me.organization!.id}/relay-tokens`,
+                {},
+              );
+              const server = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/relays/connect`;
+              const command = `npx relaybox-relay connect --server ${server} --token ${token.token}`;
+              const copied = h('span', { role: 'status', 'aria-live': 'polite' });
+              replace(
+                add,
+                h('h2', null, 'Add a relay'),
+                h(
+                  'p',
+                  null,
+                  `On the Mac that sends the messages, with the relay agent installed (npm ci -w relaybox-relay in a checkout of Relaybox), run this command (the token works once, until ${when(token.expiresAt)}):`,
+                ),
+                h('pre', null, h('code', { id: 'relay-command' }, command)),
+                h(
+                  'button',
+                  {
+                    type: 'button',
+                    id: 'copy-command',
+                    onclick: async () => {
+                      await navigator.clipboard.writeText(command);
+                      copied.textContent = 'Copied';
+                    },
+                  },
+                  'Copy command',
+                ),
+                ' ',
+                copied,
+                h(
+                  'p',
+                  { class: 'hint' },
+                  'Once it is online, npx relaybox-relay service install keeps it running. Add --simulate to try it on any machine without Messages.',
+                ),
+              );
+            },
+          },
+          'Add a relay',
+        )
+      : null,
+    add,
+    h('h2', null, 'Throughput and online history'),
+    charts,
+    numbers,
+  );
   await poll(onLeave, pollMs, refresh);
 }

@@ -100,7 +100,9 @@ export function buildAgentConfig(flags: AgentFlags, env: Env = process.env): Age
   const config = agentConfig(flags, env);
   // Past the match window an unmatched send is closed as sent, so a stuck Messages app must be noticed before it.
   if (config.messagesStuckMs >= config.matchWindowMs) {
-    throw new ConfigError(`RELAY_STUCK_MS (${config.messagesStuckMs}) must be below RELAY_MATCH_WINDOW_MS (${config.matchWindowMs})`);
+    throw new ConfigError(
+      `RELAY_STUCK_MS (${config.messagesStuckMs}) must be below RELAY_MATCH_WINDOW_MS (${config.matchWindowMs})`,
+    );
   }
   return config;
 }

@@ -6,7 +6,18 @@ import type { LogFormat } from './agent-config.ts';
 export type { Logger };
 
 /** Secrets and message bodies never reach a log line, wherever they appear in a logged object. */
-const redactPaths = ['token', '*.token', 'registrationToken', '*.registrationToken', 'secret', '*.secret', 'credential', '*.credential', 'body', '*.body'];
+const redactPaths = [
+  'token',
+  '*.token',
+  'registrationToken',
+  '*.registrationToken',
+  'secret',
+  '*.secret',
+  'credential',
+  '*.credential',
+  'body',
+  '*.body',
+];
 
 export interface AgentLogOptions {
   /** Log phone numbers and email handles in full (`--log-handles`); masked otherwise. */
@@ -14,15 +25,23 @@ export interface AgentLogOptions {
 }
 
 function createLogger(level: string, destination: DestinationStream, options: AgentLogOptions): Logger {
-  const masking: LoggerOptions = options.logHandles ? {} : {
-    formatters: { log: (fields) => maskFields(fields) as Record<string, unknown> },
-    hooks: {
-      logMethod(args, method) {
-        method.apply(this, args.map((arg) => (typeof arg === 'string' ? maskHandles(arg) : arg)) as Parameters<typeof method>);
-      },
-    },
-  };
-  return pino({ name: 'relay-agent', level, redact: { paths: redactPaths, censor: '[redacted]' }, ...masking }, destination);
+  const masking: LoggerOptions = options.logHandles
+    ? {}
+    : {
+        formatters: { log: (fields) => maskFields(fields) as Record<string, unknown> },
+        hooks: {
+          logMethod(args, method) {
+            method.apply(
+              this,
+              args.map((arg) => (typeof arg === 'string' ? maskHandles(arg) : arg)) as Parameters<typeof method>,
+            );
+          },
+        },
+      };
+  return pino(
+    { name: 'relay-agent', level, redact: { paths: redactPaths, censor: '[redacted]' }, ...masking },
+    destination,
+  );
 }
 
 /** Fields every pino line has; the human format shows them as the time and level prefix, or not at all. */
@@ -36,7 +55,10 @@ const baseFields = new Set(['level', 'time', 'pid', 'hostname', 'name', 'msg']);
  * sentence, so their fields are shown only in JSON.
  */
 export function createAgentLogger(
-  level: string, format: LogFormat, destination: NodeJS.WritableStream = process.stdout, options: AgentLogOptions = {},
+  level: string,
+  format: LogFormat,
+  destination: NodeJS.WritableStream = process.stdout,
+  options: AgentLogOptions = {},
 ): Logger {
   if (format === 'json') return createLogger(level, destination as DestinationStream, options);
   const colorize = (destination as { isTTY?: boolean }).isTTY === true;

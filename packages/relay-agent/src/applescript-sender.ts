@@ -22,7 +22,11 @@ export const sendScript = `on run argv
 end run
 `;
 
-export type SpawnFunction = (command: string, args: string[], options: { stdio: ['pipe', 'ignore', 'pipe'] }) => ChildProcess;
+export type SpawnFunction = (
+  command: string,
+  args: string[],
+  options: { stdio: ['pipe', 'ignore', 'pipe'] },
+) => ChildProcess;
 
 export interface AppleScriptSenderOptions {
   /** Default `/usr/bin/osascript`; tests point this at a fake that records its argv. */
@@ -103,7 +107,8 @@ tell application "Messages" to launch
 function describeFailure(stderr: string, code: number | null, signal: NodeJS.Signals | null): string {
   const text = stderr.trim().slice(0, 500);
   // -1743: the user has not allowed this terminal to control Messages (Automation permission).
-  if (text.includes('-1743')) return `not allowed to control Messages (System Settings → Privacy & Security → Automation): ${text}`;
+  if (text.includes('-1743'))
+    return `not allowed to control Messages (System Settings → Privacy & Security → Automation): ${text}`;
   if (text) return text;
   return signal ? `osascript killed by ${signal}` : `osascript exited with code ${code}`;
 }

@@ -57,7 +57,13 @@ export async function downloadAttachments(urls: string[], options: DownloadOptio
   return { ok: true, paths, cleanup };
 }
 
-async function downloadOne(doFetch: typeof fetch, url: URL, path: string, maxBytes: number, timeoutMs: number): Promise<string | undefined> {
+async function downloadOne(
+  doFetch: typeof fetch,
+  url: URL,
+  path: string,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<string | undefined> {
   let response: Response;
   try {
     response = await doFetch(url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'follow' });
@@ -79,7 +85,11 @@ async function downloadOne(doFetch: typeof fetch, url: URL, path: string, maxByt
     },
   });
   try {
-    await pipeline(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream), limit, createWriteStream(path, { mode: 0o600 }));
+    await pipeline(
+      Readable.fromWeb(response.body as import('node:stream/web').ReadableStream),
+      limit,
+      createWriteStream(path, { mode: 0o600 }),
+    );
   } catch (err) {
     if (err instanceof TooLarge) return `larger than ${maxBytes} bytes`;
     return `download failed: ${(err as Error).message}`;
@@ -97,6 +107,8 @@ function fileNameFor(url: URL): string {
   } catch {
     // a malformed escape keeps the raw segment
   }
-  const last = basename(path).replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '');
+  const last = basename(path)
+    .replace(/[^A-Za-z0-9._-]/g, '_')
+    .replace(/^\.+/, '');
   return (last || 'attachment').slice(-100);
 }

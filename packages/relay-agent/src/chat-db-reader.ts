@@ -141,7 +141,8 @@ export class ChatDbReader {
    */
   async readRowsWithNews(awaitingDelivery: number[], awaitingRead: number[]): Promise<ChatRow[]> {
     const rows: ChatRow[] = [];
-    if (awaitingDelivery.length > 0) rows.push(...this.read((s) => s.deliveryNews.all(JSON.stringify(awaitingDelivery))));
+    if (awaitingDelivery.length > 0)
+      rows.push(...this.read((s) => s.deliveryNews.all(JSON.stringify(awaitingDelivery))));
     if (awaitingRead.length > 0) rows.push(...this.read((s) => s.readNews.all(JSON.stringify(awaitingRead))));
     return rows;
   }

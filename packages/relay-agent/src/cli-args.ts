@@ -1,6 +1,13 @@
 import { resolve } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { buildAgentConfig, defaultChatDbPath, defaultStateDir, logFormats, type AgentConfig, type LogFormat } from './agent-config.ts';
+import {
+  buildAgentConfig,
+  defaultChatDbPath,
+  defaultStateDir,
+  logFormats,
+  type AgentConfig,
+  type LogFormat,
+} from './agent-config.ts';
 
 export const usage = `Usage:
   relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
@@ -66,11 +73,33 @@ export class UsageError extends Error {
 export type CliCommand =
   | { kind: 'help' }
   | { kind: 'run'; config: AgentConfig }
-  | { kind: 'service'; action: 'install'; dryRun: boolean; serverUrl: string | undefined; stateDir: string; connectArgs: string[] }
+  | {
+      kind: 'service';
+      action: 'install';
+      dryRun: boolean;
+      serverUrl: string | undefined;
+      stateDir: string;
+      connectArgs: string[];
+    }
   | { kind: 'service'; action: 'uninstall' | 'status'; dryRun: boolean }
   | { kind: 'service'; action: 'logs'; dryRun: boolean; lines: number; follow: boolean }
-  | { kind: 'doctor'; json: boolean; serverUrl: string | undefined; stateDir: string; chatDbPath: string; simulate: boolean; logHandles: boolean }
-  | { kind: 'simulate-inbound'; chatDbPath: string; from: string; body: string; attributedBodyOnly: boolean; groupId: string | undefined }
+  | {
+      kind: 'doctor';
+      json: boolean;
+      serverUrl: string | undefined;
+      stateDir: string;
+      chatDbPath: string;
+      simulate: boolean;
+      logHandles: boolean;
+    }
+  | {
+      kind: 'simulate-inbound';
+      chatDbPath: string;
+      from: string;
+      body: string;
+      attributedBodyOnly: boolean;
+      groupId: string | undefined;
+    }
   | { kind: 'simulate-failures'; chatDbPath: string; count: number }
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
@@ -140,7 +169,11 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   }
   if (first === 'simulate-failures') {
     const { values } = parse(rest, failureOptions);
-    return { kind: 'simulate-failures', chatDbPath: simulatorDb(values['chat-db']), count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count') };
+    return {
+      kind: 'simulate-failures',
+      chatDbPath: simulatorDb(values['chat-db']),
+      count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count'),
+    };
   }
   if (first === 'service') return parseService(rest);
   if (first === 'doctor') {
@@ -151,7 +184,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       json: values.json ?? false,
       serverUrl: values.server === undefined ? undefined : serverUrl(values.server).href,
       stateDir: values['state-dir'] ?? defaultStateDir,
-      chatDbPath: simulate ? simulatorDb(values['chat-db']) : values['chat-db'] ?? defaultChatDbPath,
+      chatDbPath: simulate ? simulatorDb(values['chat-db']) : (values['chat-db'] ?? defaultChatDbPath),
       simulate,
       logHandles: values['log-handles'] ?? false,
     };
@@ -161,7 +194,8 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   const url = serverUrl(required(values.server, '--server'));
   if (values.token !== undefined && values.token.trim() === '') throw new UsageError('--token is empty');
   const logFormat = values['log-format'];
-  if (logFormat !== undefined && !logFormats.includes(logFormat as LogFormat)) throw new UsageError(`--log-format must be one of ${logFormats.join(', ')}, got "${logFormat}"`);
+  if (logFormat !== undefined && !logFormats.includes(logFormat as LogFormat))
+    throw new UsageError(`--log-format must be one of ${logFormats.join(', ')}, got "${logFormat}"`);
   checkName(values.name);
   const chatDbPath = values.simulate ? simulatorDb(values['chat-db']) : values['chat-db'];
   return {
@@ -192,7 +226,13 @@ function parseService(argv: string[]): CliCommand {
   }
   if (action === 'logs') {
     const { values } = parse(rest, logsOptions);
-    return { kind: 'service', action, dryRun: values['dry-run'] ?? false, lines: integer(values.lines, '--lines', 1, 100_000) ?? 200, follow: values.follow ?? false };
+    return {
+      kind: 'service',
+      action,
+      dryRun: values['dry-run'] ?? false,
+      lines: integer(values.lines, '--lines', 1, 100_000) ?? 200,
+      follow: values.follow ?? false,
+    };
   }
   if (action !== 'install') {
     const { values } = parse(rest, { 'dry-run': { type: 'boolean' } } as const);
@@ -205,10 +245,12 @@ function parseService(argv: string[]): CliCommand {
   const stateDir = resolve(values['state-dir'] ?? defaultStateDir);
   const connectArgs = [
     ...(values.name !== undefined ? ['--name', values.name] : []),
-    '--state-dir', stateDir,
+    '--state-dir',
+    stateDir,
     ...(values['chat-db'] !== undefined ? ['--chat-db', resolve(values['chat-db'])] : []),
     ...(values['log-handles'] ? ['--log-handles'] : []),
-    '--log-format', 'json',
+    '--log-format',
+    'json',
   ];
   return { kind: 'service', action, dryRun: values['dry-run'] ?? false, serverUrl: url, stateDir, connectArgs };
 }
@@ -220,12 +262,14 @@ function serverUrl(value: string): URL {
   } catch {
     throw new UsageError(`--server is not a URL: ${value}`);
   }
-  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError(`--server must be a ws:// or wss:// URL, got ${url.protocol}//`);
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:')
+    throw new UsageError(`--server must be a ws:// or wss:// URL, got ${url.protocol}//`);
   return url;
 }
 
 function checkName(name: string | undefined): void {
-  if (name !== undefined && (name.trim() === '' || name.length > 200)) throw new UsageError('--name must be 1..200 characters');
+  if (name !== undefined && (name.trim() === '' || name.length > 200))
+    throw new UsageError('--name must be 1..200 characters');
 }
 
 function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O) {
@@ -240,7 +284,8 @@ function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[]
 /** The simulator writes to its file, so it must be named and must not be the real Messages database. */
 function simulatorDb(value: string | undefined): string {
   const path = required(value, '--chat-db');
-  if (resolve(path) === defaultChatDbPath) throw new UsageError(`the simulator must not write to the real Messages database ${defaultChatDbPath}`);
+  if (resolve(path) === defaultChatDbPath)
+    throw new UsageError(`the simulator must not write to the real Messages database ${defaultChatDbPath}`);
   return path;
 }
 
@@ -256,6 +301,7 @@ function requiredMissing(flag: string): never {
 function integer(raw: string | undefined, flag: string, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  if (raw.trim() === '' || !Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`${flag} must be an integer from ${min} to ${max}, got "${raw}"`);
+  if (raw.trim() === '' || !Number.isSafeInteger(n) || n < min || n > max)
+    throw new UsageError(`${flag} must be an integer from ${min} to ${max}, got "${raw}"`);
   return n;
 }

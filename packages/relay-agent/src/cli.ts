@@ -11,7 +11,17 @@ import { AppleScriptSender } from './applescript-sender.ts';
 import { ChatDbReader } from './chat-db-reader.ts';
 import { parseCli, usage, UsageError, type CliCommand } from './cli-args.ts';
 import {
-  describeStep, installSteps, launchAgentPlist, logsStep, parseLaunchctlPrint, runSteps, serviceLabel, servicePaths, statusStep, toPlist, uninstallSteps,
+  describeStep,
+  installSteps,
+  launchAgentPlist,
+  logsStep,
+  parseLaunchctlPrint,
+  runSteps,
+  serviceLabel,
+  servicePaths,
+  statusStep,
+  toPlist,
+  uninstallSteps,
   type ServiceStep,
 } from './launch-agent.ts';
 import type { MessageSender } from './message-sender.ts';
@@ -43,14 +53,21 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case 'simulate-inbound': {
       const row = await simulateInbound(command.chatDbPath, {
-        from: command.from, body: command.body, attributedBodyOnly: command.attributedBodyOnly, ...(command.groupId ? { groupId: command.groupId } : {}),
+        from: command.from,
+        body: command.body,
+        attributedBodyOnly: command.attributedBodyOnly,
+        ...(command.groupId ? { groupId: command.groupId } : {}),
       });
       process.stdout.write(`${JSON.stringify(row)}\n`);
       return 0;
     }
     case 'simulate-stall':
       await simulateStall(command.chatDbPath, command.stalled);
-      process.stdout.write(command.stalled ? 'the simulated Messages app writes no rows until it is restarted\n' : 'the simulated Messages app writes rows again\n');
+      process.stdout.write(
+        command.stalled
+          ? 'the simulated Messages app writes no rows until it is restarted\n'
+          : 'the simulated Messages app writes rows again\n',
+      );
       return 0;
     case 'simulate-failures':
       await simulateFailures(command.chatDbPath, command.count);
@@ -62,8 +79,14 @@ async function main(argv: string[]): Promise<number> {
       return runService(command);
     case 'doctor': {
       const checks = await runDoctor({
-        chatDbPath: command.chatDbPath, stateDir: command.stateDir, serverUrl: command.serverUrl, simulate: command.simulate, name: hostname(),
-        osascriptPath: process.env.RELAY_OSASCRIPT || '/usr/bin/osascript', systemInfo: await readSystemInfo(), logHandles: command.logHandles,
+        chatDbPath: command.chatDbPath,
+        stateDir: command.stateDir,
+        serverUrl: command.serverUrl,
+        simulate: command.simulate,
+        name: hostname(),
+        osascriptPath: process.env.RELAY_OSASCRIPT || '/usr/bin/osascript',
+        systemInfo: await readSystemInfo(),
+        logHandles: command.logHandles,
       });
       const ok = doctorPassed(checks);
       process.stdout.write(command.json ? `${JSON.stringify({ ok, checks }, null, 2)}\n` : formatChecks(checks));
@@ -83,9 +106,14 @@ async function runService(command: Extract<CliCommand, { kind: 'service' }>): Pr
     case 'install': {
       const state = await new RelayStateStore(command.stateDir).load();
       const server = command.serverUrl ?? state?.serverUrl;
-      if (server === undefined) throw new CannotRun(`no relay is registered in ${command.stateDir}: run relaybox-relay connect --server URL --token TOKEN first, or give --server`);
+      if (server === undefined)
+        throw new CannotRun(
+          `no relay is registered in ${command.stateDir}: run relaybox-relay connect --server URL --token TOKEN first, or give --server`,
+        );
       if (state === undefined && !command.dryRun) {
-        throw new CannotRun(`no relay is registered in ${command.stateDir}: run relaybox-relay connect --server ${server} --token TOKEN once first`);
+        throw new CannotRun(
+          `no relay is registered in ${command.stateDir}: run relaybox-relay connect --server ${server} --token TOKEN once first`,
+        );
       }
       const plist = launchAgentPlist(['--server', server, ...command.connectArgs], paths);
       steps = installSteps(plist, paths, uid);
@@ -109,7 +137,9 @@ async function runService(command: Extract<CliCommand, { kind: 'service' }>): Pr
   const result = await runSteps(steps, command.action === 'logs');
   switch (command.action) {
     case 'install':
-      process.stdout.write(`installed ${paths.plist} and started ${serviceLabel}; it starts at login and restarts after a crash. Logs: ${paths.logDir}\n`);
+      process.stdout.write(
+        `installed ${paths.plist} and started ${serviceLabel}; it starts at login and restarts after a crash. Logs: ${paths.logDir}\n`,
+      );
       return 0;
     case 'uninstall':
       process.stdout.write(`stopped ${serviceLabel} and removed ${paths.plist}\n`);
@@ -121,7 +151,9 @@ async function runService(command: Extract<CliCommand, { kind: 'service' }>): Pr
         return 3;
       }
       const pid = status.pid === undefined ? '' : `, pid ${status.pid}`;
-      process.stdout.write(`${serviceLabel}: ${status.state ?? 'unknown'}${pid}, last exit code ${status.lastExitCode ?? 'none'}; logs in ${paths.logDir}\n`);
+      process.stdout.write(
+        `${serviceLabel}: ${status.state ?? 'unknown'}${pid}, last exit code ${status.lastExitCode ?? 'none'}; logs in ${paths.logDir}\n`,
+      );
       return status.state === 'running' ? 0 : 3;
     }
     case 'logs':
@@ -130,7 +162,9 @@ async function runService(command: Extract<CliCommand, { kind: 'service' }>): Pr
 }
 
 async function runAgent(config: AgentConfig): Promise<number> {
-  const logger = createAgentLogger(config.logLevel, config.logFormat, process.stdout, { logHandles: config.logHandles });
+  const logger = createAgentLogger(config.logLevel, config.logFormat, process.stdout, {
+    logHandles: config.logHandles,
+  });
   if (!config.simulate && process.platform !== 'darwin') {
     throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate --chat-db PATH');
   }
@@ -151,7 +185,9 @@ async function runAgent(config: AgentConfig): Promise<number> {
     await reader.maxRowId();
   } catch (err) {
     if (err instanceof ChatDbError && err.accessDenied && !config.simulate) {
-      throw new CannotRun(`cannot read ${config.chatDbPath}: give your terminal app Full Disk Access (System Settings → Privacy & Security → Full Disk Access), then restart it`);
+      throw new CannotRun(
+        `cannot read ${config.chatDbPath}: give your terminal app Full Disk Access (System Settings → Privacy & Security → Full Disk Access), then restart it`,
+      );
     }
     throw new CannotRun(`cannot read ${config.chatDbPath}: ${(err as Error).message}`);
   }
@@ -163,7 +199,13 @@ async function runAgent(config: AgentConfig): Promise<number> {
     throw new CannotRun((err as Error).message);
   }
   const agent = new RelayAgent({
-    config, sender, reader, journal, logger, stateStore: new RelayStateStore(config.stateDir), systemInfo: await readSystemInfo(),
+    config,
+    sender,
+    reader,
+    journal,
+    logger,
+    stateStore: new RelayStateStore(config.stateDir),
+    systemInfo: await readSystemInfo(),
   });
   const onSignal = (signal: NodeJS.Signals) => {
     logger.info({ event: 'stopping', signal }, `${signal}: stopping`);
@@ -172,7 +214,13 @@ async function runAgent(config: AgentConfig): Promise<number> {
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   logger.info(
-    { event: 'starting', server: config.serverUrl, chatDb: config.chatDbPath, simulate: config.simulate, stateDir: config.stateDir },
+    {
+      event: 'starting',
+      server: config.serverUrl,
+      chatDb: config.chatDbPath,
+      simulate: config.simulate,
+      stateDir: config.stateDir,
+    },
     `relay agent starting: server ${config.serverUrl}, ${config.simulate ? 'simulated Messages on' : 'Messages database'} ${config.chatDbPath}, state in ${config.stateDir}`,
   );
   const exit = await agent.run();
@@ -188,7 +236,10 @@ async function runAgent(config: AgentConfig): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
-    const message = err instanceof CannotRun || err instanceof ChatDbError ? err.message : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
+    const message =
+      err instanceof CannotRun || err instanceof ChatDbError
+        ? err.message
+        : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
     process.stderr.write(`relay: ${message}\n`);
     process.exit(1);
   },

@@ -23,7 +23,11 @@ export class InboundForwarder {
   /** ROWIDs sent and not yet acked, ascending. */
   private unacked: number[] = [];
 
-  constructor(startCursor: number, private readonly reader: ChatDbReader, private readonly options: InboundForwarderOptions) {
+  constructor(
+    startCursor: number,
+    private readonly reader: ChatDbReader,
+    private readonly options: InboundForwarderOptions,
+  ) {
     this.readCursor = startCursor;
     this.ackedCursor = startCursor;
   }
@@ -61,7 +65,9 @@ export class InboundForwarder {
 
 /** A row as an inbound frame, cut to the protocol's limits; undefined for rows with nothing to forward. */
 export function toInboundFrame(row: ChatRow): InboundFrame | undefined {
-  const attachments = row.attachments.filter((p) => p.length <= frameLimits.pathLength).slice(0, frameLimits.attachments);
+  const attachments = row.attachments
+    .filter((p) => p.length <= frameLimits.pathLength)
+    .slice(0, frameLimits.attachments);
   if (row.body === '' && attachments.length === 0) return undefined;
   const from = (row.handle ?? row.chatGuid ?? 'unknown').slice(0, frameLimits.handleLength);
   const frame: InboundFrame = {

@@ -41,7 +41,11 @@ export const agentBin = fileURLToPath(new URL('../bin/relaybox-relay.js', import
 export type PlistValue = string | number | boolean | PlistValue[] | { [key: string]: PlistValue };
 
 /** The LaunchAgent's property list; `connectArgs` are the `relaybox-relay connect` flags it runs with. */
-export function launchAgentPlist(connectArgs: string[], paths: ServicePaths, nodePath = process.execPath): Record<string, PlistValue> {
+export function launchAgentPlist(
+  connectArgs: string[],
+  paths: ServicePaths,
+  nodePath = process.execPath,
+): Record<string, PlistValue> {
   return {
     Label: serviceLabel,
     ProgramArguments: [nodePath, agentBin, 'connect', ...connectArgs],
@@ -63,8 +67,12 @@ function plistXml(value: PlistValue, indent: string): string {
   if (typeof value === 'string') return `${indent}<string>${escapeXml(value)}</string>`;
   if (typeof value === 'boolean') return `${indent}<${value}/>`;
   if (typeof value === 'number') return `${indent}<integer>${Math.trunc(value)}</integer>`;
-  if (Array.isArray(value)) return [`${indent}<array>`, ...value.map((v) => plistXml(v, `${indent}\t`)), `${indent}</array>`].join('\n');
-  const entries = Object.entries(value).flatMap(([key, v]) => [`${indent}\t<key>${escapeXml(key)}</key>`, plistXml(v, `${indent}\t`)]);
+  if (Array.isArray(value))
+    return [`${indent}<array>`, ...value.map((v) => plistXml(v, `${indent}\t`)), `${indent}</array>`].join('\n');
+  const entries = Object.entries(value).flatMap(([key, v]) => [
+    `${indent}\t<key>${escapeXml(key)}</key>`,
+    plistXml(v, `${indent}\t`),
+  ]);
   return [`${indent}<dict>`, ...entries, `${indent}</dict>`].join('\n');
 }
 
@@ -88,7 +96,12 @@ export type ServiceStep =
   | { kind: 'run'; command: string; args: string[]; mayFail?: boolean };
 
 const guiDomain = (uid: number) => `gui/${uid}`;
-const launchctl = (args: string[], mayFail = false): ServiceStep => ({ kind: 'run', command: 'launchctl', args, ...(mayFail ? { mayFail } : {}) });
+const launchctl = (args: string[], mayFail = false): ServiceStep => ({
+  kind: 'run',
+  command: 'launchctl',
+  args,
+  ...(mayFail ? { mayFail } : {}),
+});
 
 export function installSteps(plist: Record<string, PlistValue>, paths: ServicePaths, uid: number): ServiceStep[] {
   return [
@@ -108,17 +121,25 @@ export function uninstallSteps(paths: ServicePaths, uid: number): ServiceStep[] 
 export const statusStep = (uid: number): ServiceStep => launchctl(['print', `${guiDomain(uid)}/${serviceLabel}`], true);
 
 export function logsStep(paths: ServicePaths, lines: number, follow: boolean): ServiceStep {
-  return { kind: 'run', command: 'tail', args: ['-n', String(lines), ...(follow ? ['-F'] : []), paths.stdout, paths.stderr] };
+  return {
+    kind: 'run',
+    command: 'tail',
+    args: ['-n', String(lines), ...(follow ? ['-F'] : []), paths.stdout, paths.stderr],
+  };
 }
 
 /** How a step reads in `--dry-run` output: a shell line. */
 export function describeStep(step: ServiceStep): string {
   const quote = (arg: string) => (/^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`);
   switch (step.kind) {
-    case 'mkdir': return `mkdir -p ${quote(step.path)}`;
-    case 'write': return `write ${quote(step.path)}`;
-    case 'remove': return `rm -f ${quote(step.path)}`;
-    case 'run': return [step.command, ...step.args].map(quote).join(' ');
+    case 'mkdir':
+      return `mkdir -p ${quote(step.path)}`;
+    case 'write':
+      return `write ${quote(step.path)}`;
+    case 'remove':
+      return `rm -f ${quote(step.path)}`;
+    case 'run':
+      return [step.command, ...step.args].map(quote).join(' ');
   }
 }
 
@@ -136,7 +157,8 @@ export async function runSteps(steps: ServiceStep[], inherit = false): Promise<S
     else if (step.kind === 'remove') await rm(step.path, { force: true });
     else {
       last = await runCommand(step.command, step.args, inherit);
-      if (last.code !== 0 && !step.mayFail) throw new Error(`${describeStep(step)} failed (exit ${last.code}): ${last.output.trim()}`);
+      if (last.code !== 0 && !step.mayFail)
+        throw new Error(`${describeStep(step)} failed (exit ${last.code}): ${last.output.trim()}`);
     }
   }
   return last;
@@ -165,5 +187,10 @@ export function parseLaunchctlPrint(code: number, output: string): ServiceStatus
   const field = (name: string) => output.match(new RegExp(`^\\s*${name} = (.+)$`, 'm'))?.[1]?.trim();
   if (code !== 0) return { loaded: false, state: undefined, pid: undefined, lastExitCode: undefined };
   const pid = field('pid');
-  return { loaded: true, state: field('state'), pid: pid === undefined ? undefined : Number(pid), lastExitCode: field('last exit code') };
+  return {
+    loaded: true,
+    state: field('state'),
+    pid: pid === undefined ? undefined : Number(pid),
+    lastExitCode: field('last exit code'),
+  };
 }

@@ -63,10 +63,14 @@ export class MessagesWatchdog {
     this.lastRestartMs = nowMs;
     this.restartedSinceStuck = true;
     const log = this.options.logger;
-    log.warn({ event: 'messages.restart' }, `restarting Messages (at most once per ${formatDuration(this.options.restartIntervalMs)})`);
+    log.warn(
+      { event: 'messages.restart' },
+      `restarting Messages (at most once per ${formatDuration(this.options.restartIntervalMs)})`,
+    );
     try {
       const outcome = await this.options.restart();
-      if (outcome && !outcome.ok) log.error({ event: 'messages.restart-failed', error: outcome.error }, 'restarting Messages failed');
+      if (outcome && !outcome.ok)
+        log.error({ event: 'messages.restart-failed', error: outcome.error }, 'restarting Messages failed');
     } catch (err) {
       log.error({ event: 'messages.restart-failed', error: (err as Error).message }, 'restarting Messages failed');
     }

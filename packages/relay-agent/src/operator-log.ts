@@ -48,7 +48,10 @@ export class OperatorLog {
     this.connectedSinceMs = Date.now();
     this.disconnectedSinceMs = undefined;
     const how = registered ? 'registered and online' : 'online';
-    this.log.info({ event: 'online', relayId, registered, inboundFrom }, `${how} as relay ${relayId}; forwarding received messages after chat.db row ${inboundFrom}`);
+    this.log.info(
+      { event: 'online', relayId, registered, inboundFrom },
+      `${how} as relay ${relayId}; forwarding received messages after chat.db row ${inboundFrom}`,
+    );
   }
 
   disconnected(code: number, reason: string, wasOnline: boolean): void {
@@ -57,11 +60,17 @@ export class OperatorLog {
     this.disconnectedSinceMs ??= Date.now();
     const why = reason || closeCodeMeaning(code);
     const after = upMs === undefined ? '' : ` after ${formatDuration(upMs)} online`;
-    this.log.warn({ event: 'disconnected', code, reason: why, wasOnline, upMs }, `disconnected (${code}: ${why})${after}`);
+    this.log.warn(
+      { event: 'disconnected', code, reason: why, wasOnline, upMs },
+      `disconnected (${code}: ${why})${after}`,
+    );
   }
 
   reconnecting(delayMs: number, attempt: number): void {
-    this.log.info({ event: 'reconnecting', delayMs, attempt }, `reconnecting in ${formatDuration(delayMs)} (try ${attempt})`);
+    this.log.info(
+      { event: 'reconnecting', delayMs, attempt },
+      `reconnecting in ${formatDuration(delayMs)} (try ${attempt})`,
+    );
   }
 
   /** `message` says who refused what, e.g. "the server refused the registration token: ...". */
@@ -73,7 +82,15 @@ export class OperatorLog {
   sendAccepted(record: SendRecord, queued: number, traceparent?: string): void {
     this.tally.accepted += 1;
     this.log.info(
-      { event: 'send.accepted', messageId: record.messageId, attempt: record.attempt, to: record.to, attachments: record.attachmentUrls.length, queued, ...(traceparent ? { traceparent } : {}) },
+      {
+        event: 'send.accepted',
+        messageId: record.messageId,
+        attempt: record.attempt,
+        to: record.to,
+        attachments: record.attachmentUrls.length,
+        queued,
+        ...(traceparent ? { traceparent } : {}),
+      },
       `send ${record.messageId} attempt ${record.attempt} to ${record.to} accepted (${queued} waiting)`,
     );
   }
@@ -87,7 +104,13 @@ export class OperatorLog {
 
   step(record: SendRecord, step: StatusStep): void {
     this.tally[step.status] += 1;
-    const fields = { event: `send.${step.status}`, messageId: record.messageId, attempt: record.attempt, status: step.status, ...(step.error ? { error: step.error } : {}) };
+    const fields = {
+      event: `send.${step.status}`,
+      messageId: record.messageId,
+      attempt: record.attempt,
+      status: step.status,
+      ...(step.error ? { error: step.error } : {}),
+    };
     const text = `send ${record.messageId} attempt ${record.attempt} ${step.status}${step.error ? `: ${step.error}` : ''}`;
     if (step.status === 'failed') this.log.warn(fields, text);
     else this.log.info(fields, text);
@@ -97,7 +120,14 @@ export class OperatorLog {
     this.tally.inbound += 1;
     const where = frame.isGroup && frame.chatGuid ? ` in ${frame.chatGuid}` : '';
     this.log.info(
-      { event: 'inbound.forwarded', rowId: frame.rowId, guid: frame.guid, from: frame.from, isGroup: frame.isGroup, attachments: frame.attachments?.length ?? 0 },
+      {
+        event: 'inbound.forwarded',
+        rowId: frame.rowId,
+        guid: frame.guid,
+        from: frame.from,
+        isGroup: frame.isGroup,
+        attachments: frame.attachments?.length ?? 0,
+      },
       `received message from ${frame.from}${where} forwarded (chat.db row ${frame.rowId})`,
     );
   }
@@ -112,7 +142,16 @@ export class OperatorLog {
       ? `online as ${now.relayId ?? 'a new relay'}`
       : `offline for ${formatDuration(Date.now() - (this.disconnectedSinceMs ?? Date.now()))}`;
     this.log.info(
-      { event: 'summary', connected: now.connected, relayId: now.relayId, periodMs, ...t, queued: now.queued, unfinished: now.unfinished, inboundUnacked: now.inboundUnacked },
+      {
+        event: 'summary',
+        connected: now.connected,
+        relayId: now.relayId,
+        periodMs,
+        ...t,
+        queued: now.queued,
+        unfinished: now.unfinished,
+        inboundUnacked: now.inboundUnacked,
+      },
       `${state}; last ${formatDuration(periodMs)}: ${t.accepted} accepted, ${t.sent} sent, ${t.delivered} delivered, ${t.failed} failed, ${t.inbound} received; ` +
         `now ${now.queued} waiting, ${now.unfinished} with Messages`,
     );
@@ -129,11 +168,17 @@ export function formatDuration(ms: number): string {
 /** The WebSocket close codes an operator actually meets, said in words when the server gave no reason. */
 function closeCodeMeaning(code: number): string {
   switch (code) {
-    case 1000: return 'closed normally';
-    case 1001: return 'the server is shutting down';
-    case 1006: return 'the connection was lost';
-    case 1008: return 'the server closed it for a protocol violation';
-    case 1011: return 'server error';
-    default: return 'closed';
+    case 1000:
+      return 'closed normally';
+    case 1001:
+      return 'the server is shutting down';
+    case 1006:
+      return 'the connection was lost';
+    case 1008:
+      return 'the server closed it for a protocol violation';
+    case 1011:
+      return 'server error';
+    default:
+      return 'closed';
   }
 }

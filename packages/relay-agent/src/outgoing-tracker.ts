@@ -23,7 +23,11 @@ const earliestRowSlackMs = 5_000;
 export class OutgoingTracker {
   private readonly batch: number;
 
-  constructor(private readonly journal: SendJournal, private readonly reader: ChatDbReader, private readonly options: OutgoingTrackerOptions) {
+  constructor(
+    private readonly journal: SendJournal,
+    private readonly reader: ChatDbReader,
+    private readonly options: OutgoingTrackerOptions,
+  ) {
     this.batch = options.batch ?? 200;
   }
 
@@ -87,7 +91,11 @@ export class OutgoingTracker {
         this.journal.setPhase(record, 'closed', nowMs);
         changed.add(record);
       } else if (record.phase === 'orphaned' && age > this.options.matchWindowMs) {
-        this.addStep(record, { status: 'failed', at: new Date(nowMs).toISOString(), error: 'the relay agent stopped while sending and found no sent message in chat.db' });
+        this.addStep(record, {
+          status: 'failed',
+          at: new Date(nowMs).toISOString(),
+          error: 'the relay agent stopped while sending and found no sent message in chat.db',
+        });
         this.journal.setPhase(record, 'closed', nowMs);
         changed.add(record);
       } else if (record.phase === 'tracking' && age > this.options.trackStatusMs) {

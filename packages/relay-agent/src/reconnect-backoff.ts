@@ -6,7 +6,11 @@
 export class ReconnectBackoff {
   private attempt = 0;
 
-  constructor(private readonly baseMs: number, private readonly capMs: number, private readonly random: () => number = Math.random) {}
+  constructor(
+    private readonly baseMs: number,
+    private readonly capMs: number,
+    private readonly random: () => number = Math.random,
+  ) {}
 
   nextDelayMs(): number {
     const ceiling = Math.min(this.capMs, this.baseMs * 2 ** Math.min(this.attempt, 30));

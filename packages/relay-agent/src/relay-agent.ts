@@ -1,6 +1,17 @@
 import type { Logger } from './agent-logger.ts';
 import { retryableServerErrors } from './server-errors.ts';
-import type { AckFrame, AgentCheckpoint, AgentFrame, ErrorFrame, HeartbeatFrame, HelloFrame, SendFrame, ServerFrame, StatusFrame, WelcomeFrame } from 'relaybox-relay-protocol/frames.ts';
+import type {
+  AckFrame,
+  AgentCheckpoint,
+  AgentFrame,
+  ErrorFrame,
+  HeartbeatFrame,
+  HelloFrame,
+  SendFrame,
+  ServerFrame,
+  StatusFrame,
+  WelcomeFrame,
+} from 'relaybox-relay-protocol/frames.ts';
 import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
@@ -67,9 +78,15 @@ export class RelayAgent {
     this.log = deps.logger;
     this.operator = new OperatorLog(deps.logger);
     this.watchdog = new MessagesWatchdog({
-      stuckAfterMs: this.config.messagesStuckMs, restartIntervalMs: this.config.messagesRestartIntervalMs, restart: () => deps.sender.restart(), logger: this.log,
+      stuckAfterMs: this.config.messagesStuckMs,
+      restartIntervalMs: this.config.messagesRestartIntervalMs,
+      restart: () => deps.sender.restart(),
+      logger: this.log,
     });
-    this.tracker = new OutgoingTracker(deps.journal, deps.reader, { matchWindowMs: this.config.matchWindowMs, trackStatusMs: this.config.trackStatusMs });
+    this.tracker = new OutgoingTracker(deps.journal, deps.reader, {
+      matchWindowMs: this.config.matchWindowMs,
+      trackStatusMs: this.config.trackStatusMs,
+    });
     this.worker = new SendWorker(deps.journal, deps.sender, {
       attachmentsDir: this.config.attachmentsDir,
       attachmentCleanupDelayMs: this.config.attachmentCleanupDelayMs,
@@ -89,7 +106,12 @@ export class RelayAgent {
         onClose: (info) => this.onClose(info),
         onReconnectScheduled: (delayMs, attempt) => this.operator.reconnecting(delayMs, attempt),
       },
-      { reconnectBaseMs: this.config.reconnectBaseMs, reconnectCapMs: this.config.reconnectCapMs, reconnectStableMs: this.config.reconnectStableMs, logger: this.log },
+      {
+        reconnectBaseMs: this.config.reconnectBaseMs,
+        reconnectCapMs: this.config.reconnectCapMs,
+        reconnectStableMs: this.config.reconnectStableMs,
+        logger: this.log,
+      },
     );
   }
 
@@ -97,10 +119,16 @@ export class RelayAgent {
   async run(): Promise<AgentExit> {
     this.state = await this.deps.stateStore.load();
     if (!this.state && !this.config.registrationToken) {
-      return { reason: 'fatal', message: `no stored credential in ${this.deps.stateStore.path}; run once with --token <registration token>` };
+      return {
+        reason: 'fatal',
+        message: `no stored credential in ${this.deps.stateStore.path}; run once with --token <registration token>`,
+      };
     }
     if (this.state && this.state.serverUrl !== this.config.serverUrl) {
-      this.log.warn({ stored: this.state.serverUrl, server: this.config.serverUrl }, 'the stored credential was issued for another server URL');
+      this.log.warn(
+        { stored: this.state.serverUrl, server: this.config.serverUrl },
+        'the stored credential was issued for another server URL',
+      );
     }
     await this.tracker.init();
     this.connection.start();
@@ -139,30 +167,51 @@ export class RelayAgent {
   private enqueueFrame(frame: ServerFrame): void {
     this.frameChain = this.frameChain
       .then(() => this.onFrame(frame))
-      .catch((err: unknown) => this.log.error({ err: (err as Error).message, frame: frame.type }, 'frame handling failed'));
+      .catch((err: unknown) =>
+        this.log.error({ err: (err as Error).message, frame: frame.type }, 'frame handling failed'),
+      );
   }
 
   private async onFrame(frame: ServerFrame): Promise<void> {
     if (this.stopped) return;
     switch (frame.type) {
-      case 'welcome': return this.onWelcome(frame);
-      case 'send': return this.onSend(frame);
-      case 'ack': return this.onAck(frame);
-      case 'error': return this.onError(frame);
+      case 'welcome':
+        return this.onWelcome(frame);
+      case 'send':
+        return this.onSend(frame);
+      case 'ack':
+        return this.onAck(frame);
+      case 'error':
+        return this.onError(frame);
     }
   }
 
   private async onWelcome(frame: WelcomeFrame): Promise<void> {
     if (frame.credential) {
-      const inboundFloor = this.state?.inboundFloor ?? (this.config.syncHistory ? 0 : await this.deps.reader.maxRowId());
-      this.state = { serverUrl: this.config.serverUrl, relayId: frame.credential.relayId, secret: frame.credential.secret, registeredAt: new Date().toISOString(), inboundFloor };
+      const inboundFloor =
+        this.state?.inboundFloor ?? (this.config.syncHistory ? 0 : await this.deps.reader.maxRowId());
+      this.state = {
+        serverUrl: this.config.serverUrl,
+        relayId: frame.credential.relayId,
+        secret: frame.credential.secret,
+        registeredAt: new Date().toISOString(),
+        inboundFloor,
+      };
       await this.deps.stateStore.save(this.state);
-      this.log.info({ event: 'credential-stored', relayId: frame.relayId, path: this.deps.stateStore.path }, `credential stored in ${this.deps.stateStore.path}`);
+      this.log.info(
+        { event: 'credential-stored', relayId: frame.relayId, path: this.deps.stateStore.path },
+        `credential stored in ${this.deps.stateStore.path}`,
+      );
     } else if (!this.state) {
-      this.log.error('the server accepted the registration token without issuing a credential; the next reconnect will fail');
+      this.log.error(
+        'the server accepted the registration token without issuing a credential; the next reconnect will fail',
+      );
     }
     const start = Math.max(frame.inboundCursor, this.state?.inboundFloor ?? 0);
-    this.forwarder = new InboundForwarder(start, this.deps.reader, { batch: this.config.inboundBatch, maxUnacked: this.config.maxUnackedInbound });
+    this.forwarder = new InboundForwarder(start, this.deps.reader, {
+      batch: this.config.inboundBatch,
+      maxUnacked: this.config.maxUnackedInbound,
+    });
     this.welcomed = true;
     this.statusesSent = new Map();
     this.operator.online(frame.relayId, frame.credential !== undefined, start);
@@ -185,16 +234,26 @@ export class RelayAgent {
       this.sendStatuses(known);
       return;
     }
-    if (frame.fromNumber) this.log.debug({ messageId: frame.messageId }, 'fromNumber ignored: Messages sends from its default account');
+    if (frame.fromNumber)
+      this.log.debug({ messageId: frame.messageId }, 'fromNumber ignored: Messages sends from its default account');
     const now = Date.now();
     const record: SendRecord = {
-      messageId: frame.messageId, attempt: frame.attempt, to: frame.to, body: frame.body ?? '', attachmentUrls: frame.attachments ?? [],
-      phase: 'queued', acceptedAtMs: now, phaseAtMs: now, steps: [], acked: 0,
+      messageId: frame.messageId,
+      attempt: frame.attempt,
+      to: frame.to,
+      body: frame.body ?? '',
+      attachmentUrls: frame.attachments ?? [],
+      phase: 'queued',
+      acceptedAtMs: now,
+      phaseAtMs: now,
+      steps: [],
+      acked: 0,
     };
     journal.add(record);
     this.operator.sendAccepted(record, journal.inPhase('queued').length, frame.traceparent);
     const unfinished = journal.unfinishedCount();
-    if (unfinished > this.config.capacity) this.log.warn({ unfinished, capacity: this.config.capacity }, 'server sent beyond the capacity; queued anyway');
+    if (unfinished > this.config.capacity)
+      this.log.warn({ unfinished, capacity: this.config.capacity }, 'server sent beyond the capacity; queued anyway');
     await journal.flush();
     this.worker.wake();
   }
@@ -209,7 +268,10 @@ export class RelayAgent {
   }
 
   private onError(frame: ErrorFrame): void {
-    this.log.warn({ event: 'server-error', code: frame.code, message: frame.message }, `the server answered ${frame.code}: ${frame.message}`);
+    this.log.warn(
+      { event: 'server-error', code: frame.code, message: frame.message },
+      `the server answered ${frame.code}: ${frame.message}`,
+    );
     // Refused before welcome and not worth retrying (bad token, revoked credential): the same hello would fail again.
     if (!this.welcomed && !retryableServerErrors.has(frame.code)) {
       const what = this.state ? 'the stored credential' : 'the registration token';
@@ -262,7 +324,13 @@ export class RelayAgent {
     let next = this.statusesSent.get(key) ?? record.acked;
     while (next < record.steps.length) {
       const step = record.steps[next]!;
-      const frame: StatusFrame = { type: 'status', messageId: record.messageId, attempt: record.attempt, status: step.status, at: step.at };
+      const frame: StatusFrame = {
+        type: 'status',
+        messageId: record.messageId,
+        attempt: record.attempt,
+        status: step.status,
+        at: step.at,
+      };
       if (step.error !== undefined) frame.error = step.error;
       if (record.guid) frame.guid = record.guid;
       frame.checkpoints = checkpointsOf(record);
@@ -306,7 +374,10 @@ export class RelayAgent {
   private async pollOnce(): Promise<void> {
     try {
       this.afterChange(await this.tracker.poll());
-      const waiting = this.deps.journal.inPhase('handed').filter((r) => r.rowId === undefined).map((r) => r.phaseAtMs);
+      const waiting = this.deps.journal
+        .inPhase('handed')
+        .filter((r) => r.rowId === undefined)
+        .map((r) => r.phaseAtMs);
       if (await this.watchdog.check(waiting, this.deps.journal.outgoingCursor ?? 0)) {
         this.sendReady();
         this.sendHeartbeat();
@@ -324,7 +395,10 @@ export class RelayAgent {
     } catch (err) {
       const message = (err as Error).message;
       if (message !== this.lastPollError) {
-        const hint = err instanceof ChatDbError && err.accessDenied ? 'give the terminal Full Disk Access (System Settings → Privacy & Security)' : undefined;
+        const hint =
+          err instanceof ChatDbError && err.accessDenied
+            ? 'give the terminal Full Disk Access (System Settings → Privacy & Security)'
+            : undefined;
         this.log.error({ err: message, hint }, 'reading chat.db failed');
         this.lastPollError = message;
       }
@@ -334,6 +408,10 @@ export class RelayAgent {
 
 /** The hops of a send this agent saw, in order: it took the `send` frame, Messages took the message, its chat.db row was matched. */
 function checkpointsOf(record: SendRecord): AgentCheckpoint[] {
-  const hops: Array<[AgentCheckpoint['hop'], number | undefined]> = [['relay_received', record.acceptedAtMs], ['handed_to_app', record.handedAtMs], ['seen_in_database', record.seenAtMs]];
+  const hops: Array<[AgentCheckpoint['hop'], number | undefined]> = [
+    ['relay_received', record.acceptedAtMs],
+    ['handed_to_app', record.handedAtMs],
+    ['seen_in_database', record.seenAtMs],
+  ];
   return hops.filter(([, at]) => at !== undefined).map(([hop, at]) => ({ hop, at: new Date(at!).toISOString() }));
 }

@@ -1,7 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { Logger } from './agent-logger.ts';
-import { frameLimits, parseFrame, serverFrame, type AgentFrame, type ServerFrame } from 'relaybox-relay-protocol/frames.ts';
+import {
+  frameLimits,
+  parseFrame,
+  serverFrame,
+  type AgentFrame,
+  type ServerFrame,
+} from 'relaybox-relay-protocol/frames.ts';
 import { ReconnectBackoff } from './reconnect-backoff.ts';
 
 export interface CloseInfo {
@@ -45,7 +51,11 @@ export class RelayConnection {
   private pingTimer: NodeJS.Timeout | undefined;
   private lastHeardMs = 0;
 
-  constructor(private readonly url: string, private readonly handlers: ConnectionHandlers, private readonly options: RelayConnectionOptions) {
+  constructor(
+    private readonly url: string,
+    private readonly handlers: ConnectionHandlers,
+    private readonly options: RelayConnectionOptions,
+  ) {
     this.backoff = new ReconnectBackoff(options.reconnectBaseMs, options.reconnectCapMs);
   }
 
@@ -98,7 +108,11 @@ export class RelayConnection {
 
   private connect(): void {
     if (this.stopped) return;
-    const socket = new WebSocket(this.url, { maxPayload: frameLimits.maxFrameBytes, handshakeTimeout: 15_000, perMessageDeflate: false });
+    const socket = new WebSocket(this.url, {
+      maxPayload: frameLimits.maxFrameBytes,
+      handshakeTimeout: 15_000,
+      perMessageDeflate: false,
+    });
     this.socket = socket;
     let closed = false;
     let httpStatus: number | undefined;

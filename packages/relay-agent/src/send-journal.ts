@@ -78,7 +78,10 @@ export class SendJournal {
   private writing: Promise<void> = Promise.resolve();
   private dirty = false;
 
-  constructor(readonly stateDir: string, private readonly retentionMs: number) {
+  constructor(
+    readonly stateDir: string,
+    private readonly retentionMs: number,
+  ) {
     this.path = join(stateDir, 'sends.json');
   }
 
@@ -173,10 +176,14 @@ export class SendJournal {
   /** Forgets closed, fully acked sends after the retention time, oldest first past the size cap. */
   private prune(nowMs: number): void {
     for (const [id, r] of this.records) {
-      if (r.phase === 'closed' && r.acked >= r.steps.length && nowMs - r.phaseAtMs > this.retentionMs) this.records.delete(id);
+      if (r.phase === 'closed' && r.acked >= r.steps.length && nowMs - r.phaseAtMs > this.retentionMs)
+        this.records.delete(id);
     }
     if (this.records.size <= maxRecords) return;
-    const closed = [...this.records.values()].filter((r) => r.phase === 'closed').sort((a, b) => a.phaseAtMs - b.phaseAtMs);
-    for (const r of closed.slice(0, this.records.size - maxRecords)) this.records.delete(attemptKey(r.messageId, r.attempt));
+    const closed = [...this.records.values()]
+      .filter((r) => r.phase === 'closed')
+      .sort((a, b) => a.phaseAtMs - b.phaseAtMs);
+    for (const r of closed.slice(0, this.records.size - maxRecords))
+      this.records.delete(attemptKey(r.messageId, r.attempt));
   }
 }

@@ -22,7 +22,11 @@ export class SendWorker {
   private stopped = false;
   private readonly cleanups = new Map<NodeJS.Timeout, () => Promise<void>>();
 
-  constructor(private readonly journal: SendJournal, private readonly sender: MessageSender, private readonly options: SendWorkerOptions) {}
+  constructor(
+    private readonly journal: SendJournal,
+    private readonly sender: MessageSender,
+    private readonly options: SendWorkerOptions,
+  ) {}
 
   /** Starts working through the queue if idle. */
   wake(): void {
@@ -53,7 +57,8 @@ export class SendWorker {
       } catch (err) {
         // A bug or a disk error; fail this one send rather than stall the queue.
         this.options.logger.error({ messageId: next.messageId, err: (err as Error).message }, 'send crashed');
-        if (next.phase === 'queued' || next.phase === 'sending') this.fail(next, `relay agent error: ${(err as Error).message}`);
+        if (next.phase === 'queued' || next.phase === 'sending')
+          this.fail(next, `relay agent error: ${(err as Error).message}`);
       }
     }
   }
@@ -78,7 +83,13 @@ export class SendWorker {
     const started = Date.now();
     let outcome;
     try {
-      outcome = await this.sender.send({ messageId: record.messageId, attempt: record.attempt, to: record.to, body: record.body, attachmentPaths });
+      outcome = await this.sender.send({
+        messageId: record.messageId,
+        attempt: record.attempt,
+        to: record.to,
+        body: record.body,
+        attachmentPaths,
+      });
     } finally {
       if (cleanup) this.scheduleCleanup(cleanup);
     }
@@ -102,7 +113,10 @@ export class SendWorker {
   }
 
   private scheduleCleanup(cleanup: () => Promise<void>): void {
-    const run = () => cleanup().catch((err: unknown) => this.options.logger.warn({ err: (err as Error).message }, 'attachment cleanup failed'));
+    const run = () =>
+      cleanup().catch((err: unknown) =>
+        this.options.logger.warn({ err: (err as Error).message }, 'attachment cleanup failed'),
+      );
     if (this.options.attachmentCleanupDelayMs <= 0) {
       void run();
       return;

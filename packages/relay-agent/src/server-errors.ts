@@ -3,4 +3,8 @@
  * server's error registry, src/errors.ts; a test keeps the two equal). The
  * agent keeps its own copy so that it depends on nothing of the server.
  */
-export const retryableServerErrors: ReadonlySet<string> = new Set(['rate_limited', 'internal_error', 'service_unavailable']);
+export const retryableServerErrors: ReadonlySet<string> = new Set([
+  'rate_limited',
+  'internal_error',
+  'service_unavailable',
+]);

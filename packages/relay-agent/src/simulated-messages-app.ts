@@ -84,21 +84,34 @@ class SimulatorWrites {
   readonly markRead: SqliteStatement;
 
   constructor(readonly db: SqliteDatabase) {
-    this.upsertHandle = db.prepare('INSERT OR IGNORE INTO handle (id, service, uncanonicalized_id) VALUES (@handle, @service, @handle)');
-    this.upsertChat = db.prepare(`INSERT OR IGNORE INTO chat (guid, style, state, chat_identifier, service_name, room_name)
+    this.upsertHandle = db.prepare(
+      'INSERT OR IGNORE INTO handle (id, service, uncanonicalized_id) VALUES (@handle, @service, @handle)',
+    );
+    this.upsertChat =
+      db.prepare(`INSERT OR IGNORE INTO chat (guid, style, state, chat_identifier, service_name, room_name)
   VALUES (@chatGuid, @style, 3, @identifier, @service, @roomName)`);
-    this.joinHandle = db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
+    this.joinHandle =
+      db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
   WHERE c.guid = @chatGuid AND h.id = @handle AND h.service = @service`);
-    this.consumeFailure = db.prepare('UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0');
-    this.insertMessage = db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
+    this.consumeFailure = db.prepare(
+      'UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0',
+    );
+    this.insertMessage =
+      db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
   is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
   VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @account, @error, @date, 0, 0,
   @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName)`);
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
-    this.insertAttachment = db.prepare('INSERT INTO attachment (guid, created_date, filename, transfer_name) VALUES (@guid, @date, @filename, @transferName)');
-    this.joinAttachment = db.prepare('INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)');
-    this.addFailures = db.prepare('UPDATE relaybox_simulator SET pending_failures = pending_failures + @count WHERE id = 1');
+    this.insertAttachment = db.prepare(
+      'INSERT INTO attachment (guid, created_date, filename, transfer_name) VALUES (@guid, @date, @filename, @transferName)',
+    );
+    this.joinAttachment = db.prepare(
+      'INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)',
+    );
+    this.addFailures = db.prepare(
+      'UPDATE relaybox_simulator SET pending_failures = pending_failures + @count WHERE id = 1',
+    );
     this.readStalled = db.prepare('SELECT stalled FROM relaybox_simulator WHERE id = 1');
     this.setStalled = db.prepare('UPDATE relaybox_simulator SET stalled = @stalled WHERE id = 1');
     this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
@@ -107,28 +120,51 @@ class SimulatorWrites {
 
   /** Writes one message row with its handle, chat and attachments, in one transaction; returns its ROWID and error. */
   writeMessage(row: MessageRow): { rowId: number; error: number } {
-    return this.db.transaction(() => {
-      const { handle, group } = row;
-      const chatGuid = group ? `${service};+;${group}` : `${service};-;${handle}`;
-      this.upsertHandle.run({ handle, service });
-      this.upsertChat.run({ chatGuid, style: group ? chatStyle.group : chatStyle.direct, identifier: group ?? handle, service, roomName: group ?? null });
-      this.joinHandle.run({ chatGuid, handle, service });
-      // An outgoing send consumes one injected failure, if any is pending.
-      const error = row.isFromMe ? this.consumeFailure.run().changes : 0;
-      const messageId = Number(this.insertMessage.run({
-        guid: row.guid, text: row.text, attributedBody: row.attributedBody, handle, service, account: simulatedAccount, error, date: row.date,
-        isDelivered: row.isFromMe ? 0 : 1, isFromMe: row.isFromMe ? 1 : 0, isSent: row.isFromMe ? 1 : 0,
-        hasAttachments: row.hasAttachments ? 1 : 0, roomName: group ?? null,
-      }).lastInsertRowid);
-      this.joinChat.run({ messageId, date: row.date, chatGuid });
-      for (const filename of row.attachments) {
-        const attachmentId = this.insertAttachment.run({
-          guid: randomUUID().toUpperCase(), date: row.date, filename, transferName: filename.split('/').pop() ?? filename,
-        }).lastInsertRowid;
-        this.joinAttachment.run({ messageId, attachmentId });
-      }
-      return { rowId: messageId, error };
-    }).immediate();
+    return this.db
+      .transaction(() => {
+        const { handle, group } = row;
+        const chatGuid = group ? `${service};+;${group}` : `${service};-;${handle}`;
+        this.upsertHandle.run({ handle, service });
+        this.upsertChat.run({
+          chatGuid,
+          style: group ? chatStyle.group : chatStyle.direct,
+          identifier: group ?? handle,
+          service,
+          roomName: group ?? null,
+        });
+        this.joinHandle.run({ chatGuid, handle, service });
+        // An outgoing send consumes one injected failure, if any is pending.
+        const error = row.isFromMe ? this.consumeFailure.run().changes : 0;
+        const messageId = Number(
+          this.insertMessage.run({
+            guid: row.guid,
+            text: row.text,
+            attributedBody: row.attributedBody,
+            handle,
+            service,
+            account: simulatedAccount,
+            error,
+            date: row.date,
+            isDelivered: row.isFromMe ? 0 : 1,
+            isFromMe: row.isFromMe ? 1 : 0,
+            isSent: row.isFromMe ? 1 : 0,
+            hasAttachments: row.hasAttachments ? 1 : 0,
+            roomName: group ?? null,
+          }).lastInsertRowid,
+        );
+        this.joinChat.run({ messageId, date: row.date, chatGuid });
+        for (const filename of row.attachments) {
+          const attachmentId = this.insertAttachment.run({
+            guid: randomUUID().toUpperCase(),
+            date: row.date,
+            filename,
+            transferName: filename.split('/').pop() ?? filename,
+          }).lastInsertRowid;
+          this.joinAttachment.run({ messageId, attachmentId });
+        }
+        return { rowId: messageId, error };
+      })
+      .immediate();
   }
 
   addPendingFailures(count: number): void {
@@ -179,7 +215,11 @@ export class SimulatedMessagesApp implements MessageSender {
   private readonly timers = new Set<NodeJS.Timeout>();
   private readonly held: OutgoingMessage[] = [];
 
-  private constructor(readonly dbPath: string, private readonly writes: SimulatorWrites, private readonly options: SimulatorOptions) {}
+  private constructor(
+    readonly dbPath: string,
+    private readonly writes: SimulatorWrites,
+    private readonly options: SimulatorOptions,
+  ) {}
 
   static async open(dbPath: string, options: SimulatorOptions = {}): Promise<SimulatedMessagesApp> {
     // One connection for the app's life: a send is then a few statements, not an open.
@@ -210,11 +250,25 @@ export class SimulatedMessagesApp implements MessageSender {
     const handle = normalizeHandle(message.to);
     const guid = randomUUID().toUpperCase();
     const row = this.writes.writeMessage({
-      guid, handle, group: undefined, isFromMe: true, text: message.body, attributedBody: null, date: msToAppleNs(Date.now()),
-      hasAttachments: message.attachmentPaths.length > 0, attachments: [],
+      guid,
+      handle,
+      group: undefined,
+      isFromMe: true,
+      text: message.body,
+      attributedBody: null,
+      date: msToAppleNs(Date.now()),
+      hasAttachments: message.attachmentPaths.length > 0,
+      attachments: [],
     });
     const entry: SendLogEntry = {
-      at: new Date().toISOString(), messageId: message.messageId, attempt: message.attempt, to: handle, rowId: row.rowId, guid, error: row.error, attachments: message.attachmentPaths.length,
+      at: new Date().toISOString(),
+      messageId: message.messageId,
+      attempt: message.attempt,
+      to: handle,
+      rowId: row.rowId,
+      guid,
+      error: row.error,
+      attachments: message.attachmentPaths.length,
     };
     await appendFile(sendLogPath(this.dbPath), `${JSON.stringify(entry)}\n`);
     if (row.error === 0) this.later(this.options.deliveryDelayMs ?? 500, () => this.markDelivered(row.rowId));
@@ -263,19 +317,24 @@ export interface InboundInjection {
 }
 
 /** Writes a message "received" from someone, as Messages would. Used by tests and `simulate-inbound`. */
-export async function simulateInbound(dbPath: string, message: InboundInjection): Promise<{ rowId: number; guid: string }> {
+export async function simulateInbound(
+  dbPath: string,
+  message: InboundInjection,
+): Promise<{ rowId: number; guid: string }> {
   const guid = randomUUID().toUpperCase();
-  const row = await withSimulatorWrites(dbPath, (writes) => writes.writeMessage({
-    guid,
-    handle: normalizeHandle(message.from),
-    group: message.groupId,
-    isFromMe: false,
-    text: message.attributedBodyOnly ? null : message.body,
-    attributedBody: message.attributedBodyOnly ? encodeAttributedBody(message.body) : null,
-    date: msToAppleNs(Date.now()),
-    hasAttachments: (message.attachments ?? []).length > 0,
-    attachments: message.attachments ?? [],
-  }));
+  const row = await withSimulatorWrites(dbPath, (writes) =>
+    writes.writeMessage({
+      guid,
+      handle: normalizeHandle(message.from),
+      group: message.groupId,
+      isFromMe: false,
+      text: message.attributedBodyOnly ? null : message.body,
+      attributedBody: message.attributedBodyOnly ? encodeAttributedBody(message.body) : null,
+      date: msToAppleNs(Date.now()),
+      hasAttachments: (message.attachments ?? []).length > 0,
+      attachments: message.attachments ?? [],
+    }),
+  );
   return { rowId: row.rowId, guid };
 }
 

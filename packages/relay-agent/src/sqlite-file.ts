@@ -24,19 +24,29 @@ export type SqliteStatement = Libsql.Statement;
 export const busyTimeoutMs = 5_000;
 
 /** SQLite's primary result codes that mean "not allowed to open or read": on macOS, no Full Disk Access. */
-const accessCodes = new Map([[3, 'SQLITE_PERM'], [14, 'SQLITE_CANTOPEN'], [23, 'SQLITE_AUTH']]);
+const accessCodes = new Map([
+  [3, 'SQLITE_PERM'],
+  [14, 'SQLITE_CANTOPEN'],
+  [23, 'SQLITE_AUTH'],
+]);
 
 export class ChatDbError extends Error {
   override name = 'ChatDbError';
 
   /** `code`: SQLite's result code (extended codes included), when there is one. */
-  constructor(message: string, readonly code: number | undefined) {
+  constructor(
+    message: string,
+    readonly code: number | undefined,
+  ) {
     super(message);
   }
 
   /** macOS refuses to open chat.db this way when the terminal lacks Full Disk Access. */
   get accessDenied(): boolean {
-    return (this.code !== undefined && accessCodes.has(this.code & 0xff)) || /authorization denied|operation not permitted/i.test(this.message);
+    return (
+      (this.code !== undefined && accessCodes.has(this.code & 0xff)) ||
+      /authorization denied|operation not permitted/i.test(this.message)
+    );
   }
 }
 
@@ -49,7 +59,10 @@ function loadLibsql(): typeof Libsql {
     return (libsql ??= requireModule('libsql') as typeof Libsql);
   } catch (err) {
     const reason = (err as Error).message.split('\n')[0];
-    throw new ChatDbError(`libsql has no SQLite binary for ${process.platform}-${process.arch} here (${reason}); run npm install on this machine`, undefined);
+    throw new ChatDbError(
+      `libsql has no SQLite binary for ${process.platform}-${process.arch} here (${reason}); run npm install on this machine`,
+      undefined,
+    );
   }
 }
 
@@ -59,7 +72,11 @@ export function openSqliteFile(path: string, mode: 'readonly' | 'readwrite'): Sq
   const url = pathToFileURL(resolve(path));
   if (mode === 'readonly') url.searchParams.set('mode', 'ro');
   try {
-    return new Database(url.href, { timeout: busyTimeoutMs, readonly: mode === 'readonly', fileMustExist: mode === 'readonly' });
+    return new Database(url.href, {
+      timeout: busyTimeoutMs,
+      readonly: mode === 'readonly',
+      fileMustExist: mode === 'readonly',
+    });
   } catch (err) {
     throw asChatDbError(err, path);
   }
@@ -74,11 +91,15 @@ export function asChatDbError(err: unknown, path: string): ChatDbError {
   if (err instanceof ChatDbError) return err;
   const message = (err as Error)?.message ?? String(err);
   const rawCode = (err as { rawCode?: unknown })?.rawCode;
-  if (typeof rawCode === 'number') return new ChatDbError(`${path}: ${message} (${(err as { code?: string }).code ?? rawCode})`, rawCode);
+  if (typeof rawCode === 'number')
+    return new ChatDbError(`${path}: ${message} (${(err as { code?: string }).code ?? rawCode})`, rawCode);
   const openCode = /^ConnectionFailed\(.*: (\d+)"\)$/s.exec(message)?.[1];
   if (openCode !== undefined) {
     const code = Number(openCode);
-    return new ChatDbError(`cannot open ${path}: ${code === 14 ? 'unable to open database file' : 'SQLite refused'} (${accessCodes.get(code) ?? `SQLite code ${code}`})`, code);
+    return new ChatDbError(
+      `cannot open ${path}: ${code === 14 ? 'unable to open database file' : 'SQLite refused'} (${accessCodes.get(code) ?? `SQLite code ${code}`})`,
+      code,
+    );
   }
   return new ChatDbError(`${path}: ${message}`, undefined);
 }

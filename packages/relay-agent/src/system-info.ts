@@ -7,7 +7,9 @@ export async function readSystemInfo(): Promise<HelloFrame['systemInfo']> {
   let hostOsVersion = `${type()} ${release()}`;
   if (process.platform === 'darwin') {
     const version = await new Promise<string | undefined>((done) => {
-      execFile('/usr/bin/sw_vers', ['-productVersion'], { timeout: 5_000 }, (err, stdout) => done(err ? undefined : stdout.trim()));
+      execFile('/usr/bin/sw_vers', ['-productVersion'], { timeout: 5_000 }, (err, stdout) =>
+        done(err ? undefined : stdout.trim()),
+      );
     });
     if (version) hostOsVersion = `macOS ${version}`;
   }

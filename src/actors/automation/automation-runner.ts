@@ -20,7 +20,14 @@ type Ctx = ActorContext<undefined>;
  * timers of the runtime), and the execution is done without waiting for them.
  */
 export class AutomationRunner {
-  constructor(private readonly deps: { db: AutomationCollections; actions: AutomationActions; webhook: WebhookConfig; log: Logger }) {}
+  constructor(
+    private readonly deps: {
+      db: AutomationCollections;
+      actions: AutomationActions;
+      webhook: WebhookConfig;
+      log: Logger;
+    },
+  ) {}
 
   async run(ctx: Ctx, orgId: string, executionId: string): Promise<void> {
     const exec = await this.deps.db.executions.findOne(orgScope(orgId), { id: executionId });
@@ -82,26 +89,55 @@ export class AutomationRunner {
     const result = await this.deps.actions.post(exec, action, index);
     const attempts = before + 1;
     const step = nextStep(result, attempts, this.deps.webhook);
-    const status: ActionStatus = step.kind === 'succeeded' ? 'succeeded' : step.kind === 'retry' ? 'retrying' : 'failed';
+    const status: ActionStatus =
+      step.kind === 'succeeded' ? 'succeeded' : step.kind === 'retry' ? 'retrying' : 'failed';
     // Compare-and-set on the attempt count: a duplicate attempt records nothing twice and schedules nothing more.
-    const recorded = await this.deps.db.executions.updateOne(orgScope(exec.tenantId),
+    const recorded = await this.deps.db.executions.updateOne(
+      orgScope(exec.tenantId),
       { id: exec.id, [`actions.${index}.status`]: exec.actions[index]!.status, [`actions.${index}.attempts`]: before },
-      { $set: { [`actions.${index}.status`]: status, [`actions.${index}.error`]: result.error, [`actions.${index}.attempts`]: attempts, updatedAt: nowIso() } });
+      {
+        $set: {
+          [`actions.${index}.status`]: status,
+          [`actions.${index}.error`]: result.error,
+          [`actions.${index}.attempts`]: attempts,
+          updatedAt: nowIso(),
+        },
+      },
+    );
     if (!recorded) return;
     exec.actions[index] = { ...exec.actions[index]!, status, error: result.error, attempts };
     if (status !== 'retrying') actionOutcomes.inc({ type: action.type, status });
-    if (step.kind === 'retry') await ctx.send(automationProtocol, ctx.key, { kind: 'retry', orgId: exec.tenantId, executionId: exec.id, index }, { delayMs: step.delayMs });
+    if (step.kind === 'retry')
+      await ctx.send(
+        automationProtocol,
+        ctx.key,
+        { kind: 'retry', orgId: exec.tenantId, executionId: exec.id, index },
+        { delayMs: step.delayMs },
+      );
   }
 
   /** `write: false` leaves the stored outcome to `finish` (the last action of a run). */
-  private async settle(exec: ExecutionDoc, index: number, status: ActionStatus, error: string | null, write = true): Promise<void> {
+  private async settle(
+    exec: ExecutionDoc,
+    index: number,
+    status: ActionStatus,
+    error: string | null,
+    write = true,
+  ): Promise<void> {
     if (write) {
-      await this.deps.db.executions.updateOne(orgScope(exec.tenantId), { id: exec.id },
-        { $set: { [`actions.${index}.status`]: status, [`actions.${index}.error`]: error, updatedAt: nowIso() } });
+      await this.deps.db.executions.updateOne(
+        orgScope(exec.tenantId),
+        { id: exec.id },
+        { $set: { [`actions.${index}.status`]: status, [`actions.${index}.error`]: error, updatedAt: nowIso() } },
+      );
     }
     exec.actions[index] = { ...exec.actions[index]!, status, error };
     actionOutcomes.inc({ type: exec.actions[index]!.type, status });
-    if (status === 'failed') this.deps.log.info({ automationId: exec.automationId, executionId: exec.id, messageId: exec.messageId, error }, 'automation action failed');
+    if (status === 'failed')
+      this.deps.log.info(
+        { automationId: exec.automationId, executionId: exec.id, messageId: exec.messageId, error },
+        'automation action failed',
+      );
   }
 
   /**
@@ -116,9 +152,17 @@ export class AutomationRunner {
       set[`actions.${unwritten}.status`] = outcome.status;
       set[`actions.${unwritten}.error`] = outcome.error;
     }
-    const done = await this.deps.db.executions.updateOne(orgScope(exec.tenantId), { id: exec.id, state: 'running' }, { $set: set });
+    const done = await this.deps.db.executions.updateOne(
+      orgScope(exec.tenantId),
+      { id: exec.id, state: 'running' },
+      { $set: set },
+    );
     if (!done) return;
-    await this.deps.db.automations.updateOne(orgScope(exec.tenantId), { id: automationId }, { $set: { lastExecutedAt: now }, $inc: { executionCount: 1 } });
+    await this.deps.db.automations.updateOne(
+      orgScope(exec.tenantId),
+      { id: automationId },
+      { $set: { lastExecutedAt: now }, $inc: { executionCount: 1 } },
+    );
     executionOutcomes.inc({ outcome: exec.actions.some((a) => a.status === 'failed') ? 'failed' : 'succeeded' });
   }
 }

@@ -42,14 +42,28 @@ export class JobTracker {
     const { jobs, messages, jobIndex } = this.deps.db;
     const scope = { tenantId: orgId, teamId };
     const now = nowIso();
-    let job = await jobs.updateOne(scope, { id: jobId, status: 'scheduled' }, { $set: { status: 'processing', startedAt: now, updatedAt: now } });
+    let job = await jobs.updateOne(
+      scope,
+      { id: jobId, status: 'scheduled' },
+      { $set: { status: 'processing', startedAt: now, updatedAt: now } },
+    );
     // Sent now, or redelivered after the status moved on: release whatever is still held.
     job ??= await jobs.findOne(scope, { id: jobId, status: 'processing' });
     if (!job) return; // cancelled first: its messages are stopped, not sent
     if (job.released !== true) {
-      if (job.scheduledAt) await messages.updateMany(scope, { jobId, status: 'queued', nextAttemptAt: job.scheduledAt }, { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } });
+      if (job.scheduledAt)
+        await messages.updateMany(
+          scope,
+          { jobId, status: 'queued', nextAttemptAt: job.scheduledAt },
+          { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } },
+        );
       const released: MessageDoc[] = [];
-      for await (const page of messages.scan(scope, { jobId, status: 'queued', nextAttemptAt: null }, { sort: { jobIndex: 1 } })) released.push(...page);
+      for await (const page of messages.scan(
+        scope,
+        { jobId, status: 'queued', nextAttemptAt: null },
+        { sort: { jobIndex: 1 } },
+      ))
+        released.push(...page);
       await releaseToSendQueue(this.deps, ctx, orgId, jobId, released);
       await jobs.updateOne(scope, { id: jobId }, { $set: { released: true } });
       await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
@@ -79,11 +93,20 @@ export class JobTracker {
    * of its later writes can undo it, and the dispatch closes the job again
    * (it may have read the job back as running meanwhile).
    */
-  private async holdCancel(ctx: ActorContext, scope: { tenantId: string; teamId: string }, jobId: string, cancelledAt: string): Promise<JobDoc | null> {
+  private async holdCancel(
+    ctx: ActorContext,
+    scope: { tenantId: string; teamId: string },
+    jobId: string,
+    cancelledAt: string,
+  ): Promise<JobDoc | null> {
     const { jobs } = this.deps.db;
     const job = await jobs.findOne(scope, { id: jobId, completedAt: null });
     if (!job || job.status === 'cancelled') return job;
-    const again = await jobs.updateOne(scope, { id: jobId, status: job.status, completedAt: null }, { $set: { status: 'cancelled', cancelledAt, updatedAt: nowIso() } });
+    const again = await jobs.updateOne(
+      scope,
+      { id: jobId, status: job.status, completedAt: null },
+      { $set: { status: 'cancelled', cancelledAt, updatedAt: nowIso() } },
+    );
     if (!again) return null;
     ctx.log.warn({ jobId, tenantId: scope.tenantId, was: job.status }, 'a cancel the store lost was made again');
     await ctx.send(tenantProtocol, scope.tenantId, { kind: 'close-source', source: jobId });
@@ -95,7 +118,12 @@ export class JobTracker {
     const jobId = ctx.key;
     const { jobs, jobIndex } = this.deps.db;
     const scope = { tenantId: orgId, teamId };
-    const job = await jobs.findOne(scope, { id: jobId, trackTick: tick, completedAt: null, status: { $in: ['processing', 'cancelled'] } });
+    const job = await jobs.findOne(scope, {
+      id: jobId,
+      trackTick: tick,
+      completedAt: null,
+      status: { $in: ['processing', 'cancelled'] },
+    });
     if (!job) return; // another chain's look, or nothing left to look at
     if (!job.conversationsTouched) await this.touchConversations(job);
     // A send handed back by a relay, or failed and due for a retry, after the cancel is stopped too.
@@ -104,17 +132,36 @@ export class JobTracker {
     const open = await this.deps.db.messages.findOne(scope, { jobId, status: { $in: ['queued', 'processing'] } });
     const now = nowIso();
     if (open) {
-      const snapshot = (tick + 1) % countsEvery === 0 ? { counts: await countJob(this.deps.db, scope, jobId, job.status) } : {};
+      const snapshot =
+        (tick + 1) % countsEvery === 0 ? { counts: await countJob(this.deps.db, scope, jobId, job.status) } : {};
       // The next look is set before the chain moves on, so a crash in between repeats a look rather than losing the chain;
       // two looks of one tick both pass, and the next compare-and-set lets one of them go on.
-      await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: tick + 1 }, { delayMs: this.deps.trackMs });
-      await jobs.updateOne(scope, { id: jobId, trackTick: tick }, { $set: { trackTick: tick + 1, ...snapshot, updatedAt: now } });
+      await ctx.send(
+        jobProtocol,
+        jobId,
+        { kind: 'track', orgId, teamId, tick: tick + 1 },
+        { delayMs: this.deps.trackMs },
+      );
+      await jobs.updateOne(
+        scope,
+        { id: jobId, trackTick: tick },
+        { $set: { trackTick: tick + 1, ...snapshot, updatedAt: now } },
+      );
       return;
     }
     const counts = await countJob(this.deps.db, scope, jobId, job.status);
-    const finished = await jobs.updateOne(scope, { id: jobId, completedAt: null }, {
-      $set: { counts, completedAt: now, updatedAt: now, ...(job.status === 'processing' ? { status: 'completed' } : {}) },
-    });
+    const finished = await jobs.updateOne(
+      scope,
+      { id: jobId, completedAt: null },
+      {
+        $set: {
+          counts,
+          completedAt: now,
+          updatedAt: now,
+          ...(job.status === 'processing' ? { status: 'completed' } : {}),
+        },
+      },
+    );
     if (finished) {
       await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: finished.status, active: false } });
       ctx.log.info({ jobId, tenantId: orgId, counts }, 'bulk job finished');
@@ -140,9 +187,16 @@ export class JobTracker {
       const job = await this.deps.db.jobs.findOne({ tenantId: entry.orgId, teamId: entry.teamId }, { id: entry.id });
       if (!job) continue;
       const owner = { orgId: entry.orgId, teamId: entry.teamId };
-      if (job.status === 'scheduled') await this.deps.jobs.send(job.id, { kind: 'start', ...owner }, { delayMs: Math.max(0, Date.parse(job.scheduledAt ?? nowIso()) - Date.now()) });
-      else if (job.status === 'processing' && job.released === false) await this.deps.jobs.send(job.id, { kind: 'start', ...owner });
-      else if (job.completedAt === null) await this.deps.jobs.send(job.id, { kind: 'track', ...owner, tick: job.trackTick });
+      if (job.status === 'scheduled')
+        await this.deps.jobs.send(
+          job.id,
+          { kind: 'start', ...owner },
+          { delayMs: Math.max(0, Date.parse(job.scheduledAt ?? nowIso()) - Date.now()) },
+        );
+      else if (job.status === 'processing' && job.released === false)
+        await this.deps.jobs.send(job.id, { kind: 'start', ...owner });
+      else if (job.completedAt === null)
+        await this.deps.jobs.send(job.id, { kind: 'track', ...owner, tick: job.trackTick });
     }
     return due.length;
   }

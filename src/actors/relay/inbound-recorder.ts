@@ -31,14 +31,24 @@ export interface InboundReport {
  * one writer of the relay's document (its cursor).
  */
 export class InboundRecorder {
-  constructor(private readonly deps: { db: MessagingCollections & RelayCollections; outbox: Outbox; rollups: MessageRollups; link: RelayLink }) {}
+  constructor(
+    private readonly deps: {
+      db: MessagingCollections & RelayCollections;
+      outbox: Outbox;
+      rollups: MessageRollups;
+      link: RelayLink;
+    },
+  ) {}
 
   async record(_ctx: ActorContext<unknown>, orgId: string, report: InboundReport): Promise<void> {
     const { db } = this.deps;
     const relay = await db.relays.findOne({ tenantId: orgId }, { id: report.relayId });
     if (!relay) return;
     const teamId = relay.teamId;
-    const participant = report.chatGuid && report.isGroup ? `chat:${report.chatGuid}` : (normalizeParticipant(report.from) ?? report.from);
+    const participant =
+      report.chatGuid && report.isGroup
+        ? `chat:${report.chatGuid}`
+        : (normalizeParticipant(report.from) ?? report.from);
     const now = nowIso();
     const doc: MessageDoc = {
       id: `msg_in_${createHash('sha256').update(`${orgId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
@@ -67,7 +77,9 @@ export class InboundRecorder {
     };
     const scope = { tenantId: orgId, teamId };
     // Stored with its message.received event in its outbox: one write, so neither exists without the other.
-    const written = withOutbox(doc, [domainEvent('message.received', doc, messageEventData(doc), changeEventId('message.received', doc.id))]);
+    const written = withOutbox(doc, [
+      domainEvent('message.received', doc, messageEventData(doc), changeEventId('message.received', doc.id)),
+    ]);
     let fresh = true;
     try {
       await db.messages.insertOne(scope, written.doc);
@@ -80,19 +92,36 @@ export class InboundRecorder {
       tally.add(orgId, 'received', Date.parse(now), { phoneNumber: relay.phoneNumbers[0], relayId: relay.id });
       await Promise.all([
         touchConversation(db.conversations, {
-          tenantId: orgId, teamId, conversationId: doc.conversationId, participant, isGroup: report.isGroup,
-          lastMessage: doc.body, lastMessageAt: doc.createdAt, unread: 1,
+          tenantId: orgId,
+          teamId,
+          conversationId: doc.conversationId,
+          participant,
+          isGroup: report.isGroup,
+          lastMessage: doc.body,
+          lastMessageAt: doc.createdAt,
+          unread: 1,
         }),
         this.deps.rollups.write(tally),
       ]);
       await this.deps.outbox.publish(db.messages, scope, [written.entry]);
     } else {
       // Stored by a writer that died (or could not publish) before its event went out: it goes out now, under its stored id.
-      await this.deps.outbox.publishPending(db.messages, scope, await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }));
+      await this.deps.outbox.publishPending(
+        db.messages,
+        scope,
+        await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }),
+      );
     }
-    await db.relays.updateOne({ tenantId: orgId }, { id: relay.id, inboundCursor: { $lt: report.rowId } }, { $set: { inboundCursor: report.rowId } });
+    await db.relays.updateOne(
+      { tenantId: orgId },
+      { id: relay.id, inboundCursor: { $lt: report.rowId } },
+      { $set: { inboundCursor: report.rowId } },
+    );
     if (relay.node && relay.session === report.session && relay.status === 'online') {
-      await this.deps.link.deliver({ id: relay.id, node: relay.node, session: relay.session }, { type: 'ack', of: 'inbound', cursor: report.rowId });
+      await this.deps.link.deliver(
+        { id: relay.id, node: relay.node, session: relay.session },
+        { type: 'ack', of: 'inbound', cursor: report.rowId },
+      );
     }
   }
 }

@@ -24,19 +24,27 @@ export const relayProtocol = defineProtocol('relay', {
     tenantId,
     node: text(256, 1),
     name: text(frameLimits.nameLength, 1),
-    systemInfo: Type.Object({ hostOsVersion: text(frameLimits.nameLength), hostname: text(frameLimits.nameLength) }, { additionalProperties: false }),
+    systemInfo: Type.Object(
+      { hostOsVersion: text(frameLimits.nameLength), hostname: text(frameLimits.nameLength) },
+      { additionalProperties: false },
+    ),
     phoneNumbers: Type.Optional(Type.Array(text(16, 1), { maxItems: 20 })),
-    registration: Type.Optional(Type.Object({ teamId: text(64, 1), secretHash: text(128, 1) }, { additionalProperties: false })),
+    registration: Type.Optional(
+      Type.Object({ teamId: text(64, 1), secretHash: text(128, 1) }, { additionalProperties: false }),
+    ),
   },
   heartbeat: {
     ...connection,
-    health: Type.Object({
-      cpuPercent: Type.Number({ minimum: 0 }),
-      memoryUsedBytes: Type.Integer({ minimum: 0 }),
-      memoryTotalBytes: Type.Integer({ minimum: 0 }),
-      messagesPerMinute: Type.Number({ minimum: 0 }),
-      queueDepth: Type.Integer({ minimum: 0 }),
-    }, { additionalProperties: false }),
+    health: Type.Object(
+      {
+        cpuPercent: Type.Number({ minimum: 0 }),
+        memoryUsedBytes: Type.Integer({ minimum: 0 }),
+        memoryTotalBytes: Type.Integer({ minimum: 0 }),
+        messagesPerMinute: Type.Number({ minimum: 0 }),
+        queueDepth: Type.Integer({ minimum: 0 }),
+      },
+      { additionalProperties: false },
+    ),
     /** Why the relay cannot send (a stuck Messages app); absent when it can. */
     degraded: Type.Optional(text(frameLimits.errorLength, 1)),
   },

@@ -53,7 +53,12 @@ export class RelaySends {
     for (const m of held) {
       credits.add(m.id, m.attempts);
       const since = Date.parse(String(m.processingAt ?? m.updatedAt)) || Date.now();
-      await ctx.send(relayProtocol, ctx.key, { kind: 'send-timeout', tenantId, messageId: m.id, attempt: m.attempts }, { delayMs: Math.max(0, since + this.deps.sendTimeoutMs - Date.now()) });
+      await ctx.send(
+        relayProtocol,
+        ctx.key,
+        { kind: 'send-timeout', tenantId, messageId: m.id, attempt: m.attempts },
+        { delayMs: Math.max(0, since + this.deps.sendTimeoutMs - Date.now()) },
+      );
     }
     await ctx.send(tenantProtocol, tenantId, { kind: 'relay-online', relayId: ctx.key, session: doc.session });
   }
@@ -83,7 +88,10 @@ export class RelaySends {
   async deliver(ctx: RelayContext, doc: RelayDoc | null, m: Msg<'deliver'>): Promise<void> {
     const credits = ctx.state.credits;
     if (!isLive(ctx.key, doc, m.session)) {
-      ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, messages: m.items.length }, 'hand-over for a session no longer online: back to the queue');
+      ctx.log.info(
+        { tenantId: m.tenantId, relayId: ctx.key, session: m.session, messages: m.items.length },
+        'hand-over for a session no longer online: back to the queue',
+      );
       await ctx.send(tenantProtocol, m.tenantId, { kind: 'returned', relayId: ctx.key, items: m.items });
       return;
     }
@@ -91,9 +99,20 @@ export class RelaySends {
     const relay = { id: ctx.key, node: doc.node ?? '', session: doc.session };
     for (const sent of await this.claim(ctx, m)) {
       credits.add(sent.id, sent.attempts);
-      await ctx.send(relayProtocol, ctx.key, { kind: 'send-timeout', tenantId: m.tenantId, messageId: sent.id, attempt: sent.attempts }, { delayMs: this.deps.sendTimeoutMs });
+      await ctx.send(
+        relayProtocol,
+        ctx.key,
+        { kind: 'send-timeout', tenantId: m.tenantId, messageId: sent.id, attempt: sent.attempts },
+        { delayMs: this.deps.sendTimeoutMs },
+      );
       // The frame continues the trace of the request that sent the message, as a hop of its own.
-      const span = tracingOn() ? startSpan('relay send', SpanKind.PRODUCER, sent, { 'relaybox.message_id': sent.id, 'relaybox.relay_id': ctx.key, 'relaybox.attempt': sent.attempts }) : undefined;
+      const span = tracingOn()
+        ? startSpan('relay send', SpanKind.PRODUCER, sent, {
+            'relaybox.message_id': sent.id,
+            'relaybox.relay_id': ctx.key,
+            'relaybox.attempt': sent.attempts,
+          })
+        : undefined;
       await withSpan(span, () => this.deps.link.deliver(relay, sendFrame(sent, outgoingTrace(span, sent))));
     }
     await this.grant(ctx, m.tenantId);
@@ -112,12 +131,16 @@ export class RelaySends {
     const now = nowIso();
     const claim = randomUUID();
     const ids = m.items.map((item) => item.id);
-    const claimed = await messages.updateMany(scope, { id: { $in: ids }, status: 'queued' }, {
-      $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now, claim },
-      // The agent's hops are those of the current attempt.
-      $unset: { agentCheckpoints: '' },
-      $inc: { attempts: 1 },
-    });
+    const claimed = await messages.updateMany(
+      scope,
+      { id: { $in: ids }, status: 'queued' },
+      {
+        $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now, claim },
+        // The agent's hops are those of the current attempt.
+        $unset: { agentCheckpoints: '' },
+        $inc: { attempts: 1 },
+      },
+    );
     if (claimed === 0) return [];
     const got = new Map((await messages.find(scope, { id: { $in: ids }, claim })).map((d) => [d.id, d]));
     for (const d of got.values()) observeHop('handed_to_relay', d.createdAt, now);
@@ -134,14 +157,27 @@ export class RelaySends {
     const { kind: _kind, tenantId, ...report } = m;
     const settled = ctx.state.credits.settle(report.messageId, report.attempt);
     const grant = settled ? ctx.state.credits.due() : undefined;
-    await ctx.send(tenantProtocol, tenantId, { kind: 'status', relayId: ctx.key, ...report, ...(grant ? { grant } : {}) });
+    await ctx.send(tenantProtocol, tenantId, {
+      kind: 'status',
+      relayId: ctx.key,
+      ...report,
+      ...(grant ? { grant } : {}),
+    });
   }
 
   /** The relay never reported on an attempt: it leaves the in-flight set, and the tenant actor retries it. */
   async sendTimeout(ctx: RelayContext, m: Msg<'send-timeout'>): Promise<void> {
     if (!ctx.state.credits.settle(m.messageId, m.attempt)) return;
-    ctx.log.warn({ tenantId: m.tenantId, relayId: ctx.key, messageId: m.messageId, attempt: m.attempt }, 'no report on a send in time');
-    await ctx.send(tenantProtocol, m.tenantId, { kind: 'send-timeout', relayId: ctx.key, messageId: m.messageId, attempt: m.attempt });
+    ctx.log.warn(
+      { tenantId: m.tenantId, relayId: ctx.key, messageId: m.messageId, attempt: m.attempt },
+      'no report on a send in time',
+    );
+    await ctx.send(tenantProtocol, m.tenantId, {
+      kind: 'send-timeout',
+      relayId: ctx.key,
+      messageId: m.messageId,
+      attempt: m.attempt,
+    });
     await this.grant(ctx, m.tenantId);
   }
 
@@ -166,16 +202,25 @@ export class RelaySends {
   private async handBack(ctx: RelayContext, tenantId: string, held: { id: string; attempts: number }[]): Promise<void> {
     if (held.length === 0) return;
     const now = nowIso();
-    const back = await Promise.all(held.map((m) => this.deps.db.messages.updateOne(
-      { tenantId },
-      { id: m.id, status: 'processing', relayId: ctx.key, attempts: m.attempts },
-      { $set: { status: 'queued', relayId: null, updatedAt: now }, $inc: { attempts: -1 } },
-    )));
+    const back = await Promise.all(
+      held.map((m) =>
+        this.deps.db.messages.updateOne(
+          { tenantId },
+          { id: m.id, status: 'processing', relayId: ctx.key, attempts: m.attempts },
+          { $set: { status: 'queued', relayId: null, updatedAt: now }, $inc: { attempts: -1 } },
+        ),
+      ),
+    );
     for (const m of held) ctx.state.credits.settle(m.id, m.attempts);
     const items: QueuedMessage[] = back.filter((doc): doc is MessageDoc => doc !== null).map(queueItemOf);
-    if (items.length > 0) ctx.log.info({ tenantId, relayId: ctx.key, messages: items.length }, 'sends in flight handed back');
+    if (items.length > 0)
+      ctx.log.info({ tenantId, relayId: ctx.key, messages: items.length }, 'sends in flight handed back');
     for (let i = 0; i < items.length; i += returnedBatch) {
-      await ctx.send(tenantProtocol, tenantId, { kind: 'returned', relayId: ctx.key, items: items.slice(i, i + returnedBatch) });
+      await ctx.send(tenantProtocol, tenantId, {
+        kind: 'returned',
+        relayId: ctx.key,
+        items: items.slice(i, i + returnedBatch),
+      });
     }
   }
 }

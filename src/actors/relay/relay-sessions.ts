@@ -21,7 +21,9 @@ type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageO
  * afterwards changes nothing.
  */
 export class RelaySessions {
-  constructor(private readonly deps: { db: RelayCollections; outbox: Outbox; sends: RelaySends; heartbeatTimeoutMs: number }) {}
+  constructor(
+    private readonly deps: { db: RelayCollections; outbox: Outbox; sends: RelaySends; heartbeatTimeoutMs: number },
+  ) {}
 
   activate(): RelayState {
     return { doc: undefined, lastHeartbeatAt: 0, credits: new RelayCredits() };
@@ -37,7 +39,8 @@ export class RelaySessions {
     if (ctx.state.doc === undefined || (ctx.state.doc && ctx.state.doc.tenantId !== tenantId)) {
       ctx.state.doc = await this.deps.db.relays.findOne({ tenantId }, { id: ctx.key });
       ctx.state.lastHeartbeatAt = Date.parse(ctx.state.doc?.lastHeartbeat ?? '') || 0;
-      if (ctx.state.doc?.outboxAt) await this.deps.outbox.publishPending(this.deps.db.relays, { tenantId }, ctx.state.doc);
+      if (ctx.state.doc?.outboxAt)
+        await this.deps.outbox.publishPending(this.deps.db.relays, { tenantId }, ctx.state.doc);
       await this.deps.sends.rebuild(ctx, tenantId, ctx.state.doc);
     }
     return ctx.state.doc?.tenantId === tenantId ? ctx.state.doc : null;
@@ -58,20 +61,53 @@ export class RelaySessions {
       if (!doc) {
         if (!m.registration) throw new AppError('not_found', 'relay not found');
         doc = {
-          id: ctx.key, tenantId: m.tenantId, teamId: m.registration.teamId, name: m.name, status: 'offline', node: null, capacity: 0,
-          phoneNumbers: m.phoneNumbers ?? [], lastHeartbeat: null, systemInfo: m.systemInfo, health: null, secretHash: m.registration.secretHash,
-          inboundCursor: 0, session: 0, registeredAt: now, createdAt: now, updatedAt: now,
+          id: ctx.key,
+          tenantId: m.tenantId,
+          teamId: m.registration.teamId,
+          name: m.name,
+          status: 'offline',
+          node: null,
+          capacity: 0,
+          phoneNumbers: m.phoneNumbers ?? [],
+          lastHeartbeat: null,
+          systemInfo: m.systemInfo,
+          health: null,
+          secretHash: m.registration.secretHash,
+          inboundCursor: 0,
+          session: 0,
+          registeredAt: now,
+          createdAt: now,
+          updatedAt: now,
         };
         await relays.insertOne(scope, doc);
       }
       const session = doc.session + 1;
-      const online = domainEvent('relay.online', doc, { id: ctx.key, name: m.name, status: 'online' }, changeEventId('relay.online', `${ctx.key}\u0000${session}`));
-      ({ doc: connected } = await this.deps.outbox.change(relays, scope, { id: ctx.key, session: doc.session }, {
-        $set: {
-          status: 'online', node: m.node, capacity: 0, name: m.name, systemInfo: m.systemInfo, lastHeartbeat: now, updatedAt: now,
-          session, connectedBy: ctx.id, ...(m.phoneNumbers ? { phoneNumbers: m.phoneNumbers } : {}),
+      const online = domainEvent(
+        'relay.online',
+        doc,
+        { id: ctx.key, name: m.name, status: 'online' },
+        changeEventId('relay.online', `${ctx.key}\u0000${session}`),
+      );
+      ({ doc: connected } = await this.deps.outbox.change(
+        relays,
+        scope,
+        { id: ctx.key, session: doc.session },
+        {
+          $set: {
+            status: 'online',
+            node: m.node,
+            capacity: 0,
+            name: m.name,
+            systemInfo: m.systemInfo,
+            lastHeartbeat: now,
+            updatedAt: now,
+            session,
+            connectedBy: ctx.id,
+            ...(m.phoneNumbers ? { phoneNumbers: m.phoneNumbers } : {}),
+          },
         },
-      }, [online]));
+        [online],
+      ));
       if (!connected) throw new Error(`relay ${ctx.key} changed while connecting`);
       ctx.state.doc = connected;
       ctx.state.lastHeartbeatAt = Date.parse(now);
@@ -81,7 +117,12 @@ export class RelaySessions {
     ctx.state.credits.capacity = connected.capacity;
     const session = connected.session;
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-online', relayId: ctx.key, session });
-    await ctx.send(relayProtocol, ctx.key, { kind: 'heartbeat-check', tenantId: m.tenantId, session }, { delayMs: this.deps.heartbeatTimeoutMs });
+    await ctx.send(
+      relayProtocol,
+      ctx.key,
+      { kind: 'heartbeat-check', tenantId: m.tenantId, session },
+      { delayMs: this.deps.heartbeatTimeoutMs },
+    );
     ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session }, 'relay online');
     return { session, inboundCursor: connected.inboundCursor };
   }
@@ -91,7 +132,11 @@ export class RelaySessions {
     const doc = await this.load(ctx, m.tenantId);
     if (!this.live(ctx, doc, m.session)) return;
     const now = nowIso();
-    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { lastHeartbeat: now, health: { ...m.health, reportedAt: now }, degraded: m.degraded ?? null } });
+    const updated = await this.deps.db.relays.updateOne(
+      { tenantId: m.tenantId },
+      { id: ctx.key, session: m.session },
+      { $set: { lastHeartbeat: now, health: { ...m.health, reportedAt: now }, degraded: m.degraded ?? null } },
+    );
     if (updated) ctx.state.doc = updated;
     ctx.state.lastHeartbeatAt = Date.parse(now);
   }
@@ -99,7 +144,11 @@ export class RelaySessions {
   async ready(ctx: RelayContext, m: Msg<'ready'>): Promise<void> {
     const doc = await this.load(ctx, m.tenantId);
     if (!this.live(ctx, doc, m.session)) return;
-    const updated = await this.deps.db.relays.updateOne({ tenantId: m.tenantId }, { id: ctx.key, session: m.session }, { $set: { capacity: m.capacity } });
+    const updated = await this.deps.db.relays.updateOne(
+      { tenantId: m.tenantId },
+      { id: ctx.key, session: m.session },
+      { $set: { capacity: m.capacity } },
+    );
     if (updated) ctx.state.doc = updated;
     ctx.state.credits.capacity = m.capacity;
     await this.deps.sends.grant(ctx, m.tenantId);
@@ -112,7 +161,12 @@ export class RelaySessions {
     const silentMs = Date.now() - ctx.state.lastHeartbeatAt;
     const timeout = this.deps.heartbeatTimeoutMs;
     if (silentMs >= timeout) return this.offline(ctx, m, 'heartbeat timeout');
-    await ctx.send(relayProtocol, ctx.key, { kind: 'heartbeat-check', tenantId: m.tenantId, session: m.session }, { delayMs: Math.max(50, timeout - silentMs) });
+    await ctx.send(
+      relayProtocol,
+      ctx.key,
+      { kind: 'heartbeat-check', tenantId: m.tenantId, session: m.session },
+      { delayMs: Math.max(50, timeout - silentMs) },
+    );
   }
 
   async offline(ctx: RelayContext, m: { tenantId: string; session: number }, reason: string): Promise<void> {
@@ -120,9 +174,19 @@ export class RelaySessions {
     if (!this.live(ctx, doc, m.session)) return;
     // Before the document says offline: a crash in between leaves it online, and the redelivery hands back the rest.
     await this.deps.sends.handBackAll(ctx, m.tenantId);
-    const event = domainEvent('relay.offline', doc, { ...relayEventData(doc), status: 'offline' }, changeEventId('relay.offline', `${ctx.key}\u0000${m.session}`));
-    const { doc: updated } = await this.deps.outbox.change(this.deps.db.relays, { tenantId: m.tenantId }, { id: ctx.key, session: m.session, status: 'online' },
-      { $set: { status: 'offline', node: null, updatedAt: nowIso() } }, [event]);
+    const event = domainEvent(
+      'relay.offline',
+      doc,
+      { ...relayEventData(doc), status: 'offline' },
+      changeEventId('relay.offline', `${ctx.key}\u0000${m.session}`),
+    );
+    const { doc: updated } = await this.deps.outbox.change(
+      this.deps.db.relays,
+      { tenantId: m.tenantId },
+      { id: ctx.key, session: m.session, status: 'online' },
+      { $set: { status: 'offline', node: null, updatedAt: nowIso() } },
+      [event],
+    );
     if (!updated) return;
     ctx.state.doc = updated;
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-offline', relayId: ctx.key, session: m.session, reason });

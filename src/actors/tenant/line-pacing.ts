@@ -81,7 +81,14 @@ export class LinePacing {
   private line(key: string, now: number): Line {
     let line = this.lines.get(key);
     if (!line) {
-      line = { tokens: this.pace(key).burst, refilledAt: now, known: new Set(), newContacts: [], sent: new Array<number>(60).fill(0), sentSecond: Math.floor(now / 1000) };
+      line = {
+        tokens: this.pace(key).burst,
+        refilledAt: now,
+        known: new Set(),
+        newContacts: [],
+        sent: new Array<number>(60).fill(0),
+        sentSecond: Math.floor(now / 1000),
+      };
       this.lines.set(key, line);
     }
     const pace = this.pace(key);
@@ -99,9 +106,13 @@ export class LinePacing {
     const line = this.line(key, now);
     const pace = this.pace(key);
     if (to !== undefined && !line.known.has(to) && line.newContacts.length >= pace.newContactsPerDay) {
-      return { waitingFor: 'new_contact_cap', notBefore: (line.newContacts[line.newContacts.length - pace.newContactsPerDay] ?? now) + dayMs };
+      return {
+        waitingFor: 'new_contact_cap',
+        notBefore: (line.newContacts[line.newContacts.length - pace.newContactsPerDay] ?? now) + dayMs,
+      };
     }
-    if (line.tokens < 1) return { waitingFor: 'line_rate', notBefore: now + Math.ceil(((1 - line.tokens) / pace.perSecond) * 1000) };
+    if (line.tokens < 1)
+      return { waitingFor: 'line_rate', notBefore: now + Math.ceil(((1 - line.tokens) / pace.perSecond) * 1000) };
     return null;
   }
 
@@ -143,7 +154,8 @@ export class LinePacing {
     if (fresh <= capLeft) return Math.ceil(byRate);
     if (capPerDay === 0) return null;
     // The first slots to free: the oldest new contact's, or, with none in the last day, those the cap has left, taken now.
-    const byCap = (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
+    const byCap =
+      (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
     return Math.ceil(Math.max(byRate, byCap));
   }
 
@@ -162,9 +174,10 @@ export class LinePacing {
     const line = this.line(key, now);
     const pace = this.pace(key);
     const rateFree = line.tokens >= 1 ? now : now + Math.ceil(((1 - line.tokens) / pace.perSecond) * 1000);
-    const contactsFree = line.newContacts.length >= pace.newContactsPerDay
-      ? line.newContacts[line.newContacts.length - pace.newContactsPerDay]! + dayMs
-      : now;
+    const contactsFree =
+      line.newContacts.length >= pace.newContactsPerDay
+        ? line.newContacts[line.newContacts.length - pace.newContactsPerDay]! + dayMs
+        : now;
     return {
       pace,
       sentLastMinute: line.sent.reduce((a, b) => a + b, 0),

@@ -8,21 +8,27 @@ const session = Type.Integer({ minimum: 0 });
 const relayReport = { relayId: id, session };
 
 /** A message waiting in the send queue, as the queue knows it. */
-export const queueItem = Type.Object({
-  id,
-  priority: Type.Integer({ minimum: 0, maximum: 100 }),
-  fromNumber: Type.Union([text(32), Type.Null()]),
-  /** Its recipient, for its line's new-contact cap; absent, it counts as a contact the line knows. */
-  to: Type.Optional(text(320)),
-  /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
-  source: Type.Optional(text(64)),
-  /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
-  queuedAt: Type.Optional(Type.Integer({ minimum: 0 })),
-}, { additionalProperties: false });
+export const queueItem = Type.Object(
+  {
+    id,
+    priority: Type.Integer({ minimum: 0, maximum: 100 }),
+    fromNumber: Type.Union([text(32), Type.Null()]),
+    /** Its recipient, for its line's new-contact cap; absent, it counts as a contact the line knows. */
+    to: Type.Optional(text(320)),
+    /** Its bulk job or group send; absent for a single send. Sources take turns within a priority. */
+    source: Type.Optional(text(64)),
+    /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
+    queuedAt: Type.Optional(Type.Integer({ minimum: 0 })),
+  },
+  { additionalProperties: false },
+);
 
 /** The hops of a send attempt its relay agent reported (relay-protocol/frames.ts `agentCheckpoint`, its time as text like every time here). */
 export const agentCheckpoints = Type.Array(
-  Type.Object({ hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: text(40) }, { additionalProperties: false }),
+  Type.Object(
+    { hop: Type.Union(agentHops.map((h) => Type.Literal(h))), at: text(40) },
+    { additionalProperties: false },
+  ),
   { maxItems: agentHops.length },
 );
 
@@ -82,14 +88,24 @@ export const tenantProtocol = defineProtocol('tenant', {
   forecast: {
     startAt: Type.Integer({ minimum: 0 }),
     count: Type.Integer({ minimum: 0, maximum: 10_000 }),
-    sample: Type.Array(Type.Object({ to: text(320), fromNumber: Type.Union([text(32), Type.Null()]) }, { additionalProperties: false }), { maxItems: 500 }),
+    sample: Type.Array(
+      Type.Object({ to: text(320), fromNumber: Type.Union([text(32), Type.Null()]) }, { additionalProperties: false }),
+      { maxItems: 500 },
+    ),
   },
   /** Asked: a sender line's usage (`LinePacing.usage`). */
   usage: { line: text(64) },
 });
 
 /** What a queued message can wait for, as its status record says (`waiting`). */
-export const waitingReasons = ['line_rate', 'new_contact_cap', 'relay_offline', 'relay_busy', 'retry_backoff', 'queue'] as const;
+export const waitingReasons = [
+  'line_rate',
+  'new_contact_cap',
+  'relay_offline',
+  'relay_busy',
+  'retry_backoff',
+  'queue',
+] as const;
 
 /** Which relay session a report comes from. */
 export type RelayReport = { relayId: string; session: number };

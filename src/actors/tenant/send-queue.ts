@@ -16,7 +16,14 @@ export interface QueuedMessage {
 export function queueItemOf(m: MessageDoc): QueuedMessage {
   const source = m.jobId ?? m.parentId;
   const queuedAt = Date.parse(m.createdAt);
-  return { id: m.id, priority: m.priority, fromNumber: m.fromNumber, to: m.to, ...(source ? { source } : {}), ...(Number.isFinite(queuedAt) ? { queuedAt } : {}) };
+  return {
+    id: m.id,
+    priority: m.priority,
+    fromNumber: m.fromNumber,
+    to: m.to,
+    ...(source ? { source } : {}),
+    ...(Number.isFinite(queuedAt) ? { queuedAt } : {}),
+  };
 }
 
 /** The priority bands the queue's age is reported by (bounded metric labels): the default 0, then thirds of 1 to 100. */

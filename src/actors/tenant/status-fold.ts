@@ -20,7 +20,11 @@ const steps = ['sent', 'delivered', 'read'] as const;
 type Step = (typeof steps)[number];
 
 /** The event of each step, and the field of its time that its `data` adds to the spec's message fields (message.sent adds none). */
-const stepEvents = { sent: ['message.sent', null], delivered: ['message.delivered', 'deliveredAt'], read: ['message.read', 'readAt'] } as const;
+const stepEvents = {
+  sent: ['message.sent', null],
+  delivered: ['message.delivered', 'deliveredAt'],
+  read: ['message.read', 'readAt'],
+} as const;
 
 /** How many steps the message is through (processing: none); null when no report moves it (queued, failed). */
 function stepsDone(m: MessageDoc): number | null {
@@ -50,7 +54,11 @@ function stepEvent(m: MessageDoc, step: Step, status: 'sent' | 'delivered', at: 
  * per step, in order; a step already recorded is never emitted again. Null
  * when it changes nothing. `failed` is not folded (it schedules a retry).
  */
-export function reportChange(m: MessageDoc, r: StatusReport, now: string): { set: Record<string, unknown>; events: DomainEvent[]; reached: StatusChange['reached'] } | null {
+export function reportChange(
+  m: MessageDoc,
+  r: StatusReport,
+  now: string,
+): { set: Record<string, unknown>; events: DomainEvent[]; reached: StatusChange['reached'] } | null {
   if (m.relayId !== r.relayId || m.attempts !== r.attempt || r.status === 'failed') return null;
   const done = stepsDone(m);
   const reported = steps.indexOf(r.status) + 1;
@@ -81,14 +89,23 @@ function checkpointEvents(m: MessageDoc, firstReport: boolean, added: AgentCheck
   const passed = [...(firstReport && m.processingAt ? [{ hop: 'handed_to_relay', at: m.processingAt }] : []), ...added];
   // Each hop is passed on the way to sent: the message was processing.
   const data = messageEventData({ ...m, status: 'processing' });
-  return passed.map((c) => domainEvent('message.checkpoint', m, { ...data, hop: c.hop, at: c.at, attempt: m.attempts }, changeEventId('message.checkpoint', `${m.id}:${m.attempts}:${c.hop}`)));
+  return passed.map((c) =>
+    domainEvent(
+      'message.checkpoint',
+      m,
+      { ...data, hop: c.hop, at: c.at, attempt: m.attempts },
+      changeEventId('message.checkpoint', `${m.id}:${m.attempts}:${c.hop}`),
+    ),
+  );
 }
 
 /** The agent's hops of the current attempt with those the report adds, each hop once (the first report of it wins); undefined when it adds none. */
 function agentCheckpointsOf(m: MessageDoc, r: StatusReport): AgentCheckpoint[] | undefined {
   if (!r.checkpoints?.length) return undefined;
   const known = m.agentCheckpoints ?? [];
-  const added = r.checkpoints.filter((c, i) => !known.some((k) => k.hop === c.hop) && r.checkpoints!.findIndex((o) => o.hop === c.hop) === i);
+  const added = r.checkpoints.filter(
+    (c, i) => !known.some((k) => k.hop === c.hop) && r.checkpoints!.findIndex((o) => o.hop === c.hop) === i,
+  );
   return added.length > 0 ? [...known, ...added] : undefined;
 }
 
@@ -108,7 +125,13 @@ export function foldReports(read: Map<string, MessageDoc>, reports: StatusReport
     if (!change) continue;
     const first = read.get(r.messageId)!;
     const folded = changes.get(r.messageId) ?? {
-      filter: { id: first.id, relayId: first.relayId, attempts: first.attempts, status: first.status, readAt: first.readAt },
+      filter: {
+        id: first.id,
+        relayId: first.relayId,
+        attempts: first.attempts,
+        status: first.status,
+        readAt: first.readAt,
+      },
       set: {},
       events: [],
       exclusive: Object.keys((first as { outbox?: object }).outbox ?? {}).length === 0,

@@ -58,9 +58,11 @@ type TenantContext = ActorContext<TenantState>;
 /** Line contacts written per insert when they are read from the messages sent before they were kept. */
 const historyBatch = 1_000;
 
-
 type Deps = {
-  config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'pacing'>;
+  config: Pick<
+    Config,
+    'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'pacing'
+  >;
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
@@ -88,7 +90,14 @@ export class TenantDispatcher {
 
   /** The tenant's state, built from the store when the runtime activates the key. */
   async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
-    const state: TenantState = { queue: new SendQueue(), relays: new Map(), sweepChain: undefined, fresh: true, closedSources: new Set(), pacing: new LinePacing(this.deps.config.pacing) };
+    const state: TenantState = {
+      queue: new SendQueue(),
+      relays: new Map(),
+      sweepChain: undefined,
+      fresh: true,
+      closedSources: new Set(),
+      pacing: new LinePacing(this.deps.config.pacing),
+    };
     await this.rebuild(ctx, state);
     return state;
   }
@@ -103,7 +112,12 @@ export class TenantDispatcher {
       if (adoptChain !== undefined) {
         state.sweepChain = adoptChain;
       } else {
-        await ctx.send(tenantProtocol, ctx.key, { kind: 'sweep', chain: ctx.id }, { delayMs: this.deps.config.tenantSweepMs });
+        await ctx.send(
+          tenantProtocol,
+          ctx.key,
+          { kind: 'sweep', chain: ctx.id },
+          { delayMs: this.deps.config.tenantSweepMs },
+        );
         state.sweepChain = ctx.id;
       }
     }
@@ -136,7 +150,10 @@ export class TenantDispatcher {
     state.relays.clear();
     for (const doc of online) await this.join(ctx, state, doc);
     noteRelays(state);
-    await this.handBackStrays(ctx, online.map((r) => r.id));
+    await this.handBackStrays(
+      ctx,
+      online.map((r) => r.id),
+    );
   }
 
   /** Every recipient each line wrote to first, as recorded when the dispatch handed the first message out. */
@@ -162,7 +179,11 @@ export class TenantDispatcher {
     if ((await orgPacing.findOne(scope, { id: orgId }))?.contactsFromHistoryAt) return [];
     const first = new Map<string, LineContact>();
     let read = 0;
-    for await (const page of messages.scan(scope, { direction: 'sent', status: { $in: ['sent', 'delivered'] } }, { sort: { status: 1, priority: -1, createdAt: 1 } })) {
+    for await (const page of messages.scan(
+      scope,
+      { direction: 'sent', status: { $in: ['sent', 'delivered'] } },
+      { sort: { status: 1, priority: -1, createdAt: 1 } },
+    )) {
       read += page.length;
       for (const m of page) {
         const line = m.fromNumber ?? (m.relayId ? lineOf(null, m.relayId) : null);
@@ -174,9 +195,14 @@ export class TenantDispatcher {
       }
     }
     const contacts = [...first.values()];
-    for (let i = 0; i < contacts.length; i += historyBatch) await this.recordContacts(orgId, contacts.slice(i, i + historyBatch));
+    for (let i = 0; i < contacts.length; i += historyBatch)
+      await this.recordContacts(orgId, contacts.slice(i, i + historyBatch));
     await orgPacing.updateOne(scope, { id: orgId }, { $set: { contactsFromHistoryAt: nowIso() } }, { upsert: true });
-    if (contacts.length > 0) ctx.log.info({ tenantId: orgId, messages: read, contacts: contacts.length }, 'line contacts recorded from the messages sent before they were kept');
+    if (contacts.length > 0)
+      ctx.log.info(
+        { tenantId: orgId, messages: read, contacts: contacts.length },
+        'line contacts recorded from the messages sent before they were kept',
+      );
     return contacts;
   }
 
@@ -241,7 +267,8 @@ export class TenantDispatcher {
     let at = now;
     for (const [fromNumber, group] of bySenderLine(state.pacing, relayLines, mine, now)) {
       let ahead = 0;
-      for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
+      for (const item of state.queue.all())
+        if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
       const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, group.fresh, now);
       if (done === null) return null;
       at = Math.max(at, done);
@@ -255,7 +282,10 @@ export class TenantDispatcher {
    * together) and of recipients new to it, scaled to `count`, drained at the
    * lines' pace as they stand now. Null when no relay is online.
    */
-  async forecast(ctx: TenantContext, plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> }): Promise<number | null> {
+  async forecast(
+    ctx: TenantContext,
+    plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> },
+  ): Promise<number | null> {
     const state = await this.state(ctx);
     const now = Date.now();
     const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
@@ -264,7 +294,12 @@ export class TenantDispatcher {
     let at = start;
     for (const [fromNumber, group] of bySenderLine(state.pacing, relayLines, plan.sample, now)) {
       const count = Math.round((plan.count * group.count) / plan.sample.length);
-      const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, count, Math.round((count * group.fresh) / group.count), now);
+      const done = state.pacing.drainedAt(
+        fromNumber ? [fromNumber] : relayLines,
+        count,
+        Math.round((count * group.fresh) / group.count),
+        now,
+      );
       if (done === null) return null;
       at = Math.max(at, done + (start - now));
     }
@@ -286,7 +321,14 @@ export class TenantDispatcher {
    */
   private async join(ctx: ActorContext<unknown>, state: TenantState, doc: RelayDoc): Promise<void> {
     const epoch = randomUUID();
-    state.relays.set(doc.id, { id: doc.id, session: doc.session, epoch, capacity: doc.capacity, phoneNumbers: doc.phoneNumbers, credits: 0 });
+    state.relays.set(doc.id, {
+      id: doc.id,
+      session: doc.session,
+      epoch,
+      capacity: doc.capacity,
+      phoneNumbers: doc.phoneNumbers,
+      credits: 0,
+    });
     noteRelays(state);
     await ctx.send(relayProtocol, doc.id, { kind: 'attach', tenantId: ctx.key, session: doc.session, epoch });
   }
@@ -298,7 +340,11 @@ export class TenantDispatcher {
    * claims for it, hands them back.
    */
   private async handBackStrays(ctx: ActorContext<unknown>, onlineIds: string[]): Promise<void> {
-    const strays = await this.deps.db.messages.find(this.scope(ctx.key), { status: 'processing', relayId: { $nin: onlineIds } }, { limit: 500 });
+    const strays = await this.deps.db.messages.find(
+      this.scope(ctx.key),
+      { status: 'processing', relayId: { $nin: onlineIds } },
+      { limit: 500 },
+    );
     for (const relayId of new Set(strays.map((m) => m.relayId).filter((id): id is string => !!id))) {
       await ctx.send(relayProtocol, relayId, { kind: 'hand-back', tenantId: ctx.key });
     }
@@ -342,10 +388,13 @@ export class TenantDispatcher {
       await this.deps.outbox.sweep(this.deps.db.messages, this.scope(orgId));
       await this.deps.outbox.sweep(this.deps.db.relays, this.scope(orgId));
     }
-    const busy = state.queue.size > 0 || state.relays.size > 0
-      || (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !== null
-      || (await this.deps.db.messages.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null
-      || (await this.deps.db.relays.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null;
+    const busy =
+      state.queue.size > 0 ||
+      state.relays.size > 0 ||
+      (await this.deps.db.messages.findOne(this.scope(orgId), { status: { $in: ['queued', 'processing'] } })) !==
+        null ||
+      (await this.deps.db.messages.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null ||
+      (await this.deps.db.relays.findOne(this.scope(orgId), { outboxAt: { $exists: true } })) !== null;
     if (!busy) {
       // The chain ends here; the next message activates the tenant again and starts a new one.
       ctx.deactivate();
@@ -361,7 +410,8 @@ export class TenantDispatcher {
     const online = await relays.find(scope, { status: 'online' });
     // The store records a close before the actor hears of it, so its list is complete; a finished job drops out.
     // One closed here stays closed until it finishes, even while the store shows it running again (a lost write, see cancelledJobIds).
-    if (this.deps.closedSources) state.closedSources = new Set(await this.deps.closedSources(orgId, [...state.closedSources]));
+    if (this.deps.closedSources)
+      state.closedSources = new Set(await this.deps.closedSources(orgId, [...state.closedSources]));
     const onlineIds = online.map((r) => r.id);
     for (const id of [...state.relays.keys()]) if (!onlineIds.includes(id)) state.relays.delete(id);
     for (const doc of online) {
@@ -377,7 +427,8 @@ export class TenantDispatcher {
     await this.handBackStrays(ctx, onlineIds);
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
     if (canSend && state.queue.size === 0) {
-      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 })) state.queue.push(queueItemOf(m));
+      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 }))
+        state.queue.push(queueItemOf(m));
     }
   }
 
@@ -438,7 +489,14 @@ export class TenantDispatcher {
     const state = await this.state(ctx);
     // The relay actor freed the send's credit, and grants it with the report.
     if (report.grant) this.applyGrant(state, report.relayId, report.grant);
-    await this.failAttempt(ctx, orgId, report.messageId, report.relayId, report.attempt, report.error ?? 'the relay could not send it');
+    await this.failAttempt(
+      ctx,
+      orgId,
+      report.messageId,
+      report.relayId,
+      report.attempt,
+      report.error ?? 'the relay could not send it',
+    );
     await this.pump(ctx, orgId, state);
   }
 
@@ -462,7 +520,10 @@ export class TenantDispatcher {
     // One message is read by id (the embedded store may answer it from memory); several by one id list.
     const ids = [...new Set(reports.map((r) => r.messageId))];
     const { messages } = this.deps.db;
-    const read = ids.length === 1 ? [await messages.findOne(this.scope(orgId), { id: ids[0] })].filter((m) => m !== null) : await messages.find(this.scope(orgId), { id: { $in: ids } });
+    const read =
+      ids.length === 1
+        ? [await messages.findOne(this.scope(orgId), { id: ids[0] })].filter((m) => m !== null)
+        : await messages.find(this.scope(orgId), { id: { $in: ids } });
     const byId = new Map(read.map((m) => [m.id, m]));
     await this.writeChanges(orgId, foldReports(byId, reports, nowIso()), byId, state.relayOnlineSince);
     if (released) await this.pump(ctx, orgId, state);
@@ -473,9 +534,20 @@ export class TenantDispatcher {
    * after the write loses nothing. The statistics count the applied ones in
    * the same batch (one upsert per bucket, not per message).
    */
-  private async writeChanges(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>, relayOnlineSince: number | undefined): Promise<void> {
-    const count = (applied: boolean[]) => this.deps.rollups.write(statusTally(orgId, changes, read, applied, Date.now()));
-    const applied = await this.deps.outbox.changeMany(this.deps.db.messages, this.scope(orgId), changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })), count);
+  private async writeChanges(
+    orgId: string,
+    changes: StatusChange[],
+    read: Map<string, MessageDoc>,
+    relayOnlineSince: number | undefined,
+  ): Promise<void> {
+    const count = (applied: boolean[]) =>
+      this.deps.rollups.write(statusTally(orgId, changes, read, applied, Date.now()));
+    const applied = await this.deps.outbox.changeMany(
+      this.deps.db.messages,
+      this.scope(orgId),
+      changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })),
+      count,
+    );
     const now = Date.now();
     changes.forEach((c, i) => {
       if (!applied[i]) return;
@@ -487,23 +559,44 @@ export class TenantDispatcher {
         if (doc) observeHop(outcome, doc.createdAt, String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt']));
       }
       const hops = (c.set.agentCheckpoints as AgentCheckpoint[] | undefined) ?? [];
-      for (const hop of hops.slice(doc?.agentCheckpoints?.length ?? 0)) if (doc) observeHop(hop.hop, doc.createdAt, hop.at);
+      for (const hop of hops.slice(doc?.agentCheckpoints?.length ?? 0))
+        if (doc) observeHop(hop.hop, doc.createdAt, hop.at);
       // The delivery SLO's clock runs only while a relay is online: from acceptance, or from when one came online if later.
-      if (c.reached.includes('sent')) observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
+      if (c.reached.includes('sent'))
+        observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
     });
   }
 
   async sendTimeout(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<void> {
     const orgId = ctx.key;
     const state = await this.state(ctx);
-    const doc = await this.deps.db.messages.findOne(this.scope(orgId), { id: messageId, status: 'processing', relayId, attempts: attempt });
+    const doc = await this.deps.db.messages.findOne(this.scope(orgId), {
+      id: messageId,
+      status: 'processing',
+      relayId,
+      attempts: attempt,
+    });
     if (!doc) return;
-    await this.failAttempt(ctx, orgId, messageId, relayId, attempt, `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`);
+    await this.failAttempt(
+      ctx,
+      orgId,
+      messageId,
+      relayId,
+      attempt,
+      `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`,
+    );
     await this.pump(ctx, orgId, state);
   }
 
   /** Retries with backoff (base, then 4x, with jitter) until the attempts run out; then failed, dead-lettered, message.failed. */
-  private async failAttempt(ctx: TenantContext, orgId: string, messageId: string, relayId: string, attempt: number, error: string): Promise<void> {
+  private async failAttempt(
+    ctx: TenantContext,
+    orgId: string,
+    messageId: string,
+    relayId: string,
+    attempt: number,
+    error: string,
+  ): Promise<void> {
     const { messages } = this.deps.db;
     const scope = this.scope(orgId);
     const current = await messages.findOne(scope, { id: messageId, status: 'processing', relayId, attempts: attempt });
@@ -511,30 +604,58 @@ export class TenantDispatcher {
     const now = nowIso();
     if (current.attempts < this.deps.config.messageMaxAttempts) {
       const delayMs = backoffMs(this.deps.config.messageRetryBaseMs, current.attempts);
-      const retry = await messages.updateOne(scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
-        $set: { status: 'queued', relayId: null, lastError: error, nextAttemptAt: new Date(Date.now() + delayMs).toISOString(), updatedAt: now },
-      });
+      const retry = await messages.updateOne(
+        scope,
+        { id: messageId, status: 'processing', relayId, attempts: current.attempts },
+        {
+          $set: {
+            status: 'queued',
+            relayId: null,
+            lastError: error,
+            nextAttemptAt: new Date(Date.now() + delayMs).toISOString(),
+            updatedAt: now,
+          },
+        },
+      );
       if (retry) await ctx.send(tenantProtocol, orgId, { kind: 'retry', messageId }, { delayMs });
       return;
     }
-    const event = domainEvent('message.failed', current, { ...messageEventData({ ...current, status: 'failed' }), error }, changeEventId('message.failed', messageId));
-    const { doc: failed } = await this.deps.outbox.change(messages, scope, { id: messageId, status: 'processing', relayId, attempts: current.attempts }, {
-      $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
-    }, [event]);
+    const event = domainEvent(
+      'message.failed',
+      current,
+      { ...messageEventData({ ...current, status: 'failed' }), error },
+      changeEventId('message.failed', messageId),
+    );
+    const { doc: failed } = await this.deps.outbox.change(
+      messages,
+      scope,
+      { id: messageId, status: 'processing', relayId, attempts: current.attempts },
+      {
+        $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
+      },
+      [event],
+    );
     if (failed) {
       const tally = new RollupTally();
       tally.add(orgId, 'failed', Date.now(), { phoneNumber: failed.fromNumber, relayId });
       await this.deps.rollups.write(tally);
       countMessages('failed');
       countMessages('dead_lettered');
-      ctx.log.warn({ tenantId: orgId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
+      ctx.log.warn(
+        { tenantId: orgId, messageId, attempts: failed.attempts, error },
+        'message failed after every attempt',
+      );
     }
   }
 
   async retry(ctx: TenantContext, messageId: string): Promise<void> {
     const orgId = ctx.key;
     const state = await this.state(ctx);
-    const doc = await this.deps.db.messages.updateOne(this.scope(orgId), { id: messageId, status: 'queued' }, { $set: { nextAttemptAt: null } });
+    const doc = await this.deps.db.messages.updateOne(
+      this.scope(orgId),
+      { id: messageId, status: 'queued' },
+      { $set: { nextAttemptAt: null } },
+    );
     if (doc) state.queue.push(queueItemOf(doc));
     await this.pump(ctx, orgId, state);
   }
@@ -595,7 +716,13 @@ export class TenantDispatcher {
     // First messages to new recipients are recorded before they go: a restart must not forget them and exceed the cap.
     if (met.length > 0) await this.recordContacts(orgId, met);
     for (const [relay, items] of planned) {
-      await ctx.send(relayProtocol, relay.id, { kind: 'deliver', tenantId: orgId, session: relay.session, epoch: relay.epoch, items });
+      await ctx.send(relayProtocol, relay.id, {
+        kind: 'deliver',
+        tenantId: orgId,
+        session: relay.session,
+        epoch: relay.epoch,
+        items,
+      });
     }
     if (wakeAt !== undefined) await this.wakeAt(ctx, state, wakeAt);
   }
@@ -607,7 +734,13 @@ export class TenantDispatcher {
    * was on its way) is left as it is.
    */
   private async recordContacts(orgId: string, contacts: LineContact[]): Promise<void> {
-    const docs = contacts.map((c) => ({ id: `${c.line} ${c.to}`, tenantId: orgId, line: c.line, to: c.to, firstAt: new Date(c.firstAt).toISOString() }));
+    const docs = contacts.map((c) => ({
+      id: `${c.line} ${c.to}`,
+      tenantId: orgId,
+      line: c.line,
+      to: c.to,
+      firstAt: new Date(c.firstAt).toISOString(),
+    }));
     await insertNew(this.deps.db.lineContacts, this.scope(orgId), docs);
   }
 
@@ -629,7 +762,12 @@ export class TenantDispatcher {
  * together): how many, how many go to a recipient new to the line, and the
  * lowest priority among them.
  */
-function bySenderLine(pacing: LinePacing, relayLines: string[], items: Iterable<{ to?: string; fromNumber: string | null; priority?: number }>, now: number) {
+function bySenderLine(
+  pacing: LinePacing,
+  relayLines: string[],
+  items: Iterable<{ to?: string; fromNumber: string | null; priority?: number }>,
+  now: number,
+) {
   const groups = new Map<string | null, { count: number; fresh: number; lowest: number }>();
   for (const item of items) {
     const group = groups.get(item.fromNumber) ?? { count: 0, fresh: 0, lowest: Infinity };
@@ -646,14 +784,27 @@ function bySenderLine(pacing: LinePacing, relayLines: string[], items: Iterable<
  * its latency from acceptance as the message records it) and read, at the
  * time they are stored, by the message's sender number and relay.
  */
-function statusTally(orgId: string, changes: StatusChange[], read: Map<string, MessageDoc>, applied: boolean[], nowMs: number): RollupTally {
+function statusTally(
+  orgId: string,
+  changes: StatusChange[],
+  read: Map<string, MessageDoc>,
+  applied: boolean[],
+  nowMs: number,
+): RollupTally {
   const tally = new RollupTally();
   changes.forEach((c, i) => {
     const doc = read.get(String(c.filter.id));
     if (!applied[i] || !doc) return;
     const dims = { phoneNumber: doc.fromNumber, relayId: doc.relayId };
     const acceptedAt = Date.parse(doc.createdAt);
-    for (const outcome of c.reached) tally.add(orgId, outcome, nowMs, dims, Date.parse(String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt'])) - acceptedAt);
+    for (const outcome of c.reached)
+      tally.add(
+        orgId,
+        outcome,
+        nowMs,
+        dims,
+        Date.parse(String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt'])) - acceptedAt,
+      );
     if (typeof c.set.readAt === 'string') tally.add(orgId, 'read', nowMs, dims);
   });
   return tally;
@@ -661,5 +812,9 @@ function statusTally(orgId: string, changes: StatusChange[], read: Map<string, M
 
 /** Queued messages that are not waiting for a retry's backoff. */
 function dueQueued() {
-  return { status: 'queued', fanout: { $ne: true }, $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: nowIso() } }] };
+  return {
+    status: 'queued',
+    fanout: { $ne: true },
+    $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: nowIso() } }],
+  };
 }

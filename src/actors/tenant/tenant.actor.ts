@@ -5,13 +5,15 @@ import type { TenantDispatcher, TenantState } from './tenant-dispatcher.ts';
 /** One actor per organization: its send queue, and the dispatch of it to its online relays within the credits they grant. */
 export function tenantActor(dispatcher: TenantDispatcher) {
   // After its first message, nothing in the state is fresh any more.
-  const settled = <M, R>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<R>) => async (ctx: ActorContext<TenantState>, m: M) => {
-    try {
-      return await handle(ctx, m);
-    } finally {
-      ctx.state.fresh = false;
-    }
-  };
+  const settled =
+    <M, R>(handle: (ctx: ActorContext<TenantState>, m: M) => Promise<R>) =>
+    async (ctx: ActorContext<TenantState>, m: M) => {
+      try {
+        return await handle(ctx, m);
+      } finally {
+        ctx.state.fresh = false;
+      }
+    };
   return defineActor<typeof tenantProtocol, TenantState>(tenantProtocol, {
     activate: (ctx) => dispatcher.activate(ctx),
     handlers: {

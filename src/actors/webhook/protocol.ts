@@ -2,14 +2,26 @@ import { Type, type Static } from '@sinclair/typebox';
 import { defineProtocol } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: 64 });
-const delivery = Type.Object({
-  id, tenantId: id, webhookId: id, event: Type.String({ maxLength: 64 }), eventId: id,
-  status: Type.Literal('pending'), attempts: Type.Integer({ minimum: 0 }),
-  responseStatus: Type.Union([Type.Integer(), Type.Null()]), lastError: Type.Union([Type.String({ maxLength: 2_000 }), Type.Null()]),
-  nextAttemptAt: Type.Union([Type.String({ maxLength: 40 }), Type.Null()]), payload: Type.String({ maxLength: 1_100_000 }),
-  createdAt: Type.String({ maxLength: 40 }), updatedAt: Type.String({ maxLength: 40 }),
-  traceparent: Type.Optional(Type.String({ maxLength: 128 })), tracestate: Type.Optional(Type.String({ maxLength: 512 })),
-}, { additionalProperties: false });
+const delivery = Type.Object(
+  {
+    id,
+    tenantId: id,
+    webhookId: id,
+    event: Type.String({ maxLength: 64 }),
+    eventId: id,
+    status: Type.Literal('pending'),
+    attempts: Type.Integer({ minimum: 0 }),
+    responseStatus: Type.Union([Type.Integer(), Type.Null()]),
+    lastError: Type.Union([Type.String({ maxLength: 2_000 }), Type.Null()]),
+    nextAttemptAt: Type.Union([Type.String({ maxLength: 40 }), Type.Null()]),
+    payload: Type.String({ maxLength: 1_100_000 }),
+    createdAt: Type.String({ maxLength: 40 }),
+    updatedAt: Type.String({ maxLength: 40 }),
+    traceparent: Type.Optional(Type.String({ maxLength: 128 })),
+    tracestate: Type.Optional(Type.String({ maxLength: 512 })),
+  },
+  { additionalProperties: false },
+);
 
 export type PendingDelivery = Static<typeof delivery>;
 

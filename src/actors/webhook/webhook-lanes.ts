@@ -64,7 +64,15 @@ export class WebhookLanes {
 
   private readonly client;
 
-  constructor(private readonly deps: { attempts: DeliveryAttempts; db: WebhookCollections; runtime: Transport; config: WebhookConfig; log: Logger }) {
+  constructor(
+    private readonly deps: {
+      attempts: DeliveryAttempts;
+      db: WebhookCollections;
+      runtime: Transport;
+      config: WebhookConfig;
+      log: Logger;
+    },
+  ) {
     this.client = actorClient(deps.runtime, webhookProtocol);
   }
 
@@ -87,7 +95,10 @@ export class WebhookLanes {
     if (ctx.delivery > 1) {
       // Handled before by a worker that died before acknowledging: attempt only what is still pending.
       const readAt = Date.now();
-      const pending = await this.deps.db.deliveries.find(orgScope(orgId), { id: { $in: deliveries.map((d) => d.id) }, status: 'pending' });
+      const pending = await this.deps.db.deliveries.find(orgScope(orgId), {
+        id: { $in: deliveries.map((d) => d.id) },
+        status: 'pending',
+      });
       fresh = pending.filter((d) => !this.settledSince(lane, d.id, readAt));
     }
     for (const d of fresh) this.enqueue(lane, d);
@@ -99,7 +110,11 @@ export class WebhookLanes {
     const lane = this.lane(ctx, orgId);
     if (lane.known.has(deliveryId) || lane.attempting.has(deliveryId)) return;
     const readAt = Date.now();
-    const doc = await this.deps.db.deliveries.findOne(orgScope(orgId), { id: deliveryId, webhookId: ctx.key, status: 'pending' });
+    const doc = await this.deps.db.deliveries.findOne(orgScope(orgId), {
+      id: deliveryId,
+      webhookId: ctx.key,
+      status: 'pending',
+    });
     if (doc && !this.settledSince(lane, doc.id, readAt)) this.enqueue(lane, doc);
     this.pump(ctx.key, lane);
   }
@@ -111,9 +126,11 @@ export class WebhookLanes {
     const room = laneQueueMax - lane.queue.length;
     if (room > 0) {
       const readAt = Date.now();
-      const due = await this.deps.db.deliveries.find(orgScope(orgId),
+      const due = await this.deps.db.deliveries.find(
+        orgScope(orgId),
         { webhookId: ctx.key, status: 'pending', nextAttemptAt: { $lte: new Date().toISOString() } },
-        { sort: { nextAttemptAt: 1 }, limit: room });
+        { sort: { nextAttemptAt: 1 }, limit: room },
+      );
       for (const d of due) if (!this.settledSince(lane, d.id, readAt)) this.enqueue(lane, d);
       this.pump(ctx.key, lane);
     }
@@ -139,8 +156,16 @@ export class WebhookLanes {
     if (!lane || lane.owned !== ctx.owned) {
       const before = lane;
       lane = {
-        webhookId: ctx.key, orgId, queue: [], known: new Set(), settled: before?.settled ?? new Map(), attempting: before?.attempting ?? new Set(),
-        running: 0, hook: undefined, sweepScheduled: false, owned: ctx.owned,
+        webhookId: ctx.key,
+        orgId,
+        queue: [],
+        known: new Set(),
+        settled: before?.settled ?? new Map(),
+        attempting: before?.attempting ?? new Set(),
+        running: 0,
+        hook: undefined,
+        sweepScheduled: false,
+        owned: ctx.owned,
       };
       // A handler still finishing after its key left this process gets a lane that never starts anything.
       if (!ctx.owned.aborted) {
@@ -158,10 +183,14 @@ export class WebhookLanes {
     if (!lanes) {
       lanes = new Set();
       this.byOwnership.set(signal, lanes);
-      signal.addEventListener('abort', () => {
-        this.byOwnership.delete(signal);
-        for (const l of lanes!) this.disown(l);
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          this.byOwnership.delete(signal);
+          for (const l of lanes!) this.disown(l);
+        },
+        { once: true },
+      );
     }
     lanes.add(lane);
   }
@@ -188,14 +217,26 @@ export class WebhookLanes {
 
   private async keepSwept(ctx: Ctx, lane: Lane): Promise<void> {
     if (lane.sweepScheduled) return;
-    const pending = lane.known.size > 0 || (await this.deps.db.deliveries.findOne(orgScope(lane.orgId), { webhookId: ctx.key, status: 'pending' })) !== null;
+    const pending =
+      lane.known.size > 0 ||
+      (await this.deps.db.deliveries.findOne(orgScope(lane.orgId), { webhookId: ctx.key, status: 'pending' })) !== null;
     if (!pending) return;
     lane.sweepScheduled = true;
-    await ctx.send(webhookProtocol, ctx.key, { kind: 'sweep', orgId: lane.orgId }, { delayMs: this.deps.config.sweepMs });
+    await ctx.send(
+      webhookProtocol,
+      ctx.key,
+      { kind: 'sweep', orgId: lane.orgId },
+      { delayMs: this.deps.config.sweepMs },
+    );
   }
 
   private pump(webhookId: string, lane: Lane): void {
-    while (!this.stopping && !lane.owned.aborted && lane.running < this.deps.config.concurrency && lane.queue.length > 0) {
+    while (
+      !this.stopping &&
+      !lane.owned.aborted &&
+      lane.running < this.deps.config.concurrency &&
+      lane.queue.length > 0
+    ) {
       const d = lane.queue.shift()!;
       lane.running++;
       lane.attempting.add(d.id);
@@ -236,7 +277,11 @@ export class WebhookLanes {
       const { doc, step } = await this.deps.attempts.attempt(hook, d, { onSent });
       if (step.kind === 'gone') lane.hook = undefined;
       if (doc && step.kind === 'retry') {
-        await this.client.send(webhookId, { kind: 'retry', orgId: lane.orgId, deliveryId: d.id }, { delayMs: step.delayMs });
+        await this.client.send(
+          webhookId,
+          { kind: 'retry', orgId: lane.orgId, deliveryId: d.id },
+          { delayMs: step.delayMs },
+        );
       }
     } catch (err) {
       // The delivery stays pending in the store; the sweep tries it again.
