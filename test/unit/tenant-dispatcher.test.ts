@@ -7,9 +7,8 @@ import { Outbox } from '../../src/events/outbox.ts';
 import { StoreEventStream } from '../../src/events/store-event-stream.ts';
 import { createLogger } from '../../src/log.ts';
 import { messagingCollections, type MessageDoc } from '../../src/messages/message-store.ts';
-import { queueItemOf } from '../../src/actors/tenant/send-queue.ts';
 import { TenantDispatcher, type TenantState } from '../../src/actors/tenant/tenant-dispatcher.ts';
-import type { StatusReport } from '../../src/actors/tenant/protocol.ts';
+import { queueItemOf, type StatusReport } from '../../src/actors/tenant/protocol.ts';
 import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts';
 import { cancelledJobIds, jobCollections, zeroCounts, type JobDoc } from '../../src/jobs/job-store.ts';
 import type { ActorContext } from '../../src/runtime/types.ts';
@@ -168,7 +167,12 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
     /** Stores queued messages and tells the dispatcher, as the send path does. */
     queue: async (...docs: MessageDoc[]) => {
       await db.messages.insertMany(scope, docs);
-      await handle(() => dispatcher.enqueue(ctx, docs.map(queueItemOf)));
+      await handle(() =>
+        dispatcher.enqueue(
+          ctx,
+          docs.map((d) => queueItemOf(d, 'accepted')),
+        ),
+      );
     },
     grant: (relayId: string, credits: number, epoch?: string) =>
       handle(() => dispatcher.grant(ctx, { relayId, ...grantFor(relayId, credits, epoch) })),

@@ -3,10 +3,9 @@ import type { Config } from '../../config.ts';
 import { changeEventId, domainEvent, messageEventData } from '../../events/event-stream.ts';
 import { outboxGraceMs, type Outbox } from '../../events/outbox.ts';
 import { nowIso } from '../../ids.ts';
-import type { CreditGrant } from '../relay/relay-credits.ts';
 import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import { relayProtocol } from '../relay/protocol.ts';
-import { tenantProtocol } from './protocol.ts';
+import { queueItemOf, tenantProtocol, type CreditGrant, type QueueItem } from './protocol.ts';
 import type { ActorContext } from '../../runtime/types.ts';
 import { backoffMs } from './backoff.ts';
 import { pickRelay, type RelayCredit } from './relay-choice.ts';
@@ -16,7 +15,7 @@ import type { MessageDoc, MessagingCollections } from '../../messages/message-st
 import { countMessages, observeHop, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
-import { queueItemOf, SendQueue, type QueuedMessage } from './send-queue.ts';
+import { SendQueue } from './send-queue.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import type { RelayReport, StatusReport } from './protocol.ts';
@@ -146,7 +145,7 @@ export class TenantDispatcher {
     state.pacing.seed([...contacts, ...history], Date.now());
     state.closedSources = new Set(closed);
     state.queue.clear();
-    for (const m of queued) state.queue.push(queueItemOf(m));
+    for (const m of queued) state.queue.push(queueItemOf(m, 'accepted'));
     state.relays.clear();
     for (const doc of online) await this.join(ctx, state, doc);
     noteRelays(state);
@@ -360,7 +359,7 @@ export class TenantDispatcher {
     state.closedSources.add(source);
   }
 
-  async enqueue(ctx: TenantContext, items: QueuedMessage[]): Promise<void> {
+  async enqueue(ctx: TenantContext, items: QueueItem[]): Promise<void> {
     const orgId = ctx.key;
     const state = await this.state(ctx);
     for (const item of items) state.queue.push(item);
@@ -428,7 +427,7 @@ export class TenantDispatcher {
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
     if (canSend && state.queue.size === 0) {
       for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 }))
-        state.queue.push(queueItemOf(m));
+        state.queue.push(queueItemOf(m, 'accepted'));
     }
   }
 
@@ -463,7 +462,7 @@ export class TenantDispatcher {
   }
 
   /** Messages a relay actor did not send or took back (queued again in the store): first in line again. */
-  async returned(ctx: TenantContext, items: QueuedMessage[]): Promise<void> {
+  async returned(ctx: TenantContext, items: QueueItem[]): Promise<void> {
     const state = await this.state(ctx);
     for (const item of [...items].reverse()) state.queue.pushFront(item);
     await this.pump(ctx, ctx.key, state);
@@ -656,7 +655,7 @@ export class TenantDispatcher {
       { id: messageId, status: 'queued' },
       { $set: { nextAttemptAt: null } },
     );
-    if (doc) state.queue.push(queueItemOf(doc));
+    if (doc) state.queue.push(queueItemOf(doc, 'accepted'));
     await this.pump(ctx, orgId, state);
   }
 
@@ -670,7 +669,7 @@ export class TenantDispatcher {
     const online = [...state.relays.values()];
     let open = online.filter((r) => r.credits > 0);
     if (open.length === 0 || state.queue.size === 0) return;
-    const planned = new Map<OnlineRelay, QueuedMessage[]>();
+    const planned = new Map<OnlineRelay, QueueItem[]>();
     const { pacing } = state;
     const now = Date.now();
     const met: LineContact[] = [];
