@@ -61,6 +61,14 @@ module.exports = {
       to: { path: '\\.routes\\.ts$|-service\\.ts$|^src/(http|ws|dashboard)/|^src/(app|main)\\.ts$' },
     },
     {
+      name: 'actor-reaches-actor-through-protocol',
+      comment:
+        "One actor speaks to another only through that actor's protocol.ts: its state machine and stores are its own. A piece both need goes into the protocol or a module below both.",
+      severity: 'error',
+      from: { path: '^src/actors/([^/]+)/' },
+      to: { path: '^src/actors/[^/]+/', pathNot: '^src/actors/$1/|^src/actors/[^/]+/protocol\\.ts$' },
+    },
+    {
       name: 'feature-reaches-actor-through-protocol',
       comment:
         'A feature speaks to an actor only through its protocol.ts; the composition root (src/app.ts) builds the actors.',

@@ -4,7 +4,7 @@ import { relayProtocol } from './relay/protocol.ts';
 import type { RelayState } from './relay/relay-state.ts';
 import { tenantProtocol } from './tenant/protocol.ts';
 import { priorityBands } from './tenant/send-queue.ts';
-import type { TenantState } from './tenant/tenant-dispatcher.ts';
+import type { TenantState } from './tenant/tenant-state.ts';
 
 /**
  * The send queues and relays this worker runs, read from the actors' states

@@ -1,4 +1,4 @@
-import { tenantProtocol } from '../actors/tenant/protocol.ts';
+import { queueItemOf, tenantProtocol } from '../actors/tenant/protocol.ts';
 import { domainEvent, messageEventData, type DomainEvent, type EventStream } from '../events/event-stream.ts';
 import { nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
@@ -35,7 +35,7 @@ export async function releaseToSendQueue(
   if (docs.length === 0) return;
   const enqueue = {
     kind: 'enqueue' as const,
-    items: docs.map((d) => ({ id: d.id, priority: d.priority, fromNumber: d.fromNumber, to: d.to, source: jobId })),
+    items: docs.map((d) => queueItemOf(d, 'taken')),
   };
   try {
     await ctx.send(tenantProtocol, orgId, enqueue);

@@ -8,7 +8,7 @@ import { countMessages } from './message-metrics.ts';
 import { RollupTally, type MessageRollups } from './message-rollups.ts';
 import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
-import { tenantProtocol } from '../actors/tenant/protocol.ts';
+import { queueItemOf, tenantProtocol } from '../actors/tenant/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 
 interface Submission {
@@ -192,13 +192,7 @@ export class SendCommitter {
             tenantId,
             {
               kind: 'enqueue',
-              items: group.map((d) => ({
-                id: d.id,
-                priority: d.priority,
-                fromNumber: d.fromNumber,
-                to: d.to,
-                ...(d.parentId ? { source: d.parentId } : {}),
-              })),
+              items: group.map((d) => queueItemOf(d, 'taken')),
             },
             { trace: group[0] },
           ),

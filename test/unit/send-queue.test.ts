@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { priorityBands, SendQueue, type QueuedMessage } from '../../src/actors/tenant/send-queue.ts';
+import type { QueueItem } from '../../src/actors/tenant/protocol.ts';
+import { priorityBands, SendQueue } from '../../src/actors/tenant/send-queue.ts';
 
-const item = (id: string, source?: string, priority = 0): QueuedMessage => ({
+const item = (id: string, source?: string, priority = 0): QueueItem => ({
   id,
   priority,
   fromNumber: null,

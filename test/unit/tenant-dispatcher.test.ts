@@ -1,90 +1,13 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
-import { Outbox } from '../../src/events/outbox.ts';
-import { StoreEventStream } from '../../src/events/store-event-stream.ts';
-import { createLogger } from '../../src/log.ts';
-import { messagingCollections, type MessageDoc } from '../../src/messages/message-store.ts';
-import { queueItemOf } from '../../src/actors/tenant/send-queue.ts';
-import { TenantDispatcher, type TenantState } from '../../src/actors/tenant/tenant-dispatcher.ts';
-import type { StatusReport } from '../../src/actors/tenant/protocol.ts';
-import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts';
-import { cancelledJobIds, jobCollections, zeroCounts, type JobDoc } from '../../src/jobs/job-store.ts';
+import type { MessageDoc } from '../../src/messages/message-store.ts';
+import { TenantDispatcher } from '../../src/actors/tenant/tenant-dispatcher.ts';
+import type { TenantState } from '../../src/actors/tenant/tenant-state.ts';
+import { queueItemOf, type StatusReport } from '../../src/actors/tenant/protocol.ts';
+import type { RelayDoc } from '../../src/relays/relay-store.ts';
+import { cancelledJobIds, zeroCounts, type JobDoc } from '../../src/jobs/job-store.ts';
 import type { ActorContext } from '../../src/runtime/types.ts';
-import { EmbeddedStore } from '../../src/store/embedded-store.ts';
-import { MessageRollups } from '../../src/messages/message-rollups.ts';
-
-const config = {
-  messageRetryBaseMs: 1_000,
-  messageMaxAttempts: 3,
-  messageSendTimeoutMs: 60_000,
-  tenantSweepMs: 30_000,
-  pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 },
-};
-const org = 'org_dispatch';
-const scope = { tenantId: org };
-const phone = '+14155550100';
-
-let clock = Date.UTC(2026, 0, 1);
-/** A queued single send; each one created after the one before. */
-const message = (id: string, fields: Partial<MessageDoc> = {}): MessageDoc => {
-  const at = new Date(clock++).toISOString();
-  return {
-    id,
-    tenantId: org,
-    teamId: 'team_1',
-    direction: 'sent',
-    status: 'queued',
-    to: '+14155550199',
-    from: null,
-    participant: '+14155550199',
-    conversationId: 'conv_1',
-    body: id,
-    attachments: [],
-    priority: 0,
-    fromNumber: null,
-    attempts: 0,
-    lastError: null,
-    relayId: null,
-    queuedAt: at,
-    sentAt: null,
-    deliveredAt: null,
-    readAt: null,
-    createdAt: at,
-    updatedAt: at,
-    ...fields,
-  };
-};
-
-/** An online relay on its first session. */
-const relay = (id: string, capacity: number, phoneNumbers: string[] = []): RelayDoc => ({
-  id,
-  tenantId: org,
-  teamId: 'team_1',
-  name: id,
-  status: 'online',
-  node: 'node_1',
-  capacity,
-  phoneNumbers,
-  lastHeartbeat: null,
-  systemInfo: { hostOsVersion: '14.5', hostname: id },
-  health: null,
-  secretHash: 'hash',
-  inboundCursor: 0,
-  session: 1,
-  registeredAt: '2026-01-01T00:00:00.000Z',
-  createdAt: '2026-01-01T00:00:00.000Z',
-  updatedAt: '2026-01-01T00:00:00.000Z',
-});
-
-interface Sent {
-  type: string;
-  key: string;
-  msg: { kind: string; [field: string]: unknown };
-  delayMs?: number;
-}
+import { config, message, org, phone, recordingContext, relay, scope, tenantStore } from './tenant-fixtures.ts';
 
 /**
  * A tenant actor's dispatcher on a real embedded store of its own, activated
@@ -94,42 +17,16 @@ interface Sent {
  * more attempt).
  */
 async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [], pacing = config.pacing) {
-  const dir = await mkdtemp(join(tmpdir(), 'relaybox-dispatch-'));
-  const store = new EmbeddedStore(dir);
-  const db = { ...messagingCollections(store), ...relayCollections(store), ...jobCollections(store) };
-  const events = new StoreEventStream(store);
-  await store.init();
-  t.after(async () => {
-    await store.close();
-    await rm(dir, { recursive: true, force: true });
-  });
-  if (relays.length > 0) await db.relays.insertMany(scope, relays);
-  if (stored.length > 0) await db.messages.insertMany(scope, stored);
-  const log = createLogger('silent');
+  const { db, events, outbox, rollups } = await tenantStore(t, relays, stored);
   const dispatcher = new TenantDispatcher({
     config: { ...config, pacing },
     db,
-    outbox: new Outbox(events, log),
-    rollups: new MessageRollups(db.rollups, log),
+    outbox,
+    rollups,
     closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
   });
-  let sent: Sent[] = [];
+  const { ctx, sent } = recordingContext(undefined as unknown as TenantState);
   let seq = 0;
-  const ctx: ActorContext<TenantState> = {
-    type: 'tenant',
-    key: org,
-    id: 'am_0',
-    delivery: 1,
-    log,
-    state: undefined as unknown as TenantState,
-    send: async (to, key, msg, opts) => {
-      sent.push({ type: to.type, key, msg: msg as Sent['msg'], delayMs: opts?.delayMs });
-      return `${ctx.id}:${sent.length}`;
-    },
-    derivedId: (label) => `${ctx.id}:${label}`,
-    deactivate: () => {},
-    owned: new AbortController().signal,
-  };
   ctx.state = await dispatcher.activate(ctx as unknown as ActorContext<undefined>);
   /** One actor message, handled as the tenant actor does: nothing in the state is fresh after it. */
   const handle = async (run: () => Promise<void>) => {
@@ -143,7 +40,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
   /** Removes and returns what was sent of this kind since the last look. */
   const drain = (type: string, kind: string) => {
     const matching = sent.filter((s) => s.type === type && s.msg.kind === kind);
-    sent = sent.filter((s) => !matching.includes(s));
+    sent.splice(0, sent.length, ...sent.filter((s) => !matching.includes(s)));
     return matching;
   };
   const attachments = new Map<string, { epoch: string; session: number }>();
@@ -168,7 +65,12 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
     /** Stores queued messages and tells the dispatcher, as the send path does. */
     queue: async (...docs: MessageDoc[]) => {
       await db.messages.insertMany(scope, docs);
-      await handle(() => dispatcher.enqueue(ctx, docs.map(queueItemOf)));
+      await handle(() =>
+        dispatcher.enqueue(
+          ctx,
+          docs.map((d) => queueItemOf(d, 'accepted')),
+        ),
+      );
     },
     grant: (relayId: string, credits: number, epoch?: string) =>
       handle(() => dispatcher.grant(ctx, { relayId, ...grantFor(relayId, credits, epoch) })),

@@ -1,12 +1,4 @@
-/** Credits a relay grants one activation of its tenant actor, on one of its sessions. */
-export interface CreditGrant {
-  session: number;
-  /** The tenant actor's join of this session the credits are for (new at every join): another join ignores them. */
-  epoch: string;
-  /** Added to what the tenant actor holds; negative when the capacity shrank. */
-  credits: number;
-  capacity: number;
-}
+import type { CreditGrant } from '../tenant/protocol.ts';
 
 /**
  * A relay's sends in flight (handed to it and not yet reported on) and the

@@ -1,9 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { relayProtocol } from './protocol.ts';
-import { tenantProtocol } from '../tenant/protocol.ts';
+import { queueItemOf, tenantProtocol, type QueueItem } from '../tenant/protocol.ts';
 import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
-import { queueItemOf, type QueuedMessage } from '../tenant/send-queue.ts';
 import { observeHop } from '../../messages/message-metrics.ts';
 import type { SendFrame } from '../../relay-protocol/frames.ts';
 import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
@@ -212,7 +211,9 @@ export class RelaySends {
       ),
     );
     for (const m of held) ctx.state.credits.settle(m.id, m.attempts);
-    const items: QueuedMessage[] = back.filter((doc): doc is MessageDoc => doc !== null).map(queueItemOf);
+    const items: QueueItem[] = back
+      .filter((doc): doc is MessageDoc => doc !== null)
+      .map((doc) => queueItemOf(doc, 'accepted'));
     if (items.length > 0)
       ctx.log.info({ tenantId, relayId: ctx.key, messages: items.length }, 'sends in flight handed back');
     for (let i = 0; i < items.length; i += returnedBatch) {

@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol, type MessageOfKind } from '../../runtime/actor.ts';
 
@@ -23,6 +23,39 @@ export const queueItem = Type.Object(
   { additionalProperties: false },
 );
 
+/** A queued message, wherever it travels: the send committer's and a job's release (`enqueue`), a relay's hand-back (`returned`) and the send queue. */
+export type QueueItem = Static<typeof queueItem>;
+
+/** The fields of a stored message (messages/message-store.ts `MessageDoc`) its queue item is made of. */
+interface Queueable {
+  id: string;
+  priority: number;
+  fromNumber: string | null;
+  to: string;
+  jobId?: string;
+  parentId?: string;
+  createdAt: string;
+}
+
+/**
+ * A stored message as the queue knows it. Its source is its bulk job or its
+ * group send. Read back from the store (`since: 'accepted'`) it has waited
+ * since it was accepted; handed over as it is queued (`'taken'`), the queue
+ * counts from when it takes it.
+ */
+export function queueItemOf(m: Queueable, since: 'accepted' | 'taken'): QueueItem {
+  const source = m.jobId ?? m.parentId;
+  const queuedAt = since === 'accepted' ? Date.parse(m.createdAt) : NaN;
+  return {
+    id: m.id,
+    priority: m.priority,
+    fromNumber: m.fromNumber,
+    to: m.to,
+    ...(source ? { source } : {}),
+    ...(Number.isFinite(queuedAt) ? { queuedAt } : {}),
+  };
+}
+
 /** The hops of a send attempt its relay agent reported (relay-protocol/frames.ts `agentCheckpoint`, its time as text like every time here). */
 export const agentCheckpoints = Type.Array(
   Type.Object(
@@ -33,13 +66,16 @@ export const agentCheckpoints = Type.Array(
 );
 
 /** Credits a relay actor grants one join (`epoch`) of this actor to one of its sessions (actors/relay/relay-credits.ts). */
-const creditGrant = {
+const creditGrantFields = {
   session,
+  /** The tenant actor's join of this session the credits are for (new at every join): another join ignores them. */
   epoch: text(64),
   /** Added to the credits held; negative when the relay's capacity shrank. */
   credits: Type.Integer({ minimum: -frameLimits.maxCapacity, maximum: frameLimits.maxCapacity }),
   capacity: Type.Integer({ minimum: 0, maximum: frameLimits.maxCapacity }),
 };
+const creditGrant = Type.Object(creditGrantFields, { additionalProperties: false });
+export type CreditGrant = Static<typeof creditGrant>;
 
 /** Messages of the tenant actor (`tenant:<orgId>`): the organization's send queue and dispatch. */
 export const tenantProtocol = defineProtocol('tenant', {
@@ -49,7 +85,7 @@ export const tenantProtocol = defineProtocol('tenant', {
   /** A relay's session is online, or its relay actor lost count of the credits granted: credits are asked for again. */
   'relay-online': relayReport,
   'relay-offline': { ...relayReport, reason: text(200) },
-  grant: { relayId: id, ...creditGrant },
+  grant: { relayId: id, ...creditGrantFields },
   /** Messages the relay actor did not send, or took back from a relay that left: queued again in the store, first in line here. */
   returned: { relayId: id, items: Type.Array(queueItem, { maxItems: frameLimits.maxCapacity }) },
   /** A relay's report on a send, through its relay actor, with the credit its end frees when it has one. */
@@ -64,7 +100,7 @@ export const tenantProtocol = defineProtocol('tenant', {
     attempt: Type.Integer({ minimum: 1 }),
     /** The hops of the attempt the agent saw, when it reports them. */
     checkpoints: Type.Optional(agentCheckpoints),
-    grant: Type.Optional(Type.Object(creditGrant, { additionalProperties: false })),
+    grant: Type.Optional(creditGrant),
   },
   /** The relay actor's timer: the relay has not reported on an attempt in time. */
   'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },

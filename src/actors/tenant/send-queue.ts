@@ -1,30 +1,4 @@
-import type { MessageDoc } from '../../messages/message-store.ts';
-
-export interface QueuedMessage {
-  id: string;
-  priority: number;
-  fromNumber: string | null;
-  /** Its recipient, for the line's new-contact cap; absent (counted as known) in items queued before the queue carried it. */
-  to?: string;
-  /** Where it came from: its bulk job or group send; absent for a single send. */
-  source?: string;
-  /** Epoch ms since it has waited to be sent; set when the queue takes it, if not before. */
-  queuedAt?: number;
-}
-
-/** A stored message as the queue knows it: waiting since it was accepted. */
-export function queueItemOf(m: MessageDoc): QueuedMessage {
-  const source = m.jobId ?? m.parentId;
-  const queuedAt = Date.parse(m.createdAt);
-  return {
-    id: m.id,
-    priority: m.priority,
-    fromNumber: m.fromNumber,
-    to: m.to,
-    ...(source ? { source } : {}),
-    ...(Number.isFinite(queuedAt) ? { queuedAt } : {}),
-  };
-}
+import type { QueueItem } from './protocol.ts';
 
 /** The priority bands the queue's age is reported by (bounded metric labels): the default 0, then thirds of 1 to 100. */
 export const priorityBands = [
@@ -42,14 +16,14 @@ const compactAfter = 1_024;
 
 /** First in, first out, cheap at the head: taking from the front moves an index, not the array. */
 class Fifo {
-  items: QueuedMessage[] = [];
+  items: QueueItem[] = [];
   head = 0;
 
   get length(): number {
     return this.items.length - this.head;
   }
 
-  pushFront(item: QueuedMessage): void {
+  pushFront(item: QueueItem): void {
     if (this.head > 0) this.items[--this.head] = item;
     else this.items.unshift(item);
   }
@@ -87,7 +61,7 @@ interface Level {
  */
 export class SendQueue {
   private readonly levels: Level[] = Array.from({ length: levels }, () => ({ sources: new Map(), last: undefined }));
-  private readonly ids = new Map<string, QueuedMessage>();
+  private readonly ids = new Map<string, QueueItem>();
 
   get size(): number {
     return this.ids.size;
@@ -97,16 +71,16 @@ export class SendQueue {
     return this.ids.has(id);
   }
 
-  get(id: string): QueuedMessage | undefined {
+  get(id: string): QueueItem | undefined {
     return this.ids.get(id);
   }
 
   /** Every waiting message, in no particular order. */
-  all(): IterableIterator<QueuedMessage> {
+  all(): IterableIterator<QueueItem> {
     return this.ids.values();
   }
 
-  push(item: QueuedMessage): void {
+  push(item: QueueItem): void {
     if (this.ids.has(item.id)) return;
     this.ids.set(item.id, item);
     item.queuedAt ??= Date.now();
@@ -114,7 +88,7 @@ export class SendQueue {
   }
 
   /** Back to the head of its source: a message handed back by a relay goes before younger ones. */
-  pushFront(item: QueuedMessage): void {
+  pushFront(item: QueueItem): void {
     if (this.ids.has(item.id)) return;
     this.ids.set(item.id, item);
     item.queuedAt ??= Date.now();
@@ -136,7 +110,7 @@ export class SendQueue {
     });
   }
 
-  private fifo(item: QueuedMessage): Fifo {
+  private fifo(item: QueueItem): Fifo {
     const level = this.levels[clamp(item.priority)]!;
     const source = item.source ?? singleSends;
     let fifo = level.sources.get(source);
@@ -149,8 +123,8 @@ export class SendQueue {
    * returns 'stop' to end the scan. At most `scanLimit` messages are looked at.
    * Queue order: priority, then the sources in turn, then first in first out.
    */
-  take(pick: (item: QueuedMessage) => boolean | 'stop', scanLimit = 10_000): QueuedMessage[] {
-    const taken: QueuedMessage[] = [];
+  take(pick: (item: QueueItem) => boolean | 'stop', scanLimit = 10_000): QueueItem[] {
+    const taken: QueueItem[] = [];
     let scanned = 0;
     let stopped = false;
     for (let p = levels - 1; p >= 0 && !stopped && scanned < scanLimit; p--) {

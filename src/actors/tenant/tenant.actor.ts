@@ -1,6 +1,7 @@
 import { defineActor, type ActorContext } from '../../runtime/actor.ts';
 import { tenantProtocol } from './protocol.ts';
-import type { TenantDispatcher, TenantState } from './tenant-dispatcher.ts';
+import type { TenantDispatcher } from './tenant-dispatcher.ts';
+import type { TenantState } from './tenant-state.ts';
 
 /** One actor per organization: its send queue, and the dispatch of it to its online relays within the credits they grant. */
 export function tenantActor(dispatcher: TenantDispatcher) {

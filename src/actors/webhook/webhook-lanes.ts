@@ -1,4 +1,4 @@
-import { webhookProtocol } from './protocol.ts';
+import { webhookProtocol, type PendingDelivery } from './protocol.ts';
 import type { WebhookConfig } from '../../config.ts';
 import type { Logger } from '../../log.ts';
 import { actorClient, type ActorContext } from '../../runtime/actor.ts';
@@ -89,9 +89,9 @@ export class WebhookLanes {
     return n;
   }
 
-  async accept(ctx: Ctx, orgId: string, deliveries: DeliveryDoc[]): Promise<void> {
+  async accept(ctx: Ctx, orgId: string, deliveries: PendingDelivery[]): Promise<void> {
     const lane = this.lane(ctx, orgId);
-    let fresh = deliveries;
+    let fresh: DeliveryDoc[] = deliveries;
     if (ctx.delivery > 1) {
       // Handled before by a worker that died before acknowledging: attempt only what is still pending.
       const readAt = Date.now();

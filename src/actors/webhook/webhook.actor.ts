@@ -1,5 +1,4 @@
 import { defineActor } from '../../runtime/actor.ts';
-import type { DeliveryDoc } from '../../webhooks/webhook-store.ts';
 import { webhookProtocol } from './protocol.ts';
 import type { WebhookLanes, WebhookState } from './webhook-lanes.ts';
 
@@ -13,7 +12,7 @@ export function webhookActor(lanes: WebhookLanes) {
   return defineActor<typeof webhookProtocol, WebhookState>(webhookProtocol, {
     activate: async (ctx) => ({ hook: await lanes.load(ctx.key) }),
     handlers: {
-      accept: (ctx, m) => lanes.accept(ctx, m.orgId, m.deliveries as DeliveryDoc[]),
+      accept: (ctx, m) => lanes.accept(ctx, m.orgId, m.deliveries),
       retry: (ctx, m) => lanes.retry(ctx, m.orgId, m.deliveryId),
       sweep: (ctx, m) => lanes.sweep(ctx, m.orgId),
       changed: (ctx, m) => lanes.changed(ctx, m.orgId),

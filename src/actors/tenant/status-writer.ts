@@ -1,0 +1,216 @@
+import type { Config } from '../../config.ts';
+import { changeEventId, domainEvent, messageEventData } from '../../events/event-stream.ts';
+import type { Outbox } from '../../events/outbox.ts';
+import { nowIso } from '../../ids.ts';
+import { countMessages, observeHop, observeLatency, observeSendWait } from '../../messages/message-metrics.ts';
+import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import type { AgentCheckpoint } from '../../relay-protocol/frames.ts';
+import { backoffMs } from './backoff.ts';
+import { tenantProtocol, type StatusReport } from './protocol.ts';
+import { foldReports, type StatusChange } from './status-fold.ts';
+import { applyGrant, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
+
+export type StatusWriterDeps = {
+  config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs'>;
+  db: Pick<MessagingCollections, 'messages'>;
+  /** Writes status changes with their events (events/outbox.ts). */
+  outbox: Outbox;
+  /** Message statistics: counted in the same batch as the status changes. */
+  rollups: MessageRollups;
+};
+
+/**
+ * The status of each message as its relay reports it, its retries and its
+ * failure. Every status change is one compare-and-set on the message, so a
+ * replayed actor message never moves a message backwards. Credits that a
+ * report frees are counted into the state and said in the answer: the
+ * dispatcher decides what to hand out with them.
+ */
+export class StatusWriter {
+  constructor(private readonly deps: StatusWriterDeps) {}
+
+  /**
+   * Sent, delivered and read reports that waited side by side: the messages
+   * read in one query, every change written in one bulk write (each a
+   * compare-and-set carrying its events in the message's outbox), the events
+   * published together. True when their grants released credits.
+   */
+  async settle(ctx: TenantContext, state: TenantState, reports: StatusReport[]): Promise<boolean> {
+    const orgId = ctx.key;
+    // The first report on a send: the relay actor freed its credit, and grants it with the report.
+    let released = false;
+    for (const r of reports) if (r.grant && applyGrant(state, r.relayId, r.grant) > 0) released = true;
+    // One message is read by id (the embedded store may answer it from memory); several by one id list.
+    const ids = [...new Set(reports.map((r) => r.messageId))];
+    const { messages } = this.deps.db;
+    const read =
+      ids.length === 1
+        ? [await messages.findOne(tenantScope(orgId), { id: ids[0] })].filter((m) => m !== null)
+        : await messages.find(tenantScope(orgId), { id: { $in: ids } });
+    const byId = new Map(read.map((m) => [m.id, m]));
+    await this.writeChanges(orgId, foldReports(byId, reports, nowIso()), byId, state.relayOnlineSince);
+    return released;
+  }
+
+  /** A failure report: its grant counted, then the attempt failed (a retry, or the message failed). */
+  async failed(ctx: TenantContext, state: TenantState, report: StatusReport): Promise<void> {
+    // The relay actor freed the send's credit, and grants it with the report.
+    if (report.grant) applyGrant(state, report.relayId, report.grant);
+    await this.failAttempt(
+      ctx,
+      report.messageId,
+      report.relayId,
+      report.attempt,
+      report.error ?? 'the relay could not send it',
+    );
+  }
+
+  /** The relay did not report on an attempt in time: the attempt failed, if it is still the one in flight (false if not). */
+  async timedOut(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<boolean> {
+    const doc = await this.deps.db.messages.findOne(tenantScope(ctx.key), {
+      id: messageId,
+      status: 'processing',
+      relayId,
+      attempts: attempt,
+    });
+    if (!doc) return false;
+    await this.failAttempt(
+      ctx,
+      messageId,
+      relayId,
+      attempt,
+      `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`,
+    );
+    return true;
+  }
+
+  /**
+   * Each status change written with its events (events/outbox.ts): a crash
+   * after the write loses nothing. The statistics count the applied ones in
+   * the same batch (one upsert per bucket, not per message).
+   */
+  private async writeChanges(
+    orgId: string,
+    changes: StatusChange[],
+    read: Map<string, MessageDoc>,
+    relayOnlineSince: number | undefined,
+  ): Promise<void> {
+    const count = (applied: boolean[]) =>
+      this.deps.rollups.write(statusTally(orgId, changes, read, applied, Date.now()));
+    const applied = await this.deps.outbox.changeMany(
+      this.deps.db.messages,
+      tenantScope(orgId),
+      changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })),
+      count,
+    );
+    const now = Date.now();
+    changes.forEach((c, i) => {
+      if (!applied[i]) return;
+      const doc = read.get(String(c.filter.id));
+      const createdAt = Date.parse(doc?.createdAt ?? '');
+      for (const outcome of c.reached) {
+        countMessages(outcome);
+        observeLatency(outcome, (now - createdAt) / 1000);
+        if (doc) observeHop(outcome, doc.createdAt, String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt']));
+      }
+      const hops = (c.set.agentCheckpoints as AgentCheckpoint[] | undefined) ?? [];
+      for (const hop of hops.slice(doc?.agentCheckpoints?.length ?? 0))
+        if (doc) observeHop(hop.hop, doc.createdAt, hop.at);
+      // The delivery SLO's clock runs only while a relay is online: from acceptance, or from when one came online if later.
+      if (c.reached.includes('sent'))
+        observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
+    });
+  }
+
+  /** Retries with backoff (base, then 4x, with jitter) until the attempts run out; then failed, dead-lettered, message.failed. */
+  private async failAttempt(
+    ctx: TenantContext,
+    messageId: string,
+    relayId: string,
+    attempt: number,
+    error: string,
+  ): Promise<void> {
+    const orgId = ctx.key;
+    const { messages } = this.deps.db;
+    const scope = tenantScope(orgId);
+    const current = await messages.findOne(scope, { id: messageId, status: 'processing', relayId, attempts: attempt });
+    if (!current) return;
+    const now = nowIso();
+    if (current.attempts < this.deps.config.messageMaxAttempts) {
+      const delayMs = backoffMs(this.deps.config.messageRetryBaseMs, current.attempts);
+      const retry = await messages.updateOne(
+        scope,
+        { id: messageId, status: 'processing', relayId, attempts: current.attempts },
+        {
+          $set: {
+            status: 'queued',
+            relayId: null,
+            lastError: error,
+            nextAttemptAt: new Date(Date.now() + delayMs).toISOString(),
+            updatedAt: now,
+          },
+        },
+      );
+      if (retry) await ctx.send(tenantProtocol, orgId, { kind: 'retry', messageId }, { delayMs });
+      return;
+    }
+    const event = domainEvent(
+      'message.failed',
+      current,
+      { ...messageEventData({ ...current, status: 'failed' }), error },
+      changeEventId('message.failed', messageId),
+    );
+    const { doc: failed } = await this.deps.outbox.change(
+      messages,
+      scope,
+      { id: messageId, status: 'processing', relayId, attempts: current.attempts },
+      {
+        $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
+      },
+      [event],
+    );
+    if (failed) {
+      const tally = new RollupTally();
+      tally.add(orgId, 'failed', Date.now(), { phoneNumber: failed.fromNumber, relayId });
+      await this.deps.rollups.write(tally);
+      countMessages('failed');
+      countMessages('dead_lettered');
+      ctx.log.warn(
+        { tenantId: orgId, messageId, attempts: failed.attempts, error },
+        'message failed after every attempt',
+      );
+    }
+  }
+}
+
+/**
+ * What the applied changes count: each status reached (sent, delivered, with
+ * its latency from acceptance as the message records it) and read, at the
+ * time they are stored, by the message's sender number and relay.
+ */
+function statusTally(
+  orgId: string,
+  changes: StatusChange[],
+  read: Map<string, MessageDoc>,
+  applied: boolean[],
+  nowMs: number,
+): RollupTally {
+  const tally = new RollupTally();
+  changes.forEach((c, i) => {
+    const doc = read.get(String(c.filter.id));
+    if (!applied[i] || !doc) return;
+    const dims = { phoneNumber: doc.fromNumber, relayId: doc.relayId };
+    const acceptedAt = Date.parse(doc.createdAt);
+    for (const outcome of c.reached)
+      tally.add(
+        orgId,
+        outcome,
+        nowMs,
+        dims,
+        Date.parse(String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt'])) - acceptedAt,
+      );
+    if (typeof c.set.readAt === 'string') tally.add(orgId, 'read', nowMs, dims);
+  });
+  return tally;
+}

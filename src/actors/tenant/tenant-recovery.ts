@@ -1,0 +1,219 @@
+import { randomUUID } from 'node:crypto';
+import type { Config } from '../../config.ts';
+import { nowIso } from '../../ids.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
+import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
+import type { ActorContext } from '../../runtime/types.ts';
+import type { Scope } from '../../store/collection.ts';
+import { insertNew } from '../../store/insert-new.ts';
+import { relayProtocol } from '../relay/protocol.ts';
+import { lineOf, type LineContact } from './line-pacing.ts';
+import { queueItemOf } from './protocol.ts';
+import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
+
+/** Line contacts written per insert when they are read from the messages sent before they were kept. */
+const historyBatch = 1_000;
+
+export type RecoveryDeps = {
+  config: Pick<Config, 'pacing'>;
+  db: MessagingCollections & RelayCollections;
+  /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished), keeping those of `closed` until they finish. */
+  closedSources?: (orgId: string, closed: string[]) => Promise<string[]>;
+};
+
+/**
+ * The tenant actor's state as the store has it: read back whole when the
+ * key is activated, and reconciled on every sweep (relays that came and
+ * went, closed sources, paces, sends left on relays that are gone, queued
+ * messages a lost actor message left behind). The store is the truth, so a
+ * crash, a takeover or a lost timer heals here.
+ */
+export class TenantRecovery {
+  constructor(private readonly deps: RecoveryDeps) {}
+
+  /** Reads the queue and the online relays back from the store, and asks each relay actor for credits. */
+  async rebuild(ctx: ActorContext<unknown>, state: TenantState): Promise<void> {
+    const orgId = ctx.key;
+    const { messages, relays } = this.deps.db;
+    const scope = tenantScope(orgId);
+    // A bulk job can leave thousands queued: read by keyset pages, the event loop free between them.
+    const readAll = async (filter: Parameters<typeof messages.scan>[1], sort: Record<string, 1 | -1>) => {
+      const all: MessageDoc[] = [];
+      for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
+      return all;
+    };
+    const [queued, online, closed, contacts, history] = await Promise.all([
+      readAll(dueQueued(), { priority: -1, createdAt: 1 }),
+      relays.find(scope, { status: 'online' }),
+      this.deps.closedSources?.(orgId, []) ?? [],
+      this.lineContacts(scope),
+      this.contactsFromHistory(ctx, orgId),
+      this.loadPaces(orgId, state),
+    ]);
+    state.pacing.seed([...contacts, ...history], Date.now());
+    state.closedSources = new Set(closed);
+    state.queue.clear();
+    for (const m of queued) state.queue.push(queueItemOf(m, 'accepted'));
+    state.relays.clear();
+    for (const doc of online) await this.join(ctx, state, doc);
+    noteRelays(state);
+    await this.handBackStrays(
+      ctx,
+      online.map((r) => r.id),
+    );
+  }
+
+  /** The sweep's look at the store: relays, closed sources, paces, strays, and queued messages when the queue ran dry. */
+  async reconcile(ctx: TenantContext, state: TenantState): Promise<void> {
+    const orgId = ctx.key;
+    const { messages, relays } = this.deps.db;
+    const scope = tenantScope(orgId);
+    const online = await relays.find(scope, { status: 'online' });
+    // The store records a close before the actor hears of it, so its list is complete; a finished job drops out.
+    // One closed here stays closed until it finishes, even while the store shows it running again (a lost write, see cancelledJobIds).
+    if (this.deps.closedSources)
+      state.closedSources = new Set(await this.deps.closedSources(orgId, [...state.closedSources]));
+    const onlineIds = online.map((r) => r.id);
+    for (const id of [...state.relays.keys()]) if (!onlineIds.includes(id)) state.relays.delete(id);
+    for (const doc of online) {
+      const known = state.relays.get(doc.id);
+      if (known && known.session === doc.session) {
+        known.phoneNumbers = doc.phoneNumbers;
+        continue;
+      }
+      await this.join(ctx, state, doc);
+    }
+    noteRelays(state);
+    await this.loadPaces(orgId, state);
+    await this.handBackStrays(ctx, onlineIds);
+    const canSend = [...state.relays.values()].some((r) => r.credits > 0);
+    if (canSend && state.queue.size === 0) {
+      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 }))
+        state.queue.push(queueItemOf(m, 'accepted'));
+    }
+  }
+
+  /**
+   * A relay session joins the dispatch with no credit, and asks its relay
+   * actor for what it has free. The join's epoch is new every time (never
+   * derived from the actor message: a redelivered message that activates the
+   * key again must not count the grants made to the join before), so grants
+   * still on their way to an earlier join, of this activation or another, are ignored.
+   */
+  async join(ctx: ActorContext<unknown>, state: TenantState, doc: RelayDoc): Promise<void> {
+    const epoch = randomUUID();
+    state.relays.set(doc.id, {
+      id: doc.id,
+      session: doc.session,
+      epoch,
+      capacity: doc.capacity,
+      phoneNumbers: doc.phoneNumbers,
+      credits: 0,
+    });
+    noteRelays(state);
+    await ctx.send(relayProtocol, doc.id, { kind: 'attach', tenantId: ctx.key, session: doc.session, epoch });
+  }
+
+  /** The organization's pace and each number's own, from the store. */
+  async loadPaces(orgId: string, state: TenantState): Promise<void> {
+    const scope = tenantScope(orgId);
+    const [org, numbers] = await Promise.all([
+      this.deps.db.orgPacing.findOne(scope, { id: orgId }),
+      this.deps.db.phoneNumbers.find(scope, { pacing: { $exists: true } }, { limit: 10_000 }),
+    ]);
+    state.pacing.configure(org?.pacing, new Map(numbers.filter((n) => n.pacing).map((n) => [n.number, n.pacing!])));
+  }
+
+  /**
+   * Inserted, not upserted: an upsert is a read of the collection first, and
+   * on a MongoDB wire server that scans (FerretDB 1.x) it halved a bulk
+   * job's drain. One already stored (a line's memory rebuilt while a write
+   * was on its way) is left as it is.
+   */
+  async recordContacts(orgId: string, contacts: LineContact[]): Promise<void> {
+    const docs = contacts.map((c) => ({
+      id: `${c.line} ${c.to}`,
+      tenantId: orgId,
+      line: c.line,
+      to: c.to,
+      firstAt: new Date(c.firstAt).toISOString(),
+    }));
+    await insertNew(this.deps.db.lineContacts, tenantScope(orgId), docs);
+  }
+
+  /** Every recipient each line wrote to first, as recorded when the dispatch handed the first message out. */
+  private async lineContacts(scope: Scope): Promise<LineContact[]> {
+    const all: LineContact[] = [];
+    for await (const page of this.deps.db.lineContacts.scan(scope, {}, { sort: { line: 1, to: 1 } })) {
+      for (const c of page) all.push({ line: c.line, to: c.to, firstAt: Date.parse(c.firstAt) });
+    }
+    return all;
+  }
+
+  /**
+   * Once per organization: the recipients each line wrote to before line
+   * contacts were recorded (messages sent by an earlier version), from its
+   * sent messages, recorded as line contacts at the time each was first
+   * sent. Without it every existing contact would count as new, and an
+   * organization's regular sends would meet the new-contact cap. The
+   * organization's pacing document marks it done.
+   */
+  private async contactsFromHistory(ctx: ActorContext<unknown>, orgId: string): Promise<LineContact[]> {
+    const scope = tenantScope(orgId);
+    const { messages, orgPacing } = this.deps.db;
+    if ((await orgPacing.findOne(scope, { id: orgId }))?.contactsFromHistoryAt) return [];
+    const first = new Map<string, LineContact>();
+    let read = 0;
+    for await (const page of messages.scan(
+      scope,
+      { direction: 'sent', status: { $in: ['sent', 'delivered'] } },
+      { sort: { status: 1, priority: -1, createdAt: 1 } },
+    )) {
+      read += page.length;
+      for (const m of page) {
+        const line = m.fromNumber ?? (m.relayId ? lineOf(null, m.relayId) : null);
+        const firstAt = Date.parse(m.sentAt ?? '');
+        if (line === null || Number.isNaN(firstAt)) continue;
+        const key = `${line} ${m.to}`;
+        const known = first.get(key);
+        if (!known || firstAt < known.firstAt) first.set(key, { line, to: m.to, firstAt });
+      }
+    }
+    const contacts = [...first.values()];
+    for (let i = 0; i < contacts.length; i += historyBatch)
+      await this.recordContacts(orgId, contacts.slice(i, i + historyBatch));
+    await orgPacing.updateOne(scope, { id: orgId }, { $set: { contactsFromHistoryAt: nowIso() } }, { upsert: true });
+    if (contacts.length > 0)
+      ctx.log.info(
+        { tenantId: orgId, messages: read, contacts: contacts.length },
+        'line contacts recorded from the messages sent before they were kept',
+      );
+    return contacts;
+  }
+
+  /**
+   * Messages the store has in flight on a relay that is not online (its
+   * relay actor hands back what it holds when it leaves, so these are
+   * leftovers: a relay removed, say). Its relay actor, the only one that
+   * claims for it, hands them back.
+   */
+  private async handBackStrays(ctx: ActorContext<unknown>, onlineIds: string[]): Promise<void> {
+    const strays = await this.deps.db.messages.find(
+      tenantScope(ctx.key),
+      { status: 'processing', relayId: { $nin: onlineIds } },
+      { limit: 500 },
+    );
+    for (const relayId of new Set(strays.map((m) => m.relayId).filter((id): id is string => !!id))) {
+      await ctx.send(relayProtocol, relayId, { kind: 'hand-back', tenantId: ctx.key });
+    }
+  }
+}
+
+/** Queued messages that are not waiting for a retry's backoff. */
+function dueQueued() {
+  return {
+    status: 'queued',
+    fanout: { $ne: true },
+    $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: nowIso() } }],
+  };
+}

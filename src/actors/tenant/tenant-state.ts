@@ -1,0 +1,54 @@
+import type { ActorContext } from '../../runtime/types.ts';
+import type { Scope } from '../../store/collection.ts';
+import type { LinePacing } from './line-pacing.ts';
+import type { CreditGrant } from './protocol.ts';
+import type { RelayCredit } from './relay-choice.ts';
+import type { SendQueue } from './send-queue.ts';
+
+export interface OnlineRelay extends RelayCredit {
+  session: number;
+  /** This join of the relay's session, unique: its relay actor's grants name it, and a grant naming an earlier join is ignored. */
+  epoch: string;
+}
+
+export interface TenantState {
+  queue: SendQueue;
+  /** The online relays and the credits each granted this activation on its current session. */
+  relays: Map<string, OnlineRelay>;
+  /** The one live chain of sweep timers; a timer of another chain is dropped. */
+  sweepChain: string | undefined;
+  /** When the messages' outboxes were last swept. */
+  outboxSweptAt?: number;
+  /** Activated by the message being handled: nothing in it predates this message. */
+  fresh: boolean;
+  /** Sources (cancelled bulk jobs) none of whose messages may be handed out any more, though some are still stored as queued. */
+  closedSources: Set<string>;
+  /** Each sender line's rate and new-contact cap, rebuilt from the store on activation. */
+  pacing: LinePacing;
+  /** When the pending pace timer fires (epoch ms), if one is pending. */
+  paceAt?: number;
+  /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
+  relayOnlineSince?: number;
+}
+
+export type TenantContext = ActorContext<TenantState>;
+
+/** The store's scope of an organization's documents. */
+export function tenantScope(orgId: string): Scope {
+  return { tenantId: orgId };
+}
+
+/** Keeps `relayOnlineSince` true to the relays online now: called after every change to them. */
+export function noteRelays(state: TenantState): void {
+  if (state.relays.size === 0) delete state.relayOnlineSince;
+  else state.relayOnlineSince ??= Date.now();
+}
+
+/** Credits from a relay actor, counted only if they are for this activation and the relay's current session: the credits added, 0 otherwise. */
+export function applyGrant(state: TenantState, relayId: string, grant: CreditGrant): number {
+  const relay = state.relays.get(relayId);
+  if (!relay || relay.session !== grant.session || grant.epoch !== relay.epoch) return 0;
+  relay.credits += grant.credits;
+  relay.capacity = grant.capacity;
+  return grant.credits;
+}

@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { StatusReport } from '../../src/actors/tenant/protocol.ts';
+import { StatusWriter } from '../../src/actors/tenant/status-writer.ts';
+import { config, message, recordingContext, scope, tenantState, tenantStore } from './tenant-fixtures.ts';
+
+const inFlight = (id: string) =>
+  message(id, { status: 'processing', relayId: 'r1', attempts: 1, processingAt: new Date().toISOString() });
+const report = (messageId: string, fields: Partial<StatusReport> = {}): StatusReport => ({
+  relayId: 'r1',
+  session: 1,
+  messageId,
+  attempt: 1,
+  status: 'sent',
+  at: new Date().toISOString(),
+  ...fields,
+});
+const freed = (credits: number) => ({ session: 1, epoch: 'epoch_r1', credits, capacity: 10 });
+
+test('reports are written and the credits they free are counted and said, not handed out', async (t) => {
+  const { db, outbox, rollups } = await tenantStore(t, [], [inFlight('m1'), inFlight('m2')]);
+  const writer = new StatusWriter({ config, db, outbox, rollups });
+  const state = tenantState([{ id: 'r1', credits: 0 }]);
+  const { ctx, sent } = recordingContext(state);
+  assert.equal(await writer.settle(ctx, state, [report('m1', { grant: freed(1) }), report('m2')]), true);
+  assert.equal(state.relays.get('r1')!.credits, 1);
+  assert.deepEqual(
+    (await db.messages.find(scope, {}, { sort: { id: 1 } })).map((m) => m.status),
+    ['sent', 'sent'],
+  );
+  assert.deepEqual(sent, [], 'nothing is handed out or scheduled here');
+  // A report of an earlier attempt, with a grant of another join: nothing changes, nothing is released.
+  assert.equal(
+    await writer.settle(ctx, state, [
+      report('m1', { attempt: 0, status: 'delivered', grant: { ...freed(1), epoch: 'old' } }),
+    ]),
+    false,
+  );
+  assert.equal((await db.messages.findOne(scope, { id: 'm1' }))!.status, 'sent');
+});
+
+test('a send timeout fails only the attempt still in flight: a retry after the backoff', async (t) => {
+  const { db, outbox, rollups } = await tenantStore(t, [], [inFlight('m1')]);
+  const writer = new StatusWriter({ config, db, outbox, rollups });
+  const state = tenantState([{ id: 'r1', credits: 0 }]);
+  const { ctx, sent } = recordingContext(state);
+  assert.equal(await writer.timedOut(ctx, 'm1', 'r1', 2), false, 'another attempt');
+  assert.equal((await db.messages.findOne(scope, { id: 'm1' }))!.status, 'processing');
+  assert.equal(await writer.timedOut(ctx, 'm1', 'r1', 1), true);
+  const doc = (await db.messages.findOne(scope, { id: 'm1' }))!;
+  assert.deepEqual([doc.status, doc.relayId], ['queued', null]);
+  assert.match(String(doc.lastError), /did not report on the send within 60000 ms/);
+  assert.deepEqual(
+    sent.map((s) => [s.type, s.msg.kind, s.msg.messageId]),
+    [['tenant', 'retry', 'm1']],
+  );
+});
+
+test('a failure report counts its grant, and after the last attempt the message is failed and dead-lettered', async (t) => {
+  const last = message('m1', { status: 'processing', relayId: 'r1', attempts: config.messageMaxAttempts });
+  const { db, outbox, rollups } = await tenantStore(t, [], [last]);
+  const writer = new StatusWriter({ config, db, outbox, rollups });
+  const state = tenantState([{ id: 'r1', credits: 0 }]);
+  const { ctx, sent } = recordingContext(state);
+  await writer.failed(
+    ctx,
+    state,
+    report('m1', { status: 'failed', attempt: config.messageMaxAttempts, error: 'no service', grant: freed(1) }),
+  );
+  assert.equal(state.relays.get('r1')!.credits, 1);
+  const doc = (await db.messages.findOne(scope, { id: 'm1' }))!;
+  assert.deepEqual([doc.status, doc.deadLettered, doc.lastError], ['failed', true, 'no service']);
+  assert.deepEqual(sent, [], 'no retry');
+});
