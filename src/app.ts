@@ -19,7 +19,13 @@ import { createMessaging } from './messages/index.ts';
 import { messagingCollections } from './messages/message-store.ts';
 import { MessageRollups } from './messages/message-rollups.ts';
 import { createRelays, relayCollections, RelayLink } from './relays/index.ts';
-import { createBroadcast, createRateLimiter, createTransport, type Transport } from './runtime/index.ts';
+import {
+  createBroadcast,
+  createRateLimiter,
+  createRedisConnection,
+  createTransport,
+  type Transport,
+} from './runtime/index.ts';
 import { createStore, type Store } from './store/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
@@ -61,7 +67,9 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     },
     log,
   );
-  const runtime = createTransport(config, log);
+  // On Redis the transport and the event stream share one command connection: one socket and one auto-pipeline per process.
+  const redis = createRedisConnection(config);
+  const runtime = createTransport(config, log, redis);
   // Collections declare their indexes before init creates them.
   const identityDb = identityCollections(store);
   const db = { ...messagingCollections(store), ...relayCollections(store), ...jobCollections(store) };
@@ -69,7 +77,11 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
   const eventLog = createEventLog(store, config.eventRetentionDays);
-  const events = createEventStream(runtime, store, config.runtime, config.eventClaimIdleMs);
+  const events = createEventStream(store, {
+    redis: redis && { connection: redis.client, key: redis.keys.events, replicaWaitMs: redis.replicaWaitMs },
+    dedupeTtlMs: config.runtime.dedupeTtlMs,
+    claimIdleMs: config.eventClaimIdleMs,
+  });
   const relays = createRelays(store);
   await store.init();
 
@@ -189,6 +201,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       await Promise.all(consumers.map((c) => c.stop()));
       // Let actors finish and acknowledge before closing the store they write to.
       await runtime.stop();
+      await redis?.client.quit().catch(() => undefined);
       await actors.close();
       await rollups.settled();
       webhooks.close();
