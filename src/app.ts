@@ -1,5 +1,9 @@
-import { createActors } from './actors/index.ts';
+import { createAutomationActor } from './actors/automation/index.ts';
 import { exposeDispatchMetrics } from './actors/dispatch-metrics.ts';
+import { createJobActor } from './actors/job/index.ts';
+import { createRelayActor } from './actors/relay/index.ts';
+import { createTenantActor } from './actors/tenant/index.ts';
+import { createWebhookActor } from './actors/webhook/index.ts';
 import { createAutomations, declareAutomationCollections } from './automations/index.ts';
 import type { Config } from './config.ts';
 import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
@@ -128,24 +132,49 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     events,
     cursors,
   });
-  const actors = createActors({
-    config,
-    log,
+  // Every role registers every actor type: senders need each type's shards and schemas.
+  const jobActor = createJobActor({
     db,
-    webhookDb,
-    automationDb,
-    runtime,
     events,
-    outbox,
-    rollups,
-    link,
-    attempts: webhooks.attempts,
-    actions: automations.actions,
-    closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+    runtime,
+    log: log.child({ component: 'jobs' }),
+    trackMs: config.jobTrackMs,
   });
+  const webhookActor = createWebhookActor({
+    attempts: webhooks.attempts,
+    db: webhookDb,
+    runtime,
+    config: config.webhook,
+    log: log.child({ component: 'webhooks' }),
+  });
+  const actors = [
+    createTenantActor({
+      config,
+      db,
+      outbox,
+      rollups,
+      closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+    }),
+    createRelayActor({
+      db,
+      outbox,
+      rollups,
+      link,
+      sendTimeoutMs: config.messageSendTimeoutMs,
+      heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs,
+    }),
+    jobActor.definition,
+    webhookActor.definition,
+    createAutomationActor({
+      db: automationDb,
+      actions: automations.actions,
+      webhook: config.webhook,
+      log: log.child({ component: 'automations' }),
+    }),
+  ];
 
-  await runtime.start(actors.definitions, { consume: opts.consume });
-  if (opts.consume) await actors.recoverTimers();
+  await runtime.start(actors, { consume: opts.consume });
+  if (opts.consume) await jobActor.recoverTimers();
   if (opts.consume) exposeDispatchMetrics(runtime);
   exposeRuntimeStats(() => runtime.stats());
   const consumers: EventConsumer[] = [];
@@ -202,7 +231,8 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       // Let actors finish and acknowledge before closing the store they write to.
       await runtime.stop();
       await redis?.client.quit().catch(() => undefined);
-      await actors.close();
+      // The runtime hands the webhook actors no more messages: the deliveries still running are let go.
+      await webhookActor.stop();
       await rollups.settled();
       webhooks.close();
       automations.close();
