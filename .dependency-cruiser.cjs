@@ -9,6 +9,27 @@ const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automati
 const aboveFeatures =
   '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|ws)/|^src/(app|main)\\.ts$';
 
+/**
+ * The features' services, named by what they are: what answers a request
+ * (the services and read models behind the routes, idempotency, the send
+ * path's group commit, sign-in, registration tokens), what hands events on
+ * (the routers and the consumer loop), and each feature's wiring (its
+ * index.ts). Actors run beneath them and import none of them; what both need
+ * (stores, protocols, metrics, pure rules) lives in modules of its own.
+ */
+const services = [
+  '^src/(messages|jobs|webhooks|automations|contacts|identity|relays|events)/index\\.ts$',
+  '^src/messages/(send-service|send-committer|idempotency|message-queries|attachment-links)\\.ts$',
+  '^src/jobs/(job-service|job-queries)\\.ts$',
+  '^src/webhooks/(webhook-service|webhook-router)\\.ts$',
+  '^src/automations/(automation-service|automation-router)\\.ts$',
+  '^src/contacts/(contact-service|contact-groups|contact-directory|contact-import|contact-export|contact-upload)\\.ts$',
+  '^src/identity/(identity-service|request-auth|jwt|passwords)\\.ts$',
+  '^src/relays/relay-registry\\.ts$',
+  '^src/events/(event-consumer|event-log)\\.ts$',
+  '^src/admin/',
+];
+
 /** Each backend's or socket library's package, and the only code that may import it. */
 const onlyImportedBy = [
   {
@@ -53,12 +74,20 @@ module.exports = {
       },
     },
     {
-      name: 'actor-imports-no-routes-or-services',
+      name: 'actor-imports-no-routes-or-frontends',
       comment:
-        'An actor folder imports stores and protocols, never what users reach (routes, services, the frontends).',
+        'An actor folder imports stores and protocols, never what users reach (routes, the frontends, the composition root).',
       severity: 'error',
       from: { path: '^src/actors/' },
-      to: { path: '\\.routes\\.ts$|-service\\.ts$|^src/(http|ws|dashboard)/|^src/(app|main)\\.ts$' },
+      to: { path: '\\.routes\\.ts$|^src/(http|ws|dashboard)/|^src/(app|main)\\.ts$' },
+    },
+    {
+      name: 'actor-imports-no-service',
+      comment:
+        "An actor runs beneath the features' services (listed above by module): it imports their stores, protocols and pure rules, never a service.",
+      severity: 'error',
+      from: { path: '^src/actors/' },
+      to: { path: services },
     },
     {
       name: 'actor-reaches-actor-through-protocol',

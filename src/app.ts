@@ -1,5 +1,9 @@
-import { createActors } from './actors/index.ts';
+import { createAutomationActor } from './actors/automation/index.ts';
 import { exposeDispatchMetrics } from './actors/dispatch-metrics.ts';
+import { createJobActor } from './actors/job/index.ts';
+import { createRelayActor } from './actors/relay/index.ts';
+import { createTenantActor } from './actors/tenant/index.ts';
+import { createWebhookActor } from './actors/webhook/index.ts';
 import { createAutomations, declareAutomationCollections } from './automations/index.ts';
 import type { Config } from './config.ts';
 import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
@@ -19,7 +23,13 @@ import { createMessaging } from './messages/index.ts';
 import { messagingCollections } from './messages/message-store.ts';
 import { MessageRollups } from './messages/message-rollups.ts';
 import { createRelays, relayCollections, RelayLink } from './relays/index.ts';
-import { createBroadcast, createRateLimiter, createTransport, type Transport } from './runtime/index.ts';
+import {
+  createBroadcast,
+  createRateLimiter,
+  createRedisConnection,
+  createTransport,
+  type Transport,
+} from './runtime/index.ts';
 import { createStore, type Store } from './store/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
@@ -61,7 +71,9 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     },
     log,
   );
-  const runtime = createTransport(config, log);
+  // On Redis the transport and the event stream share one command connection: one socket and one auto-pipeline per process.
+  const redis = createRedisConnection(config);
+  const runtime = createTransport(config, log, redis);
   // Collections declare their indexes before init creates them.
   const identityDb = identityCollections(store);
   const db = { ...messagingCollections(store), ...relayCollections(store), ...jobCollections(store) };
@@ -69,7 +81,11 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
   const eventLog = createEventLog(store, config.eventRetentionDays);
-  const events = createEventStream(runtime, store, config.runtime, config.eventClaimIdleMs);
+  const events = createEventStream(store, {
+    redis: redis && { connection: redis.client, key: redis.keys.events, replicaWaitMs: redis.replicaWaitMs },
+    dedupeTtlMs: config.runtime.dedupeTtlMs,
+    claimIdleMs: config.eventClaimIdleMs,
+  });
   const relays = createRelays(store);
   await store.init();
 
@@ -116,24 +132,49 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     events,
     cursors,
   });
-  const actors = createActors({
-    config,
-    log,
+  // Every role registers every actor type: senders need each type's shards and schemas.
+  const jobActor = createJobActor({
     db,
-    webhookDb,
-    automationDb,
-    runtime,
     events,
-    outbox,
-    rollups,
-    link,
-    attempts: webhooks.attempts,
-    actions: automations.actions,
-    closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+    runtime,
+    log: log.child({ component: 'jobs' }),
+    trackMs: config.jobTrackMs,
   });
+  const webhookActor = createWebhookActor({
+    attempts: webhooks.attempts,
+    db: webhookDb,
+    runtime,
+    config: config.webhook,
+    log: log.child({ component: 'webhooks' }),
+  });
+  const actors = [
+    createTenantActor({
+      config,
+      db,
+      outbox,
+      rollups,
+      closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+    }),
+    createRelayActor({
+      db,
+      outbox,
+      rollups,
+      link,
+      sendTimeoutMs: config.messageSendTimeoutMs,
+      heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs,
+    }),
+    jobActor.definition,
+    webhookActor.definition,
+    createAutomationActor({
+      db: automationDb,
+      actions: automations.actions,
+      webhook: config.webhook,
+      log: log.child({ component: 'automations' }),
+    }),
+  ];
 
-  await runtime.start(actors.definitions, { consume: opts.consume });
-  if (opts.consume) await actors.recoverTimers();
+  await runtime.start(actors, { consume: opts.consume });
+  if (opts.consume) await jobActor.recoverTimers();
   if (opts.consume) exposeDispatchMetrics(runtime);
   exposeRuntimeStats(() => runtime.stats());
   const consumers: EventConsumer[] = [];
@@ -189,7 +230,9 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       await Promise.all(consumers.map((c) => c.stop()));
       // Let actors finish and acknowledge before closing the store they write to.
       await runtime.stop();
-      await actors.close();
+      await redis?.client.quit().catch(() => undefined);
+      // The runtime hands the webhook actors no more messages: the deliveries still running are let go.
+      await webhookActor.stop();
       await rollups.settled();
       webhooks.close();
       automations.close();

@@ -1,4 +1,4 @@
-import { RedisTransport, type RuntimeConfig, type Transport } from '../runtime/index.ts';
+import type { ScriptedRedis } from '../runtime/scripts.ts';
 import type { Store } from '../store/collection.ts';
 import { cursorKeysCollection, EventCursors } from './event-cursor.ts';
 import { EventLog, eventLogCollection } from './event-log.ts';
@@ -7,21 +7,26 @@ import { eventRoutes } from './events.routes.ts';
 import { RedisEventStream } from './redis-event-stream.ts';
 import { StoreEventStream } from './store-event-stream.ts';
 
+export interface EventStreamOptions {
+  /** On Redis: the process's command connection, the stream's key, and how long an append waits for a replica (on a cluster; 0 = it does not). */
+  redis?: { connection: ScriptedRedis; key: string; replicaWaitMs: number } | undefined;
+  /** How long an event id appended `once` is remembered (Redis). */
+  dedupeTtlMs: number;
+  /** How long an entry a consumer read and never acknowledged waits before another consumer of its group takes it (Redis). */
+  claimIdleMs?: number | undefined;
+}
+
 /** The durable event stream: a Redis stream beside the actors, or documents in the embedded store. */
-export function createEventStream(
-  runtime: Transport,
-  store: Store,
-  config: RuntimeConfig,
-  claimIdleMs?: number,
-): EventStream {
-  if (runtime instanceof RedisTransport)
+export function createEventStream(store: Store, opts: EventStreamOptions): EventStream {
+  const { redis } = opts;
+  if (redis)
     return new RedisEventStream(
-      runtime.connection,
-      runtime.keys.events,
-      config.dedupeTtlMs,
+      redis.connection,
+      redis.key,
+      opts.dedupeTtlMs,
       undefined,
-      claimIdleMs,
-      runtime.replicaWaitMs,
+      opts.claimIdleMs,
+      redis.replicaWaitMs,
     );
   return new StoreEventStream(store);
 }

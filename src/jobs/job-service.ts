@@ -17,7 +17,7 @@ import type { jobProtocol } from '../actors/job/protocol.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
 import { countJob } from './job-counts.ts';
-import { stopUnsent } from './job-release.ts';
+import { stopUnsent } from './job-stop.ts';
 import { maxScheduleAheadDays, type AcceptedJob, type BulkBody } from './job-schemas.ts';
 import { jobIndexScope, publicJob, zeroCounts, type JobCollections, type JobDoc } from './job-store.ts';
 import { chunks } from '../chunks.ts';

@@ -3,12 +3,14 @@ import { LocalBroadcast, RedisBroadcast, type Broadcast } from './broadcast.ts';
 import { LocalTransport } from './local-transport.ts';
 import { LocalRateLimiter, RedisRateLimiter, type RateLimiter } from './rate-limiter.ts';
 import { redisClient, type ClusterSeed, type RedisTarget } from './redis-client.ts';
+import { redisConnection, type RedisConnection } from './redis-connection.ts';
 import { RedisTransport } from './redis-transport.ts';
 import type { RuntimeConfig, Transport } from './types.ts';
 
 export type { RuntimeConfig, Transport } from './types.ts';
 export { RedisTransport } from './redis-transport.ts';
 export { parseClusterNodes, type ClusterSeed, type RedisTarget } from './redis-client.ts';
+export type { RedisConnection } from './redis-connection.ts';
 
 /** Where the runtime runs: a Redis Cluster when `redisClusterNodes` is set, one Redis when `redisUrl` is, otherwise this process. */
 export interface RuntimeOptions {
@@ -26,11 +28,26 @@ export function redisTarget(config: Pick<RuntimeOptions, 'redisUrl' | 'redisClus
 export type { RateLimiter } from './rate-limiter.ts';
 export type { Broadcast } from './broadcast.ts';
 
-/** Redis Streams when REDIS_URL or REDIS_CLUSTER_NODES is set, otherwise everything in this process. */
-export function createTransport(config: RuntimeOptions, log: Logger): Transport {
-  const runtimeLog = log.child({ component: 'runtime' });
+/**
+ * The process's one command connection to Redis when REDIS_URL or
+ * REDIS_CLUSTER_NODES is set (shared by the transport and the event stream),
+ * otherwise none. Its maker closes it once both have stopped.
+ */
+export function createRedisConnection(
+  config: Pick<RuntimeOptions, 'redisUrl' | 'redisClusterNodes' | 'runtime'>,
+): RedisConnection | undefined {
   const target = redisTarget(config);
-  if (target) return new RedisTransport(target, config.runtime, config.nodeId, runtimeLog);
+  return target ? redisConnection(target, config.runtime) : undefined;
+}
+
+/** Redis Streams over the process's Redis connection when there is one, otherwise everything in this process. */
+export function createTransport(
+  config: Pick<RuntimeOptions, 'nodeId' | 'runtime'>,
+  log: Logger,
+  redis: RedisConnection | undefined,
+): Transport {
+  const runtimeLog = log.child({ component: 'runtime' });
+  if (redis) return new RedisTransport(redis, config.runtime, config.nodeId, runtimeLog);
   return new LocalTransport(config.runtime, runtimeLog);
 }
 

@@ -11,9 +11,10 @@ import { newEnvelope, readEnvelope } from './envelope.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
-import { RedisKeys, type ShardKeys } from './redis-keys.ts';
+import type { RedisKeys, ShardKeys } from './redis-keys.ts';
+import { redisConnection, type RedisConnection } from './redis-connection.ts';
 import { writeReplicated } from './replicated-write.ts';
-import { withScripts, type ScriptedRedis } from './scripts.ts';
+import type { ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
 import type {
   ActorDefinition,
@@ -81,6 +82,7 @@ export class RedisTransport implements Transport {
   private sub: RedisClient | undefined;
   private readonly target: RedisTarget;
   readonly keys: RedisKeys;
+  private readonly ownsConnection: boolean;
   private host: ActorHost | undefined;
   private readonly serial = new Mailboxes<StreamDelivery>(
     (items) => this.handle(items),
@@ -103,23 +105,23 @@ export class RedisTransport implements Transport {
 
   private readonly ownedShardsGauge = ownedShards();
 
-  /** `target` is a REDIS_URL or a cluster's seed nodes. */
+  /**
+   * `target` is a REDIS_URL, a cluster's seed nodes (the transport then makes
+   * and closes its own command connection), or the process's shared
+   * connection (its maker closes it).
+   */
   constructor(
-    target: RedisTarget | string,
+    target: RedisTarget | string | RedisConnection,
     private readonly config: RuntimeConfig,
     readonly nodeId: string,
     private readonly log: Logger,
   ) {
-    this.target = typeof target === 'string' ? { url: target } : target;
-    this.keys = new RedisKeys(config.keyPrefix, !('url' in this.target));
-    this.cmd = withScripts(
-      redisClient(this.target, { maxRetriesPerRequest: 3, lazyConnect: true, enableAutoPipelining: true }),
-    );
-  }
-
-  /** How long a write waits for a replica to confirm it: on a cluster only (0 = it does not wait). */
-  get replicaWaitMs(): number {
-    return this.keys.cluster ? this.config.replicaWaitMs : 0;
+    const shared = typeof target === 'object' && 'client' in target;
+    const connection = shared ? target : redisConnection(target, config);
+    this.ownsConnection = !shared;
+    this.target = connection.target;
+    this.keys = connection.keys;
+    this.cmd = connection.client;
   }
 
   private streamOf(type: string, shard: number): string {
@@ -279,7 +281,7 @@ export class RedisTransport implements Transport {
     }
   }
 
-  /** The Redis connection for the other Redis-backed parts of a process (event stream); a cluster client on a cluster. */
+  /** The command connection it sends with (a cluster client on a cluster). */
   get connection(): ScriptedRedis {
     return this.cmd;
   }
@@ -674,7 +676,7 @@ export class RedisTransport implements Transport {
     this.host?.states.stop();
     this.reader?.disconnect();
     this.sub?.disconnect();
-    await this.cmd.quit().catch(() => undefined);
+    if (this.ownsConnection) await this.cmd.quit().catch(() => undefined);
   }
 
   private requireHost(): ActorHost {

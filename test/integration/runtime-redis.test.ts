@@ -5,6 +5,7 @@ import type { RuntimeConfig } from '../../src/runtime/types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ActorDefinition } from '../../src/runtime/types.ts';
 import { createLogger } from '../../src/log.ts';
+import { redisConnection } from '../../src/runtime/redis-connection.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { fileServiceUrl, serviceUrl } from '../support/services.ts';
 import { cleaningUp, counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
@@ -99,6 +100,23 @@ describe('redis transport: durability and shard ownership', () => {
     assert.equal((await owners())['w-a'], undefined, 'leases released on stop');
     await waitFor(async () => (await owners())['w-b'] === 8, 5_000, 'the survivor takes every shard');
     await b.stop();
+  });
+
+  test('a transport on the shared connection leaves it open when it stops; one on its own closes it', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig();
+    t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
+    const shared = redisConnection(redisUrl, cfg);
+    t.after(() => shared.client.quit());
+    const onShared = new RedisTransport(shared, cfg, 'w-shared', log);
+    await onShared.start(counting([]), { consume: false });
+    assert.equal(onShared.connection, shared.client, 'it sends on the connection it was given');
+    await onShared.stop();
+    assert.equal(await shared.client.ping(), 'PONG', 'the shared connection outlives the transport');
+    const onItsOwn = make(cfg, 'w-own');
+    await onItsOwn.start(counting([]), { consume: false });
+    await onItsOwn.stop();
+    await waitFor(() => onItsOwn.connection.status === 'end', 2_000, 'its own connection closed with it');
   });
 
   test('entries a dead worker read but never acknowledged are handled by the next owner', async (t) => {

@@ -7,8 +7,8 @@ import { jobProtocol } from './protocol.ts';
 import { tenantProtocol } from '../tenant/protocol.ts';
 import type { ActorClient, ActorContext } from '../../runtime/actor.ts';
 import { countJob } from '../../jobs/job-counts.ts';
-import { releaseToSendQueue } from '../../jobs/job-release.ts';
-import { stopUnsent } from '../../jobs/job-release.ts';
+import { releaseToSendQueue } from './job-release.ts';
+import { stopUnsent } from '../../jobs/job-stop.ts';
 import { jobIndexScope, type JobCollections, type JobDoc } from '../../jobs/job-store.ts';
 
 type Deps = {

@@ -1,0 +1,51 @@
+import { domainEvent, messageEventData, type EventStream } from '../../events/event-stream.ts';
+import { jobEventId } from '../../jobs/job-stop.ts';
+import type { Logger } from '../../log.ts';
+import type { MessageDoc } from '../../messages/message-store.ts';
+import type { ActorContext } from '../../runtime/actor.ts';
+import { queueItemOf, tenantProtocol } from '../tenant/protocol.ts';
+
+/** message.queued events are appended this many at a time, so one append never holds a whole 10,000-message job. */
+const eventChunk = 1_000;
+
+/**
+ * Puts a job's stored, queued messages on their organization's send queue
+ * (one actor message for the whole job) and announces them. As for single
+ * sends, a failure here leaves them stored as queued, where the tenant's
+ * sweep finds them. A redelivered start appends the events again under the
+ * same ids, which the stream keeps once.
+ */
+export async function releaseToSendQueue(
+  deps: { events: EventStream; log: Logger },
+  ctx: ActorContext,
+  orgId: string,
+  jobId: string,
+  docs: MessageDoc[],
+): Promise<void> {
+  if (docs.length === 0) return;
+  const enqueue = {
+    kind: 'enqueue' as const,
+    items: docs.map((d) => queueItemOf(d, 'taken')),
+  };
+  try {
+    await ctx.send(tenantProtocol, orgId, enqueue);
+  } catch (err) {
+    deps.log.warn(
+      { err, jobId, messages: docs.length },
+      'could not notify the send queue; the sweep will pick the job up',
+    );
+  }
+  try {
+    for (let i = 0; i < docs.length; i += eventChunk) {
+      const chunk = docs.slice(i, i + eventChunk);
+      await deps.events.append(
+        chunk.map((d) =>
+          domainEvent('message.queued', d, messageEventData(d), jobEventId(jobId, 'message.queued', d.id)),
+        ),
+        { once: true },
+      );
+    }
+  } catch (err) {
+    deps.log.error({ err, jobId }, 'could not append message.queued events of a job');
+  }
+}

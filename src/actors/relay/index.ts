@@ -1,0 +1,29 @@
+import type { Outbox } from '../../events/outbox.ts';
+import type { MessageRollups } from '../../messages/message-rollups.ts';
+import type { MessagingCollections } from '../../messages/message-store.ts';
+import type { RelayLink } from '../../relays/relay-link.ts';
+import type { RelayCollections } from '../../relays/relay-store.ts';
+import type { ActorDefinition } from '../../runtime/types.ts';
+import { InboundRecorder } from './inbound-recorder.ts';
+import { relayActor } from './relay.actor.ts';
+import { RelaySends } from './relay-sends.ts';
+import { RelaySessions } from './relay-sessions.ts';
+
+/** The relay actor: its sessions, its sends in flight and its inbound recorder, over the stores and ports they use. */
+export function createRelayActor(deps: {
+  db: MessagingCollections & RelayCollections;
+  /** Status changes written with their events (shared with the send path). */
+  outbox: Outbox;
+  /** Message statistics, counted with the inbound messages (shared with the send path). */
+  rollups: MessageRollups;
+  /** Frames to the frontend that holds a relay's socket. */
+  link: RelayLink;
+  sendTimeoutMs: number;
+  heartbeatTimeoutMs: number;
+}): ActorDefinition {
+  const { db, outbox, rollups, link } = deps;
+  const sends = new RelaySends({ db, link, sendTimeoutMs: deps.sendTimeoutMs });
+  const sessions = new RelaySessions({ db, outbox, sends, heartbeatTimeoutMs: deps.heartbeatTimeoutMs });
+  const inbound = new InboundRecorder({ db, outbox, rollups, link });
+  return relayActor(sessions, sends, inbound);
+}
