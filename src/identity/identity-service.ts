@@ -4,7 +4,8 @@ import { isId, newId, nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import type { Broadcast } from '../runtime/broadcast.ts';
 import type { RateLimiter } from '../runtime/rate-limiter.ts';
-import { platformScope, type Scope } from '../store/collection.ts';
+import { platformScope } from '../store/collection.ts';
+import { CredentialLookups, orgScope, type Caller } from './credential-lookups.ts';
 import type { IdentityCollections, OrganizationDoc, TeamDoc, UserDoc } from './identity-store.ts';
 import type { AccessTokens } from './jwt.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
@@ -16,27 +17,10 @@ export type IdentitySettings = Pick<
   'refreshTokenTtlMs' | 'credentialCacheMs' | 'loginFailuresPerMinute'
 >;
 
-/** Who a credential belongs to, before the request's team is chosen. */
-export type Caller = Omit<Principal, 'teamId'>;
-
-interface CachedLookup<T> {
-  value: T;
-  expiresAt: number;
-}
-
 const unauthorized = (message = 'missing or invalid credentials') => new AppError('unauthorized', message);
-const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
-/** The broadcast channel on which every process hears of a revoked API key (by its hash). */
-export const apiKeyRevokedChannel = 'api-key-revoked';
-/** The broadcast channel on which every process hears of a member whose role changed or who was removed. */
-export const memberChangedChannel = 'member-changed';
 
 export class IdentityService {
-  private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
-  private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
-  private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
-  /** A signed-in member's current role, by `<orgId>/<userId>`; undefined once removed. */
-  private readonly memberCache = new Map<string, CachedLookup<Promise<Role | undefined>>>();
+  private readonly lookups: CredentialLookups;
 
   constructor(
     private readonly db: IdentityCollections,
@@ -44,19 +28,14 @@ export class IdentityService {
     private readonly limiter: RateLimiter,
     private readonly settings: IdentitySettings,
     private readonly log: Logger,
-    private readonly broadcast?: Broadcast,
-  ) {}
+    broadcast?: Broadcast,
+  ) {
+    this.lookups = new CredentialLookups(db, settings.credentialCacheMs, broadcast);
+  }
 
   /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
-  async listenForRevocations(): Promise<void> {
-    await this.broadcast?.subscribe(apiKeyRevokedChannel, (payload) => {
-      const hash = (payload as { hash?: unknown }).hash;
-      if (typeof hash === 'string') this.apiKeyCache.delete(hash);
-    });
-    await this.broadcast?.subscribe(memberChangedChannel, (payload) => {
-      const member = (payload as { member?: unknown }).member;
-      if (typeof member === 'string') this.memberCache.delete(member);
-    });
+  listenForRevocations(): Promise<void> {
+    return this.lookups.listenForRevocations();
   }
 
   async signup(input: { organizationName: string; email: string; password: string }) {
@@ -154,21 +133,21 @@ export class IdentityService {
     if (!match) throw unauthorized();
     const credential = match[1]!;
     if (credential.startsWith(apiKeyPrefix)) {
-      const caller = await this.callerForApiKey(credential);
+      const caller = await this.lookups.callerForApiKey(credential);
       if (!caller) throw unauthorized();
       return caller;
     }
     const claims = await this.tokens.verify(credential);
     if (!claims || !isRole(claims.role)) throw unauthorized();
     // The member's role as it is now: a changed role applies at once, a removed member's token no longer works.
-    const role = await this.memberRole(claims.org, claims.sub);
+    const role = await this.lookups.memberRole(claims.org, claims.sub);
     if (!role) throw unauthorized();
     return { orgId: claims.org, role, userId: claims.sub };
   }
 
   /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team. */
   async resolveTeam(caller: Caller, teamHeader: string | undefined): Promise<Principal> {
-    const org = await this.organization(caller.orgId);
+    const org = await this.lookups.organization(caller.orgId);
     if (!org) throw unauthorized();
     if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
     // Present but empty or not exactly an id (extra bytes, other characters) is the client's error, never the default team.
@@ -176,17 +155,17 @@ export class IdentityService {
       throw new AppError('bad_request', 'X-Team-Id is not a team id', {
         details: [{ path: '/X-Team-Id', message: 'is not a team id' }],
       });
-    if (!(await this.teamExists(caller.orgId, teamHeader))) throw new AppError('not_found', 'team not found');
+    if (!(await this.lookups.teamExists(caller.orgId, teamHeader))) throw new AppError('not_found', 'team not found');
     return { ...caller, teamId: teamHeader };
   }
 
   async rateLimitOf(orgId: string): Promise<{ perMinute: number; burst: number } | undefined> {
-    return (await this.organization(orgId))?.rateLimit;
+    return (await this.lookups.organization(orgId))?.rateLimit;
   }
 
   async me(principal: Principal) {
     const scope = orgScope(principal.orgId);
-    const org = await this.organization(principal.orgId);
+    const org = await this.lookups.organization(principal.orgId);
     const user = principal.userId ? await this.db.users.findOne(scope, { id: principal.userId }) : null;
     const teams = await this.db.teams.find(scope, {}, { sort: { createdAt: 1 }, limit: 1000 });
     return {
@@ -249,8 +228,7 @@ export class IdentityService {
     );
     if (!key) throw new AppError('not_found', 'api key not found');
     await this.db.apiKeyIndex.deleteOne(platformScope, { id: key.hash });
-    this.apiKeyCache.delete(key.hash);
-    await this.broadcast?.publish(apiKeyRevokedChannel, { hash: key.hash });
+    await this.lookups.forgetApiKey(key.hash);
   }
 
   async createMember(principal: Principal, input: { email: string; password: string; role: Role }) {
@@ -297,7 +275,7 @@ export class IdentityService {
       { $set: { role, updatedAt: nowIso() } },
     );
     if (!changed) throw new AppError('conflict', 'the member changed meanwhile; read it again');
-    await this.forgetMember(principal.orgId, userId);
+    await this.lookups.forgetMember(principal.orgId, userId);
     return publicUser(changed);
   }
 
@@ -314,7 +292,7 @@ export class IdentityService {
       { userId, revokedAt: { $exists: false } },
       { $set: { revokedAt: nowIso() } },
     );
-    await this.forgetMember(principal.orgId, userId);
+    await this.lookups.forgetMember(principal.orgId, userId);
   }
 
   /** The member of the caller's organization it may manage: not one above its own role. */
@@ -330,20 +308,6 @@ export class IdentityService {
     if ((await this.db.users.count(orgScope(orgId), { role: 'owner' })) <= 1) {
       throw new AppError('conflict', 'the organization must keep an owner: make another member owner first');
     }
-  }
-
-  private async forgetMember(orgId: string, userId: string): Promise<void> {
-    const member = `${orgId}/${userId}`;
-    this.memberCache.delete(member);
-    await this.broadcast?.publish(memberChangedChannel, { member });
-  }
-
-  private memberRole(orgId: string, userId: string): Promise<Role | undefined> {
-    return this.cached(
-      this.memberCache,
-      `${orgId}/${userId}`,
-      async () => (await this.db.users.findOne(orgScope(orgId), { id: userId }))?.role,
-    );
   }
 
   async createTeam(principal: Principal, input: { name: string }) {
@@ -390,49 +354,6 @@ export class IdentityService {
       { familyId, revokedAt: { $exists: false } },
       { $set: { revokedAt: nowIso() } },
     );
-  }
-
-  private async callerForApiKey(raw: string): Promise<Caller | undefined> {
-    const hash = sha256(raw);
-    return this.cached(this.apiKeyCache, hash, async () => {
-      const entry = await this.db.apiKeyIndex.findOne(platformScope, { id: hash });
-      if (!entry) return undefined;
-      const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), {
-        id: entry.keyId,
-        revokedAt: { $exists: false },
-      });
-      return key ? { orgId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
-    });
-  }
-
-  private organization(orgId: string): Promise<OrganizationDoc | undefined> {
-    return this.cached(
-      this.orgCache,
-      orgId,
-      async () => (await this.db.organizations.findOne(orgScope(orgId), { id: orgId })) ?? undefined,
-    );
-  }
-
-  private teamExists(orgId: string, teamId: string): Promise<boolean> {
-    return this.cached(
-      this.teamCache,
-      `${orgId}/${teamId}`,
-      async () => (await this.db.teams.findOne(orgScope(orgId), { id: teamId })) !== null,
-    );
-  }
-
-  /** One load per key at a time: requests arriving while it loads share it (no stampede when an entry expires). */
-  private cached<T>(cache: Map<string, CachedLookup<Promise<T>>>, key: string, load: () => Promise<T>): Promise<T> {
-    const now = Date.now();
-    const hit = cache.get(key);
-    if (hit && hit.expiresAt > now) return hit.value;
-    const value = load();
-    if (cache.size >= 50_000) cache.clear();
-    cache.set(key, { value, expiresAt: now + this.settings.credentialCacheMs });
-    value.catch(() => {
-      if (cache.get(key)?.value === value) cache.delete(key);
-    });
-    return value;
   }
 }
 

@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { Gauge, register } from 'prom-client';
 import type { RuntimeConfig } from './types.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -16,6 +15,7 @@ import { redisConnection, type RedisConnection } from './redis-connection.ts';
 import { writeReplicated } from './replicated-write.ts';
 import type { ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
+import { ShardLeases, type LeasedShard } from './shard-leases.ts';
 import type {
   ActorDefinition,
   ActorMessage,
@@ -29,21 +29,13 @@ import type {
 
 const group = 'workers';
 
-interface Shard {
-  type: string;
-  index: number;
-  stream: string;
+interface Shard extends LeasedShard {
   timers: string;
-  lease: string;
   keys: ShardKeys;
   /** On a cluster: how long the shard's reads have come back empty, and when to read it next. */
   idle: { ms: number; until: number };
   /** Pending entries of the previous owner have been queued; new entries may be read now. */
   ready: boolean;
-  draining: boolean;
-  inFlight: number;
-  /** Aborted when the shard leaves this worker (lease lost or released, or a stop): what its keys' handlers get as `ctx.owned`. */
-  ownership: AbortController;
 }
 
 type StreamEntry = [id: string, fields: string[]];
@@ -56,20 +48,12 @@ interface StreamDelivery {
   previousDeliveries: number;
 }
 
-/** Registered by the first Redis transport made: a process on the in-process transport has no shards and exports none (an alert on "no shard owned" must not fire there). */
-const ownedShards = () =>
-  (register.getSingleMetric('relaybox_runtime_owned_shards') as Gauge | undefined) ??
-  new Gauge({
-    name: 'relaybox_runtime_owned_shards',
-    help: 'Shards this worker holds the lease of',
-  });
-
 /** The longest pause between two reads of idle shards on a cluster (where shards cannot share one blocking read). */
 const clusterIdlePollMs = 25;
 
 /**
  * Actors on Redis Streams: one stream per actor type and shard, one consumer
- * group, one worker per shard at a time through a lease. Delivery is
+ * group, one worker per shard at a time through a lease (`shard-leases.ts`). Delivery is
  * at-least-once; see docs/architecture.md, "Delivery guarantees". On a Redis
  * Cluster (docs/operations.md, "Redis Cluster") each shard's keys share one
  * hash slot, addressed messages go over sharded pub/sub, and a send resolves
@@ -88,7 +72,9 @@ export class RedisTransport implements Transport {
     (items) => this.handle(items),
     (a, b) => a.shard === b.shard && this.requireHost().together(a.env, b.env),
   );
-  private readonly owned = new Map<string, Shard>();
+  private readonly leases: ShardLeases<Shard>;
+  /** The shards this worker holds the lease of, by stream: the leases' own map, changed by them only. */
+  private readonly owned: ReadonlyMap<string, Shard>;
   private readonly inFlightIds = new Set<string>();
   private readonly asks = new Map<
     string,
@@ -100,10 +86,7 @@ export class RedisTransport implements Transport {
   private readLoopDone: Promise<void> = Promise.resolve();
   private consuming = false;
   private stopping = false;
-  private rebalancing = false;
   private nodeHandler: ((payload: unknown) => void) | undefined;
-
-  private readonly ownedShardsGauge = ownedShards();
 
   /**
    * `target` is a REDIS_URL, a cluster's seed nodes (the transport then makes
@@ -122,14 +105,18 @@ export class RedisTransport implements Transport {
     this.target = connection.target;
     this.keys = connection.keys;
     this.cmd = connection.client;
+    this.leases = new ShardLeases(this.cmd, this.keys, nodeId, config, log, {
+      shards: () => this.allShards(),
+      stopping: () => this.stopping,
+      open: (leased, keys) => ({ ...leased, timers: keys.timers, keys, idle: { ms: 0, until: 0 }, ready: false }),
+      taken: (shard) => this.taken(shard),
+      dropped: (shard) => this.dropStates(shard),
+    });
+    this.owned = this.leases.owned;
   }
 
   private streamOf(type: string, shard: number): string {
     return this.keys.shard(type, shard).stream;
-  }
-
-  private get membersKey(): string {
-    return this.keys.members;
   }
 
   private get replyChannel(): string {
@@ -156,10 +143,10 @@ export class RedisTransport implements Transport {
       this.reader = redisClient(this.target, { maxRetriesPerRequest: null, lazyConnect: true });
       await this.reader.connect();
     }
-    await this.heartbeat();
-    await this.rebalance();
-    this.every(this.config.leaseRenewMs, () => this.renewLeases());
-    this.every(this.config.rebalanceMs, () => this.rebalance());
+    await this.leases.heartbeat();
+    await this.leases.rebalance();
+    this.every(this.config.leaseRenewMs, () => this.leases.renew());
+    this.every(this.config.rebalanceMs, () => this.leases.rebalance());
     this.every(this.config.timerPollMs, () => this.moveDueTimers());
     this.readLoopDone = this.keys.cluster ? this.pollLoop() : this.readLoop();
   }
@@ -308,85 +295,18 @@ export class RedisTransport implements Transport {
     return host.types.flatMap((type) => Array.from({ length: host.shardsOf(type) }, (_, index) => ({ type, index })));
   }
 
-  private async heartbeat(): Promise<void> {
-    const now = Date.now();
-    await this.cmd
-      .multi()
-      .zadd(this.membersKey, now + this.config.leaseTtlMs, this.nodeId)
-      .zremrangebyscore(this.membersKey, '-inf', now)
-      .exec();
-  }
-
-  private async renewLeases(): Promise<void> {
-    await this.heartbeat();
-    for (const shard of [...this.owned.values()]) {
-      const renewed = await this.cmd.leaseRenew(shard.lease, this.nodeId, this.config.leaseTtlMs);
-      if (renewed === 0 && this.owned.get(shard.stream) === shard) {
-        // Another worker may own it now: stop reading it; what is in flight finishes and is acknowledged (at-least-once).
-        this.owned.delete(shard.stream);
-        shard.ownership.abort();
-        this.dropStates(shard);
-        this.log.warn({ stream: shard.stream }, 'shard lease lost');
-      }
-    }
-    this.ownedShardsGauge.set(this.owned.size);
-  }
-
-  /** Takes free shards up to this worker's fair share and gives back what is above it. */
-  private async rebalance(): Promise<void> {
-    if (this.rebalancing || this.stopping) return;
-    this.rebalancing = true;
-    try {
-      const shards = this.allShards();
-      const live = Math.max(1, await this.cmd.zcount(this.membersKey, Date.now(), '+inf'));
-      const share = Math.ceil(shards.length / live);
-      if (this.owned.size > share) {
-        const extra = [...this.owned.values()].slice(0, this.owned.size - share);
-        await Promise.all(extra.map((s) => this.release(s)));
-        return;
-      }
-      const free = shards
-        .filter((s) => !this.owned.has(this.streamOf(s.type, s.index)))
-        .sort(() => Math.random() - 0.5);
-      for (const candidate of free) {
-        if (this.owned.size >= share || this.stopping) break;
-        await this.tryAcquire(candidate.type, candidate.index);
-      }
-    } finally {
-      this.rebalancing = false;
-      this.ownedShardsGauge.set(this.owned.size);
-    }
-  }
-
-  private async tryAcquire(type: string, index: number): Promise<void> {
-    const keys = this.keys.shard(type, index);
-    const { stream, lease } = keys;
-    const got = await this.cmd.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
-    if (got !== 'OK') return;
-    const shard: Shard = {
-      type,
-      index,
-      stream,
-      timers: keys.timers,
-      lease,
-      keys,
-      idle: { ms: 0, until: 0 },
-      ready: false,
-      draining: false,
-      inFlight: 0,
-      ownership: new AbortController(),
-    };
-    this.owned.set(stream, shard);
+  /** A shard whose lease was just taken: read once the previous owner's pending entries are queued. */
+  private async taken(shard: Shard): Promise<void> {
     // Whatever this worker held of these keys dates from before another worker may have run them.
     this.dropStates(shard);
     try {
-      await this.cmd.xgroup('CREATE', stream, group, '0', 'MKSTREAM');
+      await this.cmd.xgroup('CREATE', shard.stream, group, '0', 'MKSTREAM');
     } catch (err) {
       if (!String(err).includes('BUSYGROUP')) throw err;
     }
     await this.takeOverPending(shard);
     shard.ready = true;
-    this.log.debug({ stream }, 'shard acquired');
+    this.log.debug({ stream: shard.stream }, 'shard acquired');
   }
 
   /**
@@ -423,18 +343,6 @@ export class RedisTransport implements Transport {
     for (const [id, , , count] of pending) deliveries.set(id, count);
     this.log.info({ stream: shard.stream, entries: claimed.length }, 'took over pending entries');
     for (const [id, fields] of claimed) this.handleEntry(shard, id, fields, Math.max(0, (deliveries.get(id) ?? 1) - 1));
-  }
-
-  private async release(shard: Shard): Promise<void> {
-    shard.draining = true;
-    const deadline = Date.now() + this.config.shutdownGraceMs;
-    while (shard.inFlight > 0 && Date.now() < deadline) await sleep(10);
-    this.owned.delete(shard.stream);
-    // Before the lease goes: nothing this worker still holds for the shard's keys starts once another worker may own them.
-    shard.ownership.abort();
-    this.dropStates(shard);
-    await this.cmd.leaseRelease(shard.lease, this.nodeId);
-    this.log.debug({ stream: shard.stream }, 'shard released');
   }
 
   /** The activated states of a shard's keys go when the shard leaves this worker (or comes back to it). */
@@ -660,13 +568,7 @@ export class RedisTransport implements Transport {
       // Leave time to release leases inside the overall shutdown budget.
       const budget = Math.max(1_000, this.config.shutdownGraceMs - 2_000);
       await Promise.race([this.serial.idle(), sleep(budget)]);
-      for (const s of this.owned.values()) s.ownership.abort();
-      await Promise.all(
-        [...this.owned.values()].map((s) => this.cmd.leaseRelease(s.lease, this.nodeId).catch(() => 0)),
-      );
-      this.owned.clear();
-      await this.cmd.zrem(this.membersKey, this.nodeId).catch(() => 0);
-      this.ownedShardsGauge.set(0);
+      await this.leases.leave();
     }
     for (const [, waiting] of this.asks) {
       clearTimeout(waiting.timer);

@@ -1,0 +1,115 @@
+import type { Broadcast } from '../runtime/broadcast.ts';
+import type { Principal, Role } from '../roles.ts';
+import { platformScope, type Scope } from '../store/collection.ts';
+import type { IdentityCollections, OrganizationDoc } from './identity-store.ts';
+import { sha256 } from './secrets.ts';
+
+/** Who a credential belongs to, before the request's team is chosen. */
+export type Caller = Omit<Principal, 'teamId'>;
+
+interface CachedLookup<T> {
+  value: T;
+  expiresAt: number;
+}
+
+export const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+/** The broadcast channel on which every process hears of a revoked API key (by its hash). */
+export const apiKeyRevokedChannel = 'api-key-revoked';
+/** The broadcast channel on which every process hears of a member whose role changed or who was removed. */
+export const memberChangedChannel = 'member-changed';
+
+/**
+ * What every authenticated request reads, kept for `cacheMs`: the caller of
+ * an API key, an organization, whether a team exists, a member's role. A
+ * revoked key or a changed member is dropped on every process at once
+ * (broadcast); the expiry is the fallback.
+ */
+export class CredentialLookups {
+  private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
+  private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
+  private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
+  /** A signed-in member's current role, by `<orgId>/<userId>`; undefined once removed. */
+  private readonly memberCache = new Map<string, CachedLookup<Promise<Role | undefined>>>();
+
+  constructor(
+    private readonly db: IdentityCollections,
+    private readonly cacheMs: number,
+    private readonly broadcast?: Broadcast,
+  ) {}
+
+  /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
+  async listenForRevocations(): Promise<void> {
+    await this.broadcast?.subscribe(apiKeyRevokedChannel, (payload) => {
+      const hash = (payload as { hash?: unknown }).hash;
+      if (typeof hash === 'string') this.apiKeyCache.delete(hash);
+    });
+    await this.broadcast?.subscribe(memberChangedChannel, (payload) => {
+      const member = (payload as { member?: unknown }).member;
+      if (typeof member === 'string') this.memberCache.delete(member);
+    });
+  }
+
+  /** A revoked key (by its hash) is forgotten here and on every process. */
+  async forgetApiKey(hash: string): Promise<void> {
+    this.apiKeyCache.delete(hash);
+    await this.broadcast?.publish(apiKeyRevokedChannel, { hash });
+  }
+
+  /** A changed or removed member is forgotten here and on every process. */
+  async forgetMember(orgId: string, userId: string): Promise<void> {
+    const member = `${orgId}/${userId}`;
+    this.memberCache.delete(member);
+    await this.broadcast?.publish(memberChangedChannel, { member });
+  }
+
+  memberRole(orgId: string, userId: string): Promise<Role | undefined> {
+    return this.cached(
+      this.memberCache,
+      `${orgId}/${userId}`,
+      async () => (await this.db.users.findOne(orgScope(orgId), { id: userId }))?.role,
+    );
+  }
+
+  callerForApiKey(raw: string): Promise<Caller | undefined> {
+    const hash = sha256(raw);
+    return this.cached(this.apiKeyCache, hash, async () => {
+      const entry = await this.db.apiKeyIndex.findOne(platformScope, { id: hash });
+      if (!entry) return undefined;
+      const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), {
+        id: entry.keyId,
+        revokedAt: { $exists: false },
+      });
+      return key ? { orgId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
+    });
+  }
+
+  organization(orgId: string): Promise<OrganizationDoc | undefined> {
+    return this.cached(
+      this.orgCache,
+      orgId,
+      async () => (await this.db.organizations.findOne(orgScope(orgId), { id: orgId })) ?? undefined,
+    );
+  }
+
+  teamExists(orgId: string, teamId: string): Promise<boolean> {
+    return this.cached(
+      this.teamCache,
+      `${orgId}/${teamId}`,
+      async () => (await this.db.teams.findOne(orgScope(orgId), { id: teamId })) !== null,
+    );
+  }
+
+  /** One load per key at a time: requests arriving while it loads share it (no stampede when an entry expires). */
+  private cached<T>(cache: Map<string, CachedLookup<Promise<T>>>, key: string, load: () => Promise<T>): Promise<T> {
+    const now = Date.now();
+    const hit = cache.get(key);
+    if (hit && hit.expiresAt > now) return hit.value;
+    const value = load();
+    if (cache.size >= 50_000) cache.clear();
+    cache.set(key, { value, expiresAt: now + this.cacheMs });
+    value.catch(() => {
+      if (cache.get(key)?.value === value) cache.delete(key);
+    });
+    return value;
+  }
+}

@@ -1,0 +1,353 @@
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Db, type Document } from 'mongodb';
+import {
+  afterKeys,
+  idList,
+  scanPageSize,
+  scopedDoc,
+  scopedFilter,
+  totalOrder,
+  type BulkWriteResult,
+  type Collection,
+  type Doc,
+  type Filter,
+  type FindOptions,
+  type ScanOptions,
+  type Scope,
+  type Update,
+  type WriteOp,
+} from './collection.ts';
+import {
+  duplicateKeyAnswer,
+  fromMongo,
+  isDuplicateKey,
+  toMongoDoc,
+  toMongoFilter,
+  translateError,
+} from './mongo-documents.ts';
+import { countedCommand, type StoreOperation } from './operation-count.ts';
+import { applyUpdate, compareBySort, equalityFields, getPath } from './query.ts';
+import { withTransientRetry } from './transient-errors.ts';
+
+const cursorNotFound = 43;
+
+/** More ids than this in one `id: {$in}` are left to the server's own `$in`. */
+const idLookupLimit = 200;
+
+/** Single-id reads of one id list in flight at once: few, so one list never holds many of the server's connections. */
+const idReadsInFlight = 4;
+
+/** What a MongoDB wire server does unlike MongoDB, learnt at connect time (FerretDB 1.x says so in `buildInfo`). */
+export interface ServerQuirks {
+  /** An `_id: {$in}` filter reads the whole collection. */
+  scansIdLists: boolean;
+  /**
+   * A write command holds a backend connection per statement until it ends,
+   * so a few concurrent many-statement commands take every connection and
+   * wait for more, for good; an upsert that conflicts loses a connection too.
+   */
+  writesOneStatementEach: boolean;
+}
+
+/** One collection on a MongoDB wire server: every call one command (or a few on FerretDB 1.x, see `ServerQuirks`). */
+export class MongoCollection<T extends Doc> implements Collection<T> {
+  constructor(
+    readonly name: string,
+    private readonly db: Db,
+    private readonly server: ServerQuirks,
+  ) {}
+
+  private get col() {
+    return this.db.collection(this.name);
+  }
+
+  /** Every driver call goes through here: one call is one command, one round trip (a retry is another). */
+  private sent<R>(operation: StoreOperation, command: () => Promise<R>): Promise<R> {
+    return countedCommand(this.name, operation, command);
+  }
+
+  /** Every operation goes through here: a duplicate key is a 409, a transient failure retried where safe or a 503. */
+  private async guard<R>(work: () => Promise<R>, idempotent = false): Promise<R> {
+    try {
+      return await withTransientRetry(this.name, idempotent, work);
+    } catch (err) {
+      throw translateError(err, this.name);
+    }
+  }
+
+  insertOne(scope: Scope, doc: T): Promise<void> {
+    return this.guard(async () => {
+      await this.sent('insertOne', () => this.col.insertOne(toMongoDoc(scopedDoc(scope, doc))));
+    });
+  }
+
+  insertMany(scope: Scope, docs: T[]): Promise<void> {
+    if (docs.length === 0) return Promise.resolve();
+    return this.guard(async () => {
+      await this.sent('insertMany', () =>
+        this.col.insertMany(
+          docs.map((d) => toMongoDoc(scopedDoc(scope, d))),
+          { ordered: true },
+        ),
+      );
+    });
+  }
+
+  findOne(scope: Scope, filter: Filter): Promise<T | null> {
+    return this.guard(
+      async () =>
+        fromMongo<T>(await this.sent('findOne', () => this.col.findOne(toMongoFilter(scopedFilter(scope, filter))))),
+      true,
+    );
+  }
+
+  /**
+   * FerretDB 1.x answers an id list (`id: {$in: [...]}`) with a read of the
+   * whole collection but an `_id` equality with a filter in its database, so
+   * there a list of up to `idLookupLimit` ids is read, updated and deleted one
+   * id at a time (a few reads side by side, writes one after another, as one
+   * multi-document write would run). MongoDB answers `$in` from the index.
+   */
+  private oneByOne(scoped: Filter): string[] | undefined {
+    if (!this.server.scansIdLists) return undefined;
+    const ids = idList(scoped.id);
+    return ids && ids.length <= idLookupLimit ? ids : undefined;
+  }
+
+  find(scope: Scope, filter: Filter, opts: FindOptions = {}): Promise<T[]> {
+    const scoped = scopedFilter(scope, filter);
+    const ids = this.oneByOne(scoped);
+    if (ids) return this.findByIds(scoped, ids, opts);
+    return this.guard(async () => {
+      let cursor = this.col.find(toMongoFilter(scoped));
+      if (opts.sort) cursor = cursor.sort(toMongoFilter(opts.sort) as Record<string, 1 | -1>);
+      if (opts.skip) cursor = cursor.skip(opts.skip);
+      if (opts.limit) cursor = cursor.limit(opts.limit);
+      return (await this.sent('find', () => cursor.toArray())).map((d) => fromMongo<T>(d)!);
+    }, true);
+  }
+
+  /** A read by id list as single-id reads, a few at a time, then sorted and cut as the server would. */
+  private findByIds(scoped: Filter, ids: string[], opts: FindOptions): Promise<T[]> {
+    return this.guard(async () => {
+      const docs: T[] = [];
+      for (let i = 0; i < ids.length; i += idReadsInFlight) {
+        const found = await Promise.all(
+          ids
+            .slice(i, i + idReadsInFlight)
+            .map((id) => this.sent('find', () => this.col.findOne(toMongoFilter({ ...scoped, id })))),
+        );
+        for (const d of found) if (d) docs.push(fromMongo<T>(d)!);
+      }
+      if (opts.sort) docs.sort(compareBySort(opts.sort));
+      const from = opts.skip ?? 0;
+      return docs.slice(from, opts.limit ? from + opts.limit : undefined);
+    }, true);
+  }
+
+  count(scope: Scope, filter: Filter): Promise<number> {
+    return this.guard(
+      () => this.sent('count', () => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter)))),
+      true,
+    );
+  }
+
+  /**
+   * One server cursor walks the sort order (an index's, when one covers it),
+   * fetching a page per round trip. If the server drops the cursor (idle too
+   * long behind a slow reader), the scan goes on with a fresh one from after
+   * the last document it gave out.
+   */
+  async *scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncGenerator<T[]> {
+    const sort = totalOrder(opts.sort);
+    const pageSize = opts.pageSize ?? scanPageSize;
+    const scoped = scopedFilter(scope, filter);
+    let last: T | undefined;
+    for (;;) {
+      const query = last
+        ? {
+            $and: [
+              scoped,
+              afterKeys(
+                sort,
+                Object.keys(sort).map((key) => getPath(last, key)),
+              ),
+            ],
+          }
+        : scoped;
+      const cursor = this.col
+        .find(toMongoFilter(query))
+        .sort(toMongoFilter(sort) as Record<string, 1 | -1>)
+        .batchSize(pageSize);
+      const readPage = async (): Promise<T[]> => {
+        const page: T[] = [];
+        while (page.length < pageSize) {
+          const raw = await cursor.next();
+          if (!raw) break;
+          page.push(fromMongo<T>(raw)!);
+        }
+        return page;
+      };
+      try {
+        for (;;) {
+          const page = await this.guard(() => this.sent('scan_page', readPage), true);
+          if (page.length === 0) return;
+          last = page[page.length - 1];
+          yield page;
+          if (page.length < pageSize) return;
+        }
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== cursorNotFound) throw err;
+      } finally {
+        await cursor.close();
+      }
+    }
+  }
+
+  updateOne(scope: Scope, filter: Filter, update: Update, opts: { upsert?: boolean } = {}): Promise<T | null> {
+    return this.guard(async () => {
+      const doc = await this.sent('updateOne', () =>
+        this.col.findOneAndUpdate(toMongoFilter(scopedFilter(scope, filter)), update as Document, {
+          returnDocument: 'after',
+          upsert: opts.upsert ?? false,
+        }),
+      );
+      return fromMongo<T>(doc);
+    });
+  }
+
+  updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
+    const scoped = scopedFilter(scope, filter);
+    const ids = this.oneByOne(scoped);
+    if (ids)
+      return this.eachId(
+        ids,
+        async (id) =>
+          (
+            await this.sent('updateMany', () =>
+              this.col.updateOne(toMongoFilter({ ...scoped, id }), update as Document),
+            )
+          ).modifiedCount,
+      );
+    return this.guard(
+      async () =>
+        (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document)))
+          .modifiedCount,
+    );
+  }
+
+  /** An id list's write on FerretDB 1.x: one single-id command per id (each finds its document by `_id`), a few side by side. */
+  private eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
+    return this.guard(async () => {
+      let written = 0;
+      for (let i = 0; i < ids.length; i += idReadsInFlight) {
+        for (const n of await Promise.all(ids.slice(i, i + idReadsInFlight).map(write))) written += n;
+      }
+      return written;
+    });
+  }
+
+  deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
+    return this.guard(
+      async () =>
+        (await this.sent('deleteOne', () => this.col.deleteOne(toMongoFilter(scopedFilter(scope, filter)))))
+          .deletedCount === 1,
+    );
+  }
+
+  deleteMany(scope: Scope, filter: Filter): Promise<number> {
+    const scoped = scopedFilter(scope, filter);
+    const ids = this.oneByOne(scoped);
+    if (ids)
+      return this.eachId(
+        ids,
+        async (id) =>
+          (await this.sent('deleteMany', () => this.col.deleteOne(toMongoFilter({ ...scoped, id })))).deletedCount,
+      );
+    return this.guard(
+      async () => (await this.sent('deleteMany', () => this.col.deleteMany(toMongoFilter(scoped)))).deletedCount,
+    );
+  }
+
+  /**
+   * MongoDB's unordered bulkWrite: one command per kind of operation in the
+   * batch (an update command, a delete command), each one round trip however
+   * many statements it carries. A unique-key refusal (an upsert that lost a
+   * race) is reported by index; the other statements stand.
+   */
+  bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
+    if (this.server.writesOneStatementEach) return this.guard(() => this.statementEach(scope, ops));
+    if (ops.length === 0) return Promise.resolve({ matched: 0, upserted: 0, deleted: 0, conflicts: [] });
+    const mongoOps: AnyBulkWriteOperation[] = ops.map((op) =>
+      'deleteOne' in op
+        ? { deleteOne: { filter: toMongoFilter(scopedFilter(scope, op.deleteOne.filter)) } }
+        : {
+            updateOne: {
+              filter: toMongoFilter(scopedFilter(scope, op.updateOne.filter)),
+              update: op.updateOne.update as Document,
+              upsert: op.updateOne.upsert ?? false,
+            },
+          },
+    );
+    return this.guard(async () => {
+      try {
+        const r = await this.sent('bulkWrite', () => this.col.bulkWrite(mongoOps, { ordered: false }));
+        return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts: [] };
+      } catch (err) {
+        if (!(err instanceof MongoBulkWriteError)) throw err;
+        const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+        const conflicts = errors.filter((e) => duplicateKeyAnswer(e.code, e.errmsg)).map((e) => e.index);
+        if (conflicts.length !== errors.length) throw err;
+        const r = err.result;
+        return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts };
+      }
+    });
+  }
+
+  /**
+   * A bulk write on FerretDB 1.x, which holds a PostgreSQL connection per
+   * statement of a write command until the command ends (three concurrent
+   * 30-statement updates take a 90-connection pool and then wait for good)
+   * and loses one for every upsert that conflicts. So each operation is its
+   * own single-statement command, a few side by side, and an upsert is never
+   * sent: an update, and when it matches nothing an insert of the document the
+   * upsert would have made, and when that conflicts (another writer inserted
+   * it first) the update again. One round trip per operation, as separate
+   * writes were; MongoDB never takes this path.
+   */
+  private async statementEach(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
+    const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
+    const one = async (op: WriteOp, i: number): Promise<void> => {
+      if ('deleteOne' in op) {
+        total.deleted += (
+          await this.sent('bulkWrite', () =>
+            this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))),
+          )
+        ).deletedCount;
+        return;
+      }
+      const filter = toMongoFilter(scopedFilter(scope, op.updateOne.filter));
+      const update = op.updateOne.update as Document;
+      const updated = async () =>
+        (await this.sent('bulkWrite', () => this.col.updateOne(filter, update))).matchedCount === 1;
+      if (await updated()) {
+        total.matched++;
+        return;
+      }
+      if (!op.updateOne.upsert) return;
+      const doc = scopedDoc(scope, equalityFields(op.updateOne.filter) as Doc);
+      applyUpdate(doc, op.updateOne.update, true);
+      try {
+        await this.sent('bulkWrite', () => this.col.insertOne(toMongoDoc(doc)));
+        total.upserted++;
+      } catch (err) {
+        if (!isDuplicateKey(err)) throw err;
+        if (await updated()) total.matched++;
+        else total.conflicts.push(i);
+      }
+    };
+    for (let i = 0; i < ops.length; i += idReadsInFlight)
+      await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => one(op, i + j)));
+    total.conflicts.sort((a, b) => a - b);
+    return total;
+  }
+}
