@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, mock, test } from 'node:test';
 import { setImmediate as turn } from 'node:timers/promises';
+import { RetryableError } from '../../src/errors.ts';
 import { createLogger } from '../../src/log.ts';
 import { defineActor, defineProtocol } from '../../src/runtime/actor.ts';
 import { maxTimerDelayMs, timerAfter, timerAt } from '../../src/runtime/due-timer.ts';
@@ -89,6 +90,37 @@ test('the in-process transport delivers a message sent 30, 60 and 90 days ahead 
       ],
     );
     assert.equal((await rt.stats())[0]!.timers, 0);
+  } finally {
+    await rt.stop();
+  }
+});
+
+test('a handler that asks to be retried 30 days later is not handled again before then', async () => {
+  const protocol = defineProtocol('retried', { ping: {} });
+  const at: number[] = [];
+  const rt = new LocalTransport(testRuntimeConfig({ maxDeliveries: 2 }), createLogger('silent'));
+  await rt.start([
+    defineActor(protocol, {
+      handlers: {
+        async ping() {
+          at.push(Date.now());
+          if (at.length === 1) throw new RetryableError('not yet', { retryAfterMs: 30 * day });
+        },
+      },
+    }),
+  ]);
+  try {
+    await rt.send('retried', 'k', { kind: 'ping' });
+    for (let elapsed = 0; elapsed < 31 * day; elapsed += day / 4) {
+      await turn();
+      await turn();
+      mock.timers.tick(day / 4);
+    }
+    await turn();
+    assert.deepEqual(
+      at.map((t) => t - start),
+      [0, 30 * day],
+    );
   } finally {
     await rt.stop();
   }
