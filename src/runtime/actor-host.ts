@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { timerAfter } from './due-timer.ts';
 import { Counter, Gauge, Histogram, register } from 'prom-client';
 import { AppError, failurePolicy } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -144,7 +144,7 @@ export class ActorHost {
         );
         if (delivery >= this.opts.maxDeliveries) return this.failed(env, error, delivery, answer, true);
         handled.inc({ type: env.type, outcome: 'retried' });
-        await sleep(policy.afterMs ?? this.opts.redeliveryDelayMs);
+        await new Promise((again) => timerAfter(policy.afterMs ?? this.opts.redeliveryDelayMs, () => again(undefined)));
       }
     }
   }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { redisClient, type RedisClient, type RedisTarget } from './redis-client.ts';
 import type { Logger } from '../log.ts';
+import { timerAfter } from './due-timer.ts';
 
 export type BroadcastHandler = (payload: unknown) => void | Promise<void>;
 
@@ -105,7 +106,7 @@ export class RedisBroadcast implements Broadcast {
     const confirmed = new Promise<void>((resolve) => (confirm = resolve));
     const wait = { confirmed: 0, expected: Number.POSITIVE_INFINITY, done: confirm };
     this.waiting.set(envelope.id, wait);
-    const timer = setTimeout(confirm, this.confirmTimeoutMs);
+    const timer = timerAfter(this.confirmTimeoutMs, confirm);
     try {
       wait.expected = await this.send(this.channelKey(channel), JSON.stringify(envelope));
       if (wait.confirmed >= wait.expected) confirm();
@@ -117,7 +118,7 @@ export class RedisBroadcast implements Broadcast {
         );
       return wait.confirmed;
     } finally {
-      clearTimeout(timer);
+      timer.cancel();
       this.waiting.delete(envelope.id);
     }
   }

@@ -6,6 +6,7 @@ import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
 import { Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
 import { newEnvelope } from './envelope.ts';
+import { timerAfter, type DueTimer } from './due-timer.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import type {
   ActorDefinition,
@@ -38,7 +39,7 @@ export class LocalTransport implements Transport {
     (a, b) => this.requireHost().together(a.env, b.env),
   );
   /** Timers not yet due, with the actor type each is for. */
-  private readonly timers = new Map<NodeJS.Timeout, string>();
+  private readonly timers = new Map<DueTimer, string>();
   private readonly dead = new Map<string, DeadLetter[]>();
   private readonly pending = new Map<string, number>();
   private stopping = false;
@@ -82,10 +83,10 @@ export class LocalTransport implements Transport {
     const env = this.envelope(type, key, msg, opts.onceId, opts.trace);
     if (opts.onceId && !this.sentOnce.add(opts.onceId)) return env.id;
     if (opts.delayMs && opts.delayMs > 0) {
-      const timer = setTimeout(() => {
+      const timer = timerAfter(opts.delayMs, () => {
         this.timers.delete(timer);
         this.dispatch(env);
-      }, opts.delayMs);
+      });
       this.timers.set(timer, type);
     } else {
       this.dispatch(env);
@@ -97,9 +98,9 @@ export class LocalTransport implements Transport {
     const env = this.envelope(type, key, msg);
     env.replyTo = { node: this.nodeId, askId: env.id };
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(askTimeout(type, timeoutMs)), timeoutMs);
+      const timer = timerAfter(timeoutMs, () => reject(askTimeout(type, timeoutMs)));
       this.dispatch(env, (outcome) => {
-        clearTimeout(timer);
+        timer.cancel();
         if (outcome.ok) resolve(outcome.value as T);
         else reject(askError(type, outcome.error, outcome.answer));
       });
@@ -132,7 +133,7 @@ export class LocalTransport implements Transport {
   async stop(): Promise<void> {
     this.stopping = true;
     this.ownership.abort();
-    for (const timer of this.timers.keys()) clearTimeout(timer);
+    for (const timer of this.timers.keys()) timer.cancel();
     this.timers.clear();
     await this.serial.idle();
     this.host?.states.stop();

@@ -7,6 +7,7 @@ import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
 import { Mailboxes } from './mailboxes.ts';
 import { askError, askTimeout } from './local-transport.ts';
 import { newEnvelope, readEnvelope } from './envelope.ts';
+import { timerAfter, type DueTimer } from './due-timer.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
@@ -76,10 +77,7 @@ export class RedisTransport implements Transport {
   /** The shards this worker holds the lease of, by stream: the leases' own map, changed by them only. */
   private readonly owned: ReadonlyMap<string, Shard>;
   private readonly inFlightIds = new Set<string>();
-  private readonly asks = new Map<
-    string,
-    { resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout }
-  >();
+  private readonly asks = new Map<string, { resolve(v: unknown): void; reject(e: unknown): void; timer: DueTimer }>();
   private readonly loops: NodeJS.Timeout[] = [];
   /** Background rounds (lease renewal, rebalance, due timers) under way: a stop waits for them before it closes the connections. */
   private readonly rounds = new Set<Promise<void>>();
@@ -188,13 +186,13 @@ export class RedisTransport implements Transport {
     const askId = randomUUID();
     env.replyTo = { node: this.nodeId, askId };
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const timer = timerAfter(timeoutMs, () => {
         this.asks.delete(askId);
         reject(askTimeout(type, timeoutMs));
-      }, timeoutMs);
+      });
       this.asks.set(askId, { resolve: resolve as (v: unknown) => void, reject, timer });
       this.enqueue(env).catch((err) => {
-        clearTimeout(timer);
+        timer.cancel();
         this.asks.delete(askId);
         reject(err);
       });
@@ -283,7 +281,7 @@ export class RedisTransport implements Transport {
     const waiting = this.asks.get(reply.askId);
     if (!waiting) return; // timed out already
     this.asks.delete(reply.askId);
-    clearTimeout(waiting.timer);
+    waiting.timer.cancel();
     if (reply.ok) waiting.resolve(reply.value);
     else waiting.reject(askError('actor', reply.error ?? 'failed', reply.answer));
   }
@@ -571,7 +569,7 @@ export class RedisTransport implements Transport {
       await this.leases.leave();
     }
     for (const [, waiting] of this.asks) {
-      clearTimeout(waiting.timer);
+      waiting.timer.cancel();
       waiting.reject(new AppError('service_unavailable', 'runtime is shutting down'));
     }
     this.asks.clear();

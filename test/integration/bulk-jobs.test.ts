@@ -289,6 +289,29 @@ eachBackend((backend) => {
       );
     });
 
+    test('a job scheduled 33 days ahead, past what one Node timer holds, stays scheduled and sends nothing', async () => {
+      const org = await signup(t);
+      const relay = relayFor(org, 10);
+      await relay.connect();
+      const at = new Date(Date.now() + 33 * 24 * 3600 * 1000).toISOString();
+      const created = await bulk(org, { messages: entries(3), scheduledAt: at });
+      assert.equal(created.status, 201);
+      assert.equal(created.body.status, 'scheduled');
+      const jobId = created.body.jobId;
+      // Several of the tenant's sweeps (300 ms here) and of the timer polls later.
+      await sleep(2_000);
+      const later = await detail(org, jobId);
+      assert.equal(later.status, 'scheduled', await storedJob(org, jobId));
+      assert.equal(later.startedAt, null);
+      assert.equal(relay.sends.length, 0, 'nothing sent');
+      const held = await t.app.store.collection<MessageDoc>('messages').find({ tenantId: org.orgId }, { jobId });
+      assert.deepEqual(
+        held.map((m) => [m.status, m.nextAttemptAt]),
+        [0, 1, 2].map(() => ['queued', at]),
+        'each message is held until scheduledAt',
+      );
+    });
+
     test('cancel: a scheduled job sends nothing; a running job stops what no relay has; a completed job is 409', async () => {
       const org = await signup(t);
       const relay = relayFor(org, 3);

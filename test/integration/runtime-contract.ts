@@ -261,6 +261,19 @@ export function runtimeContract(name: string, make: MakeTransport): void {
       assert.equal(seen.fired.get(id), 1, 'fired exactly once');
     });
 
+    test('a timer 33 days ahead, past what one Node timer holds, is not delivered early (sent plainly, or once by id)', async () => {
+      const delayMs = 33 * 24 * 3600 * 1000;
+      const timersBefore = (await rt.stats()).find((s) => s.type === 'counter')!.timers;
+      const plain = await rt.send('counter', 'far', { kind: 'tick' }, { delayMs });
+      const once = await rt.send('counter', 'far', { kind: 'tick' }, { delayMs, onceId: `far-${Math.random()}` });
+      // Many polls of the due timers (every 20 ms here), and far past the 1 ms an overflowing setTimeout waits.
+      await sleep(600);
+      assert.equal(seen.fired.get(plain) ?? 0, 0, 'a plain send is not delivered early');
+      assert.equal(seen.fired.get(once) ?? 0, 0, 'a send once by id is not delivered early');
+      const timers = (await rt.stats()).find((s) => s.type === 'counter')!.timers;
+      assert.equal(timers - timersBefore, 2, 'both are still waiting');
+    });
+
     test('a message that keeps failing goes to the dead letters after maxDeliveries', async () => {
       const before = seen.failures;
       const id = await rt.send('counter', 'doomed', { kind: 'explode' });

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import type { RuntimeConfig } from '../../src/runtime/types.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ActorDefinition } from '../../src/runtime/types.ts';
@@ -52,6 +52,14 @@ describe('redis transport: durability and shard ownership', () => {
     }),
   ];
 
+  /** A connection to read the test's keys, which are deleted after it. */
+  const ownKeys = (t: TestContext, cfg: RuntimeConfig) => {
+    t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
+    const redis = new Redis(redisUrl!);
+    t.after(() => redis.disconnect());
+    return redis;
+  };
+
   test('a timer set before a worker restart fires once after it', async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
     const cfg = testRuntimeConfig();
@@ -70,12 +78,43 @@ describe('redis transport: durability and shard ownership', () => {
     assert.deepEqual(seen, [id]);
   });
 
+  test("a delayed send keeps its due time (epoch ms) as its score in the shard's timer set: 33 days ahead it waits there, and it is delivered once the clock reaches it", async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 1 });
+    const redis = ownKeys(t, cfg);
+    const seen: string[] = [];
+    const rt = make(cfg, 'w-far');
+    await rt.start(counting(seen), { consume: true });
+    t.after(() => rt.stop());
+    const delayMs = 33 * 24 * 3600 * 1000;
+    const sentFrom = Date.now();
+    // A plain send is a ZADD; one sent once by id (what a handler's timers are) goes through the enqueue-once script.
+    const plain = await rt.send('counter', 'far', { kind: 'tick' }, { delayMs });
+    const once = await rt.send('counter', 'far', { kind: 'tick' }, { delayMs, onceId: `far-${Math.random()}` });
+    const sentTo = Date.now();
+    const timers = rt.keys.shard('counter', 0).timers;
+    const stored = await redis.zrange(timers, '0', '-1', 'WITHSCORES');
+    const dueAt = new Map<string, number>();
+    for (let i = 0; i < stored.length; i += 2) dueAt.set(JSON.parse(stored[i]!).id, Number(stored[i + 1]));
+    for (const id of [plain, once]) {
+      const at = dueAt.get(id)!;
+      assert.ok(at >= sentFrom + delayMs && at <= sentTo + delayMs, `${id} due ${at - sentFrom} ms after the send`);
+    }
+    // Many polls of the due timers (every 20 ms here): neither moves to the stream before its score.
+    await sleep(600);
+    assert.deepEqual(seen, []);
+    assert.equal(await redis.zcard(timers), 2);
+    for (const member of await redis.zrange(timers, '0', '-1'))
+      await redis.zadd(timers, 'XX', String(Date.now()), member);
+    await waitFor(() => seen.length === 2, 5_000, 'both delivered once due');
+    assert.deepEqual(seen.sort(), [plain, once].sort());
+    assert.equal(await redis.zcard(timers), 0);
+  });
+
   test('two workers split the shards; graceful stop hands them over at once', async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
     const cfg = testRuntimeConfig({ defaultShards: 8 });
-    t.after(() => deletePrefix(redisUrl!, cfg.keyPrefix));
-    const redis = new Redis(redisUrl);
-    t.after(() => redis.disconnect());
+    const redis = ownKeys(t, cfg);
     const owners = async () => {
       const values = await Promise.all(
         Array.from({ length: 8 }, (_, i) => redis.get(`${cfg.keyPrefix}:lease:counter:${i}`)),
