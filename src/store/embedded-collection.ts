@@ -21,6 +21,7 @@ import {
 import { applyUpdate, equalityFields, getPath, matches } from './query.ts';
 import { CountCache, countKey, type CountCacheOptions, type KeptCount } from './count-cache.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
+import { jsonWork } from './store-work.ts';
 import {
   after,
   keyColumn,
@@ -106,6 +107,7 @@ function inScope(scope: Scope, doc: Doc): boolean {
  * earlier version of this store did: Buffer encodes them natively.
  */
 export function encode(doc: Doc): Uint8Array {
+  jsonWork.encodes++;
   return Buffer.from(JSON.stringify(doc));
 }
 
@@ -115,6 +117,7 @@ function fromColumn<V>(value: V | ArrayBuffer): V | Buffer {
 }
 
 function decode<T>(stored: ArrayBuffer | Uint8Array | string): T {
+  jsonWork.parses++;
   if (typeof stored === 'string') return JSON.parse(stored) as T;
   return JSON.parse(
     stored instanceof ArrayBuffer
