@@ -1,17 +1,28 @@
 /**
- * One run, one table: Relaybox beside the reference peer (../shared/peer:
- * Fastify + BullMQ `queue.add`, what a Node team would build first), on the
- * embedded default and on Redis + MongoDB wire. It reports, it does not assert.
+ * One run, one table: Relaybox beside the floor (../shared/perf/limit: uWS,
+ * parse, E.164 check, a native SQLite insert of message and event, group
+ * commit: what is left of a send without auth, queue or features) and the
+ * reference peer (../shared/peer: Fastify + BullMQ `queue.add`, what a Node
+ * team would build first), on the embedded default and on Redis + MongoDB
+ * wire. It reports, it does not assert.
  *
  *   npm run bench
  *   BENCH_PARTS=send BENCH_SECONDS=5 npm run bench
+ *   BENCH_BASELINE=<commit> npm run bench   # the send part of an earlier commit too, in the same run
  *
  * Parts (BENCH_PARTS, all by default):
  * - send: accepted POST /api/v1/messages under wrk (BENCH_CONNECTIONS 64,
  *   BENCH_SECONDS 10 after BENCH_WARMUP_SECONDS 3) for the peer and each
- *   backend: sends/s, p99, the service's CPU µs per accepted send, and store
- *   round trips per accepted send (relaybox_store_operations_total on
- *   /metrics, before and after the measured window).
+ *   backend: sends/s, p99, the service's CPU µs per accepted send, its share
+ *   of the floor's sends/s, store round trips per accepted send
+ *   (relaybox_store_operations_total on /metrics, before and after the
+ *   measured window) and the embedded store's budget counters per accepted
+ *   send (statements, rows, index entries, document bytes stored:
+ *   docs/performance-budget.md). The floor and the peer run in the same part;
+ *   either is skipped with the reason when its directory is absent.
+ * - BENCH_BASELINE=<commit>: that commit checked out in a temporary git
+ *   worktree (npm ci there), its embedded service measured by the same send
+ *   part as one more column, the worktree removed at the end.
  * - bulk: a 10,000-recipient job accepted (p50 of BENCH_ACCEPT_SAMPLES, 5),
  *   then a job of BENCH_DRAIN_MESSAGES (10,000) drained to simulated relays:
  *   messages/s handed out, the time from its 201 to `completed`, store round
@@ -25,9 +36,7 @@
  * Redis on 127.0.0.1:6379 (its own setting) and `wrk` on the PATH.
  */
 import { randomUUID } from 'node:crypto';
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
-import { spawnSync } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -45,6 +54,8 @@ import {
   startService,
   type Running,
 } from './send-path-processes.ts';
+import { baselineCheckout, installedCopy, sharedDirectory, type Checkout } from './reference-checkouts.ts';
+import { storeCommands, storeWork, type StoreWork } from './send-path-metrics.ts';
 import { measureWebhooks } from './webhooks.ts';
 import { sendScript, wrk } from './wrk.ts';
 
@@ -62,7 +73,9 @@ const mongoUrl = process.env.MONGODB_URL || 'mongodb://127.0.0.1:27017';
 // The in-process parts (bulk.ts, webhooks.ts) take them from the environment, each run naming its own database.
 process.env.REDIS_URL = redisUrl;
 process.env.MONGODB_URL = mongoUrl;
-const peerSource = resolve(process.env.BENCH_PEER_DIR || join(here, '..', 'shared', 'peer'));
+const peerSource = process.env.BENCH_PEER_DIR ? resolve(process.env.BENCH_PEER_DIR) : sharedDirectory('peer');
+const floorSource = process.env.BENCH_FLOOR_DIR ? resolve(process.env.BENCH_FLOOR_DIR) : sharedDirectory('perf/limit');
+const baselineCommit = process.env.BENCH_BASELINE || undefined;
 const peerRedis = 'redis://127.0.0.1:6379';
 /** The limiter runs but never refuses: the bench measures the send path, not the limit. */
 const generousRateLimit = {
@@ -73,14 +86,23 @@ const generousRateLimit = {
   PACING_NEW_CONTACTS_PER_DAY: '1000000',
 };
 
-type Target = 'peer' | Backend;
-const targets: Target[] = ['peer', 'embedded', 'redis+mongo'];
+type Target = 'floor' | 'peer' | Backend | 'baseline';
+const targets: Target[] = [
+  'floor',
+  'peer',
+  'embedded',
+  'redis+mongo',
+  ...(baselineCommit ? ['baseline' as const] : []),
+];
+let baseline: Checkout | undefined;
 
 interface Figures {
   sendsPerSecond?: number;
   p99Ms?: number;
   cpuUsPerSend?: number;
   storePerSend?: number;
+  /** The embedded store's budget counters per accepted send. */
+  workPerSend?: StoreWork;
   acceptMs?: number;
   drainPerSecond?: number;
   completedMs?: number;
@@ -108,17 +130,11 @@ function reachable(url: string, defaultPort: number): Promise<boolean> {
   });
 }
 
-/** The sum of relaybox_store_operations_total in a Prometheus exposition. */
-function storeCommands(exposition: string): number {
-  let sum = 0;
-  for (const m of exposition.matchAll(/^relaybox_store_operations_total\{[^}]*\}\s+(\S+)$/gm)) sum += Number(m[1]);
-  return sum;
-}
-
-async function scrapeStoreCommands(base: string): Promise<number> {
+async function scrape(base: string): Promise<{ commands: number; work: StoreWork | undefined }> {
   const res = await fetch(`${base}/metrics`);
   if (!res.ok) throw new Error(`GET /metrics answered ${res.status}`);
-  return storeCommands(await res.text());
+  const text = await res.text();
+  return { commands: storeCommands(text), work: storeWork(text) };
 }
 
 /**
@@ -133,51 +149,57 @@ async function measureSends(
   metricsBase?: string,
 ): Promise<void> {
   wrk(url, script, warmupSeconds, connections);
-  const storeBefore = metricsBase ? await scrapeStoreCommands(metricsBase) : undefined;
+  const storeBefore = metricsBase ? await scrape(metricsBase) : undefined;
   const cpuBefore = cpuSeconds(pid);
   const out = wrk(url, script, seconds, connections);
   const cpuAfter = cpuSeconds(pid);
-  const storeAfter = metricsBase ? await scrapeStoreCommands(metricsBase) : undefined;
+  const storeAfter = metricsBase ? await scrape(metricsBase) : undefined;
   const f = figures.get(target)!;
   f.sendsPerSecond = out.sendsPerSecond;
   f.p99Ms = out.p99Ms;
   if (cpuBefore !== undefined && cpuAfter !== undefined && out.accepted > 0)
     f.cpuUsPerSend = ((cpuAfter - cpuBefore) * 1e6) / out.accepted;
-  if (storeBefore !== undefined && storeAfter !== undefined && out.accepted > 0)
-    f.storePerSend = (storeAfter - storeBefore) / out.accepted;
+  if (storeBefore !== undefined && storeAfter !== undefined && out.accepted > 0) {
+    f.storePerSend = (storeAfter.commands - storeBefore.commands) / out.accepted;
+    const [a, b] = [storeAfter.work, storeBefore.work];
+    if (a && b)
+      f.workPerSend = {
+        statements: (a.statements - b.statements) / out.accepted,
+        rows: (a.rows - b.rows) / out.accepted,
+        indexEntries: (a.indexEntries - b.indexEntries) / out.accepted,
+        storedBytes: (a.storedBytes - b.storedBytes) / out.accepted,
+      };
+  }
   if (out.non2xx || out.socketErrors)
     note(target, `${out.non2xx} non-2xx answers, ${out.socketErrors} socket errors while measured`);
   console.log(`# ${target}: ${Math.round(out.sendsPerSecond)} sends/s, p99 ${out.p99Ms.toFixed(1)} ms`);
 }
 
-/**
- * The peer's directory with its dependencies installed: ../shared/peer itself
- * when they are there, else a copy under .tmp/peer (ignored by git), since
- * shared/ is reference material the bench does not write into.
- */
-async function peerDirectory(): Promise<string> {
-  if (existsSync(join(peerSource, 'node_modules'))) return peerSource;
-  const dir = join(here, '.tmp', 'peer');
-  await mkdir(dir, { recursive: true });
-  const lockFile = join(dir, 'package-lock.json');
-  const installed =
-    existsSync(join(dir, 'node_modules')) && existsSync(lockFile) ? await readFile(lockFile, 'utf8') : undefined;
-  for (const file of ['package.json', 'package-lock.json', 'server.mjs', 'post.lua'])
-    await copyFile(join(peerSource, file), join(dir, file));
-  if (installed !== (await readFile(lockFile, 'utf8'))) {
-    console.log(`# peer: npm ci in ${dir}`);
-    const ci = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: dir, stdio: 'inherit' });
-    if (ci.status !== 0) throw new Error(`npm ci in ${dir} exited with ${ci.status}`);
+const referenceFiles = ['package.json', 'package-lock.json', 'server.mjs', 'post.lua'];
+
+/** The floor: what accepting a message durably costs at least, on one core (../shared/perf/README.md). */
+async function sendFloor(): Promise<void> {
+  if (!floorSource) return note('floor', 'skipped: no ../shared/perf/limit beside the repository (or BENCH_FLOOR_DIR)');
+  let floor: Running | undefined;
+  try {
+    const dir = await installedCopy(floorSource, 'floor', referenceFiles);
+    const port = await freePort();
+    floor = await startNodeProgram('server.mjs', dir, { PORT: String(port) }, /^limit listening/);
+    await measureSends('floor', `http://127.0.0.1:${port}/api/v1/messages`, join(dir, 'post.lua'), floor.pids[0]!);
+  } catch (err) {
+    note('floor', `failed: ${(err as Error).message.split('\n')[0]}`);
+  } finally {
+    await floor?.stop();
   }
-  return dir;
 }
 
 async function sendPeer(): Promise<void> {
+  if (!peerSource) return note('peer', 'skipped: no ../shared/peer beside the repository (or BENCH_PEER_DIR)');
   if (!(await reachable(peerRedis, 6379)))
     return note('peer', `skipped: no Redis at ${peerRedis}, which the peer uses`);
   let peer: Running | undefined;
   try {
-    const dir = await peerDirectory();
+    const dir = await installedCopy(peerSource, 'peer', referenceFiles);
     const port = await freePort();
     peer = await startNodeProgram('server.mjs', dir, { PORT: String(port) }, /^peer listening on/);
     await measureSends('peer', `http://127.0.0.1:${port}/api/v1/messages`, join(dir, 'post.lua'), peer.pids[0]!);
@@ -190,7 +212,8 @@ async function sendPeer(): Promise<void> {
   }
 }
 
-async function sendRelaybox(backend: Backend): Promise<void> {
+/** The service of this checkout, or of `checkout` (the baseline column), on `backend`. */
+async function sendRelaybox(backend: Backend, target: Target = backend, checkout?: Checkout): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-all-'));
   const suffix = randomUUID().slice(0, 8);
   const env: Record<string, string> = {
@@ -206,13 +229,13 @@ async function sendRelaybox(backend: Backend): Promise<void> {
     Object.assign(env, { REDIS_URL: redisUrl, MONGODB_URL: withDatabase(mongoUrl, `relaybox_bench_${suffix}`) });
   let service: Running | undefined;
   try {
-    service = await startService('all', env);
+    service = await startService('all', env, checkout?.root);
     const base = `http://127.0.0.1:${service.port}`;
     const script = join(dataDir, 'send.lua');
     await writeFile(script, sendScript(await apiKeyFor(base)));
-    await measureSends(backend, `${base}/api/v1/messages`, script, service.pids[0]!, base);
+    await measureSends(target, `${base}/api/v1/messages`, script, service.pids[0]!, base);
   } catch (err) {
-    note(backend, `send failed: ${(err as Error).message.split('\n')[0]}`);
+    note(target, `send failed: ${(err as Error).message.split('\n')[0]}`);
   } finally {
     await service?.stop();
     await discardRunData(loadConfig(env), dataDir).catch((err) =>
@@ -267,11 +290,29 @@ function report(started: Date, loadBefore: string): void {
       ? '–'
       : x.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const ms = (x: number | undefined) => (x === undefined ? '–' : `${n(x)} ms`);
+  const floor = figures.get('floor')!;
+  const ofFloor = (x: number | undefined, base: number | undefined) =>
+    x === undefined || base === undefined ? '–' : n(x / base, 2);
+  // The floor's counters are not counted: they are what its code does per send.
+  const work = (pick: (w: StoreWork) => number, digits: number, floorByCode: string) => (f: Figures, t: Target) =>
+    t === 'floor' ? floorByCode : t === 'peer' ? 'no database' : f.workPerSend ? n(pick(f.workPerSend), digits) : '–';
   const rows: Array<[string, (f: Figures, t: Target) => string]> = [
     [`accepted sends/s (wrk, ${connections} connections, ${seconds} s)`, (f) => n(f.sendsPerSecond)],
     ['p99 ms', (f) => n(f.p99Ms, 1)],
+    ['share of the floor (sends/s)', (f) => ofFloor(f.sendsPerSecond, floor.sendsPerSecond)],
     ['service CPU µs per accepted send', (f) => n(f.cpuUsPerSend)],
-    ['store round trips per accepted send', (f, t) => (t === 'peer' ? 'no database' : n(f.storePerSend, 2))],
+    ["CPU per send against the floor's", (f) => ofFloor(f.cpuUsPerSend, floor.cpuUsPerSend)],
+    [
+      'store round trips per accepted send',
+      (f, t) => (t === 'peer' ? 'no database' : t === 'floor' ? '–' : n(f.storePerSend, 2)),
+    ],
+    [
+      'SQL statements per accepted send (budget counters)',
+      work((w) => w.statements, 2, '2 inserts and a share of a commit (its code)'),
+    ],
+    ['rows written per accepted send', work((w) => w.rows, 2, '2 (its code)')],
+    ['index entries written per accepted send', work((w) => w.indexEntries, 2, '2 (its code)')],
+    ['document bytes stored per accepted send', work((w) => w.storedBytes, 0, 'the document twice (its code)')],
     [`${recipients.toLocaleString('en')}-recipient bulk accept (p50 of ${acceptSamples})`, (f) => ms(f.acceptMs)],
     [`bulk drain of ${drainMessages.toLocaleString('en')} to simulated relays, messages/s`, (f) => n(f.drainPerSecond)],
     ['bulk drain: 201 to `completed`', (f) => ms(f.completedMs)],
@@ -281,8 +322,10 @@ function report(started: Date, loadBefore: string): void {
       (f) => n(f.webhookDeliveriesPerSecond),
     ],
   ];
-  const heads = {
+  const heads: Record<Target, string> = {
+    floor: 'floor: uWS + SQLite insert',
     peer: 'peer: Fastify + BullMQ',
+    baseline: `Relaybox ${baseline?.commit ?? baselineCommit}, embedded`,
     embedded: 'Relaybox, embedded default',
     'redis+mongo': 'Relaybox, Redis + MongoDB wire',
   };
@@ -299,7 +342,7 @@ function report(started: Date, loadBefore: string): void {
   if (peerRate)
     console.log(
       `\nsends/s against the peer: ${targets
-        .filter((t) => t !== 'peer' && figures.get(t)!.sendsPerSecond)
+        .filter((t) => t !== 'peer' && t !== 'floor' && figures.get(t)!.sendsPerSecond)
         .map((t) => `${t} ${(figures.get(t)!.sendsPerSecond! / peerRate).toFixed(2)}x`)
         .join(', ')}`,
     );
@@ -314,6 +357,7 @@ const loadBefore = loadavg()
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     killAll();
+    void baseline?.remove();
     report(started, loadBefore);
     console.log(`\n(cut short by ${signal})`);
     process.exit(130);
@@ -328,8 +372,19 @@ else
     `skipped: ${[redisUp ? '' : `no Redis at ${redisUrl}`, mongoUp ? '' : `no MongoDB wire server at ${mongoUrl}`].filter(Boolean).join(', ')}`,
   );
 if (parts.has('send')) {
-  await sendPeer();
-  for (const backend of backends) await sendRelaybox(backend);
+  if (baselineCommit)
+    baseline = await baselineCheckout(baselineCommit).catch((err) => {
+      note('baseline', `skipped: ${(err as Error).message.split('\n')[0]}`);
+      return undefined;
+    });
+  try {
+    await sendFloor();
+    await sendPeer();
+    for (const backend of backends) await sendRelaybox(backend);
+    if (baseline) await sendRelaybox('embedded', 'baseline', baseline);
+  } finally {
+    await baseline?.remove();
+  }
 }
 if (parts.has('bulk')) for (const backend of backends) await bulk(backend);
 if (parts.has('webhooks')) for (const backend of backends) await webhookDeliveries(backend);

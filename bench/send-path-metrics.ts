@@ -1,6 +1,7 @@
 /**
- * Where the time of POST /api/v1/messages goes, from the service's own
- * `relaybox_http_stage_duration_seconds` histogram on GET /metrics.
+ * What the service's GET /metrics says of its sends: where the time of POST
+ * /api/v1/messages goes (`relaybox_http_stage_duration_seconds`), its store
+ * round trips and the embedded store's budget counters.
  */
 
 const metric = 'relaybox_http_stage_duration_seconds';
@@ -108,4 +109,40 @@ export async function fetchStageHistograms(base: string): Promise<Map<string, Hi
   const res = await fetch(`${base}/metrics`);
   if (!res.ok) throw new Error(`GET /metrics answered ${res.status}`);
   return parseStageHistograms(await res.text());
+}
+
+/** The sum of relaybox_store_operations_total in a Prometheus exposition. */
+export function storeCommands(exposition: string): number {
+  let sum = 0;
+  for (const m of exposition.matchAll(/^relaybox_store_operations_total\{[^}]*\}\s+(\S+)$/gm)) sum += Number(m[1]);
+  return sum;
+}
+
+/** The embedded store's budget counters in a Prometheus exposition (docs/performance-budget.md), summed over labels. */
+export interface StoreWork {
+  statements: number;
+  rows: number;
+  indexEntries: number;
+  storedBytes: number;
+}
+
+export function storeWork(exposition: string): StoreWork | undefined {
+  const total = (metric: string, only?: RegExp) => {
+    let sum = 0;
+    let seen = false;
+    for (const m of exposition.matchAll(new RegExp(`^${metric}\\{([^}]*)\\}\\s+(\\S+)$`, 'gm'))) {
+      seen = true;
+      if (!only || only.test(m[1]!)) sum += Number(m[2]);
+    }
+    return seen ? sum : undefined;
+  };
+  const statements = total('relaybox_store_statements_total');
+  // An earlier version, or a store other than the embedded one, has none of them.
+  if (statements === undefined) return undefined;
+  return {
+    statements,
+    rows: total('relaybox_store_rows_written_total') ?? 0,
+    indexEntries: total('relaybox_store_index_entries_written_total') ?? 0,
+    storedBytes: total('relaybox_store_document_bytes_written_total', /verb="insert"/) ?? 0,
+  };
 }

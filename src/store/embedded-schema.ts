@@ -4,6 +4,7 @@ import type { Doc, IndexSpec } from './collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { getPath } from './query.ts';
 import { keyColumn, keyOf, quote, type Columns, type SqlValue } from './sql-filter.ts';
+import { jsonWork } from './store-work.ts';
 
 export type Statement = Database.Statement;
 
@@ -61,6 +62,7 @@ function indexColumn(path: string): string {
  * earlier version of this store did: Buffer encodes them natively.
  */
 export function encode(doc: Doc): Uint8Array {
+  jsonWork.encodes++;
   return Buffer.from(JSON.stringify(doc));
 }
 
@@ -70,6 +72,7 @@ export function fromColumn<V>(value: V | ArrayBuffer): V | Buffer {
 }
 
 export function decode<T>(stored: ArrayBuffer | Uint8Array | string): T {
+  jsonWork.parses++;
   if (typeof stored === 'string') return JSON.parse(stored) as T;
   return JSON.parse(
     stored instanceof ArrayBuffer

@@ -10,6 +10,7 @@ import { EmbeddedCollection } from './embedded-collection.ts';
 import { createTable, encode, type Connection, type Statement } from './embedded-schema.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { countedCommand, countFolded, everyCollection } from './operation-count.ts';
+import { countedExec, countedStatement } from './store-work.ts';
 import { WalCheckpointer } from './wal-checkpointer.ts';
 import { WalIndex } from './wal-index.mjs';
 
@@ -127,21 +128,23 @@ export class EmbeddedStore implements Store, Connection {
     openPaths.add(this.path);
     const syncIntervalMs = opts.syncIntervalMs ?? 1_000;
     try {
-      this.db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+      countedExec(this.db, `PRAGMA busy_timeout = ${busyTimeoutMs}`);
       const mode = this.first('PRAGMA journal_mode = WAL') as { journal_mode?: string } | null;
       if (mode?.journal_mode !== 'wal')
         throw new Error(`${this.path}: SQLite refused WAL mode (${mode?.journal_mode})`);
-      this.db.exec(`PRAGMA synchronous = ${syncIntervalMs > 0 ? 'NORMAL' : 'FULL'}`);
-      this.db.exec(`PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
+      countedExec(this.db, `PRAGMA synchronous = ${syncIntervalMs > 0 ? 'NORMAL' : 'FULL'}`);
+      countedExec(this.db, `PRAGMA cache_size = ${-Math.round((opts.cacheMb ?? 32) * 1024)}`);
       // A checkpoint (the log folded into the file, two disk syncs) is the worker's, never this connection's.
-      this.db.exec('PRAGMA wal_autocheckpoint = 0');
+      countedExec(this.db, 'PRAGMA wal_autocheckpoint = 0');
       // The log file keeps its size when the log starts over (up to the bound), so commits write into blocks already there rather than growing the file again (which costs each commit more than twice as much); what it holds is read from the WAL index (`WalIndex`).
-      this.db.exec(`PRAGMA journal_size_limit = ${this.walMaxBytes}`);
-      this.db.exec('CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
-      this.db.exec(
+      countedExec(this.db, `PRAGMA journal_size_limit = ${this.walMaxBytes}`);
+      countedExec(this.db, 'CREATE TABLE IF NOT EXISTS relaybox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)');
+      countedExec(
+        this.db,
         'CREATE TABLE IF NOT EXISTS relaybox_multikey (collection TEXT NOT NULL, field TEXT NOT NULL, PRIMARY KEY (collection, field))',
       );
-      this.db.exec(
+      countedExec(
+        this.db,
         'CREATE TABLE IF NOT EXISTS relaybox_counts (collection TEXT NOT NULL, key BLOB NOT NULL, tenant TEXT NOT NULL, filter TEXT NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (collection, key))',
       );
       this.importLegacy(dataDir);
@@ -206,7 +209,7 @@ export class EmbeddedStore implements Store, Connection {
     if (stmt) {
       this.statements.delete(sql);
     } else {
-      stmt = this.db.prepare(sql);
+      stmt = countedStatement(this.db, sql);
       if (this.statements.size >= maxStatements) this.statements.delete(this.statements.keys().next().value!);
     }
     this.statements.set(sql, stmt);
@@ -229,7 +232,7 @@ export class EmbeddedStore implements Store, Connection {
   }
 
   exec(sql: string): void {
-    this.db.exec(sql);
+    countedExec(this.db, sql);
   }
 
   /** Runs `work` inside this turn's transaction, opening it (and scheduling its commit) if needed. */
@@ -250,7 +253,7 @@ export class EmbeddedStore implements Store, Connection {
   }
 
   private begin(): Batch {
-    this.db.exec('BEGIN');
+    countedExec(this.db, 'BEGIN');
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
     const done = new Promise<void>((res, rej) => ((resolve = res), (reject = rej)));
@@ -268,10 +271,10 @@ export class EmbeddedStore implements Store, Connection {
       if (!this.db.inTransaction) throw new Error('the transaction was rolled back by SQLite');
       countedCommand(everyCollection, 'transaction', () => {
         for (const work of batch.last.values()) work();
-        this.db.exec('COMMIT');
+        countedExec(this.db, 'COMMIT');
       });
     } catch (err) {
-      if (this.db.inTransaction) this.db.exec('ROLLBACK');
+      if (this.db.inTransaction) countedExec(this.db, 'ROLLBACK');
       this.rollbacks++;
       batch.reject(new AppError('service_unavailable', 'the store could not commit', { cause: err }));
       return;
@@ -360,7 +363,7 @@ export class EmbeddedStore implements Store, Connection {
     if (names.length === 0) return;
     const imported = this.first("SELECT value FROM relaybox_meta WHERE key = 'legacy_import'");
     if (!imported) {
-      this.db.exec('BEGIN');
+      countedExec(this.db, 'BEGIN');
       try {
         for (const name of names) {
           createTable(this, name);
@@ -378,9 +381,9 @@ export class EmbeddedStore implements Store, Connection {
         this.statement("INSERT INTO relaybox_meta (key, value) VALUES ('legacy_import', ?)").run([
           new Date().toISOString(),
         ]);
-        this.db.exec('COMMIT');
+        countedExec(this.db, 'COMMIT');
       } catch (err) {
-        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        if (this.db.inTransaction) countedExec(this.db, 'ROLLBACK');
         throw new Error(
           `could not import the previous store's files in ${dataDir}; they are untouched: ${(err as Error).message}`,
           { cause: err },
