@@ -103,6 +103,15 @@ export interface Config {
   traceExport: boolean;
 }
 
+/**
+ * The deepest nesting of arrays and objects any JSON body or imported JSON
+ * file may have; deeper is a 400 before it is parsed. No schema of the API
+ * nests past 8 levels, and code that walks a parsed value (the text rule,
+ * JSON.stringify in logs and answers) recurses: 100,000 levels overflow the
+ * stack. Not a setting: no client needs more.
+ */
+export const maxJsonDepth = 64;
+
 export interface WebhookConfig {
   /** Lifts the address check (loopback, private, ...) for local development and tests; never in production. */
   allowPrivate: boolean;

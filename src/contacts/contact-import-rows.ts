@@ -1,6 +1,8 @@
 import type { Readable } from 'node:stream';
 import { CsvError, parse } from 'csv-parse';
+import { maxJsonDepth } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { jsonNestsDeeperThan } from '../json-depth.ts';
 import { parseHeader, recordToInput } from './contact-csv.ts';
 import type { ContactField } from './contact-schemas.ts';
 import type { ImportFormat } from './contact-upload.ts';
@@ -67,13 +69,11 @@ async function* csvRows(file: Readable): AsyncGenerator<ImportRow> {
 async function* jsonRows(file: Readable): AsyncGenerator<ImportRow> {
   const chunks: Buffer[] = [];
   for await (const chunk of file) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks);
+  if (jsonNestsDeeperThan(text, maxJsonDepth)) throw fileError(`JSON nested deeper than ${maxJsonDepth} levels`);
   let data: unknown;
   try {
-    data = JSON.parse(
-      Buffer.concat(chunks)
-        .toString('utf8')
-        .replace(/^\uFEFF/, ''),
-    );
+    data = JSON.parse(text.toString('utf8').replace(/^\uFEFF/, ''));
   } catch (err) {
     throw fileError(`not valid JSON (${err instanceof Error ? err.message : 'unreadable'})`);
   }

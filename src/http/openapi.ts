@@ -1,3 +1,4 @@
+import { maxJsonDepth } from '../config.ts';
 import { errorCodes, problemMediaType } from '../errors.ts';
 import { headerComponents, plain, problemSchema, responsesOf } from './openapi-responses.ts';
 import { codeSamplesOf } from './openapi-samples.ts';
@@ -207,6 +208,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       description: [
         `Every error answer is RFC 9457 problem details (${problemMediaType}): type (\`/errors/{code}\`, a page documenting the code), title, status, detail and instance (the request id); error, message and statusCode stay beside them, and validation errors add details, one entry per violation, each naming the value by a JSON Pointer (\`/messages/17/to\`).`,
         'No string of a request (body, query, path, field names) may hold NUL (U+0000) or an unpaired UTF-16 surrogate: such a value is a 400 validation_error naming it.',
+        `A JSON body, and a JSON file imported, nests arrays and objects at most ${maxJsonDepth} levels deep: deeper is a 400 validation_error naming the limit.`,
         'Error codes: ' +
           Object.entries(errorCodes)
             .map(([code, { status }]) => `${code} (${status})`)

@@ -1,4 +1,6 @@
+import { maxJsonDepth } from '../config.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
+import { jsonNestsDeeperThan } from '../json-depth.ts';
 import { stageDuration } from './metrics.ts';
 import { neededRole } from './roles-needed.ts';
 import type { AuthenticateHook, AuthorizeHook, RateLimitHook, Reply, RequestContext, RouteDef } from './route.ts';
@@ -106,6 +108,10 @@ function parseJson(ctx: RequestContext, raw: Buffer | undefined): unknown {
   const type = ctx.headers['content-type'] ?? '';
   if (!/^application\/([a-z0-9.+-]*\+)?json\b/i.test(type)) {
     throw new AppError('unsupported_media_type', 'the body must be application/json');
+  }
+  if (jsonNestsDeeperThan(raw, maxJsonDepth)) {
+    const message = `is JSON nested deeper than ${maxJsonDepth} levels`;
+    throw new AppError('validation_error', `the body ${message}`, { details: [{ path: '', message }] });
   }
   try {
     return JSON.parse(raw.toString('utf8'));

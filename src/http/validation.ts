@@ -1,6 +1,7 @@
 import { Type, type TObject, type TProperties, type TSchema, type ObjectOptions } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
+import { maxJsonDepth } from '../config.ts';
 import { AppError, pointer, violationText, type ErrorDetail } from '../errors.ts';
 import { phoneNumberFormat, phoneNumberMaxLength, phoneNumberRule, toE164 } from '../phone-number.ts';
 
@@ -102,43 +103,74 @@ export function jsonMayBreakTextRule(raw: Buffer | undefined): boolean {
   return raw !== undefined && raw.includes(jsonEscape);
 }
 
-/** Whether any string or field name in a value breaks the text rule: the pass every request takes, allocating nothing. */
+/** Values still to look at in `holdsUnstorableText`: one array reused by every call (the walk is synchronous), so the pass allocates nothing once warm. */
+const pending: unknown[] = [];
+
+/**
+ * Whether any string or field name in a value breaks the text rule, or the
+ * value nests deeper than `maxJsonDepth`: the pass every request takes. It
+ * walks with its own stack, not by recursion, so no value can overflow the
+ * call stack (a JSON body is bounded before it is parsed; a value built by
+ * code is not).
+ */
 function holdsUnstorableText(value: unknown): boolean {
-  if (typeof value === 'string') return !isStorableText(value);
-  if (value === null || typeof value !== 'object') return false;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (holdsUnstorableText(value[i])) return true;
+  pending.length = 0;
+  pending.push(value, 0);
+  try {
+    while (pending.length > 0) {
+      const depth = pending.pop() as number;
+      const v = pending.pop();
+      if (typeof v === 'string') {
+        if (!isStorableText(v)) return true;
+      } else if (v !== null && typeof v === 'object') {
+        if (depth >= maxJsonDepth) return true;
+        if (Array.isArray(v)) for (let i = 0; i < v.length; i++) pending.push(v[i], depth + 1);
+        else
+          for (const key in v) {
+            if (!isStorableText(key)) return true;
+            pending.push((v as Record<string, unknown>)[key], depth + 1);
+          }
+      }
+    }
     return false;
+  } finally {
+    pending.length = 0;
   }
-  for (const key in value)
-    if (!isStorableText(key) || holdsUnstorableText((value as Record<string, unknown>)[key])) return true;
-  return false;
 }
 
-/** Every string and field name in a value that breaks the text rule, by JSON Pointer. */
+const tooDeepMessage = `is nested deeper than ${maxJsonDepth} levels`;
+
+const badFieldNameMessage = 'is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)';
+
+/** A step of `textViolations`' walk: a value to look at, or a field name to check, with the path that leads to it. */
+type Step = { v: unknown; path: Array<string | number>; fieldName?: true };
+
+/** Every string and field name in a value that breaks the text rule, by JSON Pointer, in document order (and where it nests too deep to look further). */
 export function textViolations(value: unknown): ErrorDetail[] {
   const found: ErrorDetail[] = [];
   if (!holdsUnstorableText(value)) return found;
-  const segments: Array<string | number> = [];
-  const visit = (v: unknown): void => {
-    if (typeof v === 'string') {
-      if (!isStorableText(v)) found.push({ path: pointer(...segments), message: textRuleMessage });
-    } else if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) (segments.push(i), visit(v[i]), segments.pop());
+  const stack: Step[] = [{ v: value, path: [] }];
+  while (stack.length > 0) {
+    const { v, path, fieldName } = stack.pop()!;
+    if (fieldName) {
+      if (!isStorableText(v as string)) found.push({ path: pointer(...path), message: badFieldNameMessage });
+    } else if (typeof v === 'string') {
+      if (!isStorableText(v)) found.push({ path: pointer(...path), message: textRuleMessage });
     } else if (v !== null && typeof v === 'object') {
-      for (const key of Object.keys(v)) {
-        segments.push(key);
-        if (!isStorableText(key))
-          found.push({
-            path: pointer(...segments),
-            message: 'is a field name holding NUL (U+0000) or an unpaired surrogate (U+D800 to U+DFFF)',
-          });
-        visit((v as Record<string, unknown>)[key]);
-        segments.pop();
+      if (path.length >= maxJsonDepth) {
+        found.push({ path: pointer(...path), message: tooDeepMessage });
+        continue;
       }
+      const next: Step[] = [];
+      if (Array.isArray(v)) for (let i = 0; i < v.length; i++) next.push({ v: v[i], path: [...path, i] });
+      else
+        for (const key of Object.keys(v)) {
+          next.push({ v: key, path: [...path, key], fieldName: true });
+          next.push({ v: (v as Record<string, unknown>)[key], path: [...path, key] });
+        }
+      for (let i = next.length - 1; i >= 0; i--) stack.push(next[i]!);
     }
-  };
-  visit(value);
+  }
   return found;
 }
 

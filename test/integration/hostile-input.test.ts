@@ -71,6 +71,22 @@ eachBackend((backend) => {
       assert.deepEqual(listed.body.data.find((n: { id: string }) => n.id === id).metadata, metadata);
     });
 
+    /** A contact import of one file into a team, as the dashboard uploads it: its status and the answer's text. */
+    async function uploadContacts(
+      team: Record<string, string>,
+      name: string,
+      content: string,
+    ): Promise<{ status: number; text: string }> {
+      const form = new FormData();
+      form.append('file', new Blob([content]), name);
+      const res = await fetch(`${app.base}/api/v1/contacts/import`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${org.ownerToken}`, ...team },
+        body: form,
+      });
+      return { status: res.status, text: await res.text() };
+    }
+
     /** The text rule's 400: a validation_error whose details name `path`. */
     const assertTextRefused = (res: { status: number; text: string; body: any }, path: string, what: string) => {
       assert.equal(res.status, 400, `${what}: ${res.text.slice(0, 300)}`);
@@ -127,15 +143,8 @@ eachBackend((backend) => {
     test('a contact import row with NUL or an unpaired surrogate fails naming the field; the other rows are imported', async () => {
       const team = await teamHeader(app, org);
       const importFile = async (name: string, content: string) => {
-        const form = new FormData();
-        form.append('file', new Blob([content]), name);
-        const res = await fetch(`${app.base}/api/v1/contacts/import`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${org.ownerToken}`, ...team },
-          body: form,
-        });
-        const text = await res.text();
-        assert.equal(res.status, 200, `${name}: ${text.slice(0, 300)}`);
+        const { status, text } = await uploadContacts(team, name, content);
+        assert.equal(status, 200, `${name}: ${text.slice(0, 300)}`);
         return JSON.parse(text);
       };
       const csv = await importFile('contacts.csv', 'firstName,notes\r\nAda,fine\r\nGrace,a\u0000b\r\n');
@@ -147,6 +156,40 @@ eachBackend((backend) => {
       assert.match(json.errors[0].error, /^\/firstName: must not contain NUL/);
       const listed = await app.request('GET', '/api/v1/contacts', { token: org.ownerToken, headers: team });
       assert.deepEqual(listed.body.data.map((c: { firstName: string }) => c.firstName).sort(), ['Ada', 'Alan']);
+    });
+
+    test('a body or an imported JSON file nested 100,000 levels deep is a 400 naming the limit, on every route that reads JSON', async () => {
+      const team = await teamHeader(app, org);
+      const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+      const bodyRoutes = app.app.routes.filter((r) => r.schema?.body && r.path.startsWith('/api/v1/'));
+      assert.ok(bodyRoutes.length >= 20, `the routes that read a JSON body are found (${bodyRoutes.length})`);
+      for (const route of bodyRoutes) {
+        const path = route.path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => `x_${name}`);
+        for (const body of [deep, `{"a":${deep}}`]) {
+          const res = await app.request(route.method, path, { token: org.ownerToken, headers: team, body });
+          const what = `${route.method} ${route.path}`;
+          assert.ok(res.status < 500, `${what}: ${res.status} ${res.text.slice(0, 200)}`);
+          if (res.status !== 400) continue; // a route limited per address may answer 429 first
+          assert.equal(res.body.error, 'validation_error', what);
+          assert.ok(
+            res.body.details.some((d: { message: string }) => d.message === 'is JSON nested deeper than 64 levels'),
+            `${what}: ${res.text.slice(0, 300)}`,
+          );
+        }
+      }
+      const imported = await uploadContacts(team, 'contacts.json', deep);
+      assert.equal(imported.status, 400, imported.text.slice(0, 300));
+      const problem = JSON.parse(imported.text);
+      assert.equal(problem.error, 'validation_error');
+      assert.deepEqual(problem.details, [{ path: '/file', message: 'JSON nested deeper than 64 levels' }]);
+      const rows = `[${Array.from({ length: 3 }, (_, i) => `{"firstName":"Deep${i}","x":${'['.repeat(70)}${']'.repeat(70)}}`).join(',')}]`;
+      assert.equal(
+        (await uploadContacts(team, 'contacts.json', rows)).status,
+        400,
+        'a row nested deeper than the limit refuses the file before any row is imported',
+      );
+      const listed = await app.request('GET', '/api/v1/contacts?search=Deep', { token: org.ownerToken, headers: team });
+      assert.deepEqual(listed.body.data, []);
     });
 
     test('an X-Team-Id that is not exactly a team id is 400, never the default team', async () => {

@@ -121,20 +121,49 @@ eachBackend((backend) => {
 
     test('a send pipelined with another request in one write is never stored without its answer', async () => {
       const s = await sender();
-      const pipelined =
-        s.send([['Content-Length', String(message.length)]]) +
-        httpRequest('GET', '/healthz', [['Host', 'relaybox.test']]);
-      for (let round = 0; round < 3; round++) {
-        const before = await s.stored();
-        const res = await rawExchange(app.base, pipelined, 2_000);
-        const answeredSends = res.statuses.length > 0 && res.statuses[0] === 201 ? 1 : 0;
-        assert.deepEqual(res.statuses, [201, 200].slice(0, res.statuses.length), `answers in order: ${res.text}`);
-        assert.equal(
-          (await s.stored()) - before,
-          answeredSends,
-          `stored sends match answered ones (answers: ${res.statuses.join(',') || 'none'})`,
-        );
+      const send = s.send([['Content-Length', String(message.length)]]);
+      const pairs: [string, string, number[]][] = [
+        ['a send, then /healthz', send + httpRequest('GET', '/healthz', [['Host', 'relaybox.test']]), [201, 200]],
+        ['two sends', send + send, [201, 201]],
+      ];
+      for (const [what, pipelined, inOrder] of pairs)
+        for (let round = 0; round < 3; round++) {
+          const before = await s.stored();
+          const res = await rawExchange(app.base, pipelined, 2_000);
+          const answeredSends = res.statuses.filter((status) => status === 201).length;
+          assert.deepEqual(
+            res.statuses,
+            inOrder.slice(0, res.statuses.length),
+            `${what}, answers in order: ${res.text}`,
+          );
+          assert.equal(
+            (await s.stored()) - before,
+            answeredSends,
+            `${what}: stored sends match answered ones (answers: ${res.statuses.join(',') || 'none'})`,
+          );
+        }
+    });
+
+    test('requests pipelined in one write whose answers are ready before the next head is read are all answered in order', async () => {
+      const health = httpRequest('GET', '/healthz', [['Host', 'relaybox.test']]);
+      const res = await rawExchange(app.base, health + health + health, 1_000);
+      assert.deepEqual(res.statuses, [200, 200, 200], res.text);
+      assert.equal(res.closed, false);
+    });
+
+    test('two different Content-Length values, in either order, are 400 and closed; nothing is stored', async () => {
+      const s = await sender();
+      for (const lengths of [
+        [String(message.length), '5'],
+        ['5', String(message.length)],
+      ]) {
+        const res = await rawExchange(app.base, s.send(lengths.map((l): [string, string] => ['Content-Length', l])));
+        assert.deepEqual(res.statuses, [400], res.text);
+        assert.match(res.text, /"error":"bad_request"/);
+        assert.match(res.text, /more than one Content-Length/);
+        assert.ok(res.closed, 'connection closed');
       }
+      assert.equal(await s.stored(), 0);
     });
 
     test('a method a path does not serve is 405 with Allow; an unknown path stays 404', async () => {
