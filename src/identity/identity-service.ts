@@ -7,6 +7,7 @@ import type { RateLimiter } from '../runtime/rate-limiter.ts';
 import { platformScope, type Scope } from '../store/collection.ts';
 import type { IdentityCollections, OrganizationDoc, TeamDoc, UserDoc } from './identity-store.ts';
 import type { AccessTokens } from './jwt.ts';
+import { OwnerGuard } from './owner-guard.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import { hasRole, isRole, type Principal, type Role } from '../roles.ts';
 import { apiKeyPrefix, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
@@ -37,6 +38,7 @@ export class IdentityService {
   private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
   /** A signed-in member's current role, by `<orgId>/<userId>`; undefined once removed. */
   private readonly memberCache = new Map<string, CachedLookup<Promise<Role | undefined>>>();
+  private readonly owners: OwnerGuard;
 
   constructor(
     private readonly db: IdentityCollections,
@@ -45,7 +47,9 @@ export class IdentityService {
     private readonly settings: IdentitySettings,
     private readonly log: Logger,
     private readonly broadcast?: Broadcast,
-  ) {}
+  ) {
+    this.owners = new OwnerGuard(db);
+  }
 
   /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
   async listenForRevocations(): Promise<void> {
@@ -273,7 +277,9 @@ export class IdentityService {
       createdAt: now,
       updatedAt: now,
     };
+    if (user.role === 'owner') await this.owners.ensure(principal.orgId);
     await this.db.users.insertOne(orgScope(principal.orgId), user);
+    if (user.role === 'owner') await this.owners.admit(principal.orgId, user.id);
     return publicUser(user);
   }
 
@@ -290,13 +296,18 @@ export class IdentityService {
   async changeMemberRole(principal: Principal, userId: string, role: Role) {
     const target = await this.memberToManage(principal, userId);
     assertCanGrant(principal, role);
-    if (target.role === 'owner' && role !== 'owner') await this.keepAnOwner(principal.orgId);
+    const leaves = target.role === 'owner' && role !== 'owner';
+    const joins = target.role !== 'owner' && role === 'owner';
+    if (leaves || joins) await this.owners.ensure(principal.orgId);
+    if (leaves) await this.owners.release(principal.orgId, userId);
     const changed = await this.db.users.updateOne(
       orgScope(principal.orgId),
       { id: userId, role: target.role },
       { $set: { role, updatedAt: nowIso() } },
     );
+    // A refused compare-and-set after a release needs no undo: the member is no longer an owner.
     if (!changed) throw new AppError('conflict', 'the member changed meanwhile; read it again');
+    if (joins) await this.owners.admit(principal.orgId, userId);
     await this.forgetMember(principal.orgId, userId);
     return publicUser(changed);
   }
@@ -304,7 +315,10 @@ export class IdentityService {
   /** Removes a member: its sign-in and its sessions end, and its tokens stop working at once, on every process. */
   async removeMember(principal: Principal, userId: string): Promise<void> {
     const target = await this.memberToManage(principal, userId);
-    if (target.role === 'owner') await this.keepAnOwner(principal.orgId);
+    if (target.role === 'owner') {
+      await this.owners.ensure(principal.orgId);
+      await this.owners.release(principal.orgId, userId);
+    }
     if (!(await this.db.users.deleteOne(orgScope(principal.orgId), { id: userId, role: target.role }))) {
       throw new AppError('conflict', 'the member changed meanwhile; read it again');
     }
@@ -324,12 +338,6 @@ export class IdentityService {
     if (!hasRole(principal.role, target.role))
       throw new AppError('forbidden', `a ${principal.role} cannot manage a member whose role is ${target.role}`);
     return target;
-  }
-
-  private async keepAnOwner(orgId: string): Promise<void> {
-    if ((await this.db.users.count(orgScope(orgId), { role: 'owner' })) <= 1) {
-      throw new AppError('conflict', 'the organization must keep an owner: make another member owner first');
-    }
   }
 
   private async forgetMember(orgId: string, userId: string): Promise<void> {
