@@ -8,6 +8,7 @@ import { platformScope } from '../store/collection.ts';
 import { CredentialLookups, orgScope, type Caller } from './credential-lookups.ts';
 import type { IdentityCollections, OrganizationDoc, TeamDoc, UserDoc } from './identity-store.ts';
 import type { AccessTokens } from './jwt.ts';
+import { OwnerGuard } from './owner-guard.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import { hasRole, isRole, type Principal, type Role } from '../roles.ts';
 import { apiKeyPrefix, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
@@ -21,6 +22,7 @@ const unauthorized = (message = 'missing or invalid credentials') => new AppErro
 
 export class IdentityService {
   private readonly lookups: CredentialLookups;
+  private readonly owners: OwnerGuard;
 
   constructor(
     private readonly db: IdentityCollections,
@@ -31,6 +33,7 @@ export class IdentityService {
     broadcast?: Broadcast,
   ) {
     this.lookups = new CredentialLookups(db, settings.credentialCacheMs, broadcast);
+    this.owners = new OwnerGuard(db);
   }
 
   /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
@@ -251,7 +254,9 @@ export class IdentityService {
       createdAt: now,
       updatedAt: now,
     };
+    if (user.role === 'owner') await this.owners.ensure(principal.orgId);
     await this.db.users.insertOne(orgScope(principal.orgId), user);
+    if (user.role === 'owner') await this.owners.admit(principal.orgId, user.id);
     return publicUser(user);
   }
 
@@ -268,13 +273,18 @@ export class IdentityService {
   async changeMemberRole(principal: Principal, userId: string, role: Role) {
     const target = await this.memberToManage(principal, userId);
     assertCanGrant(principal, role);
-    if (target.role === 'owner' && role !== 'owner') await this.keepAnOwner(principal.orgId);
+    const leaves = target.role === 'owner' && role !== 'owner';
+    const joins = target.role !== 'owner' && role === 'owner';
+    if (leaves || joins) await this.owners.ensure(principal.orgId);
+    if (leaves) await this.owners.release(principal.orgId, userId);
     const changed = await this.db.users.updateOne(
       orgScope(principal.orgId),
       { id: userId, role: target.role },
       { $set: { role, updatedAt: nowIso() } },
     );
+    // A refused compare-and-set after a release needs no undo: the member is no longer an owner.
     if (!changed) throw new AppError('conflict', 'the member changed meanwhile; read it again');
+    if (joins) await this.owners.admit(principal.orgId, userId);
     await this.lookups.forgetMember(principal.orgId, userId);
     return publicUser(changed);
   }
@@ -282,7 +292,10 @@ export class IdentityService {
   /** Removes a member: its sign-in and its sessions end, and its tokens stop working at once, on every process. */
   async removeMember(principal: Principal, userId: string): Promise<void> {
     const target = await this.memberToManage(principal, userId);
-    if (target.role === 'owner') await this.keepAnOwner(principal.orgId);
+    if (target.role === 'owner') {
+      await this.owners.ensure(principal.orgId);
+      await this.owners.release(principal.orgId, userId);
+    }
     if (!(await this.db.users.deleteOne(orgScope(principal.orgId), { id: userId, role: target.role }))) {
       throw new AppError('conflict', 'the member changed meanwhile; read it again');
     }
@@ -302,12 +315,6 @@ export class IdentityService {
     if (!hasRole(principal.role, target.role))
       throw new AppError('forbidden', `a ${principal.role} cannot manage a member whose role is ${target.role}`);
     return target;
-  }
-
-  private async keepAnOwner(orgId: string): Promise<void> {
-    if ((await this.db.users.count(orgScope(orgId), { role: 'owner' })) <= 1) {
-      throw new AppError('conflict', 'the organization must keep an owner: make another member owner first');
-    }
   }
 
   async createTeam(principal: Principal, input: { name: string }) {

@@ -9,6 +9,9 @@ export interface OrganizationDoc {
   defaultTeamId: string;
   /** Per-organization override of the rate limit defaults. */
   rateLimit?: { perMinute: number; burst: number };
+  /** The ids of the members whose role is owner, and how many (see `OwnerGuard`); made at the first owner change. */
+  owners?: string[];
+  ownerCount?: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -80,14 +83,26 @@ export interface RefreshTokenDoc {
   createdAt: string;
 }
 
+/** A version of an organization's owners, on a store whose updates are not atomic (see `OwnerGuard`). */
+export interface OwnerSetDoc {
+  [field: string]: unknown;
+  id: string; // `<orgId>:<version>`: the unique key that lets one writer only make each version
+  tenantId: string;
+  version: number;
+  owners: string[];
+}
+
 export function identityCollections(store: Store) {
   return {
+    /** Read at each owner change: the store has connected by then. */
+    updatesCompareAndSet: () => store.updatesCompareAndSet,
     organizations: store.collection<OrganizationDoc>('organizations'),
     teams: store.collection<TeamDoc>('teams', [{ keys: { tenantId: 1, name: 1 }, unique: true }]),
     users: store.collection<UserDoc>('users', [{ keys: { tenantId: 1, email: 1 }, unique: true }]),
     apiKeys: store.collection<ApiKeyDoc>('api_keys', [{ keys: { tenantId: 1, createdAt: -1 } }]),
     loginIndex: store.collection<LoginIndexDoc>('login_index'),
     apiKeyIndex: store.collection<ApiKeyIndexDoc>('api_key_index'),
+    ownerSets: store.collection<OwnerSetDoc>('owner_sets', [{ keys: { tenantId: 1, version: -1 } }]),
     refreshTokens: store.collection<RefreshTokenDoc>('refresh_tokens', [
       { keys: { tenantId: 1, familyId: 1 } },
       { keys: { tenantId: 1, userId: 1 } },

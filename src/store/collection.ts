@@ -160,6 +160,15 @@ export interface Collection<T extends Doc> {
 
 export interface Store {
   readonly kind: 'mongodb' | 'embedded';
+  /**
+   * Whether an update's filter and its write are one atomic step, so two
+   * concurrent updates with the same filter never both apply (MongoDB, the
+   * embedded store). FerretDB 1.x reads the matches, then writes them back
+   * by id: there two such updates both apply, and only a unique key (an
+   * insert of the same id) decides between two writers. Known once `init`
+   * has connected.
+   */
+  readonly updatesCompareAndSet: boolean;
   /** Declares a collection and its indexes; indexes are created by `init`. */
   collection<T extends Doc>(name: string, indexes?: IndexSpec[]): Collection<T>;
   init(): Promise<void>;

@@ -91,6 +91,8 @@ interface Batch {
  */
 export class EmbeddedStore implements Store, Connection {
   readonly kind = 'embedded' as const;
+  /** One process, one connection: each update reads and writes its row in one synchronous step. */
+  readonly updatesCompareAndSet = true;
   readonly path: string;
   private readonly db: Database.Database;
   private readonly lock: DataDirLock;

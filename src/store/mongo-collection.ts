@@ -46,6 +46,8 @@ export interface ServerQuirks {
    * wait for more, for good; an upsert that conflicts loses a connection too.
    */
   writesOneStatementEach: boolean;
+  /** An update reads its matches, then writes them back by `_id`: two updates with the same filter both apply. */
+  updatesReadThenWrite: boolean;
 }
 
 /** One collection on a MongoDB wire server: every call one command (or a few on FerretDB 1.x, see `ServerQuirks`). */

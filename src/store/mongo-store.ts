@@ -27,7 +27,11 @@ export class MongoStore implements Store {
   private readonly db: Db;
   private readonly declared = new Map<string, IndexSpec[]>();
   /** What the server is: FerretDB says so in `buildInfo` (known at `init`, before any read). */
-  private readonly server: ServerQuirks = { scansIdLists: false, writesOneStatementEach: false };
+  private readonly server: ServerQuirks = {
+    scansIdLists: false,
+    writesOneStatementEach: false,
+    updatesReadThenWrite: false,
+  };
 
   /**
    * Reads go to the primary whatever the connection string says: a send's
@@ -49,6 +53,10 @@ export class MongoStore implements Store {
       readPreference: 'primary',
     });
     this.db = this.client.db(dbName);
+  }
+
+  get updatesCompareAndSet(): boolean {
+    return !this.server.updatesReadThenWrite;
   }
 
   consistency(): MongoConsistency {
@@ -75,6 +83,7 @@ export class MongoStore implements Store {
     const ferretdb = typeof info.ferretdbVersion === 'string';
     this.server.scansIdLists = ferretdb;
     this.server.writesOneStatementEach = ferretdb;
+    this.server.updatesReadThenWrite = ferretdb;
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {
         const keys = Object.fromEntries(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]));

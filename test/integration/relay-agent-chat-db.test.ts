@@ -8,10 +8,12 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'libsql';
+import { createAgentLogger } from '../../packages/relay-agent/src/agent-logger.ts';
 import { ChatDbReader } from '../../packages/relay-agent/src/chat-db-reader.ts';
 import { OutgoingTracker } from '../../packages/relay-agent/src/outgoing-tracker.ts';
 import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
@@ -169,6 +171,42 @@ test('inbound rows are read after the cursor, in order, with group, attachments 
   );
   assert.deepEqual(await reader.readIncoming(group.rowId, 100), []);
   assert.equal(await reader.maxRowId(), group.rowId);
+});
+
+test('a body whose archive ends before its declared length is read up to the cut, and the log says so with the handle masked', async (t) => {
+  const { dbPath } = await setup(t);
+  const body = 'Call me back on the other number when you land 👋';
+  const row = await simulateInbound(dbPath, { from: '+15551234567', body, attributedBodyOnly: true });
+  // As some apps and extensions write it: the archive ends inside the string, in the middle of the emoji.
+  const writer = new Database(dbPath);
+  const [{ blob }] = writer.prepare('SELECT attributedBody AS blob FROM message WHERE ROWID = ?').all(row.rowId) as [
+    { blob: Buffer },
+  ];
+  const cutAt = Buffer.from(blob).indexOf(Buffer.from('👋')) + 2;
+  writer
+    .prepare('UPDATE message SET attributedBody = ? WHERE ROWID = ?')
+    .run(Buffer.from(blob).subarray(0, cutAt), row.rowId);
+  writer.close();
+
+  let logged = '';
+  const out = new PassThrough().on('data', (chunk: Buffer) => (logged += chunk.toString()));
+  const reader = new ChatDbReader(dbPath, createAgentLogger('info', 'json', out));
+  t.after(() => reader.close());
+  const [read] = await reader.readIncoming(0, 10);
+  assert.equal(read!.body, 'Call me back on the other number when you land ');
+  await reader.readRows([row.rowId]);
+  const lines = logged
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line));
+  assert.equal(lines.length, 1, 'one line for the row, however often it is read');
+  assert.equal(lines[0].level, 40);
+  assert.match(lines[0].msg, /ends before the length its archive declares/);
+  assert.equal(lines[0].rowId, row.rowId);
+  assert.equal(lines[0].declaredBytes, Buffer.byteLength(body));
+  assert.equal(lines[0].heldBytes, Buffer.byteLength('Call me back on the other number when you land ') + 2);
+  assert.equal(lines[0].handle, '+1555•••4567', 'the handle is masked');
+  assert.ok(!logged.includes('Call me back'), 'the body is never logged');
 });
 
 test('the reader sees rows still in the WAL, reads while a writer holds its lock, and cannot write', async (t) => {

@@ -1,3 +1,5 @@
+import { StringDecoder } from 'node:string_decoder';
+
 /**
  * `message.attributedBody` is an NSAttributedString archived in Apple's
  * "typedstream" format. Since macOS Ventura, `message.text` is often NULL and
@@ -14,30 +16,56 @@ const int32Tag = 0x82;
 /** How far after the class name the `+` tag may sit (real archives: 5 bytes). */
 const maxHeaderBytes = 16;
 
+/**
+ * The body as read. Some apps and extensions write archives whose declared
+ * string length runs past the end of the blob: what is there is kept, up to
+ * its last whole UTF-8 character, and `cut` says so.
+ */
+export interface AttributedBody {
+  text: string;
+  /** Present when the blob ends inside the string: the length the archive declares, and the bytes of it the blob holds. */
+  cut?: { declaredBytes: number; heldBytes: number };
+}
+
 export function decodeAttributedBody(blob: Uint8Array | null | undefined): string | undefined {
+  return readAttributedBody(blob)?.text;
+}
+
+export function readAttributedBody(blob: Uint8Array | null | undefined): AttributedBody | undefined {
   if (!blob || blob.length === 0) return undefined;
   const buf = Buffer.from(blob.buffer, blob.byteOffset, blob.byteLength);
   let from = 0;
   for (;;) {
     const at = buf.indexOf(marker, from);
     if (at < 0) return undefined;
-    const text = readStringAfter(buf, at + marker.length);
-    if (text !== undefined) return text;
+    const body = readStringAfter(buf, at + marker.length);
+    // A cut string runs to the end of the blob: any later marker is inside it, so the search ends here.
+    if (body !== undefined) return body;
     from = at + 1;
   }
 }
 
-function readStringAfter(buf: Buffer, start: number): string | undefined {
+/** The string after a class name: a whole one if any `+` tag in the header leads to one, else the first cut one. */
+function readStringAfter(buf: Buffer, start: number): AttributedBody | undefined {
   const end = Math.min(buf.length, start + maxHeaderBytes);
+  let cut: AttributedBody | undefined;
   for (let i = start; i < end; i++) {
     if (buf[i] !== stringTag) continue;
     const parsed = readLength(buf, i + 1);
     if (!parsed) continue;
     const [length, bodyStart] = parsed;
-    if (bodyStart + length > buf.length) continue;
-    return buf.toString('utf8', bodyStart, bodyStart + length);
+    if (bodyStart + length <= buf.length) return { text: buf.toString('utf8', bodyStart, bodyStart + length) };
+    cut ??= readCut(buf.subarray(bodyStart), length);
   }
-  return undefined;
+  return cut;
+}
+
+/**
+ * The whole characters of a string cut at the end of the blob: the decoder
+ * holds back a trailing partial UTF-8 sequence instead of answering U+FFFD.
+ */
+function readCut(held: Buffer, declaredBytes: number): AttributedBody {
+  return { text: new StringDecoder('utf8').write(held), cut: { declaredBytes, heldBytes: held.length } };
 }
 
 function readLength(buf: Buffer, at: number): [length: number, bodyStart: number] | undefined {

@@ -1,5 +1,6 @@
 import { appleTimeToMs } from './apple-time.ts';
-import { decodeAttributedBody } from './attributed-body.ts';
+import type { Logger } from './agent-logger.ts';
+import { readAttributedBody, type AttributedBody } from './attributed-body.ts';
 import { asChatDbError, openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sqlite-file.ts';
 
 /** One row of `message` with what the agent needs from its handle and chat. */
@@ -45,6 +46,9 @@ interface RawRow {
   roomName: string | null;
   attachmentsJson: string | null;
 }
+
+/** Rows a reader remembers having logged a cut body for (a few bytes each). */
+const cutRowsRemembered = 1_000;
 
 /** chat.style of a group conversation (45 is one-to-one). */
 const groupChatStyle = 43;
@@ -95,8 +99,13 @@ type Statements = Record<keyof typeof queries, SqliteStatement>;
 export class ChatDbReader {
   private db: SqliteDatabase | undefined;
   private statements: Statements | undefined;
+  /** Rows whose cut body was logged already: a followed row is read again at every poll, and one line says enough. */
+  private readonly cutRowsLogged = new Set<number>();
 
-  constructor(readonly dbPath: string) {}
+  constructor(
+    readonly dbPath: string,
+    private readonly log?: Pick<Logger, 'warn'>,
+  ) {}
 
   async close(): Promise<void> {
     const db = this.db;
@@ -148,7 +157,18 @@ export class ChatDbReader {
   }
 
   private read(query: (statements: Statements) => unknown[]): ChatRow[] {
-    return (this.run(query) as RawRow[]).map(toChatRow);
+    return (this.run(query) as RawRow[]).map((r) => toChatRow(r, (cut) => this.bodyCut(r, cut)));
+  }
+
+  /** The handle is logged for support and masked by the agent's logger; the body never is. */
+  private bodyCut(r: RawRow, cut: NonNullable<AttributedBody['cut']>): void {
+    if (this.cutRowsLogged.has(r.rowId)) return;
+    if (this.cutRowsLogged.size >= cutRowsRemembered) this.cutRowsLogged.clear();
+    this.cutRowsLogged.add(r.rowId);
+    this.log?.warn(
+      { rowId: r.rowId, guid: r.guid, handle: r.handle ?? undefined, ...cut },
+      'a message body in chat.db ends before the length its archive declares: it is read as far as it goes',
+    );
   }
 
   private run<T>(query: (statements: Statements) => T): T {
@@ -168,9 +188,11 @@ export class ChatDbReader {
   }
 }
 
-function toChatRow(r: RawRow): ChatRow {
-  const blob = r.attributedBody ? new Uint8Array(r.attributedBody) : undefined;
-  const raw = r.text ?? decodeAttributedBody(blob) ?? '';
+function toChatRow(r: RawRow, onCut: (cut: NonNullable<AttributedBody['cut']>) => void): ChatRow {
+  const decoded =
+    r.text === null && r.attributedBody ? readAttributedBody(new Uint8Array(r.attributedBody)) : undefined;
+  if (decoded?.cut) onCut(decoded.cut);
+  const raw = r.text ?? decoded?.text ?? '';
   // U+FFFC stands where an attachment sits in the text; the attachments are reported on their own.
   const text = raw.includes('\uFFFC') ? raw.replace(/\uFFFC/g, '').trim() : raw;
   return {

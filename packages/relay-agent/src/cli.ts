@@ -180,7 +180,7 @@ async function runAgent(config: AgentConfig): Promise<number> {
     sender = new AppleScriptSender({ osascriptPath: config.osascriptPath, timeoutMs: config.sendTimeoutMs });
   }
 
-  const reader = new ChatDbReader(config.chatDbPath);
+  const reader = new ChatDbReader(config.chatDbPath, logger);
   try {
     await reader.maxRowId();
   } catch (err) {
