@@ -654,7 +654,7 @@ describe(
         await scenario(page, 'webhooks', async () => {
           await page.evaluate(`location.hash = '#/webhooks'`);
           await page.locator('main h1', { hasText: 'Webhooks' }).waitFor();
-          await page.getByLabel('URL (https, public address)').fill(url);
+          await page.getByLabel('URL (http or https, public address)', { exact: true }).fill(url);
           await page.getByRole('button', { name: 'Create webhook' }).click();
           await page.getByRole('cell', { name: 'enabled' }).waitFor();
           await page.getByRole('button', { name: `Disable ${url}` }).click();
