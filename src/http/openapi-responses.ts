@@ -141,15 +141,16 @@ export const headerComponents = {
     schema: { type: 'string', maxLength: 128 },
   },
   'RateLimit-Limit': {
-    description: "Requests allowed in the current window (the organization's burst).",
+    description: 'Requests allowed per 60 s window: the quota RateLimit-Policy names.',
     schema: { type: 'integer', minimum: 0 },
   },
   'RateLimit-Remaining': {
-    description: 'Requests left in the current window.',
+    description:
+      "What is left of that quota. At most the policy's burst passes at once: faster than the quota refills, a 429 comes before 0.",
     schema: { type: 'integer', minimum: 0 },
   },
   'RateLimit-Reset': {
-    description: 'Seconds until the window is full again.',
+    description: 'Seconds until the quota is whole again.',
     schema: { type: 'integer', minimum: 0 },
   },
   'RateLimit-Policy': {
