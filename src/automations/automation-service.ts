@@ -3,7 +3,7 @@ import { notFound, pointer, validationError } from '../errors.ts';
 import { paginate, pageWindow, readListPage, type ListPage, type Page, type PageRequest } from '../http/pagination.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Sort } from '../store/collection.ts';
-import { parseWebhookUrl, resolveTarget } from '../webhooks/address-guard.ts';
+import { parseWebhookUrl, resolveTarget, targetRefusal } from '../webhooks/address-guard.ts';
 import type { SecretBox } from '../webhooks/secret-box.ts';
 import {
   maxAutomationsPerOrg,
@@ -186,6 +186,6 @@ export class AutomationService {
     const parsed = parseWebhookUrl(raw);
     if (!parsed.ok) throw validationError(path, parsed.reason);
     const target = await resolveTarget(parsed.url, this.deps.webhook.allowPrivate);
-    if (!target.ok) throw validationError(path, target.reason);
+    if (!target.ok) throw validationError(path, targetRefusal(target));
   }
 }

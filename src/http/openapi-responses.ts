@@ -48,7 +48,7 @@ const ref = (name: string) => ({ $ref: `#/components/headers/${name}` });
 
 /**
  * The headers an error answer documents: X-Request-Id, the rate-limit ones
- * (once a limit applies to the request), Retry-After on 429 and 503. Success
+ * (once a limit applies to the request), Retry-After on 429 and 503, WWW-Authenticate on 401. Success
  * answers document X-Request-Id and their own headers; the rate-limit
  * headers they carry as well are said once, in the document's description,
  * rather than on each of them (a fifth of the document's size).
@@ -58,6 +58,7 @@ function errorHeaders(status: number): Record<string, unknown> {
   for (const name of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy'])
     headers[name] = ref(name);
   if (status === 429 || status === 503) headers['Retry-After'] = ref('Retry-After');
+  if (status === 401) headers['WWW-Authenticate'] = ref('WWW-Authenticate');
   return headers;
 }
 
@@ -140,15 +141,16 @@ export const headerComponents = {
     schema: { type: 'string', maxLength: 128 },
   },
   'RateLimit-Limit': {
-    description: "Requests allowed in the current window (the organization's burst).",
+    description: 'Requests allowed per 60 s window: the quota RateLimit-Policy names.',
     schema: { type: 'integer', minimum: 0 },
   },
   'RateLimit-Remaining': {
-    description: 'Requests left in the current window.',
+    description:
+      "What is left of that quota. At most the policy's burst passes at once: faster than the quota refills, a 429 comes before 0.",
     schema: { type: 'integer', minimum: 0 },
   },
   'RateLimit-Reset': {
-    description: 'Seconds until the window is full again.',
+    description: 'Seconds until the quota is whole again.',
     schema: { type: 'integer', minimum: 0 },
   },
   'RateLimit-Policy': {
@@ -159,6 +161,12 @@ export const headerComponents = {
     description: 'Seconds to wait before trying again.',
     required: true,
     schema: { type: 'integer', minimum: 1 },
+  },
+  'WWW-Authenticate': {
+    description:
+      'The scheme to authenticate with: `Bearer realm="relaybox"`, with `error="invalid_token"` when the request carried a bearer token that was refused (RFC 6750).',
+    required: true,
+    schema: { type: 'string' },
   },
   'Idempotent-Replayed': {
     description: '`true` when the answer replays the first request with the same Idempotency-Key.',

@@ -75,17 +75,28 @@ export interface PageRequest {
   after?: SortKeys;
 }
 
+/**
+ * A keyset list's `pagination`, on every page so every page has one shape: a
+ * page read by offset has its figures, one read by cursor only its `limit`
+ * (it counts nothing and has no page number: `page`, `total` and `totalPages`
+ * are null).
+ */
+export type ListPagination = Page<unknown>['pagination'] | { page: null; limit: number; total: null; totalPages: null };
+
 export interface ListPage<T> {
   data: T[];
-  /** By offset only: a page read by cursor counts nothing. */
-  pagination?: Page<T>['pagination'];
+  pagination: ListPagination;
   /** The sort keys of the page's last item when more items follow it; null on the last page. */
   next: SortKeys | null;
 }
 
+/** The figures of a page read by cursor: its limit, and nothing counted. */
+const cursorPagination = (limit: number): ListPagination => ({ page: null, limit, total: null, totalPages: null });
+
 /** A page that holds nothing, whichever way it was asked for. */
 export function emptyPage(q: PageRequest): ListPage<never> {
-  return { ...(q.after ? {} : { pagination: paginate([], 0, q.page, q.limit).pagination }), data: [], next: null };
+  const pagination = q.after ? cursorPagination(q.limit) : paginate([], 0, q.page, q.limit).pagination;
+  return { pagination, data: [], next: null };
 }
 
 /**
@@ -122,7 +133,7 @@ export async function readListPage<D extends Doc>(
   const last = found.length > q.limit ? data[data.length - 1] : undefined;
   return {
     data,
-    ...(total === undefined ? {} : { pagination: paginate(data, total, q.page, q.limit).pagination }),
+    pagination: total === undefined ? cursorPagination(q.limit) : paginate(data, total, q.page, q.limit).pagination,
     next: last ? keys.map((key) => sortKey(last, key)) : null,
   };
 }
@@ -148,11 +159,21 @@ function keysetFilter(filter: Filter, order: Sort, values: SortKeys): Filter {
   return out;
 }
 
+const nullableInteger = Type.Union([Type.Integer(), Type.Null()]);
+
+const listPaginationSchema = named(
+  'ListPagination',
+  Type.Object(
+    { page: nullableInteger, limit: Type.Integer(), total: nullableInteger, totalPages: nullableInteger },
+    { description: 'on every page; on a page read by cursor (after), which counts nothing, all but limit are null' },
+  ),
+);
+
 /** The body of a keyset list's page. */
 export function listPageSchema<T extends TSchema>(item: T) {
   return Type.Object({
     data: Type.Array(item),
-    pagination: Type.Optional(paginationSchema),
+    pagination: listPaginationSchema,
     nextCursor: Type.Union([Type.String(), Type.Null()], {
       description:
         'pass as after to read the next page; null on the last page. Opaque, and only for this list of this organization',
@@ -163,7 +184,7 @@ export function listPageSchema<T extends TSchema>(item: T) {
 /** A keyset list's 200: its page, and the link to the next one. */
 export function listAnswer<T extends TSchema>(item: T) {
   return {
-    description: 'a page of the list; pagination only when it was read by page (no after)',
+    description: 'a page of the list',
     content: { 'application/json': listPageSchema(item) },
     headers: {
       link: {

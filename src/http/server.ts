@@ -150,7 +150,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     } catch (err) {
       const error = toHttpError(err);
       if (error.statusCode >= 500) ctx.log.error({ err, route: ctx.route }, 'request failed');
-      reply = errorReply(error, ctx.reqId);
+      reply = errorReply(error, ctx.reqId, ctx.headers.authorization);
     }
     if (responder.aborted) return;
     const headers: Record<string, string> = { 'x-request-id': ctx.reqId, ...ctx.responseHeaders, ...reply.headers };
@@ -217,7 +217,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
 
   function answerRefusal(ctx: RequestContext, responder: Responder, error: AppError): void {
     if (responder.aborted) return;
-    const reply = errorReply(error, ctx.reqId);
+    const reply = errorReply(error, ctx.reqId, ctx.headers.authorization);
     responder.send(reply.status, { 'x-request-id': ctx.reqId, ...reply.headers }, JSON.stringify(reply.body), true);
     durationOf(ctx.route, ctx.method, reply.status).observe((performance.now() - ctx.startedAt) / 1000);
     log.info(
@@ -275,13 +275,25 @@ function answered(span: Span | undefined, status: number): void {
   if (status >= 500) span?.setStatus({ code: SpanStatusCode.ERROR });
 }
 
-/** Every error is answered as problem details, whatever the request's Accept says: a client that asked for JSON reads it as JSON. */
-function errorReply(error: AppError, reqId: string): Reply {
+/**
+ * Every error is answered as problem details, whatever the request's Accept
+ * says: a client that asked for JSON reads it as JSON. A 401 names the scheme
+ * to authenticate with (RFC 9110, 11.6.1), and says `invalid_token` when the
+ * request carried a bearer token that was refused (RFC 6750, 3.1).
+ */
+function errorReply(error: AppError, reqId: string, authorization: string | undefined): Reply {
   const headers: Record<string, string> = { 'content-type': problemMediaType };
+  if (error.statusCode === 401)
+    headers['www-authenticate'] = /^bearer\s+\S/i.test(authorization ?? '')
+      ? `${bearerChallenge}, error="invalid_token"`
+      : bearerChallenge;
   if (error.retryAfterSeconds !== undefined)
     headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterSeconds)));
   return { status: error.statusCode, body: error.toProblem(reqId), headers };
 }
+
+/** The challenge of every 401: API keys and access tokens are both bearer tokens. */
+const bearerChallenge = 'Bearer realm="relaybox"';
 
 const safeMethods = new Set<string>(['GET', 'HEAD', 'OPTIONS']);
 

@@ -61,9 +61,13 @@ export function requestAuth(
 }
 
 /**
- * Takes one request from a budget and states it in the answer: `RateLimit-Limit`
- * is the quota per 60 s window the 429 text names, `RateLimit-Policy` the quota,
- * window and burst, `RateLimit-Remaining` what may be sent at once now.
+ * Takes one request from a budget and states it in the answer. The three
+ * figures speak of one quota, the one `RateLimit-Policy` names with its 60 s
+ * window (IETF RateLimit header fields): `RateLimit-Limit` is that quota (the
+ * figure the 429 text names), `RateLimit-Remaining` what is left of it,
+ * `RateLimit-Reset` the seconds until it is whole again. The burst, how many
+ * may pass at once, is the policy's `burst` parameter: a client that sends
+ * faster than the quota refills meets a 429 before Remaining reaches 0.
  */
 async function charge(
   limiter: RateLimiter,
@@ -75,7 +79,7 @@ async function charge(
   const decision = await limiter.take(budget, policy);
   ctx.responseHeaders['ratelimit-limit'] = String(policy.perMinute);
   ctx.responseHeaders['ratelimit-policy'] = `${policy.perMinute};w=60;burst=${policy.burst}`;
-  ctx.responseHeaders['ratelimit-remaining'] = String(decision.remaining);
+  ctx.responseHeaders['ratelimit-remaining'] = String(decision.remainingPerMinute);
   ctx.responseHeaders['ratelimit-reset'] = String(decision.resetSeconds);
   if (decision.allowed) return undefined;
   return new AppError('rate_limited', refusal, { retryAfterSeconds: decision.retryAfterSeconds });

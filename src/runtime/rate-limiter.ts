@@ -9,7 +9,14 @@ export interface RateLimitPolicy {
 export interface RateLimitDecision {
   allowed: boolean;
   limit: number;
+  /** Requests that may pass at once now (what is left of the burst). */
   remaining: number;
+  /**
+   * What is left of the per-minute quota: `perMinute` less the requests the
+   * budget still holds (each is paid back one interval after the last); 0
+   * when refused.
+   */
+  remainingPerMinute: number;
   /** Whole seconds until the full burst is available again. */
   resetSeconds: number;
   /** Whole seconds to wait before retrying; at least 1 when refused. */
@@ -23,6 +30,8 @@ export interface RateLimiter {
   reset(budget: string): Promise<void>;
 }
 
+const intervalMs = (policy: RateLimitPolicy) => 60_000 / policy.perMinute;
+
 function decision(
   policy: RateLimitPolicy,
   allowed: boolean,
@@ -30,16 +39,16 @@ function decision(
   resetMs: number,
   retryAfterMs: number,
 ): RateLimitDecision {
+  const held = Math.ceil(Math.max(0, resetMs) / intervalMs(policy));
   return {
     allowed,
     limit: policy.burst,
     remaining: Math.max(0, remaining),
+    remainingPerMinute: allowed ? Math.max(0, policy.perMinute - held) : 0,
     resetSeconds: Math.max(0, Math.ceil(resetMs / 1000)),
     retryAfterSeconds: allowed ? 0 : Math.max(1, Math.ceil(retryAfterMs / 1000)),
   };
 }
-
-const intervalMs = (policy: RateLimitPolicy) => 60_000 / policy.perMinute;
 
 export class LocalRateLimiter implements RateLimiter {
   private readonly arrivals = new Map<string, number>();

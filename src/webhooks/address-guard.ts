@@ -9,7 +9,9 @@ import ipaddr from 'ipaddr.js';
  * canonical form, so one classification of the parsed host covers them all;
  * IPv6 forms that carry an IPv4 address are judged by that address.
  */
-export type Resolved = { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string };
+/** `privateTarget`: refused for what the address or name is, which `WEBHOOK_ALLOW_PRIVATE` lifts (not for failing to resolve). */
+export type Resolved =
+  { ok: true; address: string; family: 4 | 6 } | { ok: false; reason: string; privateTarget?: true };
 export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string };
 export type Lookup = (host: string) => Promise<Array<{ address: string; family: number }>>;
 
@@ -134,6 +136,13 @@ function bareHost(url: URL): string {
   return url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
 }
 
+/** A refused target as the API answers it when a URL is saved: an address or name refusal names the setting that lifts it. */
+export function targetRefusal(target: Extract<Resolved, { ok: false }>): string {
+  return target.privateTarget
+    ? `${target.reason} (only public addresses are accepted; the server setting WEBHOOK_ALLOW_PRIVATE=true lifts this for local development)`
+    : target.reason;
+}
+
 /**
  * Resolves the host once; the caller connects to the returned address and no
  * other (no second lookup, so no DNS rebinding between check and connect).
@@ -146,7 +155,7 @@ export async function resolveTarget(url: URL, allowPrivate: boolean, lookup: Loo
     addresses = [{ address: host, family: isIP(host) }];
   } else {
     const refused = allowPrivate ? undefined : refusedName(host);
-    if (refused) return { ok: false, reason: `refused: ${refused}` };
+    if (refused) return { ok: false, reason: `refused: ${refused}`, privateTarget: true };
     try {
       addresses = await lookup(host);
     } catch (err) {
@@ -160,7 +169,7 @@ export async function resolveTarget(url: URL, allowPrivate: boolean, lookup: Loo
   if (!allowPrivate) {
     for (const a of addresses) {
       const refused = refusedAddress(a.address);
-      if (refused) return { ok: false, reason: `refused: ${refused}` };
+      if (refused) return { ok: false, reason: `refused: ${refused}`, privateTarget: true };
     }
   }
   const chosen = addresses[0]!;

@@ -7,7 +7,7 @@ import { webhookProtocol } from '../actors/webhook/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
 import { platformScope, type Filter } from '../store/collection.ts';
-import { parseWebhookUrl, resolveTarget } from './address-guard.ts';
+import { parseWebhookUrl, resolveTarget, targetRefusal } from './address-guard.ts';
 import type { DeliveryAttempts } from './delivery-attempts.ts';
 import type { SecretBox } from './secret-box.ts';
 import { newDelivery } from './webhook-router.ts';
@@ -242,7 +242,7 @@ export class WebhookService {
     const parsed = parseWebhookUrl(raw);
     if (!parsed.ok) throw validationError('/url', parsed.reason);
     const target = await resolveTarget(parsed.url, this.deps.config.allowPrivate);
-    if (!target.ok) throw validationError('/url', target.reason);
+    if (!target.ok) throw validationError('/url', targetRefusal(target));
   }
 
   private async noticeChange(orgId: string, id: string): Promise<void> {

@@ -14,8 +14,8 @@ test(
   'a worker SIGKILLed in the middle of an automation run: another worker completes the execution, once',
   { timeout: 120_000 },
   async (t) => {
-    const redisUrl = await serviceUrl(t, 'REDIS_URL', 'redis://127.0.0.1:6379');
-    const mongoUrl = await serviceUrl(t, 'MONGODB_URL', 'mongodb://127.0.0.1:27017/relaybox');
+    const redisUrl = await serviceUrl(t, 'REDIS_URL');
+    const mongoUrl = await serviceUrl(t, 'MONGODB_URL');
     if (!redisUrl || !mongoUrl) return;
     const suffix = randomUUID().slice(0, 8);
     const env = {

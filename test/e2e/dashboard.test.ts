@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { existsSync } from 'node:fs';
@@ -14,10 +14,17 @@ import { request } from '../support/test-app.ts';
 import { simulateFailures } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { csvRecords } from '../../web/bulk-rows.ts';
 import { readFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 
 const password = 'a long enough password';
-/** The screenshots docs/dashboard.md shows are taken by this test, on every run, at 1200x800. */
-const docImages = join(process.cwd(), 'docs', 'images');
+/**
+ * The screenshots docs/dashboard.md shows are taken by this test, on every run, at 1200x800: into
+ * .tmp/doc-images/ (git-ignored), so a test run leaves the working tree as it was; `npm run docs:images`
+ * points DOCS_IMAGES_DIR at docs/images/ to refresh the committed ones.
+ */
+const committedImages = join(process.cwd(), 'docs', 'images');
+const docImages = resolve(process.env.DOCS_IMAGES_DIR || join(process.cwd(), '.tmp', 'doc-images'));
+const docImageFiles = ['dashboard-overview.png', 'dashboard-job.png', 'dashboard-relays.png'];
 const xss = '<img src=x onerror=alert(1)>';
 const number = (i: number) => `+4915150000${String(100 + i).slice(-3)}`;
 
@@ -53,8 +60,10 @@ describe(
     const email = `owner-${Date.now()}@example.com`;
     let ownerToken = '';
     let liveJobId = '';
+    let committedBefore: string[] = [];
 
     before(async () => {
+      committedBefore = await fingerprints(committedImages);
       dir = await mkdtemp(join(tmpdir(), 'relaybox-dashboard-e2e-'));
       // npm start's defaults: embedded store, one process.
       // The webhook receiver below listens on 127.0.0.1, which the address guard refuses unless told; the scenarios
@@ -654,7 +663,7 @@ describe(
         await scenario(page, 'webhooks', async () => {
           await page.evaluate(`location.hash = '#/webhooks'`);
           await page.locator('main h1', { hasText: 'Webhooks' }).waitFor();
-          await page.getByLabel('URL (https, public address)').fill(url);
+          await page.getByLabel('URL (http or https, public address)', { exact: true }).fill(url);
           await page.getByRole('button', { name: 'Create webhook' }).click();
           await page.getByRole('cell', { name: 'enabled' }).waitFor();
           await page.getByRole('button', { name: `Disable ${url}` }).click();
@@ -778,8 +787,24 @@ describe(
         assert.deepEqual(browser.external, [], 'nothing is loaded from outside our origin');
       });
     });
+
+    test('the screenshots are in the output directory, and docs/images is untouched unless it is that directory', async () => {
+      for (const file of docImageFiles) assert.ok(existsSync(join(docImages, file)), `${file} in ${docImages}`);
+      if (docImages !== committedImages)
+        assert.deepEqual(await fingerprints(committedImages), committedBefore, 'docs/images is as it was');
+    });
   },
 );
+
+/** Each docs image's name and content hash, to see that a run left them alone. */
+async function fingerprints(dir: string): Promise<string[]> {
+  return Promise.all(
+    docImageFiles.map(async (file) => {
+      const bytes = await readFile(join(dir, file)).catch(() => Buffer.alloc(0));
+      return `${file} ${createHash('sha256').update(bytes).digest('hex')}`;
+    }),
+  );
+}
 
 /** What a chart was last given, as the page exposes it on its figure. */
 async function chartData(

@@ -20,7 +20,7 @@ import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 import { testRuntimeConfig, waitFor } from './runtime-contract.ts';
 import { fileServiceUrl } from '../support/services.ts';
 
-const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
+const redisUrl = await fileServiceUrl('REDIS_URL');
 
 async function deletePrefix(url: string, prefix: string): Promise<void> {
   const redis = new Redis(url);

@@ -265,6 +265,11 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
       'Retry-After',
       'X-Request-Id',
     ]);
+    assert.equal(
+      errorAnswer(send, '401').headers['WWW-Authenticate'].$ref,
+      '#/components/headers/WWW-Authenticate',
+      'a 401 documents its challenge',
+    );
     assert.ok(errorAnswer(op('post', '/api/v1/contacts/import'), '415').content['application/problem+json']);
     assert.deepEqual(
       openapi.servers.map((s: { url: string }) => s.url),

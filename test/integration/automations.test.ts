@@ -218,6 +218,7 @@ eachBackend((backend) => {
         });
         assert.equal(res.status, 400);
         assert.equal(res.body.details[0].path, '/actions/0/config/url');
+        assert.match(res.body.details[0].message, /WEBHOOK_ALLOW_PRIVATE=true/, 'the refusal names the setting');
       } finally {
         await strict.stop();
       }

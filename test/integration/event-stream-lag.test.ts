@@ -12,7 +12,7 @@ import { withScripts } from '../../src/runtime/scripts.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 import { fileServiceUrl } from '../support/services.ts';
 
-const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
+const redisUrl = await fileServiceUrl('REDIS_URL');
 
 async function embedded(t: TestContext): Promise<EventStream> {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-lag-'));

@@ -339,6 +339,7 @@ describe('HTTP server', () => {
   test('a route that needs a credential answers 401 without one', async () => {
     const res = await fetch(base + '/api/v1/private');
     assert.equal(res.status, 401);
+    assert.equal(res.headers.get('www-authenticate'), 'Bearer realm="relaybox"');
     assert.equal((await json(res)).error, 'unauthorized');
   });
 

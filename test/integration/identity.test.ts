@@ -129,6 +129,13 @@ eachBackend((backend) => {
           name,
         );
         assert.equal(res.body.error, 'unauthorized', name);
+        // RFC 6750, 3.1: a request without a bearer token gets the bare challenge, a refused token invalid_token.
+        const tokenGiven = /^Bearer \S/.test(headers.authorization ?? '');
+        assert.equal(
+          res.headers.get('www-authenticate'),
+          tokenGiven ? 'Bearer realm="relaybox", error="invalid_token"' : 'Bearer realm="relaybox"',
+          name,
+        );
       }
     });
 

@@ -51,14 +51,23 @@ test('every alert has its runbook page, and a unit test where it fires', () => {
   const tests = readFileSync(join(dir, 'relaybox-rules.test.yml'), 'utf8');
   const alerts = new Set([...rules.matchAll(/^\s+- alert: (\S+)$/gm)].map((m) => m[1]!));
   assert.ok(alerts.size >= 11, `${alerts.size} alerts`);
-  const urls = [...rules.matchAll(/runbook_url: (\S+)$/gm)].map((m) => m[1]!);
+  // Absolute, so Alertmanager shows a link: the operator's base (an external label) before the page's path in the repository.
+  const base = '{{ $externalLabels.runbook_base_url }}/';
+  const urls = [...rules.matchAll(/runbook_url: '([^']+)'$/gm)].map((m) => m[1]!);
   assert.equal(urls.length, [...rules.matchAll(/^\s+- alert: /gm)].length, 'every alert rule names a runbook');
   for (const url of new Set(urls)) {
-    assert.match(url, /^docs\/runbooks\/Relaybox\w+\.md$/);
-    assert.ok(existsSync(join(dir, '..', url)), `${url} exists`);
+    assert.ok(url.startsWith(base), `${url} starts with the configurable base`);
+    const page = url.slice(base.length);
+    assert.match(page, /^docs\/runbooks\/Relaybox\w+\.md$/);
+    assert.ok(existsSync(join(dir, '..', page)), `${page} exists`);
   }
+  const expected = [...tests.matchAll(/runbook_url: (\S+)$/gm)].map((m) => m[1]!);
+  assert.ok(
+    expected.length > 0 && expected.every((url) => /^https:\/\/[^/]+\/.+\/docs\/runbooks\//.test(url)),
+    'the unit tests expect absolute links',
+  );
   for (const alert of alerts) {
-    assert.ok(urls.includes(`docs/runbooks/${alert}.md`), `${alert} has a page of its own`);
+    assert.ok(urls.includes(`${base}docs/runbooks/${alert}.md`), `${alert} has a page of its own`);
     // A test case that expects it: its name followed by a non-empty list of expected alerts.
     assert.match(
       tests,

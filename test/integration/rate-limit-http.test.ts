@@ -68,6 +68,23 @@ eachBackend((backend) => {
       );
     });
 
+    test('the first request answers figures of one quota: Limit 30, Remaining 29, Reset one interval, the window in Policy', async (t) => {
+      const app = await startTestApp(backend, limits);
+      t.after(() => app.stop());
+      const org = await signup(app);
+      const first = await app.request('GET', '/api/v1/me', { token: org.ownerToken });
+      assert.equal(first.status, 200);
+      const figures = (res: typeof first) =>
+        ['ratelimit-policy', 'ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset'].map((h) =>
+          res.headers.get(h),
+        );
+      // One request of 30 a minute is held for 2 s (60 s / 30): 29 of the 30 are left, all of them again in 2 s.
+      assert.deepEqual(figures(first), ['30;w=60;burst=20', '30', '29', '2']);
+      const second = await app.request('GET', '/api/v1/me', { token: org.ownerToken });
+      assert.equal(second.headers.get('ratelimit-remaining'), '28');
+      assert.ok(['3', '4'].includes(second.headers.get('ratelimit-reset')!), figures(second).join(' '));
+    });
+
     test("the organization's own limit overrides the default", async (t) => {
       const app = await startTestApp(backend, limits);
       t.after(() => app.stop());

@@ -11,7 +11,7 @@ import { fileServiceUrl, serviceUrl } from '../support/services.ts';
 import { cleaningUp, counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
 import { defineActor } from '../../src/runtime/actor.ts';
 
-export const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
+export const redisUrl = await fileServiceUrl('REDIS_URL');
 
 export async function deletePrefix(url: string, prefix: string): Promise<void> {
   const redis = new Redis(url);

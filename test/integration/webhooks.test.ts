@@ -733,6 +733,10 @@ eachBackend((backend) => {
         assert.equal(res.status, 400, `${url}: ${res.text}`);
         assert.equal(res.body.error, 'validation_error');
         assert.equal(res.body.details[0].path, '/url');
+        // What the address is can be allowed by the operator, and the refusal says how; a scheme cannot.
+        const scheme = !/^https?:/.test(url);
+        assert.equal(/WEBHOOK_ALLOW_PRIVATE=true/.test(res.body.detail), !scheme, `${url}: ${res.body.detail}`);
+        assert.equal(/WEBHOOK_ALLOW_PRIVATE=true/.test(res.body.details[0].message), !scheme, url);
       }
       const ok = await t.request('POST', '/api/v1/webhooks', {
         token: org.ownerToken,

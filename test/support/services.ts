@@ -30,46 +30,37 @@ export function answers(url: string): Promise<boolean> {
 }
 
 /**
- * The URL of a backing service: the variable's value, or outside CI the local
- * default. Outside CI a service that does not answer is reported with the
- * reason (undefined is returned, so the caller skips); in CI the variable must
- * be set, and a missing one throws.
+ * The URL of a backing service: the variable's value, never a guessed local
+ * address (a developer's own Redis or MongoDB on the default port is theirs,
+ * and a test would write into it). Outside CI an unset variable, or a service
+ * that does not answer, is reported with the reason (the caller skips); in CI
+ * the variable must be set, and a missing one throws.
  */
-export async function availableService(
-  name: ServiceName,
-  localDefault?: string,
-): Promise<{ url: string } | { skipped: string }> {
+export async function availableService(name: ServiceName): Promise<{ url: string } | { skipped: string }> {
   const ci = process.env.CI === 'true';
-  const set = process.env[name];
+  const url = process.env[name];
   if (ci) {
-    if (!set) throw new Error(`${name} is not set: CI must run this test against a real service`);
-    return { url: set };
+    if (!url) throw new Error(`${name} is not set: CI must run this test against a real service`);
+    return { url };
   }
-  const url = set || localDefault;
-  if (!url) return { skipped: `${name} not set: start the service (see README) to run this test` };
+  if (!url) return { skipped: `${name} not set: start the service and set ${name} (see README) to run this test` };
   // A cluster's seed list (host:port,…) is probed at its first node.
   if (!(await answers(name === 'REDIS_CLUSTER_NODES' ? `redis://${url.split(',')[0]!.trim()}` : url)))
-    return {
-      skipped: `${name} ${set ? 'is set' : `not set and the local default ${url}`} does not answer: start the service (see README) to run this test`,
-    };
+    return { skipped: `${name} is set but ${url} does not answer: start the service (see README) to run this test` };
   return { url };
 }
 
 /** `availableService` for one test: a service that is not there skips it with the reason. */
-export async function serviceUrl(
-  t: TestContext,
-  name: ServiceName,
-  localDefault?: string,
-): Promise<string | undefined> {
-  const found = await availableService(name, localDefault);
+export async function serviceUrl(t: TestContext, name: ServiceName): Promise<string | undefined> {
+  const found = await availableService(name);
   if ('url' in found) return found.url;
   t.skip(found.skipped);
   return undefined;
 }
 
 /** `availableService` for a whole file (top-level await): the reason is printed once when the service is not there. */
-export async function fileServiceUrl(name: ServiceName, localDefault?: string): Promise<string | undefined> {
-  const found = await availableService(name, localDefault);
+export async function fileServiceUrl(name: ServiceName): Promise<string | undefined> {
+  const found = await availableService(name);
   if ('url' in found) return found.url;
   console.log(`# ${found.skipped}`);
   return undefined;

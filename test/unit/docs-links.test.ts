@@ -70,3 +70,18 @@ test('every relative link in README.md and docs/*.md resolves to a file and head
   }
   assert.deepEqual(broken, []);
 });
+
+test('every example has a README that says how to run each of its npm scripts', () => {
+  for (const name of readdirSync(join(root, 'examples'))) {
+    const dir = join(root, 'examples', name);
+    const readme = join(dir, 'README.md');
+    assert.ok(existsSync(readme), `examples/${name} has a README.md`);
+    const text = readFileSync(readme, 'utf8');
+    const scripts = Object.keys(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).scripts ?? {});
+    assert.ok(scripts.length > 0, `examples/${name} has scripts`);
+    for (const script of scripts) {
+      const command = script === 'start' ? 'npm start' : `npm run ${script}`;
+      assert.ok(text.includes(`${command} -w examples/${name}`), `examples/${name}/README.md shows ${command}`);
+    }
+  }
+});

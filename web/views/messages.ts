@@ -156,19 +156,20 @@ export function messagesView({ main }: PageContext): void {
     if (since.value) qs.set('since', new Date(since.value).toISOString());
     if (until.value) qs.set('until', new Date(until.value).toISOString());
     if (after) qs.set('after', after);
-    const page = await api<{ data: Message[]; nextCursor?: string | null; pagination?: { total: number } }>(
+    const page = await api<{ data: Message[]; nextCursor?: string | null; pagination: { total: number | null } }>(
       'GET',
       `/api/v1/messages?${qs}`,
     );
     if (mine !== latest) return;
-    const total = page.pagination?.total;
+    // A page read by cursor counts nothing: its total is null.
+    const total = page.pagination.total;
     const next = page.nextCursor;
     replace(
       out,
       h(
         'h2',
         null,
-        total === undefined ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`,
+        total === null ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`,
       ),
       page.data.length
         ? table(

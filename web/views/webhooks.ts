@@ -58,7 +58,7 @@ export async function webhooksView({ me, main }: PageContext): Promise<void> {
         h(
           'div',
           { class: 'field' },
-          h('label', { for: 'webhook-url' }, 'URL (https, public address)'),
+          h('label', { for: 'webhook-url' }, 'URL (http or https, public address)'),
           h('input', { id: 'webhook-url', name: 'url', type: 'url', required: true }),
         ),
         h(
