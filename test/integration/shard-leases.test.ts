@@ -10,7 +10,7 @@ import { deleteClusterPrefix, fileClusterSeeds } from '../support/redis-cluster.
 import { fileServiceUrl } from '../support/services.ts';
 import { waitFor } from './runtime-contract.ts';
 
-const redisUrl = await fileServiceUrl('REDIS_URL', 'redis://127.0.0.1:6379');
+const redisUrl = await fileServiceUrl('REDIS_URL');
 const seeds = await fileClusterSeeds();
 
 /** What the holder saw: the shards it was given and the ones that left it, by stream. */
