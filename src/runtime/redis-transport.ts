@@ -3,20 +3,20 @@ import type { RuntimeConfig } from './types.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
-import { Mailboxes } from './mailboxes.ts';
+import { ActorHost } from './actor-host.ts';
 import { askError, askTimeout } from './local-transport.ts';
-import { newEnvelope, readEnvelope } from './envelope.ts';
+import { newEnvelope } from './envelope.ts';
 import { timerAfter, type DueTimer } from './due-timer.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
-import type { RedisKeys, ShardKeys } from './redis-keys.ts';
+import type { RedisKeys } from './redis-keys.ts';
 import { redisConnection, type RedisConnection } from './redis-connection.ts';
 import { writeReplicated } from './replicated-write.ts';
 import type { ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
-import { ShardLeases, type LeasedShard } from './shard-leases.ts';
+import { ShardLeases } from './shard-leases.ts';
+import { StreamReader, type Shard } from './stream-reader.ts';
 import type {
   ActorDefinition,
   ActorMessage,
@@ -27,30 +27,6 @@ import type {
   SendOptions,
   Transport,
 } from './types.ts';
-
-const group = 'workers';
-
-interface Shard extends LeasedShard {
-  timers: string;
-  keys: ShardKeys;
-  /** On a cluster: how long the shard's reads have come back empty, and when to read it next. */
-  idle: { ms: number; until: number };
-  /** Pending entries of the previous owner have been queued; new entries may be read now. */
-  ready: boolean;
-}
-
-type StreamEntry = [id: string, fields: string[]];
-
-/** An entry read from a shard's stream, waiting in its key's mailbox. */
-interface StreamDelivery {
-  shard: Shard;
-  id: string;
-  env: Envelope;
-  previousDeliveries: number;
-}
-
-/** The longest pause between two reads of idle shards on a cluster (where shards cannot share one blocking read). */
-const clusterIdlePollMs = 25;
 
 /**
  * Actors on Redis Streams: one stream per actor type and shard, one consumer
@@ -69,14 +45,10 @@ export class RedisTransport implements Transport {
   readonly keys: RedisKeys;
   private readonly ownsConnection: boolean;
   private host: ActorHost | undefined;
-  private readonly serial = new Mailboxes<StreamDelivery>(
-    (items) => this.handle(items),
-    (a, b) => a.shard === b.shard && this.requireHost().together(a.env, b.env),
-  );
   private readonly leases: ShardLeases<Shard>;
   /** The shards this worker holds the lease of, by stream: the leases' own map, changed by them only. */
   private readonly owned: ReadonlyMap<string, Shard>;
-  private readonly inFlightIds = new Set<string>();
+  private readonly streams: StreamReader;
   private readonly asks = new Map<string, { resolve(v: unknown): void; reject(e: unknown): void; timer: DueTimer }>();
   private readonly loops: NodeJS.Timeout[] = [];
   /** Background rounds (lease renewal, rebalance, due timers) under way: a stop waits for them before it closes the connections. */
@@ -107,10 +79,17 @@ export class RedisTransport implements Transport {
       shards: () => this.allShards(),
       stopping: () => this.stopping,
       open: (leased, keys) => ({ ...leased, timers: keys.timers, keys, idle: { ms: 0, until: 0 }, ready: false }),
-      taken: (shard) => this.taken(shard),
+      taken: (shard) => this.streams.taken(shard),
       dropped: (shard) => this.dropStates(shard),
     });
     this.owned = this.leases.owned;
+    this.streams = new StreamReader(this.cmd, this.keys, nodeId, config, log, {
+      owned: this.owned,
+      stopping: () => this.stopping,
+      host: () => this.requireHost(),
+      dropStates: (shard) => this.dropStates(shard),
+      publish: (channel, message) => this.publishOn(channel, message),
+    });
   }
 
   private streamOf(type: string, shard: number): string {
@@ -146,7 +125,7 @@ export class RedisTransport implements Transport {
     this.every(this.config.leaseRenewMs, () => this.leases.renew());
     this.every(this.config.rebalanceMs, () => this.leases.rebalance());
     this.every(this.config.timerPollMs, () => this.moveDueTimers());
-    this.readLoopDone = this.keys.cluster ? this.pollLoop() : this.readLoop();
+    this.readLoopDone = this.keys.cluster ? this.streams.pollLoop() : this.streams.readLoop(this.reader!);
   }
 
   private every(ms: number, work: () => Promise<void>): void {
@@ -293,231 +272,10 @@ export class RedisTransport implements Transport {
     return host.types.flatMap((type) => Array.from({ length: host.shardsOf(type) }, (_, index) => ({ type, index })));
   }
 
-  /** A shard whose lease was just taken: read once the previous owner's pending entries are queued. */
-  private async taken(shard: Shard): Promise<void> {
-    // Whatever this worker held of these keys dates from before another worker may have run them.
-    this.dropStates(shard);
-    try {
-      await this.cmd.xgroup('CREATE', shard.stream, group, '0', 'MKSTREAM');
-    } catch (err) {
-      if (!String(err).includes('BUSYGROUP')) throw err;
-    }
-    await this.takeOverPending(shard);
-    shard.ready = true;
-    this.log.debug({ stream: shard.stream }, 'shard acquired');
-  }
-
-  /**
-   * Claims every entry the previous owner read but did not acknowledge and
-   * queues them, oldest first, before any new entry of the shard is read: so
-   * per-actor order survives a takeover.
-   */
-  private async takeOverPending(shard: Shard): Promise<void> {
-    let cursor = '0-0';
-    const claimed: StreamEntry[] = [];
-    do {
-      const [next, entries] = (await this.cmd.xautoclaim(
-        shard.stream,
-        group,
-        this.nodeId,
-        0,
-        cursor,
-        'COUNT',
-        500,
-      )) as [string, Array<StreamEntry | null>, string[]];
-      for (const entry of entries) if (entry) claimed.push(entry);
-      cursor = next;
-    } while (cursor !== '0-0');
-    if (claimed.length === 0) return;
-    const deliveries = new Map<string, number>();
-    const pending = (await this.cmd.xpending(
-      shard.stream,
-      group,
-      '-',
-      '+',
-      claimed.length + 100,
-      this.nodeId,
-    )) as Array<[string, string, number, number]>;
-    for (const [id, , , count] of pending) deliveries.set(id, count);
-    this.log.info({ stream: shard.stream, entries: claimed.length }, 'took over pending entries');
-    for (const [id, fields] of claimed) this.handleEntry(shard, id, fields, Math.max(0, (deliveries.get(id) ?? 1) - 1));
-  }
-
   /** The activated states of a shard's keys go when the shard leaves this worker (or comes back to it). */
   private dropStates(shard: Shard): void {
     const shards = this.requireHost().shardsOf(shard.type);
     this.requireHost().states.dropWhere(shard.type, (key) => shardOf(key, shards) === shard.index);
-  }
-
-  /**
-   * The owned shards ready to be read; null, after a short wait, when there
-   * is none or the mailboxes hold what two reads bring (back-pressure).
-   */
-  private async readable(): Promise<Shard[] | null> {
-    const shards = [...this.owned.values()].filter((s) => s.ready && !s.draining);
-    if (shards.length > 0 && this.serial.size < this.config.readBatch * 2) return shards;
-    await sleep(shards.length === 0 ? this.config.readBlockMs / 5 : 2);
-    return null;
-  }
-
-  private async readLoop(): Promise<void> {
-    while (!this.stopping) {
-      const shards = await this.readable();
-      if (!shards) continue;
-      let result: Array<[string, StreamEntry[]]> | null;
-      try {
-        result = (await this.reader!.xreadgroup(
-          'GROUP',
-          group,
-          this.nodeId,
-          'COUNT',
-          this.config.readBatch,
-          'BLOCK',
-          this.config.readBlockMs,
-          'STREAMS',
-          ...shards.map((s) => s.stream),
-          ...shards.map(() => '>'),
-        )) as Array<[string, StreamEntry[]]> | null;
-      } catch (err) {
-        if (this.stopping) break;
-        this.log.warn({ err }, 'stream read failed; retrying');
-        await sleep(500);
-        continue;
-      }
-      for (const [stream, entries] of result ?? []) {
-        const shard = this.owned.get(stream);
-        if (!shard) continue; // lease lost while reading: the next owner claims these
-        for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
-      }
-    }
-  }
-
-  /**
-   * The cluster's read loop: one key per XREADGROUP (the shards are in
-   * different slots), so each ready shard is read without blocking, those due
-   * all at once (pipelined per master). A shard that gave entries is read
-   * again at once; one that gave none waits a little longer each time, up to
-   * `clusterIdlePollMs`.
-   */
-  private async pollLoop(): Promise<void> {
-    while (!this.stopping) {
-      const shards = await this.readable();
-      if (!shards) continue;
-      const now = Date.now();
-      const due = shards.filter((s) => s.idle.until <= now);
-      if (due.length === 0) {
-        await sleep(Math.max(1, Math.min(...shards.map((s) => s.idle.until)) - now));
-        continue;
-      }
-      const results = await Promise.all(
-        due.map((s) =>
-          (
-            this.cmd.xreadgroup(
-              'GROUP',
-              group,
-              this.nodeId,
-              'COUNT',
-              this.config.readBatch,
-              'STREAMS',
-              s.stream,
-              '>',
-            ) as Promise<Array<[string, StreamEntry[]]> | null>
-          ).catch((err) => {
-            if (!this.stopping) this.log.warn({ err, stream: s.stream }, 'stream read failed; retrying');
-            return null;
-          }),
-        ),
-      );
-      due.forEach((shard, i) => {
-        const entries = results[i]?.[0]?.[1] ?? [];
-        shard.idle.ms = entries.length > 0 ? 0 : Math.min(Math.max(1, shard.idle.ms * 2), clusterIdlePollMs);
-        shard.idle.until = Date.now() + shard.idle.ms;
-        // A shard whose lease was lost while reading: the next owner claims these.
-        if (this.owned.get(shard.stream) === shard)
-          for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
-      });
-    }
-  }
-
-  private handleEntry(shard: Shard, id: string, fields: string[], previousDeliveries: number): void {
-    // Entry ids are unique within a stream only.
-    const entryKey = `${shard.stream}/${id}`;
-    if (this.inFlightIds.has(entryKey)) return;
-    const raw = fields[fields.indexOf('e') + 1];
-    const read = readEnvelope(raw);
-    if (!read.ok) {
-      this.log.error({ stream: shard.stream, entry: id, error: read.reason }, 'actor message dead-lettered');
-      void this.cmd
-        .deadLetter(
-          shard.stream,
-          shard.keys.deadLetters,
-          group,
-          id,
-          raw ?? '',
-          read.reason,
-          previousDeliveries + 1,
-          new Date().toISOString(),
-        )
-        .catch((err) =>
-          this.log.warn({ err, stream: shard.stream, entry: id }, 'could not dead-letter a malformed entry'),
-        );
-      return;
-    }
-    const env = read.envelope;
-    this.inFlightIds.add(entryKey);
-    shard.inFlight++;
-    this.serial.post(`${env.type}\u0000${env.key}`, { shard, id, env, previousDeliveries });
-  }
-
-  private async handle(items: StreamDelivery[]): Promise<void> {
-    try {
-      const outcomes = await this.requireHost().deliverBatch(items, items[0]!.shard.ownership.signal);
-      await Promise.all(
-        items.map(async ({ shard, id, env }, i) => {
-          try {
-            await this.settle(shard, id, env, outcomes[i]!);
-          } catch (err) {
-            this.log.error(
-              { err, stream: shard.stream, entry: id },
-              'could not settle an entry; it will be delivered again',
-            );
-          }
-        }),
-      );
-    } finally {
-      for (const { shard, id } of items) {
-        this.inFlightIds.delete(`${shard.stream}/${id}`);
-        shard.inFlight--;
-      }
-    }
-  }
-
-  private async settle(shard: Shard, id: string, env: Envelope, outcome: DeliveryOutcome): Promise<void> {
-    if (outcome.ok || !outcome.deadLetter) {
-      await this.cmd.ack(shard.stream, group, id);
-    } else {
-      const error = outcome.error || `delivered ${outcome.deliveries} times without finishing (worker crashes)`;
-      await this.cmd.deadLetter(
-        shard.stream,
-        shard.keys.deadLetters,
-        group,
-        id,
-        JSON.stringify(env),
-        error,
-        outcome.deliveries,
-        new Date().toISOString(),
-      );
-      this.log.error(
-        { actor: env.type, actorKey: env.key, actorMessageId: env.id, error },
-        'actor message dead-lettered',
-      );
-    }
-    if (env.replyTo) {
-      const reply = outcome.ok
-        ? { askId: env.replyTo.askId, ok: true, value: outcome.value }
-        : { askId: env.replyTo.askId, ok: false, error: outcome.error, answer: outcome.answer };
-      await this.publishOn(this.keys.replyChannel(env.replyTo.node), JSON.stringify(reply));
-    }
   }
 
   private async moveDueTimers(): Promise<void> {
@@ -565,7 +323,7 @@ export class RedisTransport implements Transport {
       await this.readLoopDone;
       // Leave time to release leases inside the overall shutdown budget.
       const budget = Math.max(1_000, this.config.shutdownGraceMs - 2_000);
-      await Promise.race([this.serial.idle(), sleep(budget)]);
+      await Promise.race([this.streams.idle(), sleep(budget)]);
       await this.leases.leave();
     }
     for (const [, waiting] of this.asks) {
