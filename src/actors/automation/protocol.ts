@@ -10,7 +10,7 @@ const id = Type.String({ minLength: 1, maxLength: 64 });
  */
 export const automationProtocol = defineProtocol('automation', {
   /** An execution was stored (state running): perform its pending actions. */
-  run: { orgId: id, executionId: id },
+  run: { tenantId: id, executionId: id },
   /** A timer: the next HTTP attempt of a call_webhook or log_to_crm action is due. */
-  retry: { orgId: id, executionId: id, index: Type.Integer({ minimum: 0, maximum: 9 }) },
+  retry: { tenantId: id, executionId: id, index: Type.Integer({ minimum: 0, maximum: 9 }) },
 });

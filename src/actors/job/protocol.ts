@@ -3,7 +3,7 @@ import { defineProtocol } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: 64 });
 /** Every message names the job's organization and team: the job actor reads nothing unscoped. */
-const owner = { orgId: id, teamId: id };
+const owner = { tenantId: id, teamId: id };
 
 /** Messages of the job actor (`job:<jobId>`). */
 export const jobProtocol = defineProtocol('job', {

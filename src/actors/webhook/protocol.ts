@@ -28,11 +28,11 @@ export type PendingDelivery = Static<typeof delivery>;
 /** Messages of the webhook actor (`webhook:<webhookId>`). */
 export const webhookProtocol = defineProtocol('webhook', {
   /** New deliveries of events the webhook subscribes to, just stored. */
-  accept: { orgId: id, deliveries: Type.Array(delivery, { maxItems: 1_000 }) },
+  accept: { tenantId: id, deliveries: Type.Array(delivery, { maxItems: 1_000 }) },
   /** A timer: a failed delivery's next attempt is due. */
-  retry: { orgId: id, deliveryId: id },
+  retry: { tenantId: id, deliveryId: id },
   /** Look in the store for due deliveries nobody here is attempting (a timer while deliveries are pending; sent to every webhook when a worker starts). */
-  sweep: { orgId: id },
+  sweep: { tenantId: id },
   /** The webhook was updated, toggled or deleted through the API, or a rotated secret's grace period ended (a timer). */
-  changed: { orgId: id },
+  changed: { tenantId: id },
 });
