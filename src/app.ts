@@ -153,7 +153,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       db,
       outbox,
       rollups,
-      closedSources: (orgId, closed) => cancelledJobIds(db, orgId, closed),
+      closedSources: (tenantId, closed) => cancelledJobIds(db, tenantId, closed),
     }),
     createRelayActor({
       db,

@@ -19,7 +19,7 @@ export function requireRole(actual: Role, needed: Role): void {
 
 /** Who is calling: resolved once per request by the authentication step. */
 export interface Principal {
-  orgId: string;
+  tenantId: string;
   role: Role;
   /** The team the request acts in (X-Team-Id, or the organization's default team). */
   teamId: string;

@@ -64,7 +64,7 @@ export class AutomationActions {
       };
     try {
       await this.deps.send.sendForAutomation(
-        { orgId: exec.tenantId, teamId: m.teamId, role: 'admin' },
+        { tenantId: exec.tenantId, teamId: m.teamId, role: 'admin' },
         { to: m.participant, body: action.config.body ?? '', priority: 0 },
         { automationId: exec.automationId, executionId: origin },
       );

@@ -55,13 +55,13 @@ export class AutomationRouter {
       if (list) list.push(event);
       else byOrg.set(event.tenantId, [event]);
     }
-    await Promise.all([...byOrg].map(([orgId, events]) => this.routeOrg(orgId, events)));
+    await Promise.all([...byOrg].map(([tenantId, events]) => this.routeOrg(tenantId, events)));
   }
 
-  private async routeOrg(orgId: string, events: DomainEvent[]): Promise<void> {
-    const rules = await this.deps.db.automations.find(orgScope(orgId), { enabled: true });
+  private async routeOrg(tenantId: string, events: DomainEvent[]): Promise<void> {
+    const rules = await this.deps.db.automations.find(orgScope(tenantId), { enabled: true });
     if (rules.length === 0) return;
-    const automated = await this.automatedReplies(orgId, events);
+    const automated = await this.automatedReplies(tenantId, events);
     const now = nowIso();
     const docs: ExecutionDoc[] = [];
     let slice = performance.now();
@@ -79,7 +79,7 @@ export class AutomationRouter {
         docs.push(newExecution(rule, message, trigger, now, await evaluateWithRetry(rule, message)));
       }
     }
-    const inserted = new Set((await insertNew(this.deps.db.executions, orgScope(orgId), docs)).map((d) => d.id));
+    const inserted = new Set((await insertNew(this.deps.db.executions, orgScope(tenantId), docs)).map((d) => d.id));
     for (const d of docs) if (inserted.has(d.id) && !d.matched) executionOutcomes.inc({ outcome: 'not_matched' });
     const matched = docs.filter((d) => d.matched);
     const stored = matched.filter((d) => !inserted.has(d.id));
@@ -89,7 +89,7 @@ export class AutomationRouter {
         ? new Set<string>()
         : new Set(
             (
-              await this.deps.db.executions.find(orgScope(orgId), {
+              await this.deps.db.executions.find(orgScope(tenantId), {
                 id: { $in: stored.map((d) => d.id) },
                 state: 'running',
               })
@@ -98,15 +98,18 @@ export class AutomationRouter {
     await Promise.all(
       matched
         .filter((d) => inserted.has(d.id) || unfinished.has(d.id))
-        .map((d) => this.automations.send(d.message.conversationId, { kind: 'run', orgId, executionId: d.id })),
+        .map((d) => this.automations.send(d.message.conversationId, { kind: 'run', tenantId, executionId: d.id })),
     );
   }
 
   /** Message ids among these events that are replies sent by an automation. */
-  private async automatedReplies(orgId: string, events: DomainEvent[]): Promise<Set<string>> {
+  private async automatedReplies(tenantId: string, events: DomainEvent[]): Promise<Set<string>> {
     const sent = events.filter((e) => e.event !== 'message.received').map((e) => String(e.data.id));
     if (sent.length === 0) return new Set();
-    const docs = await this.deps.messages.find(orgScope(orgId), { id: { $in: sent }, automationId: { $exists: true } });
+    const docs = await this.deps.messages.find(orgScope(tenantId), {
+      id: { $in: sent },
+      automationId: { $exists: true },
+    });
     return new Set(docs.map((d) => d.id));
   }
 }

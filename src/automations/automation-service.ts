@@ -66,38 +66,38 @@ export function executionView(d: ExecutionDoc): ExecutionView {
 export class AutomationService {
   constructor(private readonly deps: { db: AutomationCollections; box: SecretBox; webhook: WebhookConfig }) {}
 
-  async create(orgId: string, body: AutomationInput): Promise<AutomationView> {
+  async create(tenantId: string, body: AutomationInput): Promise<AutomationView> {
     const fields = await this.fields(body);
-    if ((await this.deps.db.automations.count(orgScope(orgId), {})) >= maxAutomationsPerOrg) {
+    if ((await this.deps.db.automations.count(orgScope(tenantId), {})) >= maxAutomationsPerOrg) {
       throw validationError('', `an organization has at most ${maxAutomationsPerOrg} automations`);
     }
     const now = nowIso();
     const doc: AutomationDoc = {
       id: newId('aut'),
-      tenantId: orgId,
+      tenantId,
       ...fields,
       createdAt: now,
       updatedAt: now,
       lastExecutedAt: null,
       executionCount: 0,
     };
-    await this.deps.db.automations.insertOne(orgScope(orgId), doc);
+    await this.deps.db.automations.insertOne(orgScope(tenantId), doc);
     return automationView(doc);
   }
 
-  async list(orgId: string, q: { page: number; limit: number }): Promise<Page<AutomationView>> {
+  async list(tenantId: string, q: { page: number; limit: number }): Promise<Page<AutomationView>> {
     const { skip, limit } = pageWindow(q.page, q.limit);
     const [docs, total] = await Promise.all([
-      this.deps.db.automations.find(orgScope(orgId), {}, { sort: { createdAt: 1, id: 1 }, skip, limit }),
-      this.deps.db.automations.count(orgScope(orgId), {}),
+      this.deps.db.automations.find(orgScope(tenantId), {}, { sort: { createdAt: 1, id: 1 }, skip, limit }),
+      this.deps.db.automations.count(orgScope(tenantId), {}),
     ]);
     return paginate(docs.map(automationView), total, q.page, q.limit);
   }
 
-  async get(orgId: string, id: string): Promise<AutomationView & { executions: ExecutionView[] }> {
-    const doc = await this.load(orgId, id);
+  async get(tenantId: string, id: string): Promise<AutomationView & { executions: ExecutionView[] }> {
+    const doc = await this.load(tenantId, id);
     const executions = await this.deps.db.executions.find(
-      orgScope(orgId),
+      orgScope(tenantId),
       { automationId: id },
       { sort: newestFirst, limit: recentExecutions },
     );
@@ -105,10 +105,10 @@ export class AutomationService {
   }
 
   /** Full replacement: every field not given takes its default (conditions none, logic and, enabled true). */
-  async replace(orgId: string, id: string, body: AutomationInput): Promise<AutomationView> {
+  async replace(tenantId: string, id: string, body: AutomationInput): Promise<AutomationView> {
     const fields = await this.fields(body);
     const doc = await this.deps.db.automations.updateOne(
-      orgScope(orgId),
+      orgScope(tenantId),
       { id },
       { $set: { ...fields, updatedAt: nowIso() } },
     );
@@ -117,18 +117,18 @@ export class AutomationService {
   }
 
   /** Its execution log goes first: a delete cut short leaves the automation, which the retried delete removes. */
-  async delete(orgId: string, id: string): Promise<void> {
-    await this.load(orgId, id);
-    await this.deps.db.executions.deleteMany(orgScope(orgId), { automationId: id });
-    if (!(await this.deps.db.automations.deleteOne(orgScope(orgId), { id }))) throw notFound('automation');
+  async delete(tenantId: string, id: string): Promise<void> {
+    await this.load(tenantId, id);
+    await this.deps.db.executions.deleteMany(orgScope(tenantId), { automationId: id });
+    if (!(await this.deps.db.automations.deleteOne(orgScope(tenantId), { id }))) throw notFound('automation');
   }
 
   /** Compare-and-set on the flag read, so two toggles at once flip twice, never once. */
-  async toggle(orgId: string, id: string): Promise<AutomationView> {
+  async toggle(tenantId: string, id: string): Promise<AutomationView> {
     for (;;) {
-      const doc = await this.load(orgId, id);
+      const doc = await this.load(tenantId, id);
       const updated = await this.deps.db.automations.updateOne(
-        orgScope(orgId),
+        orgScope(tenantId),
         { id, enabled: doc.enabled },
         { $set: { enabled: !doc.enabled, updatedAt: nowIso() } },
       );
@@ -137,18 +137,18 @@ export class AutomationService {
   }
 
   /** The dry run: the evaluation a real run makes, on a sample message; nothing is sent, created or called. */
-  async test(orgId: string, id: string, message: SampleMessage): Promise<Evaluation> {
-    return evaluateWithRetry(await this.load(orgId, id), message);
+  async test(tenantId: string, id: string, message: SampleMessage): Promise<Evaluation> {
+    return evaluateWithRetry(await this.load(tenantId, id), message);
   }
 
-  async executions(orgId: string, id: string, q: PageRequest): Promise<ListPage<ExecutionView>> {
-    await this.load(orgId, id);
-    const page = await readListPage(this.deps.db.executions, orgScope(orgId), { automationId: id }, newestFirst, q);
+  async executions(tenantId: string, id: string, q: PageRequest): Promise<ListPage<ExecutionView>> {
+    await this.load(tenantId, id);
+    const page = await readListPage(this.deps.db.executions, orgScope(tenantId), { automationId: id }, newestFirst, q);
     return { ...page, data: page.data.map(executionView) };
   }
 
-  private async load(orgId: string, id: string): Promise<AutomationDoc> {
-    const doc = await this.deps.db.automations.findOne(orgScope(orgId), { id });
+  private async load(tenantId: string, id: string): Promise<AutomationDoc> {
+    const doc = await this.deps.db.automations.findOne(orgScope(tenantId), { id });
     if (!doc) throw notFound('automation');
     return doc;
   }

@@ -85,7 +85,7 @@ export function automationCollections(store: Store) {
 
 export type AutomationCollections = ReturnType<typeof automationCollections>;
 
-export const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+export const orgScope = (tenantId: string): Scope => ({ tenantId });
 
 /** One execution per automation and message, whoever reads the event and however often: the id is the guard. */
 export function executionId(automationId: string, messageId: string): string {

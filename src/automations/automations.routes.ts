@@ -16,7 +16,7 @@ import {
 import type { AutomationService } from './automation-service.ts';
 
 const tags = ['automations'];
-const org = (p: Principal) => p.orgId;
+const org = (p: Principal) => p.tenantId;
 
 /** Spec 4.8: admins and owners write, every role reads. Automations belong to the organization and run on every team's messages. */
 export function automationRoutes(service: AutomationService, cursors: ListCursors): RouteDef[] {

@@ -10,7 +10,7 @@ const isPhone = (participant: string) => participant.startsWith('+');
 /**
  * What messaging needs to know about a team's contacts: who a group message
  * goes to, and the names to show for the participants of a conversation.
- * The scope must carry the team (`{tenantId: orgId, teamId}`).
+ * The scope must carry the team (`{tenantId, teamId}`).
  */
 export class ContactDirectory {
   constructor(

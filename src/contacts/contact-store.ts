@@ -7,7 +7,7 @@ import { contactFields, type Contact, type ContactChanges, type ContactInput } f
 export type TeamScope = Scope & { teamId: string };
 
 export function teamScope(principal: Principal): TeamScope {
-  return { tenantId: principal.orgId, teamId: principal.teamId };
+  return { tenantId: principal.tenantId, teamId: principal.teamId };
 }
 
 export interface ContactDoc {

@@ -56,24 +56,24 @@ export class EventCursors {
   }
 
   /** The organization's own cursor key: its event cursors' AES key, and what its list cursors are signed with (`ListCursors`). */
-  async orgKey(orgId: string): Promise<Buffer> {
+  async orgKey(tenantId: string): Promise<Buffer> {
     return createHmac('sha256', await this.load())
-      .update(orgId)
+      .update(tenantId)
       .digest();
   }
 
   /** The cursors of positions as stored (`sortableCursor`), for one organization. */
-  async encode(orgId: string, positions: string[]): Promise<string[]> {
+  async encode(tenantId: string, positions: string[]): Promise<string[]> {
     if (positions.length === 0) return [];
-    const cipher = createCipheriv('aes-256-ecb', await this.orgKey(orgId), null).setAutoPadding(false);
+    const cipher = createCipheriv('aes-256-ecb', await this.orgKey(tenantId), null).setAutoPadding(false);
     return positions.map((p) => cipher.update(pack(p)).toString('base64url'));
   }
 
   /** The stream position (as the stream gave it) a cursor of this organization stands for; a 400 for anything else. */
-  async decode(orgId: string, cursor: string): Promise<string> {
+  async decode(tenantId: string, cursor: string): Promise<string> {
     const block = Buffer.from(cursor, 'base64url');
     if (block.length === 16) {
-      const decipher = createDecipheriv('aes-256-ecb', await this.orgKey(orgId), null).setAutoPadding(false);
+      const decipher = createDecipheriv('aes-256-ecb', await this.orgKey(tenantId), null).setAutoPadding(false);
       const position = unpack(decipher.update(block));
       if (position !== null) return position;
     }

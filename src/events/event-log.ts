@@ -75,36 +75,36 @@ export class EventLog {
       else byOrg.set(event.tenantId, [doc]);
     }
     await Promise.all(
-      [...byOrg].map(async ([orgId, docs]) => {
-        await insertNew(this.events, { tenantId: orgId }, docs);
-        await this.trim(orgId);
+      [...byOrg].map(async ([tenantId, docs]) => {
+        await insertNew(this.events, { tenantId }, docs);
+        await this.trim(tenantId);
       }),
     );
   }
 
-  private async trim(orgId: string): Promise<void> {
-    const last = this.trimmedAt.get(orgId) ?? 0;
+  private async trim(tenantId: string): Promise<void> {
+    const last = this.trimmedAt.get(tenantId) ?? 0;
     if (Date.now() - last < trimEveryMs) return;
-    this.trimmedAt.set(orgId, Date.now());
-    await this.events.deleteMany({ tenantId: orgId }, { timestamp: { $lt: this.cutoff() } });
+    this.trimmedAt.set(tenantId, Date.now());
+    await this.events.deleteMany({ tenantId }, { timestamp: { $lt: this.cutoff() } });
   }
 
   /** Newest first; with `after`, the events after that cursor, oldest first. */
   async list(
-    orgId: string,
+    tenantId: string,
     q: { type?: string; after?: string; page: number; limit: number },
   ): Promise<Page<OrgEventView>> {
     const filter: Filter = { timestamp: { $gte: this.cutoff() } };
     if (q.type) filter.event = q.type;
-    if (q.after !== undefined) filter.cursor = { $gt: sortableCursor(await this.cursors.decode(orgId, q.after)) };
+    if (q.after !== undefined) filter.cursor = { $gt: sortableCursor(await this.cursors.decode(tenantId, q.after)) };
     const { skip, limit } = pageWindow(q.page, q.limit);
-    const scope = { tenantId: orgId };
+    const scope = { tenantId };
     const [docs, total] = await Promise.all([
       this.events.find(scope, filter, { sort: { cursor: q.after === undefined ? -1 : 1 }, skip, limit }),
       this.events.count(scope, filter),
     ]);
     const cursors = await this.cursors.encode(
-      orgId,
+      tenantId,
       docs.map((d) => d.cursor),
     );
     return paginate(

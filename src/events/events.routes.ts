@@ -33,7 +33,7 @@ export function eventRoutes(log: EventLog): RouteDef[] {
       summary:
         "The organization's events, newest first; with `after=<cursor>` the ones after it, oldest first (catching up). Kept 30 days",
       schema: { query: eventListQuery, response: { 200: pageSchema(eventSchema) } },
-      handler: async (ctx) => ({ status: 200, body: await log.list(ctx.principal.orgId, ctx.query) }),
+      handler: async (ctx) => ({ status: 200, body: await log.list(ctx.principal.tenantId, ctx.query) }),
     }),
   ];
 }

@@ -6,7 +6,7 @@ export type SortKeys = Array<string | number>;
 
 /** Where cursors get their key: the deployment's cursor key of each organization (`EventCursors.orgKey`). */
 export interface CursorKeys {
-  orgKey(orgId: string): Promise<Buffer>;
+  orgKey(tenantId: string): Promise<Buffer>;
 }
 
 /** Bytes of the tag: 128 bits, a forgery chance of 2^-128 per try. */
@@ -28,25 +28,25 @@ export const cursorCharacters = '^[A-Za-z0-9_-]+$';
 export class ListCursors {
   constructor(private readonly keys: CursorKeys) {}
 
-  private async tag(orgId: string, list: string, payload: Buffer): Promise<Buffer> {
+  private async tag(tenantId: string, list: string, payload: Buffer): Promise<Buffer> {
     // A key of its own for list cursors, apart from the AES key of event cursors.
-    const key = createHmac('sha256', await this.keys.orgKey(orgId))
+    const key = createHmac('sha256', await this.keys.orgKey(tenantId))
       .update('list-cursor')
       .digest();
     return createHmac('sha256', key).update(list).update('\u0000').update(payload).digest().subarray(0, tagBytes);
   }
 
-  async encode(orgId: string, list: string, keys: SortKeys): Promise<string> {
+  async encode(tenantId: string, list: string, keys: SortKeys): Promise<string> {
     const payload = Buffer.from(JSON.stringify(keys));
-    return Buffer.concat([await this.tag(orgId, list, payload), payload]).toString('base64url');
+    return Buffer.concat([await this.tag(tenantId, list, payload), payload]).toString('base64url');
   }
 
   /** The sort keys of a cursor this organization was given by this list; a 400 for anything else. */
-  async decode(orgId: string, list: string, cursor: string): Promise<SortKeys> {
+  async decode(tenantId: string, list: string, cursor: string): Promise<SortKeys> {
     const raw = Buffer.from(cursor, 'base64url');
     if (raw.length > tagBytes && raw.toString('base64url') === cursor) {
       const payload = raw.subarray(tagBytes);
-      if (timingSafeEqual(raw.subarray(0, tagBytes), await this.tag(orgId, list, payload))) {
+      if (timingSafeEqual(raw.subarray(0, tagBytes), await this.tag(tenantId, list, payload))) {
         const keys = JSON.parse(payload.toString()) as unknown;
         if (
           Array.isArray(keys) &&

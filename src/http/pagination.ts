@@ -205,11 +205,11 @@ export async function listReply<T>(
   cursors: ListCursors,
   read: (after: SortKeys | undefined) => Promise<ListPage<T>>,
 ) {
-  const orgId: string = ctx.principal.orgId;
+  const tenantId: string = ctx.principal.tenantId;
   const { after: cursor } = ctx.query as { after?: string };
-  const after = cursor === undefined ? undefined : await cursors.decode(orgId, ctx.route, cursor);
+  const after = cursor === undefined ? undefined : await cursors.decode(tenantId, ctx.route, cursor);
   const { next, ...page } = await read(after);
-  const nextCursor = next ? await cursors.encode(orgId, ctx.route, next) : null;
+  const nextCursor = next ? await cursors.encode(tenantId, ctx.route, next) : null;
   const headers: Record<string, string> = nextCursor ? { link: `<${nextPageUrl(ctx, nextCursor)}>; rel="next"` } : {};
   return { status: 200 as const, body: { ...page, nextCursor }, headers };
 }

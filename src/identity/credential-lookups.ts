@@ -12,7 +12,7 @@ interface CachedLookup<T> {
   expiresAt: number;
 }
 
-export const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+export const orgScope = (tenantId: string): Scope => ({ tenantId });
 /** The broadcast channel on which every process hears of a revoked API key (by its hash). */
 export const apiKeyRevokedChannel = 'api-key-revoked';
 /** The broadcast channel on which every process hears of a member whose role changed or who was removed. */
@@ -28,7 +28,7 @@ export class CredentialLookups {
   private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
   private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
   private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
-  /** A signed-in member's current role, by `<orgId>/<userId>`; undefined once removed. */
+  /** A signed-in member's current role, by `<tenantId>/<userId>`; undefined once removed. */
   private readonly memberCache = new Map<string, CachedLookup<Promise<Role | undefined>>>();
 
   constructor(
@@ -56,17 +56,17 @@ export class CredentialLookups {
   }
 
   /** A changed or removed member is forgotten here and on every process. */
-  async forgetMember(orgId: string, userId: string): Promise<void> {
-    const member = `${orgId}/${userId}`;
+  async forgetMember(tenantId: string, userId: string): Promise<void> {
+    const member = `${tenantId}/${userId}`;
     this.memberCache.delete(member);
     await this.broadcast?.publish(memberChangedChannel, { member });
   }
 
-  memberRole(orgId: string, userId: string): Promise<Role | undefined> {
+  memberRole(tenantId: string, userId: string): Promise<Role | undefined> {
     return this.cached(
       this.memberCache,
-      `${orgId}/${userId}`,
-      async () => (await this.db.users.findOne(orgScope(orgId), { id: userId }))?.role,
+      `${tenantId}/${userId}`,
+      async () => (await this.db.users.findOne(orgScope(tenantId), { id: userId }))?.role,
     );
   }
 
@@ -79,23 +79,23 @@ export class CredentialLookups {
         id: entry.keyId,
         revokedAt: { $exists: false },
       });
-      return key ? { orgId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
+      return key ? { tenantId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
     });
   }
 
-  organization(orgId: string): Promise<OrganizationDoc | undefined> {
+  organization(tenantId: string): Promise<OrganizationDoc | undefined> {
     return this.cached(
       this.orgCache,
-      orgId,
-      async () => (await this.db.organizations.findOne(orgScope(orgId), { id: orgId })) ?? undefined,
+      tenantId,
+      async () => (await this.db.organizations.findOne(orgScope(tenantId), { id: tenantId })) ?? undefined,
     );
   }
 
-  teamExists(orgId: string, teamId: string): Promise<boolean> {
+  teamExists(tenantId: string, teamId: string): Promise<boolean> {
     return this.cached(
       this.teamCache,
-      `${orgId}/${teamId}`,
-      async () => (await this.db.teams.findOne(orgScope(orgId), { id: teamId })) !== null,
+      `${tenantId}/${teamId}`,
+      async () => (await this.db.teams.findOne(orgScope(tenantId), { id: teamId })) !== null,
     );
   }
 

@@ -43,26 +43,31 @@ export class IdentityService {
 
   async signup(input: { organizationName: string; email: string; password: string }) {
     const email = normalizeEmail(input.email);
-    const orgId = newId('org');
+    const tenantId = newId('org');
     const userId = newId('usr');
     const teamId = newId('team');
     const now = nowIso();
     // The login index entry is the email's claim: a second signup with it fails here, before anything else exists.
-    await this.db.loginIndex.insertOne(platformScope, { id: email, tenantId: platformScope.tenantId, orgId, userId });
+    await this.db.loginIndex.insertOne(platformScope, {
+      id: email,
+      tenantId: platformScope.tenantId,
+      orgId: tenantId,
+      userId,
+    });
     const passwordHash = await hashPassword(input.password);
-    const scope = orgScope(orgId);
+    const scope = orgScope(tenantId);
     const org: OrganizationDoc = {
-      id: orgId,
-      tenantId: orgId,
+      id: tenantId,
+      tenantId,
       name: input.organizationName,
       defaultTeamId: teamId,
       createdAt: now,
       updatedAt: now,
     };
-    const team: TeamDoc = { id: teamId, tenantId: orgId, name: 'Default', createdAt: now, updatedAt: now };
+    const team: TeamDoc = { id: teamId, tenantId, name: 'Default', createdAt: now, updatedAt: now };
     const user: UserDoc = {
       id: userId,
-      tenantId: orgId,
+      tenantId,
       email,
       passwordHash,
       role: 'owner',
@@ -127,7 +132,7 @@ export class IdentityService {
   /** Ends the session the token belongs to, if it is the caller's organization's; otherwise does nothing, saying nothing. */
   async logout(rawToken: string, principal: Principal): Promise<void> {
     const stored = await this.db.refreshTokens.findOne(platformScope, { id: sha256(rawToken) });
-    if (stored && stored.orgId === principal.orgId) await this.revokeFamily(stored.familyId);
+    if (stored && stored.orgId === principal.tenantId) await this.revokeFamily(stored.familyId);
   }
 
   /** Resolves an `Authorization` header value to the caller, or throws 401. */
@@ -145,12 +150,12 @@ export class IdentityService {
     // The member's role as it is now: a changed role applies at once, a removed member's token no longer works.
     const role = await this.lookups.memberRole(claims.org, claims.sub);
     if (!role) throw unauthorized();
-    return { orgId: claims.org, role, userId: claims.sub };
+    return { tenantId: claims.org, role, userId: claims.sub };
   }
 
   /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team. */
   async resolveTeam(caller: Caller, teamHeader: string | undefined): Promise<Principal> {
-    const org = await this.lookups.organization(caller.orgId);
+    const org = await this.lookups.organization(caller.tenantId);
     if (!org) throw unauthorized();
     if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
     // Present but empty or not exactly an id (extra bytes, other characters) is the client's error, never the default team.
@@ -158,17 +163,18 @@ export class IdentityService {
       throw new AppError('bad_request', 'X-Team-Id is not a team id', {
         details: [{ path: '/X-Team-Id', message: 'is not a team id' }],
       });
-    if (!(await this.lookups.teamExists(caller.orgId, teamHeader))) throw new AppError('not_found', 'team not found');
+    if (!(await this.lookups.teamExists(caller.tenantId, teamHeader)))
+      throw new AppError('not_found', 'team not found');
     return { ...caller, teamId: teamHeader };
   }
 
-  async rateLimitOf(orgId: string): Promise<{ perMinute: number; burst: number } | undefined> {
-    return (await this.lookups.organization(orgId))?.rateLimit;
+  async rateLimitOf(tenantId: string): Promise<{ perMinute: number; burst: number } | undefined> {
+    return (await this.lookups.organization(tenantId))?.rateLimit;
   }
 
   async me(principal: Principal) {
-    const scope = orgScope(principal.orgId);
-    const org = await this.lookups.organization(principal.orgId);
+    const scope = orgScope(principal.tenantId);
+    const org = await this.lookups.organization(principal.tenantId);
     const user = principal.userId ? await this.db.users.findOne(scope, { id: principal.userId }) : null;
     const teams = await this.db.teams.find(scope, {}, { sort: { createdAt: 1 }, limit: 1000 });
     return {
@@ -186,10 +192,10 @@ export class IdentityService {
     const { raw, hash, visiblePrefix } = newApiKey();
     const now = nowIso();
     const id = newId('key');
-    const scope = orgScope(principal.orgId);
+    const scope = orgScope(principal.tenantId);
     await this.db.apiKeys.insertOne(scope, {
       id,
-      tenantId: principal.orgId,
+      tenantId: principal.tenantId,
       name: input.name,
       role,
       prefix: visiblePrefix,
@@ -200,7 +206,7 @@ export class IdentityService {
     await this.db.apiKeyIndex.insertOne(platformScope, {
       id: hash,
       tenantId: platformScope.tenantId,
-      orgId: principal.orgId,
+      orgId: principal.tenantId,
       keyId: id,
     });
     return { id, name: input.name, role, prefix: visiblePrefix, createdAt: now, key: raw };
@@ -208,7 +214,7 @@ export class IdentityService {
 
   async listApiKeys(principal: Principal) {
     const keys = await this.db.apiKeys.find(
-      orgScope(principal.orgId),
+      orgScope(principal.tenantId),
       { revokedAt: { $exists: false } },
       { sort: { createdAt: -1 }, limit: 1000 },
     );
@@ -225,7 +231,7 @@ export class IdentityService {
   async revokeApiKey(principal: Principal, keyId: string): Promise<void> {
     const now = nowIso();
     const key = await this.db.apiKeys.updateOne(
-      orgScope(principal.orgId),
+      orgScope(principal.tenantId),
       { id: keyId, revokedAt: { $exists: false } },
       { $set: { revokedAt: now, updatedAt: now } },
     );
@@ -241,27 +247,27 @@ export class IdentityService {
     await this.db.loginIndex.insertOne(platformScope, {
       id: email,
       tenantId: platformScope.tenantId,
-      orgId: principal.orgId,
+      orgId: principal.tenantId,
       userId,
     });
     const now = nowIso();
     const user: UserDoc = {
       id: userId,
-      tenantId: principal.orgId,
+      tenantId: principal.tenantId,
       email,
       passwordHash: await hashPassword(input.password),
       role: input.role,
       createdAt: now,
       updatedAt: now,
     };
-    if (user.role === 'owner') await this.owners.ensure(principal.orgId);
-    await this.db.users.insertOne(orgScope(principal.orgId), user);
-    if (user.role === 'owner') await this.owners.admit(principal.orgId, user.id);
+    if (user.role === 'owner') await this.owners.ensure(principal.tenantId);
+    await this.db.users.insertOne(orgScope(principal.tenantId), user);
+    if (user.role === 'owner') await this.owners.admit(principal.tenantId, user.id);
     return publicUser(user);
   }
 
   async listMembers(principal: Principal) {
-    const users = await this.db.users.find(orgScope(principal.orgId), {}, { sort: { createdAt: 1 }, limit: 1000 });
+    const users = await this.db.users.find(orgScope(principal.tenantId), {}, { sort: { createdAt: 1 }, limit: 1000 });
     return users.map(publicUser);
   }
 
@@ -275,17 +281,17 @@ export class IdentityService {
     assertCanGrant(principal, role);
     const leaves = target.role === 'owner' && role !== 'owner';
     const joins = target.role !== 'owner' && role === 'owner';
-    if (leaves || joins) await this.owners.ensure(principal.orgId);
-    if (leaves) await this.owners.release(principal.orgId, userId);
+    if (leaves || joins) await this.owners.ensure(principal.tenantId);
+    if (leaves) await this.owners.release(principal.tenantId, userId);
     const changed = await this.db.users.updateOne(
-      orgScope(principal.orgId),
+      orgScope(principal.tenantId),
       { id: userId, role: target.role },
       { $set: { role, updatedAt: nowIso() } },
     );
     // A refused compare-and-set after a release needs no undo: the member is no longer an owner.
     if (!changed) throw new AppError('conflict', 'the member changed meanwhile; read it again');
-    if (joins) await this.owners.admit(principal.orgId, userId);
-    await this.lookups.forgetMember(principal.orgId, userId);
+    if (joins) await this.owners.admit(principal.tenantId, userId);
+    await this.lookups.forgetMember(principal.tenantId, userId);
     return publicUser(changed);
   }
 
@@ -293,10 +299,10 @@ export class IdentityService {
   async removeMember(principal: Principal, userId: string): Promise<void> {
     const target = await this.memberToManage(principal, userId);
     if (target.role === 'owner') {
-      await this.owners.ensure(principal.orgId);
-      await this.owners.release(principal.orgId, userId);
+      await this.owners.ensure(principal.tenantId);
+      await this.owners.release(principal.tenantId, userId);
     }
-    if (!(await this.db.users.deleteOne(orgScope(principal.orgId), { id: userId, role: target.role }))) {
+    if (!(await this.db.users.deleteOne(orgScope(principal.tenantId), { id: userId, role: target.role }))) {
       throw new AppError('conflict', 'the member changed meanwhile; read it again');
     }
     await this.db.loginIndex.deleteOne(platformScope, { id: target.email, userId });
@@ -305,12 +311,12 @@ export class IdentityService {
       { userId, revokedAt: { $exists: false } },
       { $set: { revokedAt: nowIso() } },
     );
-    await this.lookups.forgetMember(principal.orgId, userId);
+    await this.lookups.forgetMember(principal.tenantId, userId);
   }
 
   /** The member of the caller's organization it may manage: not one above its own role. */
   private async memberToManage(principal: Principal, userId: string): Promise<UserDoc> {
-    const target = await this.db.users.findOne(orgScope(principal.orgId), { id: userId });
+    const target = await this.db.users.findOne(orgScope(principal.tenantId), { id: userId });
     if (!target) throw new AppError('not_found', 'member not found');
     if (!hasRole(principal.role, target.role))
       throw new AppError('forbidden', `a ${principal.role} cannot manage a member whose role is ${target.role}`);
@@ -321,17 +327,17 @@ export class IdentityService {
     const now = nowIso();
     const team: TeamDoc = {
       id: newId('team'),
-      tenantId: principal.orgId,
+      tenantId: principal.tenantId,
       name: input.name,
       createdAt: now,
       updatedAt: now,
     };
-    await this.db.teams.insertOne(orgScope(principal.orgId), team);
+    await this.db.teams.insertOne(orgScope(principal.tenantId), team);
     return publicTeam(team);
   }
 
   async listTeams(principal: Principal) {
-    const teams = await this.db.teams.find(orgScope(principal.orgId), {}, { sort: { createdAt: 1 }, limit: 1000 });
+    const teams = await this.db.teams.find(orgScope(principal.tenantId), {}, { sort: { createdAt: 1 }, limit: 1000 });
     return teams.map(publicTeam);
   }
 

@@ -58,6 +58,7 @@ export interface LoginIndexDoc {
   [field: string]: unknown;
   id: string; // normalized email
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
   userId: string;
 }
@@ -66,6 +67,7 @@ export interface ApiKeyIndexDoc {
   [field: string]: unknown;
   id: string; // sha-256 of the raw key
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
   keyId: string;
 }
@@ -74,6 +76,7 @@ export interface RefreshTokenDoc {
   [field: string]: unknown;
   id: string; // sha-256 of the raw token
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
   userId: string;
   familyId: string;
@@ -86,7 +89,7 @@ export interface RefreshTokenDoc {
 /** A version of an organization's owners, on a store whose updates are not atomic (see `OwnerGuard`). */
 export interface OwnerSetDoc {
   [field: string]: unknown;
-  id: string; // `<orgId>:<version>`: the unique key that lets one writer only make each version
+  id: string; // `<tenantId>:<version>`: the unique key that lets one writer only make each version
   tenantId: string;
   version: number;
   owners: string[];

@@ -2,7 +2,7 @@ import { AppError } from '../errors.ts';
 import type { Scope } from '../store/collection.ts';
 import type { IdentityCollections } from './identity-store.ts';
 
-const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+const orgScope = (tenantId: string): Scope => ({ tenantId });
 const lastOwner = () =>
   new AppError('conflict', 'the organization must keep an owner: make another member owner first');
 const changedMeanwhile = () => new AppError('conflict', 'the member changed meanwhile; read it again');
@@ -42,72 +42,76 @@ export class OwnerGuard {
   constructor(private readonly db: IdentityCollections) {}
 
   /** Takes `userId` out of the owners, only if another owner remains: call it before the member's role changes. */
-  release(orgId: string, userId: string): Promise<void> {
+  release(tenantId: string, userId: string): Promise<void> {
     return this.db.updatesCompareAndSet()
-      ? this.releaseOnDocument(orgId, userId)
-      : this.releaseByVersion(orgId, userId);
+      ? this.releaseOnDocument(tenantId, userId)
+      : this.releaseByVersion(tenantId, userId);
   }
 
   /** Puts `userId` among the owners: call it once its role is owner. */
-  admit(orgId: string, userId: string): Promise<void> {
-    return this.db.updatesCompareAndSet() ? this.admitOnDocument(orgId, userId) : this.admitByVersion(orgId, userId);
+  admit(tenantId: string, userId: string): Promise<void> {
+    return this.db.updatesCompareAndSet()
+      ? this.admitOnDocument(tenantId, userId)
+      : this.admitByVersion(tenantId, userId);
   }
 
   /** Makes the set ready: call it before any owner's role changes. */
-  ensure(orgId: string): Promise<void> {
-    return this.db.updatesCompareAndSet() ? this.ensureOnDocument(orgId) : this.ensureVersions(orgId).then(() => {});
+  ensure(tenantId: string): Promise<void> {
+    return this.db.updatesCompareAndSet()
+      ? this.ensureOnDocument(tenantId)
+      : this.ensureVersions(tenantId).then(() => {});
   }
 
-  private async currentOwners(orgId: string): Promise<string[]> {
-    return (await this.db.users.find(orgScope(orgId), { role: 'owner' })).map((u) => u.id);
+  private async currentOwners(tenantId: string): Promise<string[]> {
+    return (await this.db.users.find(orgScope(tenantId), { role: 'owner' })).map((u) => u.id);
   }
 
-  private async ensureOnDocument(orgId: string): Promise<void> {
-    const org = await this.db.organizations.findOne(orgScope(orgId), { id: orgId });
+  private async ensureOnDocument(tenantId: string): Promise<void> {
+    const org = await this.db.organizations.findOne(orgScope(tenantId), { id: tenantId });
     if (!org) throw new AppError('not_found', 'organization not found');
     if (org.owners !== undefined) return;
-    const owners = await this.currentOwners(orgId);
+    const owners = await this.currentOwners(tenantId);
     await this.db.organizations.updateOne(
-      orgScope(orgId),
-      { id: orgId, owners: { $exists: false } },
+      orgScope(tenantId),
+      { id: tenantId, owners: { $exists: false } },
       { $set: { owners, ownerCount: owners.length } },
     );
   }
 
-  private async releaseOnDocument(orgId: string, userId: string): Promise<void> {
+  private async releaseOnDocument(tenantId: string, userId: string): Promise<void> {
     const released = await this.db.organizations.updateOne(
-      orgScope(orgId),
-      { id: orgId, owners: userId, ownerCount: { $gte: 2 } },
+      orgScope(tenantId),
+      { id: tenantId, owners: userId, ownerCount: { $gte: 2 } },
       { $pull: { owners: userId }, $inc: { ownerCount: -1 } },
     );
     if (released) return;
-    const org = await this.db.organizations.findOne(orgScope(orgId), { id: orgId });
+    const org = await this.db.organizations.findOne(orgScope(tenantId), { id: tenantId });
     throw org?.owners?.includes(userId) ? lastOwner() : changedMeanwhile();
   }
 
-  private async admitOnDocument(orgId: string, userId: string): Promise<void> {
+  private async admitOnDocument(tenantId: string, userId: string): Promise<void> {
     await this.db.organizations.updateOne(
-      orgScope(orgId),
-      { id: orgId, owners: { $ne: userId } },
+      orgScope(tenantId),
+      { id: tenantId, owners: { $ne: userId } },
       { $push: { owners: userId }, $inc: { ownerCount: 1 } },
     );
   }
 
   /** The newest version of the set, made from the members when there is none. */
-  private async ensureVersions(orgId: string): Promise<{ version: number; owners: string[] }> {
-    const [newest] = await this.db.ownerSets.find(orgScope(orgId), {}, { sort: { version: -1 }, limit: 1 });
+  private async ensureVersions(tenantId: string): Promise<{ version: number; owners: string[] }> {
+    const [newest] = await this.db.ownerSets.find(orgScope(tenantId), {}, { sort: { version: -1 }, limit: 1 });
     if (newest) return newest;
-    const first = { version: 0, owners: await this.currentOwners(orgId) };
-    if (await this.insertVersion(orgId, first.version, first.owners)) return first;
-    return this.ensureVersions(orgId);
+    const first = { version: 0, owners: await this.currentOwners(tenantId) };
+    if (await this.insertVersion(tenantId, first.version, first.owners)) return first;
+    return this.ensureVersions(tenantId);
   }
 
   /** False when another writer inserted this version first. */
-  private async insertVersion(orgId: string, version: number, owners: string[]): Promise<boolean> {
+  private async insertVersion(tenantId: string, version: number, owners: string[]): Promise<boolean> {
     try {
-      await this.db.ownerSets.insertOne(orgScope(orgId), {
-        id: `${orgId}:${version}`,
-        tenantId: orgId,
+      await this.db.ownerSets.insertOne(orgScope(tenantId), {
+        id: `${tenantId}:${version}`,
+        tenantId,
         version,
         owners,
       });
@@ -118,22 +122,22 @@ export class OwnerGuard {
     }
   }
 
-  private async releaseByVersion(orgId: string, userId: string): Promise<void> {
+  private async releaseByVersion(tenantId: string, userId: string): Promise<void> {
     for (let i = 0; i < ownerSetTries; i++) {
-      const set = await this.ensureVersions(orgId);
+      const set = await this.ensureVersions(tenantId);
       if (!set.owners.includes(userId)) throw changedMeanwhile();
       if (set.owners.length < 2) throw lastOwner();
       const owners = set.owners.filter((id) => id !== userId);
-      if (await this.insertVersion(orgId, set.version + 1, owners)) return;
+      if (await this.insertVersion(tenantId, set.version + 1, owners)) return;
     }
     throw changedMeanwhile();
   }
 
-  private async admitByVersion(orgId: string, userId: string): Promise<void> {
+  private async admitByVersion(tenantId: string, userId: string): Promise<void> {
     for (let i = 0; i < ownerSetTries; i++) {
-      const set = await this.ensureVersions(orgId);
+      const set = await this.ensureVersions(tenantId);
       if (set.owners.includes(userId)) return;
-      if (await this.insertVersion(orgId, set.version + 1, [...set.owners, userId])) return;
+      if (await this.insertVersion(tenantId, set.version + 1, [...set.owners, userId])) return;
     }
     throw changedMeanwhile();
   }

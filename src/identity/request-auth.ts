@@ -37,12 +37,12 @@ export function requestAuth(
       requireRole((principal as Principal).role, minRole);
     },
     async rateLimit(ctx) {
-      const orgId = (ctx.principal as Principal).orgId;
-      const policy = (await identity.rateLimitOf(orgId)) ?? defaults;
+      const tenantId = (ctx.principal as Principal).tenantId;
+      const policy = (await identity.rateLimitOf(tenantId)) ?? defaults;
       return charge(
         limiter,
         ctx,
-        `org:${orgId}`,
+        `org:${tenantId}`,
         policy,
         `rate limit of ${policy.perMinute} requests a minute (burst ${policy.burst}) exceeded`,
       );

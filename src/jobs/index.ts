@@ -48,8 +48,9 @@ export function createJobs(deps: JobsDeps) {
   const queries = new JobQueries({
     db: deps.db,
     assumedSendMs: deps.config.jobAssumedSendMs,
-    paced: (orgId, jobId) => tenants.ask<number | null>(orgId, { kind: 'estimate', source: jobId }, estimateAskMs),
-    forecast: (orgId, plan) => tenants.ask<number | null>(orgId, { kind: 'forecast', ...plan }, estimateAskMs),
+    paced: (tenantId, jobId) =>
+      tenants.ask<number | null>(tenantId, { kind: 'estimate', source: jobId }, estimateAskMs),
+    forecast: (tenantId, plan) => tenants.ask<number | null>(tenantId, { kind: 'forecast', ...plan }, estimateAskMs),
   });
   exposeJobGauge(deps.db);
   return {

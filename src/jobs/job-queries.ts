@@ -14,7 +14,7 @@ import {
   type ResultStatus,
 } from './job-store.ts';
 
-const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
+const teamScope = (p: Principal): Scope => ({ tenantId: p.tenantId, teamId: p.teamId });
 
 /** How many of a scheduled job's recipients stand for all of them in its estimate. */
 const forecastSample = 500;
@@ -29,10 +29,10 @@ export class JobQueries {
       db: MessagingCollections & JobCollections & RelayCollections;
       assumedSendMs: number;
       /** When the dispatch expects the job's queued messages sent, from its lines' pace (epoch ms); null when it cannot say. */
-      paced?: (orgId: string, jobId: string) => Promise<number | null>;
+      paced?: (tenantId: string, jobId: string) => Promise<number | null>;
       /** When `count` messages queued at `startAt` should all be sent, from the lines' pace and a sample of their recipients (epoch ms); null when it cannot say. */
       forecast?: (
-        orgId: string,
+        tenantId: string,
         plan: { startAt: number; count: number; sample: Array<{ to: string; fromNumber: string | null }> },
       ) => Promise<number | null>;
     },
@@ -81,7 +81,7 @@ export class JobQueries {
     const open = counts.queued + counts.processing;
     if (job.status === 'cancelled') return null;
     if (job.status === 'processing' && counts.queued > 0) {
-      const paced = await this.deps.paced?.(p.orgId, job.id).catch(() => null);
+      const paced = await this.deps.paced?.(p.tenantId, job.id).catch(() => null);
       if (paced) return new Date(paced).toISOString();
     }
     if (job.status === 'scheduled' && open > 0 && this.deps.forecast) {
@@ -95,10 +95,10 @@ export class JobQueries {
         count: open,
         sample: sample.map((m) => ({ to: m.to, fromNumber: m.fromNumber ?? null })),
       };
-      const forecast = await this.deps.forecast(p.orgId, plan).catch(() => null);
+      const forecast = await this.deps.forecast(p.tenantId, plan).catch(() => null);
       if (forecast) return new Date(forecast).toISOString();
     }
-    const relays = await this.deps.db.relays.find({ tenantId: p.orgId }, { status: 'online' });
+    const relays = await this.deps.db.relays.find({ tenantId: p.tenantId }, { status: 'online' });
     if (relays.length === 0) return null;
     const now = Date.now();
     const from = job.status === 'scheduled' ? Date.parse(job.scheduledAt!) : now;

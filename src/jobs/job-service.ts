@@ -45,8 +45,11 @@ export class JobService {
 
   /** Each message of the job stores `trace`, the request's trace context, as a single send does. */
   accept(principal: Principal, input: BulkBody, idempotencyKey: string | undefined, trace: TraceContext) {
-    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, bulk: input }, () =>
-      this.create(principal, input, trace),
+    return this.deps.idempotency.run(
+      principal.tenantId,
+      idempotencyKey,
+      { teamId: principal.teamId, bulk: input },
+      () => this.create(principal, input, trace),
     );
   }
 
@@ -56,11 +59,11 @@ export class JobService {
     trace: TraceContext,
   ): Promise<{ status: 201; body: AcceptedJob }> {
     const scheduledAt = input.scheduledAt === undefined ? null : checkSchedule(input.scheduledAt);
-    const recipients = await this.checkEntries(principal.orgId, input);
+    const recipients = await this.checkEntries(principal.tenantId, input);
     const jobId = newId('job');
     const now = nowIso();
-    const scope = { tenantId: principal.orgId, teamId: principal.teamId };
-    const owner = { orgId: principal.orgId, teamId: principal.teamId };
+    const scope = { tenantId: principal.tenantId, teamId: principal.teamId };
+    const owner = { tenantId: principal.tenantId, teamId: principal.teamId };
     // A scheduled job's messages wait out their start like a retry waits out its backoff: the send queue skips them until then.
     const held: Partial<MessageDoc> = scheduledAt ? { queuedAt: null, nextAttemptAt: scheduledAt } : {};
     const traced = traceFields(trace);
@@ -69,7 +72,7 @@ export class JobService {
     );
     const job: JobDoc = {
       id: jobId,
-      tenantId: principal.orgId,
+      tenantId: principal.tenantId,
       teamId: principal.teamId,
       status: scheduledAt ? 'scheduled' : 'processing',
       totalRecipients: docs.length,
@@ -95,7 +98,7 @@ export class JobService {
         this.deps.db.jobIndex.insertOne(jobIndexScope, {
           id: jobId,
           tenantId: jobIndexScope.tenantId,
-          orgId: principal.orgId,
+          orgId: principal.tenantId,
           teamId: principal.teamId,
           status: job.status,
           scheduledAt,
@@ -135,7 +138,7 @@ export class JobService {
    * named by its JSON Pointer. Answers each entry's participant (a phone
    * number in E.164), read once here.
    */
-  private async checkEntries(orgId: string, input: BulkBody): Promise<string[]> {
+  private async checkEntries(tenantId: string, input: BulkBody): Promise<string[]> {
     const details: Array<ErrorDetail & { entry: number }> = [];
     const fromNumbers = new Set<string>();
     const participants: string[] = [];
@@ -163,7 +166,7 @@ export class JobService {
     });
     if (fromNumbers.size > 0) {
       const active = await this.deps.db.phoneNumbers.find(
-        { tenantId: orgId },
+        { tenantId },
         { number: { $in: [...fromNumbers] }, status: 'active' },
       );
       const known = new Set(active.map((n) => n.number));
@@ -193,8 +196,8 @@ export class JobService {
    * document however it is asked for (10,000 took 10 to 40 s there).
    */
   async cancel(principal: Principal, jobId: string) {
-    const scope = { tenantId: principal.orgId, teamId: principal.teamId };
-    const owner = { orgId: principal.orgId, teamId: principal.teamId };
+    const scope = { tenantId: principal.tenantId, teamId: principal.teamId };
+    const owner = { tenantId: principal.tenantId, teamId: principal.teamId };
     const now = nowIso();
     const job = await this.deps.db.jobs.updateOne(
       scope,
@@ -209,7 +212,7 @@ export class JobService {
       return publicJob(current, await countJob(this.deps.db, scope, jobId, current.status));
     }
     try {
-      await this.deps.tenants.ask(principal.orgId, { kind: 'close-source', source: jobId });
+      await this.deps.tenants.ask(principal.tenantId, { kind: 'close-source', source: jobId });
     } catch (err) {
       // The dispatch did not answer in time: its messages are stopped here instead, before the answer.
       this.deps.log.warn({ err, jobId }, 'the dispatch did not hear of a cancel; stopping its messages in the request');

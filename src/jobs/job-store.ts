@@ -45,6 +45,7 @@ export interface JobIndexDoc {
   [field: string]: unknown;
   id: string;
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
   teamId: string;
   status: JobStatus;
@@ -76,10 +77,10 @@ export type JobCollections = ReturnType<typeof jobCollections>;
  * such as FerretDB 1.x a concurrent write can briefly put the job back as
  * running until its job actor makes the cancel again (JobTracker.stop).
  */
-export async function cancelledJobIds(db: JobCollections, orgId: string, closed: string[] = []): Promise<string[]> {
+export async function cancelledJobIds(db: JobCollections, tenantId: string, closed: string[] = []): Promise<string[]> {
   const cancelled =
     closed.length === 0 ? { status: 'cancelled' } : { $or: [{ status: 'cancelled' }, { id: { $in: closed } }] };
-  return (await db.jobs.find({ tenantId: orgId }, { ...cancelled, completedAt: null })).map((j) => j.id);
+  return (await db.jobs.find({ tenantId }, { ...cancelled, completedAt: null })).map((j) => j.id);
 }
 
 export const jobIndexScope = platformScope;

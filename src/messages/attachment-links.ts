@@ -36,10 +36,10 @@ export class AttachmentLinks {
     private readonly now: () => number = Date.now,
   ) {}
 
-  entries(base: string, orgId: string, messageId: string, urls: string[]) {
+  entries(base: string, tenantId: string, messageId: string, urls: string[]) {
     const expires = Math.floor((this.now() + attachmentLinkTtlMs) / 1000);
     return urls.map((source, i) => {
-      const token = this.sign({ o: orgId, m: messageId, i, e: expires });
+      const token = this.sign({ o: tenantId, m: messageId, i, e: expires });
       const filename = decodeURIComponent(new URL(source).pathname.split('/').pop() || `attachment-${i + 1}`);
       return {
         id: `${messageId}.${i}`,

@@ -21,7 +21,7 @@ export class IdempotencyKeys {
 
   /** A replayed answer is the stored answer of the same `work`, so it has the work's type. */
   async run<A extends { status: number; body: unknown }>(
-    orgId: string,
+    tenantId: string,
     key: string | undefined,
     body: unknown,
     work: () => Promise<A>,
@@ -31,8 +31,8 @@ export class IdempotencyKeys {
       throw new AppError('validation_error', 'Idempotency-Key must be 1 to 255 characters', {
         details: [{ path: '/Idempotency-Key', message: 'must be 1 to 255 characters' }],
       });
-    const scope = { tenantId: orgId };
-    const id = sha256(`${orgId}\u0000${key}`);
+    const scope = { tenantId };
+    const id = sha256(`${tenantId}\u0000${key}`);
     const requestHash = sha256(JSON.stringify(body));
     const claimed = await this.claim(scope, id, requestHash);
     if (!claimed) return this.replay<A>(scope, id, requestHash);

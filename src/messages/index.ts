@@ -53,9 +53,9 @@ export function createMessaging(deps: MessagingDeps) {
   const queries = new MessageQueries({
     db: deps.db,
     contacts: deps.contacts,
-    waiting: (orgId, messageId) =>
+    waiting: (tenantId, messageId) =>
       tenants.ask<{ waitingFor: WaitingReason; notBefore?: number } | null>(
-        orgId,
+        tenantId,
         { kind: 'waiting', messageId },
         waitingAskMs,
       ),

@@ -16,7 +16,7 @@ import {
 import { normalizeParticipant } from './recipients.ts';
 import type { ContactLookup } from './send-service.ts';
 
-const teamScope = (p: Principal): Scope => ({ tenantId: p.orgId, teamId: p.teamId });
+const teamScope = (p: Principal): Scope => ({ tenantId: p.tenantId, teamId: p.teamId });
 
 /** The orders of the lists, each served by an index on both stores (`messagingCollections`): the newest message first, the conversation with the latest activity first. */
 export const historyOrder: Sort = { createdAt: -1, id: -1 };
@@ -38,7 +38,10 @@ export class MessageQueries {
       db: MessagingCollections;
       contacts: ContactLookup;
       /** What the dispatch says a queued message waits for (from its memory, no store read), or null when it does not hold it. */
-      waiting?: (orgId: string, messageId: string) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
+      waiting?: (
+        tenantId: string,
+        messageId: string,
+      ) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
     },
   ) {}
 
@@ -84,14 +87,14 @@ export class MessageQueries {
   }
 
   /** For a signed download link, which names its organization itself. */
-  oneInOrg(orgId: string, id: string): Promise<MessageDoc | null> {
-    return this.deps.db.messages.findOne({ tenantId: orgId }, { id });
+  oneInOrg(tenantId: string, id: string): Promise<MessageDoc | null> {
+    return this.deps.db.messages.findOne({ tenantId }, { id });
   }
 
   /** A group send reports the furthest state all its members' messages have reached. */
   async status(p: Principal, id: string) {
     const doc = await this.one(p, id);
-    if (!doc.fanout) return statusRecord(doc, await this.waitingOf(p.orgId, doc));
+    if (!doc.fanout) return statusRecord(doc, await this.waitingOf(p.tenantId, doc));
     const children: MessageDoc[] = [];
     for await (const page of this.deps.db.messages.scan(
       teamScope(p),
@@ -123,12 +126,12 @@ export class MessageQueries {
   }
 
   /** A queued message's wait: its retry's backoff from the store, anything else from the dispatch; unknown (null) when the dispatch does not answer. */
-  private async waitingOf(orgId: string, doc: MessageDoc): Promise<Waiting> {
+  private async waitingOf(tenantId: string, doc: MessageDoc): Promise<Waiting> {
     const none = { waitingFor: null, notBefore: null };
     if (doc.status !== 'queued') return none;
     if (doc.nextAttemptAt && Date.parse(doc.nextAttemptAt) > Date.now())
       return { waitingFor: 'retry_backoff', notBefore: doc.nextAttemptAt };
-    const hold = await this.deps.waiting?.(orgId, doc.id).catch(() => null);
+    const hold = await this.deps.waiting?.(tenantId, doc.id).catch(() => null);
     if (!hold) return none;
     return {
       waitingFor: hold.waitingFor,
@@ -138,7 +141,7 @@ export class MessageQueries {
 
   /** Queue counts of the caller's whole organization. */
   async queueStats(p: Principal) {
-    const scope = { tenantId: p.orgId };
+    const scope = { tenantId: p.tenantId };
     const count = (filter: Filter) =>
       this.deps.db.messages.count(scope, { direction: 'sent', fanout: { $ne: true }, ...filter });
     const [pending, processing, failed, deadLetter] = await Promise.all([

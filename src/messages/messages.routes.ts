@@ -116,7 +116,7 @@ export function messageRoutes(deps: {
           body: {
             data: deps.links.entries(
               deps.publicBaseUrl(ctx.headers.host),
-              ctx.principal.orgId,
+              ctx.principal.tenantId,
               doc.id,
               doc.attachments,
             ),

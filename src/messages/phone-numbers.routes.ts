@@ -67,7 +67,7 @@ const phoneNumber = named(
 );
 
 const show = ({ tenantId: _t, ...doc }: PhoneNumberDoc) => doc;
-const orgScope = (p: Principal) => ({ tenantId: p.orgId });
+const orgScope = (p: Principal) => ({ tenantId: p.tenantId });
 
 /** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace. */
 export function phoneNumberRoutes(
@@ -105,7 +105,7 @@ export function phoneNumberRoutes(
         if (revived) return { status: 201, body: show(revived) };
         const doc: PhoneNumberDoc = {
           id: newId('pn'),
-          tenantId: ctx.principal.orgId,
+          tenantId: ctx.principal.tenantId,
           number: ctx.body.number,
           label: ctx.body.label ?? null,
           metadata: {},
@@ -158,7 +158,7 @@ export function phoneNumberRoutes(
           { $set: { ...ctx.body, updatedAt: nowIso() } },
         );
         if (!doc) throw new AppError('not_found', 'phone number not found');
-        if (ctx.body.pacing !== undefined) await tenants.send(ctx.principal.orgId, { kind: 'pacing-changed' });
+        if (ctx.body.pacing !== undefined) await tenants.send(ctx.principal.tenantId, { kind: 'pacing-changed' });
         return { status: 200, body: show(doc) };
       },
     }),
@@ -178,7 +178,7 @@ export function phoneNumberRoutes(
           newContactsToday: number;
           nextSlotAt: number;
           nextNewContactSlotAt: number;
-        }>(ctx.principal.orgId, { kind: 'usage', line: doc.number });
+        }>(ctx.principal.tenantId, { kind: 'usage', line: doc.number });
         const iso = (ms: number) => new Date(ms).toISOString();
         return {
           status: 200,
@@ -200,7 +200,7 @@ export function phoneNumberRoutes(
       schema: { response: { 200: paceSetting } },
       handler: async (ctx) => ({
         status: 200,
-        body: (await db.orgPacing.findOne(orgScope(ctx.principal), { id: ctx.principal.orgId }))?.pacing ?? {},
+        body: (await db.orgPacing.findOne(orgScope(ctx.principal), { id: ctx.principal.tenantId }))?.pacing ?? {},
       }),
     }),
     defineRoute({
@@ -212,14 +212,14 @@ export function phoneNumberRoutes(
       operationId: 'setOrganizationPacing',
       schema: { body: paceSetting, response: { 200: paceSetting } },
       async handler(ctx) {
-        const { orgId } = ctx.principal;
+        const { tenantId } = ctx.principal;
         await db.orgPacing.updateOne(
           orgScope(ctx.principal),
-          { id: orgId },
+          { id: tenantId },
           { $set: { pacing: ctx.body, updatedAt: nowIso() } },
           { upsert: true },
         );
-        await tenants.send(orgId, { kind: 'pacing-changed' });
+        await tenants.send(tenantId, { kind: 'pacing-changed' });
         return { status: 200, body: ctx.body };
       },
     }),

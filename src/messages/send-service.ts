@@ -43,14 +43,14 @@ export function sentMessage(
 ): MessageDoc {
   return {
     id: newOrderedId('msg'),
-    tenantId: principal.orgId,
+    tenantId: principal.tenantId,
     teamId: principal.teamId,
     direction: 'sent',
     status: 'queued',
     to,
     from: input.fromNumber ?? null,
     participant,
-    conversationId: conversationIdOf(principal.orgId, principal.teamId, participant),
+    conversationId: conversationIdOf(principal.tenantId, principal.teamId, participant),
     body: input.body ?? '',
     attachments: input.attachments ?? [],
     priority: input.priority,
@@ -81,7 +81,7 @@ export class SendService {
 
   /** Each message stores `trace`, the request's trace context: its relay send and its events' webhook deliveries continue it. */
   send(principal: Principal, input: SendRequest, idempotencyKey: string | undefined, trace: TraceContext) {
-    return this.deps.idempotency.run(principal.orgId, idempotencyKey, { teamId: principal.teamId, ...input }, () =>
+    return this.deps.idempotency.run(principal.tenantId, idempotencyKey, { teamId: principal.teamId, ...input }, () =>
       this.accept(principal, input, traceFields(trace)),
     );
   }
@@ -103,8 +103,8 @@ export class SendService {
     const attachments = input.attachments ?? [];
     if ((input.body ?? '') === '' && attachments.length === 0)
       throw validationError('/body', 'is required unless attachments are given');
-    if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.orgId, input.fromNumber);
-    const scope = { tenantId: principal.orgId, teamId: principal.teamId };
+    if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.tenantId, input.fromNumber);
+    const scope = { tenantId: principal.tenantId, teamId: principal.teamId };
     const now = nowIso();
     const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}) =>
       sentMessage(principal, input, to, participant, now, { ...origin, ...extra });
@@ -122,8 +122,8 @@ export class SendService {
     return { status: 201, body: { ...publicMessage(parent), messageIds: children.map((c) => c.id) } };
   }
 
-  private async requireActiveNumber(orgId: string, number: string): Promise<void> {
-    const found = await this.deps.db.phoneNumbers.findOne({ tenantId: orgId }, { number, status: 'active' });
+  private async requireActiveNumber(tenantId: string, number: string): Promise<void> {
+    const found = await this.deps.db.phoneNumbers.findOne({ tenantId }, { number, status: 'active' });
     if (!found) throw validationError('/fromNumber', 'is not an active registered phone number of the organization');
   }
 }

@@ -88,7 +88,7 @@ export function statsRoutes(rollups: MessageRollups): RouteDef[] {
             `the range holds ${buckets} buckets of ${interval}; at most ${maxStatsBuckets} are answered: shorten it or choose a longer interval`,
           );
         }
-        const data = await rollups.read(ctx.principal.orgId, {
+        const data = await rollups.read(ctx.principal.tenantId, {
           fromMs,
           toMs,
           interval,

@@ -14,6 +14,7 @@ interface RelayIndexDoc {
   [field: string]: unknown;
   id: string; // relay id
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
 }
 
@@ -43,13 +44,13 @@ export class RelayRegistry {
   }
 
   async createToken(principal: Principal, tenantId: string): Promise<{ token: string; expiresAt: string }> {
-    if (tenantId !== principal.orgId) throw new AppError('not_found', 'tenant not found');
+    if (tenantId !== principal.tenantId) throw new AppError('not_found', 'tenant not found');
     const token = `${tokenPrefix}${randomBytes(32).toString('base64url')}`;
     const expiresAt = new Date(Date.now() + registrationTokenTtlMs).toISOString();
     await this.db.relayTokens.insertOne(platformScope, {
       id: sha256(token),
       tenantId: platformScope.tenantId,
-      orgId: principal.orgId,
+      orgId: principal.tenantId,
       teamId: principal.teamId,
       expiresAt,
       createdAt: nowIso(),
@@ -91,12 +92,12 @@ export class RelayRegistry {
 
   async list(principal: Principal) {
     return (
-      await this.db.relays.find({ tenantId: principal.orgId }, {}, { sort: { registeredAt: 1 }, limit: 1000 })
+      await this.db.relays.find({ tenantId: principal.tenantId }, {}, { sort: { registeredAt: 1 }, limit: 1000 })
     ).map(publicRelay);
   }
 
   async one(principal: Principal, id: string) {
-    const doc = await this.db.relays.findOne({ tenantId: principal.orgId }, { id });
+    const doc = await this.db.relays.findOne({ tenantId: principal.tenantId }, { id });
     if (!doc) throw new AppError('not_found', 'relay not found');
     return { ...publicRelay(doc), health: doc.health };
   }

@@ -43,6 +43,7 @@ export interface RelayTokenDoc {
   [field: string]: unknown;
   id: string; // sha-256 of the raw token
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
   teamId: string;
   expiresAt: string;

@@ -17,6 +17,12 @@ export interface ActorProtocol<T extends string = string, M extends MessageShape
   readonly messages: M;
   /** One schema per kind, `kind` included, closed to other fields: what every envelope is validated against. */
   readonly schemas: { readonly [K in keyof M]: TObject };
+  /**
+   * Fields an earlier version of the protocol named otherwise (old name → new name): a message
+   * written before an upgrade and still waiting in a stream or a timer is read under today's names,
+   * never dead-lettered for its spelling.
+   */
+  readonly formerNames: Readonly<Record<string, string>>;
 }
 
 type Kinds<P extends ActorProtocol> = keyof P['messages'] & string;
@@ -32,7 +38,7 @@ export type MessageOf<P extends ActorProtocol> = { [K in Kinds<P>]: MessageOfKin
 export function defineProtocol<const T extends string, const M extends MessageShapes>(
   type: T,
   messages: M,
-  opts: { shards?: number } = {},
+  opts: { shards?: number; formerNames?: Record<string, string> } = {},
 ): ActorProtocol<T, M> {
   const schemas = Object.fromEntries(
     Object.entries(messages).map(([kind, fields]) => [
@@ -40,7 +46,7 @@ export function defineProtocol<const T extends string, const M extends MessageSh
       Type.Object({ kind: Type.Literal(kind), ...fields }, { additionalProperties: false, $id: `${type}.${kind}` }),
     ]),
   ) as unknown as { [K in keyof M]: TObject };
-  return { type, shards: opts.shards, messages, schemas };
+  return { type, shards: opts.shards, messages, schemas, formerNames: opts.formerNames ?? {} };
 }
 
 export interface EmitOptions {

@@ -42,8 +42,11 @@ export function readEnvelope(raw: string | undefined): EnvelopeCheck {
 /** One compiled validator per message kind of every actor type, built once at start. */
 export class MessageValidators {
   private readonly byType = new Map<string, Map<string, ValidateFunction>>();
+  private readonly formerNames = new Map<string, Array<[string, string]>>();
 
   add(protocol: ActorProtocol): void {
+    const renames = Object.entries(protocol.formerNames);
+    if (renames.length > 0) this.formerNames.set(protocol.type, renames);
     const kinds = new Map<string, ValidateFunction>();
     for (const [kind, schema] of Object.entries(protocol.schemas)) kinds.set(kind, ajv.compile(schema));
     this.byType.set(protocol.type, kinds);
@@ -56,9 +59,17 @@ export class MessageValidators {
     const kind = env.msg.kind;
     const validate = kinds.get(kind);
     if (!validate) return `actor type "${env.type}" has no message "${kind}"`;
+    for (const [former, current] of this.formerNames.get(env.type) ?? []) renameField(env.msg, former, current);
     if (!validate(env.msg)) return `malformed "${env.type}.${kind}" message: ${describe(validate)}`;
     return undefined;
   }
+}
+
+/** A message written under a field's former name is read under its current one (in place: the handler gets it). */
+function renameField(msg: Record<string, unknown>, former: string, current: string): void {
+  if (!(former in msg) || current in msg) return;
+  msg[current] = msg[former];
+  delete msg[former];
 }
 
 function describe(validate: ValidateFunction): string {

@@ -52,8 +52,8 @@ export class DeliveryAttempts {
     },
   ) {}
 
-  async loadWebhook(orgId: string, webhookId: string): Promise<LoadedWebhook | null> {
-    const doc = await this.deps.db.webhooks.findOne(orgScope(orgId), { id: webhookId });
+  async loadWebhook(tenantId: string, webhookId: string): Promise<LoadedWebhook | null> {
+    const doc = await this.deps.db.webhooks.findOne(orgScope(tenantId), { id: webhookId });
     if (!doc) return null;
     const key =
       doc.secretSealed === null ? null : signingKey(this.deps.box.open(doc.secretSealed), doc.secretFormat ?? 'raw');
@@ -63,7 +63,7 @@ export class DeliveryAttempts {
     if (until <= Date.now()) {
       // Its grace period is over: the previous secret is dropped, not merely left unused (compare-and-set, a newer rotation stays).
       await this.deps.db.webhooks.updateOne(
-        orgScope(orgId),
+        orgScope(tenantId),
         { id: webhookId, 'previousSecret.until': previous.until },
         { $set: { previousSecret: null } },
       );

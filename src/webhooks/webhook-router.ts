@@ -67,11 +67,11 @@ export class WebhookRouter {
       if (list) list.push(event);
       else byOrg.set(event.tenantId, [event]);
     }
-    await Promise.all([...byOrg].map(([orgId, events]) => this.routeOrg(orgId, events)));
+    await Promise.all([...byOrg].map(([tenantId, events]) => this.routeOrg(tenantId, events)));
   }
 
-  private async routeOrg(orgId: string, events: ReadEvent['event'][]): Promise<void> {
-    const hooks = await this.deps.db.webhooks.find(orgScope(orgId), { enabled: true });
+  private async routeOrg(tenantId: string, events: ReadEvent['event'][]): Promise<void> {
+    const hooks = await this.deps.db.webhooks.find(orgScope(tenantId), { enabled: true });
     if (hooks.length === 0) return;
     const now = nowIso();
     const perHook = new Map<string, DeliveryDoc[]>();
@@ -82,14 +82,14 @@ export class WebhookRouter {
       if (docs.length > 0) perHook.set(hook.id, docs);
     }
     const all = [...perHook.values()].flat();
-    const inserted = new Set((await insertNew(this.deps.db.deliveries, orgScope(orgId), all)).map((d) => d.id));
+    const inserted = new Set((await insertNew(this.deps.db.deliveries, orgScope(tenantId), all)).map((d) => d.id));
     await Promise.all(
       [...perHook].flatMap(([hookId, docs]) => {
         const fresh = docs.filter((d) => inserted.has(d.id));
         const sends = chunks(fresh, acceptChunk).map((chunk) =>
-          this.webhooks.send(hookId, { kind: 'accept', orgId, deliveries: chunk as PendingDelivery[] }),
+          this.webhooks.send(hookId, { kind: 'accept', tenantId, deliveries: chunk as PendingDelivery[] }),
         );
-        if (fresh.length < docs.length) sends.push(this.webhooks.send(hookId, { kind: 'sweep', orgId }));
+        if (fresh.length < docs.length) sends.push(this.webhooks.send(hookId, { kind: 'sweep', tenantId }));
         return sends;
       }),
     );
@@ -98,6 +98,6 @@ export class WebhookRouter {
   /** When a worker starts: every webhook looks for deliveries a dead worker left behind. */
   async sweepAll(): Promise<void> {
     const index = await this.deps.db.index.find(platformScope, {});
-    await Promise.all(index.map((entry) => this.webhooks.send(entry.id, { kind: 'sweep', orgId: entry.orgId })));
+    await Promise.all(index.map((entry) => this.webhooks.send(entry.id, { kind: 'sweep', tenantId: entry.orgId })));
   }
 }

@@ -75,12 +75,12 @@ export class WebhookService {
     this.webhooks = actorClient(deps.runtime, webhookProtocol);
   }
 
-  async create(orgId: string, body: WebhookCreate): Promise<WebhookView> {
+  async create(tenantId: string, body: WebhookCreate): Promise<WebhookView> {
     await this.checkUrl(body.url);
     const now = nowIso();
     const doc: WebhookDoc = {
       id: newId('whk'),
-      tenantId: orgId,
+      tenantId,
       url: body.url,
       events: body.events,
       enabled: true,
@@ -89,56 +89,61 @@ export class WebhookService {
       createdAt: now,
       updatedAt: now,
     };
-    await this.deps.db.webhooks.insertOne(orgScope(orgId), doc);
-    await this.deps.db.index.insertOne(platformScope, { id: doc.id, tenantId: platformScope.tenantId, orgId });
+    await this.deps.db.webhooks.insertOne(orgScope(tenantId), doc);
+    await this.deps.db.index.insertOne(platformScope, {
+      id: doc.id,
+      tenantId: platformScope.tenantId,
+      orgId: tenantId,
+    });
     return webhookView(doc);
   }
 
-  async list(orgId: string, q: { page: number; limit: number }): Promise<Page<WebhookView>> {
+  async list(tenantId: string, q: { page: number; limit: number }): Promise<Page<WebhookView>> {
     const { skip, limit } = pageWindow(q.page, q.limit);
     const [docs, total] = await Promise.all([
-      this.deps.db.webhooks.find(orgScope(orgId), {}, { sort: { createdAt: 1 }, skip, limit }),
-      this.deps.db.webhooks.count(orgScope(orgId), {}),
+      this.deps.db.webhooks.find(orgScope(tenantId), {}, { sort: { createdAt: 1 }, skip, limit }),
+      this.deps.db.webhooks.count(orgScope(tenantId), {}),
     ]);
     return paginate(docs.map(webhookView), total, q.page, q.limit);
   }
 
-  async get(orgId: string, id: string): Promise<WebhookView> {
-    return webhookView(await this.doc(orgId, id));
+  async get(tenantId: string, id: string): Promise<WebhookView> {
+    return webhookView(await this.doc(tenantId, id));
   }
 
-  async update(orgId: string, id: string, body: WebhookUpdate): Promise<WebhookView> {
-    await this.doc(orgId, id);
+  async update(tenantId: string, id: string, body: WebhookUpdate): Promise<WebhookView> {
+    await this.doc(tenantId, id);
     if (body.url !== undefined) await this.checkUrl(body.url);
     const set: Partial<WebhookDoc> = { updatedAt: nowIso() };
     if (body.url !== undefined) set.url = body.url;
     if (body.events !== undefined) set.events = body.events;
     // A secret set here replaces the current one at once; rotateSecret is the change without a gap.
     if (body.secret !== undefined) Object.assign(set, this.sealedSecret(body.secret), { previousSecret: null });
-    const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id }, { $set: set });
+    const doc = await this.deps.db.webhooks.updateOne(orgScope(tenantId), { id }, { $set: set });
     if (!doc) throw notFound('webhook');
-    await this.noticeChange(orgId, id);
+    await this.noticeChange(tenantId, id);
     return webhookView(doc);
   }
 
   /** Deliveries stop at once: the actor forgets the webhook before this answers, and no attempt finds it any more. */
-  async delete(orgId: string, id: string): Promise<void> {
-    if (!(await this.deps.db.webhooks.deleteOne(orgScope(orgId), { id }))) throw notFound('webhook');
-    await this.noticeChange(orgId, id);
-    await this.deps.db.deliveries.deleteMany(orgScope(orgId), { webhookId: id });
+  async delete(tenantId: string, id: string): Promise<void> {
+    if (!(await this.deps.db.webhooks.deleteOne(orgScope(tenantId), { id }))) throw notFound('webhook');
+    await this.noticeChange(tenantId, id);
+    await this.deps.db.deliveries.deleteMany(orgScope(tenantId), { webhookId: id });
     await this.deps.db.index.deleteOne(platformScope, { id });
   }
 
   /** Enabling again starts from now: what happened while it was disabled is not delivered. */
-  async toggle(orgId: string, id: string): Promise<WebhookView> {
-    const current = await this.doc(orgId, id);
+  async toggle(tenantId: string, id: string): Promise<WebhookView> {
+    const current = await this.doc(tenantId, id);
     const now = nowIso();
     const set: Partial<WebhookDoc> = current.enabled
       ? { enabled: false, updatedAt: now }
       : { enabled: true, activeSince: now, updatedAt: now };
-    const doc = await this.deps.db.webhooks.updateOne(orgScope(orgId), { id, enabled: current.enabled }, { $set: set });
-    if (!doc) return this.toggle(orgId, id);
-    await this.noticeChange(orgId, id);
+    const scope = orgScope(tenantId);
+    const doc = await this.deps.db.webhooks.updateOne(scope, { id, enabled: current.enabled }, { $set: set });
+    if (!doc) return this.toggle(tenantId, id);
+    await this.noticeChange(tenantId, id);
     return webhookView(doc);
   }
 
@@ -148,8 +153,8 @@ export class WebhookService {
    * webhook is next loaded after that, at the latest by the timer set here.
    * A rotation during a grace period drops the older secret at once.
    */
-  async rotateSecret(orgId: string, id: string): Promise<RotatedSecret> {
-    const current = await this.doc(orgId, id);
+  async rotateSecret(tenantId: string, id: string): Promise<RotatedSecret> {
+    const current = await this.doc(tenantId, id);
     const secret = newSecret();
     const until = new Date(Date.now() + this.deps.config.secretGraceMs).toISOString();
     const previous: PreviousSecret | null =
@@ -159,33 +164,34 @@ export class WebhookService {
     const set: Partial<WebhookDoc> = { ...this.sealedSecret(secret), previousSecret: previous, updatedAt: nowIso() };
     // Compare-and-set on the sealed secret: of two rotations at once, the second keeps the first's secret as its previous one.
     const doc = await this.deps.db.webhooks.updateOne(
-      orgScope(orgId),
+      orgScope(tenantId),
       { id, secretSealed: current.secretSealed },
       { $set: set },
     );
-    if (!doc) return this.rotateSecret(orgId, id);
-    await this.noticeChange(orgId, id);
-    if (previous) await this.webhooks.send(id, { kind: 'changed', orgId }, { delayMs: this.deps.config.secretGraceMs });
+    if (!doc) return this.rotateSecret(tenantId, id);
+    await this.noticeChange(tenantId, id);
+    if (previous)
+      await this.webhooks.send(id, { kind: 'changed', tenantId }, { delayMs: this.deps.config.secretGraceMs });
     return { ...webhookView(doc), secret, previousSecretExpiresAt: previous?.until ?? null };
   }
 
   /** Newest first, on the index over (webhookId, createdAt, id). */
   async deliveries(
-    orgId: string,
+    tenantId: string,
     id: string,
     q: PageRequest & { status?: DeliveryStatus; event?: string },
   ): Promise<ListPage<DeliveryView>> {
-    await this.doc(orgId, id);
+    await this.doc(tenantId, id);
     const filter: Filter = { webhookId: id };
     if (q.status) filter.status = q.status;
     if (q.event) filter.event = q.event;
-    const page = await readListPage(this.deps.db.deliveries, orgScope(orgId), filter, { createdAt: -1, id: 1 }, q);
+    const page = await readListPage(this.deps.db.deliveries, orgScope(tenantId), filter, { createdAt: -1, id: 1 }, q);
     return { ...page, data: page.data.map(deliveryView) };
   }
 
   /** A signed `webhook.test` delivery, made now and recorded with its outcome; it is not retried. */
-  async test(orgId: string, id: string): Promise<DeliveryView> {
-    const hook = await this.loaded(orgId, id);
+  async test(tenantId: string, id: string): Promise<DeliveryView> {
+    const hook = await this.loaded(tenantId, id);
     const now = nowIso();
     const delivery = newDelivery(
       hook.doc,
@@ -202,29 +208,29 @@ export class WebhookService {
       nextAttemptAt: null,
       updatedAt: nowIso(),
     };
-    await this.deps.db.deliveries.insertOne(orgScope(orgId), doc);
+    await this.deps.db.deliveries.insertOne(orgScope(tenantId), doc);
     if (result.responseStatus === 410) await this.deps.attempts.disable(hook.doc);
     return deliveryView(doc);
   }
 
   /** One more attempt now, signed with the current secret and a fresh timestamp, under the same webhook-id. */
-  async retry(orgId: string, id: string, deliveryId: string): Promise<DeliveryView> {
-    const hook = await this.loaded(orgId, id);
-    const delivery = await this.deps.db.deliveries.findOne(orgScope(orgId), { id: deliveryId, webhookId: id });
+  async retry(tenantId: string, id: string, deliveryId: string): Promise<DeliveryView> {
+    const hook = await this.loaded(tenantId, id);
+    const delivery = await this.deps.db.deliveries.findOne(orgScope(tenantId), { id: deliveryId, webhookId: id });
     if (!delivery) throw notFound('delivery');
     const { doc } = await this.deps.attempts.attempt(hook, delivery, { manual: true });
     if (!doc) throw notFound('delivery');
     return deliveryView(doc);
   }
 
-  private async doc(orgId: string, id: string): Promise<WebhookDoc> {
-    const doc = await this.deps.db.webhooks.findOne(orgScope(orgId), { id });
+  private async doc(tenantId: string, id: string): Promise<WebhookDoc> {
+    const doc = await this.deps.db.webhooks.findOne(orgScope(tenantId), { id });
     if (!doc) throw notFound('webhook');
     return doc;
   }
 
-  private async loaded(orgId: string, id: string) {
-    const hook = await this.deps.attempts.loadWebhook(orgId, id);
+  private async loaded(tenantId: string, id: string) {
+    const hook = await this.deps.attempts.loadWebhook(tenantId, id);
     if (!hook) throw notFound('webhook');
     return hook;
   }
@@ -245,9 +251,9 @@ export class WebhookService {
     if (!target.ok) throw validationError('/url', targetRefusal(target));
   }
 
-  private async noticeChange(orgId: string, id: string): Promise<void> {
+  private async noticeChange(tenantId: string, id: string): Promise<void> {
     try {
-      await this.webhooks.ask(id, { kind: 'changed', orgId }, changeNoticeMs);
+      await this.webhooks.ask(id, { kind: 'changed', tenantId }, changeNoticeMs);
     } catch (err) {
       this.deps.log.warn(
         { err, webhookId: id },

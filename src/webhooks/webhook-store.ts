@@ -59,6 +59,7 @@ export interface WebhookIndexDoc {
   [field: string]: unknown;
   id: string;
   tenantId: string;
+  /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
 }
 
@@ -75,7 +76,7 @@ export function webhookCollections(store: Store) {
 
 export type WebhookCollections = ReturnType<typeof webhookCollections>;
 
-export const orgScope = (orgId: string): Scope => ({ tenantId: orgId });
+export const orgScope = (tenantId: string): Scope => ({ tenantId });
 
 /** One delivery per webhook and event, whoever creates it and however often: redelivered events make no duplicates. */
 export function deliveryId(webhookId: string, eventId: string): string {

@@ -17,7 +17,7 @@ import {
 import type { WebhookService } from './webhook-service.ts';
 
 const tags = ['webhooks'];
-const org = (p: Principal) => p.orgId;
+const org = (p: Principal) => p.tenantId;
 
 /** Spec 4.7 with the delivery log: admins and owners write, every role reads. Webhooks belong to the organization. */
 export function webhookRoutes(service: WebhookService, cursors: ListCursors): RouteDef[] {

@@ -63,7 +63,7 @@ eachBackend((backend) => {
           updatedAt: now,
         };
         await db.users.insertOne(scope, user);
-        return { orgId, role: 'owner', teamId: 'not used', userId: user.id };
+        return { tenantId: orgId, role: 'owner', teamId: 'not used', userId: user.id };
       };
       const owners = () => db.users.count(scope, { role: 'owner' });
       return { a: await owner(), b: await owner(), owners };

@@ -29,10 +29,10 @@ export class AutomationRunner {
     },
   ) {}
 
-  async run(ctx: Ctx, orgId: string, executionId: string): Promise<void> {
-    const exec = await this.deps.db.executions.findOne(orgScope(orgId), { id: executionId });
+  async run(ctx: Ctx, tenantId: string, executionId: string): Promise<void> {
+    const exec = await this.deps.db.executions.findOne(orgScope(tenantId), { id: executionId });
     if (!exec || exec.state === 'done') return;
-    const automation = await this.deps.db.automations.findOne(orgScope(orgId), { id: exec.automationId });
+    const automation = await this.deps.db.automations.findOne(orgScope(tenantId), { id: exec.automationId });
     if (!automation) return;
     // The last action's outcome, when it settles here, is written by the update that marks the execution done.
     let unwritten: number | undefined;
@@ -40,7 +40,7 @@ export class AutomationRunner {
     for (const [index, outcome] of exec.actions.entries()) {
       // A run cut short between recording `retrying` and setting its timer: set it again (the attempt count guards a double).
       if (outcome.status === 'retrying' && ctx.delivery > 1) {
-        await ctx.send(automationProtocol, ctx.key, { kind: 'retry', orgId, executionId, index });
+        await ctx.send(automationProtocol, ctx.key, { kind: 'retry', tenantId, executionId, index });
       }
       if (outcome.status !== 'pending') continue;
       const action = automation.actions[index];
@@ -72,8 +72,8 @@ export class AutomationRunner {
   }
 
   /** A due retry of an HTTP action that is still `retrying` with the attempts the timer was set after. */
-  async retry(ctx: Ctx, orgId: string, executionId: string, index: number): Promise<void> {
-    const exec = await this.deps.db.executions.findOne(orgScope(orgId), { id: executionId });
+  async retry(ctx: Ctx, tenantId: string, executionId: string, index: number): Promise<void> {
+    const exec = await this.deps.db.executions.findOne(orgScope(tenantId), { id: executionId });
     const outcome = exec?.actions[index];
     if (!exec || outcome?.status !== 'retrying') return;
     await this.attempt(ctx, exec, index, outcome.attempts ?? 0);
@@ -111,7 +111,7 @@ export class AutomationRunner {
       await ctx.send(
         automationProtocol,
         ctx.key,
-        { kind: 'retry', orgId: exec.tenantId, executionId: exec.id, index },
+        { kind: 'retry', tenantId: exec.tenantId, executionId: exec.id, index },
         { delayMs: step.delayMs },
       );
   }

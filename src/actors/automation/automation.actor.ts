@@ -6,8 +6,8 @@ import { automationProtocol } from './protocol.ts';
 export function automationActor(runner: AutomationRunner) {
   return defineActor<typeof automationProtocol, undefined>(automationProtocol, {
     handlers: {
-      run: (ctx, m) => runner.run(ctx, m.orgId, m.executionId),
-      retry: (ctx, m) => runner.retry(ctx, m.orgId, m.executionId, m.index),
+      run: (ctx, m) => runner.run(ctx, m.tenantId, m.executionId),
+      retry: (ctx, m) => runner.retry(ctx, m.tenantId, m.executionId, m.index),
     },
   });
 }

@@ -18,7 +18,7 @@ const eventChunk = 1_000;
 export async function releaseToSendQueue(
   deps: { events: EventStream; log: Logger },
   ctx: ActorContext,
-  orgId: string,
+  tenantId: string,
   jobId: string,
   docs: MessageDoc[],
 ): Promise<void> {
@@ -28,7 +28,7 @@ export async function releaseToSendQueue(
     items: docs.map((d) => queueItemOf(d, 'taken')),
   };
   try {
-    await ctx.send(tenantProtocol, orgId, enqueue);
+    await ctx.send(tenantProtocol, tenantId, enqueue);
   } catch (err) {
     deps.log.warn(
       { err, jobId, messages: docs.length },

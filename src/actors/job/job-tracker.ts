@@ -37,10 +37,10 @@ export class JobTracker {
    * job sent now (the request only stored them), at `scheduledAt` for a
    * scheduled one, whose held messages are let go first.
    */
-  async start(ctx: ActorContext, orgId: string, teamId: string): Promise<void> {
+  async start(ctx: ActorContext, tenantId: string, teamId: string): Promise<void> {
     const jobId = ctx.key;
     const { jobs, messages, jobIndex } = this.deps.db;
-    const scope = { tenantId: orgId, teamId };
+    const scope = { tenantId, teamId };
     const now = nowIso();
     let job = await jobs.updateOne(
       scope,
@@ -64,23 +64,23 @@ export class JobTracker {
         { sort: { jobIndex: 1 } },
       ))
         released.push(...page);
-      await releaseToSendQueue(this.deps, ctx, orgId, jobId, released);
+      await releaseToSendQueue(this.deps, ctx, tenantId, jobId, released);
       await jobs.updateOne(scope, { id: jobId }, { $set: { released: true } });
       await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
-      ctx.log.info({ jobId, tenantId: orgId, messages: released.length }, 'bulk job released to the send queue');
+      ctx.log.info({ jobId, tenantId, messages: released.length }, 'bulk job released to the send queue');
     }
-    await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: job.trackTick });
+    await ctx.send(jobProtocol, jobId, { kind: 'track', tenantId, teamId, tick: job.trackTick });
   }
 
   /** A cancelled job's messages still queued are stopped (the dispatch already hands none of them out); then its progress is followed to the end. */
-  async stop(ctx: ActorContext, orgId: string, teamId: string, cancelledAt = nowIso()): Promise<void> {
+  async stop(ctx: ActorContext, tenantId: string, teamId: string, cancelledAt = nowIso()): Promise<void> {
     const jobId = ctx.key;
-    const scope = { tenantId: orgId, teamId };
+    const scope = { tenantId, teamId };
     const job = await this.holdCancel(ctx, scope, jobId, cancelledAt);
     if (!job) return;
     const stopped = await stopUnsent(this.deps, scope, jobId);
-    ctx.log.info({ jobId, tenantId: orgId, stopped }, 'cancelled job stopped');
-    await ctx.send(jobProtocol, jobId, { kind: 'track', orgId, teamId, tick: job.trackTick });
+    ctx.log.info({ jobId, tenantId, stopped }, 'cancelled job stopped');
+    await ctx.send(jobProtocol, jobId, { kind: 'track', tenantId, teamId, tick: job.trackTick });
   }
 
   /**
@@ -114,10 +114,10 @@ export class JobTracker {
   }
 
   /** One look at a running (or cancelled, still finishing) job; schedules the next until every message is done. */
-  async track(ctx: ActorContext, orgId: string, teamId: string, tick: number): Promise<void> {
+  async track(ctx: ActorContext, tenantId: string, teamId: string, tick: number): Promise<void> {
     const jobId = ctx.key;
     const { jobs, jobIndex } = this.deps.db;
-    const scope = { tenantId: orgId, teamId };
+    const scope = { tenantId, teamId };
     const job = await jobs.findOne(scope, {
       id: jobId,
       trackTick: tick,
@@ -139,7 +139,7 @@ export class JobTracker {
       await ctx.send(
         jobProtocol,
         jobId,
-        { kind: 'track', orgId, teamId, tick: tick + 1 },
+        { kind: 'track', tenantId, teamId, tick: tick + 1 },
         { delayMs: this.deps.trackMs },
       );
       await jobs.updateOne(
@@ -164,7 +164,7 @@ export class JobTracker {
     );
     if (finished) {
       await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: finished.status, active: false } });
-      ctx.log.info({ jobId, tenantId: orgId, counts }, 'bulk job finished');
+      ctx.log.info({ jobId, tenantId, counts }, 'bulk job finished');
     }
   }
 
@@ -186,7 +186,7 @@ export class JobTracker {
     for (const entry of due) {
       const job = await this.deps.db.jobs.findOne({ tenantId: entry.orgId, teamId: entry.teamId }, { id: entry.id });
       if (!job) continue;
-      const owner = { orgId: entry.orgId, teamId: entry.teamId };
+      const owner = { tenantId: entry.orgId, teamId: entry.teamId };
       if (job.status === 'scheduled')
         await this.deps.jobs.send(
           job.id,

@@ -6,9 +6,9 @@ import { jobProtocol } from './protocol.ts';
 export function jobActor(tracker: JobTracker) {
   return defineActor(jobProtocol, {
     handlers: {
-      start: (ctx, m) => tracker.start(ctx, m.orgId, m.teamId),
-      stop: (ctx, m) => tracker.stop(ctx, m.orgId, m.teamId, m.cancelledAt),
-      track: (ctx, m) => tracker.track(ctx, m.orgId, m.teamId, m.tick),
+      start: (ctx, m) => tracker.start(ctx, m.tenantId, m.teamId),
+      stop: (ctx, m) => tracker.stop(ctx, m.tenantId, m.teamId, m.cancelledAt),
+      track: (ctx, m) => tracker.track(ctx, m.tenantId, m.teamId, m.tick),
     },
   });
 }

@@ -40,9 +40,9 @@ export class InboundRecorder {
     },
   ) {}
 
-  async record(_ctx: ActorContext<unknown>, orgId: string, report: InboundReport): Promise<void> {
+  async record(_ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
     const { db } = this.deps;
-    const relay = await db.relays.findOne({ tenantId: orgId }, { id: report.relayId });
+    const relay = await db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
     const teamId = relay.teamId;
     const participant =
@@ -51,15 +51,15 @@ export class InboundRecorder {
         : (normalizeParticipant(report.from) ?? report.from);
     const now = nowIso();
     const doc: MessageDoc = {
-      id: `msg_in_${createHash('sha256').update(`${orgId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
-      tenantId: orgId,
+      id: `msg_in_${createHash('sha256').update(`${tenantId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
+      tenantId,
       teamId,
       direction: 'received',
       status: 'delivered',
       to: relay.phoneNumbers[0] ?? relay.name,
       from: report.from,
       participant,
-      conversationId: conversationIdOf(orgId, teamId, participant),
+      conversationId: conversationIdOf(tenantId, teamId, participant),
       body: report.body,
       attachments: report.attachments ?? [],
       priority: 0,
@@ -75,7 +75,7 @@ export class InboundRecorder {
       createdAt: report.receivedAt,
       updatedAt: now,
     };
-    const scope = { tenantId: orgId, teamId };
+    const scope = { tenantId, teamId };
     // Stored with its message.received event in its outbox: one write, so neither exists without the other.
     const written = withOutbox(doc, [
       domainEvent('message.received', doc, messageEventData(doc), changeEventId('message.received', doc.id)),
@@ -89,10 +89,10 @@ export class InboundRecorder {
     }
     if (fresh) {
       const tally = new RollupTally();
-      tally.add(orgId, 'received', Date.parse(now), { phoneNumber: relay.phoneNumbers[0], relayId: relay.id });
+      tally.add(tenantId, 'received', Date.parse(now), { phoneNumber: relay.phoneNumbers[0], relayId: relay.id });
       await Promise.all([
         touchConversation(db.conversations, {
-          tenantId: orgId,
+          tenantId,
           teamId,
           conversationId: doc.conversationId,
           participant,
@@ -113,7 +113,7 @@ export class InboundRecorder {
       );
     }
     await db.relays.updateOne(
-      { tenantId: orgId },
+      { tenantId },
       { id: relay.id, inboundCursor: { $lt: report.rowId } },
       { $set: { inboundCursor: report.rowId } },
     );

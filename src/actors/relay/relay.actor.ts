@@ -28,8 +28,8 @@ export function relayActor(sessions: RelaySessions, sends: RelaySends, inbound: 
       },
       'hand-back': async (ctx, m) => sends.handBackStray(ctx, await sessions.load(ctx, m.tenantId), m.tenantId),
       inbound: async (ctx, m) => {
-        const { kind: _kind, tenantId: orgId, ...report } = m;
-        await inbound.record(ctx, orgId, { relayId: ctx.key, ...report });
+        const { kind: _kind, tenantId, ...report } = m;
+        await inbound.record(ctx, tenantId, { relayId: ctx.key, ...report });
       },
     },
   });

@@ -77,7 +77,7 @@ const creditGrantFields = {
 const creditGrant = Type.Object(creditGrantFields, { additionalProperties: false });
 export type CreditGrant = Static<typeof creditGrant>;
 
-/** Messages of the tenant actor (`tenant:<orgId>`): the organization's send queue and dispatch. */
+/** Messages of the tenant actor (`tenant:<tenantId>`): the organization's send queue and dispatch. */
 export const tenantProtocol = defineProtocol('tenant', {
   enqueue: { items: Type.Array(queueItem, { maxItems: 10_000 }) },
   /** The periodic reconciliation with the store; `chain` names the one live chain of sweep timers. */

@@ -37,7 +37,7 @@ export class StatusWriter {
    * published together. True when their grants released credits.
    */
   async settle(ctx: TenantContext, state: TenantState, reports: StatusReport[]): Promise<boolean> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     // The first report on a send: the relay actor freed its credit, and grants it with the report.
     let released = false;
     for (const r of reports) if (r.grant && applyGrant(state, r.relayId, r.grant) > 0) released = true;
@@ -46,10 +46,10 @@ export class StatusWriter {
     const { messages } = this.deps.db;
     const read =
       ids.length === 1
-        ? [await messages.findOne(tenantScope(orgId), { id: ids[0] })].filter((m) => m !== null)
-        : await messages.find(tenantScope(orgId), { id: { $in: ids } });
+        ? [await messages.findOne(tenantScope(tenantId), { id: ids[0] })].filter((m) => m !== null)
+        : await messages.find(tenantScope(tenantId), { id: { $in: ids } });
     const byId = new Map(read.map((m) => [m.id, m]));
-    await this.writeChanges(orgId, foldReports(byId, reports, nowIso()), byId, state.relayOnlineSince);
+    await this.writeChanges(tenantId, foldReports(byId, reports, nowIso()), byId, state.relayOnlineSince);
     return released;
   }
 
@@ -91,16 +91,16 @@ export class StatusWriter {
    * the same batch (one upsert per bucket, not per message).
    */
   private async writeChanges(
-    orgId: string,
+    tenantId: string,
     changes: StatusChange[],
     read: Map<string, MessageDoc>,
     relayOnlineSince: number | undefined,
   ): Promise<void> {
     const count = (applied: boolean[]) =>
-      this.deps.rollups.write(statusTally(orgId, changes, read, applied, Date.now()));
+      this.deps.rollups.write(statusTally(tenantId, changes, read, applied, Date.now()));
     const applied = await this.deps.outbox.changeMany(
       this.deps.db.messages,
-      tenantScope(orgId),
+      tenantScope(tenantId),
       changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })),
       count,
     );
@@ -131,9 +131,9 @@ export class StatusWriter {
     attempt: number,
     error: string,
   ): Promise<void> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     const { messages } = this.deps.db;
-    const scope = tenantScope(orgId);
+    const scope = tenantScope(tenantId);
     const current = await messages.findOne(scope, { id: messageId, status: 'processing', relayId, attempts: attempt });
     if (!current) return;
     const now = nowIso();
@@ -152,7 +152,7 @@ export class StatusWriter {
           },
         },
       );
-      if (retry) await ctx.send(tenantProtocol, orgId, { kind: 'retry', messageId }, { delayMs });
+      if (retry) await ctx.send(tenantProtocol, tenantId, { kind: 'retry', messageId }, { delayMs });
       return;
     }
     const event = domainEvent(
@@ -172,14 +172,11 @@ export class StatusWriter {
     );
     if (failed) {
       const tally = new RollupTally();
-      tally.add(orgId, 'failed', Date.now(), { phoneNumber: failed.fromNumber, relayId });
+      tally.add(tenantId, 'failed', Date.now(), { phoneNumber: failed.fromNumber, relayId });
       await this.deps.rollups.write(tally);
       countMessages('failed');
       countMessages('dead_lettered');
-      ctx.log.warn(
-        { tenantId: orgId, messageId, attempts: failed.attempts, error },
-        'message failed after every attempt',
-      );
+      ctx.log.warn({ tenantId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
     }
   }
 }
@@ -190,7 +187,7 @@ export class StatusWriter {
  * time they are stored, by the message's sender number and relay.
  */
 function statusTally(
-  orgId: string,
+  tenantId: string,
   changes: StatusChange[],
   read: Map<string, MessageDoc>,
   applied: boolean[],
@@ -204,13 +201,13 @@ function statusTally(
     const acceptedAt = Date.parse(doc.createdAt);
     for (const outcome of c.reached)
       tally.add(
-        orgId,
+        tenantId,
         outcome,
         nowMs,
         dims,
         Date.parse(String(c.set[outcome === 'sent' ? 'sentAt' : 'deliveredAt'])) - acceptedAt,
       );
-    if (typeof c.set.readAt === 'string') tally.add(orgId, 'read', nowMs, dims);
+    if (typeof c.set.readAt === 'string') tally.add(tenantId, 'read', nowMs, dims);
   });
   return tally;
 }

@@ -40,7 +40,7 @@ type Deps = {
   /** Message statistics: counted in the same batch as the status changes. */
   rollups: MessageRollups;
   /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished), keeping those of `closed` until they finish. */
-  closedSources?: (orgId: string, closed: string[]) => Promise<string[]>;
+  closedSources?: (tenantId: string, closed: string[]) => Promise<string[]>;
 };
 
 /**
@@ -142,10 +142,10 @@ export class TenantDispatcher {
   }
 
   async enqueue(ctx: TenantContext, items: QueueItem[]): Promise<void> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     const state = await this.state(ctx);
     for (const item of items) state.queue.push(item);
-    await this.pump(ctx, orgId, state);
+    await this.pump(ctx, tenantId, state);
   }
 
   /**
@@ -155,14 +155,14 @@ export class TenantDispatcher {
    * waiting in memory, so a long backlog costs nothing here.
    */
   async sweep(ctx: TenantContext, chain: string): Promise<void> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     const cold = ctx.state.fresh;
     const state = await this.state(ctx, chain);
     if (state.sweepChain !== chain) return;
     if (!cold) await this.recovery.reconcile(ctx, state);
-    await this.pump(ctx, orgId, state);
+    await this.pump(ctx, tenantId, state);
     const { db, outbox } = this.deps;
-    const scope = tenantScope(orgId);
+    const scope = tenantScope(tenantId);
     // No TTL indexes on every MongoDB wire server: expired Idempotency-Keys are removed here.
     await db.idempotency.deleteMany(scope, { expiresAt: { $lte: nowIso() } });
     // Events a writer stored and could not publish (it died, or the stream failed) go out now; no more often than they can be due.
@@ -182,7 +182,7 @@ export class TenantDispatcher {
       ctx.deactivate();
       return;
     }
-    await ctx.send(tenantProtocol, orgId, { kind: 'sweep', chain }, { delayMs: this.deps.config.tenantSweepMs });
+    await ctx.send(tenantProtocol, tenantId, { kind: 'sweep', chain }, { delayMs: this.deps.config.tenantSweepMs });
   }
 
   /**
@@ -254,15 +254,15 @@ export class TenantDispatcher {
   }
 
   async retry(ctx: TenantContext, messageId: string): Promise<void> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     const state = await this.state(ctx);
     const doc = await this.deps.db.messages.updateOne(
-      tenantScope(orgId),
+      tenantScope(tenantId),
       { id: messageId, status: 'queued' },
       { $set: { nextAttemptAt: null } },
     );
     if (doc) state.queue.push(queueItemOf(doc, 'accepted'));
-    await this.pump(ctx, orgId, state);
+    await this.pump(ctx, tenantId, state);
   }
 
   /**
@@ -271,7 +271,7 @@ export class TenantDispatcher {
    * written here; a message its relay actor cannot claim (a cancelled job's)
    * comes back as a credit.
    */
-  private async pump(ctx: TenantContext, orgId: string, state: TenantState): Promise<void> {
+  private async pump(ctx: TenantContext, tenantId: string, state: TenantState): Promise<void> {
     const online = [...state.relays.values()];
     let open = online.filter((r) => r.credits > 0);
     if (open.length === 0 || state.queue.size === 0) return;
@@ -319,11 +319,11 @@ export class TenantDispatcher {
       return true;
     });
     // First messages to new recipients are recorded before they go: a restart must not forget them and exceed the cap.
-    if (met.length > 0) await this.recovery.recordContacts(orgId, met);
+    if (met.length > 0) await this.recovery.recordContacts(tenantId, met);
     for (const [relay, items] of planned) {
       await ctx.send(relayProtocol, relay.id, {
         kind: 'deliver',
-        tenantId: orgId,
+        tenantId,
         session: relay.session,
         epoch: relay.epoch,
         items,

@@ -18,7 +18,7 @@ export type RecoveryDeps = {
   config: Pick<Config, 'pacing'>;
   db: MessagingCollections & RelayCollections;
   /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished), keeping those of `closed` until they finish. */
-  closedSources?: (orgId: string, closed: string[]) => Promise<string[]>;
+  closedSources?: (tenantId: string, closed: string[]) => Promise<string[]>;
 };
 
 /**
@@ -33,9 +33,9 @@ export class TenantRecovery {
 
   /** Reads the queue and the online relays back from the store, and asks each relay actor for credits. */
   async rebuild(ctx: ActorContext<unknown>, state: TenantState): Promise<void> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
-    const scope = tenantScope(orgId);
+    const scope = tenantScope(tenantId);
     // A bulk job can leave thousands queued: read by keyset pages, the event loop free between them.
     const readAll = async (filter: Parameters<typeof messages.scan>[1], sort: Record<string, 1 | -1>) => {
       const all: MessageDoc[] = [];
@@ -45,10 +45,10 @@ export class TenantRecovery {
     const [queued, online, closed, contacts, history] = await Promise.all([
       readAll(dueQueued(), { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
-      this.deps.closedSources?.(orgId, []) ?? [],
+      this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
-      this.contactsFromHistory(ctx, orgId),
-      this.loadPaces(orgId, state),
+      this.contactsFromHistory(ctx, tenantId),
+      this.loadPaces(tenantId, state),
     ]);
     state.pacing.seed([...contacts, ...history], Date.now());
     state.closedSources = new Set(closed);
@@ -65,14 +65,14 @@ export class TenantRecovery {
 
   /** The sweep's look at the store: relays, closed sources, paces, strays, and queued messages when the queue ran dry. */
   async reconcile(ctx: TenantContext, state: TenantState): Promise<void> {
-    const orgId = ctx.key;
+    const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
-    const scope = tenantScope(orgId);
+    const scope = tenantScope(tenantId);
     const online = await relays.find(scope, { status: 'online' });
     // The store records a close before the actor hears of it, so its list is complete; a finished job drops out.
     // One closed here stays closed until it finishes, even while the store shows it running again (a lost write, see cancelledJobIds).
     if (this.deps.closedSources)
-      state.closedSources = new Set(await this.deps.closedSources(orgId, [...state.closedSources]));
+      state.closedSources = new Set(await this.deps.closedSources(tenantId, [...state.closedSources]));
     const onlineIds = online.map((r) => r.id);
     for (const id of [...state.relays.keys()]) if (!onlineIds.includes(id)) state.relays.delete(id);
     for (const doc of online) {
@@ -84,7 +84,7 @@ export class TenantRecovery {
       await this.join(ctx, state, doc);
     }
     noteRelays(state);
-    await this.loadPaces(orgId, state);
+    await this.loadPaces(tenantId, state);
     await this.handBackStrays(ctx, onlineIds);
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
     if (canSend && state.queue.size === 0) {
@@ -115,10 +115,10 @@ export class TenantRecovery {
   }
 
   /** The organization's pace and each number's own, from the store. */
-  async loadPaces(orgId: string, state: TenantState): Promise<void> {
-    const scope = tenantScope(orgId);
+  async loadPaces(tenantId: string, state: TenantState): Promise<void> {
+    const scope = tenantScope(tenantId);
     const [org, numbers] = await Promise.all([
-      this.deps.db.orgPacing.findOne(scope, { id: orgId }),
+      this.deps.db.orgPacing.findOne(scope, { id: tenantId }),
       this.deps.db.phoneNumbers.find(scope, { pacing: { $exists: true } }, { limit: 10_000 }),
     ]);
     state.pacing.configure(org?.pacing, new Map(numbers.filter((n) => n.pacing).map((n) => [n.number, n.pacing!])));
@@ -130,15 +130,15 @@ export class TenantRecovery {
    * job's drain. One already stored (a line's memory rebuilt while a write
    * was on its way) is left as it is.
    */
-  async recordContacts(orgId: string, contacts: LineContact[]): Promise<void> {
+  async recordContacts(tenantId: string, contacts: LineContact[]): Promise<void> {
     const docs = contacts.map((c) => ({
       id: `${c.line} ${c.to}`,
-      tenantId: orgId,
+      tenantId,
       line: c.line,
       to: c.to,
       firstAt: new Date(c.firstAt).toISOString(),
     }));
-    await insertNew(this.deps.db.lineContacts, tenantScope(orgId), docs);
+    await insertNew(this.deps.db.lineContacts, tenantScope(tenantId), docs);
   }
 
   /** Every recipient each line wrote to first, as recorded when the dispatch handed the first message out. */
@@ -158,10 +158,10 @@ export class TenantRecovery {
    * organization's regular sends would meet the new-contact cap. The
    * organization's pacing document marks it done.
    */
-  private async contactsFromHistory(ctx: ActorContext<unknown>, orgId: string): Promise<LineContact[]> {
-    const scope = tenantScope(orgId);
+  private async contactsFromHistory(ctx: ActorContext<unknown>, tenantId: string): Promise<LineContact[]> {
+    const scope = tenantScope(tenantId);
     const { messages, orgPacing } = this.deps.db;
-    if ((await orgPacing.findOne(scope, { id: orgId }))?.contactsFromHistoryAt) return [];
+    if ((await orgPacing.findOne(scope, { id: tenantId }))?.contactsFromHistoryAt) return [];
     const first = new Map<string, LineContact>();
     let read = 0;
     for await (const page of messages.scan(
@@ -181,11 +181,11 @@ export class TenantRecovery {
     }
     const contacts = [...first.values()];
     for (let i = 0; i < contacts.length; i += historyBatch)
-      await this.recordContacts(orgId, contacts.slice(i, i + historyBatch));
-    await orgPacing.updateOne(scope, { id: orgId }, { $set: { contactsFromHistoryAt: nowIso() } }, { upsert: true });
+      await this.recordContacts(tenantId, contacts.slice(i, i + historyBatch));
+    await orgPacing.updateOne(scope, { id: tenantId }, { $set: { contactsFromHistoryAt: nowIso() } }, { upsert: true });
     if (contacts.length > 0)
       ctx.log.info(
-        { tenantId: orgId, messages: read, contacts: contacts.length },
+        { tenantId, messages: read, contacts: contacts.length },
         'line contacts recorded from the messages sent before they were kept',
       );
     return contacts;

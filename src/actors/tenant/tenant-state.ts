@@ -34,8 +34,8 @@ export interface TenantState {
 export type TenantContext = ActorContext<TenantState>;
 
 /** The store's scope of an organization's documents. */
-export function tenantScope(orgId: string): Scope {
-  return { tenantId: orgId };
+export function tenantScope(tenantId: string): Scope {
+  return { tenantId };
 }
 
 /** Keeps `relayOnlineSince` true to the relays online now: called after every change to them. */

@@ -26,13 +26,18 @@ const delivery = Type.Object(
 export type PendingDelivery = Static<typeof delivery>;
 
 /** Messages of the webhook actor (`webhook:<webhookId>`). */
-export const webhookProtocol = defineProtocol('webhook', {
-  /** New deliveries of events the webhook subscribes to, just stored. */
-  accept: { orgId: id, deliveries: Type.Array(delivery, { maxItems: 1_000 }) },
-  /** A timer: a failed delivery's next attempt is due. */
-  retry: { orgId: id, deliveryId: id },
-  /** Look in the store for due deliveries nobody here is attempting (a timer while deliveries are pending; sent to every webhook when a worker starts). */
-  sweep: { orgId: id },
-  /** The webhook was updated, toggled or deleted through the API, or a rotated secret's grace period ended (a timer). */
-  changed: { orgId: id },
-});
+export const webhookProtocol = defineProtocol(
+  'webhook',
+  {
+    /** New deliveries of events the webhook subscribes to, just stored. */
+    accept: { tenantId: id, deliveries: Type.Array(delivery, { maxItems: 1_000 }) },
+    /** A timer: a failed delivery's next attempt is due. */
+    retry: { tenantId: id, deliveryId: id },
+    /** Look in the store for due deliveries nobody here is attempting (a timer while deliveries are pending; sent to every webhook when a worker starts). */
+    sweep: { tenantId: id },
+    /** The webhook was updated, toggled or deleted through the API, or a rotated secret's grace period ended (a timer). */
+    changed: { tenantId: id },
+  },
+  // Messages written before the tenant had one name in code still read.
+  { formerNames: { orgId: 'tenantId' } },
+);

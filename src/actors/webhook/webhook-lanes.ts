@@ -23,7 +23,7 @@ const settledMemoryMs = 30_000;
 
 interface Lane {
   webhookId: string;
-  orgId: string;
+  tenantId: string;
   queue: DeliveryDoc[];
   /** Queued or in flight here: a sweep or a redelivered message does not start them twice. */
   known: Set<string>;
@@ -89,13 +89,13 @@ export class WebhookLanes {
     return n;
   }
 
-  async accept(ctx: Ctx, orgId: string, deliveries: PendingDelivery[]): Promise<void> {
-    const lane = this.lane(ctx, orgId);
+  async accept(ctx: Ctx, tenantId: string, deliveries: PendingDelivery[]): Promise<void> {
+    const lane = this.lane(ctx, tenantId);
     let fresh: DeliveryDoc[] = deliveries;
     if (ctx.delivery > 1) {
       // Handled before by a worker that died before acknowledging: attempt only what is still pending.
       const readAt = Date.now();
-      const pending = await this.deps.db.deliveries.find(orgScope(orgId), {
+      const pending = await this.deps.db.deliveries.find(orgScope(tenantId), {
         id: { $in: deliveries.map((d) => d.id) },
         status: 'pending',
       });
@@ -106,11 +106,11 @@ export class WebhookLanes {
     await this.keepSwept(ctx, lane);
   }
 
-  async retry(ctx: Ctx, orgId: string, deliveryId: string): Promise<void> {
-    const lane = this.lane(ctx, orgId);
+  async retry(ctx: Ctx, tenantId: string, deliveryId: string): Promise<void> {
+    const lane = this.lane(ctx, tenantId);
     if (lane.known.has(deliveryId) || lane.attempting.has(deliveryId)) return;
     const readAt = Date.now();
-    const doc = await this.deps.db.deliveries.findOne(orgScope(orgId), {
+    const doc = await this.deps.db.deliveries.findOne(orgScope(tenantId), {
       id: deliveryId,
       webhookId: ctx.key,
       status: 'pending',
@@ -120,14 +120,14 @@ export class WebhookLanes {
   }
 
   /** Picks up pending deliveries that are due and not held here; stays scheduled while any delivery is pending. */
-  async sweep(ctx: Ctx, orgId: string): Promise<void> {
-    const lane = this.lane(ctx, orgId);
+  async sweep(ctx: Ctx, tenantId: string): Promise<void> {
+    const lane = this.lane(ctx, tenantId);
     lane.sweepScheduled = false;
     const room = laneQueueMax - lane.queue.length;
     if (room > 0) {
       const readAt = Date.now();
       const due = await this.deps.db.deliveries.find(
-        orgScope(orgId),
+        orgScope(tenantId),
         { webhookId: ctx.key, status: 'pending', nextAttemptAt: { $lte: new Date().toISOString() } },
         { sort: { nextAttemptAt: 1 }, limit: room },
       );
@@ -138,10 +138,10 @@ export class WebhookLanes {
   }
 
   /** The webhook was changed or deleted through the API: from the answer on, every attempt uses it as it is now. */
-  async changed(ctx: Ctx, orgId: string): Promise<void> {
-    const loaded = await this.deps.attempts.loadWebhook(orgId, ctx.key);
+  async changed(ctx: Ctx, tenantId: string): Promise<void> {
+    const loaded = await this.deps.attempts.loadWebhook(tenantId, ctx.key);
     ctx.state.hook = loaded;
-    this.lane(ctx, orgId).hook = { loaded, at: Date.now() };
+    this.lane(ctx, tenantId).hook = { loaded, at: Date.now() };
   }
 
   /** Starts nothing more and waits for the attempts in flight (each ends within the attempt timeout); what waited stays pending in the store. */
@@ -151,13 +151,13 @@ export class WebhookLanes {
   }
 
   /** The webhook's lane; the actor's state, when it was just loaded, is what its attempts use. */
-  private lane(ctx: Ctx, orgId: string): Lane {
+  private lane(ctx: Ctx, tenantId: string): Lane {
     let lane = this.lanes.get(ctx.key);
     if (!lane || lane.owned !== ctx.owned) {
       const before = lane;
       lane = {
         webhookId: ctx.key,
-        orgId,
+        tenantId,
         queue: [],
         known: new Set(),
         settled: before?.settled ?? new Map(),
@@ -219,13 +219,14 @@ export class WebhookLanes {
     if (lane.sweepScheduled) return;
     const pending =
       lane.known.size > 0 ||
-      (await this.deps.db.deliveries.findOne(orgScope(lane.orgId), { webhookId: ctx.key, status: 'pending' })) !== null;
+      (await this.deps.db.deliveries.findOne(orgScope(lane.tenantId), { webhookId: ctx.key, status: 'pending' })) !==
+        null;
     if (!pending) return;
     lane.sweepScheduled = true;
     await ctx.send(
       webhookProtocol,
       ctx.key,
-      { kind: 'sweep', orgId: lane.orgId },
+      { kind: 'sweep', tenantId: lane.tenantId },
       { delayMs: this.deps.config.sweepMs },
     );
   }
@@ -279,7 +280,7 @@ export class WebhookLanes {
       if (doc && step.kind === 'retry') {
         await this.client.send(
           webhookId,
-          { kind: 'retry', orgId: lane.orgId, deliveryId: d.id },
+          { kind: 'retry', tenantId: lane.tenantId, deliveryId: d.id },
           { delayMs: step.delayMs },
         );
       }
@@ -292,7 +293,7 @@ export class WebhookLanes {
   private async webhook(webhookId: string, lane: Lane): Promise<LoadedWebhook | null> {
     const cached = lane.hook;
     if (cached && Date.now() - cached.at < webhookCacheMs) return cached.loaded;
-    const loaded = await this.deps.attempts.loadWebhook(lane.orgId, webhookId);
+    const loaded = await this.deps.attempts.loadWebhook(lane.tenantId, webhookId);
     lane.hook = { loaded, at: Date.now() };
     return loaded;
   }

@@ -12,10 +12,10 @@ export function webhookActor(lanes: WebhookLanes) {
   return defineActor<typeof webhookProtocol, WebhookState>(webhookProtocol, {
     activate: async (ctx) => ({ hook: await lanes.load(ctx.key) }),
     handlers: {
-      accept: (ctx, m) => lanes.accept(ctx, m.orgId, m.deliveries),
-      retry: (ctx, m) => lanes.retry(ctx, m.orgId, m.deliveryId),
-      sweep: (ctx, m) => lanes.sweep(ctx, m.orgId),
-      changed: (ctx, m) => lanes.changed(ctx, m.orgId),
+      accept: (ctx, m) => lanes.accept(ctx, m.tenantId, m.deliveries),
+      retry: (ctx, m) => lanes.retry(ctx, m.tenantId, m.deliveryId),
+      sweep: (ctx, m) => lanes.sweep(ctx, m.tenantId),
+      changed: (ctx, m) => lanes.changed(ctx, m.tenantId),
     },
   });
 }
