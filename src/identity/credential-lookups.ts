@@ -2,7 +2,7 @@ import type { Broadcast } from '../runtime/broadcast.ts';
 import type { Principal, Role } from '../roles.ts';
 import { platformScope, type Scope } from '../store/collection.ts';
 import type { IdentityCollections, OrganizationDoc } from './identity-store.ts';
-import { sha256 } from './secrets.ts';
+import { ApiKeyCache } from './api-key-cache.ts';
 
 /** Who a credential belongs to, before the request's team is chosen. */
 export type Caller = Omit<Principal, 'teamId'>;
@@ -25,7 +25,7 @@ export const memberChangedChannel = 'member-changed';
  * (broadcast); the expiry is the fallback.
  */
 export class CredentialLookups {
-  private readonly apiKeyCache = new Map<string, CachedLookup<Promise<Caller | undefined>>>();
+  private readonly apiKeyCache: ApiKeyCache<Caller | undefined>;
   private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
   private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
   /** A signed-in member's current role, by `<tenantId>/<userId>`; undefined once removed. */
@@ -35,13 +35,15 @@ export class CredentialLookups {
     private readonly db: IdentityCollections,
     private readonly cacheMs: number,
     private readonly broadcast?: Broadcast,
-  ) {}
+  ) {
+    this.apiKeyCache = new ApiKeyCache(cacheMs, (hash) => this.loadCaller(hash));
+  }
 
   /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
   async listenForRevocations(): Promise<void> {
     await this.broadcast?.subscribe(apiKeyRevokedChannel, (payload) => {
       const hash = (payload as { hash?: unknown }).hash;
-      if (typeof hash === 'string') this.apiKeyCache.delete(hash);
+      if (typeof hash === 'string') this.apiKeyCache.forget(hash);
     });
     await this.broadcast?.subscribe(memberChangedChannel, (payload) => {
       const member = (payload as { member?: unknown }).member;
@@ -51,7 +53,7 @@ export class CredentialLookups {
 
   /** A revoked key (by its hash) is forgotten here and on every process. */
   async forgetApiKey(hash: string): Promise<void> {
-    this.apiKeyCache.delete(hash);
+    this.apiKeyCache.forget(hash);
     await this.broadcast?.publish(apiKeyRevokedChannel, { hash });
   }
 
@@ -70,26 +72,28 @@ export class CredentialLookups {
     );
   }
 
+  /** The caller of an API key: from memory while the key is known and not revoked, else from the store. */
   callerForApiKey(raw: string): Promise<Caller | undefined> {
-    const hash = sha256(raw);
-    return this.cached(this.apiKeyCache, hash, async () => {
-      const entry = await this.db.apiKeyIndex.findOne(platformScope, { id: hash });
-      if (!entry) return undefined;
-      const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), {
-        id: entry.keyId,
-        revokedAt: { $exists: false },
-      });
-      return key ? { tenantId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
-    });
+    return this.apiKeyCache.lookup(raw);
   }
 
-  organization(tenantId: string): Promise<OrganizationDoc | undefined> {
-    return this.cached(
-      this.orgCache,
-      tenantId,
-      async () => (await this.db.organizations.findOne(orgScope(tenantId), { id: tenantId })) ?? undefined,
-    );
+  private async loadCaller(hash: string): Promise<Caller | undefined> {
+    const entry = await this.db.apiKeyIndex.findOne(platformScope, { id: hash });
+    if (!entry) return undefined;
+    const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), {
+      id: entry.keyId,
+      revokedAt: { $exists: false },
+    });
+    return key ? { tenantId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
   }
+
+  /** Read twice by every authenticated request (its team, its rate limit): the loader is made once, not per call. */
+  organization(tenantId: string): Promise<OrganizationDoc | undefined> {
+    return this.cached(this.orgCache, tenantId, this.loadOrganization);
+  }
+
+  private readonly loadOrganization = async (tenantId: string): Promise<OrganizationDoc | undefined> =>
+    (await this.db.organizations.findOne(orgScope(tenantId), { id: tenantId })) ?? undefined;
 
   teamExists(tenantId: string, teamId: string): Promise<boolean> {
     return this.cached(
@@ -100,11 +104,15 @@ export class CredentialLookups {
   }
 
   /** One load per key at a time: requests arriving while it loads share it (no stampede when an entry expires). */
-  private cached<T>(cache: Map<string, CachedLookup<Promise<T>>>, key: string, load: () => Promise<T>): Promise<T> {
+  private cached<T>(
+    cache: Map<string, CachedLookup<Promise<T>>>,
+    key: string,
+    load: (key: string) => Promise<T>,
+  ): Promise<T> {
     const now = Date.now();
     const hit = cache.get(key);
     if (hit && hit.expiresAt > now) return hit.value;
-    const value = load();
+    const value = load(key);
     if (cache.size >= 50_000) cache.clear();
     cache.set(key, { value, expiresAt: now + this.cacheMs });
     value.catch(() => {

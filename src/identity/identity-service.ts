@@ -19,6 +19,8 @@ export type IdentitySettings = Pick<
 >;
 
 const unauthorized = (message = 'missing or invalid credentials') => new AppError('unauthorized', message);
+/** An `Authorization` value carrying a bearer credential (RFC 6750 2.1's b64token, at most 4096 characters). */
+const bearerCredential = /^Bearer [A-Za-z0-9._~+/=-]{1,4096}$/;
 
 export class IdentityService {
   private readonly lookups: CredentialLookups;
@@ -137,9 +139,8 @@ export class IdentityService {
 
   /** Resolves an `Authorization` header value to the caller, or throws 401. */
   async authenticate(authorization: string | undefined): Promise<Caller> {
-    const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,4096})$/.exec(authorization ?? '');
-    if (!match) throw unauthorized();
-    const credential = match[1]!;
+    if (authorization === undefined || !bearerCredential.test(authorization)) throw unauthorized();
+    const credential = authorization.slice('Bearer '.length);
     if (credential.startsWith(apiKeyPrefix)) {
       const caller = await this.lookups.callerForApiKey(credential);
       if (!caller) throw unauthorized();
