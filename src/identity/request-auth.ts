@@ -77,10 +77,23 @@ async function charge(
   refusal: string,
 ): Promise<AppError | undefined> {
   const decision = await limiter.take(budget, policy);
-  ctx.responseHeaders['ratelimit-limit'] = String(policy.perMinute);
-  ctx.responseHeaders['ratelimit-policy'] = `${policy.perMinute};w=60;burst=${policy.burst}`;
+  const stated = policyFields(policy);
+  ctx.responseHeaders['ratelimit-limit'] = stated.limit;
+  ctx.responseHeaders['ratelimit-policy'] = stated.policy;
   ctx.responseHeaders['ratelimit-remaining'] = String(decision.remainingPerMinute);
   ctx.responseHeaders['ratelimit-reset'] = String(decision.resetSeconds);
   if (decision.allowed) return undefined;
   return new AppError('rate_limited', refusal, { retryAfterSeconds: decision.retryAfterSeconds });
+}
+
+/** What a policy's answers say of it, made once per policy (the defaults, or an organization's while its record is cached). */
+const statedPolicies = new WeakMap<RateLimitPolicy, { limit: string; policy: string }>();
+
+function policyFields(policy: RateLimitPolicy): { limit: string; policy: string } {
+  let stated = statedPolicies.get(policy);
+  if (!stated) {
+    stated = { limit: String(policy.perMinute), policy: `${policy.perMinute};w=60;burst=${policy.burst}` };
+    statedPolicies.set(policy, stated);
+  }
+  return stated;
 }
