@@ -61,7 +61,8 @@ export async function runStages(
   let mark = performance.now();
   if (def.auth !== false) {
     if (!opts.authenticate) throw new AppError('unauthorized', 'missing or invalid credentials');
-    ctx.principal = await opts.authenticate(ctx);
+    const principal = opts.authenticate(ctx);
+    ctx.principal = principal instanceof Promise ? await principal : principal;
     mark = timed(route.stages.auth, mark);
     if (opts.rateLimit) {
       const refused = await opts.rateLimit(ctx);

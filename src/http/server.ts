@@ -76,9 +76,9 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const method = req.getMethod().toUpperCase() as Method;
     const span = tracingOn() ? serverSpan(method, route?.def.path ?? 'unmatched', reqId, headers) : undefined;
     const params: Record<string, string> = {};
-    route?.paramNames.forEach((name, i) => {
-      params[name] = decodePathSegment(req.getParameter(i) ?? '');
-    });
+    if (route)
+      for (let i = 0; i < route.paramNames.length; i++)
+        params[route.paramNames[i]!] = decodePathSegment(req.getParameter(i) ?? '');
     const ctx: RequestContext = {
       reqId,
       method,

@@ -8,12 +8,15 @@ import { ApiKeyCache } from './api-key-cache.ts';
 export type Caller = Omit<Principal, 'teamId'>;
 
 interface CachedLookup<T> {
-  value: T;
+  value: Promise<T>;
+  /** Set once the load has settled: a hit then answers without waiting. */
+  settled: boolean;
+  result: T | undefined;
   expiresAt: number;
 }
 
 export const orgScope = (tenantId: string): Scope => ({ tenantId });
-/** The broadcast channel on which every process hears of a revoked API key (by its hash). */
+/** The broadcast channel on which every process hears of a revoked API key (by its key id). */
 export const apiKeyRevokedChannel = 'api-key-revoked';
 /** The broadcast channel on which every process hears of a member whose role changed or who was removed. */
 export const memberChangedChannel = 'member-changed';
@@ -26,24 +29,28 @@ export const memberChangedChannel = 'member-changed';
  */
 export class CredentialLookups {
   private readonly apiKeyCache: ApiKeyCache<Caller | undefined>;
-  private readonly orgCache = new Map<string, CachedLookup<Promise<OrganizationDoc | undefined>>>();
-  private readonly teamCache = new Map<string, CachedLookup<Promise<boolean>>>();
+  private readonly orgCache = new Map<string, CachedLookup<OrganizationDoc | undefined>>();
+  private readonly teamCache = new Map<string, CachedLookup<boolean>>();
   /** A signed-in member's current role, by `<tenantId>/<userId>`; undefined once removed. */
-  private readonly memberCache = new Map<string, CachedLookup<Promise<Role | undefined>>>();
+  private readonly memberCache = new Map<string, CachedLookup<Role | undefined>>();
 
   constructor(
     private readonly db: IdentityCollections,
     private readonly cacheMs: number,
     private readonly broadcast?: Broadcast,
   ) {
-    this.apiKeyCache = new ApiKeyCache(cacheMs, (hash) => this.loadCaller(hash));
+    this.apiKeyCache = new ApiKeyCache(
+      cacheMs,
+      (hash) => this.loadCaller(hash),
+      (caller) => caller?.apiKeyId,
+    );
   }
 
   /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
   async listenForRevocations(): Promise<void> {
     await this.broadcast?.subscribe(apiKeyRevokedChannel, (payload) => {
-      const hash = (payload as { hash?: unknown }).hash;
-      if (typeof hash === 'string') this.apiKeyCache.forget(hash);
+      const keyId = (payload as { keyId?: unknown }).keyId;
+      if (typeof keyId === 'string') this.apiKeyCache.forget(keyId);
     });
     await this.broadcast?.subscribe(memberChangedChannel, (payload) => {
       const member = (payload as { member?: unknown }).member;
@@ -51,10 +58,14 @@ export class CredentialLookups {
     });
   }
 
-  /** A revoked key (by its hash) is forgotten here and on every process. */
-  async forgetApiKey(hash: string): Promise<void> {
-    this.apiKeyCache.forget(hash);
-    await this.broadcast?.publish(apiKeyRevokedChannel, { hash });
+  /**
+   * A revoked key is forgotten here and on every process. The message still
+   * names the key's stored hash, which is what a process of the previous
+   * version looks for, so a rolling upgrade keeps revocation immediate.
+   */
+  async forgetApiKey(keyId: string, storedHash: string): Promise<void> {
+    this.apiKeyCache.forget(keyId);
+    await this.broadcast?.publish(apiKeyRevokedChannel, { keyId, hash: storedHash });
   }
 
   /** A changed or removed member is forgotten here and on every process. */
@@ -64,7 +75,7 @@ export class CredentialLookups {
     await this.broadcast?.publish(memberChangedChannel, { member });
   }
 
-  memberRole(tenantId: string, userId: string): Promise<Role | undefined> {
+  memberRole(tenantId: string, userId: string): Role | undefined | Promise<Role | undefined> {
     return this.cached(
       this.memberCache,
       `${tenantId}/${userId}`,
@@ -73,7 +84,7 @@ export class CredentialLookups {
   }
 
   /** The caller of an API key: from memory while the key is known and not revoked, else from the store. */
-  callerForApiKey(raw: string): Promise<Caller | undefined> {
+  callerForApiKey(raw: string): Caller | undefined | Promise<Caller | undefined> {
     return this.apiKeyCache.lookup(raw);
   }
 
@@ -88,14 +99,14 @@ export class CredentialLookups {
   }
 
   /** Read twice by every authenticated request (its team, its rate limit): the loader is made once, not per call. */
-  organization(tenantId: string): Promise<OrganizationDoc | undefined> {
+  organization(tenantId: string): OrganizationDoc | undefined | Promise<OrganizationDoc | undefined> {
     return this.cached(this.orgCache, tenantId, this.loadOrganization);
   }
 
   private readonly loadOrganization = async (tenantId: string): Promise<OrganizationDoc | undefined> =>
     (await this.db.organizations.findOne(orgScope(tenantId), { id: tenantId })) ?? undefined;
 
-  teamExists(tenantId: string, teamId: string): Promise<boolean> {
+  teamExists(tenantId: string, teamId: string): boolean | Promise<boolean> {
     return this.cached(
       this.teamCache,
       `${tenantId}/${teamId}`,
@@ -103,21 +114,32 @@ export class CredentialLookups {
     );
   }
 
-  /** One load per key at a time: requests arriving while it loads share it (no stampede when an entry expires). */
+  /**
+   * At once when known and loaded, else a promise. One load per key at a
+   * time: requests arriving while it loads share it (no stampede when an
+   * entry expires).
+   */
   private cached<T>(
-    cache: Map<string, CachedLookup<Promise<T>>>,
+    cache: Map<string, CachedLookup<T>>,
     key: string,
     load: (key: string) => Promise<T>,
-  ): Promise<T> {
+  ): T | Promise<T> {
     const now = Date.now();
     const hit = cache.get(key);
-    if (hit && hit.expiresAt > now) return hit.value;
+    if (hit && hit.expiresAt > now) return hit.settled ? hit.result! : hit.value;
     const value = load(key);
     if (cache.size >= 50_000) cache.clear();
-    cache.set(key, { value, expiresAt: now + this.cacheMs });
-    value.catch(() => {
-      if (cache.get(key)?.value === value) cache.delete(key);
-    });
+    const entry: CachedLookup<T> = { value, settled: false, result: undefined, expiresAt: now + this.cacheMs };
+    cache.set(key, entry);
+    value.then(
+      (result) => {
+        entry.result = result;
+        entry.settled = true;
+      },
+      () => {
+        if (cache.get(key) === entry) cache.delete(key);
+      },
+    );
     return value;
   }
 }
