@@ -56,30 +56,55 @@ export async function* compressChunks(
   }
 }
 
-export interface EncodedAnswer {
-  body?: string | Buffer;
-  stream?: AsyncIterable<string | Buffer>;
+/**
+ * The encoding an answer goes out in: one the client accepts, for any stream
+ * (its size is not known up front) or a body of at least `minBytes`; none
+ * when the reply encoded it itself. Negotiated only when it could matter.
+ */
+export function answerEncoding(
+  acceptEncoding: string | undefined,
+  replyFields: Record<string, string> | undefined,
+  answer: { stream: AsyncIterable<string | Buffer> } | { body: string | Buffer },
+  minBytes: number,
+): ContentEncoding | undefined {
+  if (!acceptEncoding || replyFields?.['content-encoding']) return undefined;
+  if ('body' in answer && Buffer.byteLength(answer.body) < minBytes) return undefined;
+  return negotiateEncoding(acceptEncoding);
 }
 
+const jsonType = 'application/json; charset=utf-8';
+const varyAccept = 'Accept-Encoding';
+
 /**
- * Compresses an answer when the client accepts it: a body of at least
- * `minBytes`, or any stream (its size is not known up front). Sets
- * Content-Encoding and Vary on `headers`.
+ * The fields the server adds to an answer with content: Content-Type (JSON)
+ * when the reply names none, Vary with Accept-Encoding added to the reply's
+ * own, Content-Encoding when compressed. Every combination but a reply with a
+ * Vary of its own is a set made once, so the usual answer builds none.
  */
-export async function encodeAnswer(
-  acceptEncoding: string | undefined,
-  headers: Record<string, string>,
-  answer: EncodedAnswer,
-  minBytes: number,
-): Promise<EncodedAnswer> {
-  headers.vary = headers.vary ? `${headers.vary}, Accept-Encoding` : 'Accept-Encoding';
-  const encoding = negotiateEncoding(acceptEncoding);
-  if (!encoding || headers['content-encoding']) return answer;
-  if (answer.stream) {
-    headers['content-encoding'] = encoding;
-    return { stream: compressChunks(answer.stream, encoding) };
-  }
-  if (answer.body === undefined || Buffer.byteLength(answer.body) < minBytes) return answer;
-  headers['content-encoding'] = encoding;
-  return { body: await compressBody(answer.body, encoding) };
+export function contentFields(
+  replyFields: Record<string, string> | undefined,
+  encoding: ContentEncoding | undefined,
+  defaultJsonType: boolean,
+): Record<string, string> {
+  const vary = replyFields?.vary;
+  const typed = defaultJsonType && !replyFields?.['content-type'];
+  if (vary) return contentFieldSet(typed, encoding, `${vary}, ${varyAccept}`);
+  return staticContentFields[typed ? 1 : 0][encoding ?? 'identity'];
 }
+
+function contentFieldSet(typed: boolean, encoding: ContentEncoding | undefined, vary: string): Record<string, string> {
+  const fields: Record<string, string> = {};
+  if (typed) fields['content-type'] = jsonType;
+  fields.vary = vary;
+  if (encoding) fields['content-encoding'] = encoding;
+  return fields;
+}
+
+const staticContentFields = [false, true].map((typed) => ({
+  identity: Object.freeze(contentFieldSet(typed, undefined, varyAccept)),
+  br: Object.freeze(contentFieldSet(typed, 'br', varyAccept)),
+  gzip: Object.freeze(contentFieldSet(typed, 'gzip', varyAccept)),
+})) as [
+  Record<ContentEncoding | 'identity', Record<string, string>>,
+  Record<ContentEncoding | 'identity', Record<string, string>>,
+];

@@ -1,7 +1,7 @@
 import { maxJsonDepth } from '../config.ts';
 import { AppError, type ErrorDetail } from '../errors.ts';
 import { jsonNestsDeeperThan } from '../json-depth.ts';
-import { stageDuration } from './metrics.ts';
+import { BoundObservations, RouteDurations, stageDuration } from './metrics.ts';
 import { neededRole } from './roles-needed.ts';
 import type { AuthenticateHook, AuthorizeHook, RateLimitHook, Reply, RequestContext, RouteDef } from './route.ts';
 import { compileValidator, jsonMayBreakTextRule, validationFailure, type Validator } from './validation.ts';
@@ -13,6 +13,7 @@ export interface CompiledRoute {
   def: RouteDef;
   /** Histogram children resolved once, not per request. */
   stages: Record<StageName, { observe(seconds: number): void }>;
+  durations: RouteDurations;
   paramNames: string[];
   params?: Validator;
   query?: Validator;
@@ -23,11 +24,12 @@ export function compileRoute(def: RouteDef): CompiledRoute {
   return {
     def,
     stages: {
-      auth: stageDuration.labels(def.path, 'auth'),
-      rate_limit: stageDuration.labels(def.path, 'rate_limit'),
-      validate: stageDuration.labels(def.path, 'validate'),
-      handler: stageDuration.labels(def.path, 'handler'),
+      auth: new BoundObservations(stageDuration, { route: def.path, stage: 'auth' }),
+      rate_limit: new BoundObservations(stageDuration, { route: def.path, stage: 'rate_limit' }),
+      validate: new BoundObservations(stageDuration, { route: def.path, stage: 'validate' }),
+      handler: new BoundObservations(stageDuration, { route: def.path, stage: 'handler' }),
     },
+    durations: new RouteDurations(def.path, def.method),
     paramNames: [...def.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!),
     params: def.schema?.params ? compileValidator(def.schema.params, 'params') : undefined,
     query: def.schema?.query ? compileValidator(def.schema.query, 'query') : undefined,
@@ -57,50 +59,62 @@ export async function runStages(
 ): Promise<Reply> {
   const def = route.def;
   let mark = performance.now();
-  const stage = (name: StageName) => {
-    const now = performance.now();
-    route.stages[name].observe((now - mark) / 1000);
-    mark = now;
-  };
   if (def.auth !== false) {
     if (!opts.authenticate) throw new AppError('unauthorized', 'missing or invalid credentials');
-    ctx.principal = await opts.authenticate(ctx);
-    stage('auth');
+    const principal = opts.authenticate(ctx);
+    ctx.principal = principal instanceof Promise ? await principal : principal;
+    mark = timed(route.stages.auth, mark);
     if (opts.rateLimit) {
       const refused = await opts.rateLimit(ctx);
-      stage('rate_limit');
+      mark = timed(route.stages.rate_limit, mark);
       if (refused) throw refused;
     }
     opts.authorize?.(ctx.principal, neededRole(def));
   } else if (def.limitPerAddress && opts.limitAddress) {
     const refused = await opts.limitAddress(ctx);
-    stage('rate_limit');
+    mark = timed(route.stages.rate_limit, mark);
     if (refused) throw refused;
   }
   ctx.rawBody = raw;
   // Path, query and body are all checked before answering, so one 400 lists every violation.
   const violations: ErrorDetail[] = [];
-  const checked = <T>(check: () => T, fallback: T): T => {
-    try {
-      return check();
-    } catch (err) {
-      if (!(err instanceof AppError) || err.code !== 'validation_error') throw err;
-      violations.push(...(err.details ?? []));
-      return fallback;
-    }
-  };
-  if (route.params) ctx.params = checked(() => route.params!(ctx.params), ctx.params);
-  if (route.query) ctx.query = checked(() => route.query!(ctx.query), ctx.query);
-  if (route.body)
-    ctx.body = checked(
-      () => route.body!(parseJson(ctx, raw), { textRuleHolds: !jsonMayBreakTextRule(raw) }),
-      undefined,
-    );
+  if (route.params) ctx.params = checked(violations, route.params, ctx.params, undefined, ctx.params);
+  if (route.query) ctx.query = checked(violations, route.query, ctx.query, undefined, ctx.query);
+  if (route.body) {
+    const before = violations.length;
+    const input = checked(violations, parseJson, ctx, raw, undefined);
+    if (violations.length === before)
+      ctx.body = checked(violations, route.body, input, { textRuleHolds: !jsonMayBreakTextRule(raw) }, undefined);
+  }
   if (violations.length > 0) throw validationFailure('request', violations);
-  stage('validate');
+  mark = timed(route.stages.validate, mark);
   const reply = await def.handler(ctx);
-  stage('handler');
+  timed(route.stages.handler, mark);
   return reply;
+}
+
+/** Observes the time since `since` into a stage's histogram; returns now, the next stage's start. */
+function timed(stage: { observe(seconds: number): void }, since: number): number {
+  const now = performance.now();
+  stage.observe((now - since) / 1000);
+  return now;
+}
+
+/** `check(input, extra)`, or `fallback` with its violations added to the request's when it is a validation error. */
+function checked<I, E, T>(
+  violations: ErrorDetail[],
+  check: (input: I, extra: E) => T,
+  input: I,
+  extra: E,
+  fallback: T,
+): T {
+  try {
+    return check(input, extra);
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== 'validation_error') throw err;
+    violations.push(...(err.details ?? []));
+    return fallback;
+  }
 }
 
 function parseJson(ctx: RequestContext, raw: Buffer | undefined): unknown {

@@ -1,7 +1,41 @@
 import { STATUS_CODES } from 'node:http';
 import type { HttpResponse } from '@trufflesuite/uws-js-unofficial';
 
-const statusLine = (status: number) => `${status} ${STATUS_CODES[status] ?? ''}`;
+/** Status lines made once each, not per answer. */
+const statusLines = new Map<number, string>();
+function statusLine(status: number): string {
+  let line = statusLines.get(status);
+  if (line === undefined) statusLines.set(status, (line = `${status} ${STATUS_CODES[status] ?? ''}`));
+  return line;
+}
+
+/**
+ * An answer's header fields as their sources hold them, written straight to
+ * the connection in this order: the request id, the stages' (rate limit,
+ * Allow), the reply's own, then the server's (Content-Type, Vary,
+ * Content-Encoding). A field a later source names is written from that
+ * source only, which is what merging them would give, without building the
+ * merged set for every answer.
+ */
+export interface AnswerHead {
+  reqId: string;
+  stages?: Record<string, string> | undefined;
+  reply?: Record<string, string> | undefined;
+  server?: Record<string, string> | undefined;
+}
+
+function writeHead(res: HttpResponse, status: number, head: AnswerHead): void {
+  const { stages, reply, server } = head;
+  res.writeStatus(statusLine(status));
+  const id = 'x-request-id';
+  if (!named(stages, id) && !named(reply, id) && !named(server, id)) res.writeHeader(id, head.reqId);
+  if (stages) for (const k in stages) if (!named(reply, k) && !named(server, k)) res.writeHeader(k, stages[k]!);
+  if (reply) for (const k in reply) if (!named(server, k)) res.writeHeader(k, reply[k]!);
+  if (server) for (const k in server) res.writeHeader(k, server[k]!);
+}
+
+const named = (fields: Record<string, string> | undefined, field: string): boolean =>
+  fields !== undefined && Object.hasOwn(fields, field);
 
 /** Wraps a uWS response so nothing is written after the client went away. */
 export class Responder {
@@ -41,13 +75,12 @@ export class Responder {
     this.paused = false;
   }
 
-  send(status: number, headers: Record<string, string>, body: string | Buffer, closeConnection = false): void {
+  send(status: number, head: AnswerHead, body: string | Buffer, closeConnection = false): void {
     if (this.aborted || this.done) return;
     this.done = true;
     this.res.cork(() => {
       this.resumeReading();
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
+      writeHead(this.res, status, head);
       this.res.end(body, closeConnection);
     });
   }
@@ -62,13 +95,10 @@ export class Responder {
    * answer; a client that stops reading still meets the timeout through a
    * failed write.
    */
-  async stream(status: number, headers: Record<string, string>, chunks: AsyncIterable<string | Buffer>): Promise<void> {
+  async stream(status: number, head: AnswerHead, chunks: AsyncIterable<string | Buffer>): Promise<void> {
     if (this.aborted || this.done) return;
     this.done = true;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status));
-      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v);
-    });
+    this.res.cork(() => writeHead(this.res, status, head));
     try {
       for await (const chunk of chunks) {
         if (this.aborted) return;
@@ -115,11 +145,11 @@ export function readBody(
         over = true;
         return resolve('too_large');
       }
-      // uWS reuses the chunk's memory after this callback: copy it.
-      chunks.push(Buffer.from(new Uint8Array(chunk).slice()));
+      // uWS reuses the chunk's memory after this callback: copy it (once; a body in one chunk, the usual, is not joined).
+      chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)));
       if (isLast) {
         responder.pauseReading();
-        resolve(Buffer.concat(chunks, size));
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
       }
     });
   });

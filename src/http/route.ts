@@ -153,7 +153,8 @@ export function named<T extends TSchema>(name: string, schema: T): T {
 /** Any JSON object: for answers whose shape is described elsewhere (the API documents themselves). */
 export const anyObject = Type.Object({}, { additionalProperties: true });
 
-export type AuthenticateHook = (ctx: RequestContext) => Promise<unknown>;
+/** The request's principal: at once when it is known without waiting, else a promise of it; throws (or rejects) to refuse. */
+export type AuthenticateHook = (ctx: RequestContext) => unknown;
 export type AuthorizeHook = (principal: unknown, minRole: Role) => void;
 /** Sets `ctx.responseHeaders`; returns an AppError (429) to refuse the request. */
 export type RateLimitHook = (ctx: RequestContext) => Promise<AppError | undefined>;

@@ -8,14 +8,14 @@ import uWS, {
 import type { Config } from '../config.ts';
 import { AppError, problemMediaType, toHttpError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { encodeAnswer } from './compression.ts';
+import { answerEncoding, compressBody, compressChunks, contentFields } from './compression.ts';
 import { apiDocumentRoutes } from './api-documents.ts';
 import { builtInRoutes, type ReadinessCheck } from './built-in-routes.ts';
-import { collectProcessMetrics, httpDuration } from './metrics.ts';
+import { collectProcessMetrics, RouteDurations } from './metrics.ts';
 import { allowedMethods, clientAddress, copyHeaders } from './request-guard.ts';
 import { neededRole } from './roles-needed.ts';
 import { compileRoute, runStages, type CompiledRoute, type StageHooks } from './request-stages.ts';
-import { readBody, Responder } from './responder.ts';
+import { readBody, Responder, type AnswerHead } from './responder.ts';
 import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
 import { endSpan, SpanKind, SpanStatusCode, startSpan, traceOfSpan, tracingOn, type Span } from '../tracing/spans.ts';
 import { newTraceContext, readTraceContext } from '../tracing/trace-context.ts';
@@ -76,9 +76,9 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const method = req.getMethod().toUpperCase() as Method;
     const span = tracingOn() ? serverSpan(method, route?.def.path ?? 'unmatched', reqId, headers) : undefined;
     const params: Record<string, string> = {};
-    route?.paramNames.forEach((name, i) => {
-      params[name] = decodePathSegment(req.getParameter(i) ?? '');
-    });
+    if (route)
+      for (let i = 0; i < route.paramNames.length; i++)
+        params[route.paramNames[i]!] = decodePathSegment(req.getParameter(i) ?? '');
     const ctx: RequestContext = {
       reqId,
       method,
@@ -103,11 +103,12 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
         ? traceOfSpan(span)
         : (readTraceContext(headers.traceparent, headers.tracestate) ?? newTraceContext()),
     };
-    if (refusal) return refuseBeforeReading(ctx, responder, refusal, span);
+    if (refusal) return refuseBeforeReading(ctx, route, responder, refusal, span);
     // Stopping: a request on a connection kept alive from before is not started; its client retries on another instance.
     if (closing)
       return refuseBeforeReading(
         ctx,
+        route,
         responder,
         new AppError('service_unavailable', 'the service is shutting down', { retryAfterSeconds: 1 }),
         span,
@@ -153,43 +154,39 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       reply = errorReply(error, ctx.reqId, ctx.headers.authorization);
     }
     if (responder.aborted) return;
-    const headers: Record<string, string> = { 'x-request-id': ctx.reqId, ...ctx.responseHeaders, ...reply.headers };
+    const head: AnswerHead = { reqId: ctx.reqId, stages: ctx.responseHeaders, reply: reply.headers, server: undefined };
+    const accepts = ctx.headers['accept-encoding'];
     if (reply.stream) {
-      const encoded = await encodeAnswer(
-        ctx.headers['accept-encoding'],
-        headers,
-        { stream: reply.stream },
-        config.compressMinBytes,
-      );
-      await responder.stream(reply.status, headers, encoded.stream!);
+      const encoding = answerEncoding(accepts, reply.headers, { stream: reply.stream }, config.compressMinBytes);
+      head.server = contentFields(reply.headers, encoding, false);
+      await responder.stream(reply.status, head, encoding ? compressChunks(reply.stream, encoding) : reply.stream);
     } else if (reply.body === undefined) {
-      responder.send(reply.status, headers, '', closeConnection);
+      responder.send(reply.status, head, '', closeConnection);
     } else {
       const text =
         typeof reply.body === 'string' || Buffer.isBuffer(reply.body) ? reply.body : JSON.stringify(reply.body);
-      headers['content-type'] ??= 'application/json; charset=utf-8';
-      const encoded = await encodeAnswer(
-        ctx.headers['accept-encoding'],
-        headers,
-        { body: text },
-        config.compressMinBytes,
-      );
-      responder.send(reply.status, headers, encoded.body!, closeConnection);
+      const encoding = answerEncoding(accepts, reply.headers, { body: text }, config.compressMinBytes);
+      head.server = contentFields(reply.headers, encoding, !ctx.responseHeaders['content-type']);
+      responder.send(reply.status, head, encoding ? await compressBody(text, encoding) : text, closeConnection);
     }
     const seconds = (performance.now() - ctx.startedAt) / 1000;
-    durationOf(ctx.route, ctx.method, reply.status).observe(seconds);
+    durationsOf(route, ctx).observe(reply.status, seconds);
     answered(span, reply.status);
-    log.info(
-      {
-        reqId: ctx.reqId,
-        method: ctx.method,
-        route: ctx.route,
-        status: reply.status,
-        ms: Math.round(seconds * 1000 * 100) / 100,
-      },
-      'request',
-    );
+    if (accessLogged())
+      log.info(
+        {
+          reqId: ctx.reqId,
+          method: ctx.method,
+          route: ctx.route,
+          status: reply.status,
+          ms: Math.round(seconds * 1000 * 100) / 100,
+        },
+        'request',
+      );
   }
+
+  /** Each answer's access line is written at info: below it, its fields are not even gathered. */
+  const accessLogged = () => log.isLevelEnabled('info');
 
   /**
    * A request whose head is refused: its body is never read, and it is
@@ -203,23 +200,29 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
    */
   function refuseBeforeReading(
     ctx: RequestContext,
+    route: CompiledRoute | undefined,
     responder: Responder,
     error: AppError,
     span: Span | undefined,
   ): void {
     responder.pauseReading();
     setImmediate(() => {
-      answerRefusal(ctx, responder, error);
+      answerRefusal(ctx, route, responder, error);
       answered(span, error.statusCode);
       endSpan(span);
     });
   }
 
-  function answerRefusal(ctx: RequestContext, responder: Responder, error: AppError): void {
+  function answerRefusal(
+    ctx: RequestContext,
+    route: CompiledRoute | undefined,
+    responder: Responder,
+    error: AppError,
+  ): void {
     if (responder.aborted) return;
     const reply = errorReply(error, ctx.reqId, ctx.headers.authorization);
-    responder.send(reply.status, { 'x-request-id': ctx.reqId, ...reply.headers }, JSON.stringify(reply.body), true);
-    durationOf(ctx.route, ctx.method, reply.status).observe((performance.now() - ctx.startedAt) / 1000);
+    responder.send(reply.status, { reqId: ctx.reqId, reply: reply.headers }, JSON.stringify(reply.body), true);
+    durationsOf(route, ctx).observe(reply.status, (performance.now() - ctx.startedAt) / 1000);
     log.info(
       { reqId: ctx.reqId, method: ctx.method, route: ctx.route, status: reply.status, reason: error.message },
       'request refused',
@@ -308,17 +311,18 @@ function stillConnected(responder: Responder): Promise<boolean> {
   return new Promise((resolve) => setImmediate(() => resolve(!responder.aborted)));
 }
 
-const durationChildren = new Map<string, { observe(seconds: number): void }>();
+/** Durations of requests no route's own method serves (no route, or a method the route was not registered for), by method and route. */
+const otherDurations = new Map<string, RouteDurations>();
 
-/** The duration histogram's child for a route, method and status, resolved once (label hashing per request shows in profiles). */
-function durationOf(route: string, method: string, status: number) {
-  const key = `${method} ${status} ${route}`;
-  let child = durationChildren.get(key);
-  if (!child) {
-    child = httpDuration.labels(route, method, String(status));
-    if (durationChildren.size < 10_000) durationChildren.set(key, child);
+function durationsOf(route: CompiledRoute | undefined, ctx: RequestContext): RouteDurations {
+  if (route && route.def.method === ctx.method) return route.durations;
+  const key = `${ctx.method} ${ctx.route}`;
+  let durations = otherDurations.get(key);
+  if (!durations) {
+    durations = new RouteDurations(ctx.route, ctx.method);
+    if (otherDurations.size < 10_000) otherDurations.set(key, durations);
   }
-  return child;
+  return durations;
 }
 
 /** A malformed escape stays as it came, so the route answers 400 or 404 rather than throwing here. */

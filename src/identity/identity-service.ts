@@ -3,7 +3,7 @@ import { AppError } from '../errors.ts';
 import { isId, newId, nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import type { Broadcast } from '../runtime/broadcast.ts';
-import type { RateLimiter } from '../runtime/rate-limiter.ts';
+import type { RateLimiter, RateLimitPolicy } from '../runtime/rate-limiter.ts';
 import { platformScope } from '../store/collection.ts';
 import { CredentialLookups, orgScope, type Caller } from './credential-lookups.ts';
 import type { IdentityCollections, OrganizationDoc, TeamDoc, UserDoc } from './identity-store.ts';
@@ -19,6 +19,12 @@ export type IdentitySettings = Pick<
 >;
 
 const unauthorized = (message = 'missing or invalid credentials') => new AppError('unauthorized', message);
+const knownCaller = (caller: Caller | undefined): Caller => {
+  if (!caller) throw unauthorized();
+  return caller;
+};
+/** An `Authorization` value carrying a bearer credential (RFC 6750 2.1's b64token, at most 4096 characters). */
+const bearerCredential = /^Bearer [A-Za-z0-9._~+/=-]{1,4096}$/;
 
 export class IdentityService {
   private readonly lookups: CredentialLookups;
@@ -135,16 +141,20 @@ export class IdentityService {
     if (stored && stored.orgId === principal.tenantId) await this.revokeFamily(stored.familyId);
   }
 
-  /** Resolves an `Authorization` header value to the caller, or throws 401. */
-  async authenticate(authorization: string | undefined): Promise<Caller> {
-    const match = /^Bearer ([A-Za-z0-9._~+/=-]{1,4096})$/.exec(authorization ?? '');
-    if (!match) throw unauthorized();
-    const credential = match[1]!;
-    if (credential.startsWith(apiKeyPrefix)) {
-      const caller = await this.lookups.callerForApiKey(credential);
-      if (!caller) throw unauthorized();
-      return caller;
-    }
+  /**
+   * Resolves an `Authorization` header value to the caller, or throws 401:
+   * at once for an API key already known, so the usual request waits on
+   * nothing here.
+   */
+  authenticate(authorization: string | undefined): Caller | Promise<Caller> {
+    if (authorization === undefined || !bearerCredential.test(authorization)) throw unauthorized();
+    const credential = authorization.slice('Bearer '.length);
+    if (!credential.startsWith(apiKeyPrefix)) return this.authenticateToken(credential);
+    const caller = this.lookups.callerForApiKey(credential);
+    return caller instanceof Promise ? caller.then(knownCaller) : knownCaller(caller);
+  }
+
+  private async authenticateToken(credential: string): Promise<Caller> {
     const claims = await this.tokens.verify(credential);
     if (!claims || !isRole(claims.role)) throw unauthorized();
     // The member's role as it is now: a changed role applies at once, a removed member's token no longer works.
@@ -153,11 +163,25 @@ export class IdentityService {
     return { tenantId: claims.org, role, userId: claims.sub };
   }
 
-  /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team. */
-  async resolveTeam(caller: Caller, teamHeader: string | undefined): Promise<Principal> {
-    const org = await this.lookups.organization(caller.tenantId);
+  /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team, at once when the organization is known. */
+  resolveTeam(caller: Caller, teamHeader: string | undefined): Principal | Promise<Principal> {
+    const org = this.lookups.organization(caller.tenantId);
+    return org instanceof Promise
+      ? org.then((loaded) => this.teamOf(caller, loaded, teamHeader))
+      : this.teamOf(caller, org, teamHeader);
+  }
+
+  private teamOf(
+    caller: Caller,
+    org: OrganizationDoc | undefined,
+    teamHeader: string | undefined,
+  ): Principal | Promise<Principal> {
     if (!org) throw unauthorized();
     if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
+    return this.namedTeam(caller, teamHeader);
+  }
+
+  private async namedTeam(caller: Caller, teamHeader: string): Promise<Principal> {
     // Present but empty or not exactly an id (extra bytes, other characters) is the client's error, never the default team.
     if (!isId('team', teamHeader))
       throw new AppError('bad_request', 'X-Team-Id is not a team id', {
@@ -168,8 +192,10 @@ export class IdentityService {
     return { ...caller, teamId: teamHeader };
   }
 
-  async rateLimitOf(tenantId: string): Promise<{ perMinute: number; burst: number } | undefined> {
-    return (await this.lookups.organization(tenantId))?.rateLimit;
+  /** The organization's own rate limit, if it has one: at once when the organization is known. */
+  rateLimitOf(tenantId: string): RateLimitPolicy | undefined | Promise<RateLimitPolicy | undefined> {
+    const org = this.lookups.organization(tenantId);
+    return org instanceof Promise ? org.then((loaded) => loaded?.rateLimit) : org?.rateLimit;
   }
 
   async me(principal: Principal) {
@@ -237,7 +263,7 @@ export class IdentityService {
     );
     if (!key) throw new AppError('not_found', 'api key not found');
     await this.db.apiKeyIndex.deleteOne(platformScope, { id: key.hash });
-    await this.lookups.forgetApiKey(key.hash);
+    await this.lookups.forgetApiKey(key.id, key.hash);
   }
 
   async createMember(principal: Principal, input: { email: string; password: string; role: Role }) {

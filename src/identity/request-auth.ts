@@ -12,7 +12,8 @@ type LimitSettings = Pick<
 
 /**
  * The one authentication step of every authenticated route: the credential
- * (API key or access token) gives the caller, `X-Team-Id` the team; then the
+ * (API key or access token) gives the caller, `X-Team-Id` the team (at once,
+ * without a promise, when the key and its organization are known); then the
  * organization's rate budget is charged. Routes open to anyone (signup, login,
  * refresh) are charged to the client's address instead.
  */
@@ -29,16 +30,20 @@ export function requestAuth(
   const defaults = { perMinute: config.rateLimitPerMinute, burst: config.rateLimitBurst };
   const perAddress = { perMinute: config.authRateLimitPerMinute, burst: config.authRateLimitBurst };
   return {
-    async authenticate(ctx) {
-      const caller = await identity.authenticate(ctx.headers.authorization);
-      return identity.resolveTeam(caller, ctx.headers['x-team-id']);
+    authenticate(ctx) {
+      const caller = identity.authenticate(ctx.headers.authorization);
+      const team = ctx.headers['x-team-id'];
+      return caller instanceof Promise
+        ? caller.then((known) => identity.resolveTeam(known, team))
+        : identity.resolveTeam(caller, team);
     },
     authorize(principal, minRole) {
       requireRole((principal as Principal).role, minRole);
     },
     async rateLimit(ctx) {
       const tenantId = (ctx.principal as Principal).tenantId;
-      const policy = (await identity.rateLimitOf(tenantId)) ?? defaults;
+      const own = identity.rateLimitOf(tenantId);
+      const policy = (own instanceof Promise ? await own : own) ?? defaults;
       return charge(
         limiter,
         ctx,
@@ -77,10 +82,23 @@ async function charge(
   refusal: string,
 ): Promise<AppError | undefined> {
   const decision = await limiter.take(budget, policy);
-  ctx.responseHeaders['ratelimit-limit'] = String(policy.perMinute);
-  ctx.responseHeaders['ratelimit-policy'] = `${policy.perMinute};w=60;burst=${policy.burst}`;
+  const stated = policyFields(policy);
+  ctx.responseHeaders['ratelimit-limit'] = stated.limit;
+  ctx.responseHeaders['ratelimit-policy'] = stated.policy;
   ctx.responseHeaders['ratelimit-remaining'] = String(decision.remainingPerMinute);
   ctx.responseHeaders['ratelimit-reset'] = String(decision.resetSeconds);
   if (decision.allowed) return undefined;
   return new AppError('rate_limited', refusal, { retryAfterSeconds: decision.retryAfterSeconds });
+}
+
+/** What a policy's answers say of it, made once per policy (the defaults, or an organization's while its record is cached). */
+const statedPolicies = new WeakMap<RateLimitPolicy, { limit: string; policy: string }>();
+
+function policyFields(policy: RateLimitPolicy): { limit: string; policy: string } {
+  let stated = statedPolicies.get(policy);
+  if (!stated) {
+    stated = { limit: String(policy.perMinute), policy: `${policy.perMinute};w=60;burst=${policy.burst}` };
+    statedPolicies.set(policy, stated);
+  }
+  return stated;
 }

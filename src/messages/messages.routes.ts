@@ -18,6 +18,8 @@ import {
 import type { SendService } from './send-service.ts';
 
 const id = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+/** The field of an answer repeated for an idempotency key, the same every time. */
+const replayedFields: Record<string, string> = Object.freeze({ 'idempotent-replayed': 'true' });
 
 /** Spec 4.1 (all but bulk): send, history, delivery status, attachments, queue statistics. */
 export function messageRoutes(deps: {
@@ -40,8 +42,9 @@ export function messageRoutes(deps: {
       schema: { body: sendBody, response: { 201: sentMessageSchema } },
       async handler(ctx) {
         const answer = await deps.send.send(ctx.principal, ctx.body, ctx.headers['idempotency-key'], ctx.trace);
-        const headers: Record<string, string> = answer.replayed ? { 'idempotent-replayed': 'true' } : {};
-        return { status: answer.status, body: answer.body, headers };
+        return answer.replayed
+          ? { status: answer.status, body: answer.body, headers: replayedFields }
+          : { status: answer.status, body: answer.body };
       },
     }),
     defineRoute({
