@@ -80,6 +80,8 @@ export async function encodeAnswer(
     return { stream: compressChunks(answer.stream, encoding) };
   }
   if (answer.body === undefined || Buffer.byteLength(answer.body) < minBytes) return answer;
+  // A gzip file (the relay agent's tarball) is sent as it is: compressing it again gains nothing.
+  if (headers['content-type'] === 'application/gzip') return answer;
   headers['content-encoding'] = encoding;
   return { body: await compressBody(answer.body, encoding) };
 }
