@@ -20,7 +20,7 @@ export const usage = `Usage:
   relaybox-relay simulate-failures [--chat-db PATH] --count N
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
-connect is the default command: \`relaybox-relay --server URL\` is the same. In this repository,
+connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
 \`npm run relay -- ARGS\` runs \`relaybox-relay ARGS\`.
 
 Options:
