@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../errors.ts';
-import { defineRoute, named, type RouteDef } from '../http/route.ts';
+import { defineRoute, named, type RequestContext, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import type { AgentPackage, AgentPackages } from './agent-package.ts';
 
@@ -32,13 +32,16 @@ export function agentDownloadRoutes(
   packages: AgentPackages,
   publicBaseUrl: (host: string | undefined) => string,
 ): RouteDef[] {
-  const common = { auth: false as const, limitPerAddress: true, tags: ['downloads'] };
-  const served = async (): Promise<AgentPackage> => {
+  // Not charged to the address's budget (the sign-in one): after the one build per process, an answer is a buffer in memory, like /assets.
+  const common = { auth: false as const, tags: ['downloads'] };
+  const served = async (ctx: RequestContext): Promise<AgentPackage> => {
     if (packages.version === undefined) throw new AppError('not_found', 'this server does not serve the relay agent');
     try {
       return await packages.package();
     } catch (err) {
-      throw new AppError('service_unavailable', `the relay agent package cannot be built: ${(err as Error).message}`, {
+      // The reason (paths, npm's output) is the operator's, in the log; the client learns only to come back.
+      ctx.log.error({ err }, 'the relay agent package cannot be built');
+      throw new AppError('service_unavailable', 'the relay agent package cannot be built now', {
         retryAfterSeconds: 60,
       });
     }
@@ -53,7 +56,7 @@ export function agentDownloadRoutes(
       errors: ['not_found', 'service_unavailable'],
       schema: { response: { 200: agentDownload, 304: notModified } },
       async handler(ctx) {
-        const pkg = await served();
+        const pkg = await served(ctx);
         // Revalidated: after an upgrade of the server it names the new version.
         const headers = { 'cache-control': 'no-cache', etag: `"${pkg.sha256}"` };
         if (ctx.headers['if-none-match'] === headers.etag) return { status: 304, headers };
@@ -99,7 +102,7 @@ export function agentDownloadRoutes(
             'not_found',
             `no download ${JSON.stringify(file)}; the current one is named in /downloads/relaybox-relay.json`,
           );
-        const pkg = await served();
+        const pkg = await served(ctx);
         const headers = { 'cache-control': immutable, etag: `"${pkg.sha256}"` };
         if (ctx.headers['if-none-match'] === headers.etag) return { status: 304, headers };
         if (checksum)
