@@ -86,7 +86,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
     dedupeTtlMs: config.runtime.dedupeTtlMs,
     claimIdleMs: config.eventClaimIdleMs,
   });
-  const relays = createRelays(store);
+  const relays = createRelays(store, { dataDir: config.dataDir, publicBaseUrl: config.publicBaseUrl });
   await store.init();
 
   const rate = createRateLimiter(config);

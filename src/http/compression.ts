@@ -68,6 +68,8 @@ export function answerEncoding(
   minBytes: number,
 ): ContentEncoding | undefined {
   if (!acceptEncoding || replyFields?.['content-encoding']) return undefined;
+  // A gzip file (the relay agent's tarball) is sent as it is: compressing it again gains nothing.
+  if (replyFields?.['content-type'] === 'application/gzip') return undefined;
   if ('body' in answer && Buffer.byteLength(answer.body) < minBytes) return undefined;
   return negotiateEncoding(acceptEncoding);
 }

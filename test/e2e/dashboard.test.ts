@@ -166,17 +166,25 @@ describe(
         await page.goto(`${base}/#/relays`);
         await page.getByRole('button', { name: 'Add a relay' }).click();
         const command = await page.locator('#relay-command').textContent();
-        const match = /^npx relaybox-relay connect --server (\S+) --token (\S+)$/.exec(command ?? '');
+        const match = /^npx -y (\S+) connect --server (\S+) --token (\S+)$/.exec(command ?? '');
         assert.ok(match, `the exact agent command is shown: ${command}`);
+        assert.match(
+          match[1]!,
+          new RegExp(`^${base}/downloads/relaybox-relay-[0-9][\\w.-]*\\.tgz$`),
+          'the agent from this server',
+        );
+        const tarball = await fetch(match[1]!);
+        assert.equal(tarball.status, 200);
+        assert.equal(tarball.headers.get('content-type'), 'application/gzip');
         const args = [
           '--import',
           'tsx',
           'packages/relay-agent/src/cli.ts',
           'connect',
           '--server',
-          match[1]!,
-          '--token',
           match[2]!,
+          '--token',
+          match[3]!,
           '--simulate',
           '--state-dir',
           join(dir, 'relay-state'),

@@ -96,15 +96,21 @@ async function registered(name: string, secret: string): Promise<string> {
   return stateDir;
 }
 
-async function doctor(
-  args: string[],
-): Promise<{ code: number | null; ok: boolean; checks: Map<Check['name'], Check>; stderr: string }> {
+/** `relaybox-relay doctor --json ARGS` as a process: its exit code and output. */
+async function doctorRun(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [bin, 'doctor', '--json', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const code = await new Promise<number | null>((done) => child.on('exit', done));
+  return { code, stdout, stderr };
+}
+
+async function doctor(
+  args: string[],
+): Promise<{ code: number | null; ok: boolean; checks: Map<Check['name'], Check>; stderr: string }> {
+  const { code, stdout, stderr } = await doctorRun(args);
   const report = JSON.parse(stdout) as { ok: boolean; checks: Check[] };
   return { code, ok: report.ok, checks: new Map(report.checks.map((c) => [c.name, c])), stderr };
 }
@@ -191,5 +197,33 @@ test('doctor --json: a refused credential and a skewed clock fail with their fix
     assert.match(run.checks.get('clock')!.detail, /^this Mac's clock is 30\d s behind the server's$/);
   } finally {
     server.clockOffsetMs = 0;
+  }
+});
+
+test('doctor --simulate without --chat-db reads the simulated chat.db in its state directory', async () => {
+  const stateDir = await registered('own-db', 'good');
+  await simulateInbound(join(stateDir, 'simulated-chat.db'), {
+    from: '+14155550123',
+    body: 'hello',
+    attributedBodyOnly: false,
+  });
+  const run = await doctor(['--simulate', '--state-dir', stateDir]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.checks.get('chat-db')!.detail, `${join(stateDir, 'simulated-chat.db')} is readable (1 messages)`);
+});
+
+test('doctor --json answers a refused command line and a failure as JSON on stdout, never the usage text', async () => {
+  for (const [args, kind, code, message] of [
+    [['--simulate', '--bogus'], 'usage', 2, /^Unknown option '--bogus'/],
+    [['--server', 'http://x/api/v1/relays/connect'], 'usage', 2, /^--server must be a ws:\/\/ or wss:\/\/ URL/],
+    [['--simulate', '--chat-db', ''], 'usage', 2, /^--chat-db is empty$/],
+  ] as const) {
+    const { code: exit, stdout, stderr } = await doctorRun(args);
+    assert.equal(exit, code, args.join(' '));
+    assert.equal(stderr, '', args.join(' '));
+    const answer = JSON.parse(stdout) as { ok: boolean; error: { kind: string; message: string } };
+    assert.equal(answer.ok, false);
+    assert.equal(answer.error.kind, kind);
+    assert.match(answer.error.message, message);
   }
 });

@@ -34,6 +34,32 @@ test('RELAY_SIM_DELIVERY_MS and RELAY_SIM_READ_MS set the simulator delays', () 
   assert.equal(command.config.simulatorReadMs, 70);
 });
 
+test('--simulate without --chat-db plays Messages on a chat.db in the state directory, for every command', () => {
+  const stateDir = '/tmp/relay-state';
+  const simulated = join(stateDir, 'simulated-chat.db');
+  const run = parseCli([...server, '--simulate', '--state-dir', stateDir], {});
+  assert.ok(run.kind === 'run');
+  assert.equal(run.config.chatDbPath, simulated);
+  const doctor = parseCli(['doctor', '--simulate', '--state-dir', stateDir], {});
+  assert.ok(doctor.kind === 'doctor');
+  assert.equal(doctor.chatDbPath, simulated);
+  for (const argv of [
+    ['simulate-inbound', '--from', '+1', '--body', 'b'],
+    ['simulate-failures', '--count', '1'],
+    ['simulate-stall'],
+  ]) {
+    const command = parseCli([...argv, '--state-dir', stateDir], {});
+    assert.equal('chatDbPath' in command && command.chatDbPath, simulated, argv[0]);
+  }
+  const defaults = parseCli([...server, '--simulate'], {});
+  assert.ok(defaults.kind === 'run');
+  assert.equal(defaults.config.chatDbPath, join(homedir(), '.relaybox-relay', 'simulated-chat.db'));
+  // Without --simulate the real Messages database stays the default.
+  const real = parseCli(['doctor', '--state-dir', stateDir], {});
+  assert.ok(real.kind === 'doctor');
+  assert.equal(real.chatDbPath, join(homedir(), 'Library', 'Messages', 'chat.db'));
+});
+
 test('bad arguments are usage errors naming the flag', () => {
   const cases: Array<[string[], RegExp]> = [
     [[], /--server is required/],
@@ -45,7 +71,7 @@ test('bad arguments are usage errors naming the flag', () => {
     [[...server, '--token', ''], /--token is empty/],
     [[...server, '--wat'], /Unknown option '--wat'/],
     [[...server, 'stray'], /positional|Unexpected argument/i],
-    [[...server, '--simulate'], /--chat-db is required/],
+    [[...server, '--simulate', '--chat-db', ''], /--chat-db is empty/],
     [
       [...server, '--simulate', '--chat-db', join(homedir(), 'Library', 'Messages', 'chat.db')],
       /real Messages database/,

@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { errorCodes } from '../../src/errors.ts';
+import { agentVersion } from '../../packages/relay-agent/src/agent-config.ts';
 import { retryableServerErrors } from '../../packages/relay-agent/src/server-errors.ts';
 
 const root = join(import.meta.dirname, '../..');
@@ -13,6 +14,8 @@ const protocolDir = join(root, 'src/relay-protocol');
 const readJson = (path: string) =>
   JSON.parse(readFileSync(path, 'utf8')) as {
     name: string;
+    version: string;
+    files?: string[];
     bin?: Record<string, string>;
     dependencies?: Record<string, string>;
     devDependencies?: Record<string, string>;
@@ -39,23 +42,24 @@ const packageOf = (specifier: string) =>
     .slice(0, specifier.startsWith('@') ? 2 : 1)
     .join('/');
 
-test('the relay agent package depends on exactly what it imports, and on nothing of the server', () => {
+test('the relay agent package depends on exactly what it imports from the registry, and on nothing of the server', () => {
   const manifest = readJson(join(agentDir, 'package.json'));
   assert.equal(manifest.name, 'relaybox-relay');
   assert.deepEqual(manifest.bin, { 'relaybox-relay': 'bin/relaybox-relay.js' });
-  assert.deepEqual(Object.keys(manifest.dependencies ?? {}).sort(), [
-    'libsql',
-    'pino',
-    'pino-pretty',
-    'relaybox-relay-protocol',
-    'tsx',
-    'ws',
-  ]);
-  assert.equal(manifest.devDependencies, undefined);
-
+  assert.deepEqual(manifest.files, ['bin', 'dist'], 'the package ships the script and the compiled agent, not src/');
+  // The relay protocol is compiled into the package (it is not on the registry); its schema libraries are the agent's dependencies.
+  assert.deepEqual(manifest.devDependencies, {
+    'relaybox-relay-protocol': '0.2.0',
+    tsx: manifest.devDependencies?.tsx,
+  });
   const imports = importsOf(join(agentDir, 'src'));
   const bare = new Set(imports.filter((s) => !s.startsWith('.') && !s.startsWith('node:')).map(packageOf));
-  bare.add('tsx'); // the bin's loader
+  assert.ok(bare.delete('relaybox-relay-protocol'), 'the agent imports the protocol');
+  const protocol = readJson(join(protocolDir, 'package.json'));
+  for (const name of Object.keys(protocol.dependencies ?? {})) {
+    bare.add(name);
+    assert.equal(manifest.dependencies?.[name], protocol.dependencies![name], `${name}: the protocol's version range`);
+  }
   assert.deepEqual(
     [...bare].sort(),
     Object.keys(manifest.dependencies ?? {}).sort(),
@@ -66,6 +70,10 @@ test('the relay agent package depends on exactly what it imports, and on nothing
     [],
     'no import leaves the package',
   );
+});
+
+test("the agent's version is its package's", () => {
+  assert.equal(agentVersion, readJson(join(agentDir, 'package.json')).version);
 });
 
 test('the relay protocol is one workspace package both ends import, with only its schema libraries', () => {

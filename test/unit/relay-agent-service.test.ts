@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { parseLaunchctlPrint } from '../../packages/relay-agent/src/launch-agent.ts';
+import { inNpxCache, parseLaunchctlPrint } from '../../packages/relay-agent/src/launch-agent.ts';
 
 const root = join(import.meta.dirname, '../..');
 const bin = join(root, 'packages/relay-agent/bin/relaybox-relay.js');
@@ -82,8 +82,18 @@ function dryRun(args: string[]): { plist: string; commands: string[] } {
   return { plist, commands: commands.map((l) => l.slice(2)) };
 }
 
+/** A relay registered in `stateDir`, as a first `connect --token` leaves it. */
+function register(stateDir: string, serverUrl = server): void {
+  mkdirSync(stateDir, { recursive: true });
+  writeFileSync(
+    join(stateDir, 'relay.json'),
+    JSON.stringify({ serverUrl, relayId: 'relay_1', secret: 's', registeredAt: 'x', inboundFloor: 0 }),
+  );
+}
+
 test('service install --dry-run prints a LaunchAgent that restarts after a crash only, and the launchctl commands; it writes nothing', () => {
   const stateDir = join(home, 'state');
+  register(stateDir);
   const { plist, commands } = dryRun([
     'service',
     'install',
@@ -102,7 +112,6 @@ test('service install --dry-run prints a LaunchAgent that restarts after a crash
   assert.deepEqual(parsed, {
     Label: 'com.relaybox.relay',
     ProgramArguments: [
-      process.execPath,
       bin,
       'connect',
       '--server',
@@ -122,10 +131,16 @@ test('service install --dry-run prints a LaunchAgent that restarts after a crash
     StandardOutPath: join(logs, 'relay.log'),
     StandardErrorPath: join(logs, 'relay.err.log'),
   });
+  // The program is the agent's script, which finds node on this PATH: first where this shell finds it (a
+  // link like /opt/homebrew/bin/node), last this Node's resolved folder, which a Homebrew upgrade removes.
+  assert.ok(statSync(bin).mode & 0o111, 'the script is executable');
   const pathDirs = path.split(':');
-  assert.equal(pathDirs[0], join(process.execPath, '..'), "this Node's folder first");
+  const shellNode = process.env.PATH!.split(':').find((dir) => dir.startsWith('/') && existsSync(join(dir, 'node')));
+  assert.equal(pathDirs[0], shellNode ?? '/opt/homebrew/bin');
   for (const dir of ['/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'])
     assert.ok(pathDirs.includes(dir), dir);
+  assert.ok(pathDirs.includes(join(process.execPath, '..')), "this Node's folder, as a last resort");
+  assert.equal(new Set(pathDirs).size, pathDirs.length, 'each folder once');
   assert.deepEqual(commands, [
     `mkdir -p ${join(home, 'Library/LaunchAgents')}`,
     `mkdir -p ${logs}`,
@@ -133,22 +148,31 @@ test('service install --dry-run prints a LaunchAgent that restarts after a crash
     `launchctl bootout gui/${uid}/com.relaybox.relay`,
     `launchctl bootstrap gui/${uid} ${plistPath}`,
   ]);
-  assert.deepEqual(readdirSync(home), [], 'a dry run writes nothing');
+  assert.deepEqual(readdirSync(home), ['state'], 'a dry run writes nothing');
+  rmSync(stateDir, { recursive: true });
 });
 
-test('service install takes the server from the stored credential; without one it needs --server', () => {
+test('service install --dry-run refuses what the real command refuses: no registered relay, with or without --server', () => {
+  for (const args of [[], ['--server', server]]) {
+    const refused = relay(['service', 'install', '--state-dir', join(home, 'nothing'), ...args, '--dry-run']);
+    assert.equal(refused.status, 1, refused.stdout);
+    assert.equal(refused.stdout, '', 'no property list for a service that could not run');
+    assert.match(
+      refused.stderr,
+      /^relay: no relay is registered in .*nothing: run relaybox-relay connect --server \S+ --token TOKEN once first\n$/,
+    );
+  }
+  assert.deepEqual(readdirSync(home), []);
+});
+
+test("a service never runs from npx's cache, which npm clears", () => {
+  assert.equal(inNpxCache('/Users/ann/.npm/_npx/1f2e/node_modules/relaybox-relay/bin/relaybox-relay.js'), true);
+  assert.equal(inNpxCache('/opt/homebrew/lib/node_modules/relaybox-relay/bin/relaybox-relay.js'), false);
+});
+
+test('service install takes the server from the stored credential', () => {
   const stateDir = join(home, 'registered');
-  mkdirSync(stateDir);
-  writeFileSync(
-    join(stateDir, 'relay.json'),
-    JSON.stringify({
-      serverUrl: 'wss://stored.example.com/api/v1/relays/connect',
-      relayId: 'relay_1',
-      secret: 's',
-      registeredAt: 'x',
-      inboundFloor: 0,
-    }),
-  );
+  register(stateDir, 'wss://stored.example.com/api/v1/relays/connect');
   const { plist } = dryRun([
     'service',
     'install',
@@ -160,7 +184,7 @@ test('service install takes the server from the stored credential; without one i
     '--dry-run',
   ]);
   const args = (parsePlist(plist) as Record<string, Plist>).ProgramArguments as string[];
-  assert.deepEqual(args.slice(2), [
+  assert.deepEqual(args.slice(1), [
     'connect',
     '--server',
     'wss://stored.example.com/api/v1/relays/connect',
@@ -174,13 +198,6 @@ test('service install takes the server from the stored credential; without one i
   ]);
   assert.ok(!plist.includes('"s"') && !args.includes('s'), 'the credential secret is not in the property list');
   rmSync(stateDir, { recursive: true });
-
-  const missing = relay(['service', 'install', '--state-dir', join(home, 'nothing'), '--dry-run']);
-  assert.equal(missing.status, 1);
-  assert.match(
-    missing.stderr,
-    /^relay: no relay is registered in .*nothing: run relaybox-relay connect --server URL --token TOKEN first, or give --server\n$/,
-  );
 });
 
 test('service uninstall, status and logs --dry-run print their commands', () => {

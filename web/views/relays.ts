@@ -241,8 +241,10 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
                 `/api/v1/tenants/${me.organization!.id}/relay-tokens`,
                 {},
               );
+              const agent = await api<{ url: string }>('GET', '/downloads/relaybox-relay.json');
+              const tarball = `${location.origin}${new URL(agent.url).pathname}`;
               const server = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/v1/relays/connect`;
-              const command = `npx relaybox-relay connect --server ${server} --token ${token.token}`;
+              const command = `npx -y ${tarball} connect --server ${server} --token ${token.token}`;
               const copied = h('span', { role: 'status', 'aria-live': 'polite' });
               replace(
                 add,
@@ -250,7 +252,7 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
                 h(
                   'p',
                   null,
-                  `On the Mac that sends the messages, with the relay agent installed (npm ci -w relaybox-relay in a checkout of Relaybox), run this command (the token works once, until ${when(token.expiresAt)}):`,
+                  `On the Mac that sends the messages (with Node.js 20 or later), run this command in Terminal: it fetches the relay agent from this server and registers it (the token works once, until ${when(token.expiresAt)}):`,
                 ),
                 h('pre', null, h('code', { id: 'relay-command' }, command)),
                 h(
@@ -270,7 +272,7 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
                 h(
                   'p',
                   { class: 'hint' },
-                  'Once it is online, npx relaybox-relay service install keeps it running. Add --simulate to try it on any machine without Messages.',
+                  `Once it is online, keep it running as a service that starts at login: npm install -g ${tarball} && relaybox-relay service install. Add --simulate to try it on any machine without Messages.`,
                 ),
               );
             },

@@ -65,6 +65,8 @@ export const logFormats: readonly LogFormat[] = ['pretty', 'json'];
 
 export const defaultChatDbPath = join(homedir(), 'Library', 'Messages', 'chat.db');
 export const defaultStateDir = join(homedir(), '.relaybox-relay');
+/** Where `--simulate` keeps its Messages database when no --chat-db is given. */
+export const simulatedChatDbPath = (stateDir: string) => join(stateDir, 'simulated-chat.db');
 
 type Env = Record<string, string | undefined>;
 

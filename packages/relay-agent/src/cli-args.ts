@@ -5,6 +5,7 @@ import {
   defaultChatDbPath,
   defaultStateDir,
   logFormats,
+  simulatedChatDbPath,
   type AgentConfig,
   type LogFormat,
 } from './agent-config.ts';
@@ -15,11 +16,11 @@ export const usage = `Usage:
   relaybox-relay service uninstall|status [--dry-run]
   relaybox-relay service logs [--lines N] [--follow] [--dry-run]
   relaybox-relay doctor [--json] [--server URL] [--state-dir DIR] [--chat-db PATH] [--simulate] [--log-handles]
-  relaybox-relay simulate-inbound --chat-db PATH --from HANDLE --body TEXT [--attributed-only] [--group ID]
-  relaybox-relay simulate-failures --chat-db PATH --count N
-  relaybox-relay simulate-stall --chat-db PATH [--off]
+  relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID]
+  relaybox-relay simulate-failures [--chat-db PATH] --count N
+  relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
-connect is the default command: \`relaybox-relay --server URL\` is the same. In this repository,
+connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
 \`npm run relay -- ARGS\` runs \`relaybox-relay ARGS\`.
 
 Options:
@@ -29,7 +30,8 @@ Options:
   --name NAME          relay name returned by GET /api/v1/relays (default: this computer's hostname)
   --state-dir DIR      where the credential and send journal live (default: ~/.relaybox-relay)
   --chat-db PATH       Messages database (default: ~/Library/Messages/chat.db)
-  --simulate           play the Messages app against --chat-db (created if absent) instead of sending
+  --simulate           play the Messages app against --chat-db (created if absent; default:
+                       simulated-chat.db in the state directory) instead of sending
   --capacity N         sends accepted in flight, 1..1000 (default 10)
   --poll-ms N          how often chat.db is read, 50..60000 ms (default 1000)
   --sync-history       on first registration, forward all existing received messages
@@ -45,10 +47,12 @@ its server). --dry-run prints the property list and the commands instead of runn
 
 doctor checks what a relay needs (chat.db readable: Full Disk Access; Messages answers AppleScript:
 Automation; an iMessage account; the server accepts the stored credential; clock skew; free disk) and
-prints each result with its fix; --json prints them as JSON. Exit code 1 if any check fails.
+prints each result with its fix; --json prints them as JSON, and a refused command line or a failure
+as {"ok": false, "error": {...}}. Exit code 1 if any check fails.
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
-attributedBody; --group ID: into a group chat); simulate-failures makes its next N sends fail;
+attributedBody; --group ID: into a group chat; the simulator commands take --state-dir too, and without
+--chat-db use the simulated chat.db there); simulate-failures makes its next N sends fail;
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -120,6 +124,7 @@ const runOptions = {
 
 const inboundOptions = {
   'chat-db': { type: 'string' },
+  'state-dir': { type: 'string' },
   from: { type: 'string' },
   body: { type: 'string' },
   'attributed-only': { type: 'boolean' },
@@ -148,7 +153,11 @@ const doctorOptions = {
 
 const serviceActions = ['install', 'uninstall', 'status', 'logs'] as const;
 
-const failureOptions = { 'chat-db': { type: 'string' }, count: { type: 'string' } } as const;
+const failureOptions = {
+  'chat-db': { type: 'string' },
+  'state-dir': { type: 'string' },
+  count: { type: 'string' },
+} as const;
 
 export function parseCli(argv: string[], env: Record<string, string | undefined> = process.env): CliCommand {
   const [first, ...rest] = argv;
@@ -156,7 +165,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
     const { values } = parse(rest, inboundOptions);
     return {
       kind: 'simulate-inbound',
-      chatDbPath: simulatorDb(values['chat-db']),
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
       from: required(values.from, '--from'),
       body: values.body ?? requiredMissing('--body'),
       attributedBodyOnly: values['attributed-only'] ?? false,
@@ -164,14 +173,22 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
     };
   }
   if (first === 'simulate-stall') {
-    const { values } = parse(rest, { 'chat-db': { type: 'string' }, off: { type: 'boolean' } } as const);
-    return { kind: 'simulate-stall', chatDbPath: simulatorDb(values['chat-db']), stalled: !values.off };
+    const { values } = parse(rest, {
+      'chat-db': { type: 'string' },
+      'state-dir': { type: 'string' },
+      off: { type: 'boolean' },
+    } as const);
+    return {
+      kind: 'simulate-stall',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      stalled: !values.off,
+    };
   }
   if (first === 'simulate-failures') {
     const { values } = parse(rest, failureOptions);
     return {
       kind: 'simulate-failures',
-      chatDbPath: simulatorDb(values['chat-db']),
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
       count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count'),
     };
   }
@@ -179,12 +196,13 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   if (first === 'doctor') {
     const { values } = parse(rest, doctorOptions);
     const simulate = values.simulate ?? false;
+    const stateDir = values['state-dir'] ?? defaultStateDir;
     return {
       kind: 'doctor',
       json: values.json ?? false,
       serverUrl: values.server === undefined ? undefined : serverUrl(values.server).href,
-      stateDir: values['state-dir'] ?? defaultStateDir,
-      chatDbPath: simulate ? simulatorDb(values['chat-db']) : (values['chat-db'] ?? defaultChatDbPath),
+      stateDir,
+      chatDbPath: simulate ? simulatorDb(values['chat-db'], stateDir) : (values['chat-db'] ?? defaultChatDbPath),
       simulate,
       logHandles: values['log-handles'] ?? false,
     };
@@ -197,7 +215,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   if (logFormat !== undefined && !logFormats.includes(logFormat as LogFormat))
     throw new UsageError(`--log-format must be one of ${logFormats.join(', ')}, got "${logFormat}"`);
   checkName(values.name);
-  const chatDbPath = values.simulate ? simulatorDb(values['chat-db']) : values['chat-db'];
+  const chatDbPath = values.simulate ? simulatorDb(values['chat-db'], values['state-dir']) : values['chat-db'];
   return {
     kind: 'run',
     config: buildAgentConfig(
@@ -281,9 +299,13 @@ function parse<O extends NonNullable<ParseArgsConfig['options']>>(args: string[]
   }
 }
 
-/** The simulator writes to its file, so it must be named and must not be the real Messages database. */
-function simulatorDb(value: string | undefined): string {
-  const path = required(value, '--chat-db');
+/**
+ * The simulator writes to its file, so it must not be the real Messages database; unnamed, it is
+ * the state directory's own, so `connect --simulate` and the simulate-* commands meet on one file.
+ */
+function simulatorDb(value: string | undefined, stateDir = defaultStateDir): string {
+  if (value === '') throw new UsageError('--chat-db is empty');
+  const path = value ?? simulatedChatDbPath(stateDir);
   if (resolve(path) === defaultChatDbPath)
     throw new UsageError(`the simulator must not write to the real Messages database ${defaultChatDbPath}`);
   return path;

@@ -2,7 +2,9 @@
  * The desktop relay agent's command line, `relaybox-relay` (`npm run relay -- ARGS` in this repository):
  * connect, service, doctor and the simulator's commands.
  * Every failure ends in one plain sentence on stderr and an exit code
- * (2: bad arguments, 1: cannot run); never a stack trace.
+ * (2: bad arguments, 1: cannot run); never a stack trace. A command line
+ * asking for --json gets its failure as JSON on stdout instead, so a script
+ * reading the output always reads JSON.
  */
 import { hostname } from 'node:os';
 import type { AgentConfig } from './agent-config.ts';
@@ -11,7 +13,9 @@ import { AppleScriptSender } from './applescript-sender.ts';
 import { ChatDbReader } from './chat-db-reader.ts';
 import { parseCli, usage, UsageError, type CliCommand } from './cli-args.ts';
 import {
+  agentBin,
   describeStep,
+  inNpxCache,
   installSteps,
   launchAgentPlist,
   logsStep,
@@ -36,13 +40,19 @@ import { readSystemInfo } from './system-info.ts';
 /** A failure the user can act on: printed as is, exit code 1. */
 class CannotRun extends Error {}
 
-async function main(argv: string[]): Promise<number> {
+/** A failure as the JSON a `--json` caller reads: `kind` is `usage` (exit 2) or `cannot-run` (exit 1). */
+function jsonFailure(kind: 'usage' | 'cannot-run', message: string): string {
+  return `${JSON.stringify({ ok: false, error: { kind, message } }, null, 2)}\n`;
+}
+
+async function main(argv: string[], json: boolean): Promise<number> {
   let command;
   try {
     command = parseCli(argv);
   } catch (err) {
     if (err instanceof UsageError || (err as Error).name === 'ConfigError') {
-      process.stderr.write(`relay: ${(err as Error).message}\n\n${usage}\n`);
+      if (json) process.stdout.write(jsonFailure('usage', (err as Error).message));
+      else process.stderr.write(`relay: ${(err as Error).message}\n\n${usage}\n`);
       return 2;
     }
     throw err;
@@ -104,17 +114,19 @@ async function runService(command: Extract<CliCommand, { kind: 'service' }>): Pr
   let steps: ServiceStep[];
   switch (command.action) {
     case 'install': {
+      // A dry run refuses what the real one does: it shows the service that would run, or why none would.
       const state = await new RelayStateStore(command.stateDir).load();
-      const server = command.serverUrl ?? state?.serverUrl;
-      if (server === undefined)
+      if (state === undefined) {
         throw new CannotRun(
-          `no relay is registered in ${command.stateDir}: run relaybox-relay connect --server URL --token TOKEN first, or give --server`,
-        );
-      if (state === undefined && !command.dryRun) {
-        throw new CannotRun(
-          `no relay is registered in ${command.stateDir}: run relaybox-relay connect --server ${server} --token TOKEN once first`,
+          `no relay is registered in ${command.stateDir}: run relaybox-relay connect --server ${command.serverUrl ?? 'URL'} --token TOKEN once first`,
         );
       }
+      if (inNpxCache(agentBin)) {
+        throw new CannotRun(
+          `this relaybox-relay runs from npx's cache (${agentBin}), which npm clears: install it with npm install -g and the URL you gave npx, then run relaybox-relay service install`,
+        );
+      }
+      const server = command.serverUrl ?? state.serverUrl;
       const plist = launchAgentPlist(['--server', server, ...command.connectArgs], paths);
       steps = installSteps(plist, paths, uid);
       if (command.dryRun) process.stdout.write(toPlist(plist));
@@ -166,7 +178,7 @@ async function runAgent(config: AgentConfig): Promise<number> {
     logHandles: config.logHandles,
   });
   if (!config.simulate && process.platform !== 'darwin') {
-    throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate --chat-db PATH');
+    throw new CannotRun('the Messages app exists only on macOS; on this machine run with --simulate');
   }
   let simulator: SimulatedMessagesApp | undefined;
   let sender: MessageSender;
@@ -233,14 +245,17 @@ async function runAgent(config: AgentConfig): Promise<number> {
   return 0;
 }
 
-main(process.argv.slice(2)).then(
+const argv = process.argv.slice(2);
+const json = argv.includes('--json');
+main(argv, json).then(
   (code) => process.exit(code),
   (err: unknown) => {
     const message =
       err instanceof CannotRun || err instanceof ChatDbError
         ? err.message
         : `unexpected error: ${(err as Error)?.message ?? String(err)}`;
-    process.stderr.write(`relay: ${message}\n`);
+    if (json) process.stdout.write(jsonFailure('cannot-run', message));
+    else process.stderr.write(`relay: ${message}\n`);
     process.exit(1);
   },
 );

@@ -95,7 +95,7 @@ async function checkChatDb(options: DoctorOptions, mask: (text: string) => strin
       result: 'fail',
       detail: `cannot read ${options.chatDbPath}: ${(err as Error).message}`,
       fix: options.simulate
-        ? 'create the simulator database: relaybox-relay simulate-inbound --chat-db PATH …, or run connect --simulate once'
+        ? 'create the simulator database: relaybox-relay simulate-inbound --from HANDLE --body TEXT (with the same --state-dir or --chat-db), or run connect --simulate once'
         : denied
           ? fullDiskAccessFix
           : `check --chat-db; if the path is right, ${fullDiskAccessFix}`,
@@ -117,7 +117,7 @@ async function checkAutomation(options: DoctorOptions): Promise<Check> {
       name: 'automation',
       result: 'fail',
       detail: 'the Messages app exists only on macOS',
-      fix: 'on this machine run with --simulate --chat-db PATH',
+      fix: 'on this machine run with --simulate',
     };
   }
   const probe = await new Promise<{ ok: boolean; output: string }>((done) => {

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, isAbsolute, join, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -29,33 +30,45 @@ export function servicePaths(home = homedir()): ServicePaths {
   };
 }
 
-/** launchd starts a service with a bare PATH; Homebrew's and the system's tools, and this Node's folder first. */
-export function servicePath(nodePath = process.execPath): string {
-  const dirs = [dirname(nodePath), '/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'];
-  return [...new Set(dirs)].join(':');
+/**
+ * launchd starts a service with a bare PATH, and the agent's script finds `node` through it. First the
+ * folder the installing shell found `node` in: a link such as /opt/homebrew/bin/node that outlives an
+ * upgrade. This Node's own folder comes last: `process.execPath` is the resolved, versioned binary
+ * (/opt/homebrew/Cellar/node/22.1.0/bin/node) that the next `brew upgrade` removes.
+ */
+export function servicePath(shellPath = process.env.PATH ?? '', nodePath = process.execPath): string {
+  const shellNode = shellPath.split(':').find((dir) => isAbsolute(dir) && existsSync(join(dir, 'node')));
+  const dirs = [shellNode, '/opt/homebrew/bin', '/usr/local/bin', '/usr/bin', '/bin', '/usr/sbin', '/sbin'];
+  return [...new Set([...dirs.filter((d) => d !== undefined), dirname(nodePath)])].join(':');
 }
 
-/** The relaybox-relay command this process was started from. */
+/** The relaybox-relay command this process was started from: a script that runs with `node` from PATH. */
 export const agentBin = fileURLToPath(new URL('../bin/relaybox-relay.js', import.meta.url));
+
+/** npx keeps what it runs in a cache that npm clears: a service must run an installed agent. */
+export const inNpxCache = (bin: string) => bin.split(sep).includes('_npx');
 
 export type PlistValue = string | number | boolean | PlistValue[] | { [key: string]: PlistValue };
 
-/** The LaunchAgent's property list; `connectArgs` are the `relaybox-relay connect` flags it runs with. */
+/**
+ * The LaunchAgent's property list; `connectArgs` are the `relaybox-relay connect` flags it runs with.
+ * The program is the agent's own script, never a Node binary's path: see `servicePath`.
+ */
 export function launchAgentPlist(
   connectArgs: string[],
   paths: ServicePaths,
-  nodePath = process.execPath,
+  shellPath = process.env.PATH ?? '',
 ): Record<string, PlistValue> {
   return {
     Label: serviceLabel,
-    ProgramArguments: [nodePath, agentBin, 'connect', ...connectArgs],
+    ProgramArguments: [agentBin, 'connect', ...connectArgs],
     RunAtLoad: true,
     // Restarted when it exits with an error (a crash, a lost chat.db); a clean stop (exit 0) stays stopped.
     KeepAlive: { SuccessfulExit: false },
     // launchd waits this long between restarts, so a relay that cannot start does not spin.
     ThrottleInterval: 30,
     ProcessType: 'Background',
-    EnvironmentVariables: { PATH: servicePath(nodePath) },
+    EnvironmentVariables: { PATH: servicePath(shellPath) },
     StandardOutPath: paths.stdout,
     StandardErrorPath: paths.stderr,
   };
