@@ -33,15 +33,15 @@ export async function foldEventLog(
   if (!store.first(`SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = 'org_events'`)) return;
   const oldest = (await events.find(platformScope, {}, { sort: { seq: 1 }, limit: 1 }))[0]?.seq ?? Infinity;
   const select = store.statement(
-    'SELECT rid, tenant, doc FROM "org_events" WHERE rid > ? AND id NOT IN (SELECT id FROM "events") ORDER BY rid LIMIT ?',
+    'SELECT rid, id, tenant, doc FROM "org_events" WHERE rid > ? AND id NOT IN (SELECT id FROM "events") ORDER BY rid LIMIT ?',
   );
   let moved = 0;
   for (let last = -1; ;) {
-    const rows = select.all([last, movePage]) as unknown as Array<Row & { tenant: string }>;
+    const rows = select.all([last, movePage]) as unknown as Row[];
     if (rows.length === 0) break;
     last = rows.at(-1)!.rid;
     const docs = rows.flatMap((row): EventDoc[] => {
-      const logged = decode<LoggedEvent>(row.doc);
+      const logged = decode<LoggedEvent>(row.doc, row.id, row.tenant);
       const seq = Number(logged.cursor);
       // Only positions of this stream, and none it still holds.
       if (!Number.isSafeInteger(seq) || seq >= oldest) return [];
