@@ -8,8 +8,8 @@ import { createAutomations, declareAutomationCollections } from './automations/i
 import type { Config } from './config.ts';
 import { contactCollections, createContacts, type ContactDirectory } from './contacts/index.ts';
 import { consumeEvents, type EventConsumer } from './events/event-consumer.ts';
-import type { EventLog } from './events/event-log.ts';
-import type { EventStream, ReadEvent } from './events/event-stream.ts';
+import type { EventHistory } from './events/event-log.ts';
+import type { EventStream } from './events/event-stream.ts';
 import { createEventLog, createEventStream } from './events/index.ts';
 import { Outbox } from './events/outbox.ts';
 import { ListCursors } from './http/list-cursors.ts';
@@ -48,7 +48,7 @@ export interface App {
   messaging: ReturnType<typeof createMessaging> & { link: RelayLink };
   webhooks: Awaited<ReturnType<typeof createWebhooks>>;
   automations: ReturnType<typeof createAutomations>;
-  eventLog: EventLog;
+  eventLog: EventHistory;
   /** Group recipients and participant names for messaging. */
   contacts: ContactDirectory;
   /** The relay WebSocket gateway on a frontend's server (web and all roles). */
@@ -80,12 +80,14 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const contactsDb = contactCollections(store);
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
-  const eventLog = createEventLog(store, config.eventRetentionDays);
+  const history = { retentionDays: config.eventRetentionDays, subjects: db.messages };
   const events = createEventStream(store, {
     redis: redis && { connection: redis.client, key: redis.keys.events, replicaWaitMs: redis.replicaWaitMs },
     dedupeTtlMs: config.runtime.dedupeTtlMs,
     claimIdleMs: config.eventClaimIdleMs,
+    history,
   });
+  const eventLog = createEventLog(store, events, history);
   const relays = createRelays(store, { dataDir: config.dataDir, publicBaseUrl: config.publicBaseUrl });
   await store.init();
 
@@ -179,11 +181,11 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   exposeRuntimeStats(() => runtime.stats());
   const consumers: EventConsumer[] = [];
   if (opts.consume) {
-    const record = (batch: ReadEvent[]) => eventLog.log.record(batch);
-    // On the embedded store the log is written with each append, in its transaction; elsewhere a consumer group copies it.
-    if (events.mirror) await events.mirror('event-log', record);
-    else
-      consumers.push(consumeEvents(events, 'event-log', config.nodeId, record, log.child({ component: 'event-log' })));
+    // A stream kept in the store is the history itself; a Redis stream is copied into it by a consumer group.
+    if (eventLog.record)
+      consumers.push(
+        consumeEvents(events, 'event-log', config.nodeId, eventLog.record, log.child({ component: 'event-log' })),
+      );
     await webhooks.startRouting();
     automations.startRouting();
     exposeEventStreamLag(() => events.lag());

@@ -24,6 +24,15 @@ export interface OrgEventView {
   cursor: string;
 }
 
+/** What GET /api/v1/events reads: an organization's events of the retention period. */
+export interface EventHistory {
+  /** Newest first; with `after`, the events after that cursor, oldest first. */
+  list(
+    tenantId: string,
+    q: { type?: string; after?: string; page: number; limit: number },
+  ): Promise<Page<OrgEventView>>;
+}
+
 /** A retention sweep per organization at most this often; reads hide expired events meanwhile. */
 const trimEveryMs = 3600_000;
 
@@ -41,12 +50,13 @@ export function sortableCursor(position: string): string {
 }
 
 /**
- * Each organization's events, copied from the internal stream by a consumer
- * group of its own (on the embedded store, written with each append: see
- * `EventStream.mirror`), kept `retentionDays`: what GET /api/v1/events pages
- * through, so a receiver that was down can catch up and see what it missed.
+ * Each organization's events, copied from the internal stream (Redis) by a
+ * consumer group of its own, kept `retentionDays`: what GET /api/v1/events
+ * pages through, so a receiver that was down can catch up and see what it
+ * missed. The embedded store needs no copy: its stream's rows are the
+ * history (`StreamHistory`).
  */
-export class EventLog {
+export class EventLog implements EventHistory {
   private readonly trimmedAt = new Map<string, number>();
 
   constructor(

@@ -3,7 +3,7 @@ import { pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { cursorPattern } from './event-cursor.ts';
-import type { EventLog } from './event-log.ts';
+import type { EventHistory } from './event-log.ts';
 import { eventNames } from './event-stream.ts';
 
 const eventSchema = Type.Object({
@@ -24,7 +24,7 @@ export const eventListQuery = strictObject({
 });
 
 /** The organization's events of the last EVENT_RETENTION_DAYS (30 by default). */
-export function eventRoutes(log: EventLog): RouteDef[] {
+export function eventRoutes(log: EventHistory): RouteDef[] {
   return [
     defineRoute({
       method: 'GET',

@@ -1,13 +1,7 @@
 import { platformScope, type Collection, type Store } from '../store/collection.ts';
 import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
-
-interface EventDoc {
-  [field: string]: unknown;
-  id: string;
-  tenantId: string;
-  seq: number;
-  event: DomainEvent;
-}
+import { foldEventLog } from './event-log-migration.ts';
+import { eventCollection, loadEvents, storedEvent, type EventDoc, type Subjects } from './stored-events.ts';
 
 interface CursorDoc {
   [field: string]: unknown;
@@ -30,6 +24,8 @@ const trimChunk = 1_000;
 const catchUpPage = 1_000;
 /** Events kept in memory after their append for the consumers, which read them moments later. */
 const recentEvents = 10_000;
+/** A retention sweep of the history at most this often. */
+const expireEveryMs = 3600_000;
 
 export class StoreEventStream implements EventStream {
   private readonly events: Collection<EventDoc>;
@@ -44,6 +40,8 @@ export class StoreEventStream implements EventStream {
   private loading: Promise<void> | undefined;
   private loaded = false;
   private appendsSinceTrim = 0;
+  /** When the history's retention was last applied; 0: at the first append. */
+  private expiredAt = 0;
 
   /** Keeps about the newest `keep` events; older ones have been read by every consumer or never will be. */
   private trimming: Promise<void> | undefined;
@@ -66,11 +64,18 @@ export class StoreEventStream implements EventStream {
     [];
   readonly mirror?: (group: string, write: (batch: ReadEvent[]) => Promise<void>) => Promise<void>;
 
+  /**
+   * With `history`, the stored events are also each organization's history
+   * (GET /api/v1/events): they are kept `retentionDays`, and `keep` bounds
+   * only what is held in memory; a message event's `data` is read back from
+   * `subjects`. Without it, the store keeps the newest `keep`.
+   */
   constructor(
-    store: Store,
+    private readonly store: Store,
     private readonly keep = 100_000,
+    private readonly history?: { retentionDays: number; subjects: Subjects },
   ) {
-    this.events = store.collection<EventDoc>('events', [{ keys: { tenantId: 1, seq: 1 }, unique: true }]);
+    this.events = eventCollection(store);
     this.cursors = store.collection<CursorDoc>('event_cursors');
     if (store.kind === 'embedded') {
       this.appendWithWrite = (events) => {
@@ -100,7 +105,7 @@ export class StoreEventStream implements EventStream {
         { sort: { seq: 1 }, limit: catchUpPage },
       );
       if (page.length === 0) break;
-      await write(page.map((d) => ({ position: String(d.seq), event: d.event })));
+      await write(await this.readEvents(page));
       cursor = page.at(-1)!.seq;
     }
     // Appends made meanwhile were handed over, in their transactions (this write joins the latest): the cursor moves past them too.
@@ -108,11 +113,16 @@ export class StoreEventStream implements EventStream {
     if (this.seq > 0) await this.moveCursor(group, this.seq);
   }
 
+  /** The stored events as read events, each as appended. */
+  private async readEvents(docs: EventDoc[]): Promise<ReadEvent[]> {
+    const events = await loadEvents(docs, this.history?.subjects);
+    return docs.map((d, i) => ({ position: String(d.seq), event: events[i]! }));
+  }
+
   /** The mirrored groups' writes for an append, started now (in its transaction); with the cursor of each that is current. */
-  private writeMirrors(docs: EventDoc[]): Promise<unknown> {
+  private writeMirrors(batch: ReadEvent[]): Promise<unknown> {
     if (this.mirrors.length === 0) return Promise.resolve();
-    const batch = docs.map((d) => ({ position: String(d.seq), event: d.event }));
-    const last = docs.at(-1)!.seq;
+    const last = Number(batch.at(-1)!.position);
     const written = Promise.all(
       this.mirrors.map((m) => Promise.all([m.write(batch), m.current ? this.moveCursor(m.group, last) : undefined])),
     );
@@ -129,9 +139,13 @@ export class StoreEventStream implements EventStream {
   }
 
   private async load(): Promise<void> {
+    if (this.history) await foldEventLog(this.store, this.events, this.cursors);
     const seqs: number[] = [];
     const ids: string[] = [];
-    for await (const page of this.events.scan(platformScope, {}, { sort: { seq: 1 } })) {
+    // Only the newest `keep` are read from (older ones stay for the history, never read by a group again).
+    const newest = await this.events.find(platformScope, {}, { sort: { seq: -1 }, limit: 1 });
+    const from = (newest[0]?.seq ?? 0) - this.keep;
+    for await (const page of this.events.scan(platformScope, { seq: { $gt: from } }, { sort: { seq: 1 } })) {
       for (const doc of page) {
         seqs.push(doc.seq);
         ids.push(doc.id);
@@ -154,34 +168,34 @@ export class StoreEventStream implements EventStream {
   /** Writes the events with the next sequences; the write itself is made before the first await, in the caller's turn. */
   private async writeEvents(events: DomainEvent[]): Promise<void> {
     if (events.length === 0) return;
-    const docs: EventDoc[] = events.map((event) => ({
-      id: event.id,
-      tenantId: platformScope.tenantId,
-      seq: ++this.seq,
-      event,
-    }));
-    const first = docs[0]!.seq;
+    const batch: ReadEvent[] = events.map((event) => ({ position: String(++this.seq), event }));
+    const first = Number(batch[0]!.position);
     this.inFlight.push(first);
     try {
-      const inserted = this.events.insertMany(platformScope, docs);
-      const mirrored = this.writeMirrors(docs);
+      const inserted = this.events.insertMany(
+        platformScope,
+        batch.map((r) => storedEvent(r.event, Number(r.position), this.history !== undefined)),
+      );
+      const mirrored = this.writeMirrors(batch);
       await inserted;
-      this.remember(docs);
+      this.remember(batch);
       await mirrored;
     } catch (err) {
       // insertMany stops at the first conflict: the events before it are stored.
-      const stored = await Promise.all(docs.map((d) => this.events.findOne(platformScope, { id: d.id })));
-      this.remember(docs.filter((d, i) => stored[i]?.seq === d.seq));
+      const stored = await Promise.all(batch.map((r) => this.events.findOne(platformScope, { id: r.event.id })));
+      this.remember(batch.filter((r, i) => stored[i]?.seq === Number(r.position)));
       throw err;
     } finally {
       this.inFlight.splice(this.inFlight.indexOf(first), 1);
     }
-    this.appendsSinceTrim += docs.length;
-    if (this.appendsSinceTrim >= this.keep / 10) {
+    this.appendsSinceTrim += batch.length;
+    const expiring = this.history && Date.now() - this.expiredAt >= expireEveryMs;
+    if (this.appendsSinceTrim >= this.keep / 10 || expiring) {
       this.appendsSinceTrim = 0;
       // In the background: an append (and the request waiting on it) never waits for old events to go.
       if (!this.trimming) {
         const running: Promise<void> = this.trim()
+          .then(() => (this.history && expiring ? this.expire(this.history.retentionDays) : undefined))
           .catch(() => undefined)
           .finally(() => {
             if (this.trimming === running) this.trimming = undefined;
@@ -221,8 +235,7 @@ export class StoreEventStream implements EventStream {
     if (ids.length === 0) return [];
     if (kept.length === ids.length) return kept;
     // An event trimmed meanwhile is simply not found.
-    const docs = await this.events.find(platformScope, { id: { $in: ids } }, { sort: { seq: 1 } });
-    return docs.map((d) => ({ position: String(d.seq), event: d.event }));
+    return this.readEvents(await this.events.find(platformScope, { id: { $in: ids } }, { sort: { seq: 1 } }));
   }
 
   async ack(group: string, positions: string[]): Promise<void> {
@@ -271,18 +284,19 @@ export class StoreEventStream implements EventStream {
   }
 
   /** Adds stored events in order; appends finish in order on the embedded store, so this is nearly always a push. */
-  private remember(docs: EventDoc[]): void {
-    for (const doc of docs) {
-      this.recent[doc.seq % recentEvents] = doc.event;
-      this.recentSeqs[doc.seq % recentEvents] = doc.seq;
-      if (this.seqs.length === this.head || doc.seq > this.seqs[this.seqs.length - 1]!) {
-        this.seqs.push(doc.seq);
-        this.ids.push(doc.id);
+  private remember(batch: ReadEvent[]): void {
+    for (const { position, event } of batch) {
+      const seq = Number(position);
+      this.recent[seq % recentEvents] = event;
+      this.recentSeqs[seq % recentEvents] = seq;
+      if (this.seqs.length === this.head || seq > this.seqs[this.seqs.length - 1]!) {
+        this.seqs.push(seq);
+        this.ids.push(event.id);
         continue;
       }
-      const at = this.firstAfter(doc.seq);
-      this.seqs.splice(at, 0, doc.seq);
-      this.ids.splice(at, 0, doc.id);
+      const at = this.firstAfter(seq);
+      this.seqs.splice(at, 0, seq);
+      this.ids.splice(at, 0, event.id);
     }
   }
 
@@ -302,9 +316,23 @@ export class StoreEventStream implements EventStream {
         this.ids = this.ids.slice(this.head);
         this.head = 0;
       }
+      // As history the events stay their retention (`expire`); otherwise the store keeps no more than memory.
+      if (this.history) continue;
       for (let i = 0; i < oldest.length; i += trimChunk) {
         await this.events.deleteMany(platformScope, { id: { $in: oldest.slice(i, i + trimChunk) } });
       }
+    }
+  }
+
+  /** Deletes the events past their retention, oldest first (a history's reads hide them meanwhile). */
+  private async expire(retentionDays: number): Promise<void> {
+    this.expiredAt = Date.now();
+    const cutoff = new Date(Date.now() - retentionDays * 86_400_000).toISOString();
+    for (;;) {
+      const page = await this.events.find(platformScope, {}, { sort: { seq: 1 }, limit: trimChunk });
+      const expired = page.filter((d) => d.event.timestamp < cutoff).map((d) => d.id);
+      if (expired.length > 0) await this.events.deleteMany(platformScope, { id: { $in: expired } });
+      if (expired.length < trimChunk) return;
     }
   }
 

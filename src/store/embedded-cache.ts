@@ -1,6 +1,7 @@
 import { idList, type Doc, type Filter, type FindOptions, type Scope } from './collection.ts';
 import { CountCache } from './count-cache.ts';
 import { decode, type Connection } from './embedded-schema.ts';
+import { text } from './sql-filter.ts';
 import { matches } from './query.ts';
 
 /** Documents kept per collection for lookups by id (the most recently used), and their stored bytes at most. */
@@ -13,6 +14,8 @@ const cachedDocMax = 8 << 10;
 interface Cached {
   rid: number;
   stored: Uint8Array | string;
+  /** The row's tenant column, as bound. */
+  tenant: string;
 }
 
 /** Whether a document is in `scope`, as the SQL's tenant and team conditions would find. */
@@ -99,11 +102,11 @@ export class EmbeddedCache<T extends Doc> {
   }
 
   /** Keeps a document as stored, the most recently used, within the limits on documents and bytes. */
-  remember(id: string, rid: number, stored: Uint8Array | string): void {
+  remember(id: string, rid: number, stored: Uint8Array | string, tenant: string): void {
     this.current();
     this.forget(id);
     if (stored.length > cachedDocMax) return;
-    this.docs.set(id, { rid, stored });
+    this.docs.set(id, { rid, stored, tenant });
     this.docBytes += stored.length;
     while (this.docs.size > cachedDocs || this.docBytes > cachedBytes) this.forget(this.docs.keys().next().value!);
   }
@@ -134,8 +137,8 @@ export class EmbeddedCache<T extends Doc> {
     }
     const { id: _, ...rest } = filter;
     const out: Array<{ rid: number; doc: T }> = [];
-    for (const hit of hits) {
-      const doc = decode<T>(hit.stored);
+    for (const [i, hit] of hits.entries()) {
+      const doc = decode<T>(hit.stored, text(ids[i]!), hit.tenant);
       if (inScope(scope, doc) && matches(doc, rest)) out.push({ rid: hit.rid, doc });
       if (opts.limit && out.length === opts.limit) break;
     }

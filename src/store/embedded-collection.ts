@@ -70,7 +70,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
       this.cache.forget(doc.id);
       throw this.schema.conflict(err);
     }
-    this.cache.remember(doc.id, rid, stored);
+    this.cache.remember(doc.id, rid, stored, text(doc.tenantId));
     this.cache.kept().moved(doc.tenantId, was, doc);
     this.cache.countsChanged();
     this.schema.noteArrays(values);

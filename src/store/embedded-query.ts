@@ -56,7 +56,7 @@ export class EmbeddedQuery<T extends Doc> {
     const exact = Object.keys(rest).length === 0;
     const skip = opts.skip ?? 0;
     const limit = opts.limit || undefined;
-    let text = `SELECT rid, doc FROM ${this.table} WHERE ${sql}`;
+    let text = `SELECT rid, id, tenant, doc FROM ${this.table} WHERE ${sql}`;
     if (opts.sort && Object.keys(opts.sort).length > 0) text += ` ORDER BY ${orderBy(this.schema, opts.sort)}`;
     const bound = [...params];
     if (exact && (limit !== undefined || skip > 0)) {
@@ -70,14 +70,14 @@ export class EmbeddedQuery<T extends Doc> {
       const out: Array<{ rid: number; doc: T }> = [];
       let skipped = exact ? skip : 0;
       const take = (row: Row): boolean => {
-        const doc = decode<T>(row.doc);
+        const doc = decode<T>(row.doc, row.id, row.tenant);
         if (!exact && !matches(doc, rest)) return true;
         if (skipped < skip) {
           skipped++;
           return true;
         }
         out.push({ rid: row.rid, doc });
-        if (byIds) this.cache.remember(doc.id, row.rid, fromColumn(row.doc));
+        if (byIds) this.cache.remember(doc.id, row.rid, fromColumn(row.doc), row.tenant);
         return limit === undefined || out.length < limit;
       };
       // Exact: SQL applies the limit, so every row is taken and the statement runs to its end.
@@ -130,7 +130,7 @@ export class EmbeddedQuery<T extends Doc> {
       const next: { sql: string; params: SqlValue[] } | null = last ? after(this.schema, sort, last) : null;
       const { rows, full } = countedCommand(this.name, 'scan_page', () => {
         const stmt = this.store.statement(
-          `SELECT rid, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`,
+          `SELECT rid, id, tenant, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`,
         );
         let rows = 0;
         // A page at most (LIMIT), read whole, so the statement runs to its end and holds no read between pages.
@@ -139,7 +139,7 @@ export class EmbeddedQuery<T extends Doc> {
         >) {
           rows++;
           last = Object.keys(sort).map((_, i): SqlValue => fromColumn(row[`s${i}`] ?? null));
-          const doc = decode<T>(row.doc);
+          const doc = decode<T>(row.doc, row.id, row.tenant);
           if (exact || matches(doc, rest)) page.push(doc);
           if (page.length === pageSize) return { rows, full: true };
         }

@@ -3,7 +3,7 @@ import { AppError } from '../errors.ts';
 import type { Doc, IndexSpec } from './collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { getPath } from './query.ts';
-import { keyColumn, keyOf, quote, type Columns, type SqlValue } from './sql-filter.ts';
+import { keyColumn, keyOf, quote, untext, type Columns, type SqlValue } from './sql-filter.ts';
 import { jsonWork } from './store-work.ts';
 
 export type Statement = Database.Statement;
@@ -36,6 +36,8 @@ const backfillRows = 1_000;
 /** A row as libsql's `all` and `iterate` give it: a BLOB comes as an ArrayBuffer (`get` gives a Buffer). */
 export interface Row {
   rid: number;
+  id: string;
+  tenant: string;
   doc: ArrayBuffer | Uint8Array | string;
 }
 
@@ -59,11 +61,14 @@ function indexColumn(path: string): string {
 
 /**
  * A document is stored as the UTF-8 bytes of its JSON (a blob), as every
- * earlier version of this store did: Buffer encodes them natively.
+ * earlier version of this store did: Buffer encodes them natively. Its `id`
+ * and `tenantId` are the row's columns, so the JSON leaves them out (rows
+ * written before hold them in both: the same values).
  */
 export function encode(doc: Doc): Uint8Array {
   jsonWork.encodes++;
-  return Buffer.from(JSON.stringify(doc));
+  const { id: _id, tenantId: _tenant, ...rest } = doc;
+  return Buffer.from(JSON.stringify(rest));
 }
 
 /** A column's value as it is bound again (a key) or kept: a BLOB as bytes. */
@@ -71,14 +76,17 @@ export function fromColumn<V>(value: V | ArrayBuffer): V | Buffer {
   return value instanceof ArrayBuffer ? Buffer.from(value) : value;
 }
 
-export function decode<T>(stored: ArrayBuffer | Uint8Array | string): T {
+/** The document of a row: its JSON, with `id` and `tenantId` (first, as documents are made) from the row's columns. */
+export function decode<T>(stored: ArrayBuffer | Uint8Array | string, id: string, tenant: string): T {
   jsonWork.parses++;
-  if (typeof stored === 'string') return JSON.parse(stored) as T;
-  return JSON.parse(
-    stored instanceof ArrayBuffer
-      ? Buffer.from(stored).toString()
-      : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString(),
-  ) as T;
+  const json =
+    typeof stored === 'string'
+      ? stored
+      : stored instanceof ArrayBuffer
+        ? Buffer.from(stored).toString()
+        : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString();
+  const head = `{"id":${JSON.stringify(untext(id))},"tenantId":${JSON.stringify(untext(tenant))}`;
+  return JSON.parse(json.length <= 2 ? `${head}}` : `${head},${json.slice(1)}`) as T;
 }
 
 /**
@@ -171,7 +179,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       this.addField(path);
     }
     const select = this.store.statement(
-      `SELECT rid, doc FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`,
+      `SELECT rid, id, tenant, doc FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`,
     );
     const update = this.store.statement(
       `UPDATE ${this.table} SET ${paths.map((p) => `${keyColumn(p)} = ?`).join(', ')} WHERE rid = ?`,
@@ -180,7 +188,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       const rows = select.all([last]) as unknown as Row[];
       if (rows.length === 0) break;
       for (const row of rows) {
-        const doc = decode<T>(row.doc);
+        const doc = decode<T>(row.doc, row.id, row.tenant);
         const values = paths.map((p) => getPath(doc, p));
         update.run([...values.map(keyOf), row.rid]);
         this.noteArrays(values, paths);

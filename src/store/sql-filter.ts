@@ -47,6 +47,13 @@ export function keyOf(value: unknown): SqlValue {
  * order. Other strings are bound as they are. Files written since the first
  * version hold them escaped so: the escape is part of the file format.
  */
+/** A string as `text` bound it, back as it was. */
+export function untext(value: string): string {
+  return value.includes('\u0001')
+    ? value.replace(/\u0001([\u0001\u0002])/g, (_, c: string) => (c === '\u0001' ? '\u0000' : '\u0001'))
+    : value;
+}
+
 export function text(value: string): string {
   return /[\u0000\u0001]/.test(value)
     ? value.replace(/[\u0000\u0001]/g, (c) => (c === '\u0000' ? '\u0001\u0001' : '\u0001\u0002'))
