@@ -63,16 +63,6 @@ export interface EventStream {
   appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
   /** Settles once `appendWithWrite` can be called. */
   ready?(): Promise<void>;
-  /**
-   * Present with `appendWithWrite`: consumer group `group` is handled inside
-   * each append's own transaction rather than read back later. `write` is
-   * called synchronously with every append's events and must start its
-   * store writes before its first await (they then commit with the events,
-   * and the group's cursor with them). Events appended before this call are
-   * handed to `write` first, from the group's cursor on (at least once: by
-   * event id, like any consumer). Settles once those are handled.
-   */
-  mirror?(group: string, write: (batch: ReadEvent[]) => Promise<void>): Promise<void>;
   read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
   ack(group: string, positions: string[]): Promise<void>;
   /** Each consumer group's events appended and not yet acknowledged, and how long ago the oldest of them was appended. */

@@ -20,8 +20,6 @@ interface CursorDoc {
  */
 /** Old events are deleted this many at a time, so no single step holds the event loop long. */
 const trimChunk = 1_000;
-/** Events handed to a mirrored group at a time while it catches up with what was appended before it. */
-const catchUpPage = 1_000;
 /** Events kept in memory after their append for the consumers, which read them moments later. */
 const recentEvents = 10_000;
 /** A retention sweep of the history at most this often. */
@@ -59,10 +57,6 @@ export class StoreEventStream implements EventStream {
 
   /** On the embedded store, an append made in the same synchronous run as a document write commits with it (one transaction per turn). */
   readonly appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
-  /** Groups handled inside each append's transaction (`mirror`); `current` once the events from before it are handled too, so each append moves its cursor. */
-  private readonly mirrors: Array<{ group: string; write: (batch: ReadEvent[]) => Promise<void>; current: boolean }> =
-    [];
-  readonly mirror?: (group: string, write: (batch: ReadEvent[]) => Promise<void>) => Promise<void>;
 
   /**
    * With `history`, the stored events are also each organization's history
@@ -82,52 +76,13 @@ export class StoreEventStream implements EventStream {
         if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
         return this.writeEvents(events);
       };
-      this.mirror = (group, write) => this.startMirror(group, write);
     }
-  }
-
-  /**
-   * The group's writes then ride on every append (one transaction, no read
-   * back, no cursor write of their own); what was appended before, from its
-   * stored cursor up to now, is handed over first, a page at a time, and
-   * only then does its cursor move (a crash meanwhile starts it over).
-   */
-  private async startMirror(group: string, write: (batch: ReadEvent[]) => Promise<void>): Promise<void> {
-    await this.ready();
-    const mirror = { group, write, current: false };
-    this.mirrors.push(mirror);
-    const upTo = this.seq; // later appends reach `write` themselves
-    let cursor = (await this.cursors.findOne(platformScope, { id: group }))?.seq ?? 0;
-    while (cursor < upTo) {
-      const page = await this.events.find(
-        platformScope,
-        { seq: { $gt: cursor, $lte: upTo } },
-        { sort: { seq: 1 }, limit: catchUpPage },
-      );
-      if (page.length === 0) break;
-      await write(await this.readEvents(page));
-      cursor = page.at(-1)!.seq;
-    }
-    // Appends made meanwhile were handed over, in their transactions (this write joins the latest): the cursor moves past them too.
-    mirror.current = true;
-    if (this.seq > 0) await this.moveCursor(group, this.seq);
   }
 
   /** The stored events as read events, each as appended. */
   private async readEvents(docs: EventDoc[]): Promise<ReadEvent[]> {
     const events = await loadEvents(docs, this.history?.subjects);
     return docs.map((d, i) => ({ position: String(d.seq), event: events[i]! }));
-  }
-
-  /** The mirrored groups' writes for an append, started now (in its transaction); with the cursor of each that is current. */
-  private writeMirrors(batch: ReadEvent[]): Promise<unknown> {
-    if (this.mirrors.length === 0) return Promise.resolve();
-    const last = Number(batch.at(-1)!.position);
-    const written = Promise.all(
-      this.mirrors.map((m) => Promise.all([m.write(batch), m.current ? this.moveCursor(m.group, last) : undefined])),
-    );
-    written.catch(() => undefined); // awaited by the append; this only keeps a failure beside a failed insert from going unhandled
-    return written;
   }
 
   ready(): Promise<void> {
@@ -176,10 +131,8 @@ export class StoreEventStream implements EventStream {
         platformScope,
         batch.map((r) => storedEvent(r.event, Number(r.position), this.history !== undefined)),
       );
-      const mirrored = this.writeMirrors(batch);
       await inserted;
       this.remember(batch);
-      await mirrored;
     } catch (err) {
       // insertMany stops at the first conflict: the events before it are stored.
       const stored = await Promise.all(batch.map((r) => this.events.findOne(platformScope, { id: r.event.id })));

@@ -142,33 +142,3 @@ test('new events come after every acknowledged position, even when the stored ev
   await again.append(events(4, 1));
   assert.deepEqual(positions(await again.read('webhooks', 'c', 10)), ['4']);
 });
-
-test("a mirrored group is handed what was appended before it from its cursor, then every append in that append's own transaction, with its cursor", async (t) => {
-  const { dir, store, stream } = await open(t);
-  const copies = store.collection<{ id: string; tenantId: string; position: string }>('copies');
-  const copy = (batch: ReadEvent[]) =>
-    copies.insertMany(
-      platformScope,
-      batch.map((r) => ({ id: r.event.id, tenantId: '', position: r.position })),
-    );
-  await stream.append(events(1, 3));
-  await stream.ack('copy', ['1']); // it had handled the first as a consumer group
-  const handed: string[][] = [];
-  await stream.mirror!('copy', (batch) => (handed.push(positions(batch)), copy(batch)));
-  assert.deepEqual(handed, [['2', '3']], 'what was appended before, from the cursor on, in one page');
-
-  await stream.append(events(4, 2));
-  assert.deepEqual(handed.at(-1), ['4', '5']);
-  assert.equal(await copies.count(platformScope, {}), 4);
-  assert.deepEqual(await stream.read('copy', 'c', 10), [], 'its cursor moved with the append');
-  await store.close();
-
-  const reopened = new EmbeddedStore(dir);
-  t.after(() => reopened.close());
-  const again = new StoreEventStream(reopened);
-  const after: string[][] = [];
-  await again.mirror!('copy', async (batch) => void after.push(positions(batch)));
-  assert.deepEqual(after, [], 'nothing is handed twice after a clean restart');
-  await again.append(events(6, 1));
-  assert.deepEqual(after, [['6']]);
-});
