@@ -2,16 +2,21 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import { h } from './dom.ts';
 
-/** One line of a chart: its label, its colour, and how its values read (a count, or milliseconds). */
+/** One line of a chart: its label and its colour. */
 export interface Line {
   label: string;
   color: string;
 }
 
-/** The data a chart was last given: x as ISO times, one array per line, null where there is no value. */
+/**
+ * The data a chart was last given: x as ISO times, one array per line, null
+ * where there is no value. `partial` says the last bucket is still filling
+ * (the current minute, hour or day): it is drawn dashed, not as a fall.
+ */
 export interface ChartData {
   x: string[];
   lines: Record<string, Array<number | null>>;
+  partial?: boolean;
 }
 
 export interface Chart {
@@ -20,18 +25,31 @@ export interface Chart {
   stop(): void;
 }
 
+const cssVar = (name: string) => getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#57606a';
+
+/** Durations read in milliseconds up to 2 s, in seconds above; counts as they are. */
+function durationFormat(max: number): (v: number | null) => string {
+  if (max >= 2_000)
+    return (v) => (v === null ? '—' : `${(v / 1000).toLocaleString('en', { maximumFractionDigits: 1 })} s`);
+  return (v) => (v === null ? '—' : `${Math.round(v).toLocaleString('en')} ms`);
+}
+const countFormat = (v: number | null) => (v === null ? '—' : v.toLocaleString('en'));
+
 /**
  * A time-series chart (uPlot, drawn on a canvas) in a figure with a caption.
  * What it was given is also on the figure as `data-chart` (JSON), and a
  * screen reader hears a one-line summary of the totals rather than the canvas.
- * `points` marks each value, for sparse lines such as latency, where a value
- * between two empty buckets has no line to draw.
+ * The legend shows the latest values until the pointer picks a point. A
+ * partial last bucket is drawn as a dashed segment of its own (hidden from
+ * the legend), so a minute that has just begun does not read as a drop.
+ * `duration` lines are milliseconds, shown in ms or s as their size asks;
+ * `points` marks each value, for sparse lines such as latency.
  */
 export function timeChart(
   id: string,
   caption: string,
   lines: Line[],
-  opts: { height?: number; unit?: string; small?: boolean; points?: boolean } = {},
+  opts: { height?: number; duration?: boolean; small?: boolean; points?: boolean } = {},
 ): Chart {
   const plot = h('div', { class: 'plot', 'aria-hidden': 'true' });
   const summary = h('p', { class: 'sr-only', id: `${id}-summary` });
@@ -42,31 +60,53 @@ export function timeChart(
     plot,
     summary,
   );
-  const unit = opts.unit ?? '';
-  const width = () => Math.max(200, Math.floor((figure.clientWidth || 600) - 4));
+  const height = opts.height ?? 200;
+  const width = () => Math.max(200, Math.floor((plot.clientWidth || figure.clientWidth || 600) - 4));
+  let format = opts.duration ? durationFormat(0) : countFormat;
   let chart: uPlot | undefined;
-  const resize = new ResizeObserver(() => chart?.setSize({ width: width(), height: opts.height ?? 200 }));
+  let lastIdx: number | null = null;
+  const resize = new ResizeObserver(() => chart?.setSize({ width: width(), height }));
   resize.observe(figure);
+  const repaint = () => chart?.redraw(false, true);
+  document.addEventListener('themechange', repaint);
+
+  const latest = (u: uPlot) => {
+    if (u.cursor.idx == null && lastIdx !== null) u.setLegend({ idx: lastIdx }, false);
+  };
 
   function make(data: uPlot.AlignedData): uPlot {
+    const axis = {
+      stroke: () => cssVar('--muted'),
+      grid: { stroke: () => cssVar('--line'), width: 1 },
+      ticks: { stroke: () => cssVar('--line'), width: 1 },
+    };
+    const series = (l: Line, partial: boolean): uPlot.Series => ({
+      label: partial ? `${l.label} (so far)` : l.label,
+      class: partial ? 'partial' : undefined,
+      stroke: l.color,
+      width: 2,
+      dash: partial ? [4, 4] : undefined,
+      spanGaps: false,
+      value: (_u, v) => format(v),
+      points: { show: opts.points ?? false, size: 5 },
+    });
     return new uPlot(
       {
         width: width(),
-        height: opts.height ?? 200,
-        legend: { show: !opts.small },
-
-        scales: { y: { range: (_u, _min, max) => [0, Math.max(1, max)] } },
-        axes: [{}, { size: unit ? 72 : 50, values: (_u, ticks) => ticks.map((t) => `${t}${unit}`) }],
-        series: [
-          {},
-          ...lines.map((l) => ({
-            label: l.label,
-            stroke: l.color,
-            width: 2,
-            spanGaps: false,
-            points: { show: opts.points ?? false, size: 5 },
-          })),
+        height,
+        legend: { show: !opts.small, live: true },
+        // From zero, and tall enough that a handful of counts or milliseconds gets whole-number ticks.
+        scales: { y: { range: (_u, _min, max) => [0, Math.max(opts.duration ? 10 : 4, max)] } },
+        axes: [
+          axis,
+          {
+            ...axis,
+            size: opts.duration ? 64 : 50,
+            values: (_u, ticks) => ticks.map((t) => (opts.duration ? format(t) : countFormat(t))),
+          },
         ],
+        series: [{}, ...lines.map((l) => series(l, false)), ...lines.map((l) => series(l, true))],
+        hooks: { setCursor: [latest], setData: [latest] },
       },
       data,
       plot,
@@ -76,27 +116,38 @@ export function timeChart(
   return {
     figure,
     set(data) {
-      const aligned: uPlot.AlignedData = [
-        data.x.map((t) => Date.parse(t) / 1000),
-        ...lines.map((l) => data.lines[l.label] ?? data.x.map(() => null)),
-      ];
+      const n = data.x.length;
+      const partialAt = data.partial && n >= 2 ? n - 1 : -1;
+      const values = (l: Line) => data.lines[l.label] ?? data.x.map(() => null);
+      // The settled buckets as they are; the partial one only as a dashed segment from the bucket before it.
+      const settled = lines.map((l) => values(l).map((v, i) => (i === partialAt ? null : v)));
+      const partial = lines.map((l) => values(l).map((v, i) => (i >= partialAt - 1 && partialAt >= 0 ? v : null)));
+      const aligned: uPlot.AlignedData = [data.x.map((t) => Date.parse(t) / 1000), ...settled, ...partial];
+      if (opts.duration) {
+        const all = lines.flatMap(values).filter((v): v is number => v !== null);
+        format = durationFormat(all.length ? Math.max(...all) : 0);
+      }
+      lastIdx = n === 0 ? null : partialAt >= 0 ? partialAt - 1 : n - 1;
       if (chart) chart.setData(aligned);
       else chart = make(aligned);
+      latest(chart);
       figure.dataset.chart = JSON.stringify({
         x: data.x,
-        lines: Object.fromEntries(lines.map((l, i) => [l.label, chart!.data[i + 1]])),
+        lines: Object.fromEntries(lines.map((l) => [l.label, values(l)])),
+        partial: partialAt >= 0,
       });
       summary.textContent = `${caption}: ${lines
         .map((l) => {
-          const values = (data.lines[l.label] ?? []).filter((v): v is number => v !== null);
-          return unit
-            ? `${l.label} up to ${values.length ? Math.max(...values) : 0}${unit}`
-            : `${l.label} ${values.reduce((a, b) => a + b, 0)}`;
+          const known = values(l).filter((v): v is number => v !== null);
+          return opts.duration
+            ? `${l.label} up to ${format(known.length ? Math.max(...known) : 0)}`
+            : `${l.label} ${known.reduce((a, b) => a + b, 0)}`;
         })
         .join(', ')}.`;
     },
     stop() {
       resize.disconnect();
+      document.removeEventListener('themechange', repaint);
       chart?.destroy();
     },
   };

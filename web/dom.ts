@@ -42,6 +42,7 @@ export function when(iso: string | null | undefined): string {
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
 }
 
+/** A table; under 600 px each row is a card and each cell is named by its column (`data-label`). */
 export function table(
   caption: string,
   head: string[],
@@ -68,15 +69,25 @@ export function table(
         h(
           'tr',
           rowProps?.(i) ?? null,
-          r.map((c) => h('td', null, c)),
+          r.map((c, j) => h('td', { 'data-label': head[j] }, c)),
         ),
       ),
     ),
   );
 }
 
-/** Says something to screen readers (a polite live region) and shows it in the status line. */
+let hideToast: ReturnType<typeof setTimeout> | undefined;
+
+/**
+ * Says something to screen readers (a polite live region) and shows it in the
+ * status toast for a few seconds; the text stays in the region, only the toast
+ * goes, so it never sits over the page.
+ */
 export function announce(text: string): void {
   const region = document.getElementById('status');
-  if (region) region.textContent = text;
+  if (!region) return;
+  region.textContent = text;
+  region.classList.add('shown');
+  clearTimeout(hideToast);
+  hideToast = setTimeout(() => region.classList.remove('shown'), 4_000);
 }

@@ -1,6 +1,8 @@
 import './style.css';
-import { announce, h, replace } from './dom.ts';
-import { api, can, resume, session, signOut, type Me } from './session.ts';
+import { h, replace } from './dom.ts';
+import { api, resume, session, type Me } from './session.ts';
+import { applyTheme, shell } from './shell.ts';
+import { settingsView } from './views/settings.ts';
 import { authView } from './views/auth.ts';
 import { apiKeysView } from './views/api-keys.ts';
 import { bulkView } from './views/bulk.ts';
@@ -9,7 +11,8 @@ import { jobsView, jobView } from './views/jobs.ts';
 import { relaysView } from './views/relays.ts';
 import { webhooksView, webhookView } from './views/webhooks.ts';
 import { overviewView } from './views/overview.ts';
-import { messagesView, messageView, sendView } from './views/messages.ts';
+import { messagesView, sendView } from './views/messages.ts';
+import { messageView } from './views/message.ts';
 import { automationsView, automationView } from './views/automations.ts';
 import { membersView } from './views/members.ts';
 import type { PageContext } from './page.ts';
@@ -33,90 +36,21 @@ const routes: Array<{ pattern: RegExp; title: string; page: Page; nav?: string }
   { pattern: /^#\/webhooks$/, title: 'Webhooks', page: webhooksView, nav: 'webhooks' },
   { pattern: /^#\/webhooks\/([\w-]+)$/, title: 'Webhook', page: webhookView, nav: 'webhooks' },
   { pattern: /^#\/api-keys$/, title: 'API keys', page: apiKeysView, nav: 'api-keys' },
+  { pattern: /^#\/settings$/, title: 'Settings', page: settingsView, nav: 'settings' },
 ];
 
 const root = document.getElementById('app')!;
 let me: Me | undefined;
 let leaving: Array<() => void> = [];
 
-function navLinks(current: Me): Array<[string, string]> {
-  const links: Array<[string, string]> = [['overview', 'Overview']];
-  if (can(current, 'member')) links.push(['send', 'Send'], ['bulk', 'Bulk send']);
-  links.push(
-    ['jobs', 'Bulk jobs'],
-    ['messages', 'Messages'],
-    ['conversations', 'Conversations'],
-    ['relays', 'Relays'],
-    ['automations', 'Automations'],
-    ['webhooks', 'Webhooks'],
-    ['members', 'Members'],
-  );
-  if (can(current, 'admin')) links.push(['api-keys', 'API keys']);
-  return links;
-}
-
-function shell(current: Me): HTMLElement {
-  const main = h('main', { id: 'main', tabindex: '-1' });
-  const teams =
-    current.teams.length > 1
-      ? h(
-          'label',
-          { class: 'team' },
-          'Team ',
-          h(
-            'select',
-            {
-              id: 'team-switcher',
-              onchange: (e: Event) => {
-                session.teamId = (e.target as HTMLSelectElement).value;
-                announce(`Team ${current.teams.find((t) => t.id === session.teamId)?.name ?? ''} selected`);
-                void render();
-              },
-            },
-            current.teams.map((t) => h('option', { value: t.id, selected: t.id === session.teamId }, t.name)),
-          ),
-        )
-      : null;
+/** An address no page answers: say so, rather than show another page in its place. */
+function notFound({ main }: PageContext): void {
   replace(
-    root,
-    h(
-      'a',
-      { class: 'skip', href: '#main', onclick: (e: Event) => (e.preventDefault(), main.focus()) },
-      'Skip to content',
-    ),
-    h(
-      'header',
-      null,
-      h('span', { class: 'brand' }, 'Relaybox'),
-      h('span', { class: 'org' }, current.organization?.name ?? ''),
-      teams,
-      h('span', { class: 'who' }, `${current.user?.email ?? ''} (${current.role})`),
-      h(
-        'button',
-        {
-          type: 'button',
-          id: 'sign-out',
-          onclick: async () => {
-            await signOut();
-          },
-        },
-        'Sign out',
-      ),
-    ),
-    h(
-      'nav',
-      { 'aria-label': 'Dashboard' },
-      h(
-        'ul',
-        null,
-        navLinks(current).map(([id, label]) => h('li', null, h('a', { href: `#/${id}`, 'data-nav': id }, label))),
-        h('li', null, h('a', { href: '/docs' }, 'API reference')),
-      ),
-    ),
     main,
-    h('p', { id: 'status', role: 'status', 'aria-live': 'polite', class: 'status-line' }),
+    h('h1', null, 'Page not found'),
+    h('p', null, 'Nothing is at ', h('code', null, location.hash), '.'),
+    h('p', null, h('a', { href: '#/overview' }, 'Go to the overview')),
   );
-  return main;
 }
 
 async function render(): Promise<void> {
@@ -128,10 +62,17 @@ async function render(): Promise<void> {
     return;
   }
   if (!me) return;
-  const hash = location.hash || '#/overview';
-  const route = routes.find((r) => r.pattern.test(hash)) ?? routes[0]!;
+  // No address, or the sign-in page's, is the overview once signed in.
+  const hash = ['', '#', '#/', '#/signin', '#/signup'].includes(location.hash) ? '#/overview' : location.hash;
+  const route: (typeof routes)[number] = routes.find((r) => r.pattern.test(hash)) ?? {
+    title: 'Page not found',
+    page: notFound,
+    pattern: /$^/,
+  };
   const param = route.pattern.exec(hash)?.[1];
-  const main = shell(me);
+  const frame = shell(me, () => void render());
+  replace(root, frame.nodes);
+  const main = frame.main;
   document.title = `${route.title} · Relaybox`;
   for (const a of root.querySelectorAll<HTMLAnchorElement>('nav a[data-nav]')) {
     if (a.dataset.nav === route.nav) a.setAttribute('aria-current', 'page');
@@ -155,6 +96,7 @@ session.whenSignedOut(() => {
   void render();
 });
 window.addEventListener('hashchange', () => void render());
+applyTheme();
 
 void (async () => {
   if (await resume()) await start().catch(() => render());

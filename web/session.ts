@@ -71,8 +71,22 @@ async function sessionCall(path: string, body: unknown): Promise<Response> {
   });
 }
 
+/**
+ * A cookie page script can read, holding no secret, that says this browser
+ * signed in (the refresh cookie itself is HttpOnly): without it a page load
+ * does not ask to refresh, so a signed-out visit makes no failing request.
+ * It lasts as long as a refresh token does by default (30 days).
+ */
+const hintCookie = 'relaybox_signed_in';
+function setHint(on: boolean): void {
+  const secure = location.protocol === 'https:' ? '; Secure' : '';
+  document.cookie = `${hintCookie}=${on ? '1' : ''}; Path=/; SameSite=Strict; Max-Age=${on ? 30 * 86_400 : 0}${secure}`;
+}
+const hinted = () => document.cookie.split(';').some((c) => c.trim() === `${hintCookie}=1`);
+
 function hold(grant: Grant): void {
   accessToken = grant.accessToken;
+  setHint(true);
   clearTimeout(refreshTimer);
   const inMs = Math.max(5_000, (grant.expiresIn - 60) * 1000);
   refreshTimer = setTimeout(() => void resume().then((ok) => ok || signedOut()), inMs);
@@ -80,6 +94,7 @@ function hold(grant: Grant): void {
 
 function signedOut(): void {
   accessToken = undefined;
+  setHint(false);
   clearTimeout(refreshTimer);
   onSignedOut();
 }
@@ -100,10 +115,14 @@ export async function signUp(organizationName: string, email: string, password: 
 /** Picks the session up from the cookie (page load, timer); false when there is none. */
 let resuming: Promise<boolean> | undefined;
 export function resume(): Promise<boolean> {
+  if (!hinted()) return Promise.resolve(false);
   resuming ??= (async () => {
     try {
       const res = await sessionCall('/refresh', {});
-      if (!res.ok) return false;
+      if (!res.ok) {
+        setHint(false);
+        return false;
+      }
       hold((await res.json()) as Grant);
       return true;
     } catch {
@@ -136,25 +155,35 @@ async function errorOf(res: Response): Promise<ApiError> {
 }
 
 /** Calls the API as the signed-in user, in the chosen team; a 401 tries one refresh before giving up. */
-export async function api<T = any>(method: string, path: string, body?: unknown, retried = false): Promise<T> {
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+  return (await apiAnswer<T>(method, path, body)).body;
+}
+
+/** As `api`, with the answer's headers (the rate limit in force, for one). */
+export async function apiAnswer<T = any>(
+  method: string,
+  path: string,
+  body?: unknown,
+  retried = false,
+): Promise<{ body: T; headers: Headers }> {
   const headers: Record<string, string> = {};
   if (accessToken) headers.authorization = `Bearer ${accessToken}`;
   if (teamId) headers['x-team-id'] = teamId;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (res.status === 401 && !retried) {
-    if (await resume()) return api(method, path, body, true);
+    if (await resume()) return apiAnswer(method, path, body, true);
     signedOut();
   }
   // Over the request budget: a read waits out a short Retry-After once (a write is never sent twice).
   const wait = Number(res.headers.get('retry-after'));
   if (res.status === 429 && method === 'GET' && !retried && wait > 0 && wait <= 10) {
     await new Promise((r) => setTimeout(r, wait * 1000));
-    return api(method, path, body, true);
+    return apiAnswer(method, path, body, true);
   }
   if (!res.ok) throw await errorOf(res);
-  if (res.status === 204) return undefined as T;
-  return (await res.json()) as T;
+  if (res.status === 204) return { body: undefined as T, headers: res.headers };
+  return { body: (await res.json()) as T, headers: res.headers };
 }
 
 /** Every page of a list (limit 100 a page). */

@@ -42,9 +42,18 @@ export function messageStats(range: Range, filter: { relayId?: string } = {}): P
 
 export const outcomes = ['accepted', 'sent', 'delivered', 'read', 'failed', 'received'] as const;
 
+const intervalMs = { '1m': 60_000, '1h': 3_600_000, '1d': 86_400_000 } as const;
+
+/** Whether the last bucket ends after the range does: the current minute, hour or day, still filling. */
+export function lastIsPartial(stats: Stats): boolean {
+  const last = stats.buckets.at(-1);
+  return last !== undefined && Date.parse(last.start) + intervalMs[stats.interval] > Date.parse(stats.to);
+}
+
 export function volumeData(stats: Stats, which: ReadonlyArray<(typeof outcomes)[number]> = outcomes): ChartData {
   return {
     x: stats.buckets.map((b) => b.start),
+    partial: lastIsPartial(stats),
     lines: Object.fromEntries(which.map((k) => [k, stats.buckets.map((b) => b[k])])),
   };
 }
@@ -52,6 +61,7 @@ export function volumeData(stats: Stats, which: ReadonlyArray<(typeof outcomes)[
 export function latencyData(stats: Stats): ChartData {
   return {
     x: stats.buckets.map((b) => b.start),
+    partial: lastIsPartial(stats),
     lines: {
       'sent p50': stats.buckets.map((b) => b.latency.sent.p50),
       'delivered p50': stats.buckets.map((b) => b.latency.delivered.p50),

@@ -7,6 +7,7 @@ import zlib from 'node:zlib';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import type { ContentEncoding } from '../http/compression.ts';
+import { faviconIco } from './favicon.ts';
 
 const brotli = promisify(zlib.brotliCompress);
 const gzip = promisify(zlib.gzip);
@@ -24,8 +25,16 @@ export interface Asset {
 export interface DashboardAssets {
   app: { script: Asset; style: Asset };
   redoc: Asset;
+  /** The mark, as the pages' icon. */
+  icon: Asset;
+  /** /favicon.ico: the mark as an ICO bitmap. */
+  favicon: Buffer;
   byPath: Map<string, Asset>;
 }
+
+/** Redoc's sidebar loads its maker's logo from a CDN, which the page's policy refuses: the reference shows no logo there. */
+const redocCdnLogo = 'https://cdn.redoc.ly/redoc/logo-mini.svg';
+const noImage = "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='0' height='0'/%3E";
 
 function asset(name: string, ext: string, type: string, body: Buffer): Asset {
   const hash = createHash('sha256').update(body).digest('hex').slice(0, 12);
@@ -72,7 +81,15 @@ export async function buildDashboardAssets(): Promise<DashboardAssets> {
   const style = asset('app', 'css', 'text/css; charset=utf-8', Buffer.from(css.contents));
   const require = createRequire(import.meta.url);
   const redocFile = join(dirname(require.resolve('redoc')), 'redoc.standalone.js');
-  const redoc = asset('redoc.standalone', 'js', 'text/javascript; charset=utf-8', await readFile(redocFile));
-  const byPath = new Map([script, style, redoc].map((a) => [a.path, a]));
-  return { app: { script, style }, redoc, byPath };
+  const redocText = await readFile(redocFile, 'utf8');
+  if (!redocText.includes(redocCdnLogo)) throw new Error(`the API reference renderer no longer names ${redocCdnLogo}`);
+  const redoc = asset(
+    'redoc.standalone',
+    'js',
+    'text/javascript; charset=utf-8',
+    Buffer.from(redocText.replaceAll(redocCdnLogo, noImage)),
+  );
+  const icon = asset('logo', 'svg', 'image/svg+xml', await readFile(join(webDir, 'logo.svg')));
+  const byPath = new Map([script, style, redoc, icon].map((a) => [a.path, a]));
+  return { app: { script, style }, redoc, icon, favicon: faviconIco(), byPath };
 }

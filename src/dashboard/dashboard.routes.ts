@@ -36,10 +36,11 @@ ${body}
 
 /** The dashboard (/), the API reference (/docs) and their assets: pages revalidate, hashed assets are cached for a year. */
 export function dashboardRoutes(assets: DashboardAssets): RouteDef[] {
+  const icon = `<link rel="icon" href="${assets.icon.path}" type="image/svg+xml">`;
   const appPage = pageAnswer(
     page(
       'Relaybox',
-      `<link rel="stylesheet" href="${assets.app.style.path}">\n<script type="module" src="${assets.app.script.path}"></script>`,
+      `${icon}\n<meta name="description" content="The Relaybox dashboard: messages, relays, webhooks and settings">\n<link rel="stylesheet" href="${assets.app.style.path}">\n<script type="module" src="${assets.app.script.path}"></script>`,
       '<div id="app"><noscript>The Relaybox dashboard needs JavaScript. The API reference is at <a href="/docs">/docs</a>.</noscript></div>',
     ),
     appPolicy,
@@ -47,7 +48,7 @@ export function dashboardRoutes(assets: DashboardAssets): RouteDef[] {
   const docsPage = pageAnswer(
     page(
       'Relaybox API reference',
-      '',
+      `${icon}\n<meta name="description" content="The Relaybox messaging API: every operation, with curl and TypeScript samples">\n<style>body { margin: 0; }</style>`,
       `<redoc spec-url="/api/v1/openapi.json?codeSamples=true" hide-download-button="false"></redoc>\n<script src="${assets.redoc.path}"></script>`,
     ),
     docsPolicy,
@@ -69,8 +70,19 @@ export function dashboardRoutes(assets: DashboardAssets): RouteDef[] {
     {
       ...common,
       method: 'GET',
+      path: '/favicon.ico',
+      summary: "The service's icon",
+      handler: () => ({
+        status: 200,
+        body: assets.favicon,
+        headers: { 'content-type': 'image/x-icon', 'cache-control': 'public, max-age=86400' },
+      }),
+    },
+    {
+      ...common,
+      method: 'GET',
       path: '/assets/*',
-      summary: 'Dashboard scripts and styles',
+      summary: 'Dashboard scripts, styles and icon',
       async handler(ctx) {
         const a = assets.byPath.get(ctx.path);
         if (!a) throw new AppError('not_found', `no asset ${ctx.path}`);

@@ -151,8 +151,46 @@ const tagDescriptions: Record<string, string> = {
   contacts: 'Contacts, their import and export',
   'contact-groups': 'Contact groups; a message to group:<id> goes to each member',
   relays: 'Desktop relays: registration tokens and status (the WebSocket protocol is in /api/v1/asyncapi.json)',
+  bulk: 'Bulk jobs: many messages in one request, their progress and results',
+  webhooks: 'Webhooks: the events posted to your server, their delivery log and retry policy',
+  events: "The organization's events, to read or catch up on what webhooks deliver",
+  automations: 'Automations: replies and actions run on received messages',
   meta: 'Descriptions of this API',
 };
+
+/** The order /docs lists the groups in: what a client does first (send and read messages), credentials and meta last. */
+const tagOrder = [
+  'messages',
+  'bulk',
+  'conversations',
+  'contacts',
+  'contact-groups',
+  'phone-numbers',
+  'webhooks',
+  'events',
+  'automations',
+  'relays',
+  'auth',
+  'api-keys',
+  'members',
+  'teams',
+  'meta',
+  'dashboard',
+];
+const tagRank = (name: string) => (tagOrder.includes(name) ? tagOrder.indexOf(name) : tagOrder.length);
+
+/** The first steps, at the top of /docs. */
+const gettingStarted = [
+  '## Getting started',
+  '',
+  '1. **Get a key.** Sign up at `/` (the dashboard), then create an API key under *API keys*; or sign up with `POST /api/v1/auth/signup` and use the access token it answers.',
+  '2. **Connect a relay.** Under *Relays*, *Add a relay* shows the command to run on the Mac that sends the messages.',
+  '3. **Send a message.** `POST /api/v1/messages` with `{"to": "+14155550123", "body": "Hello"}` and the header `Authorization: Bearer <key>`; the answer (201) holds the message\'s `id`.',
+  '4. **Follow it.** `GET /api/v1/messages/{id}/status` says where it is; a webhook (`POST /api/v1/webhooks`) is called on each `message.*` event.',
+  '',
+  '## Conventions',
+  '',
+].join('\n');
 
 export interface DocumentOptions {
   /** Where clients reach the API, when the deployment says so (PUBLIC_BASE_URL). */
@@ -206,6 +244,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       title: 'Relaybox messaging API',
       version: '1.0.0',
       description: [
+        gettingStarted,
         `Every error answer is RFC 9457 problem details (${problemMediaType}): type (\`/errors/{code}\`, a page documenting the code), title, status, detail and instance (the request id); error, message and statusCode stay beside them, and validation errors add details, one entry per violation, each naming the value by a JSON Pointer (\`/messages/17/to\`).`,
         'No string of a request (body, query, path, field names) may hold NUL (U+0000) or an unpaired UTF-16 surrogate: such a value is a 400 validation_error naming it.',
         `A JSON body, and a JSON file imported, nests arrays and objects at most ${maxJsonDepth} levels deep: deeper is a 400 validation_error naming the limit.`,
@@ -221,7 +260,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
     },
     servers,
     tags: [...tags]
-      .sort()
+      .sort((a, b) => tagRank(a) - tagRank(b) || a.localeCompare(b))
       .map((name) => ({ name, description: tagDescriptions[name] ?? `Operations on ${name.replace(/-/g, ' ')}` })),
     components: {
       schemas: { ...schemas, Problem: problemSchema },

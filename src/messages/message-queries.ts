@@ -86,6 +86,11 @@ export class MessageQueries {
     return doc;
   }
 
+  /** One message of the caller's team, as the history lists it. */
+  async view(p: Principal, id: string) {
+    return publicMessage(await this.one(p, id));
+  }
+
   /** For a signed download link, which names its organization itself. */
   oneInOrg(tenantId: string, id: string): Promise<MessageDoc | null> {
     return this.deps.db.messages.findOne({ tenantId }, { id });

@@ -96,6 +96,16 @@ export function messageRoutes(deps: {
     }),
     defineRoute({
       method: 'GET',
+      path: '/api/v1/messages/:id',
+      summary: 'One message: recipient, sender, body, conversation, attachments, priority and job',
+      tags: ['messages'],
+      teamScoped: true,
+      operationId: 'getMessage',
+      schema: { params: id, response: { 200: messageSchema } },
+      handler: async (ctx) => ({ status: 200, body: await deps.queries.view(ctx.principal, ctx.params.id) }),
+    }),
+    defineRoute({
+      method: 'GET',
       path: '/api/v1/messages/:id/status',
       summary: 'Delivery status of a message',
       tags: ['messages'],

@@ -10,6 +10,8 @@ export type NextStep =
 
 const factor = 4;
 const jitter = 0.2;
+/** The schedule's fixed shape, as the retry policy route answers it. */
+export const retryShape = { factor, jitter } as const;
 
 /** Delay after the `attempts`-th failed attempt: base × 4^(attempts-1), capped, ±20 % jitter. */
 export function backoffMs(

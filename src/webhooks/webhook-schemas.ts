@@ -40,8 +40,26 @@ export const deliveryListQuery = strictObject(
     ...keysetPaginationQuery,
     status: Type.Optional(Type.Union(deliveryStatuses.map((s) => Type.Literal(s)))),
     event: Type.Optional(Type.Union([eventName, Type.Literal(testEventName)])),
+    eventId: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 64,
+        description: "one event's deliveries: its id, as `GET /api/v1/events` lists it and `webhook-id` carries it",
+      }),
+    ),
   },
   pageOrAfter,
+);
+
+export const retryPolicySchema = named(
+  'WebhookRetryPolicy',
+  Type.Object({
+    maxAttempts: Type.Integer({ description: 'attempts in all, the first included' }),
+    firstRetryMs: Type.Integer({ description: 'the wait after the first failed attempt' }),
+    factor: Type.Number({ description: 'each wait is this many times the one before' }),
+    maxDelayMs: Type.Integer({ description: 'no wait is longer (Retry-After included)' }),
+    jitter: Type.Number({ description: 'each wait varies by up to this share, either way' }),
+  }),
 );
 
 export const webhookSchema = named(
@@ -85,3 +103,4 @@ export const rotatedSecretSchema = Type.Object({
 export type WebhookView = Static<typeof webhookSchema>;
 export type RotatedSecret = Static<typeof rotatedSecretSchema>;
 export type DeliveryView = Static<typeof deliverySchema>;
+export type RetryPolicy = Static<typeof retryPolicySchema>;

@@ -10,10 +10,12 @@ import { platformScope, type Filter } from '../store/collection.ts';
 import { parseWebhookUrl, resolveTarget, targetRefusal } from './address-guard.ts';
 import type { DeliveryAttempts } from './delivery-attempts.ts';
 import type { SecretBox } from './secret-box.ts';
+import { retryShape } from './retry-schedule.ts';
 import { newDelivery } from './webhook-router.ts';
 import {
   testEventName,
   type DeliveryView,
+  type RetryPolicy,
   type RotatedSecret,
   type WebhookCreate,
   type WebhookUpdate,
@@ -176,15 +178,22 @@ export class WebhookService {
   }
 
   /** Newest first, on the index over (webhookId, createdAt, id). */
+  /** How failed deliveries are tried again, as configured. */
+  retryPolicy(): RetryPolicy {
+    const { maxAttempts, retryBaseMs, retryCapMs } = this.deps.config;
+    return { maxAttempts, firstRetryMs: retryBaseMs, maxDelayMs: retryCapMs, ...retryShape };
+  }
+
   async deliveries(
     tenantId: string,
     id: string,
-    q: PageRequest & { status?: DeliveryStatus; event?: string },
+    q: PageRequest & { status?: DeliveryStatus; event?: string; eventId?: string },
   ): Promise<ListPage<DeliveryView>> {
     await this.doc(tenantId, id);
     const filter: Filter = { webhookId: id };
     if (q.status) filter.status = q.status;
     if (q.event) filter.event = q.event;
+    if (q.eventId) filter.eventId = q.eventId;
     const page = await readListPage(this.deps.db.deliveries, orgScope(tenantId), filter, { createdAt: -1, id: 1 }, q);
     return { ...page, data: page.data.map(deliveryView) };
   }

@@ -8,6 +8,7 @@ import {
   deliveryListQuery,
   deliveryParams,
   deliverySchema,
+  retryPolicySchema,
   rotatedSecretSchema,
   webhookCreateBody,
   webhookIdParams,
@@ -38,6 +39,15 @@ export function webhookRoutes(service: WebhookService, cursors: ListCursors): Ro
       tags,
       schema: { query: strictObject(paginationQuery), response: { 200: pageSchema(webhookSchema) } },
       handler: async (ctx) => ({ status: 200, body: await service.list(org(ctx.principal), ctx.query) }),
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/webhooks/retry-policy',
+      summary: 'How a failed delivery is tried again: attempts, first wait, growth, longest wait, jitter',
+      tags,
+      operationId: 'getWebhookRetryPolicy',
+      schema: { response: { 200: retryPolicySchema } },
+      handler: () => ({ status: 200 as const, body: service.retryPolicy() }),
     }),
     defineRoute({
       method: 'GET',

@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { existsSync } from 'node:fs';
-import { chromiumPath, launchBrowser, scenario } from '../support/browser.ts';
+import { chromiumPath, dashboardPages, dashboardServiceEnv, launchBrowser, scenario } from '../support/browser.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 import { request } from '../support/test-app.ts';
 import { simulateFailures } from '../../packages/relay-agent/src/simulated-messages-app.ts';
@@ -24,7 +24,14 @@ const password = 'a long enough password';
  */
 const committedImages = join(process.cwd(), 'docs', 'images');
 const docImages = resolve(process.env.DOCS_IMAGES_DIR || join(process.cwd(), '.tmp', 'doc-images'));
-const docImageFiles = ['dashboard-overview.png', 'dashboard-job.png', 'dashboard-relays.png'];
+const docImageFiles = [
+  'dashboard-overview.png',
+  'dashboard-job.png',
+  'dashboard-relays.png',
+  'dashboard-message.png',
+  'dashboard-settings.png',
+  'dashboard-messages-phone.png',
+];
 const xss = '<img src=x onerror=alert(1)>';
 const number = (i: number) => `+4915150000${String(100 + i).slice(-3)}`;
 
@@ -65,24 +72,15 @@ describe(
     before(async () => {
       committedBefore = await fingerprints(committedImages);
       dir = await mkdtemp(join(tmpdir(), 'relaybox-dashboard-e2e-'));
-      // npm start's defaults: embedded store, one process.
-      // The webhook receiver below listens on 127.0.0.1, which the address guard refuses unless told; the scenarios
-      // click through pages faster than a person, so the per-organization request budget is raised (its own tests cover it).
+      // The webhook receiver below listens on 127.0.0.1, which the address guard refuses unless told.
       service = await startServiceProcess(
         'all',
         {
-          REDIS_URL: '',
-          MONGODB_URL: '',
-          DATA_DIR: join(dir, 'data'),
-          LOG_LEVEL: 'warn',
+          ...dashboardServiceEnv(join(dir, 'data')),
           WEBHOOK_ALLOW_PRIVATE: 'true',
-          RATE_LIMIT_PER_MINUTE: '6000',
-          RATE_LIMIT_BURST: '1000',
           PACING_PER_SECOND: '1000000',
           PACING_BURST: '1000000',
           PACING_NEW_CONTACTS_PER_DAY: '1000000',
-          AUTH_RATE_LIMIT_PER_MINUTE: '600',
-          AUTH_RATE_LIMIT_BURST: '100',
           // A failed send is final at once, so the failed-rows scenario does not wait out retries.
           MESSAGE_MAX_ATTEMPTS: '1',
         },
@@ -403,6 +401,24 @@ describe(
           hops.includes('handed_to_relay') && hops.includes('sent') && hops.includes('delivered'),
           `the timeline: ${hops.join(', ')}`,
         );
+        // In time order, and where the server's times give way to the Mac's, a line says so.
+        const times = await page
+          .locator('#message-timeline li[data-hop] time')
+          .evaluateAll((ts) => ts.map((t) => Date.parse(t.getAttribute('datetime')!)));
+        assert.deepEqual(
+          times,
+          [...times].sort((a, b) => a - b),
+          'the hops are in time order',
+        );
+        assert.equal(await page.locator('#message-timeline li.clock[data-clock-change="mac"]').count(), 1);
+        assert.equal(await page.locator('#message-to').textContent(), to);
+        assert.equal(await page.locator('#message-body').textContent(), 'One message from the dashboard');
+        assert.match((await page.locator('main').textContent()) ?? '', /Priority50/);
+        await page.locator('#message-conversation').waitFor();
+        await docScreenshot(page, 'dashboard-message.png');
+        await page.goto(`${base}/#/messages`);
+        await page.locator('#search-results tbody tr').first().waitFor();
+        await docScreenshot(page, 'dashboard-messages-phone.png', { width: 390, height: 844 });
       });
     });
 
@@ -577,18 +593,8 @@ describe(
       await page.setViewportSize({ width: 390, height: 844 });
       await scenario(page, 'phone-width', async () => {
         {
-          for (const [hash, title] of [
-            ['#/overview', 'Overview'],
-            ['#/send', 'Send a message'],
-            ['#/bulk', 'Bulk send'],
-            ['#/jobs', 'Bulk jobs'],
-            ['#/messages', 'Messages'],
-            ['#/relays', 'Relays'],
-            ['#/automations', 'Automations'],
-            ['#/webhooks', 'Webhooks'],
-            ['#/members', 'Members and teams'],
-            ['#/api-keys', 'API keys'],
-          ] as const) {
+          // Every page but a message's (the phone-width check of dashboard-quality.test.ts opens that one).
+          for (const [hash, title] of dashboardPages.filter(([hash]) => !hash.includes(':'))) {
             await page.evaluate(`location.hash = '${hash}'`);
             await page.locator('main h1', { hasText: title }).waitFor();
             const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
@@ -598,6 +604,7 @@ describe(
             .map((el) => el.id || el.name)`);
             assert.deepEqual(unlabeled, [], `${hash}: every control has a label`);
           }
+          await page.evaluate(`location.hash = '#/api-keys'`);
           await page.reload();
           await page.locator('main h1', { hasText: 'API keys' }).waitFor();
           await page.keyboard.press('Tab');
@@ -706,6 +713,9 @@ describe(
             'the retried delivery succeeded',
           );
           assert.ok(calls >= 2);
+          // The message's page lists the deliveries of its events, the failed one and the retried one.
+          await page.goto(`${base}/#/messages/${sent.body.id}`);
+          await page.locator('#message-deliveries-list').getByRole('cell', { name: 'succeeded' }).first().waitFor();
         });
       } finally {
         receiver.close();
@@ -741,6 +751,30 @@ describe(
         await row.waitFor();
         assert.match((await row.textContent()) ?? '', /Sales.*\/s, burst \d+/);
         await docScreenshot(page, 'dashboard-relays.png');
+      });
+    });
+
+    test('settings show the organization, the API base URL, the rate limit and retry policy in force, and save the pace; an unknown address is "not found"', async () => {
+      await scenario(page, 'settings', async () => {
+        await page.goto(`${base}/#/settings`);
+        await page.locator('#settings-base-url', { hasText: `${base}/api/v1` }).waitFor();
+        assert.equal(await page.locator('#settings-org-name').textContent(), 'Dashboard E2E');
+        assert.equal(await page.locator('#settings-rate-limit').textContent(), '6000');
+        assert.equal(await page.locator('#settings-retry-attempts').textContent(), '8');
+        await page.getByLabel('Burst').fill('5');
+        await page.getByRole('button', { name: 'Save pacing' }).click();
+        await waitUntil(
+          async () =>
+            (await request(base, 'GET', '/api/v1/organization/pacing', { token: ownerToken })).body.burst === 5,
+          10_000,
+          'the pace is saved',
+        );
+        await request(base, 'PUT', '/api/v1/organization/pacing', { token: ownerToken, body: {} });
+        await page.reload();
+        await page.locator('#settings-base-url').waitFor();
+        await docScreenshot(page, 'dashboard-settings.png');
+        await page.goto(`${base}/#/no-such-page`);
+        await page.getByRole('heading', { name: 'Page not found', level: 1 }).waitFor();
       });
     });
 
@@ -829,10 +863,10 @@ async function chartTotals(page: Page, id: string): Promise<Record<'accepted' | 
   return { accepted: sum('accepted'), sent: sum('sent'), delivered: sum('delivered') };
 }
 
-/** A screenshot for docs/dashboard.md at 1200x800 (the charts fit themselves to the width first). */
-async function docScreenshot(page: Page, file: string): Promise<void> {
+/** A screenshot for docs/dashboard.md, at 1200x800 unless told (the charts fit themselves to the width first). */
+async function docScreenshot(page: Page, file: string, size = { width: 1200, height: 800 }): Promise<void> {
   await mkdir(docImages, { recursive: true });
-  await page.setViewportSize({ width: 1200, height: 800 });
+  await page.setViewportSize(size);
   try {
     await page.waitForTimeout(300);
     await page.screenshot({ path: join(docImages, file) });

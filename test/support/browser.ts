@@ -7,8 +7,11 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 export const chromiumPath = '/usr/bin/chromium';
 const screenshots = join(process.cwd(), '.tmp', 'screenshots');
 
-/** Debian's Chromium, headless, with a fresh profile; requests leaving 127.0.0.1 are refused and recorded (the dashboard must work offline). */
-export async function launchBrowser(): Promise<{
+/**
+ * Debian's Chromium, headless, with a fresh profile; requests leaving 127.0.0.1 are refused and recorded (the dashboard
+ * must work offline). `debuggingPort` also opens the DevTools port, for Lighthouse to audit pages in the same browser.
+ */
+export async function launchBrowser(opts: { debuggingPort?: number } = {}): Promise<{
   context: BrowserContext;
   page: Page;
   external: string[];
@@ -27,6 +30,7 @@ export async function launchBrowser(): Promise<{
       '--disable-background-networking',
       '--disable-component-update',
       '--no-first-run',
+      ...(opts.debuggingPort ? [`--remote-debugging-port=${opts.debuggingPort}`] : []),
     ],
     viewport: { width: 1280, height: 900 },
   });
@@ -59,3 +63,39 @@ export async function scenario(page: Page, name: string, run: () => Promise<void
     throw err;
   }
 }
+
+/**
+ * The service as `npm start` runs it (embedded store, one process) for the dashboard's browser tests. The scenarios
+ * click through pages faster than a person, so the per-organization and sign-in request budgets are raised (their own
+ * tests cover them).
+ */
+export function dashboardServiceEnv(dataDir: string): Record<string, string> {
+  return {
+    REDIS_URL: '',
+    MONGODB_URL: '',
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'warn',
+    RATE_LIMIT_PER_MINUTE: '6000',
+    RATE_LIMIT_BURST: '1000',
+    AUTH_RATE_LIMIT_PER_MINUTE: '600',
+    AUTH_RATE_LIMIT_BURST: '100',
+  };
+}
+
+/** The signed-in pages, by address and the heading each shows; `:message` is a message of this run. */
+export const dashboardPages: Array<[string, string]> = [
+  ['#/overview', 'Overview'],
+  ['#/send', 'Send a message'],
+  ['#/messages', 'Messages'],
+  ['#/messages/:message', 'Message'],
+  ['#/conversations', 'Conversations'],
+  ['#/bulk', 'Bulk send'],
+  ['#/jobs', 'Bulk jobs'],
+  ['#/relays', 'Relays'],
+  ['#/automations', 'Automations'],
+  ['#/webhooks', 'Webhooks'],
+  ['#/members', 'Members and teams'],
+  ['#/api-keys', 'API keys'],
+  ['#/settings', 'Settings'],
+  ['#/no-such-page', 'Page not found'],
+];

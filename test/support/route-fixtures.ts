@@ -69,6 +69,7 @@ export const routeFixtures: Record<string, RouteFixture> = {
   }),
   'PATCH /api/v1/members/:id': async (t, org) => ({ ...(await member(t, org)), body: { role: 'viewer' } }),
   'DELETE /api/v1/members/:id': member,
+  'GET /api/v1/messages/:id': message,
   'GET /api/v1/messages/:id/status': message,
   'GET /api/v1/messages/:id/attachments': message,
   'GET /api/v1/conversations/:id': async (t, org) => {

@@ -1,5 +1,6 @@
 import { h, replace } from '../dom.ts';
 import { ApiError, signIn, signUp } from '../session.ts';
+import { brand } from '../shell.ts';
 
 /** Sign in, or sign up a new organization; both leave the refresh token in an HttpOnly cookie. */
 export function authView(root: HTMLElement, signedIn: () => void): void {
@@ -51,7 +52,7 @@ export function authView(root: HTMLElement, signedIn: () => void): void {
       : h('p', null, 'New to Relaybox? ', h('a', { href: '#/signup' }, 'Create an organization')),
     h('p', null, h('a', { href: '/docs' }, 'API reference')),
   );
-  const main = h('main', { id: 'main', class: 'auth' }, form);
+  const main = h('main', { id: 'main', class: 'auth' }, brand(), form);
   replace(root, main, h('p', { id: 'status', role: 'status', 'aria-live': 'polite', class: 'status-line' }));
   root.querySelector<HTMLInputElement>('input')?.focus();
 }

@@ -121,7 +121,7 @@ export async function membersView(ctx: PageContext): Promise<void> {
               `${u.email} is now ${next.value}`,
             ),
         },
-        'Change role',
+        'Change the role',
       ),
       h(
         'button',

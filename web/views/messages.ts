@@ -2,7 +2,8 @@ import { announce, h, replace, table, when } from '../dom.ts';
 import { api, can, describeError } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
-interface Message {
+/** A message as the history lists it (and `GET /api/v1/messages/{id}` answers it). */
+export interface Message {
   id: string;
   status: string;
   direction: 'sent' | 'received';
@@ -10,21 +11,11 @@ interface Message {
   from: string | null;
   body: string;
   createdAt: string;
-  fromNumber: string | null;
-}
-interface StatusRecord {
-  id: string;
-  status: string;
-  waitingFor: string | null;
-  notBefore: string | null;
-  checkpoints: Array<{ hop: string; at: string }>;
-  jobId: string | null;
-  attempts: number;
-  lastError: string | null;
-  queuedAt: string | null;
-  sentAt: string | null;
-  deliveredAt: string | null;
-  readAt: string | null;
+  fromNumber?: string | null;
+  priority: number;
+  attachments: string[];
+  conversationId: string;
+  jobId?: string | null;
 }
 
 const statuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
@@ -193,68 +184,10 @@ export function messagesView({ main }: PageContext): void {
           )
         : null,
     );
-    announce(total === undefined ? `${page.data.length} more messages` : `${total} messages found`);
+    announce(total === null ? `${page.data.length} more messages` : `${total} message${total === 1 ? '' : 's'} found`);
   }
   const shown = (err: unknown) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err)));
 
   replace(main, h('h1', null, 'Messages'), form, out);
   void search().catch(shown);
-}
-
-const hopNames: Record<string, string> = {
-  accepted: 'Accepted by the API',
-  handed_to_relay: 'Handed to a relay',
-  relay_received: 'Received by the relay',
-  handed_to_app: 'Handed to Messages',
-  seen_in_database: 'Seen in the Messages database',
-  sent: 'Sent',
-  delivered: 'Delivered',
-};
-
-/** One message: its status record and the timeline of the hops it passed, with the time since it was accepted. */
-export async function messageView({ main }: PageContext, id?: string): Promise<void> {
-  if (!id) return;
-  const record = await api<StatusRecord>('GET', `/api/v1/messages/${id}/status`);
-  const start = record.checkpoints[0] ? Date.parse(record.checkpoints[0].at) : undefined;
-  const timeline = [...record.checkpoints];
-  if (record.readAt) timeline.push({ hop: 'read', at: record.readAt });
-  const facts: Array<[string, string | HTMLElement]> = [
-    ['Status', h('strong', { id: 'message-status', class: `st st-${record.status}` }, record.status)],
-    ['Attempts', String(record.attempts)],
-    ...(record.waitingFor ? [['Waiting for', record.waitingFor.replaceAll('_', ' ')] as [string, string]] : []),
-    ...(record.notBefore ? [['Not before', when(record.notBefore)] as [string, string]] : []),
-    ...(record.lastError ? [['Last error', record.lastError] as [string, string]] : []),
-    ...(record.jobId
-      ? [['Bulk job', h('a', { href: `#/jobs/${record.jobId}` }, record.jobId)] as [string, HTMLElement]]
-      : []),
-  ];
-  replace(
-    main,
-    h('h1', null, 'Message ', h('code', null, record.id)),
-    h(
-      'dl',
-      { class: 'counts' },
-      facts.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
-    ),
-    h('h2', null, 'Timeline'),
-    timeline.length === 0
-      ? h('p', null, 'No hop recorded yet.')
-      : h(
-          'ol',
-          { id: 'message-timeline', class: 'timeline' },
-          timeline.map((c) =>
-            h(
-              'li',
-              { 'data-hop': c.hop },
-              h('strong', null, hopNames[c.hop] ?? c.hop),
-              ' ',
-              h('time', { datetime: c.at }, when(c.at)),
-              start !== undefined && c.hop !== 'accepted'
-                ? h('span', { class: 'hint' }, ` (+${Math.max(0, Date.parse(c.at) - start).toLocaleString('en')} ms)`)
-                : null,
-            ),
-          ),
-        ),
-    h('p', null, h('a', { href: '#/messages' }, 'Back to the search')),
-  );
 }

@@ -67,13 +67,13 @@ export async function overviewView({ main, onLeave }: PageContext): Promise<void
   );
   const latency = timeChart(
     'chart-latency',
-    'Delivery latency (ms after accepted)',
+    'Delivery latency after accepted',
     [
       { label: 'sent p50', color: colors.sent },
       { label: 'delivered p50', color: colors.delivered },
       { label: 'delivered p95', color: '#9a6700' },
     ],
-    { unit: ' ms', points: true },
+    { duration: true, points: true },
   );
   const picker = h(
     'fieldset',
