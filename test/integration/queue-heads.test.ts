@@ -33,7 +33,8 @@ eachBackend((backend) => {
       sent.push({ id: res.body.id as string, priority, index: i });
     }
     await waitFor(() => states().some((s) => s.queue.waiting === queued), 10_000, 'all counted as waiting');
-    assert.equal(held(), headSize, 'only the head is held');
+    // At most the head: an activation after the sends (the runtime may move or idle the actor) holds none until a relay can take them.
+    assert.ok(held() <= headSize, `only the head is held, saw ${held()}`);
     // The last accepted at the lowest priority is not held: why it waits comes from the store.
     const last = sent.filter((m) => m.priority === 0).at(-1)!;
     const status = await t.request('GET', `/api/v1/messages/${last.id}/status`, { token: org.ownerToken });

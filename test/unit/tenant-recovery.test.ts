@@ -15,7 +15,11 @@ test('a rebuild counts what the store holds but a retry waiting on its backoff, 
   const state = tenantState();
   const { ctx, sent } = recordingContext(state);
   await recovery.rebuild(ctx, state);
-  assert.deepEqual([state.queue.size, state.queue.waiting], [0, 2], 'counted, none read yet');
+  assert.deepEqual(
+    [state.queue.size, state.queue.waiting],
+    [0, 3],
+    'counted (the retry on its backoff too), none read yet',
+  );
   await new QueuePager(db.messages).refill(org, state.queue);
   assert.deepEqual(
     state.queue.take(() => true).map((i) => i.id),

@@ -7,7 +7,6 @@ import type { ActorContext } from '../../runtime/types.ts';
 import type { Scope } from '../../store/collection.ts';
 import { insertNew } from '../../store/insert-new.ts';
 import { relayProtocol } from '../relay/protocol.ts';
-import { dueQueued } from './queue-pager.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
 import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
@@ -38,8 +37,9 @@ export class TenantRecovery {
     const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
     // A paced queue can hold a million: only counted here, each line's head read as the dispatch needs it (queue-pager.ts).
+    // A filter without the time in it (retries on their backoff counted too): the embedded store keeps its count as it writes.
     const [queued, online, closed, contacts, history] = await Promise.all([
-      messages.count(scope, dueQueued()),
+      messages.count(scope, { status: 'queued', fanout: { $ne: true } }),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
