@@ -180,3 +180,19 @@ test("a take ends where a paged line's head runs out, above what the store may h
   order.pageIn({ ...item('older'), queuedAt: 5 });
   assert.deepEqual(takeAll(order), ['older', 'new']);
 });
+
+test("an activation's count held in full pages nothing; one message more in the store keeps its line paged", () => {
+  const q = new SendQueue(10);
+  q.pageUnseen('', 2);
+  q.push(item('a'), true);
+  assert.deepEqual([...q.paged.keys()], ['']);
+  q.push(item('b'), true);
+  assert.deepEqual([q.paged.size, q.waiting], [0, 2], 'both counted messages held: nothing to read');
+  q.pageUnseen('+14155550100');
+  assert.equal(q.paged.size, 0, "a relay's number joining later has nothing in the store either");
+  const more = new SendQueue(10);
+  more.pageUnseen('', 3);
+  more.push(item('a'), true);
+  more.push(item('b'), true);
+  assert.deepEqual([[...more.paged.keys()], more.waiting], [[''], 3]);
+});

@@ -88,6 +88,8 @@ export class SendQueue {
   readonly paged = new Map<string, number>();
   /** Queued messages in the store and not held, as far as this queue can tell (an estimate: see `waiting`). */
   private stored = 0;
+  /** `stored` is still the activation's count less the messages of it held since: when it reaches 0, the store has none not held. */
+  private exact = false;
   /** Messages taken since the last `forgetTaken`: still queued in the store until their relay claims them, never paged in again before. */
   private readonly taken = new Set<string>();
   /** Sender lines paged from the top since the activation (`pageUnseen`). */
@@ -114,6 +116,7 @@ export class SendQueue {
   page(line: string, priority: number, count = 0): void {
     this.paged.set(line, Math.max(this.paged.get(line) ?? -1, clamp(priority)));
     this.stored += count;
+    this.exact = false;
   }
 
   /** The store's messages of `line` not held go down to `priority` now (the head was read that far). */
@@ -124,12 +127,20 @@ export class SendQueue {
   /**
    * A sender line this queue has not read from the store yet (every line
    * after an activation: the relays' numbers as they join, any relay's line
-   * at once) is paged from the top, with `count` more messages in the store.
+   * at once) is paged from the top. The first after an activation brings the
+   * store's `count` of queued messages; while the messages held since cover
+   * that count exactly, no line is paged.
    */
   pageUnseen(line: string, count = 0): void {
     if (this.seen.has(line)) return;
     this.seen.add(line);
-    this.page(line, levels - 1, count);
+    if (this.seen.size === 1) {
+      this.stored = count;
+      this.exact = true;
+    }
+    // The activation's count all held: nothing of any line waits in the store.
+    if (this.exact && this.stored === 0) return;
+    this.paged.set(line, levels - 1);
   }
 
   /** Every line read before is looked at again from the top (a message a lost actor message left behind is found). */
@@ -159,6 +170,7 @@ export class SendQueue {
     this.hold(item);
     this.fifo(item).insert(item);
     this.stored = Math.max(0, this.stored - 1);
+    this.exact = false;
   }
 
   has(id: string): boolean {
@@ -190,6 +202,8 @@ export class SendQueue {
       this.page(line, last.priority, 1);
     }
     if (counted) this.stored = Math.max(0, this.stored - 1);
+    // Every message the activation counted is held: no line need be read from the store (a send's activation reads nothing).
+    if (counted && this.exact && this.stored === 0) this.paged.clear();
     this.hold(item);
     item.queuedAt ??= Date.now();
     this.fifo(item).items.push(item);
@@ -339,6 +353,7 @@ export class SendQueue {
     this.taken.clear();
     this.seen.clear();
     this.stored = 0;
+    this.exact = false;
   }
 }
 
