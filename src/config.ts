@@ -77,6 +77,12 @@ export interface Config {
   /** How often a tenant's send queue is rebuilt from the store, healing anything a crash left behind. */
   tenantSweepMs: number;
   /**
+   * Queued messages a tenant actor holds in memory per sender line (its
+   * head); the rest wait in the store and are read back in queue order as the
+   * head runs low. About 1.2 KB each: at the default, 12 MB for a line.
+   */
+  tenantQueueHeadSize: number;
+  /**
    * Each sender line's pace unless its organization or number says otherwise:
    * messaging networks flag accounts that send fast or to many strangers
    * (hosted services publish about 1 a second and a daily cap of new contacts).
@@ -158,6 +164,19 @@ function int(env: Env, name: string, fallback: number, min = 0): number {
 /** Durations, counts and sizes for which 0 makes no sense. */
 const positive = (env: Env, name: string, fallback: number) => int(env, name, fallback, 1);
 
+/** The longest delay a Node.js timer keeps: past it `setTimeout` and `setInterval` fire at once. */
+export const longestTimerMs = 2 ** 31 - 1;
+
+/** A duration that becomes a timer: positive, and refused past `longestTimerMs` rather than firing at once. */
+function timerMs(env: Env, name: string, fallback: number, min = 1): number {
+  const n = int(env, name, fallback, min);
+  if (n > longestTimerMs)
+    throw new Error(
+      `${name} must be at most ${longestTimerMs} ms (about 24.8 days, the longest timer), got "${env[name]}"`,
+    );
+  return n;
+}
+
 function logLevel(env: Env): string {
   const level = env.LOG_LEVEL || 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level))
@@ -231,7 +250,7 @@ export function loadConfig(env: Env = process.env): Config {
     mongoUrl: env.MONGODB_URL || undefined,
     mongoWrites: { writeConcern: writeConcern(env), retryWrites: flag(env, 'MONGODB_RETRY_WRITES', true) },
     dataDir: env.DATA_DIR || './data',
-    storeSyncIntervalMs: int(env, 'STORE_SYNC_INTERVAL_MS', 1_000),
+    storeSyncIntervalMs: timerMs(env, 'STORE_SYNC_INTERVAL_MS', 1_000, 0),
     storeCacheMb: positive(env, 'STORE_CACHE_MB', 32),
     storeWalMaxMb: positive(env, 'STORE_WAL_MAX_MB', 64),
     logLevel: logLevel(env),
@@ -246,17 +265,18 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitBurst: positive(env, 'RATE_LIMIT_BURST', 20),
     authRateLimitPerMinute: positive(env, 'AUTH_RATE_LIMIT_PER_MINUTE', 20),
     authRateLimitBurst: positive(env, 'AUTH_RATE_LIMIT_BURST', 10),
-    relayHeartbeatTimeoutMs: positive(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
-    relayHeartbeatIntervalMs: positive(env, 'RELAY_HEARTBEAT_INTERVAL_MS', 10_000),
-    relayHelloTimeoutMs: positive(env, 'RELAY_HELLO_TIMEOUT_MS', 10_000),
+    relayHeartbeatTimeoutMs: timerMs(env, 'RELAY_HEARTBEAT_TIMEOUT_MS', 30_000),
+    relayHeartbeatIntervalMs: timerMs(env, 'RELAY_HEARTBEAT_INTERVAL_MS', 10_000),
+    relayHelloTimeoutMs: timerMs(env, 'RELAY_HELLO_TIMEOUT_MS', 10_000),
     relayMaxBadFrames: positive(env, 'RELAY_MAX_BAD_FRAMES', 5),
     relayMaxBackpressureBytes: positive(env, 'RELAY_MAX_BACKPRESSURE_BYTES', 1024 * 1024),
-    readinessTimeoutMs: positive(env, 'READINESS_TIMEOUT_MS', 2_000),
-    storePingTimeoutMs: positive(env, 'STORE_PING_TIMEOUT_MS', 2_000),
+    readinessTimeoutMs: timerMs(env, 'READINESS_TIMEOUT_MS', 2_000),
+    storePingTimeoutMs: timerMs(env, 'STORE_PING_TIMEOUT_MS', 2_000),
     messageRetryBaseMs: positive(env, 'MESSAGE_RETRY_BASE_MS', 2_000),
     messageMaxAttempts: positive(env, 'MESSAGE_MAX_ATTEMPTS', 3),
     messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
+    tenantQueueHeadSize: positive(env, 'TENANT_QUEUE_HEAD_SIZE', 10_000),
     pacing: {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),
       burst: positive(env, 'PACING_BURST', 3),
@@ -270,7 +290,7 @@ export function loadConfig(env: Env = process.env): Config {
       retryBaseMs: positive(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),
       retryCapMs: positive(env, 'WEBHOOK_RETRY_CAP_MS', 6 * 3600 * 1000),
       maxAttempts: positive(env, 'WEBHOOK_MAX_ATTEMPTS', 8),
-      timeoutMs: positive(env, 'WEBHOOK_TIMEOUT_MS', 10_000),
+      timeoutMs: timerMs(env, 'WEBHOOK_TIMEOUT_MS', 10_000),
       concurrency: positive(env, 'WEBHOOK_CONCURRENCY', 8),
       secretKey: env.WEBHOOK_SECRET_KEY || undefined,
       sweepMs: positive(env, 'WEBHOOK_SWEEP_MS', 30_000),
@@ -295,28 +315,28 @@ export function loadConfig(env: Env = process.env): Config {
       keyPrefix: env.RUNTIME_KEY_PREFIX || 'rt',
       defaultShards: positive(env, 'RUNTIME_SHARDS', 16),
       maxDeliveries: positive(env, 'RUNTIME_MAX_DELIVERIES', 5),
-      redeliveryDelayMs: int(env, 'RUNTIME_REDELIVERY_DELAY_MS', 200),
-      leaseTtlMs: positive(env, 'RUNTIME_LEASE_TTL_MS', 5_000),
-      leaseRenewMs: positive(env, 'RUNTIME_LEASE_RENEW_MS', 1_000),
-      rebalanceMs: positive(env, 'RUNTIME_REBALANCE_MS', 1_000),
-      readBlockMs: positive(env, 'RUNTIME_READ_BLOCK_MS', 500),
+      redeliveryDelayMs: timerMs(env, 'RUNTIME_REDELIVERY_DELAY_MS', 200, 0),
+      leaseTtlMs: timerMs(env, 'RUNTIME_LEASE_TTL_MS', 5_000),
+      leaseRenewMs: timerMs(env, 'RUNTIME_LEASE_RENEW_MS', 1_000),
+      rebalanceMs: timerMs(env, 'RUNTIME_REBALANCE_MS', 1_000),
+      readBlockMs: timerMs(env, 'RUNTIME_READ_BLOCK_MS', 500),
       readBatch: positive(env, 'RUNTIME_READ_BATCH', 256),
-      timerPollMs: positive(env, 'RUNTIME_TIMER_POLL_MS', 100),
+      timerPollMs: timerMs(env, 'RUNTIME_TIMER_POLL_MS', 100),
       // SHUTDOWN_GRACE_MS is the name this setting had before; it is still read when the new one is not set.
-      shutdownGraceMs: positive(
+      shutdownGraceMs: timerMs(
         env,
         env.SHUTDOWN_TIMEOUT_MS === undefined && env.SHUTDOWN_GRACE_MS !== undefined
           ? 'SHUTDOWN_GRACE_MS'
           : 'SHUTDOWN_TIMEOUT_MS',
         10_000,
       ),
-      askTimeoutMs: positive(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
-      broadcastConfirmMs: positive(env, 'RUNTIME_BROADCAST_CONFIRM_MS', 1_000),
-      pingTimeoutMs: positive(env, 'RUNTIME_PING_TIMEOUT_MS', 1_000),
-      actorIdleMs: positive(env, 'ACTOR_IDLE_MS', 60_000),
+      askTimeoutMs: timerMs(env, 'RUNTIME_ASK_TIMEOUT_MS', 5_000),
+      broadcastConfirmMs: timerMs(env, 'RUNTIME_BROADCAST_CONFIRM_MS', 1_000),
+      pingTimeoutMs: timerMs(env, 'RUNTIME_PING_TIMEOUT_MS', 1_000),
+      actorIdleMs: timerMs(env, 'ACTOR_IDLE_MS', 60_000),
       // Far beyond a redelivery (lease TTL plus retries), small enough to keep the ids in memory.
       dedupeTtlMs: positive(env, 'RUNTIME_DEDUPE_TTL_MS', 10 * 60_000),
-      replicaWaitMs: positive(env, 'RUNTIME_REPLICA_WAIT_MS', 1_000),
+      replicaWaitMs: timerMs(env, 'RUNTIME_REPLICA_WAIT_MS', 1_000),
     },
   });
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { buildAgentConfig } from '../../packages/relay-agent/src/agent-config.ts';
 import { loadConfig } from '../../src/config.ts';
 
 test('the defaults of the gateway, readiness, pings and actor lifecycle', () => {
@@ -124,4 +125,39 @@ test('REDIS_CLUSTER_NODES: seed nodes as host:port, never together with REDIS_UR
     /REDIS_URL .* or REDIS_CLUSTER_NODES .*not both/,
   );
   assert.throws(() => loadConfig({ RUNTIME_REPLICA_WAIT_MS: '0' }), /RUNTIME_REPLICA_WAIT_MS/);
+});
+
+test('a setting that becomes a timer is refused past 2^31-1 ms (a timer would fire at once), naming the variable and the limit', () => {
+  const timers = [
+    'RELAY_HELLO_TIMEOUT_MS',
+    'RELAY_HEARTBEAT_TIMEOUT_MS',
+    'READINESS_TIMEOUT_MS',
+    'STORE_PING_TIMEOUT_MS',
+    'STORE_SYNC_INTERVAL_MS',
+    'SHUTDOWN_TIMEOUT_MS',
+    'SHUTDOWN_GRACE_MS',
+    'WEBHOOK_TIMEOUT_MS',
+    'RUNTIME_LEASE_TTL_MS',
+    'RUNTIME_ASK_TIMEOUT_MS',
+    'RUNTIME_REDELIVERY_DELAY_MS',
+    'ACTOR_IDLE_MS',
+  ];
+  for (const name of timers)
+    assert.throws(
+      () => loadConfig({ [name]: String(2 ** 31) }),
+      new RegExp(`^Error: ${name} must be at most 2147483647 ms`),
+      name,
+    );
+  const longest = loadConfig({ READINESS_TIMEOUT_MS: '2147483647', SHUTDOWN_TIMEOUT_MS: '2147483647' });
+  assert.deepEqual([longest.readinessTimeoutMs, longest.runtime.shutdownGraceMs], [2 ** 31 - 1, 2 ** 31 - 1]);
+  for (const name of ['RELAY_SIM_DELIVERY_MS', 'RELAY_SIM_READ_MS', 'RELAY_SUMMARY_MS', 'RELAY_RESTART_INTERVAL_MS'])
+    assert.throws(
+      () => buildAgentConfig({ serverUrl: 'ws://127.0.0.1:1' }, { [name]: String(2 ** 31) }),
+      new RegExp(`^ConfigError: ${name} must be at most 2147483647 ms`),
+      name,
+    );
+  assert.equal(
+    buildAgentConfig({ serverUrl: 'ws://127.0.0.1:1' }, { RELAY_SIM_READ_MS: '2147483647' }).simulatorReadMs,
+    2 ** 31 - 1,
+  );
 });

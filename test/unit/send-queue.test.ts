@@ -145,3 +145,54 @@ test('the oldest waiting message of each priority band: a handed-back message co
   assert.equal(q.oldestByBand()[0], 500);
   assert.equal(priorityBands.map((b) => b.band).join(' '), '0 1-33 34-66 67-100');
 });
+
+test("a sender line's head holds at most its size: the rest is paged out, and a message that outranks the head's last takes its place", () => {
+  const q = new SendQueue(3);
+  for (let i = 1; i <= 5; i++) q.push({ ...item(`low${i}`), queuedAt: i });
+  q.push({ id: 'other', priority: 0, fromNumber: '+14155550100', queuedAt: 6 });
+  assert.deepEqual(
+    [q.size, q.heldOf(''), q.waiting],
+    [4, 3, 6],
+    'two of the line wait in the store; the other line is held',
+  );
+  assert.deepEqual([...q.paged], [['', 0]]);
+  q.push({ ...item('urgent', undefined, 90), queuedAt: 7 });
+  assert.equal(q.heldOf(''), 3);
+  assert.ok(!q.has('low3'), "the head's last went back to the store");
+  assert.deepEqual(takeAll(q), ['urgent', 'low1', 'low2', 'other']);
+});
+
+test("a take ends where a paged line's head runs out, above what the store may hold of it; a message paged in goes in acceptance order", () => {
+  const q = new SendQueue(2);
+  q.push({ ...item('a1', undefined, 50), queuedAt: 1 });
+  q.push({ ...item('a2', undefined, 50), queuedAt: 2 });
+  q.push({ ...item('a3', undefined, 50), queuedAt: 3 });
+  q.push({ id: 'b1', priority: 10, fromNumber: '+14155550100', queuedAt: 4 });
+  assert.deepEqual(takeAll(q), ['a1', 'a2'], "the line's next (a3, priority 50) is in the store: b1 (10) waits for it");
+  assert.ok(q.knows('a1') && !q.knows('a3'), 'handed out: not read back while its relay has not claimed it');
+  q.pageIn({ ...item('a3', undefined, 50), queuedAt: 3 });
+  q.unpage('');
+  assert.deepEqual(takeAll(q), ['a3', 'b1']);
+  q.forgetTaken();
+  assert.ok(!q.knows('a1'));
+  const order = new SendQueue();
+  order.push({ ...item('new'), queuedAt: 10 });
+  order.pageIn({ ...item('older'), queuedAt: 5 });
+  assert.deepEqual(takeAll(order), ['older', 'new']);
+});
+
+test("an activation's count held in full pages nothing; one message more in the store keeps its line paged", () => {
+  const q = new SendQueue(10);
+  q.pageUnseen('', 2);
+  q.push(item('a'), true);
+  assert.deepEqual([...q.paged.keys()], ['']);
+  q.push(item('b'), true);
+  assert.deepEqual([q.paged.size, q.waiting], [0, 2], 'both counted messages held: nothing to read');
+  q.pageUnseen('+14155550100');
+  assert.equal(q.paged.size, 0, "a relay's number joining later has nothing in the store either");
+  const more = new SendQueue(10);
+  more.pageUnseen('', 3);
+  more.push(item('a'), true);
+  more.push(item('b'), true);
+  assert.deepEqual([[...more.paged.keys()], more.waiting], [[''], 3]);
+});

@@ -80,6 +80,21 @@ function envInt(env: Env, name: string, fallback: number | undefined): number | 
   return n;
 }
 
+/** The longest delay a Node.js timer keeps: past it `setTimeout` and `setInterval` fire at once. */
+const longestTimerMs = 2 ** 31 - 1;
+
+/** A delay that becomes a timer: refused past `longestTimerMs` rather than firing at once. */
+function envTimerMs(env: Env, name: string, fallback: number): number;
+function envTimerMs(env: Env, name: string, fallback: undefined): number | undefined;
+function envTimerMs(env: Env, name: string, fallback: number | undefined): number | undefined {
+  const n = envInt(env, name, fallback as number);
+  if (n !== undefined && n > longestTimerMs)
+    throw new ConfigError(
+      `${name} must be at most ${longestTimerMs} ms (about 24.8 days, the longest timer), got "${env[name]}"`,
+    );
+  return n;
+}
+
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
@@ -127,22 +142,22 @@ function agentConfig(flags: AgentFlags, env: Env): AgentConfig {
     // A person at a terminal reads lines; a service manager or log shipper gets JSON.
     logFormat: flags.logFormat ?? (process.stdout.isTTY ? 'pretty' : 'json'),
     logHandles: flags.logHandles ?? false,
-    summaryIntervalMs: envInt(env, 'RELAY_SUMMARY_MS', 60_000),
+    summaryIntervalMs: envTimerMs(env, 'RELAY_SUMMARY_MS', 60_000),
     osascriptPath: env.RELAY_OSASCRIPT || '/usr/bin/osascript',
     reconnectBaseMs: 500,
     reconnectCapMs: 30_000,
     reconnectStableMs: 10_000,
     matchWindowMs: envInt(env, 'RELAY_MATCH_WINDOW_MS', 120_000),
     messagesStuckMs: envInt(env, 'RELAY_STUCK_MS', 60_000),
-    messagesRestartIntervalMs: envInt(env, 'RELAY_RESTART_INTERVAL_MS', 10 * 60_000),
+    messagesRestartIntervalMs: envTimerMs(env, 'RELAY_RESTART_INTERVAL_MS', 10 * 60_000),
     trackStatusMs: 24 * 60 * 60 * 1000,
     inboundBatch: 100,
     maxUnackedInbound: 500,
     sendTimeoutMs: 60_000,
     attachmentsDir: join(stateDir, 'attachments'),
     attachmentCleanupDelayMs: simulate ? 0 : 60_000,
-    simulatorDeliveryMs: envInt(env, 'RELAY_SIM_DELIVERY_MS', 500),
-    simulatorReadMs: envInt(env, 'RELAY_SIM_READ_MS', undefined),
+    simulatorDeliveryMs: envTimerMs(env, 'RELAY_SIM_DELIVERY_MS', 500),
+    simulatorReadMs: envTimerMs(env, 'RELAY_SIM_READ_MS', undefined),
     journalRetentionMs: 7 * 24 * 60 * 60 * 1000,
   };
 }
