@@ -7,6 +7,8 @@ import type { RuntimeConfig } from './runtime/types.ts';
 export interface Config {
   port: number;
   host: string;
+  /** A worker's port for GET /metrics, /healthz and /readyz (unset: it serves none; Prometheus needs it to see a worker's shards and queues). */
+  metricsPort: number | undefined;
   /** Answers at least this large are compressed when the client accepts gzip or br (streamed answers always are). */
   compressMinBytes: number;
   /** Where clients reach this API (signed download links); default: the request's Host. */
@@ -240,6 +242,7 @@ function checkTogether(config: Config): Config {
 export function loadConfig(env: Env = process.env): Config {
   return checkTogether({
     port: int(env, 'PORT', 3000),
+    metricsPort: env.METRICS_PORT ? int(env, 'METRICS_PORT', 0) : undefined,
     host: env.HOST || '0.0.0.0',
     compressMinBytes: int(env, 'COMPRESS_MIN_BYTES', 1024),
     publicBaseUrl: env.PUBLIC_BASE_URL?.replace(/\/+$/, '') || undefined,

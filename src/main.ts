@@ -1,8 +1,9 @@
 import { pathToFileURL } from 'node:url';
-import { createApp } from './app.ts';
+import { createApp, type App } from './app.ts';
 import { loadConfig, type Config } from './config.ts';
 import { buildDashboardAssets } from './dashboard/assets.ts';
 import { dashboardRoutes } from './dashboard/dashboard.routes.ts';
+import type { ReadinessCheck } from './http/built-in-routes.ts';
 import { createHttpServer, type HttpServer } from './http/server.ts';
 import { createLogger, type Logger } from './log.ts';
 import type { RelayGateway } from './ws/relay-gateway.ts';
@@ -23,6 +24,13 @@ export function parseRole(raw: string | undefined): Role {
   const role = raw ?? 'all';
   if (role === 'web' || role === 'worker' || role === 'all') return role;
   throw new Error(`unknown role "${role}": use web, worker or all`);
+}
+
+function backendChecks(app: App): ReadinessCheck[] {
+  return [
+    { name: app.runtime.name === 'redis' ? 'redis' : 'runtime', check: () => app.runtime.ping() },
+    { name: 'store', check: () => app.store.ping() },
+  ];
 }
 
 export async function startService(role: Role, config: Config, log: Logger): Promise<Service> {
@@ -46,13 +54,14 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
       log,
       routes: [...app.routes, ...pages],
       ...app.hooks,
-      readinessChecks: [
-        { name: app.runtime.name === 'redis' ? 'redis' : 'runtime', check: () => app.runtime.ping() },
-        { name: 'store', check: () => app.store.ping() },
-      ],
+      readinessChecks: backendChecks(app),
     });
     gateway = app.attachGateway(http);
     port = await http.listen(config.host, config.port);
+  } else if (config.metricsPort !== undefined) {
+    // A worker holds the shards, send queues and webhook deliveries: without this Prometheus sees none of them.
+    http = createHttpServer({ config, log, routes: [], readinessChecks: backendChecks(app) });
+    port = await http.listen(config.host, config.metricsPort);
   }
   const store = app.store.kind;
   const transport = app.runtime.name;
@@ -68,7 +77,9 @@ export async function startService(role: Role, config: Config, log: Logger): Pro
     },
     port === undefined
       ? `relaybox ${role} running (transport ${transport}, store ${store})`
-      : `relaybox ${role} listening on http://${config.host}:${port} (transport ${transport}, store ${store})`,
+      : role === 'worker'
+        ? `relaybox ${role} running (transport ${transport}, store ${store}), metrics on http://${config.host}:${port}/metrics`
+        : `relaybox ${role} listening on http://${config.host}:${port} (transport ${transport}, store ${store})`,
   );
 
   return {

@@ -13,6 +13,7 @@ import { countedCommand, countFolded, everyCollection } from './operation-count.
 import { countedExec, countedStatement } from './store-work.ts';
 import { WalCheckpointer } from './wal-checkpointer.ts';
 import { WalIndex } from './wal-index.mjs';
+import { storeTransientErrors } from './transient-errors.ts';
 
 export interface EmbeddedStoreOptions {
   /** How often the write-ahead log is fdatasync'd in the background; 0 syncs every commit before it resolves. */
@@ -278,6 +279,8 @@ export class EmbeddedStore implements Store, Connection {
     } catch (err) {
       if (this.db.inTransaction) countedExec(this.db, 'ROLLBACK');
       this.rollbacks++;
+      // A full disk or a failing volume: every write of the turn is answered 503, and the store-unavailable alert counts it.
+      storeTransientErrors.labels('transaction', 'unavailable').inc();
       batch.reject(new AppError('service_unavailable', 'the store could not commit', { cause: err }));
       return;
     }

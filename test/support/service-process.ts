@@ -55,7 +55,8 @@ export async function startServiceProcess(
     lines,
     async terminate() {
       const started = Date.now();
-      if (child.exitCode !== null) return { code: child.exitCode, ms: 0 };
+      // Ended already (a SIGKILL leaves exitCode null): its 'exit' has been emitted and will not come again.
+      if (child.exitCode !== null || child.signalCode !== null) return { code: child.exitCode, ms: 0 };
       const exited = once(child, 'exit');
       child.kill('SIGTERM');
       const [code] = (await exited) as [number | null];
