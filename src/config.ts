@@ -79,12 +79,6 @@ export interface Config {
   /** How often a tenant's send queue is rebuilt from the store, healing anything a crash left behind. */
   tenantSweepMs: number;
   /**
-   * Queued messages a tenant actor holds in memory per sender line (its
-   * head); the rest wait in the store and are read back in queue order as the
-   * head runs low. About 1.2 KB each: at the default, 12 MB for a line.
-   */
-  tenantQueueHeadSize: number;
-  /**
    * Each sender line's pace unless its organization or number says otherwise:
    * messaging networks flag accounts that send fast or to many strangers
    * (hosted services publish about 1 a second and a daily cap of new contacts).
@@ -279,7 +273,6 @@ export function loadConfig(env: Env = process.env): Config {
     messageMaxAttempts: positive(env, 'MESSAGE_MAX_ATTEMPTS', 3),
     messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
-    tenantQueueHeadSize: positive(env, 'TENANT_QUEUE_HEAD_SIZE', 10_000),
     pacing: {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),
       burst: positive(env, 'PACING_BURST', 3),

@@ -8,8 +8,8 @@ import type { TenantState } from './tenant/tenant-state.ts';
 
 /**
  * The send queues and relays this worker runs, read from the actors' states
- * when Prometheus scrapes: a tenant actor holds its sender lines' heads, a
- * count of the rest, and its online relays while it has work, a relay actor its sends in flight. Each
+ * when Prometheus scrapes: a tenant actor holds its whole due queue and its
+ * online relays while it has work, a relay actor its sends in flight. Each
  * worker reports what it holds: sum the counts and take the max of the ages
  * across workers.
  */
@@ -37,13 +37,13 @@ export function exposeDispatchMetrics(runtime: Pick<Transport, 'statesOf'>): voi
     'relaybox_queue_messages',
     'Messages waiting in the send queues, due and not yet handed to a relay',
     tenants,
-    (state) => state.queue.waiting,
+    (state) => state.queue.size,
   );
   total(
     'relaybox_tenants_waiting_for_relay',
     'Organizations with messages waiting in their send queue and no relay online',
     tenants,
-    (state) => (state.queue.waiting > 0 && state.relays.size === 0 ? 1 : 0),
+    (state) => (state.queue.size > 0 && state.relays.size === 0 ? 1 : 0),
   );
   total(
     'relaybox_relay_send_capacity',

@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { QueuePager } from '../../src/actors/tenant/queue-pager.ts';
 import { TenantRecovery } from '../../src/actors/tenant/tenant-recovery.ts';
-import { config, message, org, recordingContext, relay, scope, tenantState, tenantStore } from './tenant-fixtures.ts';
+import { config, message, recordingContext, relay, scope, tenantState, tenantStore } from './tenant-fixtures.ts';
 
-test('a rebuild counts what the store holds but a retry waiting on its backoff, pages it in by priority, and asks each online relay for credits', async (t) => {
+test('a rebuild queues what the store holds but a retry waiting on its backoff, and asks each online relay for credits', async (t) => {
   const later = new Date(Date.now() + 60_000).toISOString();
   const { db } = await tenantStore(
     t,
@@ -16,16 +15,9 @@ test('a rebuild counts what the store holds but a retry waiting on its backoff, 
   const { ctx, sent } = recordingContext(state);
   await recovery.rebuild(ctx, state);
   assert.deepEqual(
-    [state.queue.size, state.queue.waiting],
-    [0, 3],
-    'counted (the retry on its backoff too), none read yet',
-  );
-  await new QueuePager(db.messages).refill(org, state.queue);
-  assert.deepEqual(
     state.queue.take(() => true).map((i) => i.id),
     ['high', 'low'],
   );
-  assert.equal(state.queue.paged.size, 0, 'the store has no more');
   assert.deepEqual([...state.relays.keys()], ['r1']);
   assert.equal(typeof state.relayOnlineSince, 'number');
   const attach = sent.filter((s) => s.msg.kind === 'attach');

@@ -1,6 +1,6 @@
 import type { MessageOfKind } from '../../runtime/actor.ts';
 import { lineOf, type Hold, type LinePacing } from './line-pacing.ts';
-import type { QueueItem, tenantProtocol } from './protocol.ts';
+import type { tenantProtocol } from './protocol.ts';
 import type { TenantState } from './tenant-state.ts';
 
 /** A scheduled job as a forecast reads it (the tenant protocol's `forecast`). */
@@ -13,11 +13,7 @@ export type ForecastPlan = Omit<MessageOfKind<typeof tenantProtocol, 'forecast'>
  */
 export function waitingFor(state: TenantState, messageId: string, now: number): Hold | null {
   const item = state.queue.get(messageId);
-  return item ? holdOf(state, item, now) : null;
-}
-
-/** Why this queued message waits (`waitingFor`), wherever it is held. */
-export function holdOf(state: TenantState, item: Pick<QueueItem, 'fromNumber' | 'to'>, now: number): Hold {
+  if (!item) return null;
   const relays = [...state.relays.values()];
   if (relays.length === 0) return { waitingFor: 'relay_offline' };
   const lines = item.fromNumber ? [item.fromNumber] : relays.map((r) => lineOf(null, r.id));
@@ -36,48 +32,15 @@ export function holdOf(state: TenantState, item: Pick<QueueItem, 'fromNumber' | 
  * caps need. Null when nothing of it is queued here or no relay is online.
  */
 export function estimateAt(state: TenantState, source: string, now: number): number | null {
-  const groups = lineGroups(
-    state,
-    [...state.queue.all()].filter((item) => item.source === source),
-    now,
-  );
-  if (!groups) return null;
-  return drainedBy(
-    state,
-    groups,
-    (fromNumber, lowest) => {
-      let ahead = 0;
-      for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= lowest) ahead++;
-      return ahead;
-    },
-    now,
-  );
-}
-
-type LineGroups = { relayLines: string[]; byLine: ReturnType<typeof bySenderLine> };
-
-/** A job's messages by sender line (`bySenderLine`); null when none is given or no relay is online. */
-export function lineGroups(
-  state: TenantState,
-  mine: Array<{ to?: string; fromNumber: string | null; priority?: number }>,
-  now: number,
-): LineGroups | null {
   const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
-  if (relayLines.length === 0 || mine.length === 0) return null;
-  return { relayLines, byLine: bySenderLine(state.pacing, relayLines, mine, now) };
-}
-
-/** When each line has sent the messages `ahead` of a job's lowest priority on it, and its new recipients had their days (the latest). */
-export function drainedBy(
-  state: TenantState,
-  { relayLines, byLine }: LineGroups,
-  ahead: (fromNumber: string | null, lowest: number) => number,
-  now: number,
-): number | null {
+  if (relayLines.length === 0) return null;
+  const mine = [...state.queue.all()].filter((item) => item.source === source);
+  if (mine.length === 0) return null;
   let at = now;
-  for (const [fromNumber, group] of byLine) {
-    const lines = fromNumber ? [fromNumber] : relayLines;
-    const done = state.pacing.drainedAt(lines, ahead(fromNumber, group.lowest), group.fresh, now);
+  for (const [fromNumber, group] of bySenderLine(state.pacing, relayLines, mine, now)) {
+    let ahead = 0;
+    for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
+    const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, group.fresh, now);
     if (done === null) return null;
     at = Math.max(at, done);
   }

@@ -28,15 +28,6 @@ class Fifo {
     else this.items.unshift(item);
   }
 
-  /** Appends in the order of `queuedAt`: a message paged in from the store goes before younger ones already waiting. */
-  insert(item: QueueItem): void {
-    const at = item.queuedAt ?? Infinity;
-    let i = this.items.length;
-    while (i > this.head && (this.items[i - 1]!.queuedAt ?? 0) > at) i--;
-    if (i === this.items.length) this.items.push(item);
-    else this.items.splice(i, 0, item);
-  }
-
   /** Removes the items at these absolute positions (ascending). */
   remove(positions: number[]): void {
     if (positions.length === 0) return;
@@ -62,115 +53,18 @@ interface Level {
   last: string | undefined;
 }
 
-/** The key of a message's sender line in the queue: its number, or '' for any relay. */
-export function lineKey(fromNumber: string | null): string {
-  return fromNumber ?? '';
-}
-
 /**
  * A tenant's send queue: higher priority first. Within a priority, the
  * sources (each bulk job, each group send, and all single sends together)
  * take turns, one message each, first in first out within a source: a single
  * send waits behind at most one message of each job, not behind whole jobs.
- *
- * Only each sender line's head is held: at most `headSize` messages of a
- * line, its first in queue order. The rest stay in the store, where the line
- * is marked `paged` with the highest priority they may have, and are read
- * back (queue-pager.ts) as its head runs low. Turns between sources are taken
- * among the messages held.
  */
 export class SendQueue {
   private readonly levels: Level[] = Array.from({ length: levels }, () => ({ sources: new Map(), last: undefined }));
   private readonly ids = new Map<string, QueueItem>();
-  /** Messages held per sender line (`lineKey`). */
-  private readonly held = new Map<string, number>();
-  /** Sender lines with queued messages in the store that are not held: the highest priority those may have. */
-  readonly paged = new Map<string, number>();
-  /** Queued messages in the store and not held, as far as this queue can tell (an estimate: see `waiting`). */
-  private stored = 0;
-  /** `stored` is still the activation's count less the messages of it held since: when it reaches 0, the store has none not held. */
-  private exact = false;
-  /** Messages taken since the last `forgetTaken`: still queued in the store until their relay claims them, never paged in again before. */
-  private readonly taken = new Set<string>();
-  /** Sender lines paged from the top since the activation (`pageUnseen`). */
-  private readonly seen = new Set<string>();
 
-  constructor(readonly headSize = Infinity) {}
-
-  /** Messages held in memory. */
   get size(): number {
     return this.ids.size;
-  }
-
-  /** Messages waiting: those held, and an estimate of those in the store beyond the heads (exact while nothing is paged). */
-  get waiting(): number {
-    return this.ids.size + (this.paged.size > 0 ? this.stored : 0);
-  }
-
-  /** Messages held of a sender line. */
-  heldOf(line: string): number {
-    return this.held.get(line) ?? 0;
-  }
-
-  /** The store holds queued messages of `line` up to `priority` that are not held (`count` of them, when known). */
-  page(line: string, priority: number, count = 0): void {
-    this.paged.set(line, Math.max(this.paged.get(line) ?? -1, clamp(priority)));
-    this.stored += count;
-    this.exact = false;
-  }
-
-  /** The store's messages of `line` not held go down to `priority` now (the head was read that far). */
-  repage(line: string, priority: number): void {
-    this.paged.set(line, clamp(priority));
-  }
-
-  /**
-   * A sender line this queue has not read from the store yet (every line
-   * after an activation: the relays' numbers as they join, any relay's line
-   * at once) is paged from the top. The first after an activation brings the
-   * store's `count` of queued messages; while the messages held since cover
-   * that count exactly, no line is paged.
-   */
-  pageUnseen(line: string, count = 0): void {
-    if (this.seen.has(line)) return;
-    this.seen.add(line);
-    if (this.seen.size === 1) {
-      this.stored = count;
-      this.exact = true;
-    }
-    // The activation's count all held: nothing of any line waits in the store.
-    if (this.exact && this.stored === 0) return;
-    this.paged.set(line, levels - 1);
-  }
-
-  /** Every line read before is looked at again from the top (a message a lost actor message left behind is found). */
-  pageSeen(): void {
-    for (const line of this.seen) this.page(line, levels - 1);
-  }
-
-  /** The store has no more of `line` than what is held. */
-  unpage(line: string): void {
-    this.paged.delete(line);
-    if (this.paged.size === 0) this.stored = 0;
-  }
-
-  /** Whether a message read from the store is held or was just handed out. */
-  knows(id: string): boolean {
-    return this.ids.has(id) || this.taken.has(id);
-  }
-
-  /** Messages handed out before now are claimed or back in the store by now (called on every sweep). */
-  forgetTaken(): void {
-    this.taken.clear();
-  }
-
-  /** A message read from the store into its line's head, in queue order. */
-  pageIn(item: QueueItem): void {
-    if (this.ids.has(item.id)) return;
-    this.hold(item);
-    this.fifo(item).insert(item);
-    this.stored = Math.max(0, this.stored - 1);
-    this.exact = false;
   }
 
   has(id: string): boolean {
@@ -186,77 +80,19 @@ export class SendQueue {
     return this.ids.values();
   }
 
-  /**
-   * A message queued now. Its line's head full, it stays in the store unless it
-   * outranks the head's last message, which goes back to the store instead.
-   * `counted`: the store's count this queue started from included it (it was
-   * stored before the activation that counted).
-   */
-  push(item: QueueItem, counted = false): void {
+  push(item: QueueItem): void {
     if (this.ids.has(item.id)) return;
-    const line = lineKey(item.fromNumber);
-    if (this.heldOf(line) >= this.headSize) {
-      const last = this.lastOf(line);
-      if (!last || last.priority >= clamp(item.priority)) return this.page(line, item.priority, counted ? 0 : 1);
-      this.drop(last);
-      this.page(line, last.priority, 1);
-    }
-    if (counted) this.stored = Math.max(0, this.stored - 1);
-    // Every message the activation counted is held: no line need be read from the store (a send's activation reads nothing).
-    if (counted && this.exact && this.stored === 0) this.paged.clear();
-    this.hold(item);
+    this.ids.set(item.id, item);
     item.queuedAt ??= Date.now();
     this.fifo(item).items.push(item);
   }
 
-  /** Back to the head of its source: a message handed back by a relay goes before younger ones (held whatever the head's size: as many as the credits that took them). */
+  /** Back to the head of its source: a message handed back by a relay goes before younger ones. */
   pushFront(item: QueueItem): void {
     if (this.ids.has(item.id)) return;
-    this.hold(item);
+    this.ids.set(item.id, item);
     item.queuedAt ??= Date.now();
     this.fifo(item).pushFront(item);
-  }
-
-  private hold(item: QueueItem): void {
-    this.ids.set(item.id, item);
-    this.taken.delete(item.id);
-    const line = lineKey(item.fromNumber);
-    this.held.set(line, this.heldOf(line) + 1);
-  }
-
-  private release(item: QueueItem): void {
-    this.ids.delete(item.id);
-    const line = lineKey(item.fromNumber);
-    const n = this.heldOf(line) - 1;
-    if (n > 0) this.held.set(line, n);
-    else this.held.delete(line);
-  }
-
-  /** The line's last held message in queue order: the youngest of its lowest priority. */
-  private lastOf(line: string): QueueItem | undefined {
-    for (const level of this.levels) {
-      let last: QueueItem | undefined;
-      for (const fifo of level.sources.values()) {
-        for (let i = fifo.items.length - 1; i >= fifo.head; i--) {
-          const item = fifo.items[i]!;
-          if (lineKey(item.fromNumber) !== line) continue;
-          if (!last || (item.queuedAt ?? 0) > (last.queuedAt ?? 0)) last = item;
-          break;
-        }
-      }
-      if (last) return last;
-    }
-    return undefined;
-  }
-
-  /** Removes one held message (back to the store). */
-  private drop(item: QueueItem): void {
-    const level = this.levels[clamp(item.priority)]!;
-    const source = item.source ?? singleSends;
-    const fifo = level.sources.get(source)!;
-    fifo.remove([fifo.items.indexOf(item, fifo.head)]);
-    if (fifo.length === 0) level.sources.delete(source);
-    this.release(item);
   }
 
   /** For each of `priorityBands`, when its oldest waiting message was queued (epoch ms), or undefined when none waits. */
@@ -286,15 +122,11 @@ export class SendQueue {
    * Removes and returns, in queue order, the messages `pick` accepts; `pick`
    * returns 'stop' to end the scan. At most `scanLimit` messages are looked at.
    * Queue order: priority, then the sources in turn, then first in first out.
-   * A paged line whose head runs out ends the scan at its paged priority: what
-   * comes next is in the store (queue-pager.ts reads it, and the pump takes again).
    */
   take(pick: (item: QueueItem) => boolean | 'stop', scanLimit = 10_000): QueueItem[] {
     const taken: QueueItem[] = [];
     let scanned = 0;
     let stopped = false;
-    let stopBelow = -1;
-    for (const [line, priority] of this.paged) if (this.heldOf(line) === 0) stopBelow = Math.max(stopBelow, priority);
     for (let p = levels - 1; p >= 0 && !stopped && scanned < scanLimit; p--) {
       const level = this.levels[p]!;
       if (level.sources.size === 0) continue;
@@ -309,10 +141,6 @@ export class SendQueue {
           const fifo = level.sources.get(source)!;
           const at = cursor.get(source)!;
           const item = fifo.items[at]!;
-          if (p < stopBelow) {
-            stopped = true;
-            break;
-          }
           scanned++;
           const verdict = pick(item);
           if (verdict === 'stop') {
@@ -321,10 +149,7 @@ export class SendQueue {
           }
           if (verdict) {
             taken.push(item);
-            this.release(item);
-            if (this.paged.size > 0) this.taken.add(item.id);
-            const line = lineKey(item.fromNumber);
-            if (this.heldOf(line) === 0 && this.paged.has(line)) stopBelow = Math.max(stopBelow, this.paged.get(line)!);
+            this.ids.delete(item.id);
             removed.get(source)!.push(at);
             level.last = source;
           }
@@ -348,12 +173,6 @@ export class SendQueue {
       level.last = undefined;
     }
     this.ids.clear();
-    this.held.clear();
-    this.paged.clear();
-    this.taken.clear();
-    this.seen.clear();
-    this.stored = 0;
-    this.exact = false;
   }
 }
 

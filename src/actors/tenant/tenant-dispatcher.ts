@@ -7,7 +7,7 @@ import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/types.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
-import { estimateAt, forecastAt, holdOf, waitingFor, type ForecastPlan } from './pace-forecast.ts';
+import { estimateAt, forecastAt, waitingFor, type ForecastPlan } from './pace-forecast.ts';
 import {
   queueItemOf,
   tenantProtocol,
@@ -16,7 +16,6 @@ import {
   type RelayReport,
   type StatusReport,
 } from './protocol.ts';
-import { QueuePager } from './queue-pager.ts';
 import { pickRelay } from './relay-choice.ts';
 import { SendQueue } from './send-queue.ts';
 import { StatusWriter } from './status-writer.ts';
@@ -30,15 +29,11 @@ import {
   type TenantState,
 } from './tenant-state.ts';
 
-/** Takes per pump, each after its paged lines' heads were read again: a bound on the store reads one actor message makes. */
-const pumpRounds = 4;
-
 type Deps = {
   config: Pick<
     Config,
     'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'pacing'
-  > &
-    Partial<Pick<Config, 'tenantQueueHeadSize'>>;
+  >;
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
   outbox: Outbox;
@@ -59,18 +54,16 @@ type Deps = {
 export class TenantDispatcher {
   private readonly recovery: TenantRecovery;
   private readonly writer: StatusWriter;
-  private readonly pager: QueuePager;
 
   constructor(private readonly deps: Deps) {
     this.recovery = new TenantRecovery(deps);
     this.writer = new StatusWriter(deps);
-    this.pager = new QueuePager(deps.db.messages);
   }
 
   /** The tenant's state, built from the store when the runtime activates the key. */
   async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
     const state: TenantState = {
-      queue: new SendQueue(this.deps.config.tenantQueueHeadSize),
+      queue: new SendQueue(),
       relays: new Map(),
       sweepChain: undefined,
       fresh: true,
@@ -117,20 +110,14 @@ export class TenantDispatcher {
     await this.pump(ctx, ctx.key, state);
   }
 
-  /** Why a queued message waits (pace-forecast.ts `waitingFor`), read from the store when its line's head does not hold it. */
+  /** Why a queued message waits (pace-forecast.ts `waitingFor`). */
   async waiting(ctx: TenantContext, messageId: string): Promise<Hold | null> {
-    const state = await this.state(ctx);
-    const hold = waitingFor(state, messageId, Date.now());
-    if (hold || state.queue.paged.size === 0) return hold;
-    const item = await this.pager.queued(ctx.key, messageId);
-    return item ? holdOf(state, item, Date.now()) : null;
+    return waitingFor(await this.state(ctx), messageId, Date.now());
   }
 
-  /** When a bulk job's queued messages should all be sent (pace-forecast.ts `estimateAt`; from the store's counts while messages are paged out). */
+  /** When a bulk job's queued messages should all be sent (pace-forecast.ts `estimateAt`). */
   async estimate(ctx: TenantContext, source: string): Promise<number | null> {
-    const state = await this.state(ctx);
-    if (state.queue.paged.size === 0) return estimateAt(state, source, Date.now());
-    return this.pager.estimate(ctx.key, state, source, Date.now());
+    return estimateAt(await this.state(ctx), source, Date.now());
   }
 
   /** When a scheduled job's messages would all be sent (pace-forecast.ts `forecastAt`). */
@@ -156,10 +143,8 @@ export class TenantDispatcher {
 
   async enqueue(ctx: TenantContext, items: QueueItem[]): Promise<void> {
     const tenantId = ctx.key;
-    // Stored before the activation this message caused: the store's count had them.
-    const counted = ctx.state.fresh;
     const state = await this.state(ctx);
-    for (const item of items) state.queue.push(item, counted);
+    for (const item of items) state.queue.push(item);
     await this.pump(ctx, tenantId, state);
   }
 
@@ -174,7 +159,6 @@ export class TenantDispatcher {
     const cold = ctx.state.fresh;
     const state = await this.state(ctx, chain);
     if (state.sweepChain !== chain) return;
-    state.queue.forgetTaken();
     if (!cold) await this.recovery.reconcile(ctx, state);
     await this.pump(ctx, tenantId, state);
     const { db, outbox } = this.deps;
@@ -188,8 +172,7 @@ export class TenantDispatcher {
       await outbox.sweep(db.relays, scope);
     }
     const busy =
-      state.queue.waiting > 0 ||
-      state.queue.paged.size > 0 ||
+      state.queue.size > 0 ||
       state.relays.size > 0 ||
       (await db.messages.findOne(scope, { status: { $in: ['queued', 'processing'] } })) !== null ||
       (await db.messages.findOne(scope, { outboxAt: { $exists: true } })) !== null ||
@@ -283,29 +266,15 @@ export class TenantDispatcher {
   }
 
   /**
-   * Hands queued messages to relays with credit, highest priority first,
-   * paging lines' heads in from the store as they run low (queue-pager.ts):
-   * a take that ran into a paged line's end is followed by another, a few times.
+   * Hands queued messages to relays with credit, highest priority first: one
+   * `deliver` per relay, which its relay actor claims and sends. Nothing is
+   * written here; a message its relay actor cannot claim (a cancelled job's)
+   * comes back as a credit.
    */
   private async pump(ctx: TenantContext, tenantId: string, state: TenantState): Promise<void> {
-    for (let round = 0; round < pumpRounds; round++) {
-      if (![...state.relays.values()].some((r) => r.credits > 0)) return;
-      if (state.queue.paged.size > 0) await this.pager.refill(tenantId, state.queue);
-      const handed = await this.handOut(ctx, tenantId, state);
-      if (handed === 0 || state.queue.paged.size === 0) return;
-    }
-  }
-
-  /**
-   * Hands held messages to relays with credit, in queue order: one `deliver`
-   * per relay, which its relay actor claims and sends; returns how many.
-   * Nothing is written here; a message its relay actor cannot claim (a
-   * cancelled job's) comes back as a credit.
-   */
-  private async handOut(ctx: TenantContext, tenantId: string, state: TenantState): Promise<number> {
     const online = [...state.relays.values()];
     let open = online.filter((r) => r.credits > 0);
-    if (open.length === 0 || state.queue.size === 0) return 0;
+    if (open.length === 0 || state.queue.size === 0) return;
     const planned = new Map<OnlineRelay, QueueItem[]>();
     const { pacing } = state;
     const now = Date.now();
@@ -332,7 +301,7 @@ export class TenantDispatcher {
       if (hold?.waitingFor === 'new_contact_cap') capHeld.add(line);
       return held(hold);
     };
-    const taken = state.queue.take((item) => {
+    state.queue.take((item) => {
       if (item.source !== undefined && state.closedSources.has(item.source)) return true; // leaves the queue, never claimed
       if (open.length === 0 || linesOut === lines.size) return 'stop';
       // A paced line's message stays where it is (false), so the queue's order holds: the next one it allows is the first in line.
@@ -361,7 +330,6 @@ export class TenantDispatcher {
       });
     }
     if (wakeAt !== undefined) await this.wakeAt(ctx, state, wakeAt);
-    return taken.length;
   }
 
   /**

@@ -1,13 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Config } from '../../config.ts';
 import { nowIso } from '../../ids.ts';
-import type { MessagingCollections } from '../../messages/message-store.ts';
+import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/types.ts';
 import type { Scope } from '../../store/collection.ts';
 import { insertNew } from '../../store/insert-new.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
+import { queueItemOf } from './protocol.ts';
 import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
 /** Line contacts written per insert when they are read from the messages sent before they were kept. */
@@ -21,9 +22,8 @@ export type RecoveryDeps = {
 };
 
 /**
- * The tenant actor's state as the store has it: read back when the key is
- * activated (the queue only counted: its heads are paged in by the
- * dispatch, queue-pager.ts), and reconciled on every sweep (relays that came and
+ * The tenant actor's state as the store has it: read back whole when the
+ * key is activated, and reconciled on every sweep (relays that came and
  * went, closed sources, paces, sends left on relays that are gone, queued
  * messages a lost actor message left behind). The store is the truth, so a
  * crash, a takeover or a lost timer heals here.
@@ -36,10 +36,14 @@ export class TenantRecovery {
     const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
-    // A paced queue can hold a million: only counted here, each line's head read as the dispatch needs it (queue-pager.ts).
-    // A filter without the time in it (retries on their backoff counted too): the embedded store keeps its count as it writes.
+    // A bulk job can leave thousands queued: read by keyset pages, the event loop free between them.
+    const readAll = async (filter: Parameters<typeof messages.scan>[1], sort: Record<string, 1 | -1>) => {
+      const all: MessageDoc[] = [];
+      for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
+      return all;
+    };
     const [queued, online, closed, contacts, history] = await Promise.all([
-      messages.count(scope, { status: 'queued', fanout: { $ne: true } }),
+      readAll(dueQueued(), { priority: -1, createdAt: 1 }),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
@@ -49,7 +53,7 @@ export class TenantRecovery {
     state.pacing.seed([...contacts, ...history], Date.now());
     state.closedSources = new Set(closed);
     state.queue.clear();
-    state.queue.pageUnseen('', queued);
+    for (const m of queued) state.queue.push(queueItemOf(m, 'accepted'));
     state.relays.clear();
     for (const doc of online) await this.join(ctx, state, doc);
     noteRelays(state);
@@ -62,7 +66,7 @@ export class TenantRecovery {
   /** The sweep's look at the store: relays, closed sources, paces, strays, and queued messages when the queue ran dry. */
   async reconcile(ctx: TenantContext, state: TenantState): Promise<void> {
     const tenantId = ctx.key;
-    const { relays } = this.deps.db;
+    const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
     const online = await relays.find(scope, { status: 'online' });
     // The store records a close before the actor hears of it, so its list is complete; a finished job drops out.
@@ -83,7 +87,10 @@ export class TenantRecovery {
     await this.loadPaces(tenantId, state);
     await this.handBackStrays(ctx, onlineIds);
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
-    if (canSend && state.queue.size === 0) state.queue.pageSeen();
+    if (canSend && state.queue.size === 0) {
+      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 }))
+        state.queue.push(queueItemOf(m, 'accepted'));
+    }
   }
 
   /**
@@ -103,8 +110,6 @@ export class TenantRecovery {
       phoneNumbers: doc.phoneNumbers,
       credits: 0,
     });
-    // Its numbers' queued messages are read from the store once it can send them.
-    for (const number of doc.phoneNumbers) state.queue.pageUnseen(number);
     noteRelays(state);
     await ctx.send(relayProtocol, doc.id, { kind: 'attach', tenantId: ctx.key, session: doc.session, epoch });
   }
@@ -202,4 +207,13 @@ export class TenantRecovery {
       await ctx.send(relayProtocol, relayId, { kind: 'hand-back', tenantId: ctx.key });
     }
   }
+}
+
+/** Queued messages that are not waiting for a retry's backoff. */
+function dueQueued() {
+  return {
+    status: 'queued',
+    fanout: { $ne: true },
+    $or: [{ nextAttemptAt: null }, { nextAttemptAt: { $exists: false } }, { nextAttemptAt: { $lte: nowIso() } }],
+  };
 }
