@@ -11,6 +11,7 @@ import { messagingCollections, type MessageDoc } from '../../src/messages/messag
 import type { ActorClient, ActorContext } from '../../src/runtime/actor.ts';
 import type { jobProtocol } from '../../src/actors/job/protocol.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
+import { message as queuedMessage } from './tenant-fixtures.ts';
 
 const org = 'org_jobs';
 const team = 'team_1';
@@ -37,33 +38,22 @@ const job = (fields: Partial<JobDoc> = {}): JobDoc => ({
   ...fields,
 });
 
-const message = (i: number, fields: Partial<MessageDoc> = {}): MessageDoc => ({
-  id: `msg_${i}`,
-  tenantId: org,
-  teamId: team,
-  direction: 'sent',
-  status: 'queued',
-  to: `+1415555010${i}`,
-  from: null,
-  participant: `+1415555010${i}`,
-  conversationId: `conv_${i}`,
-  body: `hello ${i}`,
-  attachments: [],
-  priority: 0,
-  fromNumber: null,
-  attempts: 0,
-  lastError: null,
-  relayId: null,
-  queuedAt: at,
-  sentAt: null,
-  deliveredAt: null,
-  readAt: null,
-  createdAt: at,
-  updatedAt: at,
-  jobId,
-  jobIndex: i,
-  ...fields,
-});
+/** A queued message of the job, numbered `i`, all accepted at `at`. */
+const message = (i: number, fields: Partial<MessageDoc> = {}): MessageDoc =>
+  queuedMessage(`msg_${i}`, {
+    tenantId: org,
+    teamId: team,
+    to: `+1415555010${i}`,
+    participant: `+1415555010${i}`,
+    conversationId: `conv_${i}`,
+    body: `hello ${i}`,
+    queuedAt: at,
+    createdAt: at,
+    updatedAt: at,
+    jobId,
+    jobIndex: i,
+    ...fields,
+  });
 
 interface Sent {
   type: string;
