@@ -63,7 +63,7 @@ for (const backend of backends()) {
       { timeout: 90_000 },
       async () => {
         const dir = await mkdtemp(join(tmpdir(), 'relaybox-sched-'));
-        const env = { DATA_DIR: dir, LOG_LEVEL: 'warn', STORE_SYNC_INTERVAL_MS: '0' };
+        const env = { REDIS_URL: '', MONGODB_URL: '', DATA_DIR: dir, LOG_LEVEL: 'warn', STORE_SYNC_INTERVAL_MS: '0' };
         let service: ServiceProcess | undefined;
         try {
           service = await startServiceProcess('all', env);

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { AnsweringRelay, firesWithin, resolvesWithin, tenant, type Timing } from '../support/alert-rig.ts';
+import { AnsweringRelay, firesWithin, resolvesWithin, tenant, type Tenant, type Timing } from '../support/alert-rig.ts';
 import { cuttableLink } from '../support/cuttable-link.ts';
 import { firstDiagnostic, panelProblems, panelQueries } from '../support/monitoring-checks.ts';
 import {
@@ -64,6 +64,8 @@ const serviceEnv = {
 interface Deployment {
   base: string;
   targets(): string[];
+  /** The service's last log lines, for a failure's message. */
+  logs(): string[];
   storeDown(): Promise<void>;
   storeUp(): Promise<void>;
   /** Wire only: SIGKILLs the only worker, and starts its replacement. */
@@ -83,11 +85,17 @@ async function embedded(t: TestContext): Promise<Deployment | undefined> {
     t.skip(reason);
     return undefined;
   }
-  const web = await startServiceProcess('all', { ...serviceEnv, DATA_DIR: dir }, 60_000);
+  // Embedded even where the run has REDIS_URL and MONGODB_URL set for the wire tests (as CI has).
+  const web = await startServiceProcess(
+    'all',
+    { ...serviceEnv, REDIS_URL: '', MONGODB_URL: '', DATA_DIR: dir },
+    60_000,
+  );
   const chattr = (flag: string) => spawnSync('chattr', ['-R', flag, dir], { encoding: 'utf8' });
   return {
     base: `http://127.0.0.1:${web.port}`,
     targets: () => [`127.0.0.1:${web.port}`],
+    logs: () => web.lines.slice(-20),
     async storeDown() {
       const done = chattr('+i');
       assert.equal(done.status, 0, done.stderr);
@@ -132,6 +140,7 @@ async function wire(t: TestContext): Promise<Deployment | undefined> {
   return {
     base: `http://127.0.0.1:${web.port}`,
     targets: () => [`127.0.0.1:${web.port}`, `127.0.0.1:${metricsPort}`],
+    logs: () => [...procs].flatMap((p) => p.lines.slice(-10)),
     storeDown: () => link.cut(),
     storeUp: async () => void (await link.restore()),
     workers: {
@@ -241,7 +250,9 @@ async function alertsFireAndResolve(t: TestContext, backend: 'embedded' | 'redis
     backend,
     'RelayboxNoRelayOnline',
     noRelay.seconds,
-    await resolvesWithin(prom, 'RelayboxNoRelayOnline', {}, back, 30_000),
+    await resolvesWithin(prom, 'RelayboxNoRelayOnline', {}, back, 30_000).catch(async (err: Error) =>
+      assert.fail(`${err.message}\n${await whoWaits(d, prom, { load, asleep, hooked }, relays)}`),
+    ),
   );
 
   const page = { severity: 'page', long_window: '1h' };
@@ -345,6 +356,29 @@ async function alertsFireAndResolve(t: TestContext, backend: 'embedded' | 'redis
   }
 }
 let lastProblems: string[] = [];
+
+/** What each organization holds and which relays it has, as the service and Prometheus see it: a failure's evidence. */
+async function whoWaits(
+  d: Deployment,
+  prom: Prometheus,
+  orgs: Record<string, Tenant>,
+  relays: AnsweringRelay[],
+): Promise<string> {
+  const lines: string[] = [];
+  for (const expr of ['relaybox_tenants_waiting_for_relay', 'relaybox_queue_messages', 'relaybox_relays_connected']) {
+    const samples = (await prom.query(expr)).result.map((s) => `${JSON.stringify(s.metric)} ${s.value[1]}`);
+    lines.push(`${expr}: ${samples.join('; ')}`);
+  }
+  for (const [name, org] of Object.entries(orgs)) {
+    const get = (path: string) =>
+      fetch(`${d.base}${path}`, { headers: { authorization: `Bearer ${org.token}` } }).then((r) => r.text());
+    lines.push(`${name} queue: ${await get('/api/v1/messages/queue/stats')}`);
+    lines.push(`${name} relays: ${await get('/api/v1/relays')}`);
+  }
+  lines.push(`sends given to the relays: ${relays.map((r) => r.sends).join(', ')}`);
+  lines.push('the service said:', ...d.logs());
+  return lines.join('\n');
+}
 
 for (const backend of ['embedded', 'redis+mongo'] as const) {
   test(
