@@ -7,7 +7,8 @@ import { StandInRelay } from '../support/stand-in-relay.ts';
 import { waitFor } from './runtime-contract.ts';
 
 // Waits of 150 ms then 600 ms: apart enough that a loaded machine's scheduling delays cannot reorder them.
-const fastRetries = { MESSAGE_RETRY_BASE_MS: '150', TENANT_SWEEP_MS: '300' };
+// Retry waits of 320 – 480 ms, then 1,280 – 1,920 ms: apart by more than a due-timer round on a loaded cluster takes.
+const fastRetries = { MESSAGE_RETRY_BASE_MS: '400', TENANT_SWEEP_MS: '300' };
 
 eachBackend(
   (backend) => {
@@ -334,7 +335,7 @@ eachBackend(
         for (let attempt = 1; attempt <= 3; attempt++) {
           await waitFor(
             () => relay.sends.filter((s) => s.messageId === id).length === attempt,
-            5_000,
+            10_000,
             `attempt ${attempt}`,
           );
           attemptsSeen.push(Date.now());
@@ -346,7 +347,7 @@ eachBackend(
         assert.equal(status.lastError, 'network said no (3)');
         assert.ok(
           attemptsSeen[2]! - attemptsSeen[1]! >= attemptsSeen[1]! - attemptsSeen[0]!,
-          'the second wait is longer than the first',
+          `the second wait is longer than the first: attempts seen at +0, +${attemptsSeen[1]! - attemptsSeen[0]!}, +${attemptsSeen[2]! - attemptsSeen[0]!} ms`,
         );
         await sleep(300);
         assert.equal(relay.sends.filter((s) => s.messageId === id).length, 3, 'no fourth attempt');

@@ -115,7 +115,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
           })),
         ),
       ),
-    retry: (messageId: string) => handle(() => dispatcher.retry(ctx, messageId)),
+    retry: (messageId: string, attempts?: number) => handle(() => dispatcher.retry(ctx, messageId, attempts)),
     /** A cancel's close of a bulk job, as the request asks for it. */
     closeSource: (source: string) => handle(() => dispatcher.closeSource(ctx, source)),
     /** One look of the activation's sweep chain (its next timer is left out). */
@@ -145,7 +145,7 @@ async function open(t: TestContext, relays: RelayDoc[], stored: MessageDoc[] = [
       return out;
     },
     /** The retry timers set since the last look: message and delay. */
-    retryTimers: () => drain('tenant', 'retry').map((s) => [s.msg.messageId, s.delayMs] as const),
+    retryTimers: () => drain('tenant', 'retry').map((s) => [s.msg.messageId, s.delayMs, s.msg.attempts] as const),
     doc: async (id: string) => (await db.messages.findOne(scope, { id }))!,
     /** Why a queued message waits, as the status record asks the dispatch. */
     waiting: (id: string) => dispatcher.waiting(ctx, id),
@@ -279,6 +279,30 @@ test('a failed attempt is tried again after a backoff that grows four times, the
   }
   assert.deepEqual(await d.handedOut(), [['r1', ['m1']]]);
   assert.equal((await d.doc('m1')).attempts, 3);
+});
+
+test('a retry timer that comes after a later attempt failed hands out nothing: the later backoff holds', async (t) => {
+  const d = await open(t, [relay('r1', 1)]);
+  await d.grant('r1', 1);
+  await d.queue(message('m1'));
+  const first = (await failOnce(d, 'm1', 1)).timers;
+  assert.deepEqual(
+    first.map(([id, , attempts]) => [id, attempts]),
+    [['m1', 1]],
+    'the timer names the attempt it follows',
+  );
+  // The sweep found the message due first and queued it: attempt 2 is made, and fails.
+  await d.retry('m1', 1);
+  const second = (await failOnce(d, 'm1', 2)).timers;
+  assert.deepEqual(
+    second.map(([id, , attempts]) => [id, attempts]),
+    [['m1', 2]],
+  );
+  await d.retry('m1', 1);
+  assert.deepEqual(await d.handedOut(), [], "attempt 1's late timer does not cut attempt 2's backoff short");
+  assert.equal((await d.doc('m1')).attempts, 2);
+  await d.retry('m1', 2);
+  assert.deepEqual(await d.handedOut(), [['r1', ['m1']]]);
 });
 
 test('after the last attempt the message is failed and dead-lettered, with one message.failed event and no retry', async (t) => {

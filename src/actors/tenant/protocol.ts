@@ -104,8 +104,11 @@ export const tenantProtocol = defineProtocol('tenant', {
   },
   /** The relay actor's timer: the relay has not reported on an attempt in time. */
   'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },
-  /** A timer: a message's backoff is over. */
-  retry: { messageId: id },
+  /**
+   * A timer: a message's backoff after attempt `attempts` is over. The sweep may have queued it again first, once
+   * due; a timer that comes after a later attempt changes nothing. (Timers written without `attempts` act as before.)
+   */
+  retry: { messageId: id, attempts: Type.Optional(Type.Integer({ minimum: 1 })) },
   /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
   'close-source': { source: text(64) },
   /** A timer: a paced line has a free slot again. */

@@ -152,7 +152,8 @@ export class StatusWriter {
           },
         },
       );
-      if (retry) await ctx.send(tenantProtocol, tenantId, { kind: 'retry', messageId }, { delayMs });
+      if (retry)
+        await ctx.send(tenantProtocol, tenantId, { kind: 'retry', messageId, attempts: current.attempts }, { delayMs });
       return;
     }
     const event = domainEvent(

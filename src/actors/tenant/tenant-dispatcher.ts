@@ -253,12 +253,13 @@ export class TenantDispatcher {
     if (await this.writer.timedOut(ctx, messageId, relayId, attempt)) await this.pump(ctx, ctx.key, state);
   }
 
-  async retry(ctx: TenantContext, messageId: string): Promise<void> {
+  /** A message's backoff after attempt `attempts` is over: queued again unless a later attempt has been made since. */
+  async retry(ctx: TenantContext, messageId: string, attempts?: number): Promise<void> {
     const tenantId = ctx.key;
     const state = await this.state(ctx);
     const doc = await this.deps.db.messages.updateOne(
       tenantScope(tenantId),
-      { id: messageId, status: 'queued' },
+      { id: messageId, status: 'queued', ...(attempts === undefined ? {} : { attempts }) },
       { $set: { nextAttemptAt: null } },
     );
     if (doc) state.queue.push(queueItemOf(doc, 'accepted'));

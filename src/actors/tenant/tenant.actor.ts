@@ -26,7 +26,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       returned: settled((ctx, m) => dispatcher.returned(ctx, m.items)),
       status: settled((ctx, m) => dispatcher.status(ctx, m)),
       'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
-      retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId)),
+      retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId, m.attempts)),
       'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
       pace: settled((ctx) => dispatcher.paceTimer(ctx)),
       'pacing-changed': settled((ctx) => dispatcher.pacingChanged(ctx)),
