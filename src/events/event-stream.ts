@@ -61,6 +61,17 @@ export interface EventStream {
    * Event ids must be new (ids of new documents' events).
    */
   appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
+  /**
+   * Present where an accepted message's row can carry its message.queued
+   * event (the embedded store, whose stream is also the history): each
+   * message is given its event's position (`queuedSeq`) and inserted by
+   * `insert` in the caller's turn, and no event row is written; the event is
+   * `queuedEvent` of the message whenever it is read (after `ready()`).
+   */
+  insertQueued?: <T extends QueuedSubject & { queuedSeq?: number }>(
+    docs: T[],
+    insert: (docs: T[]) => Promise<void>,
+  ) => Promise<void>;
   /** Settles once `appendWithWrite` can be called. */
   ready?(): Promise<void>;
   read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
@@ -121,4 +132,37 @@ export function messageEventData(m: {
   conversationId: string;
 }) {
   return { id: m.id, to: m.to, from: m.from, body: m.body, status: m.status, conversationId: m.conversationId };
+}
+
+/** What a message.queued event is made of: the message as accepted. */
+export interface QueuedSubject extends TraceCarrier {
+  id: string;
+  tenantId: string;
+  teamId: string;
+  to: string;
+  from: string | null;
+  body: string;
+  conversationId: string;
+  createdAt: string;
+}
+
+/**
+ * The message.queued event of a message as accepted, from the message alone
+ * (its id, time and trace too), so the event can be built again from the
+ * message's row whenever it is read: on the embedded store the message row
+ * carries the event's position and no event row is written.
+ */
+export function queuedEvent(m: QueuedSubject): DomainEvent {
+  const data = { id: m.id, to: m.to, from: m.from, body: m.body, status: 'queued', conversationId: m.conversationId };
+  return copyTrace<DomainEvent>(
+    {
+      id: changeEventId('message.queued', m.id),
+      event: 'message.queued',
+      timestamp: m.createdAt,
+      tenantId: m.tenantId,
+      teamId: m.teamId,
+      data,
+    },
+    m,
+  );
 }

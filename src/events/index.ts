@@ -7,6 +7,7 @@ import { eventRoutes } from './events.routes.ts';
 import { RedisEventStream } from './redis-event-stream.ts';
 import { StoreEventStream } from './store-event-stream.ts';
 import { eventCollection, type Subjects } from './stored-events.ts';
+import { CarriedEvents } from './carried-events.ts';
 import { StreamHistory } from './stream-history.ts';
 
 export interface EventStreamOptions {
@@ -55,7 +56,13 @@ export function createEventLog(
 } {
   const cursors = new EventCursors(cursorKeysCollection(store));
   if (stream instanceof StoreEventStream) {
-    const log = new StreamHistory(eventCollection(store), history.subjects, history.retentionDays, cursors);
+    const log = new StreamHistory(
+      eventCollection(store),
+      history.subjects,
+      history.retentionDays,
+      cursors,
+      CarriedEvents.of(store, history.subjects.name),
+    );
     return { log, routes: eventRoutes(log), cursors };
   }
   const log = new EventLog(eventLogCollection(store), history.retentionDays, cursors);

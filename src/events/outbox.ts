@@ -1,7 +1,7 @@
 import { nowIso } from '../ids.ts';
 import type { Logger } from '../log.ts';
 import type { Collection, Doc, Filter, Scope, Update, WriteOp } from '../store/collection.ts';
-import type { DomainEvent, EventStream } from './event-stream.ts';
+import { queuedEvent, type DomainEvent, type EventStream, type QueuedSubject } from './event-stream.ts';
 
 /**
  * The transactional outbox, without transactions: the events a state change
@@ -203,6 +203,24 @@ export class Outbox {
       written.map((w) => w.doc),
     );
     return written.map((w) => w.entry);
+  }
+
+  /**
+   * Inserts accepted messages with their message.queued events
+   * (`queuedEvent`), as `insert` does; where the stream lets a message's row
+   * carry its event (the embedded store), that one row is all that is written.
+   */
+  async insertQueued<T extends Doc & OutboxFields & QueuedSubject>(
+    collection: Collection<T>,
+    scope: Scope,
+    docs: T[],
+  ): Promise<Outboxed[]> {
+    const carry = this.stream.insertQueued;
+    if (!carry) return this.insert(collection, scope, docs, (d) => [queuedEvent(d)]);
+    if (docs.length === 0) return [];
+    await this.stream.ready?.();
+    await carry(docs, (rows) => collection.insertMany(scope, rows));
+    return [];
   }
 
   /** Publishes what a document read from the store still holds in its outbox (its writer died or could not publish). */

@@ -1,6 +1,7 @@
 import { platformScope, type Collection, type Store } from '../store/collection.ts';
-import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
+import { queuedEvent, type DomainEvent, type EventStream, type GroupLag, type ReadEvent } from './event-stream.ts';
 import { foldEventLog } from './event-log-migration.ts';
+import { CarriedEvents, type CarrierDoc } from './carried-events.ts';
 import { eventCollection, loadEvents, storedEvent, type EventDoc, type Subjects } from './stored-events.ts';
 
 interface CursorDoc {
@@ -24,6 +25,8 @@ const trimChunk = 1_000;
 const recentEvents = 10_000;
 /** A retention sweep of the history at most this often. */
 const expireEveryMs = 3600_000;
+/** How an event a message's row carries is named among the stream's ids: its message's id, marked (no event id starts so). */
+const carriedMark = '#';
 
 export class StoreEventStream implements EventStream {
   private readonly events: Collection<EventDoc>;
@@ -57,6 +60,9 @@ export class StoreEventStream implements EventStream {
 
   /** On the embedded store, an append made in the same synchronous run as a document write commits with it (one transaction per turn). */
   readonly appendWithWrite?: (events: DomainEvent[]) => Promise<void>;
+  /** On the embedded store with a history, accepted messages' rows carry their message.queued events (`CarriedEvents`). */
+  private readonly carried?: CarriedEvents;
+  readonly insertQueued?: <T extends CarrierDoc>(docs: T[], insert: (docs: T[]) => Promise<void>) => Promise<void>;
 
   /**
    * With `history`, the stored events are also each organization's history
@@ -76,6 +82,12 @@ export class StoreEventStream implements EventStream {
         if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
         return this.writeEvents(events);
       };
+      this.carried = history ? CarriedEvents.of(store, history.subjects.name) : undefined;
+      if (this.carried)
+        this.insertQueued = (docs, insert) => {
+          if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
+          return this.carry(docs, insert);
+        };
     }
   }
 
@@ -98,8 +110,8 @@ export class StoreEventStream implements EventStream {
     const seqs: number[] = [];
     const ids: string[] = [];
     // Only the newest `keep` are read from (older ones stay for the history, never read by a group again).
-    const newest = await this.events.find(platformScope, {}, { sort: { seq: -1 }, limit: 1 });
-    const from = (newest[0]?.seq ?? 0) - this.keep;
+    const newestRow = await this.events.find(platformScope, {}, { sort: { seq: -1 }, limit: 1 });
+    const from = Math.max(newestRow[0]?.seq ?? 0, this.carried?.newest() ?? 0) - this.keep;
     for await (const page of this.events.scan(platformScope, { seq: { $gt: from } }, { sort: { seq: 1 } })) {
       for (const doc of page) {
         seqs.push(doc.seq);
@@ -107,9 +119,11 @@ export class StoreEventStream implements EventStream {
       }
     }
     const cursors = await this.cursors.find(platformScope, {});
+    const carried = this.carried?.after(from) ?? [];
     this.seqs = seqs;
     this.ids = ids;
     this.head = 0;
+    if (carried.length > 0) this.merge(carried);
     // A cursor can be ahead of every stored event (all trimmed); new events must still come after it.
     this.seq = Math.max(this.seqs.at(-1) ?? 0, ...cursors.map((c) => c.seq));
     this.loaded = true;
@@ -158,6 +172,71 @@ export class StoreEventStream implements EventStream {
     }
   }
 
+  /**
+   * Inserts accepted messages (`insert`, in the caller's turn) each with the
+   * next position: the position of its message.queued event, which its row
+   * carries (no event row is written). Like an append, readers stop before
+   * the positions until the insert is durable.
+   */
+  private async carry<T extends CarrierDoc>(docs: T[], insert: (docs: T[]) => Promise<void>): Promise<void> {
+    if (docs.length === 0) return;
+    const first = this.seq + 1;
+    for (const doc of docs) doc.queuedSeq = ++this.seq;
+    this.inFlight.push(first);
+    try {
+      await insert(docs);
+      this.rememberCarried(docs);
+    } catch (err) {
+      // insertMany stops at the first conflict: the messages before it are stored.
+      const stored = this.carried!.byMessage(docs.map((d) => d.id));
+      this.rememberCarried(docs.filter((d) => stored.get(d.id)?.seq === d.queuedSeq));
+      throw err;
+    } finally {
+      this.inFlight.splice(this.inFlight.indexOf(first), 1);
+    }
+  }
+
+  private rememberCarried(docs: CarrierDoc[]): void {
+    this.remember(
+      docs.map((d) => ({ position: String(d.queuedSeq), event: queuedEvent(d) })),
+      (r) => carriedMark + r.event.data.id,
+    );
+  }
+
+  /** Adds carried events (ascending, as loaded) among the event rows' (ascending): one ordered list. */
+  private merge(carried: Array<{ seq: number; id: string }>): void {
+    const seqs: number[] = [];
+    const ids: string[] = [];
+    for (let i = this.head, j = 0; i < this.seqs.length || j < carried.length;) {
+      if (j === carried.length || (i < this.seqs.length && this.seqs[i]! < carried[j]!.seq)) {
+        seqs.push(this.seqs[i]!);
+        ids.push(this.ids[i++]!);
+      } else {
+        seqs.push(carried[j]!.seq);
+        ids.push(carriedMark + carried[j++]!.id);
+      }
+    }
+    this.seqs = seqs;
+    this.ids = ids;
+    this.head = 0;
+  }
+
+  /** The events named by `ids` (stored events' ids, carried ones' marked message ids), in stream order; one no longer stored is left out. */
+  private async fetch(ids: string[]): Promise<ReadEvent[]> {
+    const rows = ids.filter((id) => !id.startsWith(carriedMark));
+    const messages = ids.filter((id) => id.startsWith(carriedMark)).map((id) => id.slice(carriedMark.length));
+    const stored =
+      rows.length === 0
+        ? []
+        : await this.readEvents(await this.events.find(platformScope, { id: { $in: rows } }, { sort: { seq: 1 } }));
+    if (messages.length === 0) return stored;
+    const carried = [...(this.carried?.byMessage(messages).values() ?? [])].map(({ seq, event }) => ({
+      position: String(seq),
+      event,
+    }));
+    return [...stored, ...carried].sort((a, b) => Number(a.position) - Number(b.position));
+  }
+
   private async unseen(events: DomainEvent[]): Promise<DomainEvent[]> {
     // Sorted, so the embedded store answers by id lookups instead of a scan of the whole stream (any order would do).
     const stored = await this.events.find(
@@ -188,7 +267,7 @@ export class StoreEventStream implements EventStream {
     if (ids.length === 0) return [];
     if (kept.length === ids.length) return kept;
     // An event trimmed meanwhile is simply not found.
-    return this.readEvents(await this.events.find(platformScope, { id: { $in: ids } }, { sort: { seq: 1 } }));
+    return this.fetch(ids);
   }
 
   async ack(group: string, positions: string[]): Promise<void> {
@@ -212,7 +291,7 @@ export class StoreEventStream implements EventStream {
         const event =
           this.recentSeqs[seq % recentEvents] === seq
             ? this.recent[seq % recentEvents]
-            : (await this.events.findOne(platformScope, { id: this.ids[first]! }))?.event;
+            : (await this.fetch([this.ids[first]!]))[0]?.event;
         return { group, events, oldestAgeSeconds: event ? Math.max(0, (now - Date.parse(event.timestamp)) / 1000) : 0 };
       }),
     );
@@ -237,19 +316,20 @@ export class StoreEventStream implements EventStream {
   }
 
   /** Adds stored events in order; appends finish in order on the embedded store, so this is nearly always a push. */
-  private remember(batch: ReadEvent[]): void {
-    for (const { position, event } of batch) {
+  private remember(batch: ReadEvent[], idOf: (r: ReadEvent) => string = (r) => r.event.id): void {
+    for (const read of batch) {
+      const { position, event } = read;
       const seq = Number(position);
       this.recent[seq % recentEvents] = event;
       this.recentSeqs[seq % recentEvents] = seq;
       if (this.seqs.length === this.head || seq > this.seqs[this.seqs.length - 1]!) {
         this.seqs.push(seq);
-        this.ids.push(event.id);
+        this.ids.push(idOf(read));
         continue;
       }
       const at = this.firstAfter(seq);
       this.seqs.splice(at, 0, seq);
-      this.ids.splice(at, 0, event.id);
+      this.ids.splice(at, 0, idOf(read));
     }
   }
 

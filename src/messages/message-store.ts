@@ -56,6 +56,8 @@ export interface MessageDoc extends OutboxFields {
   /** The W3C trace context of the request that sent it (src/tracing): its relay sends and its events continue that trace. */
   traceparent?: string;
   tracestate?: string;
+  /** On the embedded store, the position of its message.queued event in the event stream, which its row carries (events/carried-events.ts). */
+  queuedSeq?: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -175,6 +177,7 @@ export function publicMessage(doc: MessageDoc) {
     cancelled: _cancelled,
     traceparent: _traceparent,
     tracestate: _tracestate,
+    queuedSeq: _queuedSeq,
     ...rest
   } = doc;
   return rest;

@@ -1,4 +1,3 @@
-import { changeEventId, domainEvent, messageEventData } from '../events/event-stream.ts';
 import type { Outbox, Outboxed } from '../events/outbox.ts';
 import { stageDuration } from '../http/metrics.ts';
 import type { Logger } from '../log.ts';
@@ -129,18 +128,15 @@ export class SendCommitter {
   }
 
   /**
-   * Each message is stored with its message.queued event (Outbox.insert: one
-   * transaction on the embedded store, else the event in the message's
-   * outbox), each conversation shows its latest message (one bulk write), and
+   * Each message is stored with its message.queued event
+   * (Outbox.insertQueued: on the embedded store the message's row carries
+   * it, one row; else the event in the message's outbox), each conversation shows its latest message (one bulk write), and
    * the statistics count them accepted (one upsert per bucket, in the same
    * turn: one transaction with the messages on the embedded store).
    * Returns the events still to publish, by scope.
    */
   private async persist(docs: MessageDoc[]): Promise<Array<{ scope: Scope; entries: Outboxed[] }>> {
     const { messages, conversations } = this.deps.db;
-    const queued = (d: MessageDoc) => [
-      domainEvent('message.queued', d, messageEventData(d), changeEventId('message.queued', d.id)),
-    ];
     const tally = new RollupTally();
     for (const d of docs)
       if (!d.fanout) tally.add(d.tenantId, 'accepted', Date.parse(d.createdAt), { phoneNumber: d.fromNumber });
@@ -149,7 +145,7 @@ export class SendCommitter {
       Promise.all(
         [...groupBy(docs, (d) => `${d.tenantId}\u0000${d.teamId}`).values()].map(async (group) => {
           const scope = { tenantId: group[0]!.tenantId, teamId: group[0]!.teamId };
-          return { scope, entries: await this.deps.outbox.insert(messages, scope, group, queued) };
+          return { scope, entries: await this.deps.outbox.insertQueued(messages, scope, group) };
         }),
       ),
       this.touchInTurn(docs.filter((d) => !d.fanout).map(sentTouch)),

@@ -24,8 +24,8 @@ interface TableWork {
   indexEntries: Tally;
   /** Document bytes of new rows (what a table grows by), and of rows rewritten in place. */
   docBytes: { insert: Tally; update: Tally };
-  /** The table's indexes, each as its columns; null until read, and again after a schema change. */
-  indexes: string[][] | null;
+  /** The table's indexes, each as its columns and, for a partial index on `<column> IS NOT NULL`, that column; null until read, and again after a schema change. */
+  indexes: Array<{ columns: string[]; notNull: string | null }> | null;
   /** Bumped whenever `indexes` is read again, so a statement's count of the indexes it touches follows. */
   version: number;
 }
@@ -37,8 +37,12 @@ interface Counted {
   verb: Verb;
   /** The columns an UPDATE sets: only the indexes on them are written. */
   sets: string[] | null;
-  /** Index entries one changed row writes, for `table.version`. */
+  /** Index entries one changed row writes, for `table.version`: all of them but those of `partialParams`. */
   perRow: number;
+  /** For an INSERT, where the column of each partial index (`<column> IS NOT NULL`) is bound: the row has an entry there only when it is not NULL. */
+  partialParams: number[];
+  /** The columns an INSERT names, in order. */
+  columns: string[] | null;
   version: number;
   /** Where the document is among the bound values, or -1. */
   docParam: number;
@@ -90,12 +94,18 @@ function splitColumns(list: string): string[] {
 }
 
 /** The verb and table of a statement, the columns it writes and where its document is bound. */
-function classify(sql: string): { verb: Verb; table: string | null; sets: string[] | null; docParam: number } {
+function classify(sql: string): {
+  verb: Verb;
+  table: string | null;
+  sets: string[] | null;
+  docParam: number;
+  columns?: string[];
+} {
   const text = sql.trimStart();
   let m = insertInto.exec(text);
   if (m) {
     const columns = splitColumns(m[2]!);
-    return { verb: 'insert', table: unquote(m[1]!), sets: null, docParam: columns.indexOf('doc') };
+    return { verb: 'insert', table: unquote(m[1]!), sets: null, docParam: columns.indexOf('doc'), columns };
   }
   if ((m = updateSet.exec(text))) {
     const sets = splitColumns(m[2]!);
@@ -112,27 +122,45 @@ function classify(sql: string): { verb: Verb; table: string | null; sets: string
   return { verb: 'schema', table: everyCollection, sets: null, docParam: -1 };
 }
 
-/** Index entries one changed row writes: every index of the table, or for an UPDATE those on a column it sets. */
-function entriesPerRow(db: Database.Database, counted: Counted): number {
+/** The column of a partial index's `WHERE <column> IS NOT NULL` (a sparse index of this store), or null. */
+const notNullWhere = new RegExp(String.raw`\sWHERE\s+${identifier}\s+IS\s+NOT\s+NULL\s*$`, 'i');
+
+/**
+ * Index entries one changed row writes: every index of the table, or for an
+ * UPDATE those on a column it sets (this store sets a key column only when
+ * its value changed, so a partial index on it gains, loses or moves an entry
+ * either way). A row an INSERT writes has an entry in a sparse index
+ * (`<column> IS NOT NULL`) only when that column is bound a value, and is
+ * counted so; a DELETE, and any other partial index, is counted as written.
+ */
+function entriesPerRow(db: Database.Database, counted: Counted, params: unknown): number {
   const table = counted.table!;
   if (table.indexes === null) {
     table.indexes = (
       db
         .prepare(
-          'SELECT il.name AS name, json_group_array(ii.name) AS columns FROM pragma_index_list(?) il JOIN pragma_index_info(il.name) ii GROUP BY il.name',
+          "SELECT il.name AS name, json_group_array(ii.name) AS columns, (SELECT sql FROM sqlite_master WHERE type = 'index' AND name = il.name) AS sql FROM pragma_index_list(?) il JOIN pragma_index_info(il.name) ii GROUP BY il.name",
         )
-        .all([tableName(counted)]) as Array<{ name: string; columns: string }>
-    ).map((row) => JSON.parse(row.columns) as string[]);
+        .all([tableName(counted)]) as Array<{ name: string; columns: string; sql: string | null }>
+    ).map((row) => {
+      const where = row.sql ? notNullWhere.exec(row.sql) : null;
+      return { columns: JSON.parse(row.columns) as string[], notNull: where ? unquote(where[1]!) : null };
+    });
     table.version++;
   }
   if (counted.version !== table.version) {
-    const sets = counted.sets;
-    counted.perRow = sets
-      ? table.indexes.filter((cols) => cols.some((c) => sets.includes(c))).length
-      : table.indexes.length;
+    const { sets, columns } = counted;
+    const partial = columns ? table.indexes.filter((index) => index.notNull !== null) : [];
+    counted.partialParams = partial.map((index) => columns!.indexOf(index.notNull!));
+    counted.perRow =
+      (sets
+        ? table.indexes.filter((index) => index.columns.some((c) => sets.includes(c))).length
+        : table.indexes.length) - partial.length;
     counted.version = table.version;
   }
-  return counted.perRow;
+  let entries = counted.perRow;
+  for (const at of counted.partialParams) if (at >= 0 && Array.isArray(params) && params[at] !== null) entries++;
+  return entries;
 }
 
 const names = new WeakMap<Counted, string>();
@@ -148,7 +176,7 @@ function wrote(db: Database.Database, counted: Counted, params: unknown, changes
   const table = counted.table;
   if (!table || changes === 0) return;
   table.rows.n += changes;
-  table.indexEntries.n += changes * entriesPerRow(db, counted);
+  table.indexEntries.n += changes * entriesPerRow(db, counted, params);
   if (counted.docParam >= 0 && Array.isArray(params))
     table.docBytes[counted.verb === 'insert' ? 'insert' : 'update'].n += byteLength(params[counted.docParam]);
 }
@@ -159,13 +187,15 @@ function wrote(db: Database.Database, counted: Counted, params: unknown, changes
  */
 export function countedStatement(db: Database.Database, sql: string): Database.Statement {
   const stmt = db.prepare(sql);
-  const { verb, table, sets, docParam } = classify(sql);
+  const { verb, table, sets, docParam, columns } = classify(sql);
   const counted: Counted = {
     statements: tally(`${verb}\u0000${table ?? ''}`),
     table: table && table !== everyCollection && verb !== 'select' ? tableWork(table) : null,
     verb,
     sets,
     perRow: 0,
+    partialParams: [],
+    columns: verb === 'insert' ? (columns ?? null) : null,
     version: -1,
     docParam,
   };
