@@ -1,3 +1,4 @@
+import type { RedisClient } from '../runtime/redis-client.ts';
 import { writeReplicated } from '../runtime/replicated-write.ts';
 import type { ScriptedPipeline, ScriptedRedis } from '../runtime/scripts.ts';
 import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
@@ -16,6 +17,8 @@ type StreamEntry = [id: string, fields: string[]];
 export class RedisEventStream implements EventStream {
   private readonly groups = new Set<string>();
   private readonly lastClaim = new Map<string, number>();
+  /** Each group's connection for its waiting reads: a blocking read holds a connection until it ends. */
+  private readonly waiting = new Map<string, RedisClient>();
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -24,7 +27,18 @@ export class RedisEventStream implements EventStream {
     private readonly maxLength = 1_000_000,
     private readonly claimIdleMs = 30_000,
     private readonly replicaWaitMs = 0,
+    /** Makes a connection for one group's waiting reads; without it, `read` does not wait. */
+    private readonly blockingConnection?: () => RedisClient,
   ) {}
+
+  get blocks(): boolean {
+    return this.blockingConnection !== undefined;
+  }
+
+  interrupt(group: string): void {
+    this.waiting.get(group)?.disconnect();
+    this.waiting.delete(group);
+  }
 
   async append(events: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
@@ -63,18 +77,22 @@ export class RedisEventStream implements EventStream {
     this.groups.add(group);
   }
 
-  async read(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
+  async read(group: string, consumer: string, count: number, waitMs = 0): Promise<ReadEvent[]> {
     await this.ensureGroup(group);
     const claimed = await this.claimAbandoned(group, consumer, count);
     if (claimed.length > 0) return claimed;
-    // Entries this consumer read before and never acknowledged come first.
+    // Entries this consumer read before and never acknowledged come first; then new ones, waited for when asked.
     for (const from of ['0', '>']) {
-      const result = (await this.redis.xreadgroup(
+      const waits = from === '>' && waitMs > 0 && this.blockingConnection !== undefined;
+      const connection = waits ? this.waitingConnection(group) : this.redis;
+      const block = waits ? ['BLOCK', waitMs] : [];
+      const result = (await connection.xreadgroup(
         'GROUP',
         group,
         consumer,
         'COUNT',
         count,
+        ...(block as ['BLOCK', number]),
         'STREAMS',
         this.key,
         from,
@@ -87,6 +105,15 @@ export class RedisEventStream implements EventStream {
         }));
     }
     return [];
+  }
+
+  private waitingConnection(group: string): RedisClient {
+    let connection = this.waiting.get(group);
+    if (!connection) {
+      connection = this.blockingConnection!();
+      this.waiting.set(group, connection);
+    }
+    return connection;
   }
 
   private async claimAbandoned(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
