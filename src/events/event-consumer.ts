@@ -62,8 +62,6 @@ export function consumeEvents(
       wake?.();
       stream.interrupt?.(group);
       await loop;
-      // A read that started before the interrupt may have made the group's waiting connection again.
-      stream.interrupt?.(group);
     },
   };
 }

@@ -19,6 +19,10 @@ export class RedisEventStream implements EventStream {
   private readonly lastClaim = new Map<string, number>();
   /** Each group's connection for its waiting reads: a blocking read holds a connection until it ends. */
   private readonly waiting = new Map<string, RedisClient>();
+  /** Groups with nothing read and not acknowledged by this process's consumer (its batches all acknowledged): their reads skip the read from 0. */
+  private readonly caughtUp = new Set<string>();
+  /** Groups whose next waiting read returns at once (their consumer is stopping). */
+  private readonly interrupted = new Set<string>();
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -36,6 +40,8 @@ export class RedisEventStream implements EventStream {
   }
 
   interrupt(group: string): void {
+    // A read of the group about to wait returns at once instead; one waiting already fails with its connection.
+    this.interrupted.add(group);
     this.waiting.get(group)?.disconnect();
     this.waiting.delete(group);
   }
@@ -80,10 +86,14 @@ export class RedisEventStream implements EventStream {
   async read(group: string, consumer: string, count: number, waitMs = 0): Promise<ReadEvent[]> {
     await this.ensureGroup(group);
     const claimed = await this.claimAbandoned(group, consumer, count);
-    if (claimed.length > 0) return claimed;
+    if (claimed.length > 0) {
+      this.caughtUp.delete(group);
+      return claimed;
+    }
     // Entries this consumer read before and never acknowledged come first; then new ones, waited for when asked.
-    for (const from of ['0', '>']) {
+    for (const from of this.caughtUp.has(group) ? ['>'] : ['0', '>']) {
       const waits = from === '>' && waitMs > 0 && this.blockingConnection !== undefined;
+      if (waits && this.interrupted.delete(group)) return [];
       const connection = waits ? this.waitingConnection(group) : this.redis;
       const block = waits ? ['BLOCK', waitMs] : [];
       const result = (await connection.xreadgroup(
@@ -98,6 +108,8 @@ export class RedisEventStream implements EventStream {
         from,
       )) as Array<[string, StreamEntry[]]> | null;
       const entries = result?.[0]?.[1] ?? [];
+      if (entries.length === 0 && from === '0') this.caughtUp.add(group);
+      if (entries.length > 0) this.caughtUp.delete(group);
       if (entries.length > 0)
         return entries.map(([id, fields]) => ({
           position: id,
@@ -137,6 +149,7 @@ export class RedisEventStream implements EventStream {
 
   async ack(group: string, positions: string[]): Promise<void> {
     if (positions.length > 0) await this.redis.xack(this.key, group, ...positions);
+    this.caughtUp.add(group);
   }
 
   async lag(): Promise<GroupLag[]> {
