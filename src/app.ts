@@ -82,7 +82,12 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
   const automationDb = declareAutomationCollections(store);
   const history = { retentionDays: config.eventRetentionDays, subjects: db.messages };
   const events = createEventStream(store, {
-    redis: redis && { connection: redis.client, key: redis.keys.events, replicaWaitMs: redis.replicaWaitMs },
+    redis: redis && {
+      connection: redis.client,
+      target: redis.target,
+      key: redis.keys.events,
+      replicaWaitMs: redis.replicaWaitMs,
+    },
     dedupeTtlMs: config.runtime.dedupeTtlMs,
     claimIdleMs: config.eventClaimIdleMs,
     history,

@@ -313,11 +313,17 @@ export function loadConfig(env: Env = process.env): Config {
       maxDeliveries: positive(env, 'RUNTIME_MAX_DELIVERIES', 5),
       redeliveryDelayMs: timerMs(env, 'RUNTIME_REDELIVERY_DELAY_MS', 200, 0),
       leaseTtlMs: timerMs(env, 'RUNTIME_LEASE_TTL_MS', 5_000),
-      leaseRenewMs: timerMs(env, 'RUNTIME_LEASE_RENEW_MS', 1_000),
+      // A heartbeat a third of the way through the membership: two may be lost before it lapses.
+      leaseRenewMs: timerMs(
+        env,
+        'RUNTIME_LEASE_RENEW_MS',
+        Math.max(1, Math.floor(timerMs(env, 'RUNTIME_LEASE_TTL_MS', 5_000) / 3)),
+      ),
+      leaseCheckMs: timerMs(env, 'RUNTIME_LEASE_CHECK_MS', 60_000),
       rebalanceMs: timerMs(env, 'RUNTIME_REBALANCE_MS', 1_000),
       readBlockMs: timerMs(env, 'RUNTIME_READ_BLOCK_MS', 500),
       readBatch: positive(env, 'RUNTIME_READ_BATCH', 256),
-      timerPollMs: timerMs(env, 'RUNTIME_TIMER_POLL_MS', 100),
+      timerPollMs: timerMs(env, 'RUNTIME_TIMER_POLL_MS', 120_000),
       // SHUTDOWN_GRACE_MS is the name this setting had before; it is still read when the new one is not set.
       shutdownGraceMs: timerMs(
         env,

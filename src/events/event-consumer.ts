@@ -1,8 +1,10 @@
 import type { Logger } from '../log.ts';
 import type { EventStream, ReadEvent } from './event-stream.ts';
 
-/** How long a consumer waits before reading again after finding nothing new (bounds event-to-handling latency when idle). */
+/** How long a consumer waits before reading again after finding nothing new, on a stream whose reads do not wait for appends (bounds event-to-handling latency when idle). */
 const idleReadMs = 20;
+/** How long one read waits for an append on a stream whose reads can (an append ends it at once). */
+const waitReadMs = 5_000;
 /** After a failed batch, before the same events are read again. */
 const failureBackoffMs = 1_000;
 const batchSize = 256;
@@ -37,9 +39,9 @@ export function consumeEvents(
   const loop = (async () => {
     while (!stopped) {
       try {
-        const batch = await stream.read(group, consumer, batchSize);
+        const batch = await stream.read(group, consumer, batchSize, waitReadMs);
         if (batch.length === 0) {
-          await pause(idleReadMs);
+          if (!stream.blocks) await pause(idleReadMs);
           continue;
         }
         await handle(batch);
@@ -58,6 +60,7 @@ export function consumeEvents(
     async stop() {
       stopped = true;
       wake?.();
+      stream.interrupt?.(group);
       await loop;
     },
   };

@@ -74,7 +74,17 @@ export interface EventStream {
   ) => Promise<void>;
   /** Settles once `appendWithWrite` can be called. */
   ready?(): Promise<void>;
-  read(group: string, consumer: string, count: number): Promise<ReadEvent[]>;
+  /**
+   * Up to `count` events for `consumer` of `group`. With `waitMs`, a stream
+   * that can block (Redis: `XREADGROUP BLOCK` on a connection of the
+   * group's own) waits that long for an event to be appended before it
+   * returns none, and an append ends the wait at once; `blocks` says it does.
+   */
+  read(group: string, consumer: string, count: number, waitMs?: number): Promise<ReadEvent[]>;
+  /** Whether `read` with `waitMs` waits for an append (so a reader need not pause between reads). */
+  readonly blocks?: boolean;
+  /** Ends a read of `group` that waits (at a stop); the read returns none or fails. */
+  interrupt?(group: string): void;
   ack(group: string, positions: string[]): Promise<void>;
   /** Each consumer group's events appended and not yet acknowledged, and how long ago the oldest of them was appended. */
   lag(): Promise<GroupLag[]>;

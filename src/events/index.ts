@@ -1,3 +1,4 @@
+import { redisClient, type RedisTarget } from '../runtime/redis-client.ts';
 import type { ScriptedRedis } from '../runtime/scripts.ts';
 import type { Store } from '../store/collection.ts';
 import { cursorKeysCollection, EventCursors } from './event-cursor.ts';
@@ -12,7 +13,7 @@ import { StreamHistory } from './stream-history.ts';
 
 export interface EventStreamOptions {
   /** On Redis: the process's command connection, the stream's key, and how long an append waits for a replica (on a cluster; 0 = it does not). */
-  redis?: { connection: ScriptedRedis; key: string; replicaWaitMs: number } | undefined;
+  redis?: { connection: ScriptedRedis; target?: RedisTarget; key: string; replicaWaitMs: number } | undefined;
   /** How long an event id appended `once` is remembered (Redis). */
   dedupeTtlMs: number;
   /** How long an entry a consumer read and never acknowledged waits before another consumer of its group takes it (Redis). */
@@ -32,6 +33,8 @@ export function createEventStream(store: Store, opts: EventStreamOptions): Event
       undefined,
       opts.claimIdleMs,
       redis.replicaWaitMs,
+      // Consumers wait for appends on connections of their own (one per group) rather than read again and again.
+      redis.target && (() => redisClient(redis.target!, { maxRetriesPerRequest: null })),
     );
   // Kept in the store, the stream's rows are each organization's history too.
   return new StoreEventStream(store, undefined, opts.history);

@@ -1,3 +1,4 @@
+import type { RedisClient } from '../runtime/redis-client.ts';
 import { writeReplicated } from '../runtime/replicated-write.ts';
 import type { ScriptedPipeline, ScriptedRedis } from '../runtime/scripts.ts';
 import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
@@ -16,6 +17,12 @@ type StreamEntry = [id: string, fields: string[]];
 export class RedisEventStream implements EventStream {
   private readonly groups = new Set<string>();
   private readonly lastClaim = new Map<string, number>();
+  /** Each group's connection for its waiting reads: a blocking read holds a connection until it ends. */
+  private readonly waiting = new Map<string, RedisClient>();
+  /** Groups with nothing read and not acknowledged by this process's consumer (its batches all acknowledged): their reads skip the read from 0. */
+  private readonly caughtUp = new Set<string>();
+  /** Groups whose next waiting read returns at once (their consumer is stopping). */
+  private readonly interrupted = new Set<string>();
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -24,7 +31,20 @@ export class RedisEventStream implements EventStream {
     private readonly maxLength = 1_000_000,
     private readonly claimIdleMs = 30_000,
     private readonly replicaWaitMs = 0,
+    /** Makes a connection for one group's waiting reads; without it, `read` does not wait. */
+    private readonly blockingConnection?: () => RedisClient,
   ) {}
+
+  get blocks(): boolean {
+    return this.blockingConnection !== undefined;
+  }
+
+  interrupt(group: string): void {
+    // A read of the group about to wait returns at once instead; one waiting already fails with its connection.
+    this.interrupted.add(group);
+    this.waiting.get(group)?.disconnect();
+    this.waiting.delete(group);
+  }
 
   async append(events: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
@@ -63,23 +83,33 @@ export class RedisEventStream implements EventStream {
     this.groups.add(group);
   }
 
-  async read(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
+  async read(group: string, consumer: string, count: number, waitMs = 0): Promise<ReadEvent[]> {
     await this.ensureGroup(group);
     const claimed = await this.claimAbandoned(group, consumer, count);
-    if (claimed.length > 0) return claimed;
-    // Entries this consumer read before and never acknowledged come first.
-    for (const from of ['0', '>']) {
-      const result = (await this.redis.xreadgroup(
+    if (claimed.length > 0) {
+      this.caughtUp.delete(group);
+      return claimed;
+    }
+    // Entries this consumer read before and never acknowledged come first; then new ones, waited for when asked.
+    for (const from of this.caughtUp.has(group) ? ['>'] : ['0', '>']) {
+      const waits = from === '>' && waitMs > 0 && this.blockingConnection !== undefined;
+      if (waits && this.interrupted.delete(group)) return [];
+      const connection = waits ? this.waitingConnection(group) : this.redis;
+      const block = waits ? ['BLOCK', waitMs] : [];
+      const result = (await connection.xreadgroup(
         'GROUP',
         group,
         consumer,
         'COUNT',
         count,
+        ...(block as ['BLOCK', number]),
         'STREAMS',
         this.key,
         from,
       )) as Array<[string, StreamEntry[]]> | null;
       const entries = result?.[0]?.[1] ?? [];
+      if (entries.length === 0 && from === '0') this.caughtUp.add(group);
+      if (entries.length > 0) this.caughtUp.delete(group);
       if (entries.length > 0)
         return entries.map(([id, fields]) => ({
           position: id,
@@ -87,6 +117,15 @@ export class RedisEventStream implements EventStream {
         }));
     }
     return [];
+  }
+
+  private waitingConnection(group: string): RedisClient {
+    let connection = this.waiting.get(group);
+    if (!connection) {
+      connection = this.blockingConnection!();
+      this.waiting.set(group, connection);
+    }
+    return connection;
   }
 
   private async claimAbandoned(group: string, consumer: string, count: number): Promise<ReadEvent[]> {
@@ -110,6 +149,7 @@ export class RedisEventStream implements EventStream {
 
   async ack(group: string, positions: string[]): Promise<void> {
     if (positions.length > 0) await this.redis.xack(this.key, group, ...positions);
+    this.caughtUp.add(group);
   }
 
   async lag(): Promise<GroupLag[]> {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ActorHost } from './actor-host.ts';
 import { askError, askTimeout } from './local-transport.ts';
 import { newEnvelope } from './envelope.ts';
-import { timerAfter, type DueTimer } from './due-timer.ts';
+import { timerAfter, timerAt, type DueTimer } from './due-timer.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
@@ -36,6 +36,9 @@ import type {
  * hash slot, addressed messages go over sharded pub/sub, and a send resolves
  * once a replica holds it too.
  */
+/** What a node channel message starts with when it is a timer's wake-up (`<prefix><due at> <stream>`), not a payload. */
+const timerWake = '~timer ';
+
 export class RedisTransport implements Transport {
   readonly name = 'redis' as const;
   private readonly cmd: ScriptedRedis;
@@ -57,6 +60,11 @@ export class RedisTransport implements Transport {
   private consuming = false;
   private stopping = false;
   private nodeHandler: ((payload: unknown) => void) | undefined;
+  /** The one wake-up for due timers, and when it fires (Infinity: none set). */
+  private timerWakeTimer: DueTimer | undefined;
+  private timerWakeAt = Infinity;
+  private movingTimers = false;
+  private timersAgain = false;
 
   /**
    * `target` is a REDIS_URL, a cluster's seed nodes (the transport then makes
@@ -78,8 +86,19 @@ export class RedisTransport implements Transport {
     this.leases = new ShardLeases(this.cmd, this.keys, nodeId, config, log, {
       shards: () => this.allShards(),
       stopping: () => this.stopping,
-      open: (leased, keys) => ({ ...leased, timers: keys.timers, keys, idle: { ms: 0, until: 0 }, ready: false }),
-      taken: (shard) => this.streams.taken(shard),
+      // A shard just taken has its timers looked at once: that sets its wake-up.
+      open: (leased, keys) => ({
+        ...leased,
+        timers: keys.timers,
+        keys,
+        idle: { ms: 0, until: 0 },
+        ready: false,
+        dueAt: 0,
+      }),
+      taken: async (shard) => {
+        await this.streams.taken(shard);
+        this.armTimers();
+      },
       dropped: (shard) => this.dropStates(shard),
     });
     this.owned = this.leases.owned;
@@ -110,7 +129,12 @@ export class RedisTransport implements Transport {
     await this.sub.connect();
     this.sub.on(this.keys.cluster ? 'smessage' : 'message', (channel: string, message: string) => {
       if (channel === this.replyChannel) this.onReply(message);
+      else if (message.startsWith(timerWake)) this.onTimerWake(message);
       else this.onNodePayload(message);
+    });
+    // Wake-ups sent while the subscription was down are lost: every timer is looked at again once it is back.
+    this.sub.on('ready', () => {
+      if (this.consuming) this.sweepTimers();
     });
     if (this.keys.cluster) await this.sub.ssubscribe(this.replyChannel, this.nodeChannel(this.nodeId));
     else await this.sub.subscribe(this.replyChannel, this.nodeChannel(this.nodeId));
@@ -122,9 +146,10 @@ export class RedisTransport implements Transport {
     }
     await this.leases.heartbeat();
     await this.leases.rebalance();
-    this.every(this.config.leaseRenewMs, () => this.leases.renew());
+    this.every(this.config.leaseRenewMs, () => this.leases.heartbeat());
+    this.every(this.config.leaseCheckMs, () => this.leases.renew());
     this.every(this.config.rebalanceMs, () => this.leases.rebalance());
-    this.every(this.config.timerPollMs, () => this.moveDueTimers());
+    this.every(this.config.timerPollMs, async () => this.sweepTimers());
     this.readLoopDone = this.keys.cluster ? this.streams.pollLoop() : this.streams.readLoop(this.reader!);
   }
 
@@ -188,35 +213,63 @@ export class RedisTransport implements Transport {
   private async enqueue(env: Envelope, delayMs?: number, once = false): Promise<void> {
     const keys = this.keys.shard(env.type, shardOf(env.key, this.requireHost().shardsOf(env.type)));
     const dueAt = delayMs && delayMs > 0 ? Date.now() + delayMs : 0;
+    let reply: unknown;
     // On a cluster the write and a WAIT for its replica go to the shard's master together.
     if (this.keys.cluster) {
-      await writeReplicated(this.cmd, keys.stream, this.config.replicaWaitMs, (p) => {
+      [reply] = await writeReplicated(this.cmd, keys.stream, this.config.replicaWaitMs, (p) => {
         if (once)
           p.enqueueOnce(
             keys.sent(env.id),
             keys.stream,
             keys.timers,
+            keys.lease,
             this.config.dedupeTtlMs,
             JSON.stringify(env),
             dueAt,
           );
-        else if (dueAt > 0) p.zadd(keys.timers, dueAt, JSON.stringify(env));
+        else if (dueAt > 0) p.schedule(keys.timers, keys.lease, dueAt, JSON.stringify(env));
         else p.xadd(keys.stream, '*', 'e', JSON.stringify(env));
       });
     } else if (once) {
-      await this.cmd.enqueueOnce(
+      reply = await this.cmd.enqueueOnce(
         keys.sent(env.id),
         keys.stream,
         keys.timers,
+        keys.lease,
         this.config.dedupeTtlMs,
         JSON.stringify(env),
         dueAt,
       );
     } else if (dueAt > 0) {
-      await this.cmd.zadd(keys.timers, dueAt, JSON.stringify(env));
+      reply = await this.cmd.schedule(keys.timers, keys.lease, dueAt, JSON.stringify(env));
     } else {
       await this.cmd.xadd(keys.stream, '*', 'e', JSON.stringify(env));
     }
+    // A timer that is now its shard's earliest: the shard's owner moves its wake-up closer.
+    if (typeof reply === 'string' && dueAt > 0) this.wakeTimers(reply, keys.stream, dueAt);
+  }
+
+  private wakeTimers(owner: string, stream: string, dueAt: number): void {
+    if (owner === this.nodeId) {
+      this.timerDue(stream, dueAt);
+      return;
+    }
+    this.publishOn(this.nodeChannel(owner), `${timerWake}${dueAt} ${stream}`).catch((err) =>
+      this.log.warn({ err, stream }, 'could not wake the owner of a timer; its sweep moves it'),
+    );
+  }
+
+  private onTimerWake(message: string): void {
+    const space = message.indexOf(' ', timerWake.length);
+    this.timerDue(message.slice(space + 1), Number(message.slice(timerWake.length, space)));
+  }
+
+  /** A timer of `stream` is due at `dueAt`: the wake-up is moved closer if it is the shard's earliest. */
+  private timerDue(stream: string, dueAt: number): void {
+    const shard = this.owned.get(stream);
+    if (!shard || !(dueAt < shard.dueAt)) return;
+    shard.dueAt = dueAt;
+    this.armTimers();
   }
 
   private nodeChannel(node: string): string {
@@ -278,11 +331,69 @@ export class RedisTransport implements Transport {
     this.requireHost().states.dropWhere(shard.type, (key) => shardOf(key, shards) === shard.index);
   }
 
+  /** Every owned shard's timers are looked at on the next move (the backstop sweep). */
+  private sweepTimers(): void {
+    for (const shard of this.owned.values()) shard.dueAt = 0;
+    this.armTimers();
+  }
+
+  /** One wake-up, at the earliest time an owned shard's timer is due; none while no timer is. */
+  private armTimers(): void {
+    if (this.stopping) return;
+    let next = Infinity;
+    for (const shard of this.owned.values()) if (shard.ready && !shard.draining) next = Math.min(next, shard.dueAt);
+    if (next === this.timerWakeAt) return;
+    this.timerWakeTimer?.cancel();
+    this.timerWakeTimer = undefined;
+    this.timerWakeAt = next;
+    if (next === Infinity) return;
+    this.timerWakeTimer = timerAt(next, () => {
+      this.timerWakeTimer = undefined;
+      this.timerWakeAt = Infinity;
+      this.moveTimersSoon();
+    });
+  }
+
+  private moveTimersSoon(): void {
+    if (this.movingTimers) {
+      this.timersAgain = true;
+      return;
+    }
+    this.movingTimers = true;
+    const round = this.moveDueTimers()
+      .catch((err) => {
+        this.log.warn({ err }, 'could not move due timers; trying again');
+        for (const shard of this.owned.values()) shard.dueAt = Math.min(shard.dueAt, Date.now() + 500);
+      })
+      .finally(() => {
+        this.movingTimers = false;
+        this.rounds.delete(round);
+        if (this.timersAgain) {
+          this.timersAgain = false;
+          this.moveTimersSoon();
+        } else this.armTimers();
+      });
+    this.rounds.add(round);
+  }
+
+  /** Moves the due timers of each owned shard whose wake-up time has come, and sets its next one. */
   private async moveDueTimers(): Promise<void> {
     const now = Date.now();
-    for (const shard of this.owned.values()) {
-      if (shard.ready && !shard.draining) await this.cmd.moveDueTimers(shard.timers, shard.stream, now, 500);
-    }
+    await Promise.all(
+      [...this.owned.values()]
+        .filter((shard) => shard.ready && !shard.draining && shard.dueAt <= now)
+        .map(async (shard) => {
+          // A wake-up that comes while the move runs lowers this again, and is kept.
+          shard.dueAt = Infinity;
+          try {
+            const next = await this.cmd.moveDueTimers(shard.timers, shard.stream, now, 500);
+            shard.dueAt = Math.min(shard.dueAt, next < 0 ? Infinity : next);
+          } catch (err) {
+            shard.dueAt = 0;
+            throw err;
+          }
+        }),
+    );
   }
 
   // ---- inspection and lifecycle ----
@@ -318,6 +429,7 @@ export class RedisTransport implements Transport {
     if (this.stopping) return;
     this.stopping = true;
     for (const timer of this.loops) clearInterval(timer);
+    this.timerWakeTimer?.cancel();
     await Promise.all(this.rounds);
     if (this.consuming) {
       await this.readLoopDone;

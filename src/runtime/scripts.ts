@@ -29,15 +29,21 @@ export interface ScriptCommands {
     deliveries: number,
     failedAt: string,
   ): Promise<string>;
+  leaseTake(key: string, holder: string, node: string, ttlMs: number): Promise<number>;
+  /** Returns when the earliest timer left is due, or -1. */
   moveDueTimers(timers: string, stream: string, now: number, limit: number): Promise<number>;
+  /** 0 when sent already; the lease holder's node id when the timer is now the shard's earliest; else 1. */
   enqueueOnce(
     marker: string,
     stream: string,
     timers: string,
+    lease: string,
     ttlMs: number,
     envelope: string,
     dueAt: number,
-  ): Promise<number>;
+  ): Promise<number | string>;
+  /** The lease holder's node id when the timer is now the shard's earliest, else 1. */
+  schedule(timers: string, lease: string, dueAt: number, envelope: string): Promise<number | string>;
   appendEventOnce(stream: string, marker: string, ttlMs: number, maxLength: number, event: string): Promise<number>;
   gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
 }

@@ -43,12 +43,21 @@ const ownedShards = () =>
 
 /**
  * The shard leases of one worker: one worker reads a shard at a time, the
- * one whose node id its lease key holds (SET NX with a time to live, renewed
- * and released only by its holder, `lease-renew-1.lua`, `lease-release-1.lua`).
- * The workers alive are a sorted set of node ids scored by when their
- * membership ends, and each takes free shards up to its fair share of them
- * and gives back what is above it. A worker that stops renewing loses its
- * leases when they expire, and another takes them.
+ * one whose node id its lease key holds (SET NX, released only by its holder,
+ * `lease-release-1.lua`). The workers alive are a sorted set of node ids
+ * scored by when their membership ends: a worker's heartbeat (every
+ * `leaseRenewMs`, a third of `leaseTtlMs` by default) keeps it there, so what
+ * keeps a worker's leases alive costs one transaction a heartbeat however
+ * many shards it holds. A lease whose holder's membership has lapsed is taken
+ * over by another worker (`lease-take-1.lua`); the holder, finding at its next
+ * heartbeat that its membership had lapsed, lets go of every shard first.
+ * On one server the heartbeat also reads the held lease keys (one MGET): one
+ * that names another worker is let go at once. The lease keys themselves
+ * carry a long time to live (`leaseKeyTtlMs`, for keys nobody releases),
+ * renewed with a check that each still names this worker every
+ * `leaseCheckMs` (the check on a cluster, where the keys are in different
+ * slots). Each worker takes free shards up to its fair
+ * share of them and gives back what is above it.
  */
 export class ShardLeases<S extends LeasedShard> {
   /** The shards this worker holds the lease of, by stream: changed here only. */
@@ -60,33 +69,69 @@ export class ShardLeases<S extends LeasedShard> {
     private readonly redis: ScriptedRedis,
     private readonly keys: RedisKeys,
     private readonly nodeId: string,
-    private readonly config: Pick<RuntimeConfig, 'leaseTtlMs' | 'shutdownGraceMs'>,
+    private readonly config: Pick<RuntimeConfig, 'leaseTtlMs' | 'shutdownGraceMs'> &
+      Partial<Pick<RuntimeConfig, 'leaseCheckMs'>>,
     private readonly log: Logger,
     private readonly holder: ShardHolder<S>,
   ) {}
 
-  /** Keeps this worker among the live members for another lease time to live, and drops members whose time ran out. */
-  async heartbeat(): Promise<void> {
-    const now = Date.now();
-    await this.redis
-      .multi()
-      .zadd(this.keys.members, now + this.config.leaseTtlMs, this.nodeId)
-      .zremrangebyscore(this.keys.members, '-inf', now)
-      .exec();
+  /** How long a lease key lives without a renewal: three checks' worth, and never less than a membership. */
+  private get leaseKeyTtlMs(): number {
+    return leaseKeyTtlMs(this.config);
   }
 
+  /**
+   * Keeps this worker among the live members for another lease time to live,
+   * and drops members whose time ran out. When this worker's own membership
+   * had lapsed (a pause longer than the time to live: other workers may have
+   * taken its shards), it lets go of every shard it holds; the next rebalance
+   * takes back those nobody took.
+   */
+  async heartbeat(): Promise<void> {
+    const now = Date.now();
+    // On one server the lease keys are read in the same transaction (one MGET): a lease that names another worker is let go at once.
+    const held = this.keys.cluster ? [] : [...this.owned.values()];
+    const transaction = this.redis
+      .multi()
+      .zscore(this.keys.members, this.nodeId)
+      .zadd(this.keys.members, now + this.config.leaseTtlMs, this.nodeId)
+      .zremrangebyscore(this.keys.members, '-inf', now);
+    if (held.length > 0) transaction.mget(...held.map((s) => s.lease));
+    const replies = await transaction.exec();
+    const previous = replies?.[0]?.[1] as string | null | undefined;
+    if (this.owned.size > 0 && (previous == null || Number(previous) < now)) {
+      this.log.warn({ shards: this.owned.size }, 'membership lapsed; letting go of every shard');
+      for (const shard of [...this.owned.values()]) this.lost(shard);
+    }
+    const holders = (replies?.[3]?.[1] as Array<string | null> | undefined) ?? [];
+    held.forEach((shard, i) => {
+      if (holders[i] === this.nodeId || this.owned.get(shard.stream) !== shard) return;
+      this.lost(shard);
+      this.log.warn({ stream: shard.stream }, 'shard lease lost');
+    });
+    this.ownedShardsGauge.set(this.owned.size);
+  }
+
+  private lost(shard: S): void {
+    if (this.owned.get(shard.stream) !== shard) return;
+    // Another worker may own it now: stop reading it; what is in flight finishes and is acknowledged (at-least-once).
+    this.owned.delete(shard.stream);
+    shard.ownership.abort();
+    this.holder.dropped(shard);
+  }
+
+  /** The heartbeat, and each held lease checked to still name this worker and renewed: one that names another is let go. */
   async renew(): Promise<void> {
     await this.heartbeat();
-    for (const shard of [...this.owned.values()]) {
-      const renewed = await this.redis.leaseRenew(shard.lease, this.nodeId, this.config.leaseTtlMs);
-      if (renewed === 0 && this.owned.get(shard.stream) === shard) {
-        // Another worker may own it now: stop reading it; what is in flight finishes and is acknowledged (at-least-once).
-        this.owned.delete(shard.stream);
-        shard.ownership.abort();
-        this.holder.dropped(shard);
-        this.log.warn({ stream: shard.stream }, 'shard lease lost');
-      }
-    }
+    await Promise.all(
+      [...this.owned.values()].map(async (shard) => {
+        const renewed = await this.redis.leaseRenew(shard.lease, this.nodeId, this.leaseKeyTtlMs);
+        if (renewed === 0 && this.owned.get(shard.stream) === shard) {
+          this.lost(shard);
+          this.log.warn({ stream: shard.stream }, 'shard lease lost');
+        }
+      }),
+    );
     this.ownedShardsGauge.set(this.owned.size);
   }
 
@@ -96,19 +141,24 @@ export class ShardLeases<S extends LeasedShard> {
     this.rebalancing = true;
     try {
       const shards = this.holder.shards();
-      const live = Math.max(1, await this.redis.zcount(this.keys.members, Date.now(), '+inf'));
-      const share = Math.ceil(shards.length / live);
+      const members = new Set(await this.redis.zrangebyscore(this.keys.members, Date.now(), '+inf'));
+      const share = Math.ceil(shards.length / Math.max(1, members.size));
       if (this.owned.size > share) {
         const extra = [...this.owned.values()].slice(0, this.owned.size - share);
         await Promise.all(extra.map((s) => this.release(s)));
         return;
       }
-      const free = shards
-        .filter((s) => !this.owned.has(this.keys.shard(s.type, s.index).stream))
+      if (this.owned.size >= share) return;
+      const others = shards.filter((s) => !this.owned.has(this.keys.shard(s.type, s.index).stream));
+      // Only shards that are free, or whose holder's membership lapsed (or is this worker, from before a lapse), can be had.
+      const holders = await this.holdersOf(others.map((s) => this.keys.shard(s.type, s.index).lease));
+      const free = others
+        .map((s, i) => ({ ...s, holder: holders[i] ?? null }))
+        .filter((s) => s.holder === null || s.holder === this.nodeId || !members.has(s.holder))
         .sort(() => Math.random() - 0.5);
       for (const candidate of free) {
         if (this.owned.size >= share || this.holder.stopping()) break;
-        await this.tryAcquire(candidate.type, candidate.index);
+        await this.tryAcquire(candidate.type, candidate.index, candidate.holder);
       }
     } finally {
       this.rebalancing = false;
@@ -116,11 +166,22 @@ export class ShardLeases<S extends LeasedShard> {
     }
   }
 
-  private async tryAcquire(type: string, index: number): Promise<void> {
+  /** The node ids the lease keys name: one MGET on a server, one GET per key on a cluster (the keys are in different slots). */
+  private async holdersOf(leases: string[]): Promise<Array<string | null>> {
+    if (leases.length === 0) return [];
+    if (!this.keys.cluster) return this.redis.mget(...leases);
+    return Promise.all(leases.map((lease) => this.redis.get(lease)));
+  }
+
+  private async tryAcquire(type: string, index: number, holder: string | null): Promise<void> {
     const keys = this.keys.shard(type, index);
     const { stream, lease } = keys;
-    const got = await this.redis.set(lease, this.nodeId, 'PX', this.config.leaseTtlMs, 'NX');
-    if (got !== 'OK') return;
+    const got =
+      holder === null
+        ? (await this.redis.set(lease, this.nodeId, 'PX', this.leaseKeyTtlMs, 'NX')) === 'OK'
+        : (await this.redis.leaseTake(lease, holder, this.nodeId, this.leaseKeyTtlMs)) === 1;
+    if (!got) return;
+    if (holder !== null && holder !== this.nodeId) this.log.info({ stream, from: holder }, 'took over a lapsed lease');
     const shard = this.holder.open(
       { type, index, stream, lease, draining: false, inFlight: 0, ownership: new AbortController() },
       keys,
@@ -151,4 +212,11 @@ export class ShardLeases<S extends LeasedShard> {
     await this.redis.zrem(this.keys.members, this.nodeId).catch(() => 0);
     this.ownedShardsGauge.set(0);
   }
+}
+
+/** A lease key's time to live: three lease checks' worth (a check renews it), and never less than three memberships. */
+export function leaseKeyTtlMs(
+  config: Pick<RuntimeConfig, 'leaseTtlMs'> & Partial<Pick<RuntimeConfig, 'leaseCheckMs'>>,
+): number {
+  return Math.max(3 * config.leaseTtlMs, 3 * (config.leaseCheckMs ?? config.leaseTtlMs));
 }

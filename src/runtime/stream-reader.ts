@@ -18,6 +18,8 @@ export interface Shard extends LeasedShard {
   idle: { ms: number; until: number };
   /** Pending entries of the previous owner have been queued; new entries may be read now. */
   ready: boolean;
+  /** When the shard's earliest timer is due as far as this worker knows (0: look now; Infinity: none). */
+  dueAt: number;
 }
 
 type StreamEntry = [id: string, fields: string[]];

@@ -15,15 +15,23 @@ export interface RuntimeConfig {
   maxDeliveries: number;
   /** Pause between two deliveries of a message whose handler threw. */
   redeliveryDelayMs: number;
-  /** A worker that stops renewing loses its shards after this long. */
+  /** A worker that stops heartbeating loses its shards after this long (its membership lapses). */
   leaseTtlMs: number;
+  /** How often a worker heartbeats (renews its membership, and with it every lease it holds). */
   leaseRenewMs: number;
+  /** How often a worker checks that each lease key still names it, and renews the keys' own (long) time to live. */
+  leaseCheckMs: number;
   /** How often a worker looks for free shards and its fair share of them. */
   rebalanceMs: number;
-  /** How long a read on a shard stream blocks waiting for entries. */
+  /** How long a read on a shard stream blocks waiting for entries (an append ends it at once). */
   readBlockMs: number;
   readBatch: number;
-  /** How often the shard owner moves due timers into its stream. */
+  /**
+   * How often the shard owner looks at every shard's timers anyway. A timer is
+   * moved into its stream when due by a wake-up set at the earliest timer's
+   * time (and moved closer by the sender of an earlier one): this sweep is
+   * only a backstop for a wake-up lost with a dropped connection.
+   */
   timerPollMs: number;
   /** How long SIGTERM waits for in-flight handlers before leaving anyway. */
   shutdownGraceMs: number;

@@ -37,11 +37,13 @@ if (redisUrl) {
 describe('redis transport: durability and shard ownership', () => {
   const log = createLogger('silent');
   const make = (cfg: RuntimeConfig, node: string) => new RedisTransport(redisUrl!, cfg, node, log);
-  const counting = (seen: string[]): ActorDefinition[] => [
+  /** Counter actors that note each tick's id, and when it ran in `at`. */
+  const counting = (seen: string[], at?: Map<string, number>): ActorDefinition[] => [
     defineActor(counterProtocol, {
       handlers: {
         tick: (ctx) => {
           seen.push(ctx.id);
+          at?.set(ctx.id, Date.now());
         },
         add: () => {},
         echo: () => {},
@@ -80,7 +82,8 @@ describe('redis transport: durability and shard ownership', () => {
 
   test("a delayed send keeps its due time (epoch ms) as its score in the shard's timer set: 33 days ahead it waits there, and it is delivered once the clock reaches it", async (t) => {
     if (!redisUrl) return t.skip('REDIS_URL not set');
-    const cfg = testRuntimeConfig({ defaultShards: 1 });
+    // The clock is moved on below by rewriting the scores behind the worker's back: only its sweep of the timers sees that.
+    const cfg = testRuntimeConfig({ defaultShards: 1, timerPollMs: 20 });
     const redis = ownKeys(t, cfg);
     const seen: string[] = [];
     const rt = make(cfg, 'w-far');
@@ -109,6 +112,36 @@ describe('redis transport: durability and shard ownership', () => {
     await waitFor(() => seen.length === 2, 5_000, 'both delivered once due');
     assert.deepEqual(seen.sort(), [plain, once].sort());
     assert.equal(await redis.zcard(timers), 0);
+  });
+
+  test("a delayed send from another process wakes the shard's owner at its due time, an earlier one moving the wake-up closer; nothing sweeps the timers meanwhile", async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 1 });
+    assert.ok(cfg.timerPollMs >= 60_000, 'the backstop sweep is out of the way');
+    ownKeys(t, cfg);
+    const seen = new Map<string, number>();
+    const owner = make(cfg, 'w-owner');
+    await owner.start(counting([], seen), { consume: true });
+    t.after(() => owner.stop());
+    const front = make(cfg, 'w-front');
+    await front.start(counting([]), { consume: false });
+    t.after(() => front.stop());
+    const sent = Date.now();
+    const later = await front.send('counter', 'k', { kind: 'tick' }, { delayMs: 1_500 });
+    // Earlier than the shard's earliest timer: the owner's wake-up moves closer (sent once by id: the enqueue-once script).
+    const sooner = await front.send(
+      'counter',
+      'k',
+      { kind: 'tick' },
+      { delayMs: 300, onceId: `soon-${Math.random()}` },
+    );
+    await waitFor(() => seen.has(sooner), 2_000, 'the sooner timer delivered');
+    const soonerAfter = seen.get(sooner)! - sent;
+    assert.ok(soonerAfter >= 300 && soonerAfter < 1_000, `the sooner timer ran ${soonerAfter} ms after its send`);
+    assert.equal(seen.has(later), false, 'the later timer waits for its own time');
+    await waitFor(() => seen.has(later), 3_000, 'the later timer delivered');
+    const laterAfter = seen.get(later)! - sent;
+    assert.ok(laterAfter >= 1_500 && laterAfter < 2_300, `the later timer ran ${laterAfter} ms after its send`);
   });
 
   test('two workers split the shards; graceful stop hands them over at once', async (t) => {
