@@ -1,3 +1,4 @@
+import { adminRoutes } from './admin/admin.routes.ts';
 import { createAutomationActor } from './actors/automation/index.ts';
 import { exposeDispatchMetrics } from './actors/dispatch-metrics.ts';
 import { createJobActor } from './actors/job/index.ts';
@@ -227,6 +228,12 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       ...webhooks.routes,
       ...automations.routes,
       ...eventLog.routes,
+      ...adminRoutes({
+        organizations: identityDb.organizations,
+        messages: db.messages,
+        rollups: db.rollups,
+        deliveries: webhookDb.deliveries,
+      }),
     ],
     hooks: identity.hooks,
     async close() {

@@ -91,6 +91,13 @@ export interface Config {
   /** An event stream entry a dead consumer read and never acknowledged is taken over after this long. */
   eventClaimIdleMs: number;
   identity: IdentityConfig;
+  /**
+   * The SHA-256 digests (hex) of the platform-admin keys (PLATFORM_ADMIN_KEY_HASHES,
+   * comma-separated; `npm run admin -- platform-key` makes a key and its digest).
+   * Such a key reaches the platform operators' routes (/api/v1/admin/...) and
+   * nothing else; no key of an organization reaches them. Empty: nobody does.
+   */
+  platformAdminKeyHashes: string[];
   runtime: RuntimeConfig;
   webhook: WebhookConfig;
   /** Automated replies (send_reply) one conversation receives per rolling hour; beyond it the action is logged as skipped. */
@@ -215,6 +222,17 @@ function checkMongoUrl(url: string | undefined): void {
   }
 }
 
+/** SHA-256 digests in hex, comma-separated; anything else stops the process at start. */
+function keyHashes(env: Env, name: string): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return [];
+  const hashes = raw.split(',').map((part) => part.trim().toLowerCase());
+  for (const hash of hashes)
+    if (!/^[0-9a-f]{64}$/.test(hash))
+      throw new Error(`${name} must be SHA-256 digests in hex (64 characters each), comma-separated; got "${hash}"`);
+  return hashes;
+}
+
 /** Settings that are each valid alone but not together. */
 function checkTogether(config: Config): Config {
   checkMongoUrl(config.mongoUrl);
@@ -307,6 +325,7 @@ export function loadConfig(env: Env = process.env): Config {
       credentialCacheMs: int(env, 'CREDENTIAL_CACHE_MS', 1_000),
       loginFailuresPerMinute: positive(env, 'LOGIN_FAILURES_PER_MINUTE', 5),
     },
+    platformAdminKeyHashes: keyHashes(env, 'PLATFORM_ADMIN_KEY_HASHES'),
     runtime: {
       keyPrefix: env.RUNTIME_KEY_PREFIX || 'rt',
       defaultShards: positive(env, 'RUNTIME_SHARDS', 16),

@@ -1,16 +1,22 @@
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config.ts';
 import { identityCollections } from '../identity/identity-store.ts';
+import { newPlatformKey } from '../identity/secrets.ts';
 import { nowIso } from '../ids.ts';
 import { createLogger } from '../log.ts';
 import { createStore } from '../store/index.ts';
 
 const usage = `usage: npm run admin -- rate-limit --org <organization id> (--per-minute N --burst N | --default)
+       npm run admin -- platform-key
 
-Sets an organization's own rate limit, or gives it back the default
+rate-limit sets an organization's own rate limit, or gives it back the default
 (RATE_LIMIT_PER_MINUTE, RATE_LIMIT_BURST). Uses MONGODB_URL, or the embedded
 store in DATA_DIR (stop the service first: it owns those files while it runs).
-Frontends pick the change up within CREDENTIAL_CACHE_MS.`;
+Frontends pick the change up within CREDENTIAL_CACHE_MS.
+
+platform-key prints a new platform-admin key and its SHA-256 digest: add the
+digest to PLATFORM_ADMIN_KEY_HASHES (comma-separated) and give the key to the
+operator; the service stores no key, only the digests it is configured with.`;
 
 /** Operator commands: what the platform decides for an organization, never the organization itself. */
 async function main(argv: string[]): Promise<number> {
@@ -24,6 +30,11 @@ async function main(argv: string[]): Promise<number> {
       default: { type: 'boolean' },
     },
   });
+  if (positionals[0] === 'platform-key' && positionals.length === 1) {
+    const key = newPlatformKey();
+    console.log(`key:    ${key.raw}\ndigest: ${key.hash}`);
+    return 0;
+  }
   if (positionals[0] !== 'rate-limit' || !values.org) {
     console.error(usage);
     return 2;

@@ -22,13 +22,16 @@ export function errorsOf(route: RouteDef): ErrorCode[] {
   // Any request can be malformed (a header, the path, the query or the body).
   codes.add('validation_error');
   codes.add('bad_request');
-  if (route.auth !== false) {
+  if (route.platform) {
+    codes.add('unauthorized');
+    codes.add('forbidden');
+  } else if (route.auth !== false) {
     codes.add('unauthorized');
     if (neededRole(route) !== 'viewer') codes.add('forbidden');
     if (route.teamScoped) codes.add('not_found');
   }
   // An id in the path that names nothing is a 404; so is an unknown X-Team-Id.
-  if (s.params || route.auth !== false) codes.add('not_found');
+  if (s.params || (route.auth !== false && !route.platform)) codes.add('not_found');
   if (hasBody(route)) codes.add('payload_too_large');
   if (s.body || route.uploadField) codes.add('unsupported_media_type');
   if (route.method === 'POST' || route.method === 'PUT' || route.method === 'PATCH') codes.add('conflict');

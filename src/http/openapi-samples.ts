@@ -45,7 +45,8 @@ function curlSample({ route, path, body, query }: SampleInput): string {
   ).toString();
   const url = `$RELAYBOX_URL${path.replace(/\{([^}]+)\}/g, (_, name: string) => shellName(name))}${params ? `?${params}` : ''}`;
   const lines = [`curl${route.method === 'GET' ? '' : ` -X ${route.method}`} "${url}"`];
-  if (route.auth !== false) lines.push('-H "Authorization: Bearer $RELAYBOX_API_KEY"');
+  if (route.platform) lines.push('-H "Authorization: Bearer $RELAYBOX_PLATFORM_KEY"');
+  else if (route.auth !== false) lines.push('-H "Authorization: Bearer $RELAYBOX_API_KEY"');
   if (route.uploadField) lines.push(`-F "${route.uploadField}=@contacts.csv"`);
   else if (body)
     lines.push('-H "Content-Type: application/json"', `-d '${JSON.stringify(exampleOf(body)).replace(/'/g, "'\\''")}'`);

@@ -95,7 +95,7 @@ const parameterRef = (name: keyof typeof parameterComponents) => ({ $ref: `#/com
 
 function parameters(route: RouteDef) {
   const out: unknown[] = [];
-  if (route.auth !== false) out.push(parameterRef('X-Team-Id'));
+  if (route.auth !== false && !route.platform) out.push(parameterRef('X-Team-Id'));
   if (route.idempotent) out.push(parameterRef('Idempotency-Key'));
   if (route.traced) out.push(parameterRef('traceparent'), parameterRef('tracestate'));
   out.push(parameterRef('X-Request-Id'));
@@ -134,6 +134,7 @@ function requestBody(route: RouteDef, schema: Record<string, any> | undefined) {
 }
 
 function describe(route: RouteDef): string | undefined {
+  if (route.platform) return 'Needs a platform-admin key; an organization credential is 403.';
   if (route.auth === false) return undefined;
   const team = route.teamScoped ? ' Acts in the team X-Team-Id picks.' : '';
   return `Needs the ${neededRole(route)} role or higher.${team}`;
@@ -156,6 +157,7 @@ const tagDescriptions: Record<string, string> = {
   events: "The organization's events, to read or catch up on what webhooks deliver",
   automations: 'Automations: replies and actions run on received messages',
   meta: 'Descriptions of this API',
+  admin: 'For platform operators, across organizations',
 };
 
 /** The order /docs lists the groups in: what a client does first (send and read messages), credentials and meta last. */
@@ -174,6 +176,7 @@ const tagOrder = [
   'api-keys',
   'members',
   'teams',
+  'admin',
   'meta',
   'dashboard',
 ];
@@ -219,7 +222,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       parameters: parameters(route),
       ...(body ? { requestBody: body } : {}),
       responses: responsesOf(route, errorResponses),
-      security: route.auth === false ? [] : [{ bearer: [] }],
+      security: route.platform ? [{ platformKey: [] }] : route.auth === false ? [] : [{ bearer: [] }],
       ...(opts.codeSamples
         ? {
             'x-codeSamples': codeSamplesOf({
@@ -269,6 +272,11 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       headers: headerComponents,
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' },
+        platformKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'A platform-admin key (rbx_platform_...)',
+        },
       },
     },
     paths,

@@ -44,11 +44,14 @@ export interface StageHooks {
   rateLimit?: RateLimitHook;
   /** Charges a `limitPerAddress` route to the client address's budget. */
   limitAddress?: RateLimitHook;
+  /** A `platform` route's caller: a platform-admin key, else 401 (no valid credential) or 403 (an organization's). */
+  authenticatePlatform?: AuthenticateHook;
 }
 
 /**
  * A request's stages, each timed into its histogram: authenticate, rate
- * limit, authorize, validate (path, query and body together, so one 400
+ * limit, authorize (a `platform` route: rate limit by address, then the
+ * platform-admin key), validate (path, query and body together, so one 400
  * lists every violation), then the handler.
  */
 export async function runStages(
@@ -59,7 +62,17 @@ export async function runStages(
 ): Promise<Reply> {
   const def = route.def;
   let mark = performance.now();
-  if (def.auth !== false) {
+  if (def.platform) {
+    if (opts.limitAddress) {
+      const refused = await opts.limitAddress(ctx);
+      mark = timed(route.stages.rate_limit, mark);
+      if (refused) throw refused;
+    }
+    if (!opts.authenticatePlatform) throw new AppError('unauthorized', 'missing or invalid credentials');
+    const principal = opts.authenticatePlatform(ctx);
+    ctx.principal = principal instanceof Promise ? await principal : principal;
+    mark = timed(route.stages.auth, mark);
+  } else if (def.auth !== false) {
     if (!opts.authenticate) throw new AppError('unauthorized', 'missing or invalid credentials');
     const principal = opts.authenticate(ctx);
     ctx.principal = principal instanceof Promise ? await principal : principal;

@@ -104,6 +104,13 @@ interface RouteOptions {
   auth?: boolean;
   /** On a route without `auth`: charged to the client address's budget (each such request is costly to serve). */
   limitPerAddress?: boolean;
+  /**
+   * For platform operators, not organizations: the request must carry a
+   * platform-admin key (PLATFORM_ADMIN_KEY_HASHES); an organization's
+   * credential, whatever its role, is 403. Charged to the client address's
+   * budget, as a route without `auth`.
+   */
+  platform?: boolean;
   /** Needed role; default viewer for GET, member for writes. */
   minRole?: Role;
   /** The resource belongs to a team (X-Team-Id): another team's id answers 404. */

@@ -4,11 +4,18 @@ import type { AuthenticateHook, AuthorizeHook, RateLimitHook, RequestContext } f
 import type { RateLimiter, RateLimitPolicy } from '../runtime/rate-limiter.ts';
 import type { IdentityService } from './identity-service.ts';
 import { requireRole, type Principal } from '../roles.ts';
+import { platformKeyPrefix, sameSecret, sha256 } from './secrets.ts';
 
 type LimitSettings = Pick<
   Config,
-  'rateLimitPerMinute' | 'rateLimitBurst' | 'authRateLimitPerMinute' | 'authRateLimitBurst'
+  'rateLimitPerMinute' | 'rateLimitBurst' | 'authRateLimitPerMinute' | 'authRateLimitBurst' | 'platformAdminKeyHashes'
 >;
+
+/** Who calls a platform route: a platform operator, by the key it showed (the first characters of its digest, for logs). */
+export interface PlatformPrincipal {
+  platform: true;
+  keyHash: string;
+}
 
 /**
  * The one authentication step of every authenticated route: the credential
@@ -26,6 +33,7 @@ export function requestAuth(
   authorize: AuthorizeHook;
   rateLimit: RateLimitHook;
   limitAddress: RateLimitHook;
+  authenticatePlatform: AuthenticateHook;
 } {
   const defaults = { perMinute: config.rateLimitPerMinute, burst: config.rateLimitBurst };
   const perAddress = { perMinute: config.authRateLimitPerMinute, burst: config.authRateLimitBurst };
@@ -36,6 +44,24 @@ export function requestAuth(
       return caller instanceof Promise
         ? caller.then((known) => identity.resolveTeam(known, team))
         : identity.resolveTeam(caller, team);
+    },
+    authenticatePlatform(ctx) {
+      const authorization = ctx.headers.authorization;
+      const credential = authorization?.startsWith('Bearer ') ? authorization.slice('Bearer '.length) : undefined;
+      if (credential?.startsWith(platformKeyPrefix)) {
+        const hash = sha256(credential);
+        // Every digest is compared, in constant time each: which one matched shows in no timing.
+        let known = false;
+        for (const candidate of config.platformAdminKeyHashes) known = sameSecret(hash, candidate) || known;
+        if (!known) throw new AppError('unauthorized', 'missing or invalid credentials');
+        return { platform: true, keyHash: hash.slice(0, 12) } satisfies PlatformPrincipal;
+      }
+      // An organization's valid credential is refused for what it is; an invalid one is a 401 like anywhere.
+      const caller = identity.authenticate(authorization);
+      const refuse = (): never => {
+        throw new AppError('forbidden', 'this needs a platform-admin key; no credential of an organization reaches it');
+      };
+      return caller instanceof Promise ? caller.then(refuse) : refuse();
     },
     authorize(principal, minRole) {
       requireRole((principal as Principal).role, minRole);

@@ -8,6 +8,14 @@ export function newApiKey(): { raw: string; hash: string; visiblePrefix: string 
   return { raw, hash: sha256(raw), visiblePrefix: raw.slice(0, apiKeyPrefix.length + 6) };
 }
 
+export const platformKeyPrefix = 'rbx_platform_';
+
+/** A new platform-admin key and the SHA-256 digest PLATFORM_ADMIN_KEY_HASHES holds of it (the key itself is stored nowhere). */
+export function newPlatformKey(): { raw: string; hash: string } {
+  const raw = `${platformKeyPrefix}${randomBytes(32).toString('base64url')}`;
+  return { raw, hash: sha256(raw) };
+}
+
 /** An opaque refresh token; only its hash is stored. */
 export function newRefreshToken(): { raw: string; hash: string } {
   const raw = randomBytes(32).toString('base64url');

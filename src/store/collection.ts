@@ -124,6 +124,20 @@ export interface BulkWriteResult {
   conflicts: number[];
 }
 
+/**
+ * What `topTenants` ranks organizations by: how many documents match, the sum
+ * of a numeric field over them (a missing field adds 0), or the earliest ISO
+ * time a string field holds among them.
+ */
+export type TenantMeasure = { count: true } | { sum: string } | { earliest: string };
+
+/** One organization's figure in a `topTenants` answer. */
+export interface TenantFigure {
+  tenantId: string;
+  /** A count or a sum; for `earliest`, the ISO time. */
+  value: number | string;
+}
+
 export interface Collection<T extends Doc> {
   readonly name: string;
   insertOne(scope: Scope, doc: T): Promise<void>;
@@ -156,6 +170,15 @@ export interface Collection<T extends Doc> {
    * refusal is reported in `conflicts`, any other failure is thrown.
    */
   bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult>;
+  /**
+   * The one read across organizations, for platform operators only (the
+   * admin feature): the `limit` organizations whose matches of `filter` rank
+   * first by `measure` (largest count or sum, earliest time), ties by id,
+   * grouped and ranked by the database in one command (MongoDB `aggregate`
+   * with $group, $sort and $limit; SQL GROUP BY, ORDER BY and LIMIT). An
+   * organization without a match, or whose sum is 0, is not in the answer.
+   */
+  topTenants(filter: Filter, measure: TenantMeasure, limit: number): Promise<TenantFigure[]>;
 }
 
 export interface Store {

@@ -9,6 +9,8 @@ import {
   type IndexSpec,
   type ScanOptions,
   type Scope,
+  type TenantFigure,
+  type TenantMeasure,
   type Update,
   type WriteOp,
 } from './collection.ts';
@@ -131,6 +133,10 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
   count(scope: Scope, filter: Filter): Promise<number> {
     return this.query.count(scope, filter);
+  }
+
+  topTenants(filter: Filter, measure: TenantMeasure, limit: number): Promise<TenantFigure[]> {
+    return Promise.resolve(this.query.topTenants(filter, measure, limit));
   }
 
   scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncGenerator<T[]> {

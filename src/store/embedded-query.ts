@@ -9,6 +9,8 @@ import {
   type FindOptions,
   type ScanOptions,
   type Scope,
+  type TenantFigure,
+  type TenantMeasure,
 } from './collection.ts';
 import { countKey } from './count-cache.ts';
 import type { EmbeddedCache } from './embedded-cache.ts';
@@ -21,8 +23,8 @@ import {
   type Statement,
 } from './embedded-schema.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
-import { matches } from './query.ts';
-import { after, orderBy, sortExpr, where, type SqlValue } from './sql-filter.ts';
+import { getPath, matches } from './query.ts';
+import { after, orderBy, sortExpr, untext, where, type SqlValue } from './sql-filter.ts';
 
 /**
  * The reads of one collection: a filter becomes SQL on its key columns
@@ -109,6 +111,43 @@ export class EmbeddedQuery<T extends Doc> {
   }
 
   /**
+   * Across organizations, grouped by the `tenant` column in SQL: GROUP BY,
+   * ORDER BY the figure and LIMIT. A sum or an earliest time is read from
+   * each match's JSON (`json_extract`), so the field needs no key column.
+   * A filter SQL cannot say exactly (`rest`) is grouped here instead, over
+   * the rows its SQL part selects.
+   */
+  topTenants(filter: Filter, measure: TenantMeasure, limit: number): TenantFigure[] {
+    this.store.assertOpen(this.name);
+    const { sql, params, rest } = where(this.schema, filter);
+    const field = 'count' in measure ? undefined : 'sum' in measure ? measure.sum : measure.earliest;
+    const desc = !('earliest' in measure);
+    if (Object.keys(rest).length > 0) {
+      return countedCommand(this.name, 'aggregate', () => {
+        const figures = new Map<string, number | string>();
+        for (const row of this.store
+          .statement(`SELECT rid, id, tenant, doc FROM ${this.table} WHERE ${sql}`)
+          .all(params) as Row[]) {
+          const doc = decode<T>(row.doc, row.id, row.tenant);
+          if (matches(doc, rest))
+            addFigure(figures, doc.tenantId, measure, field === undefined ? undefined : getPath(doc, field));
+        }
+        return ranked(figures, desc, limit);
+      });
+    }
+    const json = `json_extract(CAST(doc AS TEXT), ?)`;
+    const value = field === undefined ? 'count(*)' : desc ? `sum(${json})` : `min(${json})`;
+    const rows = countedCommand(this.name, 'aggregate', () =>
+      this.store
+        .statement(
+          `SELECT tenant, ${value} AS value FROM ${this.table} WHERE ${sql} GROUP BY tenant HAVING value IS NOT NULL ORDER BY value ${desc ? 'DESC' : 'ASC'}, tenant LIMIT ?`,
+        )
+        .all([...(field === undefined ? [] : [jsonPath(field)]), ...params, limit]),
+    ) as Array<{ tenant: string; value: number | string }>;
+    return rows.filter((row) => row.value !== 0).map((row) => ({ tenantId: untext(row.tenant), value: row.value }));
+  }
+
+  /**
    * Keyset pages: each page is one query that starts after the previous
    * page's last sort keys (`after`), on the index that covers the order when
    * one does, so a whole scan is O(n) and no page holds the event loop for
@@ -170,6 +209,39 @@ function takeUntil(stmt: Statement, params: SqlValue[], take: (row: Row) => bool
       return;
     }
   }
+}
+
+/** A dotted field path as SQLite's JSON path (`latency.sent` → `$."latency"."sent"`). */
+function jsonPath(path: string): string {
+  return (
+    '$' +
+    path
+      .split('.')
+      .map((part) => `."${part.replace(/"/g, '""')}"`)
+      .join('')
+  );
+}
+
+/** Adds one match to its organization's figure (the grouping SQL does, for a filter it cannot say). */
+function addFigure(
+  figures: Map<string, number | string>,
+  tenantId: string,
+  measure: TenantMeasure,
+  value: unknown,
+): void {
+  const had = figures.get(tenantId);
+  if ('count' in measure) figures.set(tenantId, ((had as number | undefined) ?? 0) + 1);
+  else if ('sum' in measure)
+    figures.set(tenantId, ((had as number | undefined) ?? 0) + (typeof value === 'number' ? value : 0));
+  else if (typeof value === 'string' && (had === undefined || value < (had as string))) figures.set(tenantId, value);
+}
+
+function ranked(figures: Map<string, number | string>, desc: boolean, limit: number): TenantFigure[] {
+  return [...figures]
+    .filter(([, value]) => value !== 0)
+    .sort(([a, x], [b, y]) => (x === y ? (a < b ? -1 : 1) : x < y === desc ? 1 : -1))
+    .slice(0, limit)
+    .map(([tenantId, value]) => ({ tenantId, value }));
 }
 
 /** Whether a filter reads back from JSON as itself (no undefined, Date or RegExp in it), so its count can be stored. */

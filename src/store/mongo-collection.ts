@@ -13,6 +13,8 @@ import {
   type FindOptions,
   type ScanOptions,
   type Scope,
+  type TenantFigure,
+  type TenantMeasure,
   type Update,
   type WriteOp,
 } from './collection.ts';
@@ -48,6 +50,8 @@ export interface ServerQuirks {
   writesOneStatementEach: boolean;
   /** An update reads its matches, then writes them back by `_id`: two updates with the same filter both apply. */
   updatesReadThenWrite: boolean;
+  /** `$group` has `$sum` and `$count` but no `$min` (nor `$first`): the earliest time of each group is not the server's to find. */
+  groupsWithoutMin: boolean;
 }
 
 /** One collection on a MongoDB wire server: every call one command (or a few on FerretDB 1.x, see `ServerQuirks`). */
@@ -151,6 +155,65 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
       () => this.sent('count', () => this.col.countDocuments(toMongoFilter(scopedFilter(scope, filter)))),
       true,
     );
+  }
+
+  /**
+   * One `aggregate`: $match, $group by organization, $sort by the figure
+   * (ties by id), $limit. A server without `$min` in $group (FerretDB 1.x)
+   * answers an earliest time by reading the matches in that field's order
+   * instead, only as far as the `limit`-th organization first met: each
+   * organization's earliest time is where it first comes.
+   */
+  topTenants(filter: Filter, measure: TenantMeasure, limit: number): Promise<TenantFigure[]> {
+    const match = toMongoFilter(filter);
+    if ('earliest' in measure && this.server.groupsWithoutMin)
+      return this.earliestByReading(match, measure.earliest, limit);
+    const value =
+      'count' in measure
+        ? { $sum: 1 }
+        : 'sum' in measure
+          ? { $sum: `$${measure.sum}` }
+          : { $min: `$${measure.earliest}` };
+    const pipeline = [
+      { $match: match },
+      { $group: { _id: '$tenantId', value } },
+      { $sort: { value: 'earliest' in measure ? 1 : -1, _id: 1 } },
+      { $limit: limit },
+    ];
+    return this.guard(async () => {
+      const rows = await this.sent('aggregate', () =>
+        this.col.aggregate<{ _id: string; value: unknown }>(pipeline).toArray(),
+      );
+      return rows
+        .filter((row) =>
+          'earliest' in measure ? typeof row.value === 'string' : typeof row.value === 'number' && row.value !== 0,
+        )
+        .map((row) => ({ tenantId: row._id, value: row.value as number | string }));
+    }, true);
+  }
+
+  private earliestByReading(match: Document, field: string, limit: number): Promise<TenantFigure[]> {
+    return this.guard(async () => {
+      const cursor = this.col
+        .find({ ...match, [field]: { $type: 'string' } }, { projection: { tenantId: 1, [field]: 1 } })
+        .sort({ [field]: 1, tenantId: 1 })
+        .batchSize(scanPageSize);
+      const figures: TenantFigure[] = [];
+      const seen = new Set<string>();
+      try {
+        await this.sent('aggregate', async () => {
+          for (let raw = await cursor.next(); raw && figures.length < limit; raw = await cursor.next()) {
+            const tenantId = raw.tenantId as string;
+            if (seen.has(tenantId)) continue;
+            seen.add(tenantId);
+            figures.push({ tenantId, value: getPath(raw, field) as string });
+          }
+        });
+      } finally {
+        await cursor.close();
+      }
+      return figures;
+    }, true);
   }
 
   /**

@@ -31,6 +31,7 @@ export class MongoStore implements Store {
     scansIdLists: false,
     writesOneStatementEach: false,
     updatesReadThenWrite: false,
+    groupsWithoutMin: false,
   };
 
   /**
@@ -84,6 +85,7 @@ export class MongoStore implements Store {
     this.server.scansIdLists = ferretdb;
     this.server.writesOneStatementEach = ferretdb;
     this.server.updatesReadThenWrite = ferretdb;
+    this.server.groupsWithoutMin = ferretdb;
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {
         const keys = Object.fromEntries(Object.entries(index.keys).map(([k, v]) => [k === 'id' ? '_id' : k, v]));

@@ -17,6 +17,7 @@ export type StoreOperation =
   | 'deleteOne'
   | 'deleteMany'
   | 'bulkWrite'
+  | 'aggregate'
   | 'transaction';
 
 /** The collection label of a command that spans collections (the embedded store's COMMIT). */

@@ -8,10 +8,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { recordAnswer, takeRecordedAnswers, type RecordedAnswer } from '../support/answer-recorder.ts';
+import { newPlatformKey } from '../../src/identity/secrets.ts';
 import { OpenApiContract } from '../support/openapi-contract.ts';
 import { routeFixtures } from '../support/route-fixtures.ts';
 import { apiKey, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 
+const platform = newPlatformKey();
 const fill = (path: string, params: Record<string, string>) =>
   path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(params[name]!));
 
@@ -22,7 +24,7 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
   const earlier: RecordedAnswer[] = takeRecordedAnswers();
 
   before(async () => {
-    t = await startTestApp('embedded');
+    t = await startTestApp('embedded', { PLATFORM_ADMIN_KEY_HASHES: platform.hash });
     org = await signup(t, 'Contract Org');
     const doc = await t.request('GET', '/api/v1/openapi.json');
     contract = new OpenApiContract(doc.body);
@@ -77,6 +79,9 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
     await ok('POST', '/api/v1/teams', { name: `Contract team ${Date.now()}` });
     await ok('GET', '/api/v1/teams');
     await ok('GET', '/api/v1/relays');
+    // The platform operators' route: a platform-admin key, no organization credential.
+    const top = await t.request('GET', '/api/v1/admin/tenants/top?by=queued', { token: platform.raw });
+    assert.equal(top.status, 200, top.text);
     await ok('POST', '/api/v1/webhooks', {
       url: 'https://93.184.216.34/hook',
       events: ['relay.offline'],
