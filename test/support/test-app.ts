@@ -51,6 +51,8 @@ export interface TestApp {
     opts?: { token?: string; body?: unknown; headers?: Record<string, string> },
   ): Promise<TestResponse>;
   stop(): Promise<void>;
+  /** Stops the service and starts it again on the same data (data directory, key prefix, database), as after a crash-free restart. */
+  restart(): Promise<TestApp>;
 }
 
 export interface TestResponse {
@@ -89,7 +91,16 @@ export async function startTestApp(
   if (backend !== 'embedded') base.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
   if (backend === 'redis+mongo') base.REDIS_URL = process.env.REDIS_URL!;
   if (backend === 'redis-cluster+mongo') base.REDIS_CLUSTER_NODES = process.env.REDIS_CLUSTER_NODES!;
-  const config = loadConfig({ ...base, ...env });
+  return launch(backend, { ...base, ...env }, opts);
+}
+
+/** The service on `env` as it is (its data kept until `stop`). */
+async function launch(
+  backend: AnyBackend,
+  env: Record<string, string>,
+  opts: { logLines?: string[] },
+): Promise<TestApp> {
+  const config = loadConfig(env);
   const lines = opts.logLines;
   const log = lines
     ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) })
@@ -99,6 +110,11 @@ export async function startTestApp(
   const gateway = app.attachGateway(http);
   const port = await http.listen('127.0.0.1', 0);
   const url = `http://127.0.0.1:${port}`;
+  const close = async () => {
+    await http.close();
+    await gateway.close();
+    await app.close();
+  };
   return {
     app,
     http,
@@ -106,10 +122,12 @@ export async function startTestApp(
     config,
     request: (method, path, opts = {}) => request(url, method, path, opts),
     async stop() {
-      await http.close();
-      await gateway.close();
-      await app.close();
-      await discardRunData(config, dataDir);
+      await close();
+      await discardRunData(config, config.dataDir);
+    },
+    async restart() {
+      await close();
+      return launch(backend, env, opts);
     },
   };
 }
