@@ -91,13 +91,18 @@ export async function startTestApp(
   if (backend !== 'embedded') base.MONGODB_URL = withDatabase(process.env.MONGODB_URL!, `relaybox_t${suffix}`);
   if (backend === 'redis+mongo') base.REDIS_URL = process.env.REDIS_URL!;
   if (backend === 'redis-cluster+mongo') base.REDIS_CLUSTER_NODES = process.env.REDIS_CLUSTER_NODES!;
-  return launch(backend, { ...base, ...env }, opts);
+  return launch(backend, { ...base, ...env }, dataDir, opts);
 }
 
-/** The service on `env` as it is (its data kept until `stop`). */
+/**
+ * The service on `env` as it is (its data kept until `stop`). `ownDir` is the
+ * data dir made for it, discarded at `stop`: a DATA_DIR the caller gave is the
+ * caller's, and stays.
+ */
 async function launch(
   backend: AnyBackend,
   env: Record<string, string>,
+  ownDir: string,
   opts: { logLines?: string[] },
 ): Promise<TestApp> {
   const config = loadConfig(env);
@@ -123,11 +128,11 @@ async function launch(
     request: (method, path, opts = {}) => request(url, method, path, opts),
     async stop() {
       await close();
-      await discardRunData(config, config.dataDir);
+      await discardRunData(config, ownDir);
     },
     async restart() {
       await close();
-      return launch(backend, env, opts);
+      return launch(backend, env, ownDir, opts);
     },
   };
 }
