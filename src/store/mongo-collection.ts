@@ -360,6 +360,8 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
       } catch (err) {
         if (!(err instanceof MongoBulkWriteError)) throw err;
         const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+        // No write errors: the bulk write failed as a whole (no server, a lost connection), not per operation.
+        if (errors.length === 0) throw err;
         const conflicts = errors.filter((e) => duplicateKeyAnswer(e.code, e.errmsg)).map((e) => e.index);
         if (conflicts.length !== errors.length) throw err;
         const r = err.result;

@@ -31,6 +31,18 @@ function notExecuted(err: unknown): boolean {
   );
 }
 
+/**
+ * The driver error a bulk write carries when it failed before any server
+ * answered (no server, a lost connection): the driver wraps it in a
+ * MongoBulkWriteError, which says nothing of it but in `errorResponse`.
+ * Any other error is its own cause.
+ */
+function driverError(err: unknown): unknown {
+  if (typeof err !== 'object' || err === null) return err;
+  const { name, errorResponse } = err as { name?: unknown; errorResponse?: unknown };
+  return name === 'MongoBulkWriteError' && errorResponse instanceof Error ? errorResponse : err;
+}
+
 /** No server could be reached: the driver has already waited its selection timeout, so waiting again only delays the 503. */
 const unreachable = (err: unknown) => (err as { name?: unknown }).name === 'MongoServerSelectionError';
 
@@ -72,9 +84,10 @@ export async function withTransientRetry<R>(
       if (attempt > 0) storeTransientErrors.labels(operation, 'retried').inc();
       return result;
     } catch (err) {
-      if (!transient(err)) throw err;
+      const cause = driverError(err);
+      if (!transient(cause)) throw err;
       const delay = retryDelaysMs[attempt];
-      if (delay === undefined || unreachable(err) || !(idempotent || notExecuted(err))) {
+      if (delay === undefined || unreachable(cause) || !(idempotent || notExecuted(cause))) {
         storeTransientErrors.labels(operation, 'unavailable').inc();
         throw new AppError('service_unavailable', 'the store is busy or unreachable; try again shortly', {
           retryAfterSeconds,

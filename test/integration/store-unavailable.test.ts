@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cuttableLink } from '../support/cuttable-link.ts';
 import { signup, startTestApp, withDatabase } from '../support/test-app.ts';
@@ -12,19 +12,28 @@ async function transientCount(base: string): Promise<number> {
   );
 }
 
-test('an unreachable MongoDB wire server is a 503 with Retry-After, counted, and service resumes when it is back', async (t) => {
+/** An app on Redis + MongoDB wire whose MongoDB connections go through a link the test cuts; undefined when skipped. */
+async function behindCuttableLink(t: TestContext, name: string) {
   if (!process.env.REDIS_URL || !process.env.MONGODB_URL) {
     if (process.env.CI === 'true') throw new Error('REDIS_URL and MONGODB_URL must be set in CI');
-    return t.skip('REDIS_URL/MONGODB_URL not set');
+    t.skip('REDIS_URL/MONGODB_URL not set');
+    return undefined;
   }
   const link = await cuttableLink(new URL(process.env.MONGODB_URL));
-  const db = `relaybox_unavail_${Date.now().toString(36)}`;
+  const db = `relaybox_${name}_${Date.now().toString(36)}`;
   const app = await startTestApp('redis+mongo', { MONGODB_URL: withDatabase(`mongodb://127.0.0.1:${link.port}/`, db) });
   t.after(async () => {
     await link.restore().catch(() => undefined);
     await app.stop();
     await link.cut();
   });
+  return { link, app };
+}
+
+test('an unreachable MongoDB wire server is a 503 with Retry-After, counted, and service resumes when it is back', async (t) => {
+  const run = await behindCuttableLink(t, 'unavail');
+  if (!run) return;
+  const { link, app } = run;
   const org = await signup(app);
   assert.equal((await app.request('GET', '/api/v1/contacts', { token: org.ownerToken })).status, 200);
   const before = await transientCount(app.base);
@@ -44,4 +53,34 @@ test('an unreachable MongoDB wire server is a 503 with Retry-After, counted, and
     if (status !== 200) await sleep(250);
   }
   assert.equal(status, 200, 'answers again once the store is back');
+});
+
+test('sends while MongoDB is cut are each a 503 problem with Retry-After, never a 500', async (t) => {
+  const run = await behindCuttableLink(t, 'unavail_send');
+  if (!run) return;
+  const { link, app } = run;
+  const org = await signup(app);
+  const send = (i: number, key?: string) =>
+    app.request('POST', '/api/v1/messages', {
+      token: org.ownerToken,
+      headers: key ? { 'idempotency-key': key } : {},
+      body: { to: `+1415555${String(100 + (i % 100)).padStart(4, '0')}`, body: `while cut ${i}` },
+    });
+  assert.equal((await send(0)).status, 201, 'a send is accepted while the store answers');
+
+  // Sends in flight as the link is cut, and sends after it: every one is a 201 or a 503 problem.
+  const during = Array.from({ length: 8 }, (_, i) => send(1 + i, i % 2 ? `cut-${i}` : undefined));
+  await link.cut();
+  const after = await Promise.all(Array.from({ length: 6 }, (_, i) => send(20 + i, i % 2 ? `after-${i}` : undefined)));
+  for (const res of [...(await Promise.all(during)), ...after]) {
+    assert.ok(res.status === 201 || res.status === 503, `${res.status} ${res.text.slice(0, 300)}`);
+    if (res.status !== 503) continue;
+    assert.equal(res.headers.get('content-type'), 'application/problem+json');
+    assert.equal(res.body.error, 'service_unavailable', res.text);
+    assert.ok(Number(res.headers.get('retry-after')) >= 1, 'Retry-After');
+  }
+  assert.ok(
+    after.every((res) => res.status === 503),
+    `every send after the cut is a 503: ${after.map((r) => r.status)}`,
+  );
 });

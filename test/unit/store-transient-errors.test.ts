@@ -92,3 +92,38 @@ test('an unreachable store is a 503 at once (the driver already waited), and any
     (err) => err === duplicate,
   );
 });
+
+/** A bulk write (insertMany, bulkWrite) that failed before any server answered: the driver error inside a MongoBulkWriteError. */
+const bulkFailed = (cause: () => Error) => () =>
+  Object.assign(new Error(cause().message), { name: 'MongoBulkWriteError', errorResponse: cause(), writeErrors: [] });
+
+test('a bulk write that found no server or lost its connection is a 503 like any other write, not a 500', async () => {
+  const none = failing([bulkFailed(unreachable)]);
+  await assert.rejects(
+    withTransientRetry('unit_bulk_unreachable', false, none.work),
+    (err: AppError) => err.code === 'service_unavailable' && err.retryAfterSeconds === 1,
+  );
+  assert.equal(none.calls(), 1);
+  assert.equal(await counted('unit_bulk_unreachable', 'unavailable'), 1);
+  const lost = failing([bulkFailed(networkLost)]);
+  await assert.rejects(
+    withTransientRetry('unit_bulk_lost', false, lost.work),
+    (err: AppError) => err.code === 'service_unavailable',
+  );
+  assert.equal(lost.calls(), 1, 'a write that may have been applied is not retried');
+  const notRun = failing([bulkFailed(locked)]);
+  assert.equal(await withTransientRetry('unit_bulk_locked', false, notRun.work), 'done');
+  const conflict = Object.assign(new Error('E11000 duplicate key'), {
+    name: 'MongoBulkWriteError',
+    code: 11000,
+    errorResponse: { message: 'E11000 duplicate key', code: 11000 },
+    writeErrors: [{ index: 0, code: 11000 }],
+  });
+  await assert.rejects(
+    withTransientRetry('unit_bulk_conflict', false, async () => {
+      throw conflict;
+    }),
+    (err) => err === conflict,
+    "a bulk write's own write errors pass through unchanged",
+  );
+});
