@@ -133,6 +133,7 @@ async function fire(base: string, req: HostileRequest): Promise<Outcome> {
 }
 async function fire1(base: string, req: HostileRequest): Promise<Outcome> {
   let res: Response;
+  let text: string;
   try {
     res = await fetch(base + req.path, {
       method: req.method,
@@ -141,12 +142,13 @@ async function fire1(base: string, req: HostileRequest): Promise<Outcome> {
       redirect: 'manual',
       signal: AbortSignal.timeout(30_000),
     });
+    // Inside the time limit too: an answer whose body does not arrive is a fault naming its request.
+    text = await res.text();
   } catch (err) {
     const e = err as Error & { cause?: Error };
     if (req.parserMayClose && /other side closed|ECONNRESET/.test(e.cause?.message ?? '')) return { req };
     return { req, fault: `no answer: ${e.message}${e.cause ? ` (${e.cause.message})` : ''}` };
   }
-  const text = await res.text();
   if (res.status >= 500) return { req, status: res.status, fault: `${res.status} ${text.slice(0, 200)}` };
   if (res.status < 400) return { req, status: res.status };
   let body: unknown;

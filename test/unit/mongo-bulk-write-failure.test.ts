@@ -25,6 +25,7 @@ test('a bulk write whose connection was lost is a 503, not a success with nothin
     scansIdLists: false,
     writesOneStatementEach: false,
     updatesReadThenWrite: false,
+    groupsWithoutMin: false,
   });
   await assert.rejects(
     col.bulkWrite({ tenantId: 't1' }, [{ updateOne: { filter: { id: 'a' }, update: { $set: { x: 1 } } } }]),
