@@ -79,7 +79,7 @@ eachBackend((backend) => {
         [],
         `${faults.length} of ${outcomes.length} requests got a 5xx, no answer or an error that is not a problem`,
       );
-      assert.ok(outcomes.length >= totalRequests);
+      assert.ok(outcomes.length >= totalRequests, `${outcomes.length} requests, at least ${totalRequests}`);
       const owner = outcomes.filter((o) => o.req.headers.authorization === ctx.owner && o.status !== 401);
       assert.ok(
         owner.length > outcomes.length / 2,

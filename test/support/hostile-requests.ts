@@ -111,7 +111,7 @@ export function operationsOf(doc: any): Operation[] {
 }
 
 /**
- * About `total` hostile requests from `seed`: each operation gets a share
+ * At least `total` hostile requests from `seed`: each operation gets a share
  * in proportion to the kinds that apply to it, cycling through them, so an
  * operation that reads a body (more kinds) gets more requests than a plain read.
  */
@@ -122,7 +122,7 @@ export function hostileRequests(ops: Operation[], ctx: HostileContext, seed: num
   const out: HostileRequest[] = [];
   ops.forEach((op, o) => {
     const own = kindsOf[o]!;
-    const count = Math.round((total * own.length) / kinds);
+    const count = Math.ceil((total * own.length) / kinds);
     for (let i = 0; i < count; i++) {
       const req = own[i % own.length]!(new Draft(op, ctx, random, i, own.length), random, ctx);
       out.push(parserMayDrop(req) ? { ...req, parserMayClose: true } : req);
