@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ActorHost } from './actor-host.ts';
 import { askError, askTimeout } from './local-transport.ts';
 import { newEnvelope } from './envelope.ts';
-import { timerAfter, timerAt, type DueTimer } from './due-timer.ts';
+import { timerAfter, type DueTimer } from './due-timer.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
@@ -16,6 +16,7 @@ import { writeReplicated } from './replicated-write.ts';
 import type { ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
 import { ShardLeases } from './shard-leases.ts';
+import { ShardTimers } from './shard-timers.ts';
 import { StreamReader, type Shard } from './stream-reader.ts';
 import type {
   ActorDefinition,
@@ -31,7 +32,7 @@ import type {
 /**
  * Actors on Redis Streams: one stream per actor type and shard, one consumer
  * group, one worker per shard at a time through a lease (`shard-leases.ts`). Delivery is
- * at-least-once; see docs/architecture.md, "Delivery guarantees". On a Redis
+ * at-least-once; due timers are moved by `shard-timers.ts`; see docs/architecture.md, "Delivery guarantees". On a Redis
  * Cluster (docs/operations.md, "Redis Cluster") each shard's keys share one
  * hash slot, addressed messages go over sharded pub/sub, and a send resolves
  * once a replica holds it too.
@@ -61,10 +62,7 @@ export class RedisTransport implements Transport {
   private stopping = false;
   private nodeHandler: ((payload: unknown) => void) | undefined;
   /** The one wake-up for due timers, and when it fires (Infinity: none set). */
-  private timerWakeTimer: DueTimer | undefined;
-  private timerWakeAt = Infinity;
-  private movingTimers = false;
-  private timersAgain = false;
+  private readonly timers: ShardTimers;
 
   /**
    * `target` is a REDIS_URL, a cluster's seed nodes (the transport then makes
@@ -97,11 +95,12 @@ export class RedisTransport implements Transport {
       }),
       taken: async (shard) => {
         await this.streams.taken(shard);
-        this.armTimers();
+        this.timers.arm();
       },
       dropped: (shard) => this.dropStates(shard),
     });
     this.owned = this.leases.owned;
+    this.timers = new ShardTimers(this.cmd, this.owned, this.log, (round) => this.track(round));
     this.streams = new StreamReader(this.cmd, this.keys, nodeId, config, log, {
       owned: this.owned,
       stopping: () => this.stopping,
@@ -134,7 +133,7 @@ export class RedisTransport implements Transport {
     });
     // Wake-ups sent while the subscription was down are lost: every timer is looked at again once it is back.
     this.sub.on('ready', () => {
-      if (this.consuming) this.sweepTimers();
+      if (this.consuming) this.timers.sweep();
     });
     if (this.keys.cluster) await this.sub.ssubscribe(this.replyChannel, this.nodeChannel(this.nodeId));
     else await this.sub.subscribe(this.replyChannel, this.nodeChannel(this.nodeId));
@@ -149,7 +148,7 @@ export class RedisTransport implements Transport {
     this.every(this.config.leaseRenewMs, () => this.leases.heartbeat());
     this.every(this.config.leaseCheckMs, () => this.leases.renew());
     this.every(this.config.rebalanceMs, () => this.leases.rebalance());
-    this.every(this.config.timerPollMs, async () => this.sweepTimers());
+    this.every(this.config.timerPollMs, async () => this.timers.sweep());
     this.readLoopDone = this.keys.cluster ? this.streams.pollLoop() : this.streams.readLoop(this.reader!);
   }
 
@@ -162,13 +161,16 @@ export class RedisTransport implements Transport {
         .catch((err) => {
           this.log.warn({ err }, 'runtime background task failed');
         })
-        .finally(() => {
-          running = false;
-          this.rounds.delete(round);
-        });
-      this.rounds.add(round);
+        .finally(() => (running = false));
+      this.track(round);
     }, ms);
     this.loops.push(timer);
+  }
+
+  /** A background round under way: a stop waits for it before it closes the connections. */
+  private track(round: Promise<void>): void {
+    const kept = round.finally(() => this.rounds.delete(kept));
+    this.rounds.add(kept);
   }
 
   statesOf(type: string): Iterable<unknown> {
@@ -251,7 +253,7 @@ export class RedisTransport implements Transport {
 
   private wakeTimers(owner: string, stream: string, dueAt: number): void {
     if (owner === this.nodeId) {
-      this.timerDue(stream, dueAt);
+      this.timers.due(stream, dueAt);
       return;
     }
     this.publishOn(this.nodeChannel(owner), `${timerWake}${dueAt} ${stream}`).catch((err) =>
@@ -261,15 +263,7 @@ export class RedisTransport implements Transport {
 
   private onTimerWake(message: string): void {
     const space = message.indexOf(' ', timerWake.length);
-    this.timerDue(message.slice(space + 1), Number(message.slice(timerWake.length, space)));
-  }
-
-  /** A timer of `stream` is due at `dueAt`: the wake-up is moved closer if it is the shard's earliest. */
-  private timerDue(stream: string, dueAt: number): void {
-    const shard = this.owned.get(stream);
-    if (!shard || !(dueAt < shard.dueAt)) return;
-    shard.dueAt = dueAt;
-    this.armTimers();
+    this.timers.due(message.slice(space + 1), Number(message.slice(timerWake.length, space)));
   }
 
   private nodeChannel(node: string): string {
@@ -332,70 +326,6 @@ export class RedisTransport implements Transport {
   }
 
   /** Every owned shard's timers are looked at on the next move (the backstop sweep). */
-  private sweepTimers(): void {
-    for (const shard of this.owned.values()) shard.dueAt = 0;
-    this.armTimers();
-  }
-
-  /** One wake-up, at the earliest time an owned shard's timer is due; none while no timer is. */
-  private armTimers(): void {
-    if (this.stopping) return;
-    let next = Infinity;
-    for (const shard of this.owned.values()) if (shard.ready && !shard.draining) next = Math.min(next, shard.dueAt);
-    if (next === this.timerWakeAt) return;
-    this.timerWakeTimer?.cancel();
-    this.timerWakeTimer = undefined;
-    this.timerWakeAt = next;
-    if (next === Infinity) return;
-    this.timerWakeTimer = timerAt(next, () => {
-      this.timerWakeTimer = undefined;
-      this.timerWakeAt = Infinity;
-      this.moveTimersSoon();
-    });
-  }
-
-  private moveTimersSoon(): void {
-    if (this.movingTimers) {
-      this.timersAgain = true;
-      return;
-    }
-    this.movingTimers = true;
-    const round = this.moveDueTimers()
-      .catch((err) => {
-        this.log.warn({ err }, 'could not move due timers; trying again');
-        for (const shard of this.owned.values()) shard.dueAt = Math.min(shard.dueAt, Date.now() + 500);
-      })
-      .finally(() => {
-        this.movingTimers = false;
-        this.rounds.delete(round);
-        if (this.timersAgain) {
-          this.timersAgain = false;
-          this.moveTimersSoon();
-        } else this.armTimers();
-      });
-    this.rounds.add(round);
-  }
-
-  /** Moves the due timers of each owned shard whose wake-up time has come, and sets its next one. */
-  private async moveDueTimers(): Promise<void> {
-    const now = Date.now();
-    await Promise.all(
-      [...this.owned.values()]
-        .filter((shard) => shard.ready && !shard.draining && shard.dueAt <= now)
-        .map(async (shard) => {
-          // A wake-up that comes while the move runs lowers this again, and is kept.
-          shard.dueAt = Infinity;
-          try {
-            const next = await this.cmd.moveDueTimers(shard.timers, shard.stream, now, 500);
-            shard.dueAt = Math.min(shard.dueAt, next < 0 ? Infinity : next);
-          } catch (err) {
-            shard.dueAt = 0;
-            throw err;
-          }
-        }),
-    );
-  }
-
   // ---- inspection and lifecycle ----
 
   deadLetters(type: string, limit = 100): Promise<DeadLetter[]> {
@@ -429,7 +359,7 @@ export class RedisTransport implements Transport {
     if (this.stopping) return;
     this.stopping = true;
     for (const timer of this.loops) clearInterval(timer);
-    this.timerWakeTimer?.cancel();
+    this.timers.stop();
     await Promise.all(this.rounds);
     if (this.consuming) {
       await this.readLoopDone;
