@@ -277,7 +277,8 @@ test('1,000 organizations: each process stays under the series budget and no lab
     await service?.terminate();
     await rm(dir, { recursive: true, force: true });
   });
-  const env = { ...serviceEnv, DATA_DIR: dir };
+  // CI exports REDIS_URL and MONGODB_URL: the embedded run must not inherit them.
+  const env = { ...serviceEnv, REDIS_URL: '', MONGODB_URL: '', DATA_DIR: dir };
   const tenants = await makeOrganizations(env);
   service = await startServiceProcess('all', env, 60_000);
   const base = `http://127.0.0.1:${service.port}`;
