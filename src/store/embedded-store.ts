@@ -13,7 +13,7 @@ import { countedCommand, countFolded, everyCollection } from './operation-count.
 import { countedExec, countedStatement } from './store-work.ts';
 import { WalCheckpointer } from './wal-checkpointer.ts';
 import { WalIndex } from './wal-index.mjs';
-import { storeTransientErrors } from './transient-errors.ts';
+import { fileFailure, unavailable } from './transient-errors.ts';
 
 export interface EmbeddedStoreOptions {
   /** How often the write-ahead log is fdatasync'd in the background; 0 syncs every commit before it resolves. */
@@ -67,6 +67,8 @@ interface Batch {
   done: Promise<void>;
   resolve(): void;
   reject(err: unknown): void;
+  /** A statement of the turn could not reach the files: SQLite may have rolled the turn back, so no more writes join it. */
+  failed?: unknown;
 }
 
 /**
@@ -241,8 +243,17 @@ export class EmbeddedStore implements Store, Connection {
   /** Runs `work` inside this turn's transaction, opening it (and scheduling its commit) if needed. */
   write<R>(what: string, work: () => R): R {
     this.assertOpen(what);
-    if (!this.batch) this.batch = this.begin();
-    return work();
+    const failed = this.batch?.failed;
+    if (failed) throw unavailable(what, 'the store could not write to its files; try again shortly', failed);
+    try {
+      if (!this.batch) this.batch = this.begin();
+      return work();
+    } catch (err) {
+      // A statement that could not reach the files: a 503, counted, not a 500; the rest of the turn fails with it.
+      if (!fileFailure(err)) throw err;
+      if (this.batch) this.batch.failed = err;
+      throw unavailable(what, 'the store could not write to its files; try again shortly', err);
+    }
   }
 
   /** Runs `work` once in this turn's transaction just before its COMMIT, however often it is asked for with the same `key`. */
@@ -272,6 +283,8 @@ export class EmbeddedStore implements Store, Connection {
     this.batch = null;
     try {
       if (!this.db.inTransaction) throw new Error('the transaction was rolled back by SQLite');
+      // Part of a failed call's writes may be in the turn: none of the turn is kept.
+      if (batch.failed) throw batch.failed;
       countedCommand(everyCollection, 'transaction', () => {
         for (const work of batch.last.values()) work();
         countedExec(this.db, 'COMMIT');
@@ -280,8 +293,7 @@ export class EmbeddedStore implements Store, Connection {
       if (this.db.inTransaction) countedExec(this.db, 'ROLLBACK');
       this.rollbacks++;
       // A full disk or a failing volume: every write of the turn is answered 503, and the store-unavailable alert counts it.
-      storeTransientErrors.labels('transaction', 'unavailable').inc();
-      batch.reject(new AppError('service_unavailable', 'the store could not commit', { cause: err }));
+      batch.reject(unavailable('transaction', 'the store could not commit', err));
       return;
     }
     this.checkpointer.committed();

@@ -88,13 +88,25 @@ export async function withTransientRetry<R>(
       if (!transient(cause)) throw err;
       const delay = retryDelaysMs[attempt];
       if (delay === undefined || unreachable(cause) || !(idempotent || notExecuted(cause))) {
-        storeTransientErrors.labels(operation, 'unavailable').inc();
-        throw new AppError('service_unavailable', 'the store is busy or unreachable; try again shortly', {
-          retryAfterSeconds,
-          cause: err,
-        });
+        throw unavailable(operation, 'the store is busy or unreachable; try again shortly', err);
       }
       await new Promise((resolve) => setTimeout(resolve, delay * (0.5 + Math.random())));
     }
   }
+}
+
+/**
+ * SQLite could not read or write its files: a volume gone read-only, a full
+ * disk, a failing device. The request is not at fault, and the same write
+ * succeeds once the volume is back.
+ */
+export function fileFailure(err: unknown): boolean {
+  const { code } = (err ?? {}) as { code?: unknown };
+  return typeof code === 'string' && /^SQLITE_(IOERR|READONLY|FULL|CANTOPEN|PERM)/.test(code);
+}
+
+/** The 503 a store failure that says nothing about the request is answered with, counted for the store-unavailable alert. */
+export function unavailable(operation: string, message: string, cause: unknown): AppError {
+  storeTransientErrors.labels(operation, 'unavailable').inc();
+  return new AppError('service_unavailable', message, { retryAfterSeconds, cause });
 }
