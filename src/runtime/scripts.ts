@@ -18,7 +18,8 @@ const scripts = readdirSync(luaDir)
 export interface ScriptCommands {
   leaseRenew(key: string, node: string, ttlMs: number): Promise<number>;
   leaseRelease(key: string, node: string): Promise<number>;
-  ack(stream: string, group: string, id: string): Promise<number>;
+  /** Acknowledges and deletes entries of one stream (at least one id). */
+  ack(stream: string, group: string, ...ids: string[]): Promise<number>;
   deadLetter(
     stream: string,
     dlq: string,

@@ -249,6 +249,18 @@ export class StreamReader {
   private async handle(items: StreamDelivery[]): Promise<void> {
     try {
       const outcomes = await this.owner.host().deliverBatch(items, items[0]!.shard.ownership.signal);
+      // One acknowledgement for the batch's handled entries (a mailbox batch is of one shard), then each one's own ending.
+      const handled = items.filter((_, i) => outcomes[i]!.ok || !outcomes[i]!.deadLetter);
+      try {
+        if (handled.length > 0) await this.cmd.ack(items[0]!.shard.stream, group, ...handled.map((item) => item.id));
+      } catch (err) {
+        // Not acknowledged: the entries stay pending, and are delivered again; no ask is answered before that.
+        this.log.error(
+          { err, stream: items[0]!.shard.stream, entries: handled.length },
+          'could not acknowledge entries; they will be delivered again',
+        );
+        return;
+      }
       await Promise.all(
         items.map(async ({ shard, id, env }, i) => {
           try {
@@ -269,10 +281,9 @@ export class StreamReader {
     }
   }
 
+  /** Dead-letters what failed for good, and answers an ask; a handled entry is acknowledged with its batch. */
   private async settle(shard: Shard, id: string, env: Envelope, outcome: DeliveryOutcome): Promise<void> {
-    if (outcome.ok || !outcome.deadLetter) {
-      await this.cmd.ack(shard.stream, group, id);
-    } else {
+    if (!outcome.ok && outcome.deadLetter) {
       const error = outcome.error || `delivered ${outcome.deliveries} times without finishing (worker crashes)`;
       await this.cmd.deadLetter(
         shard.stream,

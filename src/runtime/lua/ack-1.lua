@@ -1,14 +1,14 @@
 --[[
-  Acknowledges a handled entry and deletes it, so shard streams hold only
-  work not yet done.
+  Acknowledges handled entries and deletes them, so shard streams hold only
+  work not yet done: one call for a read batch's entries of one stream.
 
   KEYS[1]  the shard stream
   ARGV[1]  the consumer group
-  ARGV[2]  the entry id
+  ARGV[2…] the entry ids
 
-  Returns the number of entries acknowledged (0 when another consumer had
-  already taken it over and acknowledged it).
+  Returns the number of entries acknowledged (fewer when another consumer
+  had already taken some over and acknowledged them).
 ]]
-local acked = redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
+local acked = redis.call('XACK', KEYS[1], unpack(ARGV))
+redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
 return acked
