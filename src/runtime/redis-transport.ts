@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Cluster } from 'ioredis';
 import type { RuntimeConfig } from './types.ts';
 import { AppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
@@ -18,6 +19,7 @@ import { shardOf } from './shard.ts';
 import { ShardLeases } from './shard-leases.ts';
 import { ShardTimers } from './shard-timers.ts';
 import { StreamReader, type Shard } from './stream-reader.ts';
+import { ShardConnections } from './shard-connections.ts';
 import type {
   ActorDefinition,
   ActorMessage,
@@ -89,7 +91,6 @@ export class RedisTransport implements Transport {
         ...leased,
         timers: keys.timers,
         keys,
-        idle: { ms: 0, until: 0 },
         ready: false,
         dueAt: 0,
       }),
@@ -149,7 +150,9 @@ export class RedisTransport implements Transport {
     this.every(this.config.leaseCheckMs, () => this.leases.renew());
     this.every(this.config.rebalanceMs, () => this.leases.rebalance());
     this.every(this.config.timerPollMs, async () => this.timers.sweep());
-    this.readLoopDone = this.keys.cluster ? this.streams.pollLoop() : this.streams.readLoop(this.reader!);
+    this.readLoopDone = this.keys.cluster
+      ? this.streams.clusterLoop(new ShardConnections(this.cmd as Cluster))
+      : this.streams.readLoop(this.reader!);
   }
 
   private every(ms: number, work: () => Promise<void>): void {

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../log.ts';
 import type { ActorHost, DeliveryOutcome } from './actor-host.ts';
 import { readEnvelope } from './envelope.ts';
@@ -6,6 +7,7 @@ import { Mailboxes } from './mailboxes.ts';
 import type { RedisClient } from './redis-client.ts';
 import type { RedisKeys, ShardKeys } from './redis-keys.ts';
 import type { ScriptedRedis } from './scripts.ts';
+import type { ShardConnection, ShardConnections } from './shard-connections.ts';
 import type { LeasedShard } from './shard-leases.ts';
 import type { Envelope, RuntimeConfig } from './types.ts';
 
@@ -14,8 +16,6 @@ const group = 'workers';
 export interface Shard extends LeasedShard {
   timers: string;
   keys: ShardKeys;
-  /** On a cluster: how long the shard's reads have come back empty, and when to read it next. */
-  idle: { ms: number; until: number };
   /** Pending entries of the previous owner have been queued; new entries may be read now. */
   ready: boolean;
   /** When the shard's earliest timer is due as far as this worker knows (0: look now; Infinity: none). */
@@ -32,8 +32,10 @@ interface StreamDelivery {
   previousDeliveries: number;
 }
 
-/** The longest pause between two reads of idle shards on a cluster (where shards cannot share one blocking read). */
-const clusterIdlePollMs = 25;
+/** How long a cluster shard's blocking read waits for an entry: an idle shard costs one read this often. */
+const clusterBlockMs = 10_000;
+/** How often a cluster's read loop looks at this worker's leases for a shard to start reading. */
+const shardLookMs = 50;
 
 /** What the stream reader takes from the worker it reads for. */
 export interface StreamOwner {
@@ -136,6 +138,26 @@ export class StreamReader {
     return null;
   }
 
+  /** Entries of `streams` no consumer has read yet, waiting up to `blockMs` for the first. */
+  private async readNew(
+    redis: RedisClient | Redis,
+    blockMs: number,
+    streams: string[],
+  ): Promise<Array<[string, StreamEntry[]]> | null> {
+    return (await redis.xreadgroup(
+      'GROUP',
+      group,
+      this.nodeId,
+      'COUNT',
+      this.config.readBatch,
+      'BLOCK',
+      blockMs,
+      'STREAMS',
+      ...streams,
+      ...streams.map(() => '>'),
+    )) as Array<[string, StreamEntry[]]> | null;
+  }
+
   /** `reader` is a connection of its own: a blocking read holds it until entries come or the block ends. */
   async readLoop(reader: RedisClient): Promise<void> {
     while (!this.owner.stopping()) {
@@ -143,18 +165,11 @@ export class StreamReader {
       if (!shards) continue;
       let result: Array<[string, StreamEntry[]]> | null;
       try {
-        result = (await reader.xreadgroup(
-          'GROUP',
-          group,
-          this.nodeId,
-          'COUNT',
-          this.config.readBatch,
-          'BLOCK',
+        result = await this.readNew(
+          reader,
           this.config.readBlockMs,
-          'STREAMS',
-          ...shards.map((s) => s.stream),
-          ...shards.map(() => '>'),
-        )) as Array<[string, StreamEntry[]]> | null;
+          shards.map((s) => s.stream),
+        );
       } catch (err) {
         if (this.owner.stopping()) break;
         this.log.warn({ err }, 'stream read failed; retrying');
@@ -170,49 +185,62 @@ export class StreamReader {
   }
 
   /**
-   * The cluster's read loop: one key per XREADGROUP (the shards are in
-   * different slots), so each ready shard is read without blocking, those due
-   * all at once (pipelined per master). A shard that gave entries is read
-   * again at once; one that gave none waits a little longer each time, up to
-   * `clusterIdlePollMs`.
+   * The cluster's read loop: one read cannot span slots, so each owned shard
+   * ready to be read has a blocking read of its own, on a connection of its
+   * own (`connections`), waiting up to `clusterBlockMs`. Nothing is sent to
+   * Redis while a shard is idle but that wait. A shard leaving this worker
+   * ends its read at once (its connection is closed).
    */
-  async pollLoop(): Promise<void> {
+  async clusterLoop(connections: ShardConnections): Promise<void> {
+    const reading = new Map<Shard, Promise<void>>();
     while (!this.owner.stopping()) {
-      const shards = await this.readable();
-      if (!shards) continue;
-      const now = Date.now();
-      const due = shards.filter((s) => s.idle.until <= now);
-      if (due.length === 0) {
-        await sleep(Math.max(1, Math.min(...shards.map((s) => s.idle.until)) - now));
-        continue;
-      }
-      const results = await Promise.all(
-        due.map((s) =>
-          (
-            this.cmd.xreadgroup(
-              'GROUP',
-              group,
-              this.nodeId,
-              'COUNT',
-              this.config.readBatch,
-              'STREAMS',
-              s.stream,
-              '>',
-            ) as Promise<Array<[string, StreamEntry[]]> | null>
-          ).catch((err) => {
-            if (!this.owner.stopping()) this.log.warn({ err, stream: s.stream }, 'stream read failed; retrying');
-            return null;
-          }),
-        ),
-      );
-      due.forEach((shard, i) => {
-        const entries = results[i]?.[0]?.[1] ?? [];
-        shard.idle.ms = entries.length > 0 ? 0 : Math.min(Math.max(1, shard.idle.ms * 2), clusterIdlePollMs);
-        shard.idle.until = Date.now() + shard.idle.ms;
+      for (const shard of this.owner.owned.values())
+        if (shard.ready && !shard.draining && !reading.has(shard))
+          reading.set(
+            shard,
+            this.readShard(shard, connections).finally(() => reading.delete(shard)),
+          );
+      // Looks at this worker's own leases only: no command.
+      await sleep(shardLookMs);
+    }
+    connections.closeAll();
+    await Promise.all(reading.values());
+  }
+
+  /** Reads one shard of a cluster until it leaves this worker or the worker stops. */
+  private async readShard(shard: Shard, connections: ShardConnections): Promise<void> {
+    const reading = () => !this.owner.stopping() && !shard.draining && this.owner.owned.get(shard.stream) === shard;
+    let connection: ShardConnection | undefined;
+    const end = () => connection?.close();
+    shard.ownership.signal.addEventListener('abort', end, { once: true });
+    try {
+      for (let failed = false; reading();) {
+        if (this.serial.size >= this.config.readBatch * 2) {
+          await sleep(2);
+          continue;
+        }
+        let result: Array<[string, StreamEntry[]]> | null;
+        try {
+          connection ??= await connections.connect(shard.stream, failed);
+          result = await this.readNew(connection.redis, clusterBlockMs, [shard.stream]);
+          failed = false;
+        } catch (err) {
+          connection?.close();
+          connection = undefined;
+          if (!reading()) break;
+          // A failover or a moved slot: the next read asks the cluster where the slot is now.
+          this.log.warn({ err, stream: shard.stream }, 'stream read failed; retrying');
+          failed = true;
+          await sleep(500);
+          continue;
+        }
         // A shard whose lease was lost while reading: the next owner claims these.
-        if (this.owner.owned.get(shard.stream) === shard)
-          for (const [id, fields] of entries) this.handleEntry(shard, id, fields, 0);
-      });
+        if (this.owner.owned.get(shard.stream) !== shard) break;
+        for (const [id, fields] of result?.[0]?.[1] ?? []) this.handleEntry(shard, id, fields, 0);
+      }
+    } finally {
+      shard.ownership.signal.removeEventListener('abort', end);
+      connection?.close();
     }
   }
 
