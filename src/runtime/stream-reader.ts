@@ -222,6 +222,8 @@ export class StreamReader {
         let result: Array<[string, StreamEntry[]]> | null;
         try {
           connection ??= await connections.connect(shard.stream, failed);
+          // The shard may have left while the connection was made.
+          if (!reading()) break;
           result = await this.readNew(connection.redis, clusterBlockMs, [shard.stream]);
           failed = false;
         } catch (err) {
