@@ -1,7 +1,8 @@
 /**
  * The webhook bench's receiver, in its own process so that it does not share
  * the service's event loop: a keep-alive HTTP server that answers 204 and
- * keeps, per delivery, the time from the event's `timestamp` to its arrival.
+ * keeps, per delivery, the time from the event's `timestamp` to its arrival;
+ * a URL with `?hang=<ms>` is answered only after that long, and not counted.
  * The parent asks over IPC: `{ op: 'count' }`, `{ op: 'reset' }` (forget the
  * latencies) and `{ op: 'latencies' }`; the first message it gets is the URL.
  */
@@ -14,6 +15,9 @@ const server = createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
+    // `?hang=<ms>`: the noisy neighbour's endpoint, which holds each request that long and is not counted.
+    const hang = /[?&]hang=(\d+)/.exec(req.url ?? '');
+    if (hang) return void setTimeout(() => res.writeHead(204).end(), Number(hang[1])).unref();
     count++;
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { timestamp: string };
     latencies.push(Date.now() - Date.parse(body.timestamp));

@@ -7,21 +7,19 @@
  *
  *   npm run bench:webhooks   (BENCH_EVENTS, BENCH_WEBHOOKS, BENCH_SECONDS)
  *
+ * Then the noisy neighbour (bench/webhook-neighbour.ts): organization B's
+ * events paced at BENCH_NEIGHBOUR_RATE (500) a second for BENCH_SECONDS, alone
+ * and then while organization A's endpoint holds every request 10 s (A has
+ * 200 events waiting and 10 more come each second); prints
+ * B's event-to-delivery p50 and p99 both ways.
+ *
  * BENCH_PROFILE=1 also prints, per backend, the store calls the full-speed
  * phase made per delivery and the time they took, by collection and operation.
  */
-import { randomUUID } from 'node:crypto';
-import { mkdtemp } from 'node:fs/promises';
-import { fork } from 'node:child_process';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createApp, type App } from '../src/app.ts';
-import { loadConfig } from '../src/config.ts';
-import { domainEvent } from '../src/events/event-stream.ts';
-import { createLogger } from '../src/log.ts';
-import { discardRunData } from '../test/support/discard-data.ts';
+import type { App } from '../src/app.ts';
 import { isEntryPoint } from './entry-point.ts';
+import { measureNoisyNeighbour } from './webhook-neighbour.ts';
+import { messageEvent, percentile, startBenchApp, type WebhookBackend } from './webhook-bench-app.ts';
 
 const events = Number(process.env.BENCH_EVENTS ?? 5_000);
 const webhooks = Number(process.env.BENCH_WEBHOOKS ?? 4);
@@ -75,43 +73,6 @@ function profileStore(app: App): { reset(): void; report(deliveries: number): st
   };
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
-}
-
-/** The receiver runs in its own process (bench/webhook-sink.ts): on one event loop with the service it would take the service's CPU. */
-async function receiver() {
-  const child = fork(fileURLToPath(new URL('./webhook-sink.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  let answer: ((m: Record<string, unknown>) => void) | undefined;
-  const first = new Promise<string>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`the receiver exited with ${code}`)));
-    answer = (m) => resolve(m.url as string);
-  });
-  child.on('message', (m: Record<string, unknown>) => answer?.(m));
-  const url = await first;
-  const ask = <T>(op: 'count' | 'reset' | 'latencies') =>
-    new Promise<T>((resolve) => {
-      answer = (m) => resolve((op === 'latencies' ? m.latencies : m.count) as T);
-      child.send({ op });
-    });
-  return {
-    url,
-    count: () => ask<number>('count'),
-    reset: () => ask<number>('reset'),
-    latencies: () => ask<number[]>('latencies'),
-    close: () =>
-      new Promise<void>((resolve) => {
-        child.removeAllListeners('exit');
-        child.once('exit', () => resolve());
-        child.disconnect();
-      }),
-  };
-}
-
 export interface WebhookFigures {
   /** Signed deliveries per second with every event appended at once. */
   deliveriesPerSecond: number;
@@ -122,47 +83,17 @@ export interface WebhookFigures {
 
 /** `events` events to `webhooks` webhooks on `backend` (a fresh app in this process), then `seconds` at half the rate. */
 export async function measureWebhooks(
-  backend: 'embedded' | 'redis+mongo',
+  backend: WebhookBackend,
   opts: { events: number; webhooks: number; seconds: number },
 ): Promise<WebhookFigures> {
   const { events, webhooks, seconds } = opts;
-  const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-'));
-  const suffix = randomUUID().slice(0, 8);
-  const env: Record<string, string> = {
-    DATA_DIR: dataDir,
-    RUNTIME_KEY_PREFIX: `bw${suffix}`,
-    WEBHOOK_ALLOW_PRIVATE: 'true',
-    LOG_LEVEL: 'warn',
-  };
-  if (backend === 'redis+mongo') {
-    env.REDIS_URL = process.env.REDIS_URL!;
-    const url = new URL(process.env.MONGODB_URL!);
-    url.pathname = `/relaybox_bw${suffix}`;
-    env.MONGODB_URL = url.toString();
-  }
-  const config = loadConfig(env);
-  const app: App = await createApp(config, createLogger('warn'), { consume: true });
-  const sink = await receiver();
-  const orgId = `org_bench${suffix}`;
+  const bench = await startBenchApp(backend);
+  const { app, sink } = bench;
+  const orgId = `org_bench${bench.suffix}`;
   for (let i = 0; i < webhooks; i++)
     await app.webhooks.service.create(orgId, { url: sink.url, events: ['message.queued'], secret: 'bench secret' });
-  const event = (n: number) =>
-    domainEvent(
-      'message.queued',
-      { tenantId: orgId },
-      {
-        id: `msg_${n}`,
-        to: '+14155550100',
-        from: null,
-        body: `bench ${n}`,
-        status: 'queued',
-        conversationId: 'conv_bench',
-      },
-    );
-  const waitFor = async (count: number) => {
-    const deadline = Date.now() + 300_000;
-    while ((await sink.count()) < count && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-  };
+  const event = (n: number) => messageEvent(orgId, n);
+  const waitFor = (n: number) => sink.waitFor(n);
 
   const profile = profiling ? profileStore(app) : undefined;
   profile?.reset();
@@ -177,9 +108,7 @@ export async function measureWebhooks(
 
   const figures: WebhookFigures = { deliveriesPerSecond: rate, storeCalls };
   if (seconds > 0) figures.halfRate = await halfRate();
-  await app.close();
-  await sink.close();
-  await discardRunData(config, dataDir);
+  await bench.close();
   return figures;
 
   /** Half the full rate, paced every 10 ms, for the latency from the event to its delivery. */
@@ -200,7 +129,7 @@ export async function measureWebhooks(
   }
 }
 
-async function run(backend: 'embedded' | 'redis+mongo'): Promise<void> {
+async function run(backend: WebhookBackend): Promise<void> {
   const f = await measureWebhooks(backend, { events, webhooks, seconds });
   console.log(
     `| ${backend} | ${webhooks} | ${Math.round(f.deliveriesPerSecond)} | ${Math.round(f.halfRate!.perSecond)} | ${f.halfRate!.p50Ms} | ${f.halfRate!.p99Ms} |`,
@@ -214,7 +143,26 @@ if (isEntryPoint(import.meta.url)) {
   );
   console.log('| backend | webhooks | deliveries/s | half rate/s | p50 ms | p99 ms |');
   console.log('|---|---|---|---|---|---|');
-  await run('embedded');
-  if (process.env.REDIS_URL && process.env.MONGODB_URL) await run('redis+mongo');
+  const backends: WebhookBackend[] =
+    process.env.REDIS_URL && process.env.MONGODB_URL ? ['embedded', 'redis+mongo'] : ['embedded'];
+  for (const backend of backends) await run(backend);
+  const perSecond = Number(process.env.BENCH_NEIGHBOUR_RATE ?? 500);
+  console.log(
+    `\nnoisy neighbour: B's events at ${perSecond}/s for ${seconds} s, alone, then while A's endpoint holds each request 10 s (A: 200 events waiting, 10 more/s)`,
+  );
+  console.log("| backend | B alone p50 / p99 ms | B beside A p50 / p99 ms | B's p99 beside A / alone |");
+  console.log('|---|---|---|---|');
+  for (const backend of backends) {
+    const { alone, withA } = await measureNoisyNeighbour(backend, {
+      seconds,
+      perSecond,
+      hangMs: 10_000,
+      aBacklog: 200,
+      aPerSecond: 10,
+    });
+    console.log(
+      `| ${backend} | ${alone.p50Ms} / ${alone.p99Ms} | ${withA.p50Ms} / ${withA.p99Ms} | ${(withA.p99Ms / alone.p99Ms).toFixed(2)} |`,
+    );
+  }
   process.exit(0);
 }

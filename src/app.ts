@@ -248,7 +248,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       // The runtime hands the webhook actors no more messages: the deliveries still running are let go.
       await webhookActor.stop();
       await rollups.settled();
-      webhooks.close();
+      await webhooks.close();
       automations.close();
       await rate.close();
       await broadcast.close();

@@ -148,8 +148,16 @@ export function targetRefusal(target: Extract<Resolved, { ok: false }>): string 
  * other (no second lookup, so no DNS rebinding between check and connect).
  * Every address a name resolves to must be public.
  */
-export async function resolveTarget(url: URL, allowPrivate: boolean, lookup: Lookup = systemLookup): Promise<Resolved> {
-  const host = bareHost(url);
+export function resolveTarget(url: URL, allowPrivate: boolean, lookup: Lookup = systemLookup): Promise<Resolved> {
+  return resolveHost(bareHost(url), allowPrivate, lookup);
+}
+
+/** As `resolveTarget`, for a bare host name or address (no brackets): what a connection about to be made checks. */
+export async function resolveHost(
+  host: string,
+  allowPrivate: boolean,
+  lookup: Lookup = systemLookup,
+): Promise<Resolved> {
   let addresses: Array<{ address: string; family: number }>;
   if (isIP(host)) {
     addresses = [{ address: host, family: isIP(host) }];

@@ -26,6 +26,7 @@ const writeChunk = 500;
 export class DeliveryLog {
   private pending: Success[] = [];
   private flushing = false;
+  private idle: Array<() => void> = [];
 
   constructor(private readonly deliveries: Collection<DeliveryDoc>) {}
 
@@ -34,6 +35,16 @@ export class DeliveryLog {
       this.pending.push({ delivery, responseStatus, done: (err) => (err ? reject(err) : resolve()) });
       this.schedule();
     });
+  }
+
+  /**
+   * Resolves once every success reported so far is written (or its write
+   * failed, leaving it pending for the sweep): what a clean stop waits for
+   * before closing the store, so no record is lost.
+   */
+  flushed(): Promise<void> {
+    if (!this.flushing && this.pending.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idle.push(resolve));
   }
 
   private schedule(): void {
@@ -77,6 +88,11 @@ export class DeliveryLog {
       }
     }
     this.flushing = false;
+    if (this.pending.length === 0) {
+      const waiting = this.idle;
+      this.idle = [];
+      for (const resolve of waiting) resolve();
+    }
     this.schedule();
   }
 }

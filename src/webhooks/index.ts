@@ -32,9 +32,10 @@ export async function createWebhooks(deps: {
   const cfg = deps.config.webhook;
   const box = await loadSecretBox(cfg.secretKey, deps.config.dataDir);
   const sender = new WebhookSender({ allowPrivate: cfg.allowPrivate, timeoutMs: cfg.timeoutMs });
+  const deliveryLog = new DeliveryLog(deps.db.deliveries);
   const attempts = new DeliveryAttempts({
     db: deps.db,
-    deliveryLog: new DeliveryLog(deps.db.deliveries),
+    deliveryLog,
     box,
     sender,
     config: cfg,
@@ -56,8 +57,9 @@ export async function createWebhooks(deps: {
     async stopRouting(): Promise<void> {
       await consumer?.stop();
     },
-    /** After the runtime stopped and the webhook actor's lanes let go. */
-    close(): void {
+    /** After the runtime stopped and the webhook actor's lanes let go: the delivery log's last batch is written, then connections close. */
+    async close(): Promise<void> {
+      await deliveryLog.flushed();
       sender.close();
     },
   };

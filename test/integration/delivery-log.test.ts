@@ -72,5 +72,21 @@ eachBackend((backend) => {
         'settled by another attempt: left as it was',
       );
     });
+
+    test('a clean stop waits for the last batch: every success reported before it is stored', async () => {
+      const deliveries = t.app.store.collection<DeliveryDoc>('webhook_deliveries');
+      const log = new DeliveryLog(deliveries);
+      const org = `org_log_stop_${backend.replace('+', '_')}`;
+      const docs = Array.from({ length: 300 }, (_, i) => pending(org, i));
+      await deliveries.insertMany({ tenantId: org }, docs);
+      await log.flushed(); // nothing reported: answers at once
+      // Reported in two waves, the second while the first batch is being written; nobody awaits the reports.
+      for (const d of docs.slice(0, 150)) void log.succeeded(d, 200);
+      await new Promise((r) => setImmediate(r));
+      for (const d of docs.slice(150)) void log.succeeded(d, 200);
+      await log.flushed();
+      const stored = await deliveries.find({ tenantId: org }, { status: 'succeeded' }, { limit: 1_000 });
+      assert.equal(stored.length, 300);
+    });
   });
 });

@@ -219,10 +219,14 @@ test('at delivery: a refused address is a failed attempt with its reason and no 
     });
     const ok = await pinned.attempt(`http://hooks.example.com:${port}/x`, {}, '{}');
     assert.equal(ok.ok, true, ok.error ?? '');
-    assert.equal(lookups, 1, 'one lookup per attempt');
+    assert.equal(lookups, 1, 'one lookup per connection');
+    await new Promise((resolve) => setImmediate(resolve)); // the connection is back in its pool
+    const again = await pinned.attempt(`http://hooks.example.com:${port}/x`, {}, '{}');
+    assert.equal(again.ok, true, again.error ?? '');
+    assert.equal(lookups, 1, 'the next attempt reuses the connection checked when it was opened');
     assert.deepEqual(
       hostHeaders,
-      [`hooks.example.com:${port}`],
+      [`hooks.example.com:${port}`, `hooks.example.com:${port}`],
       'the name travels in Host, the connection goes to the pinned address',
     );
     pinned.close();
