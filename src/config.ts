@@ -79,6 +79,12 @@ export interface Config {
   /** How often a tenant's send queue is rebuilt from the store, healing anything a crash left behind. */
   tenantSweepMs: number;
   /**
+   * How many queued messages the tenant actor keeps in memory per sender
+   * line, priority and source (its window); the rest stay in the store,
+   * counted, and are read a page at a time as the window runs low.
+   */
+  tenantQueueWindow: number;
+  /**
    * Each sender line's pace unless its organization or number says otherwise:
    * messaging networks flag accounts that send fast or to many strangers
    * (hosted services publish about 1 a second and a daily cap of new contacts).
@@ -291,6 +297,7 @@ export function loadConfig(env: Env = process.env): Config {
     messageMaxAttempts: positive(env, 'MESSAGE_MAX_ATTEMPTS', 3),
     messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
+    tenantQueueWindow: positive(env, 'TENANT_QUEUE_WINDOW', 500),
     pacing: {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),
       burst: positive(env, 'PACING_BURST', 3),

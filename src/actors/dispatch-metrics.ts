@@ -8,8 +8,9 @@ import type { TenantState } from './tenant/tenant-state.ts';
 
 /**
  * The send queues and relays this worker runs, read from the actors' states
- * when Prometheus scrapes: a tenant actor holds its whole due queue and its
- * online relays while it has work, a relay actor its sends in flight. Each
+ * when Prometheus scrapes: a tenant actor counts its whole due queue (each
+ * line's head held, the rest counted in the store) and holds its online
+ * relays while it has work, a relay actor its sends in flight. Each
  * worker reports what it holds: sum the counts and take the max of the ages
  * across workers.
  */

@@ -53,10 +53,10 @@ export function createMessaging(deps: MessagingDeps) {
   const queries = new MessageQueries({
     db: deps.db,
     contacts: deps.contacts,
-    waiting: (tenantId, messageId) =>
+    waiting: (tenantId, m) =>
       tenants.ask<{ waitingFor: WaitingReason; notBefore?: number } | null>(
         tenantId,
-        { kind: 'waiting', messageId },
+        { kind: 'waiting', messageId: m.id, fromNumber: m.fromNumber, to: m.to },
         waitingAskMs,
       ),
   });

@@ -37,10 +37,10 @@ export class MessageQueries {
     private readonly deps: {
       db: MessagingCollections;
       contacts: ContactLookup;
-      /** What the dispatch says a queued message waits for (from its memory, no store read), or null when it does not hold it. */
+      /** What the dispatch says a queued message waits for (from its memory, no store read), or null when it does not count it. */
       waiting?: (
         tenantId: string,
-        messageId: string,
+        message: Pick<MessageDoc, 'id' | 'fromNumber' | 'to'>,
       ) => Promise<{ waitingFor: WaitingReason; notBefore?: number } | null>;
     },
   ) {}
@@ -136,7 +136,7 @@ export class MessageQueries {
     if (doc.status !== 'queued') return none;
     if (doc.nextAttemptAt && Date.parse(doc.nextAttemptAt) > Date.now())
       return { waitingFor: 'retry_backoff', notBefore: doc.nextAttemptAt };
-    const hold = await this.deps.waiting?.(tenantId, doc.id).catch(() => null);
+    const hold = await this.deps.waiting?.(tenantId, doc).catch(() => null);
     if (!hold) return none;
     return {
       waitingFor: hold.waitingFor,

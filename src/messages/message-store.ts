@@ -139,7 +139,11 @@ export function messagingCollections(store: Store) {
       // leaves group sends out) is read from the index alone.
       { keys: { tenantId: 1, teamId: 1, createdAt: -1, id: -1, fanout: 1 } },
       { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
-      { keys: { tenantId: 1, status: 1, priority: -1, createdAt: 1 } },
+      // The send queue's pages: each sender line's messages of one priority, oldest first (actors/tenant/queue-pages.ts);
+      // its grouped count; a status's messages by line, priority and age.
+      { keys: { tenantId: 1, status: 1, fromNumber: 1, priority: -1, createdAt: 1, id: 1 } },
+      // A retry's backoff: the queue counts only the messages that are due, in SQL on the embedded store.
+      { keys: { tenantId: 1, nextAttemptAt: 1 }, sparse: true },
       { keys: { tenantId: 1, jobId: 1, jobIndex: 1, id: 1 }, sparse: true },
       { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 }, sparse: true },
       { keys: { tenantId: 1, outboxAt: 1 }, sparse: true },

@@ -179,6 +179,19 @@ export interface Collection<T extends Doc> {
    * organization without a match, or whose sum is 0, is not in the answer.
    */
   topTenants(filter: Filter, measure: TenantMeasure, limit: number): Promise<TenantFigure[]>;
+  /**
+   * The matches counted for each distinct combination of the values of
+   * `fields` (a missing field counts as null), in one command: SQL GROUP BY
+   * on the fields' key columns, MongoDB `aggregate` with $group. The way to
+   * count a long list by its kinds without reading it.
+   */
+  countBy(scope: Scope, filter: Filter, fields: string[]): Promise<GroupCount[]>;
+}
+
+/** One group of a `countBy` answer: the fields' values, in the order asked, and its count. */
+export interface GroupCount {
+  values: unknown[];
+  count: number;
 }
 
 export interface Store {

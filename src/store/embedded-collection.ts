@@ -6,6 +6,7 @@ import {
   type Doc,
   type Filter,
   type FindOptions,
+  type GroupCount,
   type IndexSpec,
   type ScanOptions,
   type Scope,
@@ -137,6 +138,10 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
 
   topTenants(filter: Filter, measure: TenantMeasure, limit: number): Promise<TenantFigure[]> {
     return Promise.resolve(this.query.topTenants(filter, measure, limit));
+  }
+
+  countBy(scope: Scope, filter: Filter, fields: string[]): Promise<GroupCount[]> {
+    return Promise.resolve(this.query.countBy(scope, filter, fields));
   }
 
   scan(scope: Scope, filter: Filter, opts: ScanOptions): AsyncGenerator<T[]> {

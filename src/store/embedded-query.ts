@@ -7,6 +7,7 @@ import {
   type Doc,
   type Filter,
   type FindOptions,
+  type GroupCount,
   type ScanOptions,
   type Scope,
   type TenantFigure,
@@ -148,6 +149,37 @@ export class EmbeddedQuery<T extends Doc> {
   }
 
   /**
+   * Grouped by the fields' key columns in SQL (GROUP BY): the index that
+   * leads with the filter's equalities and holds the fields is read, no
+   * document. A field without a key column, or a filter SQL cannot say
+   * exactly, is grouped here instead, over the documents read.
+   */
+  countBy(scope: Scope, filter: Filter, fields: string[]): GroupCount[] {
+    this.store.assertOpen(this.name);
+    const { sql, params, rest } = where(this.schema, scopedFilter(scope, filter));
+    if (Object.keys(rest).length > 0 || !fields.every((f) => this.schema.has(f) && !this.schema.multikey(f))) {
+      const groups = new Map<string, GroupCount>();
+      for (const { doc } of this.select('aggregate', scope, filter)) {
+        const values = fields.map((f) => getPath(doc, f) ?? null);
+        const key = JSON.stringify(values);
+        const group = groups.get(key) ?? { values, count: 0 };
+        group.count++;
+        groups.set(key, group);
+      }
+      return [...groups.values()];
+    }
+    const columns = fields.map((f) => sortExpr(this.schema, f));
+    const rows = countedCommand(this.name, 'aggregate', () =>
+      this.store
+        .statement(
+          `SELECT ${columns.map((c, i) => `${c} AS g${i}`).join(', ')}, count(*) AS n FROM ${this.table} WHERE ${sql} GROUP BY ${columns.join(', ')}`,
+        )
+        .all(params),
+    ) as Array<Record<string, SqlValue | ArrayBuffer>>;
+    return rows.map((row) => ({ values: fields.map((_, i) => fromKey(row[`g${i}`] ?? null)), count: Number(row.n) }));
+  }
+
+  /**
    * Keyset pages: each page is one query that starts after the previous
    * page's last sort keys (`after`), on the index that covers the order when
    * one does, so a whole scan is O(n) and no page holds the event loop for
@@ -209,6 +241,15 @@ function takeUntil(stmt: Statement, params: SqlValue[], take: (row: Row) => bool
       return;
     }
   }
+}
+
+/** A scalar key column's value as the document holds it (`keyOf` undone): missing and null as null. */
+function fromKey(value: SqlValue | ArrayBuffer): unknown {
+  if (value === null || value === -Infinity) return null;
+  if (typeof value === 'string') return untext(value);
+  if (typeof value === 'number') return value;
+  const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : value;
+  return bytes.length === 1 && bytes[0]! <= 1 ? bytes[0] === 1 : null;
 }
 
 /** A dotted field path as SQLite's JSON path (`latency.sent` → `$."latency"."sent"`). */

@@ -10,6 +10,7 @@ import {
   type Collection,
   type Doc,
   type Filter,
+  type GroupCount,
   type FindOptions,
   type ScanOptions,
   type Scope,
@@ -189,6 +190,30 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
           'earliest' in measure ? typeof row.value === 'string' : typeof row.value === 'number' && row.value !== 0,
         )
         .map((row) => ({ tenantId: row._id, value: row.value as number | string }));
+    }, true);
+  }
+
+  /**
+   * One `aggregate`: $match, then $group on the fields (each its own key of
+   * the group's id). A missing field and null are grouped apart by the
+   * server and counted together here.
+   */
+  countBy(scope: Scope, filter: Filter, fields: string[]): Promise<GroupCount[]> {
+    const id = Object.fromEntries(fields.map((f, i) => [`g${i}`, `$${f}`]));
+    const pipeline = [{ $match: toMongoFilter(scopedFilter(scope, filter)) }, { $group: { _id: id, n: { $sum: 1 } } }];
+    return this.guard(async () => {
+      const rows = await this.sent('aggregate', () =>
+        this.col.aggregate<{ _id: Record<string, unknown>; n: number }>(pipeline).toArray(),
+      );
+      const groups = new Map<string, GroupCount>();
+      for (const row of rows) {
+        const values = fields.map((_, i) => row._id[`g${i}`] ?? null);
+        const key = JSON.stringify(values);
+        const group = groups.get(key) ?? { values, count: 0 };
+        group.count += row.n;
+        groups.set(key, group);
+      }
+      return [...groups.values()];
     }, true);
   }
 

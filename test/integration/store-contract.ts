@@ -149,6 +149,16 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.equal(await items.count(A, { status: 'queued' }), 2);
     });
 
+    test('countBy counts the matches of each combination of values, a missing field as null, in the tenant', async () => {
+      const groups = async (filter: Record<string, unknown>, fields: string[]) =>
+        (await items.countBy(A, filter, fields)).map((g) => `${g.values.map(String).join('/')}=${g.count}`).sort();
+      // On key columns (SQL on the embedded store), and on a field without one (grouped from the documents).
+      assert.deepEqual(await groups({}, ['n']), ['10=1', '1=1', '20=1', '2=1', '3=1', 'null=1']);
+      assert.deepEqual(await groups({ n: { $gte: 2 } }, ['status']), ['null=2', 'queued=2']);
+      assert.deepEqual(await groups({ status: 'queued' }, ['n', 'status']), ['2/queued=1', '3/queued=1']);
+      assert.deepEqual(await items.countBy(B, { name: 'nobody' }, ['n']), []);
+    });
+
     test('each filter operator', async () => {
       const q = async (filter: Record<string, unknown>) => ids(await items.find(A, filter, { sort: { id: 1 } }));
       assert.deepEqual(await q({ n: { $gt: 1, $lte: 3 } }), ['i1', 'i3']);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { LinePacing } from '../../src/actors/tenant/line-pacing.ts';
-import { SendQueue } from '../../src/actors/tenant/send-queue.ts';
+import { PagedQueue } from '../../src/actors/tenant/queue-pages.ts';
 import type { TenantState } from '../../src/actors/tenant/tenant-state.ts';
 import { Outbox } from '../../src/events/outbox.ts';
 import { StoreEventStream } from '../../src/events/store-event-stream.ts';
@@ -20,6 +20,7 @@ export const config = {
   messageMaxAttempts: 3,
   messageSendTimeoutMs: 60_000,
   tenantSweepMs: 30_000,
+  tenantQueueWindow: 500,
   pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 },
 };
 export const org = 'org_dispatch';
@@ -127,7 +128,7 @@ export function recordingContext(state: TenantState) {
 /** A tenant actor's state in memory: these relays online on session 1 (epoch `epoch_<id>`), lines paced at 1 a second and 2 new contacts a day. */
 export function tenantState(relays: Array<{ id: string; credits: number; phoneNumbers?: string[] }> = []): TenantState {
   return {
-    queue: new SendQueue(),
+    queue: new PagedQueue(500),
     relays: new Map(
       relays.map((r) => [
         r.id,

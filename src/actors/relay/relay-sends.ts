@@ -134,9 +134,10 @@ export class RelaySends {
       scope,
       { id: { $in: ids }, status: 'queued' },
       {
-        $set: { status: 'processing', relayId: ctx.key, processingAt: now, nextAttemptAt: null, updatedAt: now, claim },
-        // The agent's hops are those of the current attempt.
-        $unset: { agentCheckpoints: '' },
+        $set: { status: 'processing', relayId: ctx.key, processingAt: now, updatedAt: now, claim },
+        // The agent's hops are those of the current attempt; a retry's backoff is over (unset, not null: a message never
+        // retried, which has none, writes nothing to the backoff's sparse index).
+        $unset: { agentCheckpoints: '', nextAttemptAt: '' },
         $inc: { attempts: 1 },
       },
     );

@@ -9,10 +9,18 @@ export type ForecastPlan = Omit<MessageOfKind<typeof tenantProtocol, 'forecast'>
 /**
  * Why a queued message waits, from memory: no relay online, its line's
  * rate or new-contact cap (with when it may go), no credit, or the messages
- * before it. Null when the queue does not hold it.
+ * before it. A message the queue counts in the store and does not hold is
+ * judged by its line and recipient as `stored` gives them. Null when the
+ * queue does not hold it and counts none in the store.
  */
-export function waitingFor(state: TenantState, messageId: string, now: number): Hold | null {
-  const item = state.queue.get(messageId);
+export function waitingFor(
+  state: TenantState,
+  messageId: string,
+  now: number,
+  stored?: { fromNumber?: string | null; to?: string },
+): Hold | null {
+  const paged = stored?.fromNumber !== undefined && state.queue.size > state.queue.held;
+  const item = state.queue.get(messageId) ?? (paged ? { fromNumber: stored.fromNumber ?? null, to: stored.to } : null);
   if (!item) return null;
   const relays = [...state.relays.values()];
   if (relays.length === 0) return { waitingFor: 'relay_offline' };
@@ -34,13 +42,31 @@ export function waitingFor(state: TenantState, messageId: string, now: number): 
 export function estimateAt(state: TenantState, source: string, now: number): number | null {
   const relayLines = [...state.relays.keys()].map((id) => lineOf(null, id));
   if (relayLines.length === 0) return null;
-  const mine = [...state.queue.all()].filter((item) => item.source === source);
-  if (mine.length === 0) return null;
+  // The counts are the queue's, held and in the store; which recipients are new is read from the held ones, scaled.
+  const counts = new Map<string | null, { count: number; lowest: number }>();
+  for (const part of state.queue.partitions()) {
+    const n = part.held + part.behind;
+    if (part.source !== source || n === 0) continue;
+    const group = counts.get(part.fromNumber) ?? { count: 0, lowest: Infinity };
+    group.count += n;
+    group.lowest = Math.min(group.lowest, part.priority);
+    counts.set(part.fromNumber, group);
+  }
+  if (counts.size === 0) return null;
+  const held = bySenderLine(
+    state.pacing,
+    relayLines,
+    [...state.queue.all()].filter((item) => item.source === source),
+    now,
+  );
   let at = now;
-  for (const [fromNumber, group] of bySenderLine(state.pacing, relayLines, mine, now)) {
+  for (const [fromNumber, group] of counts) {
     let ahead = 0;
-    for (const item of state.queue.all()) if (item.fromNumber === fromNumber && item.priority >= group.lowest) ahead++;
-    const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, group.fresh, now);
+    for (const part of state.queue.partitions())
+      if (part.fromNumber === fromNumber && part.priority >= group.lowest) ahead += part.held + part.behind;
+    const sample = held.get(fromNumber);
+    const fresh = sample ? Math.round((group.count * sample.fresh) / sample.count) : 0;
+    const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, fresh, now);
     if (done === null) return null;
     at = Math.max(at, done);
   }

@@ -19,6 +19,8 @@ export const queueItem = Type.Object(
     source: Type.Optional(text(64)),
     /** Epoch ms since it has waited to be sent (its acceptance); absent, the queue counts from when it took it. */
     queuedAt: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** Its `createdAt` (epoch ms): its place among its line's messages in the store, which the queue pages in that order. */
+    acceptedAt: Type.Optional(Type.Integer({ minimum: 0 })),
   },
   { additionalProperties: false },
 );
@@ -45,7 +47,8 @@ interface Queueable {
  */
 export function queueItemOf(m: Queueable, since: 'accepted' | 'taken'): QueueItem {
   const source = m.jobId ?? m.parentId;
-  const queuedAt = since === 'accepted' ? Date.parse(m.createdAt) : NaN;
+  const acceptedAt = Date.parse(m.createdAt);
+  const queuedAt = since === 'accepted' ? acceptedAt : NaN;
   return {
     id: m.id,
     priority: m.priority,
@@ -53,6 +56,7 @@ export function queueItemOf(m: Queueable, since: 'accepted' | 'taken'): QueueIte
     to: m.to,
     ...(source ? { source } : {}),
     ...(Number.isFinite(queuedAt) ? { queuedAt } : {}),
+    ...(Number.isFinite(acceptedAt) ? { acceptedAt } : {}),
   };
 }
 
@@ -115,8 +119,15 @@ export const tenantProtocol = defineProtocol('tenant', {
   pace: {},
   /** Sender pacing settings changed in the store: read again. */
   'pacing-changed': {},
-  /** Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. */
-  waiting: { messageId: id },
+  /**
+   * Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. Its line and
+   * recipient, when given, answer for a message the queue counts in the store and does not hold in memory.
+   */
+  waiting: {
+    messageId: id,
+    fromNumber: Type.Optional(Type.Union([text(32), Type.Null()])),
+    to: Type.Optional(text(320)),
+  },
   /** Asked: when a bulk job's queued messages should all be sent, from its lines' pace (epoch ms), or null. */
   estimate: { source: text(64) },
   /**

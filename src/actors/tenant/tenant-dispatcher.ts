@@ -17,7 +17,7 @@ import {
   type StatusReport,
 } from './protocol.ts';
 import { pickRelay } from './relay-choice.ts';
-import { SendQueue } from './send-queue.ts';
+import { PagedQueue } from './queue-pages.ts';
 import { StatusWriter } from './status-writer.ts';
 import { TenantRecovery } from './tenant-recovery.ts';
 import {
@@ -29,10 +29,18 @@ import {
   type TenantState,
 } from './tenant-state.ts';
 
+/** Hand-out rounds of one pump at most, each after the pages its windows need (a relay's credits span a few windows at most). */
+const maxRounds = 8;
+
 type Deps = {
   config: Pick<
     Config,
-    'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs' | 'tenantSweepMs' | 'pacing'
+    | 'messageRetryBaseMs'
+    | 'messageMaxAttempts'
+    | 'messageSendTimeoutMs'
+    | 'tenantSweepMs'
+    | 'pacing'
+    | 'tenantQueueWindow'
   >;
   db: MessagingCollections & RelayCollections;
   /** Writes status changes with their events, and sweeps the events of messages and relays stored and not published (events/outbox.ts). */
@@ -63,7 +71,7 @@ export class TenantDispatcher {
   /** The tenant's state, built from the store when the runtime activates the key. */
   async activate(ctx: ActorContext<undefined>): Promise<TenantState> {
     const state: TenantState = {
-      queue: new SendQueue(),
+      queue: new PagedQueue(this.deps.config.tenantQueueWindow),
       relays: new Map(),
       sweepChain: undefined,
       fresh: true,
@@ -110,9 +118,13 @@ export class TenantDispatcher {
     await this.pump(ctx, ctx.key, state);
   }
 
-  /** Why a queued message waits (pace-forecast.ts `waitingFor`). */
-  async waiting(ctx: TenantContext, messageId: string): Promise<Hold | null> {
-    return waitingFor(await this.state(ctx), messageId, Date.now());
+  /** Why a queued message waits (pace-forecast.ts `waitingFor`); its line and recipient answer for one counted in the store. */
+  async waiting(
+    ctx: TenantContext,
+    messageId: string,
+    stored?: { fromNumber?: string | null; to?: string },
+  ): Promise<Hold | null> {
+    return waitingFor(await this.state(ctx), messageId, Date.now(), stored);
   }
 
   /** When a bulk job's queued messages should all be sent (pace-forecast.ts `estimateAt`). */
@@ -139,6 +151,7 @@ export class TenantDispatcher {
   async closeSource(ctx: TenantContext, source: string): Promise<void> {
     const state = await this.state(ctx);
     state.closedSources.add(source);
+    state.queue.dropSource(source);
   }
 
   async enqueue(ctx: TenantContext, items: QueueItem[]): Promise<void> {
@@ -267,15 +280,29 @@ export class TenantDispatcher {
   }
 
   /**
+   * Hands queued messages out while relays have credit for them, a page read
+   * from the store first for each part whose window runs low; a window
+   * emptied by a hand-out is read again before the next round.
+   */
+  private async pump(ctx: TenantContext, tenantId: string, state: TenantState): Promise<void> {
+    for (let round = 0; round < maxRounds; round++) {
+      if (![...state.relays.values()].some((r) => r.credits > 0) || state.queue.size === 0) return;
+      const read = await this.recovery.refill(tenantId, state);
+      if ((await this.handOut(ctx, tenantId, state)) === 0 && !read) return;
+      if (state.queue.wanting().length === 0) return;
+    }
+  }
+
+  /**
    * Hands queued messages to relays with credit, highest priority first: one
    * `deliver` per relay, which its relay actor claims and sends. Nothing is
    * written here; a message its relay actor cannot claim (a cancelled job's)
-   * comes back as a credit.
+   * comes back as a credit. The messages handed out, counted.
    */
-  private async pump(ctx: TenantContext, tenantId: string, state: TenantState): Promise<void> {
+  private async handOut(ctx: TenantContext, tenantId: string, state: TenantState): Promise<number> {
     const online = [...state.relays.values()];
     let open = online.filter((r) => r.credits > 0);
-    if (open.length === 0 || state.queue.size === 0) return;
+    if (open.length === 0 || state.queue.held === 0) return 0;
     const planned = new Map<OnlineRelay, QueueItem[]>();
     const { pacing } = state;
     const now = Date.now();
@@ -302,7 +329,7 @@ export class TenantDispatcher {
       if (hold?.waitingFor === 'new_contact_cap') capHeld.add(line);
       return held(hold);
     };
-    state.queue.take((item) => {
+    const taken = state.queue.take((item) => {
       if (item.source !== undefined && state.closedSources.has(item.source)) return true; // leaves the queue, never claimed
       if (open.length === 0 || linesOut === lines.size) return 'stop';
       // A paced line's message stays where it is (false), so the queue's order holds: the next one it allows is the first in line.
@@ -331,6 +358,7 @@ export class TenantDispatcher {
       });
     }
     if (wakeAt !== undefined) await this.wakeAt(ctx, state, wakeAt);
+    return taken.length;
   }
 
   /**

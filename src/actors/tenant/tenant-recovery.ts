@@ -9,6 +9,7 @@ import { insertNew } from '../../store/insert-new.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
 import { queueItemOf } from './protocol.ts';
+import { readPage } from './queue-pages.ts';
 import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
 /** Line contacts written per insert when they are read from the messages sent before they were kept. */
@@ -22,8 +23,8 @@ export type RecoveryDeps = {
 };
 
 /**
- * The tenant actor's state as the store has it: read back whole when the
- * key is activated, and reconciled on every sweep (relays that came and
+ * The tenant actor's state as the store has it: read back when the key is
+ * activated (the queue counted, and each part's head read), and reconciled on every sweep (relays that came and
  * went, closed sources, paces, sends left on relays that are gone, queued
  * messages a lost actor message left behind). The store is the truth, so a
  * crash, a takeover or a lost timer heals here.
@@ -31,19 +32,21 @@ export type RecoveryDeps = {
 export class TenantRecovery {
   constructor(private readonly deps: RecoveryDeps) {}
 
-  /** Reads the queue and the online relays back from the store, and asks each relay actor for credits. */
+  /**
+   * Counts the queue in the store (one grouped count by sender line,
+   * priority and source: no message read), reads each part's first page,
+   * and reads the online relays back, asking each relay actor for credits.
+   */
   async rebuild(ctx: ActorContext<unknown>, state: TenantState): Promise<void> {
     const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
-    // A bulk job can leave thousands queued: read by keyset pages, the event loop free between them.
-    const readAll = async (filter: Parameters<typeof messages.scan>[1], sort: Record<string, 1 | -1>) => {
-      const all: MessageDoc[] = [];
-      for await (const page of messages.scan(scope, filter, { sort })) all.push(...page);
-      return all;
+    const countQueue = async () => {
+      const groups = await messages.countBy(scope, dueQueued(), ['priority', 'fromNumber', 'jobId', 'parentId']);
+      return { groups, at: Date.now() };
     };
-    const [queued, online, closed, contacts, history] = await Promise.all([
-      readAll(dueQueued(), { priority: -1, createdAt: 1 }),
+    const [counted, online, closed, contacts, history] = await Promise.all([
+      countQueue(),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
@@ -53,7 +56,13 @@ export class TenantRecovery {
     state.pacing.seed([...contacts, ...history], Date.now());
     state.closedSources = new Set(closed);
     state.queue.clear();
-    for (const m of queued) state.queue.push(queueItemOf(m, 'accepted'));
+    for (const { values, count } of counted.groups) {
+      const [priority, fromNumber, jobId, parentId] = values as [number, string | null, string | null, string | null];
+      const source = jobId ?? parentId ?? undefined;
+      if (source === undefined || !state.closedSources.has(source))
+        state.queue.seed(priority, fromNumber, source, count, counted.at);
+    }
+    await this.refill(tenantId, state);
     state.relays.clear();
     for (const doc of online) await this.join(ctx, state, doc);
     noteRelays(state);
@@ -61,6 +70,25 @@ export class TenantRecovery {
       ctx,
       online.map((r) => r.id),
     );
+  }
+
+  /** A page from the store for each part whose window runs low (read side by side); true when any was read. */
+  async refill(tenantId: string, state: TenantState): Promise<boolean> {
+    for (const source of state.closedSources) state.queue.dropSource(source);
+    const wanting = state.queue.wanting();
+    if (wanting.length === 0) return false;
+    const { queue } = state;
+    await Promise.all(
+      wanting.map(async (part) => {
+        part.reading = true;
+        try {
+          queue.applyPage(part, await readPage(this.deps.db.messages, tenantId, part, queue.windowSize - part.held));
+        } finally {
+          part.reading = false;
+        }
+      }),
+    );
+    return true;
   }
 
   /** The sweep's look at the store: relays, closed sources, paces, strays, and queued messages when the queue ran dry. */
@@ -167,7 +195,7 @@ export class TenantRecovery {
     for await (const page of messages.scan(
       scope,
       { direction: 'sent', status: { $in: ['sent', 'delivered'] } },
-      { sort: { status: 1, priority: -1, createdAt: 1 } },
+      { sort: { status: 1, fromNumber: 1, priority: -1, createdAt: 1 } },
     )) {
       read += page.length;
       for (const m of page) {

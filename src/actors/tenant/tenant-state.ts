@@ -3,7 +3,7 @@ import type { Scope } from '../../store/collection.ts';
 import type { LinePacing } from './line-pacing.ts';
 import type { CreditGrant } from './protocol.ts';
 import type { RelayCredit } from './relay-choice.ts';
-import type { SendQueue } from './send-queue.ts';
+import type { PagedQueue } from './queue-pages.ts';
 
 export interface OnlineRelay extends RelayCredit {
   session: number;
@@ -12,7 +12,8 @@ export interface OnlineRelay extends RelayCredit {
 }
 
 export interface TenantState {
-  queue: SendQueue;
+  /** The send queue: each part's head in memory, the rest counted and paged from the store (queue-pages.ts). */
+  queue: PagedQueue;
   /** The online relays and the credits each granted this activation on its current session. */
   relays: Map<string, OnlineRelay>;
   /** The one live chain of sweep timers; a timer of another chain is dropped. */

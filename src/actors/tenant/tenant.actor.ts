@@ -30,7 +30,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
       pace: settled((ctx) => dispatcher.paceTimer(ctx)),
       'pacing-changed': settled((ctx) => dispatcher.pacingChanged(ctx)),
-      waiting: settled((ctx, m) => dispatcher.waiting(ctx, m.messageId)),
+      waiting: settled((ctx, m) => dispatcher.waiting(ctx, m.messageId, m)),
       usage: settled((ctx, m) => dispatcher.usage(ctx, m.line)),
       estimate: settled((ctx, m) => dispatcher.estimate(ctx, m.source)),
       forecast: settled((ctx, m) => dispatcher.forecast(ctx, m)),
