@@ -10,76 +10,55 @@
  * REDIS_URL=redis://127.0.0.1:6379 MONGODB_URL=mongodb://127.0.0.1:27017/relaybox [REDIS_CLUSTER_NODES=127.0.0.1:7100] npm run bench:redis-commands
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { redisClient, parseClusterNodes } from '../src/runtime/redis-client.ts';
-import { commandCounts } from './redis-stats.ts';
+import { breakdown, commandCounts, commandsBetween, totalOf } from './redis-stats.ts';
 import { StandInRelay } from '../test/support/stand-in-relay.ts';
-import { signup, startTestApp, type AnyBackend } from '../test/support/test-app.ts';
+import { signup, startTestApp } from '../test/support/test-app.ts';
+import { sendMany, statusOf, wireRedis } from '../test/support/wire-budget.ts';
 
 const messages = Number(process.env.BENCH_MESSAGES || 500);
 const inFlight = 10;
 
-const delta = (after: Map<string, number>, before: Map<string, number>) =>
-  new Map([...after].map(([name, n]) => [name, n - (before.get(name) ?? 0)]));
-
-async function measure(backend: AnyBackend) {
+async function measure(backend: 'redis+mongo' | 'redis-cluster+mongo') {
   const t = await startTestApp(backend);
-  const redis =
-    backend === 'redis-cluster+mongo'
-      ? redisClient({ clusterNodes: parseClusterNodes(process.env.REDIS_CLUSTER_NODES!) })
-      : redisClient({ url: process.env.REDIS_URL! });
+  const redis = wireRedis(
+    backend,
+    backend === 'redis-cluster+mongo' ? process.env.REDIS_CLUSTER_NODES! : process.env.REDIS_URL!,
+  );
   await redis.ping();
   try {
     const org = await signup(t);
     const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 50 });
     await relay.connect();
     await sleep(2_000);
-    let answered = 0;
-    const answering = setInterval(() => {
-      for (const frame of relay.sends.slice(answered))
-        void relay.report(frame.messageId, 'sent').then(() => relay.report(frame.messageId, 'delivered'));
-      answered = relay.sends.length;
-    }, 5);
+    const answering = relay.deliverEverySend();
     const started = Date.now();
     const before = await commandCounts(redis);
-    const ids: string[] = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: inFlight }, async () => {
-        while (next < messages) {
-          next++;
-          const res = await t.request('POST', '/api/v1/messages', {
-            token: org.ownerToken,
-            body: { to: `+1415555${String(1000 + (next % 500))}`, body: 'count' },
-          });
-          if (res.status !== 201) throw new Error(`send: ${res.status} ${res.text}`);
-          ids.push(res.body.id);
-        }
-      }),
-    );
-    const delivered = async () =>
-      (await t.request('GET', `/api/v1/messages/${ids.at(-1)}/status`, { token: org.ownerToken })).body.status ===
-      'delivered';
-    while (!(await delivered()) || answered < messages) await sleep(50);
+    const ids = await sendMany(t, org.ownerToken, {
+      count: messages,
+      inFlight,
+      to: (n) => `+1415555${String(1000 + (n % 500))}`,
+      body: 'count',
+    });
+    while ((await statusOf(t, org.ownerToken, ids.at(-1)!)) !== 'delivered' || answering.reported() < messages)
+      await sleep(50);
     await sleep(500); // the last events and acknowledgements
-    const busy = delta(await commandCounts(redis), before);
+    const busy = commandsBetween(before, await commandCounts(redis));
     const busyMs = Date.now() - started;
-    clearInterval(answering);
+    answering.stop();
     // The same length of time with nothing sent: what the processes run anyway.
     const idleBefore = await commandCounts(redis);
     await sleep(busyMs);
-    const idle = delta(await commandCounts(redis), idleBefore);
-    const per = [...busy]
-      .map(([name, n]) => [name, (n - (idle.get(name) ?? 0)) / messages] as const)
-      .filter(([, n]) => n >= 0.05)
-      .sort((a, b) => b[1] - a[1]);
+    const idle = commandsBetween(idleBefore, await commandCounts(redis));
+    const per = new Map([...busy].map(([name, n]) => [name, (n - (idle.get(name) ?? 0)) / messages]));
     relay.close();
     return {
       backend,
       messages,
       seconds: busyMs / 1000,
-      total: [...busy.values()].reduce((a, b) => a + b, 0) / messages,
-      idlePerSecond: [...idle.values()].reduce((a, b) => a + b, 0) / (busyMs / 1000),
-      per,
+      total: totalOf(busy) / messages,
+      idlePerSecond: totalOf(idle) / (busyMs / 1000),
+      net: [...per.values()].filter((n) => n >= 0.05).reduce((a, b) => a + b, 0),
+      per: breakdown(new Map([...per].filter(([, n]) => n >= 0.05)), 2),
     };
   } finally {
     redis.disconnect();
@@ -94,10 +73,8 @@ console.log(
   '| backend | seconds | commands per message (all) | idle commands/s | per message, idle subtracted | of which |',
 );
 console.log('|---|---|---|---|---|---|');
-for (const r of rows) {
-  const sum = r.per.reduce((a, [, n]) => a + n, 0);
+for (const r of rows)
   console.log(
-    `| ${r.backend} | ${r.seconds.toFixed(1)} | ${r.total.toFixed(1)} | ${Math.round(r.idlePerSecond)} | ${sum.toFixed(1)} | ${r.per.map(([name, n]) => `${name} ${n.toFixed(2)}`).join(', ')} |`,
+    `| ${r.backend} | ${r.seconds.toFixed(1)} | ${r.total.toFixed(1)} | ${Math.round(r.idlePerSecond)} | ${r.net.toFixed(1)} | ${r.per} |`,
   );
-}
 process.exit(0);

@@ -59,7 +59,12 @@ export interface App {
   close(): Promise<void>;
 }
 
-export async function createApp(config: Config, log: Logger, opts: { consume: boolean }): Promise<App> {
+/** `observeStoreCommands`: a MongoDB store counts every command its driver sends (for the tests that count round trips). */
+export async function createApp(
+  config: Config,
+  log: Logger,
+  opts: { consume: boolean; observeStoreCommands?: boolean },
+): Promise<App> {
   const store = createStore(
     {
       mongoUrl: config.mongoUrl,
@@ -69,6 +74,7 @@ export async function createApp(config: Config, log: Logger, opts: { consume: bo
       walMaxMb: config.storeWalMaxMb,
       pingTimeoutMs: config.storePingTimeoutMs,
       mongoWrites: config.mongoWrites,
+      observeCommands: opts.observeStoreCommands ?? false,
     },
     log,
   );

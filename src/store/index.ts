@@ -16,11 +16,15 @@ export function createStore(
     walMaxMb?: number;
     pingTimeoutMs: number;
     mongoWrites: MongoWrites;
+    /** MongoDB only: count every command the driver sends (see `MongoStore.observedCommands`). */
+    observeCommands?: boolean;
   },
   log: Logger,
 ): Store {
   if (opts.mongoUrl) {
-    const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites);
+    const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites, {
+      observeCommands: opts.observeCommands ?? false,
+    });
     log.debug({ component: 'store', ...store.consistency() }, 'using MongoDB');
     return store;
   }

@@ -1,4 +1,4 @@
-import { MongoClient, type Db } from 'mongodb';
+import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
 import { MongoCollection, type ServerQuirks } from './mongo-collection.ts';
 
@@ -33,17 +33,24 @@ export class MongoStore implements Store {
     updatesReadThenWrite: false,
     groupsWithoutMin: false,
   };
+  /** Commands the driver sent, by `collection.command`, when made with `observeCommands`. */
+  private readonly observed: Map<string, number> | undefined;
 
   /**
    * Reads go to the primary whatever the connection string says: a send's
    * status, a key just created, a cursor just written are read right after
    * the write, and a secondary may not have it yet.
+   *
+   * `observeCommands` turns the driver's command monitoring on and counts
+   * every command it starts (`observedCommands`): for the tests that count
+   * round trips. Without it the driver builds no monitoring events at all.
    */
   constructor(
     url: string,
     dbName: string | undefined,
     private readonly pingTimeoutMs: number,
     writes: MongoWrites,
+    opts: { observeCommands?: boolean } = {},
   ) {
     this.client = new MongoClient(url, {
       serverSelectionTimeoutMS: 3_000,
@@ -52,8 +59,27 @@ export class MongoStore implements Store {
       writeConcern: { w: writes.writeConcern },
       retryWrites: writes.retryWrites,
       readPreference: 'primary',
+      monitorCommands: opts.observeCommands === true,
     });
     this.db = this.client.db(dbName);
+    if (opts.observeCommands) {
+      const observed = (this.observed = new Map());
+      this.client.on('commandStarted', (event) => {
+        const key = `${commandTarget(event)}.${event.commandName}`;
+        observed.set(key, (observed.get(key) ?? 0) + 1);
+      });
+    }
+  }
+
+  /** Every command the driver has started so far, by `collection.command` (`*` for one on no collection); only when made with `observeCommands`. */
+  observedCommands(): Map<string, number> {
+    if (!this.observed) throw new Error('this MongoStore was not made with observeCommands');
+    return new Map(this.observed);
+  }
+
+  /** What `init` found the server to be: which workaround paths the collections take (all false on MongoDB). */
+  get quirks(): Readonly<ServerQuirks> {
+    return { ...this.server };
   }
 
   get updatesCompareAndSet(): boolean {
@@ -106,4 +132,11 @@ export class MongoStore implements Store {
   async dropDatabase(): Promise<void> {
     await this.db.dropDatabase();
   }
+}
+
+/** The collection a command is on: the command's own field names it (`getMore` its `collection`); `*` for one on none (`ping`, `buildInfo`). */
+function commandTarget(event: CommandStartedEvent): string {
+  const named = event.command[event.commandName];
+  if (typeof named === 'string') return named;
+  return typeof event.command.collection === 'string' ? event.command.collection : '*';
 }

@@ -4,23 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { MongoClient } from 'mongodb';
-import { register, type Counter } from 'prom-client';
 import { loadConfig } from '../../src/config.ts';
 import { AppError } from '../../src/errors.ts';
 import type { Store } from '../../src/store/collection.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 import { MongoStore } from '../../src/store/mongo-store.ts';
 import { serviceUrl } from '../support/services.ts';
+import { storeOperations as storeCommands } from '../support/store-operations.ts';
 import { apiKey, eachBackend, signup, startTestApp, type Backend } from '../support/test-app.ts';
 import { sleep, until } from '../support/until.ts';
-
-/** `relaybox_store_operations_total` as it is now, by `collection.operation`. */
-async function storeCommands(): Promise<Map<string, number>> {
-  const metric = register.getSingleMetric('relaybox_store_operations_total') as Counter | undefined;
-  assert.ok(metric, 'relaybox_store_operations_total is registered');
-  const values = (await metric.get()).values;
-  return new Map(values.map((v) => [`${v.labels.collection}.${v.labels.operation}`, v.value]));
-}
 
 /** What moved since `before`, the counts that did not move left out. */
 async function since(before: Map<string, number>): Promise<Record<string, number>> {

@@ -14,6 +14,7 @@ export class StandInRelay {
   readonly id = `relay_${randomUUID().slice(0, 12)}`;
   readonly frames: ServerFrame[] = [];
   private readonly unsubscribe: () => void;
+  private answering: ((send: SendFrame) => void) | undefined;
   session = 0;
 
   constructor(
@@ -23,7 +24,9 @@ export class StandInRelay {
     readonly opts: { capacity: number; phoneNumbers?: string[]; name?: string },
   ) {
     this.unsubscribe = t.app.messaging.link.onFrame((d) => {
-      if (d.relayId === this.id && d.session === this.session) this.frames.push(d.frame);
+      if (d.relayId !== this.id || d.session !== this.session) return;
+      this.frames.push(d.frame);
+      if (d.frame.type === 'send') this.answering?.(d.frame);
     });
   }
 
@@ -69,6 +72,22 @@ export class StandInRelay {
       ...(error ? { error } : {}),
       ...(checkpoints ? { checkpoints } : {}),
     });
+  }
+
+  /**
+   * From now on reports every send it is given sent, then delivered, as soon
+   * as it comes (until `stop`); `reported` counts the sends reported both.
+   */
+  deliverEverySend(): { reported(): number; stop(): void } {
+    let reported = 0;
+    this.answering = (send) =>
+      void this.report(send.messageId, 'sent', undefined, send.attempt)
+        .then(() => this.report(send.messageId, 'delivered', undefined, send.attempt))
+        .then(() => reported++);
+    return {
+      reported: () => reported,
+      stop: () => (this.answering = undefined),
+    };
   }
 
   lastAttempt(messageId: string): number {

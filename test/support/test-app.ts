@@ -73,11 +73,19 @@ const generous = {
   PACING_NEW_CONTACTS_PER_DAY: '1000000',
 };
 
+/** What a test asks of the service it starts beyond its environment. */
+export interface TestAppOptions {
+  /** Its log lines, at debug level, collected here. */
+  logLines?: string[];
+  /** On MongoDB, the store counts every command its driver sends (`MongoStore.observedCommands`). */
+  observeStoreCommands?: boolean;
+}
+
 /** Starts the whole service in this process (all roles) on a fresh data dir, key prefix and database. */
 export async function startTestApp(
   backend: AnyBackend,
   env: Record<string, string> = {},
-  opts: { logLines?: string[] } = {},
+  opts: TestAppOptions = {},
 ): Promise<TestApp> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-test-'));
   const suffix = randomUUID().slice(0, 8);
@@ -103,14 +111,14 @@ async function launch(
   backend: AnyBackend,
   env: Record<string, string>,
   ownDir: string,
-  opts: { logLines?: string[] },
+  opts: TestAppOptions,
 ): Promise<TestApp> {
   const config = loadConfig(env);
   const lines = opts.logLines;
   const log = lines
     ? createLogger('debug', 'relaybox', { write: (line: string) => void lines.push(line) })
     : createLogger(config.logLevel);
-  const app = await createApp(config, log, { consume: true });
+  const app = await createApp(config, log, { consume: true, observeStoreCommands: opts.observeStoreCommands ?? false });
   const http = createHttpServer({ config, log, routes: app.routes, ...app.hooks });
   const gateway = app.attachGateway(http);
   const port = await http.listen('127.0.0.1', 0);
