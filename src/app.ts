@@ -176,6 +176,7 @@ export async function createApp(
       link,
       sendTimeoutMs: config.messageSendTimeoutMs,
       heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs,
+      batchReports: config.relayReportBatches,
     }),
     jobActor.definition,
     webhookActor.definition,
@@ -221,6 +222,7 @@ export async function createApp(
           helloTimeoutMs: config.relayHelloTimeoutMs,
           maxBadFrames: config.relayMaxBadFrames,
           maxBackpressureBytes: config.relayMaxBackpressureBytes,
+          batchReports: config.relayReportBatches,
         },
       ),
     // Every route of the product in one table: the server, the OpenAPI document and the route matrices read it.

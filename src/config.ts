@@ -67,6 +67,8 @@ export interface Config {
   relayMaxBadFrames: number;
   /** Bytes queued for a relay that is not reading before it is disconnected. */
   relayMaxBackpressureBytes: number;
+  /** Status reports that come together pass from the gateway to the relay actor, and on to the tenant actor, as one message each. */
+  relayReportBatches: boolean;
   /** How long /readyz waits for each dependency's answer. */
   readinessTimeoutMs: number;
   /** How long a store ping (readiness) may take. */
@@ -291,6 +293,7 @@ export function loadConfig(env: Env = process.env): Config {
     relayHelloTimeoutMs: timerMs(env, 'RELAY_HELLO_TIMEOUT_MS', 10_000),
     relayMaxBadFrames: positive(env, 'RELAY_MAX_BAD_FRAMES', 5),
     relayMaxBackpressureBytes: positive(env, 'RELAY_MAX_BACKPRESSURE_BYTES', 1024 * 1024),
+    relayReportBatches: flag(env, 'RELAY_REPORT_BATCHES', true),
     readinessTimeoutMs: timerMs(env, 'READINESS_TIMEOUT_MS', 2_000),
     storePingTimeoutMs: timerMs(env, 'STORE_PING_TIMEOUT_MS', 2_000),
     messageRetryBaseMs: positive(env, 'MESSAGE_RETRY_BASE_MS', 2_000),

@@ -1,6 +1,6 @@
 import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import type { Logger } from '../log.ts';
-import { acceptsTraceparent, type AgentFrame, type HelloFrame } from '../relay-protocol/frames.ts';
+import { acceptsTraceparent, type AgentFrame, type HelloFrame, type StatusFrame } from '../relay-protocol/frames.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import { actorClient, type ActorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -52,12 +52,8 @@ export class RelayFrames {
         }));
       case 'ready':
         return void (await this.relays.send(relay.id, { kind: 'ready', ...session, capacity: frame.capacity }));
-      case 'status': {
-        const { type: _type, ...status } = frame;
-        // To the relay actor, which settles the send in flight and passes the report on to the tenant actor.
-        await this.relays.send(relay.id, { kind: 'status', ...session, ...status });
-        return sockets.write(ws, { type: 'ack', of: 'status', messageId: frame.messageId, attempt: frame.attempt });
-      }
+      case 'status':
+        return this.reports(ws, [frame]);
       case 'inbound': {
         // The relay actor acknowledges the cursor once the message is stored.
         const { type: _type, ...inbound } = frame;
@@ -65,6 +61,26 @@ export class RelayFrames {
         return;
       }
     }
+  }
+
+  /**
+   * Status frames, in the order they came: to the relay actor, which settles
+   * the sends in flight and passes the reports on to the tenant actor; one
+   * `status` for one frame, one `statuses` for several. Each is acknowledged
+   * once the relay actor's message is sent.
+   */
+  async reports(ws: RelayWebSocket, frames: StatusFrame[]): Promise<void> {
+    const { sockets } = this.deps;
+    const relay = ws.getUserData().relay;
+    if (!relay) return sockets.refuse(ws, 'unauthorized', 'say hello first');
+    const session = { tenantId: relay.tenantId, session: relay.session };
+    const reports = frames.map(({ type: _type, ...report }) => report);
+    await this.relays.send(
+      relay.id,
+      reports.length === 1 ? { kind: 'status', ...session, ...reports[0]! } : { kind: 'statuses', ...session, reports },
+    );
+    for (const f of frames)
+      sockets.write(ws, { type: 'ack', of: 'status', messageId: f.messageId, attempt: f.attempt });
   }
 
   /** The socket closed: the relay actor hears it after the socket's own frames, so its last statuses are in before its messages are handed back. */

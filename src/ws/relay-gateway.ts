@@ -1,9 +1,11 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { TemplatedApp } from '@trufflesuite/uws-js-unofficial';
 import type { Logger } from '../log.ts';
 import { agentFrame, frameLimits, parseFrame, relaySocketPath } from '../relay-protocol/frames.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import type { Transport } from '../runtime/types.ts';
+import { statusBatch } from '../actors/relay/protocol.ts';
 import { RelayFrames } from './relay-frames.ts';
 import { RelaySockets, type RelaySocket } from './relay-sockets.ts';
 
@@ -15,6 +17,8 @@ export interface RelayGatewayOptions {
   maxBadFrames: number;
   /** Bytes queued for a relay that is not reading before it is disconnected. */
   maxBackpressureBytes: number;
+  /** Status frames that arrive while the socket's earlier frames are handled go to the relay actor as one message. */
+  batchReports: boolean;
 }
 
 /**
@@ -74,11 +78,23 @@ export function attachRelayGateway(
         if (state.badFrames >= opts.maxBadFrames) ws.end(1008, 'too many bad frames');
         return;
       }
+      const frame = parsed.frame;
+      // Status frames that arrive in one turn of the event loop, or while the socket's earlier frames are handled, go
+      // on as one message: a status frame joins the reports waiting at the end of the socket's work, if any.
+      const waiting = state.reports;
+      if (frame.type === 'status' && waiting && waiting.length < statusBatch) return void waiting.push(frame);
+      const reports = opts.batchReports && frame.type === 'status' ? [frame] : undefined;
+      state.reports = reports;
       state.work = sockets.track(
         state.work
-          .then(() => frames.handle(ws, parsed.frame))
+          .then(async () => {
+            if (!reports) return frames.handle(ws, frame);
+            await nextTurn();
+            if (state.reports === reports) state.reports = undefined;
+            return frames.reports(ws, reports);
+          })
           .catch((err) => {
-            log.error({ err, relayId: state.relay?.id, frame: parsed.frame.type }, 'relay frame failed');
+            log.error({ err, relayId: state.relay?.id, frame: frame.type }, 'relay frame failed');
             if (!state.closed)
               sockets.write(ws, {
                 type: 'error',

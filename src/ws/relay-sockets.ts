@@ -1,7 +1,7 @@
 import type { WebSocket } from '@trufflesuite/uws-js-unofficial';
 import { Gauge, register } from 'prom-client';
 import type { Logger } from '../log.ts';
-import type { ServerFrame } from '../relay-protocol/frames.ts';
+import type { ServerFrame, StatusFrame } from '../relay-protocol/frames.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 
 /** What the gateway keeps on each relay socket. */
@@ -15,6 +15,8 @@ export interface RelaySocket {
   helloTimer?: NodeJS.Timeout;
   /** Frames handled one after another, in the order they arrived. */
   work: Promise<void>;
+  /** Status frames at the end of `work`, not yet begun: a status frame that arrives now joins them. */
+  reports?: StatusFrame[];
 }
 
 export type RelayWebSocket = WebSocket<RelaySocket>;

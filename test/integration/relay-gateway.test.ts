@@ -162,6 +162,50 @@ eachBackend((backend) => {
       assert.equal(firstSend.messageId, ids[0]);
     });
 
+    test('status frames that arrive together reach the relay actor as one message, each acknowledged, in order', async () => {
+      const org = await signup(t);
+      const { s } = await register(org, 10);
+      for (let i = 0; i < 10; i++) {
+        const res = await t.request('POST', '/api/v1/messages', {
+          token: org.ownerToken,
+          body: { to: `+1415555${String(1000 + i)}`, body: `burst ${i}` },
+        });
+        assert.equal(res.status, 201, res.text);
+      }
+      await waitFor(async () => s.frames.filter((f) => f.type === 'send').length === 10, 5_000, 'ten sends');
+      const given = s.frames.filter((f) => f.type === 'send');
+      // What the gateway hands the runtime for the relay actor, counted where it is sent.
+      const toRelay: string[] = [];
+      const runtime = t.app.runtime;
+      const send = runtime.send.bind(runtime);
+      runtime.send = (type, key, msg, opts) => {
+        if (type === 'relay' && (msg.kind === 'status' || msg.kind === 'statuses')) toRelay.push(msg.kind);
+        return send(type, key, msg, opts);
+      };
+      try {
+        const at = new Date().toISOString();
+        for (const status of ['sent', 'delivered'] as const)
+          for (const f of given) s.send({ type: 'status', messageId: f.messageId, attempt: f.attempt, status, at });
+        await waitFor(
+          async () => s.frames.filter((f) => f.type === 'ack' && f.of === 'status').length === 20,
+          5_000,
+          'twenty acks',
+        );
+      } finally {
+        runtime.send = send;
+      }
+      for (const f of given)
+        await waitFor(
+          async () =>
+            (await t.request('GET', `/api/v1/messages/${f.messageId}/status`, { token: org.ownerToken })).body
+              .status === 'delivered',
+          5_000,
+          `${f.messageId} delivered`,
+        );
+      assert.ok(toRelay.includes('statuses'), `reports went together: ${toRelay.join(', ')}`);
+      assert.ok(toRelay.length < 20, `${toRelay.length} relay actor messages for 20 status frames`);
+    });
+
     test('inbound: stored once per GUID, unread counted, the cursor acknowledged and given back on reconnect', async () => {
       const org = await signup(t);
       const { s, welcome, credential } = await register(org);

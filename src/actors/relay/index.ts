@@ -20,10 +20,12 @@ export function createRelayActor(deps: {
   link: RelayLink;
   sendTimeoutMs: number;
   heartbeatTimeoutMs: number;
+  /** Reports that come together go on to the tenant actor as one message (`RELAY_REPORT_BATCHES`). */
+  batchReports: boolean;
 }): ActorDefinition {
   const { db, outbox, rollups, link } = deps;
-  const sends = new RelaySends({ db, link, sendTimeoutMs: deps.sendTimeoutMs });
+  const sends = new RelaySends({ db, link, sendTimeoutMs: deps.sendTimeoutMs, batchReports: deps.batchReports });
   const sessions = new RelaySessions({ db, outbox, sends, heartbeatTimeoutMs: deps.heartbeatTimeoutMs });
   const inbound = new InboundRecorder({ db, outbox, rollups, link });
-  return relayActor(sessions, sends, inbound);
+  return relayActor(sessions, sends, inbound, deps.batchReports);
 }

@@ -1,7 +1,10 @@
 import { Type } from '@sinclair/typebox';
 import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
 import { defineProtocol } from '../../runtime/actor.ts';
-import { agentCheckpoints, queueItem } from '../tenant/protocol.ts';
+import { agentCheckpoints, queueItem, statusBatch } from '../tenant/protocol.ts';
+
+/** Reports one `statuses` message carries at most, to the relay actor as to the tenant actor. */
+export { statusBatch };
 
 const text = (maxLength: number, minLength = 0) => Type.String({ minLength, maxLength });
 const tenantId = text(64, 1);
@@ -10,6 +13,16 @@ const messageId = text(frameLimits.idLength, 1);
 const attempt = Type.Integer({ minimum: 1 });
 /** The tenant actor's join of a session (new at every join): credits are granted to it, and only it uses them. */
 const epoch = text(64, 1);
+/** What a relay says of a send attempt (its status frame, less the frame's type). */
+const report = {
+  messageId,
+  status: deliveryStatus,
+  at: text(40),
+  error: Type.Optional(text(frameLimits.errorLength)),
+  guid: Type.Optional(text(frameLimits.guidLength)),
+  attempt,
+  checkpoints: Type.Optional(agentCheckpoints),
+};
 
 /**
  * Messages of the relay actor (`relay:<relayId>`): one per relay, the only
@@ -55,15 +68,11 @@ export const relayProtocol = defineProtocol('relay', {
   /** The tenant actor hands these queued messages to the relay, one credit each: claimed here and sent as frames. */
   deliver: { ...connection, epoch, items: Type.Array(queueItem, { minItems: 1, maxItems: frameLimits.maxCapacity }) },
   /** The relay's report on a send (its socket's session may be an older one). */
-  status: {
+  status: { ...connection, ...report },
+  /** Reports that reached one socket together, in the order they came: handled as that many `status`, in one message. */
+  statuses: {
     ...connection,
-    messageId,
-    status: deliveryStatus,
-    at: text(40),
-    error: Type.Optional(text(frameLimits.errorLength)),
-    guid: Type.Optional(text(frameLimits.guidLength)),
-    attempt,
-    checkpoints: Type.Optional(agentCheckpoints),
+    reports: Type.Array(Type.Object(report, { additionalProperties: false }), { minItems: 1, maxItems: statusBatch }),
   },
   /** A timer: has the relay reported on this attempt in time? */
   'send-timeout': { tenantId, messageId, attempt },

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { relayProtocol } from './protocol.ts';
+import { relayProtocol, statusBatch } from './protocol.ts';
+import { chunks } from '../../chunks.ts';
 import { queueItemOf, tenantProtocol, type QueueItem } from '../tenant/protocol.ts';
 import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
@@ -14,6 +15,8 @@ import type { TraceContext } from '../../tracing/trace-context.ts';
 
 type RelayContext = ActorContext<RelayState>;
 type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
+/** A relay's report on a send attempt, with the session it came on. */
+export type SendReport = Omit<Msg<'status'>, 'kind' | 'tenantId'>;
 
 /** Messages a `returned` carries at most (its schema's limit). */
 const returnedBatch = 1_000;
@@ -29,7 +32,15 @@ const returnedBatch = 1_000;
  * back from it, so those writes never race each other.
  */
 export class RelaySends {
-  constructor(private readonly deps: { db: MessagingCollections; link: RelayLink; sendTimeoutMs: number }) {}
+  constructor(
+    private readonly deps: {
+      db: MessagingCollections;
+      link: RelayLink;
+      sendTimeoutMs: number;
+      /** Several reports go on to the tenant actor as one message (`RELAY_REPORT_BATCHES`). */
+      batchReports: boolean;
+    },
+  ) {}
 
   /**
    * The in-flight set as the store has it, when the relay's document is
@@ -148,21 +159,28 @@ export class RelaySends {
   }
 
   /**
-   * A report on a send: the first one on an attempt in flight (sent, or a
-   * delivered or read that came before it, or failed) ends the attempt and
-   * frees its credit, granted with the report. The tenant actor writes the
-   * status (one compare-and-set on the attempt), whatever the session.
+   * Reports on sends, in the order the relay made them: the first one on an
+   * attempt in flight (sent, or a delivered or read that came before it, or
+   * failed) ends the attempt and frees its credit. They go on to the tenant
+   * actor, which writes each status (one compare-and-set on the attempt),
+   * whatever the session: several as one `statuses` (unless `batchReports`
+   * is off), one as a `status`, with the credits they freed.
    */
-  async status(ctx: RelayContext, m: Msg<'status'>): Promise<void> {
-    const { kind: _kind, tenantId, ...report } = m;
-    const settled = ctx.state.credits.settle(report.messageId, report.attempt);
-    const grant = settled ? ctx.state.credits.due() : undefined;
-    await ctx.send(tenantProtocol, tenantId, {
-      kind: 'status',
-      relayId: ctx.key,
-      ...report,
-      ...(grant ? { grant } : {}),
-    });
+  async reports(ctx: RelayContext, tenantId: string, reports: SendReport[]): Promise<void> {
+    const credits = ctx.state.credits;
+    const parts = this.deps.batchReports ? chunks(reports, statusBatch) : reports.map((r) => [r]);
+    for (const part of parts) {
+      let settled = false;
+      for (const r of part) if (credits.settle(r.messageId, r.attempt)) settled = true;
+      const grant = settled ? credits.due() : undefined;
+      await ctx.send(
+        tenantProtocol,
+        tenantId,
+        part.length === 1
+          ? { kind: 'status', relayId: ctx.key, ...part[0]!, ...(grant ? { grant } : {}) }
+          : { kind: 'statuses', relayId: ctx.key, reports: part, ...(grant ? { grant } : {}) },
+      );
+    }
   }
 
   /** The relay never reported on an attempt: it leaves the in-flight set, and the tenant actor retries it. */

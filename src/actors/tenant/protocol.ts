@@ -81,6 +81,21 @@ const creditGrantFields = {
 const creditGrant = Type.Object(creditGrantFields, { additionalProperties: false });
 export type CreditGrant = Static<typeof creditGrant>;
 
+/** A relay's report on a send attempt. */
+const sendReport = {
+  messageId: id,
+  status: deliveryStatus,
+  at: text(40),
+  error: Type.Optional(text(frameLimits.errorLength)),
+  guid: Type.Optional(text(frameLimits.guidLength)),
+  /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
+  attempt: Type.Integer({ minimum: 1 }),
+  /** The hops of the attempt the agent saw, when it reports them. */
+  checkpoints: Type.Optional(agentCheckpoints),
+};
+/** Reports one `statuses` message carries at most. */
+export const statusBatch = 256;
+
 /** Messages of the tenant actor (`tenant:<tenantId>`): the organization's send queue and dispatch. */
 export const tenantProtocol = defineProtocol('tenant', {
   enqueue: { items: Type.Array(queueItem, { maxItems: 10_000 }) },
@@ -93,17 +108,14 @@ export const tenantProtocol = defineProtocol('tenant', {
   /** Messages the relay actor did not send, or took back from a relay that left: queued again in the store, first in line here. */
   returned: { relayId: id, items: Type.Array(queueItem, { maxItems: frameLimits.maxCapacity }) },
   /** A relay's report on a send, through its relay actor, with the credit its end frees when it has one. */
-  status: {
-    ...relayReport,
-    messageId: id,
-    status: deliveryStatus,
-    at: text(40),
-    error: Type.Optional(text(frameLimits.errorLength)),
-    guid: Type.Optional(text(frameLimits.guidLength)),
-    /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
-    attempt: Type.Integer({ minimum: 1 }),
-    /** The hops of the attempt the agent saw, when it reports them. */
-    checkpoints: Type.Optional(agentCheckpoints),
+  status: { ...relayReport, ...sendReport, grant: Type.Optional(creditGrant) },
+  /** Reports the relay actor passes on together, in order (each as a `status`), with the credits they free between them. */
+  statuses: {
+    relayId: id,
+    reports: Type.Array(Type.Object({ session, ...sendReport }, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: statusBatch,
+    }),
     grant: Type.Optional(creditGrant),
   },
   /** The relay actor's timer: the relay has not reported on an attempt in time. */
@@ -161,3 +173,9 @@ export const waitingReasons = [
 export type RelayReport = { relayId: string; session: number };
 /** A relay's report on one attempt of a send, as the tenant actor handles it. */
 export type StatusReport = Omit<MessageOfKind<typeof tenantProtocol, 'status'>, 'kind'>;
+
+/** Reports passed on together (`statuses`), each as its own `status` would be, the credits they free with the last. */
+export function reportsOf(m: MessageOfKind<typeof tenantProtocol, 'statuses'>): StatusReport[] {
+  const last = m.reports.length - 1;
+  return m.reports.map((r, i) => ({ relayId: m.relayId, ...r, ...(i === last && m.grant ? { grant: m.grant } : {}) }));
+}

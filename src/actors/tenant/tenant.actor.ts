@@ -1,5 +1,5 @@
 import { defineActor, type ActorContext } from '../../runtime/actor.ts';
-import { tenantProtocol } from './protocol.ts';
+import { reportsOf, tenantProtocol } from './protocol.ts';
 import type { TenantDispatcher } from './tenant-dispatcher.ts';
 import type { TenantState } from './tenant-state.ts';
 
@@ -25,6 +25,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       grant: settled((ctx, m) => dispatcher.grant(ctx, m)),
       returned: settled((ctx, m) => dispatcher.returned(ctx, m.items)),
       status: settled((ctx, m) => dispatcher.status(ctx, m)),
+      statuses: settled((ctx, m) => dispatcher.statuses(ctx, reportsOf(m))),
       'send-timeout': settled((ctx, m) => dispatcher.sendTimeout(ctx, m.messageId, m.relayId, m.attempt)),
       retry: settled((ctx, m) => dispatcher.retry(ctx, m.messageId, m.attempts)),
       'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
@@ -38,6 +39,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
     // A burst of relay reports: one read and one write for all of them.
     batches: {
       status: settled((ctx, ms) => dispatcher.statuses(ctx, ms)),
+      statuses: settled((ctx, ms) => dispatcher.statuses(ctx, ms.flatMap(reportsOf))),
     },
   });
 }

@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { RelayCredits } from '../../src/actors/relay/relay-credits.ts';
+import { RelaySends, type SendReport } from '../../src/actors/relay/relay-sends.ts';
+import type { RelayState } from '../../src/actors/relay/relay-state.ts';
+import { reportsOf, statusBatch, tenantProtocol } from '../../src/actors/tenant/protocol.ts';
+import { createLogger } from '../../src/log.ts';
+import type { MessagingCollections } from '../../src/messages/message-store.ts';
+import type { RelayLink } from '../../src/relays/relay-link.ts';
+import type { ActorContext, MessageOfKind } from '../../src/runtime/actor.ts';
+import type { Sent } from './tenant-fixtures.ts';
+
+/** A relay actor's context on relay `r1` of capacity 4 with `inFlight` sends in flight (attempt 1), its credits granted to join `e1`. */
+function relay(inFlight: string[]) {
+  const credits = new RelayCredits();
+  credits.capacity = 4;
+  for (const id of inFlight) credits.add(id, 1);
+  credits.attach(1, 'e1');
+  credits.due();
+  const state: RelayState = { doc: undefined, lastHeartbeatAt: 0, credits };
+  const sent: Sent[] = [];
+  const ctx: ActorContext<RelayState> = {
+    type: 'relay',
+    key: 'r1',
+    id: 'am_0',
+    delivery: 1,
+    log: createLogger('silent'),
+    state,
+    send: async (to, key, msg) => {
+      sent.push({ type: to.type, key, msg: msg as Sent['msg'] });
+      return `am_0:${sent.length}`;
+    },
+    derivedId: (label) => `am_0:${label}`,
+    deactivate: () => {},
+    owned: new AbortController().signal,
+  };
+  return { ctx, sent, credits };
+}
+
+const sends = (batchReports: boolean) =>
+  new RelaySends({
+    db: {} as MessagingCollections,
+    link: {} as RelayLink,
+    sendTimeoutMs: 60_000,
+    batchReports,
+  });
+
+const report = (messageId: string, status: SendReport['status']): SendReport => ({
+  session: 1,
+  messageId,
+  status,
+  at: '2026-11-29T09:00:00.000Z',
+  attempt: 1,
+});
+
+test('reports that came together go on to the tenant actor as one statuses message, with the credits they freed', async () => {
+  const { ctx, sent, credits } = relay(['m1', 'm2']);
+  const reports = [report('m1', 'sent'), report('m2', 'sent'), report('m1', 'delivered')];
+  await sends(true).reports(ctx, 'org_1', reports);
+  assert.equal(sent.length, 1, 'one message for three reports');
+  const [{ type, key, msg }] = sent as [Sent];
+  assert.deepEqual([type, key, msg.kind], ['tenant', 'org_1', 'statuses']);
+  const m = msg as unknown as MessageOfKind<typeof tenantProtocol, 'statuses'>;
+  assert.deepEqual(m.reports, reports, 'every report, in order');
+  assert.deepEqual(m.grant, { session: 1, epoch: 'e1', credits: 2, capacity: 4 }, 'both sends settled: two credits');
+  assert.equal(credits.size, 0);
+  // As the tenant actor reads it: each report as its own status, the grant with the last.
+  assert.deepEqual(
+    reportsOf(m).map((r) => [r.relayId, r.messageId, r.status, r.grant?.credits]),
+    [
+      ['r1', 'm1', 'sent', undefined],
+      ['r1', 'm2', 'sent', undefined],
+      ['r1', 'm1', 'delivered', 2],
+    ],
+  );
+});
+
+test('one report goes on as a status, as before', async () => {
+  const { ctx, sent } = relay(['m1']);
+  await sends(true).reports(ctx, 'org_1', [report('m1', 'sent')]);
+  assert.deepEqual(
+    sent.map((s) => s.msg),
+    [
+      {
+        kind: 'status',
+        relayId: 'r1',
+        ...report('m1', 'sent'),
+        grant: { session: 1, epoch: 'e1', credits: 1, capacity: 4 },
+      },
+    ],
+  );
+});
+
+test('a report that settles nothing carries no grant; more reports than one message holds go in several', async () => {
+  const { ctx, sent } = relay([]);
+  const many = Array.from({ length: statusBatch + 3 }, (_, i) => report(`m${i}`, 'delivered'));
+  await sends(true).reports(ctx, 'org_1', many);
+  assert.deepEqual(
+    sent.map((s) => [s.msg.kind, (s.msg.reports as unknown[] | undefined)?.length, s.msg.grant]),
+    [
+      ['statuses', statusBatch, undefined],
+      ['statuses', 3, undefined],
+    ],
+  );
+});
+
+test('with RELAY_REPORT_BATCHES off each report goes on alone, with the credit it freed', async () => {
+  const { ctx, sent } = relay(['m1', 'm2']);
+  await sends(false).reports(ctx, 'org_1', [report('m1', 'sent'), report('m2', 'sent')]);
+  assert.deepEqual(
+    sent.map((s) => [s.msg.kind, s.msg.messageId, (s.msg.grant as { credits: number } | undefined)?.credits]),
+    [
+      ['status', 'm1', 1],
+      ['status', 'm2', 1],
+    ],
+  );
+});
