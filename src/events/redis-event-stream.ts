@@ -1,5 +1,6 @@
 import type { RedisClient } from '../runtime/redis-client.ts';
 import { writeReplicated } from '../runtime/replicated-write.ts';
+import { TickBatches } from '../runtime/tick-batches.ts';
 import type { ScriptedPipeline, ScriptedRedis } from '../runtime/scripts.ts';
 import type { DomainEvent, EventStream, GroupLag, ReadEvent } from './event-stream.ts';
 
@@ -23,6 +24,10 @@ export class RedisEventStream implements EventStream {
   private readonly caughtUp = new Set<string>();
   /** Groups whose next waiting read returns at once (their consumer is stopping). */
   private readonly interrupted = new Set<string>();
+  /** Appends `once` of one tick, gathered: one script call for all of them. */
+  private readonly onceBatches = new TickBatches<DomainEvent>((_, events) => this.appendOnce(events));
+  /** When this process last dropped ids older than the dedupe window from `<stream>:seen`. */
+  private seenTrimmedAt = 0;
 
   constructor(
     private readonly redis: ScriptedRedis,
@@ -48,25 +53,45 @@ export class RedisEventStream implements EventStream {
 
   async append(events: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
-    const write = (pipeline: ScriptedPipeline) => {
-      for (const event of events) {
-        if (opts.once)
-          pipeline.appendEventOnce(
-            this.key,
-            `${this.key}:seen:${event.id}`,
-            this.dedupeTtlMs,
-            this.maxLength,
-            JSON.stringify(event),
-          );
-        else pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
+    if (opts.once) return this.onceBatches.add(this.key, events);
+    await this.write((pipeline) => {
+      for (const event of events)
+        pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
+    });
+  }
+
+  /**
+   * Appends what every caller of the tick gave `once`, in one script call a
+   * few hundred events: each id not appended within the dedupe window, kept
+   * in the sorted set `<stream>:seen`, whose ids older than the window go at
+   * most once a second.
+   */
+  private async appendOnce(events: DomainEvent[]): Promise<void> {
+    const now = Date.now();
+    const trim = now - this.seenTrimmedAt >= seenTrimEveryMs;
+    if (trim) this.seenTrimmedAt = now;
+    await this.write((pipeline) => {
+      for (let i = 0; i < events.length; i += appendOnceChunk) {
+        const chunk = events.slice(i, i + appendOnceChunk);
+        pipeline.appendEventsOnce(
+          this.key,
+          `${this.key}:seen`,
+          now,
+          trim && i === 0 ? now - this.dedupeTtlMs : 0,
+          this.maxLength,
+          ...chunk.flatMap((event) => [event.id, JSON.stringify(event)]),
+        );
       }
-    };
+    });
+  }
+
+  private async write(commands: (pipeline: ScriptedPipeline) => void): Promise<void> {
     if (this.replicaWaitMs > 0) {
-      await writeReplicated(this.redis, this.key, this.replicaWaitMs, write);
+      await writeReplicated(this.redis, this.key, this.replicaWaitMs, commands);
       return;
     }
     const pipeline = this.redis.pipeline() as ScriptedPipeline;
-    write(pipeline);
+    commands(pipeline);
     const results = (await pipeline.exec()) ?? [];
     const failed = results.find(([err]) => err);
     if (failed) throw failed[0];
@@ -195,6 +220,11 @@ export class RedisEventStream implements EventStream {
     });
   }
 }
+
+/** Events one append script call takes at most (Lua's `unpack` has a limit, and a long script holds the server). */
+const appendOnceChunk = 500;
+/** How often a process drops the ids older than the dedupe window from the stream's `:seen` set. */
+const seenTrimEveryMs = 1_000;
 
 /** Entries counted past a group's last delivered one when Redis cannot say the lag. */
 const unknownLagBound = 10_000;

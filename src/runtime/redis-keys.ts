@@ -62,7 +62,7 @@ export class RedisKeys {
     return `${this.prefix}:members`;
   }
 
-  /** The event stream; its markers are `<events>:seen:<id>`, in its slot. */
+  /** The event stream; the ids appended to it are the sorted set `<events>:seen` (older versions' markers `<events>:seen:<id>`), in its slot. */
   get events(): string {
     return this.tag(`${this.prefix}:events`);
   }

@@ -369,6 +369,8 @@ export class RedisTransport implements Transport {
       // Leave time to release leases inside the overall shutdown budget.
       const budget = Math.max(1_000, this.config.shutdownGraceMs - 2_000);
       await Promise.race([this.streams.idle(), sleep(budget)]);
+      // Acknowledgements gathered in this tick go out while the connection is open; one that fails leaves its entries pending, delivered again.
+      await this.streams.flushAcks();
       await this.leases.leave();
     }
     for (const [, waiting] of this.asks) {

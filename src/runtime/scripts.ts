@@ -45,7 +45,15 @@ export interface ScriptCommands {
   ): Promise<number | string>;
   /** The lease holder's node id when the timer is now the shard's earliest, else 1. */
   schedule(timers: string, lease: string, dueAt: number, envelope: string): Promise<number | string>;
-  appendEventOnce(stream: string, marker: string, ttlMs: number, maxLength: number, event: string): Promise<number>;
+  /** `idsAndEvents`: id, event (JSON), id, event, …; returns how many were appended (not appended within the window before). */
+  appendEventsOnce(
+    stream: string,
+    seen: string,
+    now: number,
+    trimBefore: number,
+    maxLength: number,
+    ...idsAndEvents: string[]
+  ): Promise<number>;
   gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
 }
 

@@ -9,6 +9,7 @@ import type { RedisKeys, ShardKeys } from './redis-keys.ts';
 import type { ScriptedRedis } from './scripts.ts';
 import type { ShardConnection, ShardConnections } from './shard-connections.ts';
 import type { LeasedShard } from './shard-leases.ts';
+import { TickBatches } from './tick-batches.ts';
 import type { Envelope, RuntimeConfig } from './types.ts';
 
 const group = 'workers';
@@ -32,6 +33,8 @@ interface StreamDelivery {
   previousDeliveries: number;
 }
 
+/** Entry ids one acknowledgement script call takes at most (Lua's `unpack` has a limit). */
+const ackChunk = 1_000;
 /** How long a cluster shard's blocking read waits for an entry: an idle shard costs one read this often. */
 const clusterBlockMs = 10_000;
 /** How often a cluster's read loop looks at this worker's leases for a shard to start reading. */
@@ -62,6 +65,14 @@ export class StreamReader {
     (a, b) => a.shard === b.shard && this.owner.host().together(a.env, b.env),
   );
   private readonly inFlightIds = new Set<string>();
+  /**
+   * Handled entries of one shard stream, acknowledged and deleted together:
+   * the batches of concurrent handlers that end in one tick cost one script
+   * call for the shard, not one each.
+   */
+  private readonly acks = new TickBatches<string>(async (stream, ids) => {
+    for (let i = 0; i < ids.length; i += ackChunk) await this.cmd.ack(stream, group, ...ids.slice(i, i + ackChunk));
+  });
 
   constructor(
     private readonly cmd: ScriptedRedis,
@@ -75,6 +86,11 @@ export class StreamReader {
   /** Resolves once every entry read has been handled. */
   idle(): Promise<void> {
     return this.serial.idle();
+  }
+
+  /** Sends the acknowledgements gathered and not sent yet, and waits for those under way: before the connection closes. */
+  flushAcks(): Promise<void> {
+    return this.acks.flush();
   }
 
   /** A shard whose lease was just taken: read once the previous owner's pending entries are queued. */
@@ -279,10 +295,14 @@ export class StreamReader {
   private async handle(items: StreamDelivery[]): Promise<void> {
     try {
       const outcomes = await this.owner.host().deliverBatch(items, items[0]!.shard.ownership.signal);
-      // One acknowledgement for the batch's handled entries (a mailbox batch is of one shard), then each one's own ending.
+      // The batch's handled entries (a mailbox batch is of one shard) are acknowledged with the shard's others of this tick, then each one ends.
       const handled = items.filter((_, i) => outcomes[i]!.ok || !outcomes[i]!.deadLetter);
       try {
-        if (handled.length > 0) await this.cmd.ack(items[0]!.shard.stream, group, ...handled.map((item) => item.id));
+        if (handled.length > 0)
+          await this.acks.add(
+            items[0]!.shard.stream,
+            handled.map((item) => item.id),
+          );
       } catch (err) {
         // Not acknowledged: the entries stay pending, and are delivered again; no ask is answered before that.
         this.log.error(

@@ -230,4 +230,72 @@ describe('redis transport: durability and shard ownership', () => {
     t.after(() => heir.stop());
     await waitFor(() => seen.includes(id), 5_000, 'redelivered to the heir');
   });
+
+  /**
+   * A worker of one shard whose `stall` handlers wait until `open` (started
+   * on `keys` keys at once), with its acknowledgement script calls counted.
+   */
+  async function gatedWorker(t: TestContext, node: string, keys: number) {
+    const cfg = testRuntimeConfig({ defaultShards: 1 });
+    const redis = ownKeys(t, cfg);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    let started = 0;
+    const worker = make(cfg, node);
+    await worker.start(
+      [
+        defineActor(counterProtocol, {
+          handlers: {
+            stall: async () => {
+              started++;
+              await gate;
+            },
+            tick: () => {},
+            add: () => {},
+            echo: () => {},
+            explode: () => {},
+            note: () => {},
+          },
+        }),
+      ],
+      { consume: true },
+    );
+    const acks: string[][] = [];
+    const cmd = worker.connection;
+    const ack = cmd.ack;
+    // The client's pipelines (auto-pipelining) copy the function and call it on themselves: only the caller's call counts.
+    cmd.ack = function (this: unknown, stream, group, ...ids) {
+      if (this === cmd) acks.push(ids);
+      return ack.call(this, stream, group, ...ids);
+    };
+    // One key each: as many handlers running at once, each its own mailbox batch.
+    for (let i = 0; i < keys; i++) await worker.send('counter', `k${i}`, { kind: 'stall', ms: 0 });
+    await waitFor(() => started === keys, 5_000, `${keys} handlers running`);
+    const stream = `${cfg.keyPrefix}:counter:0`;
+    const pending = async () => ((await redis.xpending(stream, 'workers')) as [number])[0];
+    return { worker, open, acks, left: () => redis.xlen(stream), pending };
+  }
+
+  test('the entries of one shard whose handlers end together are acknowledged and deleted in one script call', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const { worker, open, acks, left, pending } = await gatedWorker(t, 'w-acks', 6);
+    t.after(() => worker.stop());
+    open();
+    await waitFor(async () => (await left()) === 0, 5_000, 'every entry deleted');
+    assert.equal(acks.length, 1, `acknowledgement calls: ${JSON.stringify(acks)}`);
+    assert.equal(acks[0]!.length, 6);
+    assert.equal(await pending(), 0, 'nothing left pending');
+  });
+
+  test('a stop while handlers run acknowledges what they finish before the connection closes', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const { worker, open, acks, left, pending } = await gatedWorker(t, 'w-stop', 5);
+    const stopped = worker.stop();
+    await sleep(100);
+    open();
+    await stopped;
+    assert.equal(acks.flat().length, 5, 'all five acknowledged');
+    assert.equal(await left(), 0, 'and deleted');
+    assert.equal(await pending(), 0, 'nothing left pending');
+  });
 });

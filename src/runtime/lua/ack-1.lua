@@ -1,6 +1,7 @@
 --[[
   Acknowledges handled entries and deletes them, so shard streams hold only
-  work not yet done: one call for a read batch's entries of one stream.
+  work not yet done: one call for the entries of one stream whose handling
+  ended in the same tick (several batches, concurrent handlers).
 
   KEYS[1]  the shard stream
   ARGV[1]  the consumer group
