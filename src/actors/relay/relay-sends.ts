@@ -5,9 +5,9 @@ import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { observeHop } from '../../messages/message-metrics.ts';
 import type { SendFrame } from '../../relay-protocol/frames.ts';
-import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
+import { workClass, type ActorContext, type MessageOfKind, type WorkClass } from '../../runtime/actor.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
-import { isLive, type RelayState } from './relay-state.ts';
+import { bulkSendsKept, isLive, type RelayState } from './relay-state.ts';
 import type { RelayDoc } from '../../relays/relay-store.ts';
 import { outgoingTrace, SpanKind, startSpan, tracingOn, withSpan } from '../../tracing/spans.ts';
 import type { TraceContext } from '../../tracing/trace-context.ts';
@@ -70,9 +70,10 @@ export class RelaySends {
   }
 
   /** Grants the tenant actor what has become free, if anything. */
-  async grant(ctx: RelayContext, tenantId: string): Promise<void> {
+  async grant(ctx: RelayContext, tenantId: string, cls: WorkClass = workClass.interactive): Promise<void> {
     const grant = ctx.state.credits.due();
-    if (grant) await ctx.send(tenantProtocol, tenantId, { kind: 'grant', relayId: ctx.key, ...grant });
+    if (grant)
+      await ctx.send(tenantProtocol, tenantId, { kind: 'grant', relayId: ctx.key, ...grant }, { workClass: cls });
   }
 
   /**
@@ -96,6 +97,8 @@ export class RelaySends {
     }
     credits.consumed(m.epoch, m.items.length);
     const relay = { id: ctx.key, node: doc.node ?? '', session: doc.session };
+    const bulk = m.items.every((item) => item.source !== undefined);
+    if (bulk) rememberBulk(ctx.state.bulkSends, m.items);
     for (const sent of await this.claim(ctx, m)) {
       credits.add(sent.id, sent.attempts);
       await ctx.send(
@@ -114,7 +117,7 @@ export class RelaySends {
         : undefined;
       await withSpan(span, () => this.deps.link.deliver(relay, sendFrame(sent, outgoingTrace(span, sent))));
     }
-    await this.grant(ctx, m.tenantId);
+    await this.grant(ctx, m.tenantId, bulk ? workClass.bulk : workClass.interactive);
   }
 
   /**
@@ -157,12 +160,15 @@ export class RelaySends {
     const { kind: _kind, tenantId, ...report } = m;
     const settled = ctx.state.credits.settle(report.messageId, report.attempt);
     const grant = settled ? ctx.state.credits.due() : undefined;
-    await ctx.send(tenantProtocol, tenantId, {
-      kind: 'status',
-      relayId: ctx.key,
-      ...report,
-      ...(grant ? { grant } : {}),
-    });
+    const { bulkSends } = ctx.state;
+    const bulk = bulkSends.has(report.messageId);
+    if (bulk && report.status !== 'sent') bulkSends.delete(report.messageId);
+    await ctx.send(
+      tenantProtocol,
+      tenantId,
+      { kind: 'status', relayId: ctx.key, ...report, ...(grant ? { grant } : {}) },
+      { workClass: bulk ? workClass.bulk : workClass.interactive },
+    );
   }
 
   /** The relay never reported on an attempt: it leaves the in-flight set, and the tenant actor retries it. */
@@ -224,6 +230,15 @@ export class RelaySends {
         items: items.slice(i, i + returnedBatch),
       });
     }
+  }
+}
+
+/** The ids of a bulk hand-over, kept within `bulkSendsKept` (the oldest forgotten first). */
+function rememberBulk(kept: Set<string>, items: QueueItem[]): void {
+  for (const item of items) kept.add(item.id);
+  for (const id of kept) {
+    if (kept.size <= bulkSendsKept) break;
+    kept.delete(id);
   }
 }
 
