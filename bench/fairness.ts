@@ -3,7 +3,9 @@
  * drains to its simulated relays while another organization sends single
  * messages one after another; the second organization's single-send
  * dispatch time (from its request to its send frame at its relay) is
- * printed, p50 and p99, against the same with no job running. Target: the
+ * printed, p50 and p99, against the same with no job running, and the CPU
+ * time this process spent meanwhile (what ran ahead of the single, which
+ * other processes on a shared machine do not inflate). Target: the
  * p99 under the job within 20 % of the p99 without. It reports, it does not
  * assert.
  *
@@ -58,16 +60,24 @@ function autoRelays(t: TestApp, org: Org, count: number, capacity: number, hande
   };
 }
 
-/** Single sends of `org`, one after another, each timed from its request to its send frame; stops early when `until` says so. */
+/**
+ * Single sends of `org`, one after another, each timed from its request to
+ * its send frame; stops early when `until` says so. `cpu` gets the CPU time
+ * this process spent meanwhile (ms): the work that ran ahead of the single,
+ * which other processes on a shared machine do not inflate as they do the
+ * wall time.
+ */
 async function timeSingles(
   t: TestApp,
   org: Org,
   handedOut: Map<string, number>,
   until: () => boolean = () => true,
+  cpu: number[] = [],
 ): Promise<number[]> {
   const waits: number[] = [];
   for (let i = 0; i < singles && until(); i++) {
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     const res = await t.request('POST', '/api/v1/messages', {
       token: org.ownerToken,
       body: { to: `+1415666${String(i).padStart(4, '0')}`, body: `single ${i}` },
@@ -79,6 +89,8 @@ async function timeSingles(
       await sleep(1);
     }
     waits.push(handedOut.get(res.body.id)! - started);
+    const used = process.cpuUsage(cpuBefore);
+    cpu.push((used.user + used.system) / 1000);
     await sleep(gapMs);
   }
   return waits;
@@ -110,7 +122,9 @@ async function run(backend: Backend, pace: JobPace) {
     }
     await busyRelays.connect();
     await quietRelay.connect();
-    const alone = await timeSingles(t, quiet, handedOut);
+    const cpuAlone: number[] = [];
+    const cpuLoaded: number[] = [];
+    const alone = await timeSingles(t, quiet, handedOut, undefined, cpuAlone);
     const before = handedOut.size;
     const job = await t.request('POST', '/api/v1/messages/bulk', {
       token: busy.ownerToken,
@@ -126,9 +140,16 @@ async function run(backend: Backend, pace: JobPace) {
     // Measured while the job drains: from its first messages handed out (100 of them, or its lines' first bursts when paced) until its last.
     while (handedOut.size < before + (pace === 'unpaced' ? 100 : relayCount * 3)) await sleep(5);
     const jobHanded = () => handedOut.size - before;
-    const loaded = await timeSingles(t, quiet, handedOut, () => jobHanded() < jobSize);
+    const loaded = await timeSingles(t, quiet, handedOut, () => jobHanded() < jobSize, cpuLoaded);
     const drainedWhileMeasuring = jobHanded();
-    return { alone, loaded, drainedWhileMeasuring, drainSeconds: (performance.now() - jobStarted) / 1000 };
+    return {
+      alone,
+      loaded,
+      cpuAlone,
+      cpuLoaded,
+      drainedWhileMeasuring,
+      drainSeconds: (performance.now() - jobStarted) / 1000,
+    };
   } finally {
     busyRelays.close();
     quietRelay.close();
@@ -149,6 +170,7 @@ console.log(
   '| backend | the job | singles alone: p50 / p99 ms | singles while the job drains: p50 / p99 ms (n) | p99 ratio | job messages handed out meanwhile |',
 );
 console.log('|---|---|---|---|---|---|');
+const cpuLines: string[] = [];
 for (const backend of all) {
   for (const pace of paces) {
     try {
@@ -157,11 +179,16 @@ for (const backend of all) {
       console.log(
         `| ${backend} | ${pace} | ${quantile(r.alone, 0.5).toFixed(1)} / ${quantile(r.alone, 0.99).toFixed(1)} | ${quantile(r.loaded, 0.5).toFixed(1)} / ${quantile(r.loaded, 0.99).toFixed(1)} (${r.loaded.length}) | ${ratio.toFixed(2)} (target ≤ 1.20) | ${r.drainedWhileMeasuring} in ${r.drainSeconds.toFixed(1)} s |`,
       );
+      const cpu = (xs: number[]) => `${quantile(xs, 0.5).toFixed(1)} / ${quantile(xs, 0.99).toFixed(1)}`;
+      cpuLines.push(
+        `# ${backend}, ${pace}: CPU ms this process spent per single, p50 / p99: ${cpu(r.cpuAlone)} alone, ${cpu(r.cpuLoaded)} while the job drains`,
+      );
     } catch (err) {
       console.log(`| ${backend} | ${pace} | failed: ${err instanceof Error ? err.message : String(err)} | | | |`);
     }
   }
 }
+for (const line of cpuLines) console.log(line);
 console.log(
   `# load after ${loadavg()
     .map((l) => l.toFixed(2))

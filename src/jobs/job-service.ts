@@ -15,7 +15,7 @@ import { countMessages } from '../messages/message-metrics.ts';
 import { RollupTally, type MessageRollups } from '../messages/message-rollups.ts';
 import type { jobProtocol } from '../actors/job/protocol.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
-import type { ActorClient } from '../runtime/actor.ts';
+import { workClass, type ActorClient } from '../runtime/actor.ts';
 import { countJob } from './job-counts.ts';
 import { stopUnsent } from './job-stop.ts';
 import { maxScheduleAheadDays, type AcceptedJob, type BulkBody } from './job-schemas.ts';
@@ -110,7 +110,10 @@ export class JobService {
       await this.deps.jobs.send(
         jobId,
         { kind: 'start', ...owner },
-        scheduledAt ? { delayMs: Math.max(0, Date.parse(scheduledAt) - Date.now()) } : {},
+        {
+          workClass: workClass.bulk,
+          ...(scheduledAt ? { delayMs: Math.max(0, Date.parse(scheduledAt) - Date.now()) } : {}),
+        },
       );
     } catch (err) {
       await this.forget(scope, jobId);

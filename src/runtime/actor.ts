@@ -1,6 +1,7 @@
 import { Type, type Static, type TObject, type TProperties } from '@sinclair/typebox';
 import type { Logger } from '../log.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
+import type { WorkClass } from './work-lane.ts';
 
 /** The fields of each message kind of an actor type (without `kind`), as TypeBox properties. */
 export type MessageShapes = Record<string, TProperties>;
@@ -54,6 +55,8 @@ export interface EmitOptions {
   delayMs?: number;
   /** The trace context the message carries; `ctx.send` passes on its handler's when this is not given. */
   trace?: TraceCarrier;
+  /** What the work is for (work-lane.ts): the in-process transport serves bulk and maintenance work after the rest; 1 (interactive) unless given. */
+  workClass?: WorkClass;
 }
 
 /** What a handler (and an activation) is given besides its message. */
@@ -153,3 +156,4 @@ export function actorClient<P extends ActorProtocol>(runtime: ActorSender, proto
     ask: (key, msg, timeoutMs) => runtime.ask(protocol.type, key, msg, timeoutMs),
   };
 }
+export { inSteps, workClass, type WorkClass } from './work-lane.ts';

@@ -7,6 +7,7 @@ import { Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
 import { newEnvelope } from './envelope.ts';
 import { timerAfter, type DueTimer } from './due-timer.ts';
+import type { WorkClass } from './work-lane.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
 import type {
   ActorDefinition,
@@ -24,6 +25,8 @@ interface Delivery {
   reply: ((outcome: DeliveryOutcome) => void) | undefined;
   /** When it entered its mailbox (a delayed message: when it fell due). */
   postedAt: number;
+  /** Bulk and maintenance work waits for a slice of the mailboxes' lane (work-lane.ts). */
+  workClass: WorkClass;
 }
 
 /**
@@ -37,6 +40,8 @@ export class LocalTransport implements Transport {
   private readonly serial = new Mailboxes<Delivery>(
     (items) => this.handle(items),
     (a, b) => this.requireHost().together(a.env, b.env),
+    undefined,
+    (d) => d.workClass,
   );
   /** Timers not yet due, with the actor type each is for. */
   private readonly timers = new Map<DueTimer, string>();
@@ -85,11 +90,11 @@ export class LocalTransport implements Transport {
     if (opts.delayMs && opts.delayMs > 0) {
       const timer = timerAfter(opts.delayMs, () => {
         this.timers.delete(timer);
-        this.dispatch(env);
+        this.dispatch(env, undefined, opts.workClass);
       });
       this.timers.set(timer, type);
     } else {
-      this.dispatch(env);
+      this.dispatch(env, undefined, opts.workClass);
     }
     return env.id;
   }
@@ -147,10 +152,10 @@ export class LocalTransport implements Transport {
     return newEnvelope(id ?? randomUUID(), type, key, msg, trace);
   }
 
-  private dispatch(env: Envelope, reply?: (outcome: DeliveryOutcome) => void): void {
+  private dispatch(env: Envelope, reply?: (outcome: DeliveryOutcome) => void, workClass: WorkClass = 1): void {
     this.requireHost();
     this.pending.set(env.type, (this.pending.get(env.type) ?? 0) + 1);
-    this.serial.post(`${env.type}\u0000${env.key}`, { env, reply, postedAt: Date.now() });
+    this.serial.post(`${env.type}\u0000${env.key}`, { env, reply, postedAt: Date.now(), workClass });
   }
 
   private async handle(items: Delivery[]): Promise<void> {

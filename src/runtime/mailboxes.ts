@@ -1,21 +1,28 @@
+import { WorkLane, type WorkClass } from './work-lane.ts';
+
 /**
  * Runs work one key at a time, in the order it was posted, while different
  * keys run concurrently: what gives an actor its one-message-at-a-time
  * guarantee inside one process. Items of one key that wait next to each other
  * and that `together` pairs (the same kind of message, say) are handed over
  * at once, up to `maxBatch`: a burst costs one handling, not one each.
+ * With `classOf`, a key whose next item is bulk or maintenance work (class 3
+ * or 4, work-lane.ts) waits for a slice of the lane; interactive items are
+ * taken at once, so they never wait behind another key's bulk work.
  */
 export class Mailboxes<T> {
   /** Each running key's waiting items; a key is here exactly while it runs. */
   private readonly boxes = new Map<string, T[]>();
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
+  private readonly lane = new WorkLane();
 
   constructor(
     private readonly handle: (items: T[]) => Promise<void>,
     private readonly together: (first: T, next: T) => boolean,
     /** Waiting items handed over at once, at most (what an actor's batch handler is given). */
     private readonly maxBatch = 256,
+    private readonly classOf: (item: T) => WorkClass = () => 1,
   ) {}
 
   post(key: string, item: T): void {
@@ -33,11 +40,16 @@ export class Mailboxes<T> {
   private async drain(key: string): Promise<void> {
     const box = this.boxes.get(key)!;
     while (box.length > 0) {
-      let n = 1;
-      while (n < box.length && n < this.maxBatch && this.together(box[0]!, box[n]!)) n++;
-      const items = box.splice(0, n);
+      const cls = this.classOf(box[0]!);
+      let n = 0;
+      // Taken when its turn comes, so what joined the key meanwhile goes in the same batch.
+      const handled = () => {
+        n = 1;
+        while (n < box.length && n < this.maxBatch && this.together(box[0]!, box[n]!)) n++;
+        return this.handle(box.splice(0, n));
+      };
       try {
-        await this.handle(items);
+        await (cls >= 3 ? this.lane.run(cls, handled) : handled());
       } catch {
         // The handler settles its own failures; nothing here may stop the key's queue.
       }

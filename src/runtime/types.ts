@@ -1,6 +1,7 @@
 import type { ActorDefinition } from './actor.ts';
 import type { Envelope } from './envelope.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
+import type { WorkClass } from './work-lane.ts';
 
 export type { ActorContext, ActorDefinition, ActorProtocol, ActorClient, MessageOf } from './actor.ts';
 export type { Envelope } from './envelope.ts';
@@ -64,6 +65,8 @@ export interface SendOptions {
   onceId?: string;
   /** The trace context the message carries (`ctx.send` passes on its handler's). */
   trace?: TraceCarrier;
+  /** What the work is for (work-lane.ts): the in-process transport serves bulk and maintenance work after the rest. */
+  workClass?: WorkClass;
 }
 
 export interface DeadLetter {

@@ -8,17 +8,18 @@ import { createLogger } from '../../src/log.ts';
 import type { MessagingCollections } from '../../src/messages/message-store.ts';
 import type { RelayLink } from '../../src/relays/relay-link.ts';
 import type { ActorContext, MessageOfKind } from '../../src/runtime/actor.ts';
+import { workClass } from '../../src/runtime/work-lane.ts';
 import type { Sent } from './tenant-fixtures.ts';
 
 /** A relay actor's context on relay `r1` of capacity 4 with `inFlight` sends in flight (attempt 1), its credits granted to join `e1`. */
-function relay(inFlight: string[]) {
+function relay(inFlight: string[], bulk: string[] = []) {
   const credits = new RelayCredits();
   credits.capacity = 4;
   for (const id of inFlight) credits.add(id, 1);
   credits.attach(1, 'e1');
   credits.due();
-  const state: RelayState = { doc: undefined, lastHeartbeatAt: 0, credits };
-  const sent: Sent[] = [];
+  const state: RelayState = { doc: undefined, lastHeartbeatAt: 0, credits, bulkSends: new Set(bulk) };
+  const sent: Array<Sent & { workClass?: number }> = [];
   const ctx: ActorContext<RelayState> = {
     type: 'relay',
     key: 'r1',
@@ -26,8 +27,8 @@ function relay(inFlight: string[]) {
     delivery: 1,
     log: createLogger('silent'),
     state,
-    send: async (to, key, msg) => {
-      sent.push({ type: to.type, key, msg: msg as Sent['msg'] });
+    send: async (to, key, msg, opts) => {
+      sent.push({ type: to.type, key, msg: msg as Sent['msg'], workClass: opts?.workClass });
       return `am_0:${sent.length}`;
     },
     derivedId: (label) => `am_0:${label}`,
@@ -114,4 +115,17 @@ test('with RELAY_REPORT_BATCHES off each report goes on alone, with the credit i
       ['status', 'm2', 1],
     ],
   );
+});
+
+test("reports on a job's sends go on as bulk work; one on any other send makes the message interactive", async () => {
+  const { ctx, sent } = relay(['m1', 'm2', 'm3'], ['m1', 'm2']);
+  const s = sends(true);
+  await s.reports(ctx, 'org_1', [report('m1', 'sent'), report('m2', 'sent')]);
+  await s.reports(ctx, 'org_1', [report('m1', 'delivered'), report('m3', 'sent')]);
+  await s.reports(ctx, 'org_1', [report('m2', 'delivered')]);
+  assert.deepEqual(
+    sent.map((m) => m.workClass),
+    [workClass.bulk, workClass.interactive, workClass.bulk],
+  );
+  assert.deepEqual([...ctx.state.bulkSends], [], "a job's send is forgotten at its last report");
 });

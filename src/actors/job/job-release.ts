@@ -2,10 +2,10 @@ import { domainEvent, messageEventData, type EventStream } from '../../events/ev
 import { jobEventId } from '../../jobs/job-stop.ts';
 import type { Logger } from '../../log.ts';
 import type { MessageDoc } from '../../messages/message-store.ts';
-import type { ActorContext } from '../../runtime/actor.ts';
+import { inSteps, workClass, type ActorContext } from '../../runtime/actor.ts';
 import { queueItemOf, tenantProtocol } from '../tenant/protocol.ts';
 
-/** message.queued events are appended this many at a time, so one append never holds a whole 10,000-message job. */
+/** message.queued events are appended at most this many at a time (fewer on the embedded store: a step of about 2 ms), so one append never holds a whole 10,000-message job. */
 const eventChunk = 1_000;
 
 /**
@@ -28,7 +28,7 @@ export async function releaseToSendQueue(
     items: docs.map((d) => queueItemOf(d, 'taken')),
   };
   try {
-    await ctx.send(tenantProtocol, tenantId, enqueue);
+    await ctx.send(tenantProtocol, tenantId, enqueue, { workClass: workClass.bulk });
   } catch (err) {
     deps.log.warn(
       { err, jobId, messages: docs.length },
@@ -36,15 +36,17 @@ export async function releaseToSendQueue(
     );
   }
   try {
-    for (let i = 0; i < docs.length; i += eventChunk) {
-      const chunk = docs.slice(i, i + eventChunk);
-      await deps.events.append(
-        chunk.map((d) =>
-          domainEvent('message.queued', d, messageEventData(d), jobEventId(jobId, 'message.queued', d.id)),
+    await inSteps(
+      docs,
+      (piece) =>
+        deps.events.append(
+          piece.map((d) =>
+            domainEvent('message.queued', d, messageEventData(d), jobEventId(jobId, 'message.queued', d.id)),
+          ),
+          { once: true },
         ),
-        { once: true },
-      );
-    }
+      { maxPiece: eventChunk },
+    );
   } catch (err) {
     deps.log.error({ err, jobId }, 'could not append message.queued events of a job');
   }

@@ -5,7 +5,7 @@ import { sentTouch, touchConversations } from '../../messages/conversation-write
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { jobProtocol } from './protocol.ts';
 import { tenantProtocol } from '../tenant/protocol.ts';
-import type { ActorClient, ActorContext } from '../../runtime/actor.ts';
+import { inSteps, workClass, type ActorClient, type ActorContext } from '../../runtime/actor.ts';
 import { countJob } from '../../jobs/job-counts.ts';
 import { releaseToSendQueue } from './job-release.ts';
 import { stopUnsent } from '../../jobs/job-stop.ts';
@@ -20,6 +20,9 @@ type Deps = {
   /** How often a running job's progress is looked at. */
   trackMs: number;
 };
+
+/** A job's own steps (its release, its looks) are bulk work (runtime/work-lane.ts). */
+const bulkWork = { workClass: workClass.bulk };
 
 /** The job list's counts are refreshed every this many looks. */
 const countsEvery = 5;
@@ -69,7 +72,7 @@ export class JobTracker {
       await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });
       ctx.log.info({ jobId, tenantId, messages: released.length }, 'bulk job released to the send queue');
     }
-    await ctx.send(jobProtocol, jobId, { kind: 'track', tenantId, teamId, tick: job.trackTick });
+    await ctx.send(jobProtocol, jobId, { kind: 'track', tenantId, teamId, tick: job.trackTick }, bulkWork);
   }
 
   /** A cancelled job's messages still queued are stopped (the dispatch already hands none of them out); then its progress is followed to the end. */
@@ -140,7 +143,7 @@ export class JobTracker {
         jobProtocol,
         jobId,
         { kind: 'track', tenantId, teamId, tick: tick + 1 },
-        { delayMs: this.deps.trackMs },
+        { delayMs: this.deps.trackMs, workClass: workClass.bulk },
       );
       await jobs.updateOne(
         scope,
@@ -172,7 +175,7 @@ export class JobTracker {
   private async touchConversations(job: JobDoc): Promise<void> {
     const scope = { tenantId: job.tenantId, teamId: job.teamId };
     for await (const page of this.deps.db.messages.scan(scope, { jobId: job.id }, { sort: { jobIndex: 1 } })) {
-      await touchConversations(this.deps.db.conversations, page.map(sentTouch));
+      await inSteps(page, (piece) => touchConversations(this.deps.db.conversations, piece.map(sentTouch)));
     }
     await this.deps.db.jobs.updateOne(scope, { id: job.id }, { $set: { conversationsTouched: true } });
   }

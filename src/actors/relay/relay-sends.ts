@@ -6,9 +6,9 @@ import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { observeHop } from '../../messages/message-metrics.ts';
 import type { SendFrame } from '../../relay-protocol/frames.ts';
-import type { ActorContext, MessageOfKind } from '../../runtime/actor.ts';
+import { workClass, type ActorContext, type MessageOfKind, type WorkClass } from '../../runtime/actor.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
-import { isLive, type RelayState } from './relay-state.ts';
+import { bulkSendsKept, isLive, type RelayState } from './relay-state.ts';
 import type { RelayDoc } from '../../relays/relay-store.ts';
 import { outgoingTrace, SpanKind, startSpan, tracingOn, withSpan } from '../../tracing/spans.ts';
 import type { TraceContext } from '../../tracing/trace-context.ts';
@@ -81,9 +81,10 @@ export class RelaySends {
   }
 
   /** Grants the tenant actor what has become free, if anything. */
-  async grant(ctx: RelayContext, tenantId: string): Promise<void> {
+  async grant(ctx: RelayContext, tenantId: string, cls: WorkClass = workClass.interactive): Promise<void> {
     const grant = ctx.state.credits.due();
-    if (grant) await ctx.send(tenantProtocol, tenantId, { kind: 'grant', relayId: ctx.key, ...grant });
+    if (grant)
+      await ctx.send(tenantProtocol, tenantId, { kind: 'grant', relayId: ctx.key, ...grant }, { workClass: cls });
   }
 
   /**
@@ -107,6 +108,8 @@ export class RelaySends {
     }
     credits.consumed(m.epoch, m.items.length);
     const relay = { id: ctx.key, node: doc.node ?? '', session: doc.session };
+    const bulk = m.items.every((item) => item.source !== undefined);
+    if (bulk) rememberBulk(ctx.state.bulkSends, m.items);
     for (const sent of await this.claim(ctx, m)) {
       credits.add(sent.id, sent.attempts);
       await ctx.send(
@@ -125,7 +128,7 @@ export class RelaySends {
         : undefined;
       await withSpan(span, () => this.deps.link.deliver(relay, sendFrame(sent, outgoingTrace(span, sent))));
     }
-    await this.grant(ctx, m.tenantId);
+    await this.grant(ctx, m.tenantId, bulk ? workClass.bulk : workClass.interactive);
   }
 
   /**
@@ -167,11 +170,17 @@ export class RelaySends {
    * is off), one as a `status`, with the credits they freed.
    */
   async reports(ctx: RelayContext, tenantId: string, reports: SendReport[]): Promise<void> {
-    const credits = ctx.state.credits;
+    const { credits, bulkSends } = ctx.state;
     const parts = this.deps.batchReports ? chunks(reports, statusBatch) : reports.map((r) => [r]);
     for (const part of parts) {
       let settled = false;
-      for (const r of part) if (credits.settle(r.messageId, r.attempt)) settled = true;
+      let bulk = true;
+      for (const r of part) {
+        if (credits.settle(r.messageId, r.attempt)) settled = true;
+        // Reports on a job's sends are bulk work; one on any other send makes the whole message interactive.
+        if (!bulkSends.has(r.messageId)) bulk = false;
+        else if (r.status !== 'sent') bulkSends.delete(r.messageId);
+      }
       const grant = settled ? credits.due() : undefined;
       await ctx.send(
         tenantProtocol,
@@ -179,6 +188,7 @@ export class RelaySends {
         part.length === 1
           ? { kind: 'status', relayId: ctx.key, ...part[0]!, ...(grant ? { grant } : {}) }
           : { kind: 'statuses', relayId: ctx.key, reports: part, ...(grant ? { grant } : {}) },
+        { workClass: bulk ? workClass.bulk : workClass.interactive },
       );
     }
   }
@@ -242,6 +252,15 @@ export class RelaySends {
         items: items.slice(i, i + returnedBatch),
       });
     }
+  }
+}
+
+/** The ids of a bulk hand-over, kept within `bulkSendsKept` (the oldest forgotten first). */
+function rememberBulk(kept: Set<string>, items: QueueItem[]): void {
+  for (const item of items) kept.add(item.id);
+  for (const id of kept) {
+    if (kept.size <= bulkSendsKept) break;
+    kept.delete(id);
   }
 }
 

@@ -26,7 +26,7 @@ export class RelaySessions {
   ) {}
 
   activate(): RelayState {
-    return { doc: undefined, lastHeartbeatAt: 0, credits: new RelayCredits() };
+    return { doc: undefined, lastHeartbeatAt: 0, credits: new RelayCredits(), bulkSends: new Set() };
   }
 
   /**

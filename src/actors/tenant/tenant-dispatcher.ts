@@ -5,6 +5,7 @@ import type { MessageRollups } from '../../messages/message-rollups.ts';
 import type { MessagingCollections } from '../../messages/message-store.ts';
 import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/types.ts';
+import { workClass } from '../../runtime/actor.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
 import { estimateAt, forecastAt, waitingFor, type ForecastPlan } from './pace-forecast.ts';
@@ -349,13 +350,14 @@ export class TenantDispatcher {
     // First messages to new recipients are recorded before they go: a restart must not forget them and exceed the cap.
     if (met.length > 0) await this.recovery.recordContacts(tenantId, met);
     for (const [relay, items] of planned) {
-      await ctx.send(relayProtocol, relay.id, {
-        kind: 'deliver',
-        tenantId,
-        session: relay.session,
-        epoch: relay.epoch,
-        items,
-      });
+      // A hand-over of a job's messages only is bulk work: another organization's single send is claimed first.
+      const bulk = items.every((item) => item.source !== undefined);
+      await ctx.send(
+        relayProtocol,
+        relay.id,
+        { kind: 'deliver', tenantId, session: relay.session, epoch: relay.epoch, items },
+        { workClass: bulk ? workClass.bulk : workClass.interactive },
+      );
     }
     if (wakeAt !== undefined) await this.wakeAt(ctx, state, wakeAt);
     return taken.length;
