@@ -50,3 +50,38 @@ test('a reconcile drops a relay gone offline, joins a new session afresh, and ha
     ],
   );
 });
+
+test('a reconcile asks again for the credits of a relay it holds none for while nothing is in flight on it', async (t) => {
+  const { db } = await tenantStore(t, [relay('r1', 5), relay('r2', 5)], [message('waiting')]);
+  const recovery = new TenantRecovery({ config, db });
+  const state = tenantState();
+  const { ctx, sent } = recordingContext(state);
+  await recovery.rebuild(ctx, state);
+  await db.messages.insertMany(scope, [message('busy', { status: 'processing', relayId: 'r2', attempts: 1 })]);
+  const epoch = state.relays.get('r1')!.epoch;
+  sent.length = 0;
+  // The grants of both joins were lost on their way: no credit, and only r2 has a send in flight.
+  await recovery.reconcile(ctx, state);
+  assert.deepEqual(
+    sent.filter((s) => s.msg.kind === 'attach').map((s) => s.key),
+    ['r1'],
+  );
+  assert.notEqual(state.relays.get('r1')!.epoch, epoch, 'a new join, whose grants count');
+});
+
+test('a reconcile finds queued messages again when nothing is held in memory and a relay could take them', async (t) => {
+  const { db } = await tenantStore(t, [relay('r1', 5)]);
+  const recovery = new TenantRecovery({ config, db });
+  const state = tenantState();
+  const { ctx } = recordingContext(state);
+  await recovery.rebuild(ctx, state);
+  state.relays.get('r1')!.credits = 5;
+  // Queued in the store with no actor message to say so (a lost enqueue), and a count that says nothing waits.
+  await db.messages.insertMany(scope, [message('lost-1'), message('lost-2', { priority: 9 })]);
+  assert.equal(state.queue.size, 0);
+  await recovery.reconcile(ctx, state);
+  assert.deepEqual(
+    state.queue.take(() => true).map((i) => i.id),
+    ['lost-2', 'lost-1'],
+  );
+});

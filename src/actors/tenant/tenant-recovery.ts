@@ -8,7 +8,6 @@ import type { Scope } from '../../store/collection.ts';
 import { insertNew } from '../../store/insert-new.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
-import { queueItemOf } from './protocol.ts';
 import { readPage } from './queue-pages.ts';
 import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
@@ -41,12 +40,8 @@ export class TenantRecovery {
     const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
-    const countQueue = async () => {
-      const groups = await messages.countBy(scope, dueQueued(), ['priority', 'fromNumber', 'jobId', 'parentId']);
-      return { groups, at: Date.now() };
-    };
     const [counted, online, closed, contacts, history] = await Promise.all([
-      countQueue(),
+      this.countQueue(scope),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
@@ -55,13 +50,7 @@ export class TenantRecovery {
     ]);
     state.pacing.seed([...contacts, ...history], Date.now());
     state.closedSources = new Set(closed);
-    state.queue.clear();
-    for (const { values, count } of counted.groups) {
-      const [priority, fromNumber, jobId, parentId] = values as [number, string | null, string | null, string | null];
-      const source = jobId ?? parentId ?? undefined;
-      if (source === undefined || !state.closedSources.has(source))
-        state.queue.seed(priority, fromNumber, source, count, counted.at);
-    }
+    this.seedQueue(state, counted);
     await this.refill(tenantId, state);
     state.relays.clear();
     for (const doc of online) await this.join(ctx, state, doc);
@@ -70,6 +59,31 @@ export class TenantRecovery {
       ctx,
       online.map((r) => r.id),
     );
+  }
+
+  /** The due queued messages in the store, counted by sender line, priority and source, and when. */
+  private async countQueue(scope: Scope): Promise<{ groups: Array<{ values: unknown[]; count: number }>; at: number }> {
+    const groups = await this.deps.db.messages.countBy(scope, dueQueued(), [
+      'priority',
+      'fromNumber',
+      'jobId',
+      'parentId',
+    ]);
+    return { groups, at: Date.now() };
+  }
+
+  /** The queue as counted in the store, nothing held yet (a closed source's messages left out). */
+  private seedQueue(
+    state: TenantState,
+    counted: { groups: Array<{ values: unknown[]; count: number }>; at: number },
+  ): void {
+    state.queue.clear();
+    for (const { values, count } of counted.groups) {
+      const [priority, fromNumber, jobId, parentId] = values as [number, string | null, string | null, string | null];
+      const source = jobId ?? parentId ?? undefined;
+      if (source === undefined || !state.closedSources.has(source))
+        state.queue.seed(priority, fromNumber, source, count, counted.at);
+    }
   }
 
   /** A page from the store for each part whose window runs low (read side by side); true when any was read. */
@@ -114,10 +128,35 @@ export class TenantRecovery {
     noteRelays(state);
     await this.loadPaces(tenantId, state);
     await this.handBackStrays(ctx, onlineIds);
+    if (state.queue.size > 0) await this.rejoinIdle(ctx, state);
     const canSend = [...state.relays.values()].some((r) => r.credits > 0);
-    if (canSend && state.queue.size === 0) {
-      for (const m of await messages.find(scope, dueQueued(), { sort: { priority: -1, createdAt: 1 }, limit: 500 }))
-        state.queue.push(queueItemOf(m, 'accepted'));
+    if (canSend && state.queue.held === 0) {
+      // Nothing in memory to hand out while a relay could take it: the queue is counted and read again, as at
+      // activation, so a message a lost actor message left behind, or a count that drifted, is found.
+      const before = state.queue.size;
+      this.seedQueue(state, await this.countQueue(scope));
+      await this.refill(tenantId, state);
+      if (state.queue.held > 0)
+        ctx.log.warn(
+          { tenantId, counted: before, queued: state.queue.size },
+          'queued messages found again by the sweep',
+        );
+    }
+  }
+
+  /**
+   * A relay this actor holds no credit for while it has nothing in flight in
+   * the store: a grant was lost on its way (a worker that died with it), and
+   * nothing would ever free a credit again. It joins afresh, as a relay
+   * coming online does, and its relay actor grants what it has free.
+   */
+  private async rejoinIdle(ctx: TenantContext, state: TenantState): Promise<void> {
+    const scope = tenantScope(ctx.key);
+    for (const relay of [...state.relays.values()]) {
+      if (relay.credits > 0 || relay.capacity === 0) continue;
+      if (await this.deps.db.messages.findOne(scope, { status: 'processing', relayId: relay.id })) continue;
+      ctx.log.warn({ tenantId: ctx.key, relayId: relay.id }, 'no credit held for an idle relay: it is asked again');
+      await this.join(ctx, state, relay);
     }
   }
 
@@ -128,7 +167,11 @@ export class TenantRecovery {
    * key again must not count the grants made to the join before), so grants
    * still on their way to an earlier join, of this activation or another, are ignored.
    */
-  async join(ctx: ActorContext<unknown>, state: TenantState, doc: RelayDoc): Promise<void> {
+  async join(
+    ctx: ActorContext<unknown>,
+    state: TenantState,
+    doc: Pick<RelayDoc, 'id' | 'session' | 'capacity' | 'phoneNumbers'>,
+  ): Promise<void> {
     const epoch = randomUUID();
     state.relays.set(doc.id, {
       id: doc.id,
