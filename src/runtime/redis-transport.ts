@@ -39,6 +39,12 @@ import type {
  * hash slot, addressed messages go over sharded pub/sub, and a send resolves
  * once a replica holds it too.
  */
+/**
+ * How long an entry of an owned shard waits in another worker's pending list
+ * before this worker claims it (`StreamReader.claimOrphans`, every
+ * `leaseCheckMs`): well past any read that was under way as the shard moved.
+ */
+const orphanIdleMs = 10_000;
 /** What a node channel message starts with when it is a timer's wake-up (`<prefix><due at> <stream>`), not a payload. */
 const timerWake = '~timer ';
 
@@ -148,6 +154,9 @@ export class RedisTransport implements Transport {
     await this.leases.rebalance();
     this.every(this.config.leaseRenewMs, () => this.leases.heartbeat());
     this.every(this.config.leaseCheckMs, () => this.leases.renew());
+    this.every(this.config.leaseCheckMs, () =>
+      this.streams.claimOrphans(Math.min(orphanIdleMs, this.config.leaseCheckMs)),
+    );
     this.every(this.config.rebalanceMs, () => this.leases.rebalance());
     this.every(this.config.timerPollMs, async () => this.timers.sweep());
     this.readLoopDone = this.keys.cluster

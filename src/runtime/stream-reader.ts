@@ -108,6 +108,41 @@ export class StreamReader {
   }
 
   /**
+   * Entries of the owned shards another worker read after this one took them
+   * over (its blocking read was already waiting when the lease moved, and it
+   * left what it got unacknowledged): nobody reads that worker's pending
+   * list, so they are claimed and handled here, as a takeover's are, once
+   * idle `minIdleMs`.
+   */
+  async claimOrphans(minIdleMs: number): Promise<void> {
+    for (const shard of [...this.owner.owned.values()]) {
+      if (!shard.ready || shard.draining) continue;
+      const pending = (await this.cmd.xpending(shard.stream, group, 'IDLE', minIdleMs, '-', '+', 500)) as Array<
+        [string, string, number, number]
+      >;
+      // Another worker's only: this worker's own are in its handlers, and a claim would count a delivery for nothing.
+      const orphans = pending.filter(([, consumer]) => consumer !== this.nodeId);
+      if (orphans.length === 0) continue;
+      const claimed = (await this.cmd.call(
+        'XCLAIM',
+        shard.stream,
+        group,
+        this.nodeId,
+        String(minIdleMs),
+        ...orphans.map(([id]) => id),
+      )) as Array<StreamEntry | null>;
+      const deliveries = new Map(orphans.map(([id, , , count]) => [id, count]));
+      const entries = claimed.filter((e): e is StreamEntry => e !== null);
+      if (entries.length === 0 || this.owner.owned.get(shard.stream) !== shard) continue;
+      this.log.warn(
+        { stream: shard.stream, entries: entries.length },
+        'claimed entries another worker read after the shard moved',
+      );
+      for (const [id, fields] of entries) this.handleEntry(shard, id, fields, deliveries.get(id) ?? 1);
+    }
+  }
+
+  /**
    * Claims every entry the previous owner read but did not acknowledge and
    * queues them, oldest first, before any new entry of the shard is read: so
    * per-actor order survives a takeover.

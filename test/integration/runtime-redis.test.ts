@@ -231,6 +231,38 @@ describe('redis transport: durability and shard ownership', () => {
     await waitFor(() => seen.includes(id), 5_000, 'redelivered to the heir');
   });
 
+  test('an entry another worker read after the shard moved to this one is claimed and handled by its owner', async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 1, leaseCheckMs: 200 });
+    const redis = ownKeys(t, cfg);
+    const seen: string[] = [];
+    const owner = make(cfg, 'w-owner');
+    await owner.start(counting(seen), { consume: true });
+    t.after(() => owner.stop());
+    const warm = await owner.send('counter', 'k', { kind: 'tick' });
+    await waitFor(() => seen.includes(warm), 5_000, 'the owner reads its shard');
+    const streams = [];
+    for (const key of await redis.keys(`${cfg.keyPrefix}*counter*`))
+      if ((await redis.type(key)) === 'stream') streams.push(key);
+    assert.equal(streams.length, 1, streams.join(', '));
+    const stream = streams[0]!;
+    const env = { id: 'am_orphan', type: 'counter', key: 'k', msg: { kind: 'tick' }, sentAt: Date.now() };
+    // Appended and read at once by another worker, as a blocking read already waiting when the lease moved reads it.
+    await redis
+      .multi()
+      .xadd(stream, '*', 'e', JSON.stringify(env))
+      .xreadgroup('GROUP', 'workers', 'w-gone', 'COUNT', 1, 'STREAMS', stream, '>')
+      .exec();
+    const pending = (await redis.xpending(stream, 'workers', '-', '+', 10)) as Array<[string, string, number, number]>;
+    assert.deepEqual(
+      pending.map(([, consumer]) => consumer),
+      ['w-gone'],
+      "the entry waits in the other worker's pending list",
+    );
+    await waitFor(() => seen.includes('am_orphan'), 5_000, 'claimed and handled by the owner');
+    await waitFor(async () => (await redis.xlen(stream)) === 0, 5_000, 'acknowledged and deleted');
+  });
+
   /**
    * A worker of one shard whose `stall` handlers wait until `open` (started
    * on `keys` keys at once), with its acknowledgement script calls counted.
