@@ -4,12 +4,11 @@ import { RelayCredits } from '../../src/actors/relay/relay-credits.ts';
 import { RelaySends, type SendReport } from '../../src/actors/relay/relay-sends.ts';
 import type { RelayState } from '../../src/actors/relay/relay-state.ts';
 import { reportsOf, statusBatch, tenantProtocol } from '../../src/actors/tenant/protocol.ts';
-import { createLogger } from '../../src/log.ts';
 import type { MessagingCollections } from '../../src/messages/message-store.ts';
 import type { RelayLink } from '../../src/relays/relay-link.ts';
-import type { ActorContext, MessageOfKind } from '../../src/runtime/actor.ts';
+import type { MessageOfKind } from '../../src/runtime/actor.ts';
 import { workClass } from '../../src/runtime/work-lane.ts';
-import type { Sent } from './tenant-fixtures.ts';
+import { recordingContext, type Sent } from './tenant-fixtures.ts';
 
 /** A relay actor's context on relay `r1` of capacity 4 with `inFlight` sends in flight (attempt 1), its credits granted to join `e1`. */
 function relay(inFlight: string[], bulk: string[] = []) {
@@ -19,22 +18,7 @@ function relay(inFlight: string[], bulk: string[] = []) {
   credits.attach(1, 'e1');
   credits.due();
   const state: RelayState = { doc: undefined, lastHeartbeatAt: 0, credits, bulkSends: new Set(bulk) };
-  const sent: Array<Sent & { workClass?: number }> = [];
-  const ctx: ActorContext<RelayState> = {
-    type: 'relay',
-    key: 'r1',
-    id: 'am_0',
-    delivery: 1,
-    log: createLogger('silent'),
-    state,
-    send: async (to, key, msg, opts) => {
-      sent.push({ type: to.type, key, msg: msg as Sent['msg'], workClass: opts?.workClass });
-      return `am_0:${sent.length}`;
-    },
-    derivedId: (label) => `am_0:${label}`,
-    deactivate: () => {},
-    owned: new AbortController().signal,
-  };
+  const { ctx, sent } = recordingContext(state, { type: 'relay', key: 'r1' });
   return { ctx, sent, credits };
 }
 

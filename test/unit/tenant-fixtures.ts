@@ -102,20 +102,23 @@ export interface Sent {
   key: string;
   msg: { kind: string; [field: string]: unknown };
   delayMs?: number;
+  workClass?: number;
 }
 
-/** A stand-in for the tenant actor's context on `org`, holding `state`, that records what is sent. */
-export function recordingContext(state: TenantState) {
+/** A stand-in for an actor's context (the tenant actor on `org` unless `at` says another), holding `state`, that records what is sent. */
+export function recordingContext<S = TenantState>(
+  state: S,
+  at: { type: string; key: string } = { type: 'tenant', key: org },
+) {
   const sent: Sent[] = [];
-  const ctx: ActorContext<TenantState> = {
-    type: 'tenant',
-    key: org,
+  const ctx: ActorContext<S> = {
+    ...at,
     id: 'am_0',
     delivery: 1,
     log: createLogger('silent'),
     state,
     send: async (to, key, msg, opts) => {
-      sent.push({ type: to.type, key, msg: msg as Sent['msg'], delayMs: opts?.delayMs });
+      sent.push({ type: to.type, key, msg: msg as Sent['msg'], delayMs: opts?.delayMs, workClass: opts?.workClass });
       return `${ctx.id}:${sent.length}`;
     },
     derivedId: (label) => `${ctx.id}:${label}`,
