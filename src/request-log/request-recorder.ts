@@ -56,6 +56,8 @@ export class RequestRecorder {
   /** When this process last wrote a chunk of each organization: swept until their entries are past retention. */
   private readonly writtenAt = new Map<string, number>();
   private dropped = 0;
+  /** The sweep under way, if any: one at a time. */
+  private sweep$: Promise<void> | undefined;
   readonly now: () => number;
 
   constructor(
@@ -64,7 +66,9 @@ export class RequestRecorder {
     private readonly log: Logger,
   ) {
     this.now = opts.now ?? Date.now;
-    this.sweeper = setInterval(() => void this.sweep(), sweepEveryMs);
+    this.sweeper = setInterval(() => {
+      this.sweep$ ??= this.sweep().finally(() => (this.sweep$ = undefined));
+    }, sweepEveryMs);
     this.sweeper.unref();
   }
 
@@ -163,6 +167,11 @@ export class RequestRecorder {
         this.log.warn({ err, tenantId }, 'request log: could not remove old entries; the next sweep tries again');
       }
     }
+  }
+
+  /** Resolves once the timer's sweep under way, if any, is done. */
+  async sweeping(): Promise<void> {
+    await this.sweep$;
   }
 
   /** Writes what is waiting now and resolves once every chunk started is written (or dropped). */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, mock, test } from 'node:test';
 import { createLogger } from '../../src/log.ts';
 import { requestChunkCollection, RequestRecorder, type RequestChunkDoc } from '../../src/request-log/index.ts';
 import { requestLogRetentionMs, type RequestEntry } from '../../src/request-log/request-chunks.ts';
@@ -121,6 +121,12 @@ eachBackend((backend) => {
       const since = new Date().toISOString();
       for (let i = 0; i < 3; i++)
         assert.equal((await t.request('GET', `/api/v1/messages/msg_${mark}${i}`, { token: key.key })).status, 404);
+      // A request refused before its organization is known is in no organization's log.
+      const unknown = await t.request('GET', '/api/v1/messages', {
+        token: 'rbx_live_not_a_key',
+        headers: { 'x-request-id': `anon-${mark}` },
+      });
+      assert.equal(unknown.status, 401);
       const ok = await t.request('GET', '/api/v1/messages', {
         token: key.key,
         headers: { 'x-request-id': `ok-${mark}` },
@@ -147,6 +153,7 @@ eachBackend((backend) => {
       assert.equal((await log(`?path=${path}&until=${since}`)).body.data.length, 0);
       const [okEntry] = await listed(`?requestId=ok-${mark}&status=2xx&method=GET`, 1);
       assert.equal(okEntry.path, '/api/v1/messages');
+      assert.deepEqual((await log(`?requestId=anon-${mark}`)).body.data, []);
 
       const viewer = await apiKey(t, org, 'viewer');
       assert.equal((await log(`?path=${path}`, viewer)).body.data.length, 3);
@@ -275,6 +282,29 @@ eachBackend((backend) => {
           assert.equal(await chunks.count({ tenantId }, {}), 0);
         }
       } finally {
+        await recorder.close();
+      }
+    });
+
+    test("a quiet organization's entries go within an hour of turning 7 days old: the hourly sweep (faked timers)", async () => {
+      const tenantId = `org_${randomUUID()}`;
+      const start = Date.parse('2030-01-01T09:00:00Z');
+      mock.timers.enable({ apis: ['setInterval', 'Date'], now: start });
+      const recorder = new RequestRecorder(chunks, { maxEntries: 100_000 }, silent);
+      try {
+        recorder.record(tenantId, entry(Date.now(), 'quiet'));
+        await recorder.flush();
+        // No request after it: only the sweep's timer, every hour, is left to delete it.
+        for (let hour = 1; hour < 7 * 24; hour++) {
+          mock.timers.tick(3_600_000);
+          await recorder.sweeping();
+        }
+        assert.equal(await chunks.count({ tenantId }, {}), 1, 'kept 7 days');
+        mock.timers.tick(2 * 3_600_000);
+        await recorder.sweeping();
+        assert.equal(await chunks.count({ tenantId }, {}), 0, 'deleted within the hour after');
+      } finally {
+        mock.timers.reset();
         await recorder.close();
       }
     });
