@@ -205,26 +205,32 @@ eachBackend((backend) => {
       const b = new RequestRecorder(chunks, { maxEntries: 100_000, now: clock }, silent);
       try {
         const start = now;
-        // Two frontends answer alternately; each writes its own chunks, which overlap in time.
-        for (let i = 0; i < 12; i++) (i % 2 ? a : b).record(tenantId, entry(start + i * 10, `r${i}`));
-        a.record(tenantId, entry(start + 55, 'tie-a'));
-        b.record(tenantId, entry(start + 55, 'tie-b'));
-        await Promise.all([a.flush(), b.flush()]);
-        for (let i = 12; i < 16; i++) (i % 2 ? a : b).record(tenantId, entry(start + i * 10, `r${i}`));
-        await Promise.all([a.flush(), b.flush()]);
+        // Two frontends answer alternately and write a chunk each every round: 24 chunks that overlap in time,
+        // more than one read of the store takes.
+        for (let round = 0; round < 12; round++) {
+          for (let k = 0; k < 4; k++) {
+            const i = round * 4 + k;
+            (k % 2 ? a : b).record(tenantId, entry(start + i * 10, `r${i}`));
+          }
+          if (round === 5) {
+            a.record(tenantId, entry(start + 215, 'tie-a'));
+            b.record(tenantId, entry(start + 215, 'tie-b'));
+          }
+          await Promise.all([a.flush(), b.flush()]);
+        }
         now += 1000;
-        assert.equal((await chunks.find({ tenantId }, {})).length, 4, 'two chunks from each process');
+        assert.equal((await chunks.find({ tenantId }, {})).length, 24, 'a chunk from each process each round');
 
         const all = (await readRequestLog(chunks, tenantId, { limit: 100 }, now)).data;
         const expected = all.map((e) => e.requestId);
-        assert.equal(expected.length, 18);
+        assert.equal(new Set(expected).size, 50);
         const ats = all.map((e) => Date.parse(e.at));
         assert.deepEqual(
           ats,
           [...ats].sort((x, y) => y - x),
           'newest first',
         );
-        assert.deepEqual(expected.slice(0, 2), ['r15', 'r14']);
+        assert.deepEqual(expected.slice(0, 2), ['r47', 'r46']);
         assert.deepEqual(expected.slice(-2), ['r1', 'r0']);
 
         // Page by page, with a page size that cuts through chunks and through the tie, nothing is lost or shown twice.
