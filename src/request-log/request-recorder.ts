@@ -19,8 +19,12 @@ const chunkIdleMs = 200;
 const pruneEveryMs = 10_000;
 /** Organizations that made no request for a while still lose their old entries: every hour (a timer far below the longest Node timer). */
 const sweepEveryMs = 3_600_000;
-/** Entries waiting for the store, all organizations together: while it does not answer, newer requests are not recorded beyond this. */
-const maxWaitingEntries = 50_000;
+/**
+ * Entries held until the store has them (waiting for their chunk, or in a
+ * write not yet answered), all organizations together: while the store does
+ * not answer, newer requests are not recorded beyond this (about 10 MB).
+ */
+export const maxHeldEntries = 50_000;
 /** Ids per delete: one `$in` list stays a small command. */
 const deleteChunk = 500;
 
@@ -46,6 +50,8 @@ interface Waiting {
 export class RequestRecorder {
   private waiting = new Map<string, Waiting>();
   private waitingCount = 0;
+  /** Entries recorded and not yet written or dropped: waiting, and in writes under way. */
+  private heldCount = 0;
   private firstAt = 0;
   private lastAt = 0;
   private timer: NodeJS.Timeout | undefined;
@@ -73,11 +79,12 @@ export class RequestRecorder {
   }
 
   record(tenantId: string, entry: RequestEntry): void {
-    if (this.waitingCount >= maxWaitingEntries) {
+    if (this.heldCount >= maxHeldEntries) {
       if (this.dropped++ === 0)
         this.log.warn({ tenantId }, 'request log: too many requests waiting for the store; dropping');
       return;
     }
+    this.heldCount++;
     let waiting = this.waiting.get(tenantId);
     if (!waiting) this.waiting.set(tenantId, (waiting = { entries: [] }));
     waiting.entries.push(entry);
@@ -115,18 +122,27 @@ export class RequestRecorder {
     const { tenantId } = doc;
     try {
       await this.chunks.insertOne({ tenantId }, doc);
-      this.writtenAt.set(tenantId, this.now());
-      const pruned = this.prunedAt.get(tenantId) ?? 0;
-      if (performance.now() - pruned >= pruneEveryMs || pruned === 0) {
-        this.prunedAt.set(tenantId, performance.now());
-        await this.prune(tenantId);
-      }
     } catch (err) {
       this.log.warn(
         { err, tenantId, entries: doc.count },
         'request log: could not write a chunk; its entries are dropped',
       );
+      return;
+    } finally {
+      this.heldCount -= doc.count;
     }
+    this.writtenAt.set(tenantId, this.now());
+    const pruned = this.prunedAt.get(tenantId) ?? 0;
+    if (pruned !== 0 && performance.now() - pruned < pruneEveryMs) return;
+    this.prunedAt.set(tenantId, performance.now());
+    await this.prune(tenantId).catch((err: unknown) =>
+      this.log.warn({ err, tenantId }, 'request log: could not remove old entries; a later write tries again'),
+    );
+  }
+
+  /** Entries held until the store has them, and entries not recorded because too many were held. */
+  get held(): { entries: number; dropped: number } {
+    return { entries: this.heldCount, dropped: this.dropped };
   }
 
   /**
