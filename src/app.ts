@@ -15,7 +15,7 @@ import { createEventLog, createEventStream } from './events/index.ts';
 import { Outbox } from './events/outbox.ts';
 import { ListCursors } from './http/list-cursors.ts';
 import { exposeRuntimeStats, exposeEventStreamLag } from './http/metrics.ts';
-import type { RouteDef } from './http/route.ts';
+import type { AnsweredHook, RouteDef } from './http/route.ts';
 import type { HttpServer } from './http/server.ts';
 import { createIdentity, identityCollections, loadAccessTokens } from './identity/index.ts';
 import { cancelledJobIds, createJobs, jobCollections } from './jobs/index.ts';
@@ -31,6 +31,7 @@ import {
   createTransport,
   type Transport,
 } from './runtime/index.ts';
+import { createRequestLog, declareRequestLog, type RequestRecorder } from './request-log/index.ts';
 import { createStore, type Store } from './store/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
@@ -54,8 +55,10 @@ export interface App {
   contacts: ContactDirectory;
   /** The relay WebSocket gateway on a frontend's server (web and all roles). */
   attachGateway(http: HttpServer): RelayGateway;
+  /** What every frontend's answers are recorded by (GET /api/v1/request-log). */
+  requestLog: RequestRecorder;
   routes: RouteDef[];
-  hooks: Awaited<ReturnType<typeof createIdentity>>['hooks'];
+  hooks: Awaited<ReturnType<typeof createIdentity>>['hooks'] & { answered: AnsweredHook };
   close(): Promise<void>;
 }
 
@@ -87,6 +90,7 @@ export async function createApp(
   const contactsDb = contactCollections(store);
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
+  const requestChunks = declareRequestLog(store);
   const history = { retentionDays: config.eventRetentionDays, subjects: db.messages };
   const events = createEventStream(store, {
     redis: redis && {
@@ -116,6 +120,12 @@ export async function createApp(
   const identity = await createIdentity({ config, log, db: identityDb, tokens, limiter: rate.limiter, broadcast });
   const cursors = new ListCursors(eventLog.cursors);
   const contacts = createContacts(contactsDb, cursors);
+  const requestLog = createRequestLog(
+    requestChunks,
+    cursors,
+    { maxEntries: config.requestLogMaxEntries },
+    log.child({ component: 'request-log' }),
+  );
   const outbox = new Outbox(events, log.child({ component: 'messaging' }));
   const link = new RelayLink(runtime);
   const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }), {
@@ -213,6 +223,7 @@ export async function createApp(
     automations,
     eventLog: eventLog.log,
     contacts: contacts.directory,
+    requestLog: requestLog.recorder,
     attachGateway: (http) =>
       attachRelayGateway(
         http.app,
@@ -236,6 +247,7 @@ export async function createApp(
       ...webhooks.routes,
       ...automations.routes,
       ...eventLog.routes,
+      ...requestLog.routes,
       ...adminRoutes({
         organizations: identityDb.organizations,
         messages: db.messages,
@@ -243,7 +255,7 @@ export async function createApp(
         deliveries: webhookDb.deliveries,
       }),
     ],
-    hooks: identity.hooks,
+    hooks: { ...identity.hooks, answered: requestLog.answered },
     async close() {
       // Sends answered 201 finish their background work (events published, messages queued) while the runtime still runs.
       await messaging.settled();
@@ -256,6 +268,7 @@ export async function createApp(
       // The runtime hands the webhook actors no more messages: the deliveries still running are let go.
       await webhookActor.stop();
       await rollups.settled();
+      await requestLog.recorder.close();
       await webhooks.close();
       automations.close();
       await rate.close();

@@ -98,6 +98,11 @@ export interface Config {
   eventRetentionDays: number;
   /** An event stream entry a dead consumer read and never acknowledged is taken over after this long. */
   eventClaimIdleMs: number;
+  /**
+   * The most entries an organization's request log keeps (its oldest go
+   * first); each is about 200 bytes, so 100,000 are about 20 MB.
+   */
+  requestLogMaxEntries: number;
   identity: IdentityConfig;
   /**
    * The SHA-256 digests (hex) of the platform-admin keys (PLATFORM_ADMIN_KEY_HASHES,
@@ -309,6 +314,7 @@ export function loadConfig(env: Env = process.env): Config {
     sendBatchMax: positive(env, 'SEND_BATCH_MAX', 512),
     eventRetentionDays: positive(env, 'EVENT_RETENTION_DAYS', 30),
     eventClaimIdleMs: positive(env, 'EVENT_CLAIM_IDLE_MS', 30_000),
+    requestLogMaxEntries: positive(env, 'REQUEST_LOG_MAX_ENTRIES', 100_000),
     webhook: {
       allowPrivate: env.WEBHOOK_ALLOW_PRIVATE === 'true',
       retryBaseMs: positive(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),

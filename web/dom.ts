@@ -1,4 +1,4 @@
-type Child = Node | string | number | null | undefined | false;
+export type Child = Node | string | number | null | undefined | false;
 type Props = Record<string, unknown>;
 
 /**
@@ -34,6 +34,16 @@ export function replace(el: Element, ...children: Array<Child | Child[]>): void 
   el.replaceChildren();
   append(el, children);
 }
+
+/** A form field: its label, its control and, when given, a hint the control names (`aria-describedby` set by the caller). */
+export const field = (id: string, label: string, control: HTMLElement, hint?: string): HTMLDivElement =>
+  h(
+    'div',
+    { class: 'field' },
+    h('label', { for: id }, label),
+    control,
+    hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null,
+  );
 
 /** A date and time in the reader's locale and time zone, or a dash. */
 export function when(iso: string | null | undefined): string {

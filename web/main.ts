@@ -15,6 +15,7 @@ import { messagesView, sendView } from './views/messages.ts';
 import { messageView } from './views/message.ts';
 import { automationsView, automationView } from './views/automations.ts';
 import { membersView } from './views/members.ts';
+import { requestLogView } from './views/request-log.ts';
 import type { PageContext } from './page.ts';
 
 type Page = (ctx: PageContext, param?: string) => void | Promise<void>;
@@ -36,6 +37,7 @@ const routes: Array<{ pattern: RegExp; title: string; page: Page; nav?: string }
   { pattern: /^#\/webhooks$/, title: 'Webhooks', page: webhooksView, nav: 'webhooks' },
   { pattern: /^#\/webhooks\/([\w-]+)$/, title: 'Webhook', page: webhookView, nav: 'webhooks' },
   { pattern: /^#\/api-keys$/, title: 'API keys', page: apiKeysView, nav: 'api-keys' },
+  { pattern: /^#\/request-log$/, title: 'Request log', page: requestLogView, nav: 'request-log' },
   { pattern: /^#\/settings$/, title: 'Settings', page: settingsView, nav: 'settings' },
 ];
 

@@ -77,7 +77,13 @@ function sections(me: Me): Array<[string, Array<[string, string]>]> {
   const organization: Array<[string, string]> = [['members', 'Members']];
   if (can(me, 'admin')) organization.push(['api-keys', 'API keys'], ['settings', 'Settings']);
   return [
-    ['Monitor', [['overview', 'Overview']]],
+    [
+      'Monitor',
+      [
+        ['overview', 'Overview'],
+        ['request-log', 'Request log'],
+      ],
+    ],
     ['Messaging', messaging],
     [
       'Delivery',

@@ -165,3 +165,9 @@ export type AuthenticateHook = (ctx: RequestContext) => unknown;
 export type AuthorizeHook = (principal: unknown, minRole: Role) => void;
 /** Sets `ctx.responseHeaders`; returns an AppError (429) to refuse the request. */
 export type RateLimitHook = (ctx: RequestContext) => Promise<AppError | undefined>;
+/**
+ * Called once a request's answer is written (not for one whose client went
+ * away first): its status, the error code of an error answer, and how long
+ * it took. For the request log; it must not wait for anything.
+ */
+export type AnsweredHook = (ctx: RequestContext, status: number, error: string | undefined, durationMs: number) => void;

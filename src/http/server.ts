@@ -16,7 +16,7 @@ import { allowedMethods, clientAddress, copyHeaders } from './request-guard.ts';
 import { neededRole } from './roles-needed.ts';
 import { compileRoute, runStages, type CompiledRoute, type StageHooks } from './request-stages.ts';
 import { readBody, Responder, type AnswerHead } from './responder.ts';
-import type { Method, Reply, RequestContext, RouteDef } from './route.ts';
+import type { AnsweredHook, Method, Reply, RequestContext, RouteDef } from './route.ts';
 import { endSpan, SpanKind, SpanStatusCode, startSpan, traceOfSpan, tracingOn, type Span } from '../tracing/spans.ts';
 import { newTraceContext, readTraceContext } from '../tracing/trace-context.ts';
 
@@ -28,6 +28,7 @@ export interface HttpServerOptions extends StageHooks {
   log: Logger;
   routes: RouteDef[];
   readinessChecks?: ReadinessCheck[];
+  answered?: AnsweredHook;
 }
 
 export interface HttpServer {
@@ -134,6 +135,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     span: Span | undefined,
   ): Promise<void> {
     let reply: Reply;
+    let errorCode: string | undefined;
     let closeConnection = false;
     try {
       if (!route) throw noRoute(ctx);
@@ -150,6 +152,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       reply = await runStages(ctx, route, raw, opts);
     } catch (err) {
       const error = toHttpError(err);
+      errorCode = error.code;
       if (error.statusCode >= 500) ctx.log.error({ err, route: ctx.route }, 'request failed');
       reply = errorReply(error, ctx.reqId, ctx.headers.authorization);
     }
@@ -172,6 +175,7 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
     const seconds = (performance.now() - ctx.startedAt) / 1000;
     durationsOf(route, ctx).observe(reply.status, seconds);
     answered(span, reply.status);
+    opts.answered?.(ctx, reply.status, errorCode, seconds * 1000);
     if (accessLogged())
       log.info(
         {

@@ -664,6 +664,43 @@ describe(
       });
     });
 
+    test('the request log lists an API request by its request id, and filters a 404 by its status class', async () => {
+      await scenario(page, 'request-log', async () => {
+        const made = await request(base, 'POST', '/api/v1/api-keys', {
+          token: ownerToken,
+          body: { name: 'Logged key', role: 'member' },
+        });
+        assert.equal(made.status, 201, made.text);
+        const requestId = `dash-${Date.now()}`;
+        const missing = await request(base, 'GET', '/api/v1/messages/msg_no_such_message', {
+          token: made.body.key,
+          headers: { 'x-request-id': requestId },
+        });
+        assert.equal(missing.status, 404);
+        await page.evaluate(`location.hash = '#/request-log'`);
+        await page.locator('main h1', { hasText: 'Request log' }).waitFor();
+        await page.getByLabel('Request ID').fill(requestId);
+        await page.getByLabel('Status').fill('4xx');
+        const row = page.locator(`tr[data-request-id="${requestId}"]`);
+        // The request is listed about a second after its answer: show again until it is there.
+        await waitUntil(
+          async () => {
+            await page.getByRole('button', { name: 'Show', exact: true }).click();
+            await page.locator('#request-log', { hasNotText: 'Reading…' }).waitFor();
+            return (await row.count()) === 1;
+          },
+          15_000,
+          'the request is listed',
+        );
+        const text = (await row.textContent()) ?? '';
+        for (const part of ['GET', '/api/v1/messages/msg_no_such_message', '404', made.body.id, 'not_found'])
+          assert.ok(text.includes(part), `${part} in ${text}`);
+        await page.getByLabel('Status').fill('2xx');
+        await page.getByRole('button', { name: 'Show', exact: true }).click();
+        await page.getByText('No requests match in the last 7 days.').waitFor();
+      });
+    });
+
     test('webhooks: create, disable and enable, a failed delivery in the log, retry delivers it', async () => {
       let calls = 0;
       const receiver: Server = createServer((req, res) => {

@@ -96,6 +96,7 @@ export const dashboardPages: Array<[string, string]> = [
   ['#/webhooks', 'Webhooks'],
   ['#/members', 'Members and teams'],
   ['#/api-keys', 'API keys'],
+  ['#/request-log', 'Request log'],
   ['#/settings', 'Settings'],
   ['#/no-such-page', 'Page not found'],
 ];

@@ -1,4 +1,5 @@
-import { announce, h, replace, table, when } from '../dom.ts';
+import { announce, field, h, replace, table, when } from '../dom.ts';
+import { cursorPages } from '../cursor-pages.ts';
 import { api, can, describeError } from '../session.ts';
 import type { PageContext } from '../page.ts';
 
@@ -20,15 +21,6 @@ export interface Message {
 
 const statuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
 const pageSize = 100;
-
-const field = (id: string, label: string, control: HTMLElement, hint?: string) =>
-  h(
-    'div',
-    { class: 'field' },
-    h('label', { for: id }, label),
-    control,
-    hint ? h('span', { class: 'hint', id: `${id}-hint` }, hint) : null,
-  );
 
 /** Send one message: recipient, text, priority and, when the organization has registered numbers, the number to send from. */
 export async function sendView({ me, main }: PageContext): Promise<void> {
@@ -124,7 +116,7 @@ export function messagesView({ main }: PageContext): void {
       class: 'filters',
       onsubmit(e: Event) {
         e.preventDefault();
-        void search().catch(shown);
+        search();
       },
     },
     field('search-recipient', 'Recipient (phone or email)', recipient),
@@ -135,59 +127,52 @@ export function messagesView({ main }: PageContext): void {
     h('button', { type: 'submit' }, 'Search'),
   );
 
-  // Only the latest search shows its answer (the one on opening may still be reading when the reader searches).
-  let latest = 0;
-  async function search(after?: string): Promise<void> {
-    const mine = ++latest;
-    replace(out, h('p', null, 'Searching…'));
-    const qs = new URLSearchParams({ limit: String(pageSize) });
-    if (recipient.value.trim()) qs.set('participant', recipient.value.trim());
-    if (status.value) qs.set('status', status.value);
-    if (job.value.trim()) qs.set('jobId', job.value.trim());
-    if (since.value) qs.set('since', new Date(since.value).toISOString());
-    if (until.value) qs.set('until', new Date(until.value).toISOString());
-    if (after) qs.set('after', after);
-    const page = await api<{ data: Message[]; nextCursor?: string | null; pagination: { total: number | null } }>(
-      'GET',
-      `/api/v1/messages?${qs}`,
-    );
-    if (mine !== latest) return;
-    // A page read by cursor counts nothing: its total is null.
-    const total = page.pagination.total;
-    const next = page.nextCursor;
-    replace(
-      out,
-      h(
-        'h2',
-        null,
-        total === null ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`,
-      ),
-      page.data.length
-        ? table(
-            'Messages found, newest first',
-            ['Message', 'Direction', 'Recipient or sender', 'Status', 'Created', 'Text'],
-            page.data.map((m) => [
-              h('a', { href: `#/messages/${m.id}` }, m.id),
-              m.direction,
-              m.direction === 'sent' ? m.to : (m.from ?? m.to),
-              h('span', { class: `st st-${m.status}` }, m.status),
-              when(m.createdAt),
-              h('span', { class: 'body' }, m.body),
-            ]),
-          )
-        : null,
-      next
-        ? h(
-            'button',
-            { type: 'button', class: 'secondary', onclick: () => void search(next).catch(shown) },
-            `Next ${pageSize}`,
-          )
-        : null,
-    );
-    announce(total === null ? `${page.data.length} more messages` : `${total} message${total === 1 ? '' : 's'} found`);
-  }
-  const shown = (err: unknown) => replace(out, h('p', { class: 'error', role: 'alert' }, describeError(err)));
+  // The one on opening may still be reading when the reader searches: only the latest search shows its answer.
+  const search = cursorPages(out, {
+    reading: 'Searching…',
+    read(after) {
+      const qs = new URLSearchParams({ limit: String(pageSize) });
+      if (recipient.value.trim()) qs.set('participant', recipient.value.trim());
+      if (status.value) qs.set('status', status.value);
+      if (job.value.trim()) qs.set('jobId', job.value.trim());
+      if (since.value) qs.set('since', new Date(since.value).toISOString());
+      if (until.value) qs.set('until', new Date(until.value).toISOString());
+      if (after) qs.set('after', after);
+      return api<{ data: Message[]; nextCursor?: string | null; pagination: { total: number | null } }>(
+        'GET',
+        `/api/v1/messages?${qs}`,
+      );
+    },
+    render: (page) => {
+      // A page read by cursor counts nothing: its total is null.
+      const total = page.pagination.total;
+      return [
+        h(
+          'h2',
+          null,
+          total === null ? `Older messages: ${page.data.length}` : `${total} message${total === 1 ? '' : 's'}`,
+        ),
+        page.data.length
+          ? table(
+              'Messages found, newest first',
+              ['Message', 'Direction', 'Recipient or sender', 'Status', 'Created', 'Text'],
+              page.data.map((m) => [
+                h('a', { href: `#/messages/${m.id}` }, m.id),
+                m.direction,
+                m.direction === 'sent' ? m.to : (m.from ?? m.to),
+                h('span', { class: `st st-${m.status}` }, m.status),
+                when(m.createdAt),
+                h('span', { class: 'body' }, m.body),
+              ]),
+            )
+          : null,
+      ];
+    },
+    more: `Next ${pageSize}`,
+    said: ({ data, pagination: { total } }) =>
+      total === null ? `${data.length} more messages` : `${total} message${total === 1 ? '' : 's'} found`,
+  });
 
   replace(main, h('h1', null, 'Messages'), form, out);
-  void search().catch(shown);
+  search();
 }
