@@ -155,6 +155,8 @@ const tagDescriptions: Record<string, string> = {
   bulk: 'Bulk jobs: many messages in one request, their progress and results',
   webhooks: 'Webhooks: the events posted to your server, their delivery log and retry policy',
   events: "The organization's events, to read or catch up on what webhooks deliver",
+  suppressions:
+    "Opt-outs: the organization's suppression list, which every send checks, and its stop keywords and help text",
   automations: 'Automations: replies and actions run on received messages',
   meta: 'Descriptions of this API',
   admin: 'For platform operators, across organizations',
@@ -171,6 +173,7 @@ const tagOrder = [
   'webhooks',
   'events',
   'automations',
+  'suppressions',
   'relays',
   'auth',
   'api-keys',
