@@ -5,9 +5,9 @@
  * relay-protocol), store and runtime, events and http, actor protocols,
  * features and actors, the composition root (app.ts) and main.ts.
  */
-const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|request-log)/';
+const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|suppressions|dashboard|admin|request-log)/';
 const aboveFeatures =
-  '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|dashboard|admin|request-log|ws)/|^src/(app|main)\\.ts$';
+  '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|suppressions|dashboard|admin|request-log|ws)/|^src/(app|main)\\.ts$';
 
 /**
  * The features' services, named by what they are: what answers a request
@@ -18,7 +18,8 @@ const aboveFeatures =
  * (stores, protocols, metrics, pure rules) lives in modules of its own.
  */
 const services = [
-  '^src/(messages|jobs|webhooks|automations|contacts|identity|relays|events|request-log)/index\\.ts$',
+  '^src/(messages|jobs|webhooks|automations|contacts|identity|relays|events|request-log|suppressions)/index\\.ts$',
+  '^src/suppressions/(suppression-service|opt-out-inbound)\\.ts$',
   '^src/messages/(send-service|send-committer|idempotency|message-queries|attachment-links)\\.ts$',
   '^src/jobs/(job-service|job-queries)\\.ts$',
   '^src/webhooks/(webhook-service|webhook-router)\\.ts$',

@@ -33,6 +33,7 @@ import {
 } from './runtime/index.ts';
 import { createRequestLog, declareRequestLog, type RequestRecorder } from './request-log/index.ts';
 import { createStore, type Store } from './store/index.ts';
+import { createSuppressions, suppressionCollections } from './suppressions/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
 
@@ -91,6 +92,7 @@ export async function createApp(
   const webhookDb = declareWebhookCollections(store);
   const automationDb = declareAutomationCollections(store);
   const requestChunks = declareRequestLog(store);
+  const suppressionDb = suppressionCollections(store);
   const history = { retentionDays: config.eventRetentionDays, subjects: db.messages };
   const events = createEventStream(store, {
     redis: redis && {
@@ -118,6 +120,7 @@ export async function createApp(
   });
   const broadcast = createBroadcast(config, log);
   const identity = await createIdentity({ config, log, db: identityDb, tokens, limiter: rate.limiter, broadcast });
+  const suppressions = await createSuppressions({ config, log, db: suppressionDb, events, broadcast });
   const cursors = new ListCursors(eventLog.cursors);
   const contacts = createContacts(contactsDb, cursors);
   const requestLog = createRequestLog(
@@ -141,8 +144,9 @@ export async function createApp(
     tokens,
     contacts: contacts.directory,
     cursors,
+    optOuts: suppressions.list,
   });
-  const jobs = createJobs({ config, log, db, runtime, events, rollups, cursors });
+  const jobs = createJobs({ config, log, db, runtime, events, rollups, cursors, optOuts: suppressions.list });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events, cursors });
   const automations = createAutomations({
     config,
@@ -163,6 +167,7 @@ export async function createApp(
     runtime,
     log: log.child({ component: 'jobs' }),
     trackMs: config.jobTrackMs,
+    optOuts: suppressions.list,
   });
   const webhookActor = createWebhookActor({
     attempts: webhooks.attempts,
@@ -187,6 +192,10 @@ export async function createApp(
       sendTimeoutMs: config.messageSendTimeoutMs,
       heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs,
       batchReports: config.relayReportBatches,
+      keywords: suppressions.keywords(async (to, text) => {
+        const principal = { tenantId: to.tenantId, teamId: to.teamId, role: 'member' as const };
+        await messaging.send.sendHelpText(principal, to.handle, text, to.messageId);
+      }),
     }),
     jobActor.definition,
     webhookActor.definition,
@@ -246,6 +255,7 @@ export async function createApp(
       ...relays.routes,
       ...webhooks.routes,
       ...automations.routes,
+      ...suppressions.routes,
       ...eventLog.routes,
       ...requestLog.routes,
       ...adminRoutes({

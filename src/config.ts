@@ -47,6 +47,8 @@ export interface Config {
   bulkMaxBodyBytes: number;
   /** How often a running bulk job's progress is looked at (counts in the job list, completion). */
   jobTrackMs: number;
+  /** How long a process trusts its copy of an organization's suppression list without hearing of a change: the bound for a process that missed one. */
+  suppressionCacheMs: number;
   /** What one send is assumed to take on a relay, for a job's estimated completion before it has a throughput of its own. */
   jobAssumedSendMs: number;
   /** Reverse proxies in front that append the client's address to X-Forwarded-For (0: the socket's peer is the client). */
@@ -289,6 +291,8 @@ export function loadConfig(env: Env = process.env): Config {
     bulkMaxBodyBytes: positive(env, 'BULK_MAX_BODY_BYTES', 10 * 1024 * 1024),
     jobTrackMs: positive(env, 'JOB_TRACK_MS', 1_000),
     jobAssumedSendMs: positive(env, 'JOB_ASSUMED_SEND_MS', 2_000),
+    // Every change is broadcast to every process at once; the expiry only repairs one a process missed (a lost connection).
+    suppressionCacheMs: positive(env, 'SUPPRESSION_CACHE_MS', 60_000),
     rateLimitPerMinute: positive(env, 'RATE_LIMIT_PER_MINUTE', 100),
     rateLimitBurst: positive(env, 'RATE_LIMIT_BURST', 20),
     authRateLimitPerMinute: positive(env, 'AUTH_RATE_LIMIT_PER_MINUTE', 20),

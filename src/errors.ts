@@ -64,6 +64,12 @@ export const errorCodes = {
     title: 'Idempotency key reused',
     means: 'this Idempotency-Key was used with a different body',
   },
+  recipient_opted_out: {
+    status: 422,
+    retryable: false,
+    title: 'Recipient opted out',
+    means: "the recipient is on the organization's suppression list (they sent a stop keyword, or were added to it)",
+  },
   header_fields_too_large: {
     status: 431,
     retryable: false,

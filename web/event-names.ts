@@ -9,4 +9,6 @@ export const webhookEvents = [
   'message.checkpoint',
   'relay.online',
   'relay.offline',
+  'contact.opted_out',
+  'contact.opted_in',
 ] as const;

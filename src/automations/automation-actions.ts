@@ -66,7 +66,7 @@ export class AutomationActions {
       await this.deps.send.sendForAutomation(
         { tenantId: exec.tenantId, teamId: m.teamId, role: 'admin' },
         { to: m.participant, body: action.config.body ?? '', priority: 0 },
-        { automationId: exec.automationId, executionId: origin },
+        { automationId: exec.automationId, executionId: origin, inReplyTo: exec.messageId },
       );
       return { status: 'succeeded', error: null };
     } catch (err) {

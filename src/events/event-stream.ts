@@ -5,7 +5,8 @@ import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 /**
  * The events of spec section 6, and `message.delivered`, `message.read` and
  * `message.checkpoint` (a hop of a send between queued and sent) added
- * beside them; webhooks and automations consume them with consumer groups of
+ * beside them, and `contact.opted_out` and `contact.opted_in` (a handle put
+ * on the organization's suppression list or taken off it); webhooks and automations consume them with consumer groups of
  * their own. A webhook receives only the events it names.
  */
 export const eventNames = [
@@ -18,6 +19,8 @@ export const eventNames = [
   'message.checkpoint',
   'relay.online',
   'relay.offline',
+  'contact.opted_out',
+  'contact.opted_in',
 ] as const;
 export type EventName = (typeof eventNames)[number];
 

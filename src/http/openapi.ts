@@ -156,6 +156,8 @@ const tagDescriptions: Record<string, string> = {
   webhooks: 'Webhooks: the events posted to your server, their delivery log and retry policy',
   events: "The organization's events, to read or catch up on what webhooks deliver",
   'request-log': "The organization's API requests of the last 7 days: method, path, status, key, request id, duration",
+  suppressions:
+    "Opt-outs: the organization's suppression list, which every send checks, and its stop keywords and help text",
   automations: 'Automations: replies and actions run on received messages',
   meta: 'Descriptions of this API',
   admin: 'For platform operators, across organizations',
@@ -173,6 +175,7 @@ const tagOrder = [
   'events',
   'request-log',
   'automations',
+  'suppressions',
   'relays',
   'auth',
   'api-keys',

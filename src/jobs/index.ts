@@ -13,6 +13,7 @@ import type { Transport } from '../runtime/types.ts';
 import { exposeJobGauge } from './job-metrics.ts';
 import { JobQueries } from './job-queries.ts';
 import { JobService } from './job-service.ts';
+import type { OptOutCheck } from '../messages/send-service.ts';
 import type { JobCollections } from './job-store.ts';
 import { jobRoutes } from './jobs.routes.ts';
 
@@ -29,6 +30,8 @@ export interface JobsDeps {
   events: EventStream;
   rollups: MessageRollups;
   cursors: ListCursors;
+  /** The organization's suppression list: a job's entries to its recipients are skipped. */
+  optOuts: OptOutCheck;
 }
 
 /** Bulk jobs, wired: their routes. */
@@ -44,6 +47,7 @@ export function createJobs(deps: JobsDeps) {
     jobs,
     tenants,
     log,
+    optOuts: deps.optOuts,
   });
   const queries = new JobQueries({
     db: deps.db,

@@ -16,6 +16,9 @@ import {
 
 const teamScope = (p: Principal): Scope => ({ tenantId: p.tenantId, teamId: p.teamId });
 
+/** Why a skipped recipient's message was not sent, beside its error code. */
+const skippedReason = "the recipient is on the organization's suppression list (opted out)";
+
 /** How many of a scheduled job's recipients stand for all of them in its estimate. */
 const forecastSample = 500;
 
@@ -135,6 +138,7 @@ export class JobQueries {
         to: d.to,
         status,
         error: status === 'cancelled' ? 'cancelled' : d.status === 'failed' ? d.lastError : null,
+        ...(status === 'skipped' ? { reason: skippedReason } : {}),
       };
     });
     return { ...page, data };

@@ -60,7 +60,7 @@ export const jobSummary = named(
     progress: Type.Number({
       minimum: 0,
       maximum: 1,
-      description: 'sent, delivered, failed and cancelled over totalRecipients',
+      description: 'sent, delivered, failed, cancelled and skipped over totalRecipients',
     }),
     createdAt: Type.String(),
     scheduledAt: nullableString,
@@ -84,5 +84,8 @@ export const jobResult = Type.Object({
   messageId: Type.String(),
   to: Type.String(),
   status: literals(resultStatuses),
-  error: nullableString,
+  error: Type.Union([Type.String(), Type.Null()], {
+    description: 'why it failed; `recipient_opted_out` for a skipped recipient, `cancelled` for a cancelled one',
+  }),
+  reason: Type.Optional(Type.String({ description: 'a skipped recipient: why in words' })),
 });

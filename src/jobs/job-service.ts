@@ -9,7 +9,7 @@ import type { EventStream } from '../events/event-stream.ts';
 import type { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import { parseRecipient } from '../messages/recipients.ts';
-import { sentMessage } from '../messages/send-service.ts';
+import { sentMessage, type OptOutCheck } from '../messages/send-service.ts';
 import { traceFields, type TraceContext } from '../tracing/trace-context.ts';
 import { countMessages } from '../messages/message-metrics.ts';
 import { RollupTally, type MessageRollups } from '../messages/message-rollups.ts';
@@ -37,6 +37,8 @@ type Deps = {
   jobs: ActorClient<typeof jobProtocol>;
   tenants: ActorClient<typeof tenantProtocol>;
   log: Logger;
+  /** The organization's suppression list: its recipients' entries are stored skipped, never queued. */
+  optOuts: OptOutCheck;
 };
 
 /** The write side of bulk jobs: accept (all or nothing) and cancel. */
@@ -67,9 +69,28 @@ export class JobService {
     // A scheduled job's messages wait out their start like a retry waits out its backoff: the send queue skips them until then.
     const held: Partial<MessageDoc> = scheduledAt ? { queuedAt: null, nextAttemptAt: scheduledAt } : {};
     const traced = traceFields(trace);
-    const docs: MessageDoc[] = input.messages.map((entry, i) =>
-      sentMessage(principal, entry, entry.to.trim(), recipients[i]!, now, { jobId, jobIndex: i, ...held, ...traced }),
-    );
+    const skipped: Partial<MessageDoc> = {
+      status: 'failed',
+      skipped: true,
+      lastError: 'recipient_opted_out',
+      queuedAt: null,
+      failedAt: now,
+    };
+    let skippedCount = 0;
+    const docs: MessageDoc[] = [];
+    for (const [i, entry] of input.messages.entries()) {
+      const optedOut = await this.deps.optOuts.isSuppressed(principal.tenantId, recipients[i]!);
+      if (optedOut) skippedCount++;
+      const fields = optedOut ? skipped : held;
+      docs.push(
+        sentMessage(principal, entry, entry.to.trim(), recipients[i]!, now, {
+          jobId,
+          jobIndex: i,
+          ...fields,
+          ...traced,
+        }),
+      );
+    }
     const job: JobDoc = {
       id: jobId,
       tenantId: principal.tenantId,
@@ -80,7 +101,7 @@ export class JobService {
       startedAt: scheduledAt ? null : now,
       completedAt: null,
       cancelledAt: null,
-      counts: { ...zeroCounts(), queued: docs.length },
+      counts: { ...zeroCounts(), queued: docs.length - skippedCount, skipped: skippedCount },
       trackTick: 0,
       released: false,
       conversationsTouched: false,
@@ -88,7 +109,8 @@ export class JobService {
       updatedAt: now,
     };
     const tally = new RollupTally();
-    for (const d of docs) tally.add(d.tenantId, 'accepted', Date.parse(now), { phoneNumber: d.fromNumber });
+    for (const d of docs)
+      if (!d.skipped) tally.add(d.tenantId, 'accepted', Date.parse(now), { phoneNumber: d.fromNumber });
     try {
       // Nothing reads the job before its id is answered: its documents are written side by side (and counted accepted with them).
       await Promise.all([
@@ -119,8 +141,8 @@ export class JobService {
       await this.forget(scope, jobId);
       throw err;
     }
-    acceptedMessages.inc(docs.length);
-    countMessages('accepted', docs.length);
+    acceptedMessages.inc(docs.length - skippedCount);
+    countMessages('accepted', docs.length - skippedCount);
     return {
       status: 201 as const,
       body: { jobId, status: job.status, totalRecipients: job.totalRecipients, createdAt: now, scheduledAt },

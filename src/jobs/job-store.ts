@@ -3,8 +3,12 @@ import { platformScope, type Store } from '../store/collection.ts';
 export const jobStatuses = ['scheduled', 'processing', 'completed', 'cancelled'] as const;
 export type JobStatus = (typeof jobStatuses)[number];
 
-/** How a job's messages stand; `cancelled` are the `failed` ones that a cancel stopped before a relay had them. */
-export const resultStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed', 'cancelled'] as const;
+/**
+ * How a job's messages stand; `cancelled` are the `failed` ones that a cancel
+ * stopped before a relay had them, `skipped` those to a recipient on the
+ * suppression list, never queued.
+ */
+export const resultStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed', 'cancelled', 'skipped'] as const;
 export type ResultStatus = (typeof resultStatuses)[number];
 export type JobCounts = Record<ResultStatus, number>;
 
@@ -86,13 +90,13 @@ export async function cancelledJobIds(db: JobCollections, tenantId: string, clos
 export const jobIndexScope = platformScope;
 
 export function zeroCounts(): JobCounts {
-  return { queued: 0, processing: 0, sent: 0, delivered: 0, failed: 0, cancelled: 0 };
+  return { queued: 0, processing: 0, sent: 0, delivered: 0, failed: 0, cancelled: 0, skipped: 0 };
 }
 
-/** Done: sent, delivered, failed or cancelled. */
+/** Done: sent, delivered, failed, cancelled or skipped. */
 export function progressOf(counts: JobCounts, total: number): number {
   if (total === 0) return 1;
-  const done = counts.sent + counts.delivered + counts.failed + counts.cancelled;
+  const done = counts.sent + counts.delivered + counts.failed + counts.cancelled + counts.skipped;
   return Math.min(1, done / total);
 }
 

@@ -17,7 +17,7 @@ import { statsRoutes } from './stats.routes.ts';
 import { actorClient } from '../runtime/actor.ts';
 import { tenantProtocol } from '../actors/tenant/protocol.ts';
 import { SendCommitter } from './send-committer.ts';
-import { SendService, type ContactLookup } from './send-service.ts';
+import { SendService, type ContactLookup, type OptOutCheck } from './send-service.ts';
 
 /** A status read does not wait longer than this for the dispatch to say why a message waits: it answers without the reason. */
 const waitingAskMs = 2_000;
@@ -34,6 +34,8 @@ export interface MessagingDeps {
   cursors: ListCursors;
   /** Message statistics, counted by the writes (message-rollups.ts). */
   rollups: MessageRollups;
+  /** The organization's suppression list, checked by every send. */
+  optOuts: OptOutCheck;
 }
 
 /** The send path, message history, conversations and phone numbers, wired: their routes, and the send path for automations' replies. */
@@ -48,6 +50,7 @@ export function createMessaging(deps: MessagingDeps) {
     committer,
     idempotency: new IdempotencyKeys(deps.db.idempotency),
     contacts: deps.contacts,
+    optOuts: deps.optOuts,
   });
   const tenants = actorClient(deps.runtime, tenantProtocol);
   const queries = new MessageQueries({

@@ -8,30 +8,45 @@ import { recipientFormat, recipientRule } from './recipients.ts';
 
 export const maxBodyChars = 10_000;
 
-/** One send, as `POST /api/v1/messages` takes it and as each entry of a bulk job. */
-export const sendBody = strictObject(
+const sendFields = {
+  to: Type.String({
+    minLength: 1,
+    maxLength: 320,
+    format: recipientFormat,
+    description: `${recipientRule}; a phone number is stored as E.164`,
+  }),
+  body: Type.Optional(Type.String({ maxLength: maxBodyChars, description: 'required unless attachments are given' })),
+  attachments: Type.Optional(
+    Type.Array(Type.String({ format: 'uri', pattern: '^https?://', maxLength: 2048 }), { maxItems: 10 }),
+  ),
+  priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
+  fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
+};
+
+/** A message carries text, attachments or both. */
+const sendRule = {
+  anyOf: [
+    { required: ['body'], properties: { body: { minLength: 1 } } },
+    { required: ['attachments'], properties: { attachments: { minItems: 1 } } },
+  ],
+  [violationKey]: { path: 'body', message: 'is required unless attachments are given' } satisfies ViolationNote,
+};
+
+/** One send, as each entry of a bulk job takes it. */
+export const sendBody = strictObject(sendFields, sendRule);
+
+/** `POST /api/v1/messages`: a bulk entry's fields, and the admin's override of the suppression list for one transactional send. */
+export const singleSendBody = strictObject(
   {
-    to: Type.String({
-      minLength: 1,
-      maxLength: 320,
-      format: recipientFormat,
-      description: `${recipientRule}; a phone number is stored as E.164`,
-    }),
-    body: Type.Optional(Type.String({ maxLength: maxBodyChars, description: 'required unless attachments are given' })),
-    attachments: Type.Optional(
-      Type.Array(Type.String({ format: 'uri', pattern: '^https?://', maxLength: 2048 }), { maxItems: 10 }),
+    ...sendFields,
+    overrideOptOut: Type.Optional(
+      Type.Boolean({
+        description:
+          'admin and owner only: send to a recipient on the suppression list all the same (one transactional message); recorded on the message',
+      }),
     ),
-    priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
-    fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
   },
-  {
-    // A message carries text, attachments or both.
-    anyOf: [
-      { required: ['body'], properties: { body: { minLength: 1 } } },
-      { required: ['attachments'], properties: { attachments: { minItems: 1 } } },
-    ],
-    [violationKey]: { path: 'body', message: 'is required unless attachments are given' } satisfies ViolationNote,
-  },
+  sendRule,
 );
 
 const status = Type.Union(messageStatuses.map((s) => Type.Literal(s)));
@@ -60,6 +75,9 @@ export const messageSchema = named(
     parentId: Type.Optional(Type.String({ description: 'the group send this message belongs to' })),
     recipients: Type.Optional(Type.Integer({ description: 'a group send: how many members it went to' })),
     deadLettered: Type.Optional(Type.Boolean({ description: 'failed after every retry' })),
+    overrideOptOut: Type.Optional(
+      Type.Boolean({ description: 'an admin sent it to a recipient on the suppression list, on purpose' }),
+    ),
     guid: Type.Optional(Type.String({ description: 'the Messages GUID, once the relay saw the message' })),
     queuedAt: nullableTime,
     sentAt: nullableTime,

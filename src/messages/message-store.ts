@@ -40,6 +40,10 @@ export interface MessageDoc extends OutboxFields {
   jobIndex?: number;
   /** Failed because its job was cancelled before a relay had it: not a dead letter. */
   cancelled?: boolean;
+  /** A bulk job's entry to a recipient on the suppression list: stored failed (`recipient_opted_out`), never queued. */
+  skipped?: boolean;
+  /** Sent by an admin to a recipient on the suppression list, on purpose (one transactional send). */
+  overrideOptOut?: boolean;
   /** The Messages GUID (received messages, and sent ones once the relay saw them). */
   guid?: string;
   queuedAt: string | null;
@@ -179,6 +183,7 @@ export function publicMessage(doc: MessageDoc) {
     claim: _claim,
     jobIndex: _jobIndex,
     cancelled: _cancelled,
+    skipped: _skipped,
     traceparent: _traceparent,
     tracestate: _tracestate,
     queuedSeq: _queuedSeq,

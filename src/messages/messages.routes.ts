@@ -11,7 +11,7 @@ import {
   attachmentListSchema,
   messageSchema,
   queueStatsSchema,
-  sendBody,
+  singleSendBody,
   sentMessageSchema,
   statusRecordSchema,
 } from './message-schemas.ts';
@@ -39,7 +39,8 @@ export function messageRoutes(deps: {
       operationId: 'sendMessage',
       idempotent: true,
       traced: true,
-      schema: { body: sendBody, response: { 201: sentMessageSchema } },
+      errors: ['recipient_opted_out'],
+      schema: { body: singleSendBody, response: { 201: sentMessageSchema } },
       async handler(ctx) {
         const answer = await deps.send.send(ctx.principal, ctx.body, ctx.headers['idempotency-key'], ctx.trace);
         return answer.replayed

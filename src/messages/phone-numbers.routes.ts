@@ -69,6 +69,13 @@ const phoneNumber = named(
 const show = ({ tenantId: _t, ...doc }: PhoneNumberDoc) => doc;
 const orgScope = (p: Principal) => ({ tenantId: p.tenantId });
 
+/**
+ * A slow enough pace (`perSecond` may be any positive number, `newContactsPerDay` 0) puts a line's next slot
+ * beyond what a date can hold, or never: shown as the last instant of year 9999, which a date-time's four-digit
+ * year can say.
+ */
+const latestSlotMs = Date.parse('9999-12-31T23:59:59.999Z');
+
 /** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace. */
 export function phoneNumberRoutes(
   db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'>,
@@ -179,7 +186,9 @@ export function phoneNumberRoutes(
           nextSlotAt: number;
           nextNewContactSlotAt: number;
         }>(ctx.principal.tenantId, { kind: 'usage', line: doc.number });
-        const iso = (ms: number) => new Date(ms).toISOString();
+        // Never (Infinity, which the actor's JSON answer carries as null) is the latest slot too.
+        const iso = (ms: number) =>
+          new Date(Number.isFinite(ms) ? Math.min(ms, latestSlotMs) : latestSlotMs).toISOString();
         return {
           status: 200,
           body: {

@@ -1,6 +1,6 @@
 import type { Static } from '@sinclair/typebox';
-import { validationError } from '../errors.ts';
-import type { Principal } from '../roles.ts';
+import { AppError, validationError } from '../errors.ts';
+import { requireRole, type Principal } from '../roles.ts';
 import { newOrderedId, nowIso } from '../ids.ts';
 import type { Scope } from '../store/collection.ts';
 import type { IdempotencyKeys } from './idempotency.ts';
@@ -22,11 +22,34 @@ export interface SendRequest {
   attachments?: string[];
   priority: number;
   fromNumber?: string;
+  /** An admin's send to a recipient on the suppression list, on purpose. */
+  overrideOptOut?: boolean;
+}
+
+/**
+ * The organization's suppression list as the send path checks it: from
+ * memory once the list is held (suppressions/suppression-list.ts), never a
+ * store read per send.
+ */
+export interface OptOutCheck {
+  isSuppressed(tenantId: string, handle: string): boolean | Promise<boolean>;
+  /** The received message whose stop keyword suppressed `handle` (null: suppressed otherwise; undefined: not suppressed). */
+  stopMessageOf(tenantId: string, handle: string): string | null | undefined | Promise<string | null | undefined>;
+}
+
+/** The answer to a send to a handle on the suppression list. */
+export function optedOut(handle: string): AppError {
+  return new AppError(
+    'recipient_opted_out',
+    `${handle} is on the organization's suppression list (opted out); nothing was sent`,
+  );
 }
 
 export interface AutomationOrigin {
   automationId: string;
   executionId: string;
+  /** The received message the automation answers: a reply to the very message that opted its sender out (a confirmation) still goes. */
+  inReplyTo?: string;
 }
 
 /** The most messages one `group:<id>` send fans out to (the bulk job limit). */
@@ -76,6 +99,7 @@ export class SendService {
       committer: SendCommitter;
       idempotency: IdempotencyKeys;
       contacts: ContactLookup;
+      optOuts: OptOutCheck;
     },
   ) {}
 
@@ -86,40 +110,82 @@ export class SendService {
     );
   }
 
+  /**
+   * The organization's help text, sent to whoever texted HELP: the answer they
+   * asked for, so it goes even to a handle on the suppression list (as a
+   * carrier's HELP answer does). It records the message it answers.
+   */
+  sendHelpText(principal: Principal, to: string, body: string, inReplyTo: string) {
+    return this.accept(principal, { to, body, priority: 0 }, { helpReplyTo: inReplyTo }, true);
+  }
+
   /** A reply an automation sends: the same path, marked with its origin so that automations never run on it. */
   sendForAutomation(principal: Principal, input: SendRequest, origin: AutomationOrigin) {
-    return this.accept(principal, input, {
-      automationId: origin.automationId,
-      automationExecutionId: origin.executionId,
-    });
+    return this.accept(
+      principal,
+      input,
+      { automationId: origin.automationId, automationExecutionId: origin.executionId },
+      false,
+      origin.inReplyTo,
+    );
   }
 
   private async accept(
     principal: Principal,
     input: SendRequest,
     origin: Partial<MessageDoc> = {},
+    answersHelp = false,
+    inReplyTo?: string,
   ): Promise<{ status: 201; body: Static<typeof sentMessageSchema> }> {
     const recipient = parseRecipient(input.to);
+    // Checked first, so a member's override is refused whether or not the recipient opted out.
+    const override = input.overrideOptOut === true;
+    if (override) requireRole(principal.role, 'admin');
+    const checked = !override && !answersHelp;
     const attachments = input.attachments ?? [];
     if ((input.body ?? '') === '' && attachments.length === 0)
       throw validationError('/body', 'is required unless attachments are given');
     if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.tenantId, input.fromNumber);
     const scope = { tenantId: principal.tenantId, teamId: principal.teamId };
     const now = nowIso();
+    if (override) origin = { ...origin, overrideOptOut: true };
     const message = (to: string, participant: string, extra: Partial<MessageDoc> = {}) =>
       sentMessage(principal, input, to, participant, now, { ...origin, ...extra });
     if (recipient.kind !== 'group') {
+      if (
+        checked &&
+        recipient.kind !== 'chat' &&
+        (await this.refused(principal.tenantId, recipient.participant, inReplyTo))
+      )
+        throw optedOut(recipient.participant);
       const doc = message(recipient.kind === 'phone' ? recipient.participant : input.to.trim(), recipient.participant);
       await this.deps.committer.submit([doc]);
       return { status: 201, body: publicMessage(doc) };
     }
-    const members = [...new Set(await this.deps.contacts.groupRecipients(scope, recipient.groupId))];
-    if (members.length === 0) throw validationError('/to', 'the group has no member with a phone number or email');
+    const everyone = [...new Set(await this.deps.contacts.groupRecipients(scope, recipient.groupId))];
+    if (everyone.length === 0) throw validationError('/to', 'the group has no member with a phone number or email');
+    // Members on the suppression list are left out of a group send; if that is all of them, nothing is sent.
+    const members = checked ? await this.reachable(principal.tenantId, everyone) : everyone;
+    if (members.length === 0) throw optedOut(input.to.trim());
     if (members.length > maxFanout) throw validationError('/to', `the group has more than ${maxFanout} members`);
     const parent = message(input.to.trim(), input.to.trim(), { fanout: true, recipients: members.length });
     const children = members.map((m) => message(m, normalizeParticipant(m) ?? m, { parentId: parent.id }));
     await this.deps.committer.submit([parent, ...children]);
     return { status: 201, body: { ...publicMessage(parent), messageIds: children.map((c) => c.id) } };
+  }
+
+  /** Whether a send to `handle` is refused: it is on the list, and this is not a reply to the message that put it there. */
+  private async refused(tenantId: string, handle: string, inReplyTo: string | undefined): Promise<boolean> {
+    if (inReplyTo === undefined) return this.deps.optOuts.isSuppressed(tenantId, handle);
+    const stopMessage = await this.deps.optOuts.stopMessageOf(tenantId, handle);
+    return stopMessage !== undefined && stopMessage !== inReplyTo;
+  }
+
+  private async reachable(tenantId: string, members: string[]): Promise<string[]> {
+    const out: string[] = [];
+    for (const m of members)
+      if (!(await this.deps.optOuts.isSuppressed(tenantId, normalizeParticipant(m) ?? m))) out.push(m);
+    return out;
   }
 
   private async requireActiveNumber(tenantId: string, number: string): Promise<void> {

@@ -180,7 +180,15 @@ eachBackend((backend) => {
       assert.equal(created.body.scheduledAt, null);
       const jobId = created.body.jobId;
       const before = await detail(org, jobId);
-      assert.deepEqual(before.counts, { queued: 40, processing: 0, sent: 0, delivered: 0, failed: 0, cancelled: 0 });
+      assert.deepEqual(before.counts, {
+        queued: 40,
+        processing: 0,
+        sent: 0,
+        delivered: 0,
+        failed: 0,
+        cancelled: 0,
+        skipped: 0,
+      });
       assert.equal(before.progress, 0);
       assert.equal(before.estimatedCompletionAt, null, 'no relay online');
       const relay = relayFor(org, 4);
@@ -228,7 +236,15 @@ eachBackend((backend) => {
       });
       assert.ok(sawMidway, 'progress was seen between 0 and 1 while the job ran');
       const done = await detail(org, jobId);
-      assert.deepEqual(done.counts, { queued: 0, processing: 0, sent: 10, delivered: 20, failed: 10, cancelled: 0 });
+      assert.deepEqual(done.counts, {
+        queued: 0,
+        processing: 0,
+        sent: 10,
+        delivered: 20,
+        failed: 10,
+        cancelled: 0,
+        skipped: 0,
+      });
       assert.equal(done.progress, 1);
       assert.ok(done.startedAt && done.completedAt && done.completedAt >= done.startedAt);
       const failed = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=failed&limit=100`, {
@@ -335,6 +351,7 @@ eachBackend((backend) => {
         delivered: 0,
         failed: 0,
         cancelled: 5,
+        skipped: 0,
       });
       assert.equal(cancelledDetail.status, 'cancelled');
 
@@ -345,7 +362,7 @@ eachBackend((backend) => {
       assert.equal(stop.status, 200);
       assert.deepEqual(
         stop.body.counts,
-        { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17 },
+        { queued: 0, processing: 3, sent: 0, delivered: 0, failed: 0, cancelled: 17, skipped: 0 },
         'counted as cancelled from the answer on',
       );
       for (const frame of relay.sends) await relay.report(frame.messageId, 'delivered');
@@ -360,7 +377,15 @@ eachBackend((backend) => {
       assert.equal(relay.sends.length, 3, 'nothing more was handed out');
       const after = await detail(org, jobId);
       assert.equal(after.status, 'cancelled');
-      assert.deepEqual(after.counts, { queued: 0, processing: 0, sent: 0, delivered: 3, failed: 0, cancelled: 17 });
+      assert.deepEqual(after.counts, {
+        queued: 0,
+        processing: 0,
+        sent: 0,
+        delivered: 3,
+        failed: 0,
+        cancelled: 17,
+        skipped: 0,
+      });
       assert.equal(after.progress, 1);
       const stopped = await t.request('GET', `/api/v1/messages/bulk/${jobId}/results?status=cancelled&limit=1`, {
         token: org.ownerToken,

@@ -153,6 +153,17 @@ eachBackend((backend) => {
       assert.equal(usage.body.sentLastMinute, 1);
       assert.ok(Date.parse(usage.body.nextNewContactSlotAt) > Date.now() + day - 60_000);
       assert.ok(Date.parse(usage.body.nextSlotAt) <= Date.now() + 1_000);
+
+      // A line that may write to no new contact has no next new-contact slot: the latest date there is, not a 500.
+      await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, {
+        token: org.ownerToken,
+        body: { pacing: { perSecond: 1000, burst: 1000, newContactsPerDay: 0 } },
+      });
+      const never = await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, {
+        token: org.ownerToken,
+      });
+      assert.equal(never.status, 200, never.text);
+      assert.equal(never.body.nextNewContactSlotAt, '9999-12-31T23:59:59.999Z');
     });
 
     test("a paced bulk job's estimatedCompletionAt is within 10 % of when its last message went out", async () => {

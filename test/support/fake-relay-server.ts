@@ -1,6 +1,7 @@
 /** A relay endpoint that records the agent's frames, and the agent as a child process: for the relay agent's tests. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { agentFrame, parseFrame, type AgentFrame, type ServerFrame } from '../../src/relay-protocol/frames.ts';
 
@@ -78,6 +79,13 @@ export class FakeRelayServer {
     for (const socket of this.sockets) socket.terminate();
     await new Promise<void>((done) => this.wss.close(() => done()));
   }
+}
+
+/** The arguments of an agent in simulator mode with its files under `dir`: a capacity of 5, chat.db read every 100 ms. */
+export function simulatorArgs(server: string, dir: string, token: string): { args: string[]; chatDb: string } {
+  const chatDb = join(dir, 'chat.db');
+  const args = ['--server', server, '--state-dir', join(dir, 'state'), '--chat-db', chatDb, '--simulate'];
+  return { args: [...args, '--capacity', '5', '--poll-ms', '100', '--token', token], chatDb };
 }
 
 export function startAgent(

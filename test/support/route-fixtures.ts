@@ -37,6 +37,7 @@ const phoneNumber = async (t: TestApp, org: Org) => ({
 });
 
 let memberSeq = 0;
+let suppressionSeq = 0;
 const member = async (t: TestApp, org: Org) => ({
   params: {
     id: (
@@ -125,6 +126,15 @@ export const routeFixtures: Record<string, RouteFixture> = {
     if (tested.status !== 200) throw new Error(`fixture webhook test: ${tested.status} ${tested.text}`);
     return { params: { id, deliveryId: tested.body.id }, body: {} };
   },
+  'DELETE /api/v1/suppressions/:handle': async (t, org) => ({
+    params: {
+      handle: (
+        await created(t, org, '/api/v1/suppressions', {
+          handle: `+1415556${String(1000 + (suppressionSeq++ % 9000)).padStart(4, '0')}`,
+        })
+      ).handle,
+    },
+  }),
   'GET /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) } }),
   'PUT /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) }, body: automationBody }),
   'DELETE /api/v1/automations/:id': async (t, org) => ({ params: { id: await automation(t, org) } }),

@@ -5,7 +5,7 @@ import type { MessagingCollections } from '../../messages/message-store.ts';
 import { actorClient } from '../../runtime/actor.ts';
 import type { ActorDefinition, Transport } from '../../runtime/types.ts';
 import { jobActor } from './job.actor.ts';
-import { JobTracker } from './job-tracker.ts';
+import { JobTracker, type SuppressionCheck } from './job-tracker.ts';
 import { jobProtocol } from './protocol.ts';
 
 /** The job actor over the stores it follows jobs in, and what sets its timers again after a start. */
@@ -17,6 +17,8 @@ export function createJobActor(deps: {
   log: Logger;
   /** How often a running job's progress is looked at. */
   trackMs: number;
+  /** The organization's suppression list: a scheduled job's recipients on it when it starts are skipped. */
+  optOuts?: SuppressionCheck;
 }): { definition: ActorDefinition; recoverTimers(): Promise<void> } {
   const { runtime, log } = deps;
   const tracker = new JobTracker({
@@ -25,6 +27,7 @@ export function createJobActor(deps: {
     jobs: actorClient(runtime, jobProtocol),
     log,
     trackMs: deps.trackMs,
+    optOuts: deps.optOuts,
   });
   return {
     definition: jobActor(tracker),

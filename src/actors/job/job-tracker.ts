@@ -8,8 +8,14 @@ import { tenantProtocol } from '../tenant/protocol.ts';
 import { inSteps, workClass, type ActorClient, type ActorContext } from '../../runtime/actor.ts';
 import { countJob } from '../../jobs/job-counts.ts';
 import { releaseToSendQueue } from './job-release.ts';
+import { chunks } from '../../chunks.ts';
 import { stopUnsent } from '../../jobs/job-stop.ts';
 import { jobIndexScope, type JobCollections, type JobDoc } from '../../jobs/job-store.ts';
+
+/** The organization's suppression list, checked in memory (suppressions/suppression-list.ts). */
+export interface SuppressionCheck {
+  isSuppressed(tenantId: string, handle: string): boolean | Promise<boolean>;
+}
 
 type Deps = {
   db: MessagingCollections & JobCollections;
@@ -19,6 +25,7 @@ type Deps = {
   log: Logger;
   /** How often a running job's progress is looked at. */
   trackMs: number;
+  optOuts?: SuppressionCheck;
 };
 
 /** A job's own steps (its release, its looks) are bulk work (runtime/work-lane.ts). */
@@ -61,12 +68,32 @@ export class JobTracker {
           { $set: { nextAttemptAt: null, queuedAt: now, updatedAt: now } },
         );
       const released: MessageDoc[] = [];
+      const skipped: string[] = [];
       for await (const page of messages.scan(
         scope,
         { jobId, status: 'queued', nextAttemptAt: null },
         { sort: { jobIndex: 1 } },
       ))
-        released.push(...page);
+        for (const doc of page)
+          if (job.scheduledAt && (await this.deps.optOuts?.isSuppressed(tenantId, doc.participant)))
+            skipped.push(doc.id);
+          else released.push(doc);
+      // A scheduled job's recipient who opted out since it was accepted is skipped at its start, never queued.
+      for (const ids of chunks(skipped, 1_000))
+        await messages.updateMany(
+          scope,
+          { id: { $in: ids }, status: 'queued' },
+          {
+            $set: {
+              status: 'failed',
+              skipped: true,
+              lastError: 'recipient_opted_out',
+              queuedAt: null,
+              failedAt: now,
+              updatedAt: now,
+            },
+          },
+        );
       await releaseToSendQueue(this.deps, ctx, tenantId, jobId, released);
       await jobs.updateOne(scope, { id: jobId }, { $set: { released: true } });
       await jobIndex.updateOne(jobIndexScope, { id: jobId }, { $set: { status: 'processing' } });

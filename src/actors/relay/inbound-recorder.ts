@@ -10,6 +10,7 @@ import { touchConversation } from '../../messages/conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
+import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
 
 export interface InboundReport {
   relayId: string;
@@ -37,6 +38,8 @@ export class InboundRecorder {
       outbox: Outbox;
       rollups: MessageRollups;
       link: RelayLink;
+      /** Run for every received one-to-one message once stored, before the relay's cursor moves: a failure replays it. */
+      keywords?: InboundKeywords;
     },
   ) {}
 
@@ -45,10 +48,9 @@ export class InboundRecorder {
     const relay = await db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
     const teamId = relay.teamId;
-    const participant =
-      report.chatGuid && report.isGroup
-        ? `chat:${report.chatGuid}`
-        : (normalizeParticipant(report.from) ?? report.from);
+    const isGroup = Boolean(report.chatGuid && report.isGroup);
+    const sender = normalizeParticipant(report.from);
+    const participant = isGroup ? `chat:${report.chatGuid}` : (sender ?? report.from);
     const now = nowIso();
     const doc: MessageDoc = {
       id: `msg_in_${createHash('sha256').update(`${tenantId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
@@ -112,6 +114,15 @@ export class InboundRecorder {
         await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }),
       );
     }
+    if (this.deps.keywords && !isGroup && sender !== undefined)
+      await this.deps.keywords.received({
+        tenantId,
+        teamId,
+        messageId: doc.id,
+        handle: participant,
+        body: doc.body,
+        fresh,
+      });
     await db.relays.updateOne(
       { tenantId },
       { id: relay.id, inboundCursor: { $lt: report.rowId } },

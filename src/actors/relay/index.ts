@@ -5,6 +5,7 @@ import type { RelayLink } from '../../relays/relay-link.ts';
 import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorDefinition } from '../../runtime/types.ts';
 import { InboundRecorder } from './inbound-recorder.ts';
+import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
 import { relayActor } from './relay.actor.ts';
 import { RelaySends } from './relay-sends.ts';
 import { RelaySessions } from './relay-sessions.ts';
@@ -22,10 +23,12 @@ export function createRelayActor(deps: {
   heartbeatTimeoutMs: number;
   /** Reports that come together go on to the tenant actor as one message (`RELAY_REPORT_BATCHES`). */
   batchReports: boolean;
+  /** Stop, start and help keywords in received messages (the organization's suppression list). */
+  keywords?: InboundKeywords;
 }): ActorDefinition {
   const { db, outbox, rollups, link } = deps;
   const sends = new RelaySends({ db, link, sendTimeoutMs: deps.sendTimeoutMs, batchReports: deps.batchReports });
   const sessions = new RelaySessions({ db, outbox, sends, heartbeatTimeoutMs: deps.heartbeatTimeoutMs });
-  const inbound = new InboundRecorder({ db, outbox, rollups, link });
+  const inbound = new InboundRecorder({ db, outbox, rollups, link, keywords: deps.keywords });
   return relayActor(sessions, sends, inbound, deps.batchReports);
 }
