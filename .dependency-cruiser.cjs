@@ -5,7 +5,8 @@
  * relay-protocol), store and runtime, events and http, actor protocols,
  * features and actors, the composition root (app.ts) and main.ts.
  */
-const features = '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|suppressions|dashboard|admin|request-log)/';
+const features =
+  '^src/(messages|relays|contacts|identity|jobs|webhooks|automations|suppressions|dashboard|admin|request-log)/';
 const aboveFeatures =
   '^src/(actors|messages|relays|contacts|identity|jobs|webhooks|automations|suppressions|dashboard|admin|request-log|ws)/|^src/(app|main)\\.ts$';
 
