@@ -150,13 +150,15 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     );
   });
 
-  test('the document stays under 157 KB; with codeSamples=true every operation has a curl and a TypeScript sample made from its route', async () => {
+  test('the document stays under 161 KB; with codeSamples=true every operation has a curl and a TypeScript sample made from its route', async () => {
     const served = await t.request('GET', '/api/v1/openapi.json');
     const bytes = Buffer.byteLength(served.text);
     console.log(
       `# the OpenAPI document: ${bytes} bytes; with code samples: ${Buffer.byteLength(JSON.stringify(withSamples))} bytes`,
     );
-    assert.ok(bytes <= 157_000, `${bytes} bytes`);
+    // 161 KB: the organization's undelivered window (GET and PUT /api/v1/organization/delivery, 2.1 KB with their
+    // problem responses), message.undelivered in every event list, and a send's failure reason and service (159.7 KB).
+    assert.ok(bytes <= 161_000, `${bytes} bytes`);
     const withoutSamples = JSON.parse(
       JSON.stringify(withSamples, (key, value) => (key === 'x-codeSamples' ? undefined : value)),
     );

@@ -23,6 +23,8 @@ export interface ChatRow {
   isSent: boolean;
   /** Messages' error code; 0 is none. */
   error: number;
+  /** The service the row went over or came by (`iMessage`, `SMS`, `RCS`), as Messages names it. */
+  service: string | undefined;
   /** Local paths of the row's attachments (`attachment.filename`). */
   attachments: string[];
 }
@@ -40,6 +42,7 @@ interface RawRow {
   isRead: number | null;
   isSent: number | null;
   error: number | null;
+  service: string | null;
   handle: string | null;
   chatGuid: string | null;
   chatStyle: number | null;
@@ -57,7 +60,7 @@ const groupChatStyle = 43;
 const selectRows = `
 SELECT m.ROWID AS rowId, m.guid AS guid, m.text AS text, m.attributedBody AS attributedBody,
   m.is_from_me AS isFromMe, m.date AS date, m.date_delivered AS dateDelivered, m.date_read AS dateRead,
-  m.is_delivered AS isDelivered, m.is_read AS isRead, m.is_sent AS isSent, m.error AS error,
+  m.is_delivered AS isDelivered, m.is_read AS isRead, m.is_sent AS isSent, m.error AS error, m.service AS service,
   COALESCE(h.id, c.chat_identifier) AS handle, c.guid AS chatGuid, c.style AS chatStyle, m.cache_roomnames AS roomName,
   (SELECT json_group_array(a.filename) FROM message_attachment_join maj JOIN attachment a ON a.ROWID = maj.attachment_id
     WHERE maj.message_id = m.ROWID AND a.filename IS NOT NULL) AS attachmentsJson
@@ -210,6 +213,7 @@ function toChatRow(r: RawRow, onCut: (cut: NonNullable<AttributedBody['cut']>) =
     isRead: r.isRead === 1,
     isSent: r.isSent === 1,
     error: r.error ?? 0,
+    service: r.service ?? undefined,
     attachments: parseAttachments(r.attachmentsJson),
   };
 }

@@ -17,7 +17,8 @@ export const usage = `Usage:
   relaybox-relay service logs [--lines N] [--follow] [--dry-run]
   relaybox-relay doctor [--json] [--server URL] [--state-dir DIR] [--chat-db PATH] [--simulate] [--log-handles]
   relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID]
-  relaybox-relay simulate-failures [--chat-db PATH] --count N
+  relaybox-relay simulate-failures [--chat-db PATH] [--count N] [--error CODE | --never-deliver]
+  relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
@@ -52,7 +53,10 @@ as {"ok": false, "error": {...}}. Exit code 1 if any check fails.
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
 attributedBody; --group ID: into a group chat; the simulator commands take --state-dir too, and without
---chat-db use the simulated chat.db there); simulate-failures makes its next N sends fail;
+--chat-db use the simulated chat.db there); simulate-failures makes its next N sends (default 1) fail with
+Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a network failure), or with
+--never-deliver be sent and never delivered; simulate-sms-only makes a recipient reachable by SMS only
+(--off: by iMessage again), so its rows are written on the SMS service;
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -104,7 +108,8 @@ export type CliCommand =
       attributedBodyOnly: boolean;
       groupId: string | undefined;
     }
-  | { kind: 'simulate-failures'; chatDbPath: string; count: number }
+  | { kind: 'simulate-failures'; chatDbPath: string; count: number; error: number | undefined; neverDeliver: boolean }
+  | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
@@ -157,6 +162,8 @@ const failureOptions = {
   'chat-db': { type: 'string' },
   'state-dir': { type: 'string' },
   count: { type: 'string' },
+  error: { type: 'string' },
+  'never-deliver': { type: 'boolean' },
 } as const;
 
 export function parseCli(argv: string[], env: Record<string, string | undefined> = process.env): CliCommand {
@@ -186,10 +193,30 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   }
   if (first === 'simulate-failures') {
     const { values } = parse(rest, failureOptions);
+    const error = integer(values.error, '--error', -2_147_483_648, 2_147_483_647);
+    if (error === 0) throw new UsageError('--error must not be 0: 0 is no error');
+    const neverDeliver = values['never-deliver'] ?? false;
+    if (error !== undefined && neverDeliver) throw new UsageError('give --error or --never-deliver, not both');
     return {
       kind: 'simulate-failures',
       chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
-      count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count'),
+      count: integer(values.count, '--count', 0, 1_000_000) ?? 1,
+      error,
+      neverDeliver,
+    };
+  }
+  if (first === 'simulate-sms-only') {
+    const { values } = parse(rest, {
+      'chat-db': { type: 'string' },
+      'state-dir': { type: 'string' },
+      to: { type: 'string' },
+      off: { type: 'boolean' },
+    } as const);
+    return {
+      kind: 'simulate-sms-only',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      to: required(values.to, '--to'),
+      smsOnly: !values.off,
     };
   }
   if (first === 'service') return parseService(rest);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { appendFile, mkdir } from 'node:fs/promises';
+import { appendFile, mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { msToAppleNs } from './apple-time.ts';
 import { encodeAttributedBody } from './attributed-body.ts';
@@ -10,8 +10,9 @@ import { openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sql
  * Plays the Messages app against a chat.db file so the real reading path runs
  * on any machine: the tables and columns below are the ones of macOS's
  * chat.db that ChatDbReader touches, with the same names, types and WAL
- * journal. `relaybox_simulator` is the simulator's own control table (pending
- * injected failures, a stall); the reader never reads it.
+ * journal. The `relaybox_simulator*` tables are the simulator's own controls
+ * (a stall, the faults waiting for the next sends, the recipients reached by
+ * SMS only); the reader never reads them.
  */
 const schema = `
 PRAGMA journal_mode = WAL;
@@ -33,12 +34,15 @@ CREATE TABLE IF NOT EXISTS attachment (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, 
   is_outgoing INTEGER DEFAULT 0);
 CREATE TABLE IF NOT EXISTS message_attachment_join (message_id INTEGER REFERENCES message (ROWID) ON DELETE CASCADE,
   attachment_id INTEGER REFERENCES attachment (ROWID) ON DELETE CASCADE, UNIQUE (message_id, attachment_id));
-CREATE TABLE IF NOT EXISTS relaybox_simulator (id INTEGER PRIMARY KEY CHECK (id = 1), pending_failures INTEGER NOT NULL DEFAULT 0,
-  stalled INTEGER NOT NULL DEFAULT 0);
-INSERT OR IGNORE INTO relaybox_simulator (id, pending_failures) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS relaybox_simulator (id INTEGER PRIMARY KEY CHECK (id = 1), stalled INTEGER NOT NULL DEFAULT 0);
+INSERT OR IGNORE INTO relaybox_simulator (id) VALUES (1);
+CREATE TABLE IF NOT EXISTS relaybox_simulator_faults (id INTEGER PRIMARY KEY AUTOINCREMENT, error INTEGER NOT NULL DEFAULT 0,
+  never_deliver INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS relaybox_simulator_sms_only (handle TEXT PRIMARY KEY);
 `;
 
-const service = 'iMessage';
+/** The services Messages names on its rows. */
+const services = { iMessage: 'iMessage', sms: 'SMS' } as const;
 /** The iMessage account the simulated Mac is signed in to, as Messages writes it in `message.account`. */
 export const simulatedAccount = 'e:relay@simulator.invalid';
 /** chat.style: 43 group, 45 one-to-one. */
@@ -72,12 +76,16 @@ class SimulatorWrites {
   private readonly upsertHandle: SqliteStatement;
   private readonly upsertChat: SqliteStatement;
   private readonly joinHandle: SqliteStatement;
-  private readonly consumeFailure: SqliteStatement;
+  private readonly nextFault: SqliteStatement;
+  private readonly dropFault: SqliteStatement;
+  private readonly smsOnly: SqliteStatement;
   private readonly insertMessage: SqliteStatement;
   private readonly joinChat: SqliteStatement;
   private readonly insertAttachment: SqliteStatement;
   private readonly joinAttachment: SqliteStatement;
-  private readonly addFailures: SqliteStatement;
+  private readonly addFault: SqliteStatement;
+  private readonly addSmsOnly: SqliteStatement;
+  private readonly removeSmsOnly: SqliteStatement;
   private readonly readStalled: SqliteStatement;
   private readonly setStalled: SqliteStatement;
   readonly markDelivered: SqliteStatement;
@@ -93,9 +101,11 @@ class SimulatorWrites {
     this.joinHandle =
       db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
   WHERE c.guid = @chatGuid AND h.id = @handle AND h.service = @service`);
-    this.consumeFailure = db.prepare(
-      'UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0',
+    this.nextFault = db.prepare(
+      'SELECT id, error, never_deliver AS neverDeliver FROM relaybox_simulator_faults ORDER BY id LIMIT 1',
     );
+    this.dropFault = db.prepare('DELETE FROM relaybox_simulator_faults WHERE id = @id');
+    this.smsOnly = db.prepare('SELECT 1 AS yes FROM relaybox_simulator_sms_only WHERE handle = @handle');
     this.insertMessage =
       db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
   is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
@@ -109,20 +119,28 @@ class SimulatorWrites {
     this.joinAttachment = db.prepare(
       'INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)',
     );
-    this.addFailures = db.prepare(
-      'UPDATE relaybox_simulator SET pending_failures = pending_failures + @count WHERE id = 1',
+    this.addFault = db.prepare(
+      'INSERT INTO relaybox_simulator_faults (error, never_deliver) VALUES (@error, @neverDeliver)',
     );
+    this.addSmsOnly = db.prepare('INSERT OR IGNORE INTO relaybox_simulator_sms_only (handle) VALUES (@handle)');
+    this.removeSmsOnly = db.prepare('DELETE FROM relaybox_simulator_sms_only WHERE handle = @handle');
     this.readStalled = db.prepare('SELECT stalled FROM relaybox_simulator WHERE id = 1');
     this.setStalled = db.prepare('UPDATE relaybox_simulator SET stalled = @stalled WHERE id = 1');
     this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
     this.markRead = db.prepare('UPDATE message SET is_read = 1, date_read = @date WHERE ROWID = @rowId');
   }
 
-  /** Writes one message row with its handle, chat and attachments, in one transaction; returns its ROWID and error. */
-  writeMessage(row: MessageRow): { rowId: number; error: number } {
+  /**
+   * Writes one message row with its handle, chat and attachments, in one
+   * transaction; returns its ROWID, its error and whether it is never to be
+   * delivered. An outgoing row takes the oldest injected fault, if any. A
+   * recipient reached by SMS only has its rows, chat and handle on the SMS service.
+   */
+  writeMessage(row: MessageRow): { rowId: number; error: number; neverDeliver: boolean } {
     return this.db
       .transaction(() => {
         const { handle, group } = row;
+        const service = !group && this.smsOnly.get({ handle }) ? services.sms : services.iMessage;
         const chatGuid = group ? `${service};+;${group}` : `${service};-;${handle}`;
         this.upsertHandle.run({ handle, service });
         this.upsertChat.run({
@@ -133,8 +151,11 @@ class SimulatorWrites {
           roomName: group ?? null,
         });
         this.joinHandle.run({ chatGuid, handle, service });
-        // An outgoing send consumes one injected failure, if any is pending.
-        const error = row.isFromMe ? this.consumeFailure.run().changes : 0;
+        const fault = row.isFromMe
+          ? (this.nextFault.get() as { id: number; error: number; neverDeliver: number } | undefined)
+          : undefined;
+        if (fault) this.dropFault.run({ id: fault.id });
+        const error = fault?.error ?? 0;
         const messageId = Number(
           this.insertMessage.run({
             guid: row.guid,
@@ -162,13 +183,25 @@ class SimulatorWrites {
           }).lastInsertRowid;
           this.joinAttachment.run({ messageId, attachmentId });
         }
-        return { rowId: messageId, error };
+        return { rowId: messageId, error, neverDeliver: fault?.neverDeliver === 1 };
       })
       .immediate();
   }
 
-  addPendingFailures(count: number): void {
-    this.addFailures.run({ count });
+  addFaults(count: number, fault: SimulatedFault): void {
+    this.db
+      .transaction(() => {
+        for (let i = 0; i < count; i += 1)
+          this.addFault.run({
+            error: fault.error ?? (fault.neverDeliver ? 0 : 1),
+            neverDeliver: fault.neverDeliver ? 1 : 0,
+          });
+      })
+      .immediate();
+  }
+
+  setSmsOnly(handle: string, smsOnly: boolean): void {
+    (smsOnly ? this.addSmsOnly : this.removeSmsOnly).run({ handle });
   }
 
   get stalled(): boolean {
@@ -200,6 +233,15 @@ export function sendLogPath(dbPath: string): string {
   return `${dbPath}.sent.log`;
 }
 
+/** The sends a simulator on this file performed, oldest first (none before the first). */
+export async function readSendLog(dbPath: string): Promise<SendLogEntry[]> {
+  const text = await readFile(sendLogPath(dbPath), 'utf8').catch(() => '');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as SendLogEntry);
+}
+
 export interface SendLogEntry {
   at: string;
   messageId: string;
@@ -228,7 +270,7 @@ export class SimulatedMessagesApp implements MessageSender {
 
   /**
    * Writes the outgoing row as Messages would, then marks it delivered (and
-   * read) later, unless a failure was injected. While stalled (`simulate-stall`)
+   * read) later, unless a fault was injected (an error, or never delivered). While stalled (`simulate-stall`)
    * it takes the message and writes nothing, like a stuck Messages app; a
    * restart writes what it held.
    */
@@ -271,7 +313,8 @@ export class SimulatedMessagesApp implements MessageSender {
       attachments: message.attachmentPaths.length,
     };
     await appendFile(sendLogPath(this.dbPath), `${JSON.stringify(entry)}\n`);
-    if (row.error === 0) this.later(this.options.deliveryDelayMs ?? 500, () => this.markDelivered(row.rowId));
+    if (row.error === 0 && !row.neverDeliver)
+      this.later(this.options.deliveryDelayMs ?? 500, () => this.markDelivered(row.rowId));
     return { ok: true };
   }
 
@@ -338,10 +381,29 @@ export async function simulateInbound(
   return { rowId: row.rowId, guid };
 }
 
-/** Makes the next `count` sends of any simulator on this file fail (error = 1). */
-export async function simulateFailures(dbPath: string, count: number): Promise<void> {
+/** What an injected fault does to a send's row: Messages' `error` code on it (1 unless given), or no error and never delivered. */
+export interface SimulatedFault {
+  error?: number;
+  neverDeliver?: boolean;
+}
+
+/**
+ * Makes the next `count` sends of any simulator on this file fail with the
+ * fault's error code (1 by default), or, with `neverDeliver`, be sent and never
+ * delivered. Faults are used in the order they were added.
+ */
+export async function simulateFailures(dbPath: string, count: number, fault: SimulatedFault = {}): Promise<void> {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`count must be a non-negative integer, got ${count}`);
-  await withSimulatorWrites(dbPath, (writes) => writes.addPendingFailures(count));
+  if (fault.error !== undefined && (!Number.isSafeInteger(fault.error) || fault.error === 0))
+    throw new Error(`the error code must be a non-zero integer, got ${fault.error}`);
+  if (fault.error !== undefined && fault.neverDeliver)
+    throw new Error('a fault is an error or never delivered, not both');
+  await withSimulatorWrites(dbPath, (writes) => writes.addFaults(count, fault));
+}
+
+/** Makes a recipient reachable by SMS only (or, with `smsOnly` false, by iMessage again): its rows are written on the SMS service. */
+export async function simulateSmsOnly(dbPath: string, handle: string, smsOnly = true): Promise<void> {
+  await withSimulatorWrites(dbPath, (writes) => writes.setSmsOnly(normalizeHandle(handle), smsOnly));
 }
 
 /** Makes every simulator on this file stop writing rows for its sends (a stuck Messages app) until it restarts, or `stalled` false. */
