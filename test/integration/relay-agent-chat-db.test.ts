@@ -21,6 +21,7 @@ import {
   SimulatedMessagesApp,
   simulateFailures,
   simulateInbound,
+  simulateReaction,
   simulateSmsOnly,
 } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { ChatDbError, openSqliteFile } from '../../packages/relay-agent/src/sqlite-file.ts';
@@ -133,6 +134,59 @@ test('an error code is mapped to its reason, also when it reaches a row already 
     ['sent:undefined', 'failed:network'],
   );
   assert.deepEqual(statuses(silent), ['sent'], 'never delivered');
+});
+
+test('tapbacks are read as reactions on their target, emoji and removals included; ordinary reads leave them out', async (t) => {
+  const { reader, dbPath } = await setup(t);
+  const target = await simulateInbound(dbPath, { from: '+15550004444', body: 'lunch?' });
+  const love = await simulateReaction(dbPath, { from: '+15550004444', targetGuid: target.guid, tapback: 'love' });
+  const emoji = await simulateReaction(dbPath, {
+    from: '+15550004444',
+    targetGuid: target.guid,
+    tapback: 'emoji',
+    emoji: '🌮',
+  });
+  await simulateReaction(dbPath, {
+    from: '+15550004444',
+    targetGuid: target.guid,
+    tapback: 'emoji',
+    emoji: '🌮',
+    removed: true,
+  });
+  const rows = await reader.readReactions(0, 10);
+  assert.deepEqual(
+    rows.map((r) => [r.handle, r.reaction]),
+    [
+      ['+15550004444', { kind: 'love', targetGuid: target.guid, removed: false }],
+      ['+15550004444', { kind: 'emoji', targetGuid: target.guid, removed: false, emoji: '🌮' }],
+      ['+15550004444', { kind: 'emoji', targetGuid: target.guid, removed: true, emoji: '🌮' }],
+    ],
+  );
+  assert.deepEqual(
+    (await reader.readReactions(love.rowId, 10)).map((r) => r.guid),
+    [emoji.guid, rows[2]!.guid],
+    'after a cursor',
+  );
+  assert.deepEqual(
+    (await reader.readIncoming(0, 10)).map((r) => r.guid),
+    [target.guid],
+    'a tapback is not a received message',
+  );
+});
+
+test('a chat.db from before macOS 14 (no associated_message_emoji) still reads its classic tapbacks', async (t) => {
+  const { dbPath } = await setup(t);
+  const target = await simulateInbound(dbPath, { from: '+15550005555', body: 'hi' });
+  await simulateReaction(dbPath, { from: '+15550005555', targetGuid: target.guid, tapback: 'like' });
+  const db = openSqliteFile(dbPath, 'readwrite');
+  db.exec('ALTER TABLE message DROP COLUMN associated_message_emoji');
+  db.close();
+  const reader = new ChatDbReader(dbPath);
+  t.after(() => reader.close());
+  assert.deepEqual(
+    (await reader.readReactions(0, 10)).map((r) => r.reaction),
+    [{ kind: 'like', targetGuid: target.guid, removed: false }],
+  );
 });
 
 test('equal sends get distinct rows in order, and rows typed by hand on the Mac match no send', async (t) => {

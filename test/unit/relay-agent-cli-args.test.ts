@@ -83,6 +83,9 @@ test('bad arguments are usage errors naming the flag', () => {
     [['simulate-failures', '--chat-db', '/tmp/c.db', '--error', 'x'], /--error must be an integer/],
     [['simulate-failures', '--chat-db', '/tmp/c.db', '--error', '22', '--never-deliver'], /not both/],
     [['simulate-sms-only', '--chat-db', '/tmp/c.db'], /--to is required/],
+    [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'hug'], /--tapback must be one of/],
+    [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'emoji'], /--emoji goes with/],
+    [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'like', '--emoji', 'x'], /--emoji goes with/],
     [[...server, '--log-format', 'xml'], /--log-format must be one of pretty, json/],
   ];
   for (const [argv, message] of cases) {
@@ -127,6 +130,33 @@ test('the injection subcommands parse', () => {
     error: undefined,
     neverDeliver: true,
   });
+  assert.deepEqual(
+    parseCli(
+      [
+        'simulate-reaction',
+        '--chat-db',
+        '/tmp/c.db',
+        '--from',
+        '+1',
+        '--target',
+        'G',
+        '--tapback',
+        'emoji',
+        '--emoji',
+        '🌮',
+      ],
+      {},
+    ),
+    {
+      kind: 'simulate-reaction',
+      chatDbPath: '/tmp/c.db',
+      from: '+1',
+      targetGuid: 'G',
+      tapback: 'emoji',
+      emoji: '🌮',
+      removed: false,
+    },
+  );
   assert.deepEqual(parseCli(['simulate-sms-only', '--chat-db', '/tmp/c.db', '--to', '+15551234567', '--off'], {}), {
     kind: 'simulate-sms-only',
     chatDbPath: '/tmp/c.db',
@@ -201,6 +231,8 @@ test('--help names only flags and environment variables that exist', () => {
     '--group': 'g',
     '--count': '1',
     '--error': '22',
+    '--target': 'G',
+    '--tapback': 'love',
     '--to': '+1',
     '--lines': '5',
   };
@@ -215,6 +247,7 @@ test('--help names only flags and environment variables that exist', () => {
     ['doctor'],
     ['simulate-stall', '--chat-db', '/tmp/c.db'],
     ['simulate-sms-only', '--chat-db', '/tmp/c.db', '--to', '+1'],
+    ['simulate-reaction', '--chat-db', '/tmp/c.db', '--from', '+1', '--target', 'G', '--tapback', 'emoji'],
   ];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];

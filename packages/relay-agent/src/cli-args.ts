@@ -9,6 +9,7 @@ import {
   type AgentConfig,
   type LogFormat,
 } from './agent-config.ts';
+import { tapbacks, type ReactionInjection, type Tapback } from './simulated-messages-app.ts';
 
 export const usage = `Usage:
   relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
@@ -19,6 +20,7 @@ export const usage = `Usage:
   relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID]
   relaybox-relay simulate-failures [--chat-db PATH] [--count N] [--error CODE | --never-deliver]
   relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
+  relaybox-relay simulate-reaction [--chat-db PATH] --from HANDLE --target GUID --tapback KIND [--emoji E] [--removed]
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
@@ -56,7 +58,9 @@ attributedBody; --group ID: into a group chat; the simulator commands take --sta
 --chat-db use the simulated chat.db there); simulate-failures makes its next N sends (default 1) fail with
 Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a network failure), or with
 --never-deliver be sent and never delivered; simulate-sms-only makes a recipient reachable by SMS only
-(--off: by iMessage again), so its rows are written on the SMS service;
+(--off: by iMessage again), so its rows are written on the SMS service; simulate-reaction writes a tapback
+from HANDLE on the message whose guid is GUID (KIND: love, like, dislike, laugh, emphasize, question, or
+emoji with --emoji; --removed: its removal);
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -110,6 +114,7 @@ export type CliCommand =
     }
   | { kind: 'simulate-failures'; chatDbPath: string; count: number; error: number | undefined; neverDeliver: boolean }
   | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
+  | ({ kind: 'simulate-reaction'; chatDbPath: string } & ReactionInjection)
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
@@ -158,6 +163,12 @@ const doctorOptions = {
 
 const serviceActions = ['install', 'uninstall', 'status', 'logs'] as const;
 
+/** Where a simulator command writes: --chat-db, or the simulated chat.db in --state-dir. */
+const simulatorFileOptions = {
+  'chat-db': { type: 'string' },
+  'state-dir': { type: 'string' },
+} as const;
+
 const failureOptions = {
   'chat-db': { type: 'string' },
   'state-dir': { type: 'string' },
@@ -205,10 +216,33 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       neverDeliver,
     };
   }
+  if (first === 'simulate-reaction') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      from: { type: 'string' },
+      target: { type: 'string' },
+      tapback: { type: 'string' },
+      emoji: { type: 'string' },
+      removed: { type: 'boolean' },
+    } as const);
+    const tapback = required(values.tapback, '--tapback');
+    if (!(tapbacks as readonly string[]).includes(tapback))
+      throw new UsageError(`--tapback must be one of ${tapbacks.join(', ')}, got "${tapback}"`);
+    if ((tapback === 'emoji') !== (values.emoji !== undefined))
+      throw new UsageError('--emoji goes with --tapback emoji, and only with it');
+    return {
+      kind: 'simulate-reaction',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      from: required(values.from, '--from'),
+      targetGuid: required(values.target, '--target'),
+      tapback: tapback as Tapback,
+      ...(values.emoji !== undefined ? { emoji: values.emoji } : {}),
+      removed: values.removed ?? false,
+    };
+  }
   if (first === 'simulate-sms-only') {
     const { values } = parse(rest, {
-      'chat-db': { type: 'string' },
-      'state-dir': { type: 'string' },
+      ...simulatorFileOptions,
       to: { type: 'string' },
       off: { type: 'boolean' },
     } as const);

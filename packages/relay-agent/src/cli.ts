@@ -36,6 +36,7 @@ import { SendJournal } from './send-journal.ts';
 import {
   SimulatedMessagesApp,
   simulateFailures,
+  simulateReaction,
   simulateSmsOnly,
   simulateInbound,
   simulateStall,
@@ -92,6 +93,14 @@ async function main(argv: string[], json: boolean): Promise<number> {
         neverDeliver
           ? `the next ${count} simulated sends will be sent and never delivered\n`
           : `the next ${count} simulated sends will fail with error ${error ?? 1}\n`,
+      );
+      return 0;
+    }
+    case 'simulate-reaction': {
+      const { kind: _kind, chatDbPath, ...reaction } = command;
+      const row = await simulateReaction(chatDbPath, reaction);
+      process.stdout.write(
+        `${reaction.from} ${reaction.removed ? 'removed' : 'added'} a ${reaction.tapback} tapback (row ${row.rowId})\n`,
       );
       return 0;
     }

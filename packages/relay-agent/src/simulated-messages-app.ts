@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS message (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, gui
   handle_id INTEGER DEFAULT 0, subject TEXT, attributedBody BLOB, service TEXT, account TEXT, error INTEGER DEFAULT 0,
   date INTEGER, date_read INTEGER, date_delivered INTEGER, is_delivered INTEGER DEFAULT 0, is_finished INTEGER DEFAULT 0,
   is_from_me INTEGER DEFAULT 0, is_read INTEGER DEFAULT 0, is_sent INTEGER DEFAULT 0, cache_has_attachments INTEGER DEFAULT 0,
-  cache_roomnames TEXT, item_type INTEGER DEFAULT 0, associated_message_guid TEXT, associated_message_type INTEGER DEFAULT 0);
+  cache_roomnames TEXT, item_type INTEGER DEFAULT 0, associated_message_guid TEXT, associated_message_type INTEGER DEFAULT 0,
+  associated_message_emoji TEXT);
 CREATE TABLE IF NOT EXISTS chat (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, guid TEXT UNIQUE NOT NULL, style INTEGER,
   state INTEGER, account_id TEXT, chat_identifier TEXT, service_name TEXT, room_name TEXT, display_name TEXT);
 CREATE TABLE IF NOT EXISTS chat_message_join (chat_id INTEGER REFERENCES chat (ROWID) ON DELETE CASCADE,
@@ -108,9 +109,10 @@ class SimulatorWrites {
     this.smsOnly = db.prepare('SELECT 1 AS yes FROM relaybox_simulator_sms_only WHERE handle = @handle');
     this.insertMessage =
       db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
-  is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
+  is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames,
+  associated_message_type, associated_message_guid, associated_message_emoji)
   VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @account, @error, @date, 0, 0,
-  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName)`);
+  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName, @associatedType, @associatedGuid, @associatedEmoji)`);
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
     this.insertAttachment = db.prepare(
@@ -171,6 +173,9 @@ class SimulatorWrites {
             isSent: row.isFromMe ? 1 : 0,
             hasAttachments: row.hasAttachments ? 1 : 0,
             roomName: group ?? null,
+            associatedType: row.associated?.type ?? 0,
+            associatedGuid: row.associated?.guid ?? null,
+            associatedEmoji: row.associated?.emoji ?? null,
           }).lastInsertRowid,
         );
         this.joinChat.run({ messageId, date: row.date, chatGuid });
@@ -226,6 +231,8 @@ interface MessageRow {
   hasAttachments: boolean;
   /** Local paths recorded as the row's attachments. */
   attachments: string[];
+  /** A tapback: its `associated_message_type`, `associated_message_guid` and, for an emoji tapback, the emoji. */
+  associated?: { type: number; guid: string; emoji?: string };
 }
 
 /** Where the simulator appends one JSON line per send it performs. */
@@ -376,6 +383,69 @@ export async function simulateInbound(
       date: msToAppleNs(Date.now()),
       hasAttachments: (message.attachments ?? []).length > 0,
       attachments: message.attachments ?? [],
+    }),
+  );
+  return { rowId: row.rowId, guid };
+}
+
+/** The tapbacks in `associated_message_type` order (2000 + index; a removal is 3000 + index); `emoji` is macOS 14's. */
+export const tapbacks = ['love', 'like', 'dislike', 'laugh', 'emphasize', 'question', 'emoji'] as const;
+export type Tapback = (typeof tapbacks)[number];
+
+/** The text Messages writes on a classic tapback's row, for clients that show it as a message. */
+const tapbackVerbs: Record<Tapback, string> = {
+  love: 'Loved',
+  like: 'Liked',
+  dislike: 'Disliked',
+  laugh: 'Laughed at',
+  emphasize: 'Emphasized',
+  question: 'Questioned',
+  emoji: 'Reacted to',
+};
+
+export interface ReactionInjection {
+  from: string;
+  /** The guid of the message reacted to (a row of this file, sent or received). */
+  targetGuid: string;
+  tapback: Tapback;
+  /** For `emoji`: the emoji (macOS 14 and later write it in `associated_message_emoji`). */
+  emoji?: string;
+  /** A removal of that tapback (3000 + index) rather than its addition (2000 + index). */
+  removed?: boolean;
+}
+
+/**
+ * Writes a tapback "received" from someone, as Messages does: a row of its
+ * own with `associated_message_type` 2000–2006 (3000–3006 for a removal),
+ * `associated_message_guid` `p:0/<target guid>` (part 0 of the target), the
+ * emoji of an emoji tapback in `associated_message_emoji`, and a text older
+ * clients show (`Loved a message`).
+ */
+export async function simulateReaction(
+  dbPath: string,
+  reaction: ReactionInjection,
+): Promise<{ rowId: number; guid: string }> {
+  const index = tapbacks.indexOf(reaction.tapback);
+  if (index < 0) throw new Error(`tapback must be one of ${tapbacks.join(', ')}, got ${reaction.tapback}`);
+  if (reaction.tapback === 'emoji' && !reaction.emoji) throw new Error('an emoji tapback needs its emoji');
+  const guid = randomUUID().toUpperCase();
+  const verb = reaction.removed ? 'Removed a reaction from' : tapbackVerbs[reaction.tapback];
+  const row = await withSimulatorWrites(dbPath, (writes) =>
+    writes.writeMessage({
+      guid,
+      handle: normalizeHandle(reaction.from),
+      group: undefined,
+      isFromMe: false,
+      text: `${verb} a message`,
+      attributedBody: null,
+      date: msToAppleNs(Date.now()),
+      hasAttachments: false,
+      attachments: [],
+      associated: {
+        type: (reaction.removed ? 3000 : 2000) + index,
+        guid: `p:0/${reaction.targetGuid}`,
+        ...(reaction.emoji ? { emoji: reaction.emoji } : {}),
+      },
     }),
   );
   return { rowId: row.rowId, guid };
