@@ -83,6 +83,12 @@ export interface Config {
   /** How often a tenant's send queue is rebuilt from the store, healing anything a crash left behind. */
   tenantSweepMs: number;
   /**
+   * A sent message not delivered within this long is marked undelivered (an
+   * organization may set its own window): checked at the tenant's sweep, so
+   * it is noticed up to `tenantSweepMs` later.
+   */
+  undeliveredAfterMs: number;
+  /**
    * How many queued messages the tenant actor keeps in memory per sender
    * line, priority and source (its window); the rest stay in the store,
    * counted, and are read a page at a time as the window runs low.
@@ -309,6 +315,7 @@ export function loadConfig(env: Env = process.env): Config {
     messageMaxAttempts: positive(env, 'MESSAGE_MAX_ATTEMPTS', 3),
     messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
+    undeliveredAfterMs: positive(env, 'UNDELIVERED_AFTER_MS', 600_000),
     tenantQueueWindow: positive(env, 'TENANT_QUEUE_WINDOW', 500),
     pacing: {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),

@@ -5,6 +5,7 @@ export const webhookEvents = [
   'message.delivered',
   'message.read',
   'message.failed',
+  'message.undelivered',
   'message.received',
   'message.checkpoint',
   'relay.online',

@@ -3,10 +3,11 @@ import { idTimeChars, newId, nowIso } from '../ids.ts';
 import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /**
- * The events of spec section 6, and `message.delivered`, `message.read` and
- * `message.checkpoint` (a hop of a send between queued and sent) added
- * beside them, and `contact.opted_out` and `contact.opted_in` (a handle put
- * on the organization's suppression list or taken off it); webhooks and automations consume them with consumer groups of
+ * The events of spec section 6, and `message.delivered`, `message.read`,
+ * `message.undelivered` (sent, and not delivered within the organization's
+ * window) and `message.checkpoint` (a hop of a send between queued and sent)
+ * added beside them, and `contact.opted_out` and `contact.opted_in` (a handle
+ * put on the organization's suppression list or taken off it); webhooks and automations consume them with consumer groups of
  * their own. A webhook receives only the events it names.
  */
 export const eventNames = [
@@ -15,6 +16,7 @@ export const eventNames = [
   'message.delivered',
   'message.read',
   'message.failed',
+  'message.undelivered',
   'message.received',
   'message.checkpoint',
   'relay.online',

@@ -74,7 +74,7 @@ export function createMessaging(deps: MessagingDeps) {
     routes: [
       ...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }),
       ...conversationRoutes(queries, deps.cursors),
-      ...phoneNumberRoutes(deps.db, tenants),
+      ...phoneNumberRoutes(deps.db, tenants, deps.config.undeliveredAfterMs),
       ...statsRoutes(deps.rollups),
     ],
   };

@@ -84,6 +84,9 @@ export const messageSchema = named(
     deliveredAt: nullableTime,
     readAt: nullableTime,
     failedAt: Type.Optional(nullableTime),
+    failureReason: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'as MessageStatus' })),
+    service: Type.Optional(Type.String({ description: 'as MessageStatus' })),
+    undeliveredAt: Type.Optional(Type.String({ format: 'date-time', description: 'as MessageStatus' })),
     createdAt: time,
     updatedAt: time,
   }),
@@ -112,12 +115,24 @@ export const statusRecordSchema = named(
       {
         maxItems: hops.length,
         description:
-          "when the message passed each hop, in order: accepted, handed_to_relay, the relay agent's relay_received, handed_to_app and seen_in_database (when it reports them), sent, delivered",
+          "when the message passed each hop, in order: accepted, handed_to_relay, the relay agent's relay_received, handed_to_app and seen_in_database (when it reports them), sent, undelivered, delivered, failed",
       },
     ),
     jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }),
     attempts: Type.Integer(),
     lastError: nullableString,
+    failureReason: Type.Union([Type.String(), Type.Null()], {
+      description:
+        "why the last attempt failed, when Messages said: `not_registered` (the recipient has no iMessage), `network`, or `unknown_<code>` (Messages' error code)",
+    }),
+    service: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'the service Messages sent it over, as its relay saw it: `iMessage`, `SMS` (a recipient without iMessage) or `RCS`',
+    }),
+    undeliveredAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description:
+        "sent, and not delivered within the organization's window (PUT /api/v1/organization/delivery): when that was noticed; a later delivery still applies",
+    }),
     queuedAt: nullableTime,
     sentAt: nullableTime,
     deliveredAt: nullableTime,

@@ -54,6 +54,12 @@ export interface MessageDoc extends OutboxFields {
   deliveredAt: string | null;
   readAt: string | null;
   failedAt?: string | null;
+  /** Why its last attempt failed, when Messages said (relay-protocol `failureReason`): `not_registered`, `network`, `unknown_<code>`. */
+  failureReason?: string | null;
+  /** The service Messages sent it over (`iMessage`, `SMS`), once its relay saw the row. */
+  service?: string;
+  /** Sent and not delivered within its organization's window: when that was noticed. A later delivery still applies. */
+  undeliveredAt?: string;
   nextAttemptAt?: string | null;
   /** The hops of its current attempt its relay agent reported (relay-protocol/frames.ts `agentHops`). */
   agentCheckpoints?: AgentCheckpoint[];
@@ -102,16 +108,23 @@ export interface PaceSetting {
   newContactsPerDay?: number;
 }
 
-/** The organization's pace for its sender lines (one document per organization, `id` its id). */
+/** The organization's sending settings (one document per organization, `id` its id): the pace of its sender lines, its delivery window. */
 export interface OrgPacingDoc {
   [field: string]: unknown;
   id: string;
   tenantId: string;
   /** Absent until the organization's admins set a pace. */
   pacing?: PaceSetting;
+  /** Absent until its admins set it (PUT /api/v1/organization/delivery). */
+  delivery?: DeliverySetting;
   /** When the recipients of the messages it sent before line contacts were kept were recorded as line contacts (once). */
   contactsFromHistoryAt?: string;
   updatedAt?: string;
+}
+
+/** How long a sent message may go undelivered before it is marked so. */
+export interface DeliverySetting {
+  undeliveredAfterSeconds: number;
 }
 
 /** A recipient a sender line wrote to first, and when: how the new-contact cap of the line survives a restart. */
@@ -199,13 +212,22 @@ export interface Waiting {
 }
 
 /** Every hop of a send a message's record shows, in the order they happen. */
-export const hops = ['accepted', 'handed_to_relay', ...agentHops, 'sent', 'delivered'] as const;
+export const hops = [
+  'accepted',
+  'handed_to_relay',
+  ...agentHops,
+  'sent',
+  'undelivered',
+  'delivered',
+  'failed',
+] as const;
 export type Hop = (typeof hops)[number];
 
 /**
  * When the message passed each hop, in hop order: accepted (stored), handed
  * to a relay (claimed for it; the latest attempt), the hops its agent
- * reported, sent and delivered. A hop not reached, or not reported (an
+ * reported, sent, undelivered (its organization's window passed without a
+ * delivery), delivered, and failed. A hop not reached, or not reported (an
  * agent that does not report hops), is left out.
  */
 export function checkpointsOf(doc: MessageDoc): Array<{ hop: Hop; at: string }> {
@@ -213,7 +235,9 @@ export function checkpointsOf(doc: MessageDoc): Array<{ hop: Hop; at: string }> 
     accepted: doc.createdAt,
     handed_to_relay: doc.processingAt,
     sent: doc.sentAt,
+    undelivered: doc.undeliveredAt,
     delivered: doc.deliveredAt,
+    failed: doc.failedAt,
   };
   for (const c of doc.agentCheckpoints ?? []) at[c.hop] = c.at;
   return hops.filter((hop) => at[hop]).map((hop) => ({ hop, at: at[hop]! }));
@@ -228,6 +252,9 @@ export function statusRecord(doc: MessageDoc, waiting: Waiting = { waitingFor: n
     jobId: doc.jobId ?? null,
     attempts: doc.attempts,
     lastError: doc.lastError,
+    failureReason: doc.failureReason ?? null,
+    service: doc.service ?? null,
+    undeliveredAt: doc.undeliveredAt ?? null,
     queuedAt: doc.queuedAt,
     sentAt: doc.sentAt,
     deliveredAt: doc.deliveredAt,

@@ -6,7 +6,7 @@ import { phoneNumberField, strictObject } from '../http/validation.ts';
 import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Collection } from '../store/collection.ts';
-import type { MessagingCollections, PhoneNumberDoc } from './message-store.ts';
+import type { MessagingCollections, OrgPacingDoc, PhoneNumberDoc } from './message-store.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
 
@@ -29,6 +29,21 @@ const paceSetting = named(
           description: 'first messages to recipients the line never wrote to, per rolling 24 h',
         }),
       ),
+    },
+    { additionalProperties: false },
+  ),
+);
+/** The organization's undelivered window (actors/tenant/undelivered-watch.ts). */
+const deliverySetting = named(
+  'DeliverySetting',
+  Type.Object(
+    {
+      undeliveredAfterSeconds: Type.Integer({
+        minimum: 1,
+        maximum: 604_800,
+        description: 'a message sent and not delivered within this many seconds is undelivered (default 600)',
+        examples: [600],
+      }),
     },
     { additionalProperties: false },
   ),
@@ -76,12 +91,23 @@ const orgScope = (p: Principal) => ({ tenantId: p.tenantId });
  */
 const latestSlotMs = Date.parse('9999-12-31T23:59:59.999Z');
 
-/** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace. */
+/** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace and undelivered window. */
 export function phoneNumberRoutes(
   db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'>,
   tenants: ActorClient<typeof tenantProtocol>,
+  defaultUndeliveredAfterMs: number,
 ): RouteDef[] {
   const numbers: Collection<PhoneNumberDoc> = db.phoneNumbers;
+  /** Stores a setting in the organization's settings document; its tenant actor reads them again (pace and window). */
+  const saveSetting = async (principal: Principal, setting: Pick<OrgPacingDoc, 'pacing' | 'delivery'>) => {
+    await db.orgPacing.updateOne(
+      orgScope(principal),
+      { id: principal.tenantId },
+      { $set: { ...setting, updatedAt: nowIso() } },
+      { upsert: true },
+    );
+    await tenants.send(principal.tenantId, { kind: 'pacing-changed' });
+  };
   return [
     defineRoute({
       method: 'POST',
@@ -221,14 +247,35 @@ export function phoneNumberRoutes(
       operationId: 'setOrganizationPacing',
       schema: { body: paceSetting, response: { 200: paceSetting } },
       async handler(ctx) {
-        const { tenantId } = ctx.principal;
-        await db.orgPacing.updateOne(
-          orgScope(ctx.principal),
-          { id: tenantId },
-          { $set: { pacing: ctx.body, updatedAt: nowIso() } },
-          { upsert: true },
-        );
-        await tenants.send(tenantId, { kind: 'pacing-changed' });
+        await saveSetting(ctx.principal, { pacing: ctx.body });
+        return { status: 200, body: ctx.body };
+      },
+    }),
+    defineRoute({
+      method: 'GET',
+      path: '/api/v1/organization/delivery',
+      summary: "The organization's undelivered window",
+      tags: ['messages'],
+      operationId: 'getOrganizationDelivery',
+      schema: { response: { 200: deliverySetting } },
+      async handler(ctx) {
+        const doc = await db.orgPacing.findOne(orgScope(ctx.principal), { id: ctx.principal.tenantId });
+        return {
+          status: 200,
+          body: doc?.delivery ?? { undeliveredAfterSeconds: Math.round(defaultUndeliveredAfterMs / 1000) },
+        };
+      },
+    }),
+    defineRoute({
+      method: 'PUT',
+      path: '/api/v1/organization/delivery',
+      summary: "Set the organization's undelivered window",
+      tags: ['messages'],
+      minRole: 'admin',
+      operationId: 'setOrganizationDelivery',
+      schema: { body: deliverySetting, response: { 200: deliverySetting } },
+      async handler(ctx) {
+        await saveSetting(ctx.principal, { delivery: ctx.body });
         return { status: 200, body: ctx.body };
       },
     }),

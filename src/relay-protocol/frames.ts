@@ -128,6 +128,18 @@ export const agentCheckpoint = Type.Object(
   strict,
 );
 
+/**
+ * Why Messages failed a send, from its chat.db row's `error` code: `not_registered`
+ * (the recipient has no iMessage), `network` (Messages could not reach the service),
+ * `unknown_<code>` for any other code. Optional on `status`: an older agent reports a failure without it.
+ */
+export const failureReason = Type.String({
+  pattern: '^(not_registered|network|unknown_-?[0-9]{1,10})$',
+  maxLength: 32,
+});
+/** The service Messages sent over, as its chat.db row names it (`iMessage`, `SMS`, `RCS`). */
+export const sendService = Type.String({ pattern: '^[A-Za-z0-9.]{1,32}$', maxLength: 32 });
+
 export const statusFrame = Type.Object(
   {
     type: Type.Literal('status'),
@@ -136,6 +148,10 @@ export const statusFrame = Type.Object(
     status: deliveryStatus,
     at: isoTime,
     error: Type.Optional(str(L.errorLength, 0)),
+    /** On `failed` from a chat.db row's error: the mapped reason (`failureReason`). */
+    reason: Type.Optional(failureReason),
+    /** The service of the outgoing chat.db row, once matched (`sendService`). */
+    service: Type.Optional(sendService),
     /** The Messages GUID of the outgoing chat.db row, once matched. */
     guid: Type.Optional(str(L.guidLength)),
     /** The hops of this attempt the agent saw (`agentHops`), each once; optional. */
@@ -235,6 +251,7 @@ export type HeartbeatFrame = Static<typeof heartbeatFrame>;
 export type DeliveryStatus = Static<typeof deliveryStatus>;
 export type StatusFrame = Static<typeof statusFrame>;
 export type AgentCheckpoint = Static<typeof agentCheckpoint>;
+export type FailureReason = Static<typeof failureReason>;
 export type InboundFrame = Static<typeof inboundFrame>;
 export type WelcomeFrame = Static<typeof welcomeFrame>;
 export type SendFrame = Static<typeof sendFrame>;

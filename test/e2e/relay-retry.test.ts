@@ -6,25 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import {
-  sendLogPath,
-  simulateFailures,
-  type SendLogEntry,
-} from '../../packages/relay-agent/src/simulated-messages-app.ts';
+import { simulateFailures, readSendLog as sendLog } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
 import { backends, signup, startTestApp } from '../support/test-app.ts';
-
-async function sendLog(chatDb: string): Promise<SendLogEntry[]> {
-  const text = await readFile(sendLogPath(chatDb), 'utf8').catch(() => '');
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as SendLogEntry);
-}
 
 for (const backend of backends()) {
   describe(`retries through the relay agent (${backend})`, () => {

@@ -21,6 +21,8 @@ import {
   SimulatedMessagesApp,
   simulateFailures,
   simulateInbound,
+  simulateReaction,
+  simulateSmsOnly,
 } from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { ChatDbError, openSqliteFile } from '../../packages/relay-agent/src/sqlite-file.ts';
 
@@ -94,6 +96,97 @@ test('an injected failure gives a failed status and is never delivered', async (
   assert.match(failed.steps[0]!.error!, /Messages reported error 1/);
   assert.equal(failed.phase, 'closed');
   assert.deepEqual(statuses(fine), ['sent', 'delivered']);
+});
+
+test('an error code is mapped to its reason, also when it reaches a row already sent; never-delivered rows stay sent; SMS rows say so', async (t) => {
+  const { tracker, send, dbPath } = await setup(t, { deliveryDelayMs: 50 });
+  await simulateFailures(dbPath, 1, { error: 22 });
+  await simulateFailures(dbPath, 1, { error: 3 });
+  await simulateFailures(dbPath, 1, { error: 42 });
+  await simulateFailures(dbPath, 2, { neverDeliver: true });
+  await simulateSmsOnly(dbPath, '+1 555 000 3333');
+  const unregistered = await send('msg_22', '+15550001111', 'a');
+  const network = await send('msg_3', '+15550001111', 'b');
+  const unknown = await send('msg_42', '+15550001111', 'c');
+  const silent = await send('msg_silent', '+15550001111', 'd');
+  const late = await send('msg_late', '+15550001111', 'e');
+  const sms = await send('msg_sms', '+15550003333', 'f');
+  await sleep(120);
+  await tracker.poll();
+  assert.deepEqual(
+    [unregistered, network, unknown].map((r) => [r.steps.map((s) => `${s.status}:${s.reason}`), r.phase]),
+    [
+      [['failed:not_registered'], 'closed'],
+      [['failed:network'], 'closed'],
+      [['failed:unknown_42'], 'closed'],
+    ],
+  );
+  assert.match(unregistered.steps[0]!.error!, /error 22: the recipient is not registered with iMessage/);
+  assert.deepEqual([statuses(silent), statuses(late), statuses(sms)], [['sent'], ['sent'], ['sent', 'delivered']]);
+  assert.deepEqual([silent.service, sms.service], ['iMessage', 'SMS']);
+  // Messages writes the error on a row it showed as sent: sent, then failed with the reason.
+  const db = openSqliteFile(dbPath, 'readwrite');
+  db.prepare('UPDATE message SET error = 3 WHERE ROWID = ?').run(late.rowId!);
+  db.close();
+  await tracker.poll();
+  assert.deepEqual(
+    late.steps.map((s) => `${s.status}:${s.reason}`),
+    ['sent:undefined', 'failed:network'],
+  );
+  assert.deepEqual(statuses(silent), ['sent'], 'never delivered');
+});
+
+test('tapbacks are read as reactions on their target, emoji and removals included; ordinary reads leave them out', async (t) => {
+  const { reader, dbPath } = await setup(t);
+  const target = await simulateInbound(dbPath, { from: '+15550004444', body: 'lunch?' });
+  const love = await simulateReaction(dbPath, { from: '+15550004444', targetGuid: target.guid, tapback: 'love' });
+  const emoji = await simulateReaction(dbPath, {
+    from: '+15550004444',
+    targetGuid: target.guid,
+    tapback: 'emoji',
+    emoji: '🌮',
+  });
+  await simulateReaction(dbPath, {
+    from: '+15550004444',
+    targetGuid: target.guid,
+    tapback: 'emoji',
+    emoji: '🌮',
+    removed: true,
+  });
+  const rows = await reader.readReactions(0, 10);
+  assert.deepEqual(
+    rows.map((r) => [r.handle, r.reaction]),
+    [
+      ['+15550004444', { kind: 'love', targetGuid: target.guid, removed: false }],
+      ['+15550004444', { kind: 'emoji', targetGuid: target.guid, removed: false, emoji: '🌮' }],
+      ['+15550004444', { kind: 'emoji', targetGuid: target.guid, removed: true, emoji: '🌮' }],
+    ],
+  );
+  assert.deepEqual(
+    (await reader.readReactions(love.rowId, 10)).map((r) => r.guid),
+    [emoji.guid, rows[2]!.guid],
+    'after a cursor',
+  );
+  assert.deepEqual(
+    (await reader.readIncoming(0, 10)).map((r) => r.guid),
+    [target.guid],
+    'a tapback is not a received message',
+  );
+});
+
+test('a chat.db from before macOS 14 (no associated_message_emoji) still reads its classic tapbacks', async (t) => {
+  const { dbPath } = await setup(t);
+  const target = await simulateInbound(dbPath, { from: '+15550005555', body: 'hi' });
+  await simulateReaction(dbPath, { from: '+15550005555', targetGuid: target.guid, tapback: 'like' });
+  const db = openSqliteFile(dbPath, 'readwrite');
+  db.exec('ALTER TABLE message DROP COLUMN associated_message_emoji');
+  db.close();
+  const reader = new ChatDbReader(dbPath);
+  t.after(() => reader.close());
+  assert.deepEqual(
+    (await reader.readReactions(0, 10)).map((r) => r.reaction),
+    [{ kind: 'like', targetGuid: target.guid, removed: false }],
+  );
 });
 
 test('equal sends get distinct rows in order, and rows typed by hand on the Mac match no send', async (t) => {

@@ -15,19 +15,10 @@ import { test } from 'node:test';
 import type { ServerFrame } from '../../src/relay-protocol/frames.ts';
 import { FakeRelayServer, startAgent } from '../support/fake-relay-server.ts';
 import {
-  sendLogPath,
   simulateFailures,
   simulateInbound,
-  type SendLogEntry,
+  readSendLog as sendLog,
 } from '../../packages/relay-agent/src/simulated-messages-app.ts';
-
-async function sendLog(chatDb: string): Promise<SendLogEntry[]> {
-  const text = await readFile(sendLogPath(chatDb), 'utf8').catch(() => '');
-  return text
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as SendLogEntry);
-}
 
 const welcome = (over: Partial<Extract<ServerFrame, { type: 'welcome' }>> = {}): ServerFrame => ({
   type: 'welcome',

@@ -103,3 +103,9 @@ export function startAgent(
   const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
   return { child, output: () => output, exited };
 }
+
+/** The command line of an agent in simulator mode against a server: chat.db read every 100 ms, JSON logs. */
+export function simulatedAgentArgs(serverUrl: string, stateDir: string, chatDb: string): string[] {
+  const flags = { server: serverUrl, 'state-dir': stateDir, 'chat-db': chatDb, 'poll-ms': '100', 'log-format': 'json' };
+  return ['--simulate', ...Object.entries(flags).flatMap(([flag, value]) => [`--${flag}`, value])];
+}

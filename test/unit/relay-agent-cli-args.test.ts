@@ -46,6 +46,7 @@ test('--simulate without --chat-db plays Messages on a chat.db in the state dire
   for (const argv of [
     ['simulate-inbound', '--from', '+1', '--body', 'b'],
     ['simulate-failures', '--count', '1'],
+    ['simulate-sms-only', '--to', '+1'],
     ['simulate-stall'],
   ]) {
     const command = parseCli([...argv, '--state-dir', stateDir], {});
@@ -78,6 +79,13 @@ test('bad arguments are usage errors naming the flag', () => {
     ],
     [['simulate-inbound', '--chat-db', '/tmp/c.db', '--from', '+1'], /--body is required/],
     [['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '-1'], /--count/],
+    [['simulate-failures', '--chat-db', '/tmp/c.db', '--error', '0'], /--error must not be 0/],
+    [['simulate-failures', '--chat-db', '/tmp/c.db', '--error', 'x'], /--error must be an integer/],
+    [['simulate-failures', '--chat-db', '/tmp/c.db', '--error', '22', '--never-deliver'], /not both/],
+    [['simulate-sms-only', '--chat-db', '/tmp/c.db'], /--to is required/],
+    [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'hug'], /--tapback must be one of/],
+    [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'emoji'], /--emoji goes with/],
+    [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'like', '--emoji', 'x'], /--emoji goes with/],
     [[...server, '--log-format', 'xml'], /--log-format must be one of pretty, json/],
   ];
   for (const [argv, message] of cases) {
@@ -105,6 +113,55 @@ test('the injection subcommands parse', () => {
     kind: 'simulate-failures',
     chatDbPath: '/tmp/c.db',
     count: 3,
+    error: undefined,
+    neverDeliver: false,
+  });
+  assert.deepEqual(parseCli(['simulate-failures', '--chat-db', '/tmp/c.db', '--error', '22'], {}), {
+    kind: 'simulate-failures',
+    chatDbPath: '/tmp/c.db',
+    count: 1,
+    error: 22,
+    neverDeliver: false,
+  });
+  assert.deepEqual(parseCli(['simulate-failures', '--chat-db', '/tmp/c.db', '--never-deliver', '--count', '2'], {}), {
+    kind: 'simulate-failures',
+    chatDbPath: '/tmp/c.db',
+    count: 2,
+    error: undefined,
+    neverDeliver: true,
+  });
+  assert.deepEqual(
+    parseCli(
+      [
+        'simulate-reaction',
+        '--chat-db',
+        '/tmp/c.db',
+        '--from',
+        '+1',
+        '--target',
+        'G',
+        '--tapback',
+        'emoji',
+        '--emoji',
+        '🌮',
+      ],
+      {},
+    ),
+    {
+      kind: 'simulate-reaction',
+      chatDbPath: '/tmp/c.db',
+      from: '+1',
+      targetGuid: 'G',
+      tapback: 'emoji',
+      emoji: '🌮',
+      removed: false,
+    },
+  );
+  assert.deepEqual(parseCli(['simulate-sms-only', '--chat-db', '/tmp/c.db', '--to', '+15551234567', '--off'], {}), {
+    kind: 'simulate-sms-only',
+    chatDbPath: '/tmp/c.db',
+    to: '+15551234567',
+    smsOnly: false,
   });
 });
 
@@ -173,6 +230,10 @@ test('--help names only flags and environment variables that exist', () => {
     '--body': 'b',
     '--group': 'g',
     '--count': '1',
+    '--error': '22',
+    '--target': 'G',
+    '--tapback': 'love',
+    '--to': '+1',
     '--lines': '5',
   };
   const flags = new Set([...usage.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0]));
@@ -185,6 +246,8 @@ test('--help names only flags and environment variables that exist', () => {
     ['service', 'logs'],
     ['doctor'],
     ['simulate-stall', '--chat-db', '/tmp/c.db'],
+    ['simulate-sms-only', '--chat-db', '/tmp/c.db', '--to', '+1'],
+    ['simulate-reaction', '--chat-db', '/tmp/c.db', '--from', '+1', '--target', 'G', '--tapback', 'emoji'],
   ];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];

@@ -72,3 +72,38 @@ test('a failure report counts its grant, and after the last attempt the message 
   assert.deepEqual([doc.status, doc.deadLettered, doc.lastError], ['failed', true, 'no service']);
   assert.deepEqual(sent, [], 'no retry');
 });
+
+test("Messages' own error fails the message with its reason: not_registered at once, and any error after the send", async (t) => {
+  const wasSent = message('m2', { status: 'sent', relayId: 'r1', attempts: 1, sentAt: new Date().toISOString() });
+  const { db, outbox, rollups } = await tenantStore(t, [], [inFlight('m1'), wasSent, inFlight('m3')]);
+  const writer = new StatusWriter({ config, db, outbox, rollups });
+  const state = tenantState([{ id: 'r1', credits: 0 }]);
+  const { ctx, sent } = recordingContext(state);
+  const failure = (reason: 'not_registered' | 'network') => ({
+    status: 'failed' as const,
+    error: `Messages reported error ${reason === 'network' ? 3 : 22}`,
+    reason,
+  });
+  await writer.failed(ctx, state, report('m1', { ...failure('not_registered'), service: 'iMessage' }));
+  // An error without a reason (a relay's own failure) cannot undo a send.
+  await writer.failed(ctx, state, report('m2', { status: 'failed', error: 'osascript failed' }));
+  assert.equal((await db.messages.findOne(scope, { id: 'm2' }))!.status, 'sent');
+  await writer.failed(ctx, state, report('m2', failure('network')));
+  // Before the send, a network error is one failed attempt, retried, and says why.
+  await writer.failed(ctx, state, report('m3', failure('network')));
+  const docs = await db.messages.find(scope, {}, { sort: { id: 1 } });
+  assert.deepEqual(
+    docs.map((d) => [d.id, d.status, d.failureReason, d.attempts]),
+    [
+      ['m1', 'failed', 'not_registered', 1],
+      ['m2', 'failed', 'network', 1],
+      ['m3', 'queued', 'network', 1],
+    ],
+  );
+  assert.equal(docs[0]!.service, 'iMessage');
+  assert.deepEqual(
+    sent.map((s) => [s.msg.kind, s.msg.messageId]),
+    [['retry', 'm3']],
+    'only the network error before the send is retried',
+  );
+});

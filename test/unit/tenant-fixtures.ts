@@ -20,6 +20,7 @@ export const config = {
   messageMaxAttempts: 3,
   messageSendTimeoutMs: 60_000,
   tenantSweepMs: 30_000,
+  undeliveredAfterMs: 600_000,
   tenantQueueWindow: 500,
   pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 },
 };
@@ -132,6 +133,8 @@ export function recordingContext<S = TenantState>(
 export function tenantState(relays: Array<{ id: string; credits: number; phoneNumbers?: string[] }> = []): TenantState {
   return {
     queue: new PagedQueue(500),
+    awaitingDelivery: new Map(),
+    undeliveredAfterMs: 600_000,
     relays: new Map(
       relays.map((r) => [
         r.id,

@@ -11,6 +11,8 @@ interface StatusRecord {
   jobId: string | null;
   attempts: number;
   lastError: string | null;
+  failureReason: string | null;
+  service: string | null;
   readAt: string | null;
 }
 interface DomainEvent {
@@ -42,11 +44,13 @@ const hopNames: Record<string, string> = {
   handed_to_app: 'Handed to Messages',
   seen_in_database: 'Seen in the Messages database',
   sent: 'Sent',
+  undelivered: 'Not delivered within the window',
   delivered: 'Delivered',
   read: 'Read',
+  failed: 'Failed',
 };
 /** The hops the service stamps; every other hop is stamped by the relay agent with the Mac's clock. */
-const serverHops = new Set(['accepted', 'handed_to_relay']);
+const serverHops = new Set(['accepted', 'handed_to_relay', 'undelivered', 'failed']);
 const clockNames = { server: "the server's clock", mac: "the Mac's clock (the relay agent's)" };
 
 /** Events of this message among the organization's latest (newest first), read back to its creation, 5 pages at most. */
@@ -203,6 +207,8 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
           ['Waiting for', record.waitingFor ? record.waitingFor.replaceAll('_', ' ') : null],
           ['Not before', record.notBefore ? when(record.notBefore) : null],
           ['Last error', record.lastError],
+          ['Failure reason', record.failureReason ? record.failureReason.replaceAll('_', ' ') : null],
+          ['Sent over', record.service],
         ]),
         h('h3', null, 'Timeline'),
         timeline(record),

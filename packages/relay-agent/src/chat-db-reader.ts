@@ -23,8 +23,24 @@ export interface ChatRow {
   isSent: boolean;
   /** Messages' error code; 0 is none. */
   error: number;
+  /** The service the row went over or came by (`iMessage`, `SMS`, `RCS`), as Messages names it. */
+  service: string | undefined;
   /** Local paths of the row's attachments (`attachment.filename`). */
   attachments: string[];
+  /** A tapback row (`associated_message_type` 2000–2007, removals 3000–3007): what it does to which message. */
+  reaction?: ChatReaction;
+}
+
+/** The tapbacks by `associated_message_type` − 2000 (a removal: − 3000), as Messages numbers them. */
+export const reactionKinds = ['love', 'like', 'dislike', 'laugh', 'emphasize', 'question', 'emoji', 'sticker'] as const;
+
+export interface ChatReaction {
+  kind: (typeof reactionKinds)[number];
+  /** The guid of the message reacted to (from `associated_message_guid`, `p:<part>/<guid>` or `bp:<guid>`). */
+  targetGuid: string;
+  /** An emoji tapback's emoji (`associated_message_emoji`, macOS 14 and later). */
+  emoji?: string;
+  removed: boolean;
 }
 
 interface RawRow {
@@ -40,11 +56,15 @@ interface RawRow {
   isRead: number | null;
   isSent: number | null;
   error: number | null;
+  service: string | null;
   handle: string | null;
   chatGuid: string | null;
   chatStyle: number | null;
   roomName: string | null;
   attachmentsJson: string | null;
+  associatedType?: number | null;
+  associatedGuid?: string | null;
+  associatedEmoji?: string | null;
 }
 
 /** Rows a reader remembers having logged a cut body for (a few bytes each). */
@@ -57,7 +77,7 @@ const groupChatStyle = 43;
 const selectRows = `
 SELECT m.ROWID AS rowId, m.guid AS guid, m.text AS text, m.attributedBody AS attributedBody,
   m.is_from_me AS isFromMe, m.date AS date, m.date_delivered AS dateDelivered, m.date_read AS dateRead,
-  m.is_delivered AS isDelivered, m.is_read AS isRead, m.is_sent AS isSent, m.error AS error,
+  m.is_delivered AS isDelivered, m.is_read AS isRead, m.is_sent AS isSent, m.error AS error, m.service AS service,
   COALESCE(h.id, c.chat_identifier) AS handle, c.guid AS chatGuid, c.style AS chatStyle, m.cache_roomnames AS roomName,
   (SELECT json_group_array(a.filename) FROM message_attachment_join maj JOIN attachment a ON a.ROWID = maj.attachment_id
     WHERE maj.message_id = m.ROWID AND a.filename IS NOT NULL) AS attachmentsJson
@@ -73,6 +93,19 @@ const readNews = '(m.is_read = 1 OR m.date_read > 0)';
 /** A list of ROWIDs is bound as one JSON array, so one prepared statement serves any length. */
 const rowIdIn = 'm.ROWID IN (SELECT value FROM json_each(?))';
 
+/** Tapbacks others made: classic and emoji ones, and their removals (stickers, 2007 and 3007, too). */
+const reactionRow =
+  'm.item_type = 0 AND (m.associated_message_type BETWEEN 2000 AND 2007 OR m.associated_message_type BETWEEN 3000 AND 3007)';
+
+/** The reactions query: `associated_message_emoji` exists from macOS 14 on; before, an emoji tapback cannot be. */
+const reactionsQuery = (hasEmoji: boolean) =>
+  `${selectRows.replace(
+    'FROM message m',
+    `, m.associated_message_type AS associatedType, m.associated_message_guid AS associatedGuid,
+  ${hasEmoji ? 'm.associated_message_emoji' : 'NULL'} AS associatedEmoji
+FROM message m`,
+  )}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${reactionRow}\nORDER BY m.ROWID\nLIMIT ?`;
+
 /** Every query the reader runs, prepared once per connection; values are only ever bound. */
 const queries = {
   maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
@@ -85,7 +118,9 @@ const queries = {
   readNews: `${selectRows}\nWHERE ${rowIdIn} AND ${readNews}\nORDER BY m.ROWID`,
 };
 
-type Statements = Record<keyof typeof queries, SqliteStatement>;
+const emojiColumn = "SELECT 1 AS present FROM pragma_table_info('message') WHERE name = 'associated_message_emoji'";
+
+type Statements = Record<keyof typeof queries | 'reactions', SqliteStatement>;
 
 /**
  * Reads ~/Library/Messages/chat.db (or a simulator file of the same schema)
@@ -129,6 +164,11 @@ export class ChatDbReader {
   /** Messages others sent, oldest first, after a ROWID cursor. */
   async readIncoming(afterRowId: number, limit: number): Promise<ChatRow[]> {
     return this.read((s) => s.incoming.all(afterRowId, limit));
+  }
+
+  /** Tapbacks others made (and their removals), oldest first, after a ROWID cursor; each row has its `reaction`. */
+  async readReactions(afterRowId: number, limit: number): Promise<ChatRow[]> {
+    return this.read((s) => s.reactions.all(afterRowId, limit)).filter((r) => r.reaction !== undefined);
   }
 
   /** Messages this Mac sent (by the agent or by hand), oldest first, after a ROWID cursor. */
@@ -183,7 +223,11 @@ export class ChatDbReader {
   private open(): Statements {
     if (this.statements) return this.statements;
     const db = (this.db = openSqliteFile(this.dbPath, 'readonly'));
-    const entries = Object.entries(queries).map(([name, sql]) => [name, db.prepare(sql)]);
+    const hasEmoji = db.prepare(emojiColumn).get() !== undefined;
+    const entries = Object.entries({ ...queries, reactions: reactionsQuery(hasEmoji) }).map(([name, sql]) => [
+      name,
+      db.prepare(sql),
+    ]);
     return (this.statements = Object.fromEntries(entries) as Statements);
   }
 }
@@ -210,8 +254,20 @@ function toChatRow(r: RawRow, onCut: (cut: NonNullable<AttributedBody['cut']>) =
     isRead: r.isRead === 1,
     isSent: r.isSent === 1,
     error: r.error ?? 0,
+    service: r.service ?? undefined,
     attachments: parseAttachments(r.attachmentsJson),
+    ...reactionOf(r),
   };
+}
+
+/** The reaction of a tapback row; nothing for another row, or one whose target guid cannot be read. */
+function reactionOf(r: RawRow): { reaction?: ChatReaction } {
+  const type = r.associatedType ?? 0;
+  const removed = type >= 3000;
+  const kind = reactionKinds[type - (removed ? 3000 : 2000)];
+  const targetGuid = /^(?:p:\d+\/|bp:)?(.+)$/.exec(r.associatedGuid ?? '')?.[1];
+  if (!kind || !targetGuid) return {};
+  return { reaction: { kind, targetGuid, removed, ...(r.associatedEmoji ? { emoji: r.associatedEmoji } : {}) } };
 }
 
 function parseAttachments(json: string | null): string[] {

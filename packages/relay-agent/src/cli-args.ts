@@ -9,6 +9,7 @@ import {
   type AgentConfig,
   type LogFormat,
 } from './agent-config.ts';
+import { tapbacks, type ReactionInjection, type Tapback } from './simulated-messages-app.ts';
 
 export const usage = `Usage:
   relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
@@ -17,7 +18,9 @@ export const usage = `Usage:
   relaybox-relay service logs [--lines N] [--follow] [--dry-run]
   relaybox-relay doctor [--json] [--server URL] [--state-dir DIR] [--chat-db PATH] [--simulate] [--log-handles]
   relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID]
-  relaybox-relay simulate-failures [--chat-db PATH] --count N
+  relaybox-relay simulate-failures [--chat-db PATH] [--count N] [--error CODE | --never-deliver]
+  relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
+  relaybox-relay simulate-reaction [--chat-db PATH] --from HANDLE --target GUID --tapback KIND [--emoji E] [--removed]
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
@@ -52,7 +55,12 @@ as {"ok": false, "error": {...}}. Exit code 1 if any check fails.
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
 attributedBody; --group ID: into a group chat; the simulator commands take --state-dir too, and without
---chat-db use the simulated chat.db there); simulate-failures makes its next N sends fail;
+--chat-db use the simulated chat.db there); simulate-failures makes its next N sends (default 1) fail with
+Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a network failure), or with
+--never-deliver be sent and never delivered; simulate-sms-only makes a recipient reachable by SMS only
+(--off: by iMessage again), so its rows are written on the SMS service; simulate-reaction writes a tapback
+from HANDLE on the message whose guid is GUID (KIND: love, like, dislike, laugh, emphasize, question, or
+emoji with --emoji; --removed: its removal);
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -104,7 +112,9 @@ export type CliCommand =
       attributedBodyOnly: boolean;
       groupId: string | undefined;
     }
-  | { kind: 'simulate-failures'; chatDbPath: string; count: number }
+  | { kind: 'simulate-failures'; chatDbPath: string; count: number; error: number | undefined; neverDeliver: boolean }
+  | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
+  | ({ kind: 'simulate-reaction'; chatDbPath: string } & ReactionInjection)
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
@@ -153,10 +163,18 @@ const doctorOptions = {
 
 const serviceActions = ['install', 'uninstall', 'status', 'logs'] as const;
 
+/** Where a simulator command writes: --chat-db, or the simulated chat.db in --state-dir. */
+const simulatorFileOptions = {
+  'chat-db': { type: 'string' },
+  'state-dir': { type: 'string' },
+} as const;
+
 const failureOptions = {
   'chat-db': { type: 'string' },
   'state-dir': { type: 'string' },
   count: { type: 'string' },
+  error: { type: 'string' },
+  'never-deliver': { type: 'boolean' },
 } as const;
 
 export function parseCli(argv: string[], env: Record<string, string | undefined> = process.env): CliCommand {
@@ -186,10 +204,53 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
   }
   if (first === 'simulate-failures') {
     const { values } = parse(rest, failureOptions);
+    const error = integer(values.error, '--error', -2_147_483_648, 2_147_483_647);
+    if (error === 0) throw new UsageError('--error must not be 0: 0 is no error');
+    const neverDeliver = values['never-deliver'] ?? false;
+    if (error !== undefined && neverDeliver) throw new UsageError('give --error or --never-deliver, not both');
     return {
       kind: 'simulate-failures',
       chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
-      count: integer(values.count, '--count', 0, 1_000_000) ?? requiredMissing('--count'),
+      count: integer(values.count, '--count', 0, 1_000_000) ?? 1,
+      error,
+      neverDeliver,
+    };
+  }
+  if (first === 'simulate-reaction') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      from: { type: 'string' },
+      target: { type: 'string' },
+      tapback: { type: 'string' },
+      emoji: { type: 'string' },
+      removed: { type: 'boolean' },
+    } as const);
+    const tapback = required(values.tapback, '--tapback');
+    if (!(tapbacks as readonly string[]).includes(tapback))
+      throw new UsageError(`--tapback must be one of ${tapbacks.join(', ')}, got "${tapback}"`);
+    if ((tapback === 'emoji') !== (values.emoji !== undefined))
+      throw new UsageError('--emoji goes with --tapback emoji, and only with it');
+    return {
+      kind: 'simulate-reaction',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      from: required(values.from, '--from'),
+      targetGuid: required(values.target, '--target'),
+      tapback: tapback as Tapback,
+      ...(values.emoji !== undefined ? { emoji: values.emoji } : {}),
+      removed: values.removed ?? false,
+    };
+  }
+  if (first === 'simulate-sms-only') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      to: { type: 'string' },
+      off: { type: 'boolean' },
+    } as const);
+    return {
+      kind: 'simulate-sms-only',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      to: required(values.to, '--to'),
+      smsOnly: !values.off,
     };
   }
   if (first === 'service') return parseService(rest);

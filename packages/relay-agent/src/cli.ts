@@ -33,7 +33,14 @@ import { doctorPassed, formatChecks, runDoctor } from './doctor.ts';
 import { RelayAgent } from './relay-agent.ts';
 import { RelayStateStore } from './relay-state.ts';
 import { SendJournal } from './send-journal.ts';
-import { SimulatedMessagesApp, simulateFailures, simulateInbound, simulateStall } from './simulated-messages-app.ts';
+import {
+  SimulatedMessagesApp,
+  simulateFailures,
+  simulateReaction,
+  simulateSmsOnly,
+  simulateInbound,
+  simulateStall,
+} from './simulated-messages-app.ts';
 import { ChatDbError } from './sqlite-file.ts';
 import { readSystemInfo } from './system-info.ts';
 
@@ -79,9 +86,31 @@ async function main(argv: string[], json: boolean): Promise<number> {
           : 'the simulated Messages app writes rows again\n',
       );
       return 0;
-    case 'simulate-failures':
-      await simulateFailures(command.chatDbPath, command.count);
-      process.stdout.write(`the next ${command.count} simulated sends will fail\n`);
+    case 'simulate-failures': {
+      const { count, error, neverDeliver } = command;
+      await simulateFailures(command.chatDbPath, count, { error, neverDeliver });
+      process.stdout.write(
+        neverDeliver
+          ? `the next ${count} simulated sends will be sent and never delivered\n`
+          : `the next ${count} simulated sends will fail with error ${error ?? 1}\n`,
+      );
+      return 0;
+    }
+    case 'simulate-reaction': {
+      const { kind: _kind, chatDbPath, ...reaction } = command;
+      const row = await simulateReaction(chatDbPath, reaction);
+      process.stdout.write(
+        `${reaction.from} ${reaction.removed ? 'removed' : 'added'} a ${reaction.tapback} tapback (row ${row.rowId})\n`,
+      );
+      return 0;
+    }
+    case 'simulate-sms-only':
+      await simulateSmsOnly(command.chatDbPath, command.to, command.smsOnly);
+      process.stdout.write(
+        command.smsOnly
+          ? `${command.to} is reached by SMS only in the simulator\n`
+          : `${command.to} is reached by iMessage again in the simulator\n`,
+      );
       return 0;
     case 'run':
       return runAgent(command.config);

@@ -110,6 +110,7 @@ export class OperatorLog {
       attempt: record.attempt,
       status: step.status,
       ...(step.error ? { error: step.error } : {}),
+      ...(step.reason ? { reason: step.reason } : {}),
     };
     const text = `send ${record.messageId} attempt ${record.attempt} ${step.status}${step.error ? `: ${step.error}` : ''}`;
     if (step.status === 'failed') this.log.warn(fields, text);

@@ -1,6 +1,7 @@
 import type { ChatDbReader, ChatRow } from './chat-db-reader.ts';
 import { normalizeBody, normalizeHandle } from './message-sender.ts';
 import type { SendJournal, SendRecord, StatusStep } from './send-journal.ts';
+import { failureReasonOf, failureText } from './send-failure-reason.ts';
 
 export interface OutgoingTrackerOptions {
   matchWindowMs: number;
@@ -8,6 +9,9 @@ export interface OutgoingTrackerOptions {
   /** Outgoing rows read per query. */
   batch?: number;
 }
+
+/** The service names a status frame carries (relay-protocol `sendService`); another value is left out, not refused. */
+const servicePattern = /^[A-Za-z0-9.]{1,32}$/;
 
 /** A row written this long before the agent accepted the send cannot be that send (clock steps aside). */
 const earliestRowSlackMs = 5_000;
@@ -18,7 +22,9 @@ const earliestRowSlackMs = 5_000;
  * and body and it was written after the send was accepted; the oldest waiting
  * send takes the oldest such row, and the matched row's guid is remembered so
  * later polls follow that row alone. Statuses only move forward:
- * sent → delivered → read, or failed (error ≠ 0) before delivery.
+ * sent → delivered → read, or failed (error ≠ 0) before delivery, with the
+ * reason its error code maps to: a row that shows its error at once is
+ * failed without a sent, one whose error comes later is sent, then failed.
  */
 export class OutgoingTracker {
   private readonly batch: number;
@@ -59,6 +65,7 @@ export class OutgoingTracker {
         if (record) {
           record.rowId = row.rowId;
           record.guid = row.guid;
+          if (row.service && servicePattern.test(row.service)) record.service = row.service;
           record.seenAtMs = nowMs;
           this.journal.setPhase(record, 'tracking', nowMs);
           if (this.advance(record, row, nowMs)) changed.add(record);
@@ -113,7 +120,12 @@ export class OutgoingTracker {
     if (row.error !== 0) {
       // An error after delivery (a later retry of an edit, say) does not undo the delivery.
       if (!has.has('delivered')) {
-        this.addStep(record, { status: 'failed', at: iso(nowMs), error: `Messages reported error ${row.error}` });
+        this.addStep(record, {
+          status: 'failed',
+          at: iso(nowMs),
+          error: failureText(row.error),
+          reason: failureReasonOf(row.error),
+        });
         this.journal.setPhase(record, 'closed', nowMs);
       }
       return record.steps.length > before;

@@ -332,7 +332,9 @@ export class RelayAgent {
         at: step.at,
       };
       if (step.error !== undefined) frame.error = step.error;
+      if (step.reason !== undefined) frame.reason = step.reason;
       if (record.guid) frame.guid = record.guid;
+      if (record.service) frame.service = record.service;
       frame.checkpoints = checkpointsOf(record);
       if (!this.send(frame)) return;
       next += 1;

@@ -1,6 +1,6 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DeliveryStatus } from 'relaybox-relay-protocol/frames.ts';
+import type { DeliveryStatus, FailureReason } from 'relaybox-relay-protocol/frames.ts';
 import { ensurePrivateDir } from './relay-state.ts';
 
 /**
@@ -20,6 +20,8 @@ export interface StatusStep {
   status: DeliveryStatus;
   at: string;
   error?: string;
+  /** A failure Messages wrote on the row: its reason (send-failure-reason.ts). */
+  reason?: FailureReason;
 }
 
 export interface SendRecord {
@@ -36,6 +38,8 @@ export interface SendRecord {
   phaseAtMs: number;
   rowId?: number;
   guid?: string;
+  /** The service of the matched row (`iMessage`, `SMS`): reported with each status once known. */
+  service?: string;
   /** When Messages took it (osascript succeeded), and when its chat.db row was matched: hops reported with its statuses. */
   handedAtMs?: number;
   seenAtMs?: number;

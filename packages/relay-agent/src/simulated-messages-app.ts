@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { appendFile, mkdir } from 'node:fs/promises';
+import { appendFile, mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { msToAppleNs } from './apple-time.ts';
 import { encodeAttributedBody } from './attributed-body.ts';
@@ -10,8 +10,9 @@ import { openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sql
  * Plays the Messages app against a chat.db file so the real reading path runs
  * on any machine: the tables and columns below are the ones of macOS's
  * chat.db that ChatDbReader touches, with the same names, types and WAL
- * journal. `relaybox_simulator` is the simulator's own control table (pending
- * injected failures, a stall); the reader never reads it.
+ * journal. The `relaybox_simulator*` tables are the simulator's own controls
+ * (a stall, the faults waiting for the next sends, the recipients reached by
+ * SMS only); the reader never reads them.
  */
 const schema = `
 PRAGMA journal_mode = WAL;
@@ -21,7 +22,8 @@ CREATE TABLE IF NOT EXISTS message (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, gui
   handle_id INTEGER DEFAULT 0, subject TEXT, attributedBody BLOB, service TEXT, account TEXT, error INTEGER DEFAULT 0,
   date INTEGER, date_read INTEGER, date_delivered INTEGER, is_delivered INTEGER DEFAULT 0, is_finished INTEGER DEFAULT 0,
   is_from_me INTEGER DEFAULT 0, is_read INTEGER DEFAULT 0, is_sent INTEGER DEFAULT 0, cache_has_attachments INTEGER DEFAULT 0,
-  cache_roomnames TEXT, item_type INTEGER DEFAULT 0, associated_message_guid TEXT, associated_message_type INTEGER DEFAULT 0);
+  cache_roomnames TEXT, item_type INTEGER DEFAULT 0, associated_message_guid TEXT, associated_message_type INTEGER DEFAULT 0,
+  associated_message_emoji TEXT);
 CREATE TABLE IF NOT EXISTS chat (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, guid TEXT UNIQUE NOT NULL, style INTEGER,
   state INTEGER, account_id TEXT, chat_identifier TEXT, service_name TEXT, room_name TEXT, display_name TEXT);
 CREATE TABLE IF NOT EXISTS chat_message_join (chat_id INTEGER REFERENCES chat (ROWID) ON DELETE CASCADE,
@@ -33,12 +35,15 @@ CREATE TABLE IF NOT EXISTS attachment (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, 
   is_outgoing INTEGER DEFAULT 0);
 CREATE TABLE IF NOT EXISTS message_attachment_join (message_id INTEGER REFERENCES message (ROWID) ON DELETE CASCADE,
   attachment_id INTEGER REFERENCES attachment (ROWID) ON DELETE CASCADE, UNIQUE (message_id, attachment_id));
-CREATE TABLE IF NOT EXISTS relaybox_simulator (id INTEGER PRIMARY KEY CHECK (id = 1), pending_failures INTEGER NOT NULL DEFAULT 0,
-  stalled INTEGER NOT NULL DEFAULT 0);
-INSERT OR IGNORE INTO relaybox_simulator (id, pending_failures) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS relaybox_simulator (id INTEGER PRIMARY KEY CHECK (id = 1), stalled INTEGER NOT NULL DEFAULT 0);
+INSERT OR IGNORE INTO relaybox_simulator (id) VALUES (1);
+CREATE TABLE IF NOT EXISTS relaybox_simulator_faults (id INTEGER PRIMARY KEY AUTOINCREMENT, error INTEGER NOT NULL DEFAULT 0,
+  never_deliver INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS relaybox_simulator_sms_only (handle TEXT PRIMARY KEY);
 `;
 
-const service = 'iMessage';
+/** The services Messages names on its rows. */
+const services = { iMessage: 'iMessage', sms: 'SMS' } as const;
 /** The iMessage account the simulated Mac is signed in to, as Messages writes it in `message.account`. */
 export const simulatedAccount = 'e:relay@simulator.invalid';
 /** chat.style: 43 group, 45 one-to-one. */
@@ -72,12 +77,16 @@ class SimulatorWrites {
   private readonly upsertHandle: SqliteStatement;
   private readonly upsertChat: SqliteStatement;
   private readonly joinHandle: SqliteStatement;
-  private readonly consumeFailure: SqliteStatement;
+  private readonly nextFault: SqliteStatement;
+  private readonly dropFault: SqliteStatement;
+  private readonly smsOnly: SqliteStatement;
   private readonly insertMessage: SqliteStatement;
   private readonly joinChat: SqliteStatement;
   private readonly insertAttachment: SqliteStatement;
   private readonly joinAttachment: SqliteStatement;
-  private readonly addFailures: SqliteStatement;
+  private readonly addFault: SqliteStatement;
+  private readonly addSmsOnly: SqliteStatement;
+  private readonly removeSmsOnly: SqliteStatement;
   private readonly readStalled: SqliteStatement;
   private readonly setStalled: SqliteStatement;
   readonly markDelivered: SqliteStatement;
@@ -93,14 +102,17 @@ class SimulatorWrites {
     this.joinHandle =
       db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
   WHERE c.guid = @chatGuid AND h.id = @handle AND h.service = @service`);
-    this.consumeFailure = db.prepare(
-      'UPDATE relaybox_simulator SET pending_failures = pending_failures - 1 WHERE id = 1 AND pending_failures > 0',
+    this.nextFault = db.prepare(
+      'SELECT id, error, never_deliver AS neverDeliver FROM relaybox_simulator_faults ORDER BY id LIMIT 1',
     );
+    this.dropFault = db.prepare('DELETE FROM relaybox_simulator_faults WHERE id = @id');
+    this.smsOnly = db.prepare('SELECT 1 AS yes FROM relaybox_simulator_sms_only WHERE handle = @handle');
     this.insertMessage =
       db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
-  is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames)
+  is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames,
+  associated_message_type, associated_message_guid, associated_message_emoji)
   VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @account, @error, @date, 0, 0,
-  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName)`);
+  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName, @associatedType, @associatedGuid, @associatedEmoji)`);
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
     this.insertAttachment = db.prepare(
@@ -109,20 +121,28 @@ class SimulatorWrites {
     this.joinAttachment = db.prepare(
       'INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)',
     );
-    this.addFailures = db.prepare(
-      'UPDATE relaybox_simulator SET pending_failures = pending_failures + @count WHERE id = 1',
+    this.addFault = db.prepare(
+      'INSERT INTO relaybox_simulator_faults (error, never_deliver) VALUES (@error, @neverDeliver)',
     );
+    this.addSmsOnly = db.prepare('INSERT OR IGNORE INTO relaybox_simulator_sms_only (handle) VALUES (@handle)');
+    this.removeSmsOnly = db.prepare('DELETE FROM relaybox_simulator_sms_only WHERE handle = @handle');
     this.readStalled = db.prepare('SELECT stalled FROM relaybox_simulator WHERE id = 1');
     this.setStalled = db.prepare('UPDATE relaybox_simulator SET stalled = @stalled WHERE id = 1');
     this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
     this.markRead = db.prepare('UPDATE message SET is_read = 1, date_read = @date WHERE ROWID = @rowId');
   }
 
-  /** Writes one message row with its handle, chat and attachments, in one transaction; returns its ROWID and error. */
-  writeMessage(row: MessageRow): { rowId: number; error: number } {
+  /**
+   * Writes one message row with its handle, chat and attachments, in one
+   * transaction; returns its ROWID, its error and whether it is never to be
+   * delivered. An outgoing row takes the oldest injected fault, if any. A
+   * recipient reached by SMS only has its rows, chat and handle on the SMS service.
+   */
+  writeMessage(row: MessageRow): { rowId: number; error: number; neverDeliver: boolean } {
     return this.db
       .transaction(() => {
         const { handle, group } = row;
+        const service = !group && this.smsOnly.get({ handle }) ? services.sms : services.iMessage;
         const chatGuid = group ? `${service};+;${group}` : `${service};-;${handle}`;
         this.upsertHandle.run({ handle, service });
         this.upsertChat.run({
@@ -133,8 +153,11 @@ class SimulatorWrites {
           roomName: group ?? null,
         });
         this.joinHandle.run({ chatGuid, handle, service });
-        // An outgoing send consumes one injected failure, if any is pending.
-        const error = row.isFromMe ? this.consumeFailure.run().changes : 0;
+        const fault = row.isFromMe
+          ? (this.nextFault.get() as { id: number; error: number; neverDeliver: number } | undefined)
+          : undefined;
+        if (fault) this.dropFault.run({ id: fault.id });
+        const error = fault?.error ?? 0;
         const messageId = Number(
           this.insertMessage.run({
             guid: row.guid,
@@ -150,6 +173,9 @@ class SimulatorWrites {
             isSent: row.isFromMe ? 1 : 0,
             hasAttachments: row.hasAttachments ? 1 : 0,
             roomName: group ?? null,
+            associatedType: row.associated?.type ?? 0,
+            associatedGuid: row.associated?.guid ?? null,
+            associatedEmoji: row.associated?.emoji ?? null,
           }).lastInsertRowid,
         );
         this.joinChat.run({ messageId, date: row.date, chatGuid });
@@ -162,13 +188,25 @@ class SimulatorWrites {
           }).lastInsertRowid;
           this.joinAttachment.run({ messageId, attachmentId });
         }
-        return { rowId: messageId, error };
+        return { rowId: messageId, error, neverDeliver: fault?.neverDeliver === 1 };
       })
       .immediate();
   }
 
-  addPendingFailures(count: number): void {
-    this.addFailures.run({ count });
+  addFaults(count: number, fault: SimulatedFault): void {
+    this.db
+      .transaction(() => {
+        for (let i = 0; i < count; i += 1)
+          this.addFault.run({
+            error: fault.error ?? (fault.neverDeliver ? 0 : 1),
+            neverDeliver: fault.neverDeliver ? 1 : 0,
+          });
+      })
+      .immediate();
+  }
+
+  setSmsOnly(handle: string, smsOnly: boolean): void {
+    (smsOnly ? this.addSmsOnly : this.removeSmsOnly).run({ handle });
   }
 
   get stalled(): boolean {
@@ -193,11 +231,22 @@ interface MessageRow {
   hasAttachments: boolean;
   /** Local paths recorded as the row's attachments. */
   attachments: string[];
+  /** A tapback: its `associated_message_type`, `associated_message_guid` and, for an emoji tapback, the emoji. */
+  associated?: { type: number; guid: string; emoji?: string };
 }
 
 /** Where the simulator appends one JSON line per send it performs. */
 export function sendLogPath(dbPath: string): string {
   return `${dbPath}.sent.log`;
+}
+
+/** The sends a simulator on this file performed, oldest first (none before the first). */
+export async function readSendLog(dbPath: string): Promise<SendLogEntry[]> {
+  const text = await readFile(sendLogPath(dbPath), 'utf8').catch(() => '');
+  return text
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as SendLogEntry);
 }
 
 export interface SendLogEntry {
@@ -228,7 +277,7 @@ export class SimulatedMessagesApp implements MessageSender {
 
   /**
    * Writes the outgoing row as Messages would, then marks it delivered (and
-   * read) later, unless a failure was injected. While stalled (`simulate-stall`)
+   * read) later, unless a fault was injected (an error, or never delivered). While stalled (`simulate-stall`)
    * it takes the message and writes nothing, like a stuck Messages app; a
    * restart writes what it held.
    */
@@ -271,7 +320,8 @@ export class SimulatedMessagesApp implements MessageSender {
       attachments: message.attachmentPaths.length,
     };
     await appendFile(sendLogPath(this.dbPath), `${JSON.stringify(entry)}\n`);
-    if (row.error === 0) this.later(this.options.deliveryDelayMs ?? 500, () => this.markDelivered(row.rowId));
+    if (row.error === 0 && !row.neverDeliver)
+      this.later(this.options.deliveryDelayMs ?? 500, () => this.markDelivered(row.rowId));
     return { ok: true };
   }
 
@@ -338,10 +388,92 @@ export async function simulateInbound(
   return { rowId: row.rowId, guid };
 }
 
-/** Makes the next `count` sends of any simulator on this file fail (error = 1). */
-export async function simulateFailures(dbPath: string, count: number): Promise<void> {
+/** The tapbacks in `associated_message_type` order (2000 + index; a removal is 3000 + index); `emoji` is macOS 14's. */
+export const tapbacks = ['love', 'like', 'dislike', 'laugh', 'emphasize', 'question', 'emoji'] as const;
+export type Tapback = (typeof tapbacks)[number];
+
+/** The text Messages writes on a classic tapback's row, for clients that show it as a message. */
+const tapbackVerbs: Record<Tapback, string> = {
+  love: 'Loved',
+  like: 'Liked',
+  dislike: 'Disliked',
+  laugh: 'Laughed at',
+  emphasize: 'Emphasized',
+  question: 'Questioned',
+  emoji: 'Reacted to',
+};
+
+export interface ReactionInjection {
+  from: string;
+  /** The guid of the message reacted to (a row of this file, sent or received). */
+  targetGuid: string;
+  tapback: Tapback;
+  /** For `emoji`: the emoji (macOS 14 and later write it in `associated_message_emoji`). */
+  emoji?: string;
+  /** A removal of that tapback (3000 + index) rather than its addition (2000 + index). */
+  removed?: boolean;
+}
+
+/**
+ * Writes a tapback "received" from someone, as Messages does: a row of its
+ * own with `associated_message_type` 2000–2006 (3000–3006 for a removal),
+ * `associated_message_guid` `p:0/<target guid>` (part 0 of the target), the
+ * emoji of an emoji tapback in `associated_message_emoji`, and a text older
+ * clients show (`Loved a message`).
+ */
+export async function simulateReaction(
+  dbPath: string,
+  reaction: ReactionInjection,
+): Promise<{ rowId: number; guid: string }> {
+  const index = tapbacks.indexOf(reaction.tapback);
+  if (index < 0) throw new Error(`tapback must be one of ${tapbacks.join(', ')}, got ${reaction.tapback}`);
+  if (reaction.tapback === 'emoji' && !reaction.emoji) throw new Error('an emoji tapback needs its emoji');
+  const guid = randomUUID().toUpperCase();
+  const verb = reaction.removed ? 'Removed a reaction from' : tapbackVerbs[reaction.tapback];
+  const row = await withSimulatorWrites(dbPath, (writes) =>
+    writes.writeMessage({
+      guid,
+      handle: normalizeHandle(reaction.from),
+      group: undefined,
+      isFromMe: false,
+      text: `${verb} a message`,
+      attributedBody: null,
+      date: msToAppleNs(Date.now()),
+      hasAttachments: false,
+      attachments: [],
+      associated: {
+        type: (reaction.removed ? 3000 : 2000) + index,
+        guid: `p:0/${reaction.targetGuid}`,
+        ...(reaction.emoji ? { emoji: reaction.emoji } : {}),
+      },
+    }),
+  );
+  return { rowId: row.rowId, guid };
+}
+
+/** What an injected fault does to a send's row: Messages' `error` code on it (1 unless given), or no error and never delivered. */
+export interface SimulatedFault {
+  error?: number;
+  neverDeliver?: boolean;
+}
+
+/**
+ * Makes the next `count` sends of any simulator on this file fail with the
+ * fault's error code (1 by default), or, with `neverDeliver`, be sent and never
+ * delivered. Faults are used in the order they were added.
+ */
+export async function simulateFailures(dbPath: string, count: number, fault: SimulatedFault = {}): Promise<void> {
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`count must be a non-negative integer, got ${count}`);
-  await withSimulatorWrites(dbPath, (writes) => writes.addPendingFailures(count));
+  if (fault.error !== undefined && (!Number.isSafeInteger(fault.error) || fault.error === 0))
+    throw new Error(`the error code must be a non-zero integer, got ${fault.error}`);
+  if (fault.error !== undefined && fault.neverDeliver)
+    throw new Error('a fault is an error or never delivered, not both');
+  await withSimulatorWrites(dbPath, (writes) => writes.addFaults(count, fault));
+}
+
+/** Makes a recipient reachable by SMS only (or, with `smsOnly` false, by iMessage again): its rows are written on the SMS service. */
+export async function simulateSmsOnly(dbPath: string, handle: string, smsOnly = true): Promise<void> {
+  await withSimulatorWrites(dbPath, (writes) => writes.setSmsOnly(normalizeHandle(handle), smsOnly));
 }
 
 /** Makes every simulator on this file stop writing rows for its sends (a stuck Messages app) until it restarts, or `stalled` false. */

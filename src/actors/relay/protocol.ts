@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { deliveryStatus, failureReason, frameLimits, sendService } from '../../relay-protocol/frames.ts';
 import { defineProtocol } from '../../runtime/actor.ts';
 import { agentCheckpoints, queueItem, statusBatch } from '../tenant/protocol.ts';
 
@@ -20,6 +20,8 @@ const report = {
   at: text(40),
   error: Type.Optional(text(frameLimits.errorLength)),
   guid: Type.Optional(text(frameLimits.guidLength)),
+  reason: Type.Optional(failureReason),
+  service: Type.Optional(sendService),
   attempt,
   checkpoints: Type.Optional(agentCheckpoints),
 };

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { agentHops, deliveryStatus, frameLimits } from '../../relay-protocol/frames.ts';
+import { agentHops, deliveryStatus, failureReason, frameLimits, sendService } from '../../relay-protocol/frames.ts';
 import { defineProtocol, type MessageOfKind } from '../../runtime/actor.ts';
 
 const id = Type.String({ minLength: 1, maxLength: frameLimits.idLength });
@@ -88,6 +88,8 @@ const sendReport = {
   at: text(40),
   error: Type.Optional(text(frameLimits.errorLength)),
   guid: Type.Optional(text(frameLimits.guidLength)),
+  reason: Type.Optional(failureReason),
+  service: Type.Optional(sendService),
   /** The send attempt the report is about: a report on an earlier attempt changes nothing. */
   attempt: Type.Integer({ minimum: 1 }),
   /** The hops of the attempt the agent saw, when it reports them. */

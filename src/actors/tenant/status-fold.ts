@@ -64,13 +64,20 @@ export function reportChange(
   const reported = steps.indexOf(r.status) + 1;
   if (done === null || reported <= done) return null;
   const status = r.status === 'sent' ? 'sent' : 'delivered';
-  const set: Record<string, unknown> = { status, updatedAt: now, ...(r.guid ? { guid: r.guid } : {}) };
+  const set: Record<string, unknown> = {
+    status,
+    updatedAt: now,
+    ...(r.guid ? { guid: r.guid } : {}),
+    ...(r.service && r.service !== m.service ? { service: r.service } : {}),
+  };
   const hops = agentCheckpointsOf(m, r);
   if (hops) set.agentCheckpoints = hops;
   const events = checkpointEvents(m, done === 0, hops?.slice(m.agentCheckpoints?.length ?? 0) ?? []);
   const reached: StatusChange['reached'] = [];
   for (const step of steps.slice(done, reported)) {
-    if (step === 'sent') Object.assign(set, { sentAt: r.at, lastError: null });
+    // A retry that is sent clears why the attempt before failed (the reason only when there is one: no bytes for others).
+    if (step === 'sent')
+      Object.assign(set, { sentAt: r.at, lastError: null, ...(m.failureReason ? { failureReason: null } : {}) });
     else set[stepEvents[step][1]] = r.at;
     if (step !== 'read') reached.push(step);
     events.push(stepEvent(m, step, status, r.at));

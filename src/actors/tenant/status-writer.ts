@@ -10,6 +10,7 @@ import { backoffMs } from './backoff.ts';
 import { tenantProtocol, type StatusReport } from './protocol.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import { applyGrant, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
+import { followDeliveries } from './undelivered-watch.ts';
 
 export type StatusWriterDeps = {
   config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs'>;
@@ -49,21 +50,28 @@ export class StatusWriter {
         ? [await messages.findOne(tenantScope(tenantId), { id: ids[0] })].filter((m) => m !== null)
         : await messages.find(tenantScope(tenantId), { id: { $in: ids } });
     const byId = new Map(read.map((m) => [m.id, m]));
-    await this.writeChanges(tenantId, foldReports(byId, reports, nowIso()), byId, state.relayOnlineSince);
+    const changes = foldReports(byId, reports, nowIso());
+    const applied = await this.writeChanges(tenantId, changes, byId, state.relayOnlineSince);
+    followDeliveries(ctx, state, changes, applied);
     return released;
   }
 
-  /** A failure report: its grant counted, then the attempt failed (a retry, or the message failed). */
+  /**
+   * A failure report: its grant counted, then the attempt failed (a retry, or
+   * the message failed). One with a reason is Messages' own error on the
+   * message's chat.db row: `not_registered` fails the message at once (no
+   * attempt can reach a recipient without iMessage), and so does any error
+   * that comes after the message was sent (sending it again could reach the
+   * recipient twice); others are retried as any failed attempt.
+   */
   async failed(ctx: TenantContext, state: TenantState, report: StatusReport): Promise<void> {
     // The relay actor freed the send's credit, and grants it with the report.
     if (report.grant) applyGrant(state, report.relayId, report.grant);
-    await this.failAttempt(
-      ctx,
-      report.messageId,
-      report.relayId,
-      report.attempt,
-      report.error ?? 'the relay could not send it',
-    );
+    await this.failAttempt(ctx, report.messageId, report.relayId, report.attempt, {
+      error: report.error ?? 'the relay could not send it',
+      ...(report.reason ? { reason: report.reason } : {}),
+      ...(report.service ? { service: report.service } : {}),
+    });
   }
 
   /** The relay did not report on an attempt in time: the attempt failed, if it is still the one in flight (false if not). */
@@ -75,13 +83,9 @@ export class StatusWriter {
       attempts: attempt,
     });
     if (!doc) return false;
-    await this.failAttempt(
-      ctx,
-      messageId,
-      relayId,
-      attempt,
-      `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`,
-    );
+    await this.failAttempt(ctx, messageId, relayId, attempt, {
+      error: `the relay did not report on the send within ${this.deps.config.messageSendTimeoutMs} ms`,
+    });
     return true;
   }
 
@@ -95,7 +99,7 @@ export class StatusWriter {
     changes: StatusChange[],
     read: Map<string, MessageDoc>,
     relayOnlineSince: number | undefined,
-  ): Promise<void> {
+  ): Promise<boolean[]> {
     const count = (applied: boolean[]) =>
       this.deps.rollups.write(statusTally(tenantId, changes, read, applied, Date.now()));
     const applied = await this.deps.outbox.changeMany(
@@ -121,6 +125,7 @@ export class StatusWriter {
       if (c.reached.includes('sent'))
         observeSendWait((now - Math.max(createdAt, relayOnlineSince ?? createdAt)) / 1000);
     });
+    return applied;
   }
 
   /** Retries with backoff (base, then 4x, with jitter) until the attempts run out; then failed, dead-lettered, message.failed. */
@@ -129,29 +134,40 @@ export class StatusWriter {
     messageId: string,
     relayId: string,
     attempt: number,
-    error: string,
+    failure: AttemptFailure,
   ): Promise<void> {
     const tenantId = ctx.key;
     const { messages } = this.deps.db;
     const scope = tenantScope(tenantId);
-    const current = await messages.findOne(scope, { id: messageId, status: 'processing', relayId, attempts: attempt });
+    const { error, reason } = failure;
+    // Only Messages' own error (a reason) can fail a message already sent: its row showed the error after the send.
+    const statuses = reason ? ['processing', 'sent'] : ['processing'];
+    const current = await messages.findOne(scope, {
+      id: messageId,
+      status: { $in: statuses },
+      relayId,
+      attempts: attempt,
+    });
     if (!current) return;
     const now = nowIso();
-    if (current.attempts < this.deps.config.messageMaxAttempts) {
+    const cas = { id: messageId, status: current.status, relayId, attempts: current.attempts };
+    const said = {
+      failureReason: reason ?? null,
+      ...(failure.service && failure.service !== current.service ? { service: failure.service } : {}),
+    };
+    const terminal = reason === 'not_registered' || current.status === 'sent';
+    if (!terminal && current.attempts < this.deps.config.messageMaxAttempts) {
       const delayMs = backoffMs(this.deps.config.messageRetryBaseMs, current.attempts);
-      const retry = await messages.updateOne(
-        scope,
-        { id: messageId, status: 'processing', relayId, attempts: current.attempts },
-        {
-          $set: {
-            status: 'queued',
-            relayId: null,
-            lastError: error,
-            nextAttemptAt: new Date(Date.now() + delayMs).toISOString(),
-            updatedAt: now,
-          },
+      const retry = await messages.updateOne(scope, cas, {
+        $set: {
+          status: 'queued',
+          relayId: null,
+          lastError: error,
+          ...said,
+          nextAttemptAt: new Date(Date.now() + delayMs).toISOString(),
+          updatedAt: now,
         },
-      );
+      });
       if (retry)
         await ctx.send(tenantProtocol, tenantId, { kind: 'retry', messageId, attempts: current.attempts }, { delayMs });
       return;
@@ -159,15 +175,15 @@ export class StatusWriter {
     const event = domainEvent(
       'message.failed',
       current,
-      { ...messageEventData({ ...current, status: 'failed' }), error },
+      { ...messageEventData({ ...current, status: 'failed' }), error, ...(reason ? { reason } : {}) },
       changeEventId('message.failed', messageId),
     );
     const { doc: failed } = await this.deps.outbox.change(
       messages,
       scope,
-      { id: messageId, status: 'processing', relayId, attempts: current.attempts },
+      cas,
       {
-        $set: { status: 'failed', lastError: error, failedAt: now, deadLettered: true, updatedAt: now },
+        $set: { status: 'failed', lastError: error, ...said, failedAt: now, deadLettered: true, updatedAt: now },
       },
       [event],
     );
@@ -177,9 +193,21 @@ export class StatusWriter {
       await this.deps.rollups.write(tally);
       countMessages('failed');
       countMessages('dead_lettered');
-      ctx.log.warn({ tenantId, messageId, attempts: failed.attempts, error }, 'message failed after every attempt');
+      ctx.log.warn(
+        { tenantId, messageId, attempts: failed.attempts, error, reason },
+        terminal
+          ? 'message failed: Messages reported an error retrying cannot mend'
+          : 'message failed after every attempt',
+      );
     }
   }
+}
+
+/** Why an attempt failed: the sentence, and Messages' reason and service when its relay reported them. */
+interface AttemptFailure {
+  error: string;
+  reason?: string;
+  service?: string;
 }
 
 /**

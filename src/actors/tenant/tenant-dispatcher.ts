@@ -29,6 +29,7 @@ import {
   type TenantContext,
   type TenantState,
 } from './tenant-state.ts';
+import { markUndelivered } from './undelivered-watch.ts';
 
 /** Hand-out rounds of one pump at most, each after the pages its windows need (a relay's credits span a few windows at most). */
 const maxRounds = 8;
@@ -40,6 +41,7 @@ type Deps = {
     | 'messageMaxAttempts'
     | 'messageSendTimeoutMs'
     | 'tenantSweepMs'
+    | 'undeliveredAfterMs'
     | 'pacing'
     | 'tenantQueueWindow'
   >;
@@ -78,6 +80,8 @@ export class TenantDispatcher {
       fresh: true,
       closedSources: new Set(),
       pacing: new LinePacing(this.deps.config.pacing),
+      awaitingDelivery: new Map(),
+      undeliveredAfterMs: this.deps.config.undeliveredAfterMs,
     };
     await this.recovery.rebuild(ctx, state);
     return state;
@@ -185,9 +189,11 @@ export class TenantDispatcher {
       await outbox.sweep(db.messages, scope);
       await outbox.sweep(db.relays, scope);
     }
+    await markUndelivered(ctx, state, this.deps);
     const busy =
       state.queue.size > 0 ||
       state.relays.size > 0 ||
+      state.awaitingDelivery.size > 0 ||
       (await db.messages.findOne(scope, { status: { $in: ['queued', 'processing'] } })) !== null ||
       (await db.messages.findOne(scope, { outboxAt: { $exists: true } })) !== null ||
       (await db.relays.findOne(scope, { outboxAt: { $exists: true } })) !== null;

@@ -9,13 +9,14 @@ import { insertNew } from '../../store/insert-new.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
 import { readPage } from './queue-pages.ts';
+import { readAwaitingDelivery } from './undelivered-watch.ts';
 import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
 /** Line contacts written per insert when they are read from the messages sent before they were kept. */
 const historyBatch = 1_000;
 
 export type RecoveryDeps = {
-  config: Pick<Config, 'pacing'>;
+  config: Pick<Config, 'pacing' | 'undeliveredAfterMs'>;
   db: MessagingCollections & RelayCollections;
   /** The tenant's closed sources as the store has them (cancelled bulk jobs not yet finished), keeping those of `closed` until they finish. */
   closedSources?: (tenantId: string, closed: string[]) => Promise<string[]>;
@@ -49,6 +50,8 @@ export class TenantRecovery {
       this.loadPaces(tenantId, state),
     ]);
     state.pacing.seed([...contacts, ...history], Date.now());
+    // After the organization's settings: the window says how far back to look.
+    await readAwaitingDelivery(messages, tenantId, state);
     state.closedSources = new Set(closed);
     this.seedQueue(state, counted);
     await this.refill(tenantId, state);
@@ -185,7 +188,7 @@ export class TenantRecovery {
     await ctx.send(relayProtocol, doc.id, { kind: 'attach', tenantId: ctx.key, session: doc.session, epoch });
   }
 
-  /** The organization's pace and each number's own, from the store. */
+  /** The organization's pace and each number's own, and its undelivered window, from the store. */
   async loadPaces(tenantId: string, state: TenantState): Promise<void> {
     const scope = tenantScope(tenantId);
     const [org, numbers] = await Promise.all([
@@ -193,6 +196,8 @@ export class TenantRecovery {
       this.deps.db.phoneNumbers.find(scope, { pacing: { $exists: true } }, { limit: 10_000 }),
     ]);
     state.pacing.configure(org?.pacing, new Map(numbers.filter((n) => n.pacing).map((n) => [n.number, n.pacing!])));
+    const windowSeconds = org?.delivery?.undeliveredAfterSeconds;
+    state.undeliveredAfterMs = windowSeconds ? windowSeconds * 1000 : this.deps.config.undeliveredAfterMs;
   }
 
   /**

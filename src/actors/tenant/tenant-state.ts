@@ -28,6 +28,10 @@ export interface TenantState {
   pacing: LinePacing;
   /** When the pending pace timer fires (epoch ms), if one is pending. */
   paceAt?: number;
+  /** Sent messages not delivered yet, by id, with their sent time (epoch ms): watched for the undelivered window (undelivered-watch.ts). */
+  awaitingDelivery: Map<string, number>;
+  /** The organization's undelivered window: its own setting, or the default. */
+  undeliveredAfterMs: number;
   /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
   relayOnlineSince?: number;
 }
