@@ -235,21 +235,34 @@ export class Outbox {
   /**
    * Appends the events and clears them from their documents. A failure
    * leaves them where the sweep finds them: the caller's change stands.
+   * `appended` is called once the append has answered, failed or not, before
+   * the clear.
    */
   async publish<T extends Doc & OutboxFields>(
     collection: Collection<T>,
     scope: Scope,
     entries: Outboxed[],
+    appended?: () => void,
   ): Promise<boolean> {
-    if (entries.length === 0) return true;
+    if (entries.length === 0) {
+      appended?.();
+      return true;
+    }
+    let told = false;
+    const tell = () => {
+      if (!told) appended?.();
+      told = true;
+    };
     try {
       await this.stream.append(
         entries.flatMap((e) => e.events),
         { once: true },
       );
+      tell();
       await this.clear(collection, scope, entries);
       return true;
     } catch (err) {
+      tell();
       this.log.warn({ err, events: entries.length }, 'events stay in the outbox until the next sweep');
       return false;
     }

@@ -32,9 +32,10 @@ const enqueueStage = stageDuration.labels('/api/v1/messages', 'enqueue');
  * under way goes in the next one, so under load one database round trip per
  * collection, one event append and one actor message per tenant carry a
  * whole batch. A submission resolves once its messages are stored with their
- * message.queued events (durable together); publishing those events and
- * putting the messages on their tenant's queue follow in the background, in
- * that order, so a status event never precedes its message.queued.
+ * message.queued events (durable together) and those events' append to the
+ * stream has answered; clearing them from the outbox and putting the
+ * messages on their tenant's queue follow in the background, in that order,
+ * so a status event never precedes its message.queued.
  */
 export class SendCommitter {
   private pending: Submission[] = [];
@@ -108,8 +109,13 @@ export class SendCommitter {
       }
       const persisted = performance.now();
       countMessages('accepted', docs.filter((d) => !d.fanout).length);
+      // The answer waits for the events' append (not for their outbox to be cleared): a frontend that dies just
+      // after answering leaves the events in the stream, where only the tenant's sweep would otherwise find them,
+      // and that sweep runs only while something (a relay, a later send) keeps the tenant active.
+      const { appended, published } = this.publish(unpublished);
+      await appended;
       for (const s of batch) s.done();
-      await this.publish(unpublished);
+      await published;
       await this.enqueue(docs);
       // Once per batch: every message in it waited the same time.
       persistStage.observe((persisted - started) / 1000);
@@ -167,9 +173,21 @@ export class SendCommitter {
     return mine;
   }
 
-  /** A failed publish leaves the events in their messages' outboxes, where the tenant's sweep publishes them. */
-  private async publish(unpublished: Array<{ scope: Scope; entries: Outboxed[] }>): Promise<void> {
-    await Promise.all(unpublished.map((u) => this.deps.outbox.publish(this.deps.db.messages, u.scope, u.entries)));
+  /**
+   * A failed publish leaves the events in their messages' outboxes, where the tenant's sweep publishes them.
+   * `appended` settles once every scope's append has answered (failed or not), `published` once their outboxes are
+   * cleared too.
+   */
+  private publish(unpublished: Array<{ scope: Scope; entries: Outboxed[] }>): {
+    appended: Promise<void>;
+    published: Promise<void>;
+  } {
+    const tells: Array<() => void> = [];
+    const appended = Promise.all(unpublished.map(() => new Promise<void>((resolve) => tells.push(resolve))));
+    const published = Promise.all(
+      unpublished.map((u, i) => this.deps.outbox.publish(this.deps.db.messages, u.scope, u.entries, tells[i])),
+    );
+    return { appended: appended.then(() => undefined), published: published.then(() => undefined) };
   }
 
   /**
