@@ -53,6 +53,9 @@ async function withAgent(t: TestContext, backend: Backend, env: Record<string, s
       ),
     30_000,
   );
+  // A newly registered agent forwards only rows written after its floor (chat.db's last row when the server welcomed
+  // it), stored just before it logs its credential: a row written earlier is history, never forwarded.
+  await until('the agent past its inbound floor', async () => agent.output().includes('credential-stored'), 30_000);
   return { app, org, chatDb };
 }
 
