@@ -66,6 +66,8 @@ const perSend: Record<Backend, Record<string, number>> = {
     'webhooks.find': 1,
     // the statistics: its minute, hour and day buckets in one bulk write, in the send's transaction
     'message_rollups.bulkWrite': 1,
+    // the request log: this request's entry, a chunk of its own here (a chunk holds up to 500 requests of a second)
+    'request_log.insertOne': 1,
   },
   'redis+mongo': {
     'messages.insertMany': 1,
@@ -76,6 +78,7 @@ const perSend: Record<Backend, Record<string, number>> = {
     'webhooks.find': 1,
     // the statistics' minute, hour and day buckets: one bulk write on MongoDB, one command per upsert on FerretDB 1.x (as counted here)
     'message_rollups.bulkWrite': 3,
+    'request_log.insertOne': 1,
   },
 };
 
