@@ -35,7 +35,7 @@ const handled = singleton(
   () =>
     new Counter({
       name: 'relaybox_runtime_messages_handled_total',
-      help: 'Actor messages handled, by actor type and outcome (ok, retried, dead_letter, answered_error)',
+      help: "Actor messages handled, by actor type and outcome (ok, retried, dead_letter, answered_error, query: answered out of the mailbox's order)",
       labelNames: ['type', 'outcome'],
     }),
 );
@@ -70,6 +70,9 @@ const liveStatesGauge = singleton(
       help: 'Actor keys whose activated state this process holds',
     }),
 );
+
+/** The ownership a query's context carries: it starts nothing in the background. */
+const neverAborted = new AbortController().signal;
 
 /** Metrics live on the process-wide registry; tests create several runtimes in one process. */
 function singleton<T>(name: string, make: () => T): T {
@@ -146,6 +149,41 @@ export class ActorHost {
         handled.inc({ type: env.type, outcome: 'retried' });
         await new Promise((again) => timerAfter(policy.afterMs ?? this.opts.redeliveryDelayMs, () => again(undefined)));
       }
+    }
+  }
+
+  /** Whether `env` is of a query kind of its actor type (`ActorProtocol.queries`). */
+  isQuery(env: Envelope): boolean {
+    return this.actors.get(env.type)?.protocol.queries.has(env.msg.kind) === true;
+  }
+
+  /**
+   * Answers a query from the key's activated state at once, out of the
+   * mailbox's order (beside a handler running on the key, which may be
+   * waiting for the store); undefined when `env` is no query or this process
+   * holds no activated state for the key: it then waits its turn like any
+   * message (and activates the key). A failure is answered to the asker and
+   * leaves the state alone: a query changes nothing.
+   */
+  async query(env: Envelope): Promise<DeliveryOutcome | undefined> {
+    if (!this.isQuery(env)) return undefined;
+    const entry = this.states.peek(env.type, env.key);
+    if (!entry?.activated) return undefined;
+    const problem = this.validators.problem(env);
+    if (problem) return this.failed(env, problem, 1, undefined, false);
+    const handler = this.actors.get(env.type)!.handlers[env.msg.kind]!;
+    const ctx = this.context(env, 1, neverAborted, env, () => {});
+    ctx.state = entry.state;
+    ctx.readOnly = true;
+    const started = performance.now();
+    try {
+      const value = await handler(ctx, env.msg);
+      handlerSeconds.observe({ type: env.type }, (performance.now() - started) / 1000);
+      handled.inc({ type: env.type, outcome: 'query' });
+      return { ok: true, value };
+    } catch (err) {
+      const answer = err instanceof AppError ? { code: err.code, message: err.message } : undefined;
+      return this.failed(env, err instanceof Error ? err.message : String(err), 1, answer, false);
     }
   }
 

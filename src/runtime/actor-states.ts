@@ -43,6 +43,11 @@ export class ActorStates {
     return entry;
   }
 
+  /** The key's entry, if this process holds one, without marking it in use (a query reads it). */
+  peek(type: string, key: string): StateEntry | undefined {
+    return this.entries.get(`${type}\u0000${key}`);
+  }
+
   activate(entry: StateEntry, state: unknown): void {
     entry.state = state;
     entry.activated = true;

@@ -24,6 +24,14 @@ export interface ActorProtocol<T extends string = string, M extends MessageShape
    * never dead-lettered for its spelling.
    */
   readonly formerNames: Readonly<Record<string, string>>;
+  /**
+   * Kinds that only read the key's state (asked, never sent): when the
+   * process that runs the key holds its activated state, such an ask is
+   * answered from it at once, out of the mailbox's order, instead of waiting
+   * behind the messages queued for the key. Their handlers must change
+   * nothing and send nothing when `ctx.readOnly` is set.
+   */
+  readonly queries: ReadonlySet<string>;
 }
 
 type Kinds<P extends ActorProtocol> = keyof P['messages'] & string;
@@ -39,7 +47,7 @@ export type MessageOf<P extends ActorProtocol> = { [K in Kinds<P>]: MessageOfKin
 export function defineProtocol<const T extends string, const M extends MessageShapes>(
   type: T,
   messages: M,
-  opts: { shards?: number; formerNames?: Record<string, string> } = {},
+  opts: { shards?: number; formerNames?: Record<string, string>; queries?: ReadonlyArray<keyof M & string> } = {},
 ): ActorProtocol<T, M> {
   const schemas = Object.fromEntries(
     Object.entries(messages).map(([kind, fields]) => [
@@ -47,7 +55,14 @@ export function defineProtocol<const T extends string, const M extends MessageSh
       Type.Object({ kind: Type.Literal(kind), ...fields }, { additionalProperties: false, $id: `${type}.${kind}` }),
     ]),
   ) as unknown as { [K in keyof M]: TObject };
-  return { type, shards: opts.shards, messages, schemas, formerNames: opts.formerNames ?? {} };
+  return {
+    type,
+    shards: opts.shards,
+    messages,
+    schemas,
+    formerNames: opts.formerNames ?? {},
+    queries: new Set(opts.queries ?? []),
+  };
 }
 
 export interface EmitOptions {
@@ -67,6 +82,12 @@ export interface ActorContext<S = unknown> {
   id: string;
   /** 1 on the first delivery; higher after a retried failure or a reclaimed crash. */
   delivery: number;
+  /**
+   * Set when a query kind (`ActorProtocol.queries`) is answered out of the
+   * mailbox's order, beside whatever handler is running on the key: the
+   * handler reads `state` as it is and must change nothing and send nothing.
+   */
+  readOnly?: true;
   /** Child logger carrying actor type, key and this actor message's id. */
   log: Logger;
   /** The key's activated state (see `ActorImplementation.activate`). */

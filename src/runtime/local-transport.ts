@@ -104,11 +104,15 @@ export class LocalTransport implements Transport {
     env.replyTo = { node: this.nodeId, askId: env.id };
     return new Promise<T>((resolve, reject) => {
       const timer = timerAfter(timeoutMs, () => reject(askTimeout(type, timeoutMs)));
-      this.dispatch(env, (outcome) => {
+      const reply = (outcome: DeliveryOutcome) => {
         timer.cancel();
         if (outcome.ok) resolve(outcome.value as T);
         else reject(askError(type, outcome.error, outcome.answer));
-      });
+      };
+      // A query is answered from the key's activated state at once; else it waits its turn (and activates the key).
+      const host = this.requireHost();
+      if (!host.isQuery(env)) return this.dispatch(env, reply);
+      void host.query(env).then((outcome) => (outcome ? reply(outcome) : this.dispatch(env, reply)));
     });
   }
 

@@ -47,6 +47,17 @@ import type {
 const orphanIdleMs = 10_000;
 /** What a node channel message starts with when it is a timer's wake-up (`<prefix><due at> <stream>`), not a payload. */
 const timerWake = '~timer ';
+/** A query's envelope on the channel of the worker holding its key's shard (`RedisTransport.query`). */
+const queryAsk = '~query ';
+
+/** An ask's answer, on the asker's reply channel. */
+interface AskReply {
+  askId: string;
+  ok: boolean;
+  value?: unknown;
+  error?: string;
+  answer?: AskFailure;
+}
 
 export class RedisTransport implements Transport {
   readonly name = 'redis' as const;
@@ -113,7 +124,7 @@ export class RedisTransport implements Transport {
       stopping: () => this.stopping,
       host: () => this.requireHost(),
       dropStates: (shard) => this.dropStates(shard),
-      publish: (channel, message) => this.publishOn(channel, message),
+      publish: async (channel, message) => void (await this.publishOn(channel, message)),
     });
   }
 
@@ -136,6 +147,7 @@ export class RedisTransport implements Transport {
     this.sub.on(this.keys.cluster ? 'smessage' : 'message', (channel: string, message: string) => {
       if (channel === this.replyChannel) this.onReply(message);
       else if (message.startsWith(timerWake)) this.onTimerWake(message);
+      else if (message.startsWith(queryAsk)) this.onQuery(message);
       else this.onNodePayload(message);
     });
     // Wake-ups sent while the subscription was down are lost: every timer is looked at again once it is back.
@@ -209,12 +221,56 @@ export class RedisTransport implements Transport {
         reject(askTimeout(type, timeoutMs));
       });
       this.asks.set(askId, { resolve: resolve as (v: unknown) => void, reject, timer });
-      this.enqueue(env).catch((err) => {
+      (this.requireHost().isQuery(env) ? this.query(env) : this.enqueue(env)).catch((err) => {
         timer.cancel();
         this.asks.delete(askId);
         reject(err);
       });
     });
+  }
+
+  /**
+   * A query (`ActorProtocol.queries`) goes to the worker holding its key's
+   * shard, which the shard's lease names: that worker answers from the key's
+   * activated state at once (`ActorHost.query`), not behind the messages
+   * waiting in the shard's stream. When no worker holds the shard, none
+   * listens on its channel, or the state is not activated there, the query
+   * is enqueued as any ask and answered in its turn.
+   */
+  private async query(env: Envelope): Promise<void> {
+    const keys = this.keys.shard(env.type, shardOf(env.key, this.requireHost().shardsOf(env.type)));
+    if (this.owned.has(keys.stream)) return this.answerQuery(env);
+    const owner = await this.cmd.get(keys.lease);
+    if (owner && (await this.publishOn(this.nodeChannel(owner), `${queryAsk}${JSON.stringify(env)}`)) > 0) return;
+    await this.enqueue(env);
+  }
+
+  /** A query for a shard this worker holds (or held when it was sent): answered from the activated state, or enqueued to wait its turn. */
+  private async answerQuery(env: Envelope): Promise<void> {
+    const outcome = this.owned.has(this.streamOf(env.type, shardOf(env.key, this.requireHost().shardsOf(env.type))))
+      ? await this.requireHost().query(env)
+      : undefined;
+    if (!outcome) return this.enqueue(env);
+    const askId = env.replyTo!.askId;
+    const reply: AskReply = outcome.ok
+      ? { askId, ok: true, value: outcome.value }
+      : { askId, ok: false, error: outcome.error, answer: outcome.answer };
+    if (env.replyTo!.node === this.nodeId) this.settleAsk(reply);
+    else await this.publishOn(this.keys.replyChannel(env.replyTo!.node), JSON.stringify(reply));
+  }
+
+  private onQuery(message: string): void {
+    let env: Envelope;
+    try {
+      env = JSON.parse(message.slice(queryAsk.length)) as Envelope;
+    } catch (err) {
+      this.log.warn({ err }, 'could not read a query');
+      return;
+    }
+    if (!env.replyTo || !this.requireHost().has(env.type)) return;
+    this.answerQuery(env).catch((err) =>
+      this.log.warn({ err, actor: env.type, actorKey: env.key }, 'could not answer a query; its asker times out'),
+    );
   }
 
   /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
@@ -282,10 +338,10 @@ export class RedisTransport implements Transport {
     return this.keys.nodeChannel(node);
   }
 
-  /** Publishes on a node's channel: sharded (SPUBLISH) on a cluster. */
-  private async publishOn(channel: string, message: string): Promise<void> {
-    if (this.keys.cluster) await this.cmd.spublish(channel, message);
-    else await this.cmd.publish(channel, message);
+  /** Publishes on a node's channel: sharded (SPUBLISH) on a cluster. Answers how many subscribers it reached. */
+  private async publishOn(channel: string, message: string): Promise<number> {
+    if (this.keys.cluster) return Number(await this.cmd.spublish(channel, message));
+    return Number(await this.cmd.publish(channel, message));
   }
 
   async publishToNode(node: string, payload: unknown): Promise<void> {
@@ -310,12 +366,16 @@ export class RedisTransport implements Transport {
   }
 
   private onReply(message: string): void {
-    let reply: { askId: string; ok: boolean; value?: unknown; error?: string; answer?: AskFailure };
+    let reply: AskReply;
     try {
       reply = JSON.parse(message);
     } catch {
       return;
     }
+    this.settleAsk(reply);
+  }
+
+  private settleAsk(reply: AskReply): void {
     const waiting = this.asks.get(reply.askId);
     if (!waiting) return; // timed out already
     this.asks.delete(reply.askId);

@@ -18,6 +18,32 @@ export const counterProtocol = defineProtocol('counter', {
   note: { seq: Type.Integer(), failBatch: Type.Optional(Type.Boolean()) },
 });
 
+/**
+ * A second test actor: `put` takes its time, `count` only reads and is a
+ * query (answered from the activated state out of the mailbox's order).
+ */
+export const shelfProtocol = defineProtocol(
+  'shelf',
+  { put: { pauseMs: Type.Integer({ minimum: 0 }) }, count: {} },
+  { queries: ['count'] },
+);
+
+/** Shelf actors whose state is the number of `put`s handled; `count` answers it and whether it was read out of order. */
+export function shelfActors(): ActorDefinition[] {
+  return [
+    defineActor(shelfProtocol, {
+      activate: () => ({ puts: 0 }),
+      handlers: {
+        async put(ctx, msg) {
+          await sleep(msg.pauseMs);
+          ctx.state.puts++;
+        },
+        count: (ctx) => ({ puts: ctx.state.puts, readOnly: ctx.readOnly === true }),
+      },
+    }),
+  ];
+}
+
 export type MakeTransport = (cfg: RuntimeConfig) => Promise<Transport>;
 
 /** The transport, whose stop also deletes what the test left in its backend. */
@@ -151,7 +177,7 @@ export function runtimeContract(name: string, make: MakeTransport): void {
         noteBatches: [],
       };
       rt = await make(cfg);
-      await rt.start(recordingActors(seen), { consume: true });
+      await rt.start([...recordingActors(seen), ...shelfActors()], { consume: true });
     });
 
     after(async () => {
@@ -240,6 +266,18 @@ export function runtimeContract(name: string, make: MakeTransport): void {
     test('ask returns the handler value', async () => {
       const answer = await rt.ask<{ key: string; value: string }>('counter', 'asked', { kind: 'echo', value: 'hello' });
       assert.deepEqual(answer, { key: 'asked', value: 'hello' });
+    });
+
+    test('a query is answered from the activated state at once, not behind the messages queued for its key; a key not activated answers in its turn', async () => {
+      // Not activated yet: the query waits its turn, which activates the key.
+      assert.deepEqual(await rt.ask('shelf', 'q', { kind: 'count' }), { puts: 0, readOnly: false });
+      for (let i = 0; i < 20; i++) await rt.send('shelf', 'q', { kind: 'put', pauseMs: 50 });
+      await waitFor(async () => (await rt.ask<{ puts: number }>('shelf', 'q', { kind: 'count' })).puts >= 1);
+      // About a second of puts is queued: answered in order, the count would be 20.
+      const early = await rt.ask<{ puts: number; readOnly: boolean }>('shelf', 'q', { kind: 'count' });
+      assert.equal(early.readOnly, true, 'answered out of the mailbox order');
+      assert.ok(early.puts < 20, `answered before the queue drained (${early.puts} of 20 puts handled)`);
+      await waitFor(async () => (await rt.ask<{ puts: number }>('shelf', 'q', { kind: 'count' })).puts === 20);
     });
 
     test('ask rejects with service_unavailable after its timeout', async () => {

@@ -8,7 +8,14 @@ import { createLogger } from '../../src/log.ts';
 import { redisConnection } from '../../src/runtime/redis-connection.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
 import { fileServiceUrl, serviceUrl } from '../support/services.ts';
-import { cleaningUp, counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
+import {
+  cleaningUp,
+  counterProtocol,
+  runtimeContract,
+  shelfActors,
+  testRuntimeConfig,
+  waitFor,
+} from './runtime-contract.ts';
 import { defineActor } from '../../src/runtime/actor.ts';
 
 export const redisUrl = await fileServiceUrl('REDIS_URL');
@@ -142,6 +149,30 @@ describe('redis transport: durability and shard ownership', () => {
     await waitFor(() => seen.has(later), 3_000, 'the later timer delivered');
     const laterAfter = seen.get(later)! - sent;
     assert.ok(laterAfter >= 1_500 && laterAfter < 2_300, `the later timer ran ${laterAfter} ms after its send`);
+  });
+
+  test("a frontend's query goes to the worker holding its key's shard and is answered there at once, not behind the shard's stream; with no worker it waits its turn", async (t) => {
+    if (!redisUrl) return t.skip('REDIS_URL not set');
+    const cfg = testRuntimeConfig({ defaultShards: 1 });
+    const redis = ownKeys(t, cfg);
+    const front = make(cfg, 'q-front');
+    await front.start(shelfActors(), { consume: false });
+    t.after(() => front.stop());
+    // No worker holds the shard: the query is enqueued, and answered once one takes it.
+    const first = front.ask<{ puts: number; readOnly: boolean }>('shelf', 'k', { kind: 'count' }, 10_000);
+    await sleep(100);
+    const worker = make(cfg, 'q-worker');
+    await worker.start(shelfActors(), { consume: true });
+    t.after(() => worker.stop());
+    assert.deepEqual(await first, { puts: 0, readOnly: false });
+    assert.equal(await redis.get(`${cfg.keyPrefix}:lease:shelf:0`), 'q-worker');
+    for (let i = 0; i < 40; i++) await front.send('shelf', 'k', { kind: 'put', pauseMs: 50 });
+    await waitFor(async () => (await front.ask<{ puts: number }>('shelf', 'k', { kind: 'count' })).puts >= 1);
+    // Two seconds of puts wait in the stream and the mailbox: in order, the count would be 40.
+    const early = await front.ask<{ puts: number; readOnly: boolean }>('shelf', 'k', { kind: 'count' });
+    assert.equal(early.readOnly, true, "answered from the worker's activated state");
+    assert.ok(early.puts < 40, `answered before the backlog drained (${early.puts} of 40 puts handled)`);
+    await waitFor(async () => (await front.ask<{ puts: number }>('shelf', 'k', { kind: 'count' })).puts === 40);
   });
 
   test('two workers split the shards; graceful stop hands them over at once', async (t) => {

@@ -99,67 +99,75 @@ const sendReport = {
 export const statusBatch = 256;
 
 /** Messages of the tenant actor (`tenant:<tenantId>`): the organization's send queue and dispatch. */
-export const tenantProtocol = defineProtocol('tenant', {
-  enqueue: { items: Type.Array(queueItem, { maxItems: 10_000 }) },
-  /** The periodic reconciliation with the store; `chain` names the one live chain of sweep timers. */
-  sweep: { chain: text(128) },
-  /** A relay's session is online, or its relay actor lost count of the credits granted: credits are asked for again. */
-  'relay-online': relayReport,
-  'relay-offline': { ...relayReport, reason: text(200) },
-  grant: { relayId: id, ...creditGrantFields },
-  /** Messages the relay actor did not send, or took back from a relay that left: queued again in the store, first in line here. */
-  returned: { relayId: id, items: Type.Array(queueItem, { maxItems: frameLimits.maxCapacity }) },
-  /** A relay's report on a send, through its relay actor, with the credit its end frees when it has one. */
-  status: { ...relayReport, ...sendReport, grant: Type.Optional(creditGrant) },
-  /** Reports the relay actor passes on together, in order (each as a `status`), with the credits they free between them. */
-  statuses: {
-    relayId: id,
-    reports: Type.Array(Type.Object({ session, ...sendReport }, { additionalProperties: false }), {
-      minItems: 1,
-      maxItems: statusBatch,
-    }),
-    grant: Type.Optional(creditGrant),
+export const tenantProtocol = defineProtocol(
+  'tenant',
+  {
+    enqueue: { items: Type.Array(queueItem, { maxItems: 10_000 }) },
+    /** The periodic reconciliation with the store; `chain` names the one live chain of sweep timers. */
+    sweep: { chain: text(128) },
+    /** A relay's session is online, or its relay actor lost count of the credits granted: credits are asked for again. */
+    'relay-online': relayReport,
+    'relay-offline': { ...relayReport, reason: text(200) },
+    grant: { relayId: id, ...creditGrantFields },
+    /** Messages the relay actor did not send, or took back from a relay that left: queued again in the store, first in line here. */
+    returned: { relayId: id, items: Type.Array(queueItem, { maxItems: frameLimits.maxCapacity }) },
+    /** A relay's report on a send, through its relay actor, with the credit its end frees when it has one. */
+    status: { ...relayReport, ...sendReport, grant: Type.Optional(creditGrant) },
+    /** Reports the relay actor passes on together, in order (each as a `status`), with the credits they free between them. */
+    statuses: {
+      relayId: id,
+      reports: Type.Array(Type.Object({ session, ...sendReport }, { additionalProperties: false }), {
+        minItems: 1,
+        maxItems: statusBatch,
+      }),
+      grant: Type.Optional(creditGrant),
+    },
+    /** The relay actor's timer: the relay has not reported on an attempt in time. */
+    'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },
+    /**
+     * A timer: a message's backoff after attempt `attempts` is over. The sweep may have queued it again first, once
+     * due; a timer that comes after a later attempt changes nothing. (Timers written without `attempts` act as before.)
+     */
+    retry: { messageId: id, attempts: Type.Optional(Type.Integer({ minimum: 1 })) },
+    /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
+    'close-source': { source: text(64) },
+    /** A timer: a paced line has a free slot again. */
+    pace: {},
+    /** Sender pacing settings changed in the store: read again. */
+    'pacing-changed': {},
+    /**
+     * Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. Its line and
+     * recipient, when given, answer for a message the queue counts in the store and does not hold in memory.
+     */
+    waiting: {
+      messageId: id,
+      fromNumber: Type.Optional(Type.Union([text(32), Type.Null()])),
+      to: Type.Optional(text(320)),
+    },
+    /** Asked: when a bulk job's queued messages should all be sent, from its lines' pace (epoch ms), or null. */
+    estimate: { source: text(64) },
+    /**
+     * Asked: when `count` messages queued at `startAt` (a scheduled job's)
+     * would all be sent, from the lines' pace and a sample of their recipients
+     * (epoch ms), or null.
+     */
+    forecast: {
+      startAt: Type.Integer({ minimum: 0 }),
+      count: Type.Integer({ minimum: 0, maximum: 10_000 }),
+      sample: Type.Array(
+        Type.Object(
+          { to: text(320), fromNumber: Type.Union([text(32), Type.Null()]) },
+          { additionalProperties: false },
+        ),
+        { maxItems: 500 },
+      ),
+    },
+    /** Asked: a sender line's usage (`LinePacing.usage`). */
+    usage: { line: text(64) },
   },
-  /** The relay actor's timer: the relay has not reported on an attempt in time. */
-  'send-timeout': { messageId: id, relayId: id, attempt: Type.Integer({ minimum: 0 }) },
-  /**
-   * A timer: a message's backoff after attempt `attempts` is over. The sweep may have queued it again first, once
-   * due; a timer that comes after a later attempt changes nothing. (Timers written without `attempts` act as before.)
-   */
-  retry: { messageId: id, attempts: Type.Optional(Type.Integer({ minimum: 1 })) },
-  /** A bulk job was cancelled: none of its messages is handed out any more. Asked, so the canceller knows the dispatch has heard. */
-  'close-source': { source: text(64) },
-  /** A timer: a paced line has a free slot again. */
-  pace: {},
-  /** Sender pacing settings changed in the store: read again. */
-  'pacing-changed': {},
-  /**
-   * Asked: why a queued message is still waiting (a `Hold`), or null when the queue does not hold it. Its line and
-   * recipient, when given, answer for a message the queue counts in the store and does not hold in memory.
-   */
-  waiting: {
-    messageId: id,
-    fromNumber: Type.Optional(Type.Union([text(32), Type.Null()])),
-    to: Type.Optional(text(320)),
-  },
-  /** Asked: when a bulk job's queued messages should all be sent, from its lines' pace (epoch ms), or null. */
-  estimate: { source: text(64) },
-  /**
-   * Asked: when `count` messages queued at `startAt` (a scheduled job's)
-   * would all be sent, from the lines' pace and a sample of their recipients
-   * (epoch ms), or null.
-   */
-  forecast: {
-    startAt: Type.Integer({ minimum: 0 }),
-    count: Type.Integer({ minimum: 0, maximum: 10_000 }),
-    sample: Type.Array(
-      Type.Object({ to: text(320), fromNumber: Type.Union([text(32), Type.Null()]) }, { additionalProperties: false }),
-      { maxItems: 500 },
-    ),
-  },
-  /** Asked: a sender line's usage (`LinePacing.usage`). */
-  usage: { line: text(64) },
-});
+  // What the API shows of the queue and the lines is read from the activated state, not behind a bulk job's messages.
+  { queries: ['waiting', 'estimate', 'forecast', 'usage'] },
+);
 
 /** What a queued message can wait for, as its status record says (`waiting`). */
 export const waitingReasons = [

@@ -109,6 +109,11 @@ export class TenantDispatcher {
     return state;
   }
 
+  /** The state a query reads: as it is when answered out of the mailbox's order (`ctx.readOnly`), which starts no sweep. */
+  private async readState(ctx: TenantContext): Promise<TenantState> {
+    return ctx.readOnly ? ctx.state : this.state(ctx);
+  }
+
   /** Pacing settings changed: read again, and send what they now allow. */
   async pacingChanged(ctx: TenantContext): Promise<void> {
     const state = await this.state(ctx);
@@ -129,22 +134,22 @@ export class TenantDispatcher {
     messageId: string,
     stored?: { fromNumber?: string | null; to?: string },
   ): Promise<Hold | null> {
-    return waitingFor(await this.state(ctx), messageId, Date.now(), stored);
+    return waitingFor(await this.readState(ctx), messageId, Date.now(), stored);
   }
 
   /** When a bulk job's queued messages should all be sent (pace-forecast.ts `estimateAt`). */
   async estimate(ctx: TenantContext, source: string): Promise<number | null> {
-    return estimateAt(await this.state(ctx), source, Date.now());
+    return estimateAt(await this.readState(ctx), source, Date.now());
   }
 
   /** When a scheduled job's messages would all be sent (pace-forecast.ts `forecastAt`). */
   async forecast(ctx: TenantContext, plan: ForecastPlan): Promise<number | null> {
-    return forecastAt(await this.state(ctx), plan, Date.now());
+    return forecastAt(await this.readState(ctx), plan, Date.now());
   }
 
   /** A sender line's usage and its next free slots (epoch ms). */
   async usage(ctx: TenantContext, line: string) {
-    const state = await this.state(ctx);
+    const state = await this.readState(ctx);
     return state.pacing.usage(line, Date.now());
   }
 
