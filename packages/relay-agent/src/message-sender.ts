@@ -20,6 +20,8 @@ export interface MessageSender {
   send(message: OutgoingMessage): Promise<SendOutcome>;
   /** Quits and reopens Messages when it stopped writing the rows of its sends. */
   restart(): Promise<SendOutcome | void>;
+  /** Which service a handle is reached on, when the sender itself can tell (the simulator's rule); otherwise the agent reads chat.db's history. */
+  availability?(handle: string): Promise<{ imessage: boolean | null; source: string }>;
 }
 
 /**

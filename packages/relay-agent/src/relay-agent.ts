@@ -7,6 +7,7 @@ import type {
   ErrorFrame,
   HeartbeatFrame,
   HelloFrame,
+  LookupFrame,
   SendFrame,
   ServerFrame,
   StatusFrame,
@@ -16,7 +17,7 @@ import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { InboundForwarder } from './inbound-forwarder.ts';
-import type { MessageSender } from './message-sender.ts';
+import { normalizeHandle, type MessageSender } from './message-sender.ts';
 import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
@@ -183,7 +184,22 @@ export class RelayAgent {
         return this.onAck(frame);
       case 'error':
         return this.onError(frame);
+      case 'lookup':
+        return this.onLookup(frame);
     }
+  }
+
+  /** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
+  private async onLookup(frame: LookupFrame): Promise<void> {
+    const handle = normalizeHandle(frame.handle);
+    let answer: { imessage: boolean | null; source: string };
+    if (this.deps.sender.availability) {
+      answer = await this.deps.sender.availability(handle);
+    } else {
+      const service = await this.deps.reader.lastService(handle);
+      answer = { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
+    }
+    this.send({ type: 'availability', lookupId: frame.lookupId, ...answer });
   }
 
   private async onWelcome(frame: WelcomeFrame): Promise<void> {

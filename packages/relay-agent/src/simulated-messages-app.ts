@@ -205,6 +205,10 @@ class SimulatorWrites {
       .immediate();
   }
 
+  isSmsOnly(handle: string): boolean {
+    return this.smsOnly.get({ handle }) !== undefined;
+  }
+
   setSmsOnly(handle: string, smsOnly: boolean): void {
     (smsOnly ? this.addSmsOnly : this.removeSmsOnly).run({ handle });
   }
@@ -290,6 +294,11 @@ export class SimulatedMessagesApp implements MessageSender {
   }
 
   /** Quits and reopens the app: the stall ends and the held messages go out. */
+  /** The simulated world's rule for a lookup: a recipient made SMS-only (`simulate-sms-only`) has no iMessage; everyone else has. */
+  async availability(handle: string): Promise<{ imessage: boolean | null; source: string }> {
+    return { imessage: !this.writes.isSmsOnly(normalizeHandle(handle)), source: 'simulator' };
+  }
+
   async restart(): Promise<void> {
     this.writes.stalled = false;
     for (const message of this.held.splice(0)) await this.write(message);
