@@ -220,6 +220,10 @@ export const sendFrame = Type.Object(
     /** http(s) URLs the agent downloads before sending. */
     attachments: Type.Optional(Type.Array(str(L.urlLength), { maxItems: L.attachments })),
     fromNumber: Type.Optional(str(L.handleLength)),
+    /** `SMS`: send it as SMS (the Mac's text message forwarding); an earlier attempt found no iMessage. Agents from 0.3. */
+    service: Type.Optional(Type.Literal('SMS')),
+    /** The send's fallback: the agent sends as SMS a recipient it knows has no iMessage. Agents from 0.3. */
+    fallback: Type.Optional(Type.Object({ sms: Type.Literal('if_not_imessage') }, strict)),
     /**
      * W3C trace context of this send attempt (`00-<trace id>-<span id>-<flags>`):
      * the trace of the request that sent the message, with a span id of its

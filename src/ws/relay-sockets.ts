@@ -151,9 +151,21 @@ export class RelaySockets {
   }
 }
 
-/** A send frame as the socket's agent reads it: an agent older than `traceparentSince` refuses a frame with `traceparent`. */
+/**
+ * A send frame as the socket's agent reads it: an agent older than
+ * `traceparentSince` refuses a frame with `traceparent`, one older than
+ * `lookupSince` one with `service` or `fallback` (it sends over iMessage).
+ */
 function fitted(state: RelaySocket, frame: ServerFrame): ServerFrame {
-  if (frame.type !== 'send' || frame.traceparent === undefined || state.acceptsTraceparent) return frame;
-  const { traceparent: _traceparent, ...older } = frame;
-  return older;
+  if (frame.type !== 'send') return frame;
+  let fit = frame;
+  if (fit.traceparent !== undefined && !state.acceptsTraceparent) {
+    const { traceparent: _traceparent, ...older } = fit;
+    fit = older;
+  }
+  if ((fit.service !== undefined || fit.fallback !== undefined) && !state.answersLookup) {
+    const { service: _service, fallback: _fallback, ...older } = fit;
+    fit = older;
+  }
+  return fit;
 }

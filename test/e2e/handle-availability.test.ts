@@ -11,7 +11,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { createSimulatedChatDb, simulateSmsOnly } from '../../packages/relay-agent/src/simulated-messages-app.ts';
+import {
+  createSimulatedChatDb,
+  readSendLog,
+  simulateFailures,
+  simulateNoImessage,
+  simulateSmsOnly,
+} from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { simulatedAgentArgs, startAgent } from '../support/fake-relay-server.ts';
 import { RelaySocket } from '../support/relay-socket.ts';
 import { waitFor } from '../integration/runtime-contract.ts';
@@ -120,6 +126,98 @@ for (const backend of backends()) {
         const unowned = await lookup('+14155550113', `?from=${encodeURIComponent('+14155550999')}`);
         assert.equal(unowned.status, 409);
         assert.match(unowned.body.message, /no online relay sends from \+14155550999/);
+      },
+    );
+
+    test(
+      'a send with fallback.sms if_not_imessage goes as SMS: decided by the agent before sending, or after Messages fails it as not registered',
+      { timeout: 120_000 },
+      async (t) => {
+        const app = await startTestApp(backend, { MESSAGE_MAX_ATTEMPTS: '1' });
+        const dir = await mkdtemp(join(tmpdir(), 'relaybox-fallback-'));
+        const chatDb = join(dir, 'chat.db');
+        const org = await signup(app);
+        let agent: ReturnType<typeof startAgent> | undefined;
+        t.after(async () => {
+          agent?.child.kill('SIGKILL');
+          await agent?.exited;
+          await app.stop();
+          await rm(dir, { recursive: true, force: true });
+        });
+        const call = (method: string, path: string, body?: unknown) =>
+          app.request(method, path, { token: org.ownerToken, body });
+        const token = (await call('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`)).body.token as string;
+        await createSimulatedChatDb(chatDb).then((db) => db.close());
+        await simulateNoImessage(chatDb, '+14155550121');
+        await simulateNoImessage(chatDb, '+14155550122');
+        agent = startAgent(
+          simulatedAgentArgs(`${app.base.replace('http', 'ws')}/api/v1/relays/connect`, join(dir, 'state'), chatDb),
+          { RELAYBOX_TOKEN: token, LOG_LEVEL: 'info', RELAY_SIM_DELIVERY_MS: '100' },
+        );
+        await waitFor(
+          async () =>
+            (await call('GET', '/api/v1/relays')).body.data.some((r: { status: string }) => r.status === 'online'),
+          20_000,
+          `relay online\n${agent.output()}`,
+        );
+        const send = async (to: string, fallback?: unknown) => {
+          const res = await call('POST', '/api/v1/messages', {
+            to,
+            body: `hello ${to}`,
+            ...(fallback ? { fallback } : {}),
+          });
+          assert.equal(res.status, 201, res.text);
+          return res.body.id as string;
+        };
+        const settled = async (id: string) => {
+          let status: any;
+          await waitFor(
+            async () => {
+              status = (await call('GET', `/api/v1/messages/${id}/status`)).body;
+              return status.status === 'delivered' || status.status === 'failed';
+            },
+            30_000,
+            `${id} delivered or failed\n${agent!.output()}`,
+          );
+          return status;
+        };
+
+        assert.equal(
+          (
+            await call('POST', '/api/v1/messages', {
+              to: '+14155550121',
+              body: 'x',
+              fallback: { sms: 'if_undelivered' },
+            })
+          ).status,
+          400,
+        );
+        // No fallback: Messages fails it, not registered, and it stays failed.
+        const plain = await settled(await send('+14155550121'));
+        assert.deepEqual([plain.status, plain.failureReason], ['failed', 'not_registered']);
+        // The agent knows the recipient has no iMessage: the first attempt goes as SMS.
+        const known = await send('+14155550122', { sms: 'if_not_imessage' });
+        const knownStatus = await settled(known);
+        assert.deepEqual([knownStatus.status, knownStatus.service, knownStatus.attempts], ['delivered', 'SMS', 1]);
+        assert.deepEqual((await call('GET', `/api/v1/messages/${known}`)).body.fallback, { sms: 'if_not_imessage' });
+        // The agent cannot tell beforehand (Messages fails the iMessage send): the next attempt goes as SMS,
+        // though MESSAGE_MAX_ATTEMPTS is 1.
+        await simulateFailures(chatDb, 1, { error: 22 });
+        const retried = await send('+14155550123', { sms: 'if_not_imessage' });
+        const retriedStatus = await settled(retried);
+        assert.deepEqual(
+          [retriedStatus.status, retriedStatus.service, retriedStatus.attempts],
+          ['delivered', 'SMS', 2],
+        );
+        const log = (await readSendLog(chatDb)).filter((e) => e.messageId === retried);
+        assert.deepEqual(
+          log.map((e) => [e.attempt, e.service, e.error]),
+          [
+            [1, 'iMessage', 22],
+            [2, 'SMS', 0],
+          ],
+        );
+        assert.equal((await readSendLog(chatDb)).filter((e) => e.messageId === known).length, 1, 'sent once');
       },
     );
   });

@@ -11,6 +11,8 @@ export interface OutgoingMessage {
   body: string;
   /** Local POSIX paths of files already downloaded. */
   attachmentPaths: string[];
+  /** `SMS`: send over the SMS service (the Mac's text message forwarding) instead of iMessage. */
+  service?: 'SMS';
 }
 
 /** An expected failure is a value; a thrown error is a bug in the agent. */

@@ -189,17 +189,23 @@ export class RelayAgent {
     }
   }
 
-  /** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
   private async onLookup(frame: LookupFrame): Promise<void> {
-    const handle = normalizeHandle(frame.handle);
-    let answer: { imessage: boolean | null; source: string };
-    if (this.deps.sender.availability) {
-      answer = await this.deps.sender.availability(handle);
-    } else {
-      const service = await this.deps.reader.lastService(handle);
-      answer = { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
-    }
-    this.send({ type: 'availability', lookupId: frame.lookupId, ...answer });
+    this.send({ type: 'availability', lookupId: frame.lookupId, ...(await this.availability(frame.handle)) });
+  }
+
+  /** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
+  private async availability(to: string): Promise<{ imessage: boolean | null; source: string }> {
+    const handle = normalizeHandle(to);
+    if (this.deps.sender.availability) return this.deps.sender.availability(handle);
+    const service = await this.deps.reader.lastService(handle);
+    return { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
+  }
+
+  /** A send goes as SMS when the server says so, or when its fallback asks for it and the handle is known to have no iMessage. */
+  private async sendsAsSms(frame: SendFrame): Promise<boolean> {
+    if (frame.service === 'SMS') return true;
+    if (frame.fallback?.sms !== 'if_not_imessage') return false;
+    return (await this.availability(frame.to)).imessage === false;
   }
 
   private async onWelcome(frame: WelcomeFrame): Promise<void> {
@@ -259,6 +265,7 @@ export class RelayAgent {
       to: frame.to,
       body: frame.body ?? '',
       attachmentUrls: frame.attachments ?? [],
+      ...((await this.sendsAsSms(frame)) ? { sendAs: 'SMS' as const } : {}),
       phase: 'queued',
       acceptedAtMs: now,
       phaseAtMs: now,
