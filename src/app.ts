@@ -34,6 +34,7 @@ import {
 import { createRequestLog, declareRequestLog, type RequestRecorder } from './request-log/index.ts';
 import { createStore, type Store } from './store/index.ts';
 import { createSuppressions, suppressionCollections } from './suppressions/index.ts';
+import { availabilityCollection, createHandles } from './handles/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
 
@@ -93,6 +94,7 @@ export async function createApp(
   const automationDb = declareAutomationCollections(store);
   const requestChunks = declareRequestLog(store);
   const suppressionDb = suppressionCollections(store);
+  const availabilityDb = availabilityCollection(store);
   const history = { retentionDays: config.eventRetentionDays, subjects: db.messages };
   const events = createEventStream(store, {
     redis: redis && {
@@ -131,6 +133,13 @@ export async function createApp(
   );
   const outbox = new Outbox(events, log.child({ component: 'messaging' }));
   const link = new RelayLink(runtime);
+  const handles = createHandles({
+    config,
+    availability: availabilityDb,
+    relays: db.relays,
+    link,
+    limiter: rate.limiter,
+  });
   const rollups = new MessageRollups(db.rollups, log.child({ component: 'messaging' }), {
     coalesce: store.kind !== 'embedded',
   });
@@ -256,6 +265,7 @@ export async function createApp(
       ...webhooks.routes,
       ...automations.routes,
       ...suppressions.routes,
+      ...handles.routes,
       ...eventLog.routes,
       ...requestLog.routes,
       ...adminRoutes({

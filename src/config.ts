@@ -111,6 +111,8 @@ export interface Config {
    * first); each is about 200 bytes, so 100,000 are about 20 MB.
    */
   requestLogMaxEntries: number;
+  /** `GET /api/v1/handles/{handle}/availability`: how long an answer is kept, each relay's lookup budget, the wait for its agent. */
+  handleLookup: { cacheMs: number; perHour: number; perDay: number; timeoutMs: number };
   identity: IdentityConfig;
   /**
    * The SHA-256 digests (hex) of the platform-admin keys (PLATFORM_ADMIN_KEY_HASHES,
@@ -326,6 +328,12 @@ export function loadConfig(env: Env = process.env): Config {
     eventRetentionDays: positive(env, 'EVENT_RETENTION_DAYS', 30),
     eventClaimIdleMs: positive(env, 'EVENT_CLAIM_IDLE_MS', 30_000),
     requestLogMaxEntries: positive(env, 'REQUEST_LOG_MAX_ENTRIES', 100_000),
+    handleLookup: {
+      cacheMs: timerMs(env, 'HANDLE_LOOKUP_CACHE_MS', 7 * 24 * 3600 * 1000),
+      perHour: positive(env, 'HANDLE_LOOKUPS_PER_HOUR', 30),
+      perDay: positive(env, 'HANDLE_LOOKUPS_PER_DAY', 100),
+      timeoutMs: timerMs(env, 'HANDLE_LOOKUP_TIMEOUT_MS', 5_000),
+    },
     webhook: {
       allowPrivate: env.WEBHOOK_ALLOW_PRIVATE === 'true',
       retryBaseMs: positive(env, 'WEBHOOK_RETRY_BASE_MS', 5_000),

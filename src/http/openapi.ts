@@ -159,6 +159,7 @@ const tagDescriptions: Record<string, string> = {
   suppressions:
     "Opt-outs: the organization's suppression list, which every send checks, and its stop keywords and help text",
   automations: 'Automations: replies and actions run on received messages',
+  handles: 'Which service a handle is reached on (iMessage or not), asked through a relay',
   meta: 'Descriptions of this API',
   admin: 'For platform operators, across organizations',
 };
@@ -176,6 +177,7 @@ const tagOrder = [
   'request-log',
   'automations',
   'suppressions',
+  'handles',
   'relays',
   'auth',
   'api-keys',

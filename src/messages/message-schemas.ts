@@ -21,6 +21,17 @@ const sendFields = {
   ),
   priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
   fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
+  fallback: Type.Optional(
+    strictObject(
+      {
+        sms: Type.Literal('if_not_imessage', {
+          description:
+            "`if_not_imessage`: when the recipient is not reached on iMessage (the relay's lookup says so, or Messages fails the send as not registered), it goes as SMS through the Mac's text message forwarding",
+        }),
+      },
+      { description: 'send as SMS when iMessage cannot reach the recipient (docs/handles.md)' },
+    ),
+  ),
 };
 
 /** A message carries text, attachments or both. */
@@ -86,6 +97,7 @@ export const messageSchema = named(
     failedAt: Type.Optional(nullableTime),
     failureReason: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'as MessageStatus' })),
     service: Type.Optional(Type.String({ description: 'as MessageStatus' })),
+    fallback: Type.Optional(Type.Object({ sms: Type.String() }, { description: 'as the send asked' })),
     undeliveredAt: Type.Optional(Type.String({ format: 'date-time', description: 'as MessageStatus' })),
     createdAt: time,
     updatedAt: time,

@@ -58,6 +58,10 @@ export interface MessageDoc extends OutboxFields {
   failureReason?: string | null;
   /** The service Messages sent it over (`iMessage`, `SMS`), once its relay saw the row. */
   service?: string;
+  /** Send as SMS when iMessage cannot reach the recipient (the send's `fallback`). */
+  fallback?: { sms: 'if_not_imessage' };
+  /** Set once an attempt failed as not registered with iMessage and `fallback` asked for SMS: its next attempts go as SMS. */
+  viaSms?: boolean;
   /** Sent and not delivered within its organization's window: when that was noticed. A later delivery still applies. */
   undeliveredAt?: string;
   nextAttemptAt?: string | null;
@@ -200,6 +204,7 @@ export function publicMessage(doc: MessageDoc) {
     traceparent: _traceparent,
     tracestate: _tracestate,
     queuedSeq: _queuedSeq,
+    viaSms: _viaSms,
     ...rest
   } = doc;
   return rest;

@@ -24,6 +24,8 @@ export interface SendRequest {
   fromNumber?: string;
   /** An admin's send to a recipient on the suppression list, on purpose. */
   overrideOptOut?: boolean;
+  /** Send as SMS when iMessage cannot reach the recipient. */
+  fallback?: { sms: 'if_not_imessage' };
 }
 
 /**
@@ -87,6 +89,7 @@ export function sentMessage(
     readAt: null,
     createdAt: now,
     updatedAt: now,
+    ...(input.fallback ? { fallback: input.fallback } : {}),
     ...extra,
   };
 }

@@ -24,6 +24,9 @@
  * - `inbound` rows are at-least-once: the agent sends every row after the
  *   server's `welcome.inboundCursor` and moves its own cursor only on an
  *   `ack` with `of: 'inbound'`; the server dedupes by `guid`.
+ * - A `lookup` is answered by one `availability` with its `lookupId`; the
+ *   server waits a few seconds for it and never repeats it (a lost answer is
+ *   a lookup the API caller may make again).
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
@@ -176,6 +179,22 @@ export const inboundFrame = Type.Object(
   strict,
 );
 
+/**
+ * The answer to a `lookup`: whether the handle is reached on iMessage, as the
+ * agent can tell; null when it cannot. `source` says how it knows:
+ * `history` (the service of the newest chat.db row with that handle),
+ * `simulator` (the simulated Messages app's rule).
+ */
+export const availabilityFrame = Type.Object(
+  {
+    type: Type.Literal('availability'),
+    lookupId: str(L.idLength),
+    imessage: Type.Union([Type.Boolean(), Type.Null()]),
+    source: Type.String({ pattern: '^[a-z_]{1,32}$', maxLength: 32 }),
+  },
+  strict,
+);
+
 // ---------------------------------------------------------------- server → agent
 
 export const welcomeFrame = Type.Object(
@@ -201,6 +220,10 @@ export const sendFrame = Type.Object(
     /** http(s) URLs the agent downloads before sending. */
     attachments: Type.Optional(Type.Array(str(L.urlLength), { maxItems: L.attachments })),
     fromNumber: Type.Optional(str(L.handleLength)),
+    /** `SMS`: send it as SMS (the Mac's text message forwarding); an earlier attempt found no iMessage. Agents from 0.3. */
+    service: Type.Optional(Type.Literal('SMS')),
+    /** The send's fallback: the agent sends as SMS a recipient it knows has no iMessage. Agents from 0.3. */
+    fallback: Type.Optional(Type.Object({ sms: Type.Literal('if_not_imessage') }, strict)),
     /**
      * W3C trace context of this send attempt (`00-<trace id>-<span id>-<flags>`):
      * the trace of the request that sent the message, with a span id of its
@@ -217,11 +240,29 @@ export const traceparentSince = { major: 0, minor: 2 } as const;
 
 /** Whether an agent of this `hello.agentVersion` accepts `send.traceparent`; one whose version does not start with `major.minor` does not. */
 export function acceptsTraceparent(agentVersion: string): boolean {
+  return versionAtLeast(agentVersion, traceparentSince);
+}
+
+/** Asks an agent which service a handle is reached on; it answers with `availability`. Sent only to agents of `lookupSince` or newer. */
+export const lookupFrame = Type.Object(
+  { type: Type.Literal('lookup'), lookupId: str(L.idLength), handle: str(L.handleLength) },
+  strict,
+);
+
+/** The first agent version that answers `lookup` (0.3). */
+export const lookupSince = { major: 0, minor: 3 } as const;
+
+/** Whether an agent of this `hello.agentVersion` answers `lookup`. */
+export function answersLookup(agentVersion: string): boolean {
+  return versionAtLeast(agentVersion, lookupSince);
+}
+
+function versionAtLeast(agentVersion: string, since: { major: number; minor: number }): boolean {
   const m = /^(\d+)\.(\d+)/.exec(agentVersion);
   if (!m) return false;
   const major = Number(m[1]);
   const minor = Number(m[2]);
-  return major > traceparentSince.major || (major === traceparentSince.major && minor >= traceparentSince.minor);
+  return major > since.major || (major === since.major && minor >= since.minor);
 }
 
 export const ackFrame = Type.Object(
@@ -242,8 +283,15 @@ export const errorFrame = Type.Object(
   strict,
 );
 
-export const agentFrame = Type.Union([helloFrame, heartbeatFrame, readyFrame, statusFrame, inboundFrame]);
-export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorFrame]);
+export const agentFrame = Type.Union([
+  helloFrame,
+  heartbeatFrame,
+  readyFrame,
+  statusFrame,
+  inboundFrame,
+  availabilityFrame,
+]);
+export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorFrame, lookupFrame]);
 
 export type RelayCredential = Static<typeof relayCredential>;
 export type HelloFrame = Static<typeof helloFrame>;
@@ -256,6 +304,8 @@ export type InboundFrame = Static<typeof inboundFrame>;
 export type WelcomeFrame = Static<typeof welcomeFrame>;
 export type SendFrame = Static<typeof sendFrame>;
 export type AckFrame = Static<typeof ackFrame>;
+export type LookupFrame = Static<typeof lookupFrame>;
+export type AvailabilityFrame = Static<typeof availabilityFrame>;
 export type ErrorFrame = Static<typeof errorFrame>;
 export type AgentFrame = Static<typeof agentFrame>;
 export type ServerFrame = Static<typeof serverFrame>;

@@ -10,20 +10,97 @@ export interface RelayFrameDelivery {
   frame: ServerFrame;
 }
 
+/** A handle lookup for one relay's agent, to the process holding its socket; the answer goes to `replyNode`. */
+export interface RelayLookup {
+  kind: 'relay-lookup';
+  relayId: string;
+  session: number;
+  lookupId: string;
+  handle: string;
+  replyNode: string;
+}
+
+/** What the relay's agent answered to a lookup (`availability`), or why there is no answer. */
+export interface RelayLookupAnswer {
+  kind: 'relay-lookup-answer';
+  lookupId: string;
+  imessage?: boolean | null;
+  source?: string;
+  /** Set when the lookup could not be asked: the relay's socket is gone, or its agent is older than lookups. */
+  refused?: 'offline' | 'agent_too_old';
+}
+
 /**
  * How workers reach a relay: the frame goes to the one frontend that holds
  * the relay's socket (addressed, not broadcast). The WebSocket gateway is the
- * receiving end; tests put a stand-in relay there.
+ * receiving end; tests put a stand-in relay there. Lookups take the same way
+ * there, and their answers come back to the asking process.
  */
 export class RelayLink {
   private readonly handlers = new Set<(delivery: RelayFrameDelivery) => void>();
+  private readonly lookupHandlers = new Set<(lookup: RelayLookup) => void>();
+  private readonly answers = new Map<string, (answer: RelayLookupAnswer) => void>();
 
   constructor(private readonly runtime: Transport) {
     runtime.onNodeMessage((payload) => {
-      const delivery = payload as RelayFrameDelivery;
-      if (delivery?.kind !== 'relay-frame') return;
-      for (const handler of this.handlers) handler(delivery);
+      const kind = (payload as { kind?: unknown } | null)?.kind;
+      if (kind === 'relay-frame') for (const handler of this.handlers) handler(payload as RelayFrameDelivery);
+      else if (kind === 'relay-lookup') for (const handler of this.lookupHandlers) handler(payload as RelayLookup);
+      else if (kind === 'relay-lookup-answer') this.answered(payload as RelayLookupAnswer);
     });
+  }
+
+  /** This process's id on the runtime: where answers to its lookups come. */
+  get node(): string {
+    return this.runtime.nodeId;
+  }
+
+  /**
+   * Asks the relay's agent about a handle and waits up to `timeoutMs` for
+   * its answer; undefined when none came in time.
+   */
+  async lookup(
+    relay: { id: string; node: string; session: number },
+    lookupId: string,
+    handle: string,
+    timeoutMs: number,
+  ): Promise<RelayLookupAnswer | undefined> {
+    const answer = new Promise<RelayLookupAnswer | undefined>((resolve) => {
+      const timer = setTimeout(() => {
+        this.answers.delete(lookupId);
+        resolve(undefined);
+      }, timeoutMs);
+      this.answers.set(lookupId, (a) => {
+        clearTimeout(timer);
+        this.answers.delete(lookupId);
+        resolve(a);
+      });
+    });
+    const lookup: RelayLookup = {
+      kind: 'relay-lookup',
+      relayId: relay.id,
+      session: relay.session,
+      lookupId,
+      handle,
+      replyNode: this.node,
+    };
+    await this.runtime.publishToNode(relay.node, lookup);
+    return answer;
+  }
+
+  /** The holder of the relay's socket answers a lookup to the process that asked. */
+  answer(replyNode: string, answer: Omit<RelayLookupAnswer, 'kind'>): Promise<void> {
+    return this.runtime.publishToNode(replyNode, { kind: 'relay-lookup-answer', ...answer });
+  }
+
+  /** The receiving end of lookups, on the process holding relay sockets. Returns the unsubscribe. */
+  onLookup(handler: (lookup: RelayLookup) => void): () => void {
+    this.lookupHandlers.add(handler);
+    return () => this.lookupHandlers.delete(handler);
+  }
+
+  private answered(answer: RelayLookupAnswer): void {
+    this.answers.get(answer.lookupId)?.(answer);
   }
 
   deliver(relay: { id: string; node: string; session: number }, frame: ServerFrame): Promise<void> {

@@ -1,6 +1,12 @@
 import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import type { Logger } from '../log.ts';
-import { acceptsTraceparent, type AgentFrame, type HelloFrame, type StatusFrame } from '../relay-protocol/frames.ts';
+import {
+  acceptsTraceparent,
+  answersLookup,
+  type AgentFrame,
+  type HelloFrame,
+  type StatusFrame,
+} from '../relay-protocol/frames.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import { actorClient, type ActorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -54,6 +60,8 @@ export class RelayFrames {
         return void (await this.relays.send(relay.id, { kind: 'ready', ...session, capacity: frame.capacity }));
       case 'status':
         return this.reports(ws, [frame]);
+      case 'availability':
+        return sockets.lookupAnswered(relay.id, frame);
       case 'inbound': {
         // The relay actor acknowledges the cursor once the message is stored.
         const { type: _type, ...inbound } = frame;
@@ -136,6 +144,7 @@ export class RelayFrames {
     clearTimeout(state.helloTimer);
     state.relay = { id: relayId, tenantId, session: relay.session };
     state.acceptsTraceparent = acceptsTraceparent(frame.agentVersion);
+    state.answersLookup = answersLookup(frame.agentVersion);
     sockets.adopt(relayId, ws);
     sockets.write(ws, {
       type: 'welcome',

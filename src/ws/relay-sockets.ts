@@ -1,8 +1,8 @@
 import type { WebSocket } from '@trufflesuite/uws-js-unofficial';
 import { Gauge, register } from 'prom-client';
 import type { Logger } from '../log.ts';
-import type { ServerFrame, StatusFrame } from '../relay-protocol/frames.ts';
-import type { RelayLink } from '../relays/relay-link.ts';
+import type { AvailabilityFrame, ServerFrame, StatusFrame } from '../relay-protocol/frames.ts';
+import type { RelayLink, RelayLookup } from '../relays/relay-link.ts';
 
 /** What the gateway keeps on each relay socket. */
 export interface RelaySocket {
@@ -10,6 +10,8 @@ export interface RelaySocket {
   relay?: { id: string; tenantId: string; session: number };
   /** Its agent accepts `send.traceparent` (its hello's agentVersion); otherwise the field is left out of its send frames. */
   acceptsTraceparent?: boolean;
+  /** Its agent answers `lookup` frames (its hello's agentVersion). */
+  answersLookup?: boolean;
   badFrames: number;
   closed: boolean;
   helloTimer?: NodeJS.Timeout;
@@ -45,9 +47,11 @@ export class RelaySockets {
   private readonly sockets = new Map<string, RelayWebSocket>();
   private readonly degraded = new Set<string>();
   private readonly pending = new Set<Promise<unknown>>();
+  /** Lookups written to a relay and not answered yet, by id: which relay was asked and where the answer goes. */
+  private readonly lookups = new Map<string, { relayId: string; replyNode: string; at: number }>();
 
   constructor(
-    link: RelayLink,
+    private readonly link: RelayLink,
     private readonly backpressureCap: number,
     private readonly log: Logger,
   ) {
@@ -55,6 +59,35 @@ export class RelaySockets {
       const ws = this.sockets.get(delivery.relayId);
       if (ws && ws.getUserData().relay?.session === delivery.session)
         this.write(ws, fitted(ws.getUserData(), delivery.frame));
+    });
+    link.onLookup((lookup) => this.lookup(lookup));
+  }
+
+  /** A lookup for a relay whose socket this frontend may hold: asked of its agent, or refused at once. */
+  private lookup(lookup: RelayLookup): void {
+    const ws = this.sockets.get(lookup.relayId);
+    const state = ws?.getUserData();
+    const refuse = (refused: 'offline' | 'agent_too_old') =>
+      void this.link.answer(lookup.replyNode, { lookupId: lookup.lookupId, refused }).catch(() => undefined);
+    if (!ws || state?.relay?.session !== lookup.session || state.closed) return refuse('offline');
+    if (!state.answersLookup) return refuse('agent_too_old');
+    const now = Date.now();
+    // Unanswered lookups are forgotten after a minute: their askers stopped waiting long before.
+    for (const [id, pending] of this.lookups) if (now - pending.at > 60_000) this.lookups.delete(id);
+    if (this.lookups.size >= 10_000) return refuse('offline');
+    this.lookups.set(lookup.lookupId, { relayId: lookup.relayId, replyNode: lookup.replyNode, at: now });
+    this.write(ws, { type: 'lookup', lookupId: lookup.lookupId, handle: lookup.handle });
+  }
+
+  /** A relay's agent answered a lookup: the answer goes to the process that asked; one for a lookup it was not asked is dropped. */
+  lookupAnswered(relayId: string, frame: AvailabilityFrame): Promise<void> {
+    const pending = this.lookups.get(frame.lookupId);
+    if (!pending || pending.relayId !== relayId) return Promise.resolve();
+    this.lookups.delete(frame.lookupId);
+    return this.link.answer(pending.replyNode, {
+      lookupId: frame.lookupId,
+      imessage: frame.imessage,
+      source: frame.source,
     });
   }
 
@@ -118,9 +151,21 @@ export class RelaySockets {
   }
 }
 
-/** A send frame as the socket's agent reads it: an agent older than `traceparentSince` refuses a frame with `traceparent`. */
+/**
+ * A send frame as the socket's agent reads it: an agent older than
+ * `traceparentSince` refuses a frame with `traceparent`, one older than
+ * `lookupSince` one with `service` or `fallback` (it sends over iMessage).
+ */
 function fitted(state: RelaySocket, frame: ServerFrame): ServerFrame {
-  if (frame.type !== 'send' || frame.traceparent === undefined || state.acceptsTraceparent) return frame;
-  const { traceparent: _traceparent, ...older } = frame;
-  return older;
+  if (frame.type !== 'send') return frame;
+  let fit = frame;
+  if (fit.traceparent !== undefined && !state.acceptsTraceparent) {
+    const { traceparent: _traceparent, ...older } = fit;
+    fit = older;
+  }
+  if ((fit.service !== undefined || fit.fallback !== undefined) && !state.answersLookup) {
+    const { service: _service, fallback: _fallback, ...older } = fit;
+    fit = older;
+  }
+  return fit;
 }

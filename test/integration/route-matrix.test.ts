@@ -8,6 +8,12 @@ import { routeFixtures } from '../support/route-fixtures.ts';
 /** The product's routes that take a credential: everything under /api/v1 but sign-up, login and refresh. */
 const authenticated = (routes: RouteDef[]) => routes.filter((r) => r.path.startsWith('/api/v1/') && r.auth !== false);
 const hasId = (r: RouteDef) => r.path.includes('/:');
+/**
+ * Routes whose path holds a value asked about, not a resource of the
+ * organization: another organization's call is a lookup of its own (its own
+ * kept answers, its own relays), tested where the route is.
+ */
+const valuePaths = new Set(['GET /api/v1/handles/:handle/availability']);
 const label = (r: RouteDef) => `${r.method} ${r.path}`;
 const fill = (path: string, params: Record<string, string>) =>
   path.replace(/:([A-Za-z0-9_]+)/g, (_, name: string) => encodeURIComponent(params[name] ?? `missing-${name}`));
@@ -63,7 +69,7 @@ eachBackend((backend) => {
     });
 
     test("cross-tenant matrix: organization B's credential on organization A's ids is 404", async () => {
-      for (const route of routes.filter(hasId)) {
+      for (const route of routes.filter((r) => hasId(r) && !valuePaths.has(label(r)))) {
         const fixture = routeFixtures[label(route)]!;
         const made = await fixture(t, a);
         const control = await t.request(route.method, fill(route.path, made.params), {

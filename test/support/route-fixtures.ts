@@ -26,6 +26,7 @@ const message = async (t: TestApp, org: Org) => ({
   },
 });
 let numberSeq = 0;
+let lookupSeq = 0;
 const phoneNumber = async (t: TestApp, org: Org) => ({
   params: {
     id: (
@@ -80,6 +81,19 @@ export const routeFixtures: Record<string, RouteFixture> = {
   'PUT /api/v1/phone-numbers/:id': async (t, org) => ({ ...(await phoneNumber(t, org)), body: { label: 'fixture' } }),
   'DELETE /api/v1/phone-numbers/:id': phoneNumber,
   'GET /api/v1/phone-numbers/:id/usage': phoneNumber,
+  // A relay online that answers the lookup (its socket closes a few seconds later).
+  'GET /api/v1/handles/:handle/availability': async (t, org) => {
+    const { token } = await created(t, org, `/api/v1/tenants/${org.orgId}/relay-tokens`, {});
+    const socket = await RelaySocket.open(t.base);
+    socket.hello({ registrationToken: token });
+    await socket.next('welcome');
+    void socket
+      .next('lookup', () => true, 10_000)
+      .then((f) => socket.send({ type: 'availability', lookupId: f.lookupId, imessage: true, source: 'history' }))
+      .catch(() => undefined)
+      .finally(() => setTimeout(() => socket.close(), 2_000));
+    return { params: { handle: `+1415555${String(1000 + (lookupSeq++ % 9000)).padStart(4, '0')}` } };
+  },
   'POST /api/v1/tenants/:tenantId/relay-tokens': async (_t, org) => ({ params: { tenantId: org.orgId }, body: {} }),
   'GET /api/v1/relays/:id': async (t, org) => {
     const { token } = await created(t, org, `/api/v1/tenants/${org.orgId}/relay-tokens`, {});

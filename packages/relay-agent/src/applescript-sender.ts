@@ -22,6 +22,9 @@ export const sendScript = `on run argv
 end run
 `;
 
+/** The same script over the SMS service: Messages sends it through the iPhone's text message forwarding. */
+export const smsScript = sendScript.replace('service type = iMessage', 'service type = SMS');
+
 export type SpawnFunction = (
   command: string,
   args: string[],
@@ -55,7 +58,7 @@ export class AppleScriptSender implements MessageSender {
   }
 
   send(message: OutgoingMessage): Promise<SendOutcome> {
-    return this.run(AppleScriptSender.argv(message), sendScript);
+    return this.run(AppleScriptSender.argv(message), message.service === 'SMS' ? smsScript : sendScript);
   }
 
   /** Quits Messages and opens it again, for a Messages app that stopped sending. */

@@ -109,6 +109,9 @@ FROM message m`,
 /** Every query the reader runs, prepared once per connection; values are only ever bound. */
 const queries = {
   maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
+  // The newest one-to-one row with the handle, either way: the service Messages last reached it on.
+  lastService:
+    'SELECT m.service AS service FROM message m JOIN handle h ON h.ROWID = m.handle_id WHERE h.id = ? AND m.error = 0 ORDER BY m.ROWID DESC LIMIT 1',
   // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
   account: "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
   incoming: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
@@ -153,6 +156,12 @@ export class ChatDbReader {
   async maxRowId(): Promise<number> {
     const row = this.run((s) => s.maxRowId.get()) as { maxRowId: number | null } | undefined;
     return row?.maxRowId ?? 0;
+  }
+
+  /** The service of the newest message with `handle` (as `handle.id` holds it) that did not fail, or undefined when there is none. */
+  async lastService(handle: string): Promise<string | undefined> {
+    const row = this.run((s) => s.lastService.get(handle)) as { service: string | null } | undefined;
+    return row?.service ?? undefined;
   }
 
   /** The iMessage account of the newest iMessage row (`jane@icloud.com`, `+14155550123`); undefined before any. */

@@ -20,6 +20,7 @@ export const usage = `Usage:
   relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID]
   relaybox-relay simulate-failures [--chat-db PATH] [--count N] [--error CODE | --never-deliver]
   relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
+  relaybox-relay simulate-no-imessage [--chat-db PATH] --to HANDLE [--off]
   relaybox-relay simulate-reaction [--chat-db PATH] --from HANDLE --target GUID --tapback KIND [--emoji E] [--removed]
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
@@ -58,7 +59,9 @@ attributedBody; --group ID: into a group chat; the simulator commands take --sta
 --chat-db use the simulated chat.db there); simulate-failures makes its next N sends (default 1) fail with
 Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a network failure), or with
 --never-deliver be sent and never delivered; simulate-sms-only makes a recipient reachable by SMS only
-(--off: by iMessage again), so its rows are written on the SMS service; simulate-reaction writes a tapback
+(--off: by iMessage again), so its rows are written on the SMS service; simulate-no-imessage gives a
+recipient no iMessage (--off: gives it back): a send over iMessage fails with error 22, one sent as SMS
+(a send's fallback) goes; simulate-reaction writes a tapback
 from HANDLE on the message whose guid is GUID (KIND: love, like, dislike, laugh, emphasize, question, or
 emoji with --emoji; --removed: its removal);
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
@@ -114,6 +117,7 @@ export type CliCommand =
     }
   | { kind: 'simulate-failures'; chatDbPath: string; count: number; error: number | undefined; neverDeliver: boolean }
   | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
+  | { kind: 'simulate-no-imessage'; chatDbPath: string; to: string; noImessage: boolean }
   | ({ kind: 'simulate-reaction'; chatDbPath: string } & ReactionInjection)
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
@@ -240,18 +244,16 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       removed: values.removed ?? false,
     };
   }
-  if (first === 'simulate-sms-only') {
+  if (first === 'simulate-sms-only' || first === 'simulate-no-imessage') {
     const { values } = parse(rest, {
       ...simulatorFileOptions,
       to: { type: 'string' },
       off: { type: 'boolean' },
     } as const);
-    return {
-      kind: 'simulate-sms-only',
-      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
-      to: required(values.to, '--to'),
-      smsOnly: !values.off,
-    };
+    const target = { chatDbPath: simulatorDb(values['chat-db'], values['state-dir']), to: required(values.to, '--to') };
+    return first === 'simulate-sms-only'
+      ? { kind: first, ...target, smsOnly: !values.off }
+      : { kind: first, ...target, noImessage: !values.off };
   }
   if (first === 'service') return parseService(rest);
   if (first === 'doctor') {

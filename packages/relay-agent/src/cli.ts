@@ -37,6 +37,7 @@ import {
   SimulatedMessagesApp,
   simulateFailures,
   simulateReaction,
+  simulateNoImessage,
   simulateSmsOnly,
   simulateInbound,
   simulateStall,
@@ -104,6 +105,14 @@ async function main(argv: string[], json: boolean): Promise<number> {
       );
       return 0;
     }
+    case 'simulate-no-imessage':
+      await simulateNoImessage(command.chatDbPath, command.to, command.noImessage);
+      process.stdout.write(
+        command.noImessage
+          ? `${command.to} has no iMessage in the simulator: a send over iMessage fails with error 22\n`
+          : `${command.to} has iMessage again in the simulator\n`,
+      );
+      return 0;
     case 'simulate-sms-only':
       await simulateSmsOnly(command.chatDbPath, command.to, command.smsOnly);
       process.stdout.write(

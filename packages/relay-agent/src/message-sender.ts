@@ -11,6 +11,8 @@ export interface OutgoingMessage {
   body: string;
   /** Local POSIX paths of files already downloaded. */
   attachmentPaths: string[];
+  /** `SMS`: send over the SMS service (the Mac's text message forwarding) instead of iMessage. */
+  service?: 'SMS';
 }
 
 /** An expected failure is a value; a thrown error is a bug in the agent. */
@@ -20,6 +22,8 @@ export interface MessageSender {
   send(message: OutgoingMessage): Promise<SendOutcome>;
   /** Quits and reopens Messages when it stopped writing the rows of its sends. */
   restart(): Promise<SendOutcome | void>;
+  /** Which service a handle is reached on, when the sender itself can tell (the simulator's rule); otherwise the agent reads chat.db's history. */
+  availability?(handle: string): Promise<{ imessage: boolean | null; source: string }>;
 }
 
 /**

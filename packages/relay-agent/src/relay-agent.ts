@@ -7,6 +7,7 @@ import type {
   ErrorFrame,
   HeartbeatFrame,
   HelloFrame,
+  LookupFrame,
   SendFrame,
   ServerFrame,
   StatusFrame,
@@ -16,7 +17,7 @@ import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { InboundForwarder } from './inbound-forwarder.ts';
-import type { MessageSender } from './message-sender.ts';
+import { normalizeHandle, type MessageSender } from './message-sender.ts';
 import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
@@ -183,7 +184,28 @@ export class RelayAgent {
         return this.onAck(frame);
       case 'error':
         return this.onError(frame);
+      case 'lookup':
+        return this.onLookup(frame);
     }
+  }
+
+  private async onLookup(frame: LookupFrame): Promise<void> {
+    this.send({ type: 'availability', lookupId: frame.lookupId, ...(await this.availability(frame.handle)) });
+  }
+
+  /** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
+  private async availability(to: string): Promise<{ imessage: boolean | null; source: string }> {
+    const handle = normalizeHandle(to);
+    if (this.deps.sender.availability) return this.deps.sender.availability(handle);
+    const service = await this.deps.reader.lastService(handle);
+    return { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
+  }
+
+  /** A send goes as SMS when the server says so, or when its fallback asks for it and the handle is known to have no iMessage. */
+  private async sendsAsSms(frame: SendFrame): Promise<boolean> {
+    if (frame.service === 'SMS') return true;
+    if (frame.fallback?.sms !== 'if_not_imessage') return false;
+    return (await this.availability(frame.to)).imessage === false;
   }
 
   private async onWelcome(frame: WelcomeFrame): Promise<void> {
@@ -243,6 +265,7 @@ export class RelayAgent {
       to: frame.to,
       body: frame.body ?? '',
       attachmentUrls: frame.attachments ?? [],
+      ...((await this.sendsAsSms(frame)) ? { sendAs: 'SMS' as const } : {}),
       phase: 'queued',
       acceptedAtMs: now,
       phaseAtMs: now,

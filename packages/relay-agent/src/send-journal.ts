@@ -40,6 +40,8 @@ export interface SendRecord {
   guid?: string;
   /** The service of the matched row (`iMessage`, `SMS`): reported with each status once known. */
   service?: string;
+  /** Sent as SMS on purpose: the server asked (`send.service`), or the send's fallback and a handle with no iMessage. */
+  sendAs?: 'SMS';
   /** When Messages took it (osascript succeeded), and when its chat.db row was matched: hops reported with its statuses. */
   handedAtMs?: number;
   seenAtMs?: number;

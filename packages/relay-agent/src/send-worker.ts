@@ -89,6 +89,7 @@ export class SendWorker {
         to: record.to,
         body: record.body,
         attachmentPaths,
+        ...(record.sendAs ? { service: record.sendAs } : {}),
       });
     } finally {
       if (cleanup) this.scheduleCleanup(cleanup);

@@ -40,7 +40,11 @@ INSERT OR IGNORE INTO relaybox_simulator (id) VALUES (1);
 CREATE TABLE IF NOT EXISTS relaybox_simulator_faults (id INTEGER PRIMARY KEY AUTOINCREMENT, error INTEGER NOT NULL DEFAULT 0,
   never_deliver INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS relaybox_simulator_sms_only (handle TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS relaybox_simulator_no_imessage (handle TEXT PRIMARY KEY);
 `;
+
+/** Messages' error code on a row sent over iMessage to a recipient without it. */
+const notRegisteredError = 22;
 
 /** The services Messages names on its rows. */
 const services = { iMessage: 'iMessage', sms: 'SMS' } as const;
@@ -80,6 +84,9 @@ class SimulatorWrites {
   private readonly nextFault: SqliteStatement;
   private readonly dropFault: SqliteStatement;
   private readonly smsOnly: SqliteStatement;
+  private readonly noImessage: SqliteStatement;
+  private readonly addNoImessage: SqliteStatement;
+  private readonly removeNoImessage: SqliteStatement;
   private readonly insertMessage: SqliteStatement;
   private readonly joinChat: SqliteStatement;
   private readonly insertAttachment: SqliteStatement;
@@ -107,6 +114,9 @@ class SimulatorWrites {
     );
     this.dropFault = db.prepare('DELETE FROM relaybox_simulator_faults WHERE id = @id');
     this.smsOnly = db.prepare('SELECT 1 AS yes FROM relaybox_simulator_sms_only WHERE handle = @handle');
+    this.noImessage = db.prepare('SELECT 1 AS yes FROM relaybox_simulator_no_imessage WHERE handle = @handle');
+    this.addNoImessage = db.prepare('INSERT OR IGNORE INTO relaybox_simulator_no_imessage (handle) VALUES (@handle)');
+    this.removeNoImessage = db.prepare('DELETE FROM relaybox_simulator_no_imessage WHERE handle = @handle');
     this.insertMessage =
       db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
   is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames,
@@ -136,13 +146,19 @@ class SimulatorWrites {
    * Writes one message row with its handle, chat and attachments, in one
    * transaction; returns its ROWID, its error and whether it is never to be
    * delivered. An outgoing row takes the oldest injected fault, if any. A
-   * recipient reached by SMS only has its rows, chat and handle on the SMS service.
+   * recipient reached by SMS only has its rows, chat and handle on the SMS
+   * service, as has a row sent as SMS on purpose (`service`); one with no
+   * iMessage (`setNoImessage`) sent over iMessage fails with error 22, as
+   * Messages fails it ("not registered with iMessage").
    */
-  writeMessage(row: MessageRow): { rowId: number; error: number; neverDeliver: boolean } {
+  writeMessage(row: MessageRow): { rowId: number; error: number; neverDeliver: boolean; service: string } {
     return this.db
       .transaction(() => {
         const { handle, group } = row;
-        const service = !group && this.smsOnly.get({ handle }) ? services.sms : services.iMessage;
+        const asSms = row.service === services.sms || this.smsOnly.get({ handle }) !== undefined;
+        const service = !group && asSms ? services.sms : services.iMessage;
+        const unregistered =
+          row.isFromMe && !group && service === services.iMessage && this.noImessage.get({ handle }) !== undefined;
         const chatGuid = group ? `${service};+;${group}` : `${service};-;${handle}`;
         this.upsertHandle.run({ handle, service });
         this.upsertChat.run({
@@ -157,7 +173,7 @@ class SimulatorWrites {
           ? (this.nextFault.get() as { id: number; error: number; neverDeliver: number } | undefined)
           : undefined;
         if (fault) this.dropFault.run({ id: fault.id });
-        const error = fault?.error ?? 0;
+        const error = fault?.error ?? (unregistered ? notRegisteredError : 0);
         const messageId = Number(
           this.insertMessage.run({
             guid: row.guid,
@@ -188,7 +204,7 @@ class SimulatorWrites {
           }).lastInsertRowid;
           this.joinAttachment.run({ messageId, attachmentId });
         }
-        return { rowId: messageId, error, neverDeliver: fault?.neverDeliver === 1 };
+        return { rowId: messageId, error, neverDeliver: fault?.neverDeliver === 1, service };
       })
       .immediate();
   }
@@ -203,6 +219,15 @@ class SimulatorWrites {
           });
       })
       .immediate();
+  }
+
+  /** Whether a recipient is reached on iMessage in the simulated world: not when SMS-only or without iMessage. */
+  hasImessage(handle: string): boolean {
+    return this.smsOnly.get({ handle }) === undefined && this.noImessage.get({ handle }) === undefined;
+  }
+
+  setNoImessage(handle: string, noImessage: boolean): void {
+    (noImessage ? this.addNoImessage : this.removeNoImessage).run({ handle });
   }
 
   setSmsOnly(handle: string, smsOnly: boolean): void {
@@ -233,6 +258,8 @@ interface MessageRow {
   attachments: string[];
   /** A tapback: its `associated_message_type`, `associated_message_guid` and, for an emoji tapback, the emoji. */
   associated?: { type: number; guid: string; emoji?: string };
+  /** `SMS`: sent as SMS on purpose (the agent's fallback). */
+  service?: 'SMS';
 }
 
 /** Where the simulator appends one JSON line per send it performs. */
@@ -258,6 +285,8 @@ export interface SendLogEntry {
   guid: string;
   error: number;
   attachments: number;
+  /** The service its row went over. */
+  service?: string;
 }
 
 export class SimulatedMessagesApp implements MessageSender {
@@ -290,6 +319,11 @@ export class SimulatedMessagesApp implements MessageSender {
   }
 
   /** Quits and reopens the app: the stall ends and the held messages go out. */
+  /** The simulated world's rule for a lookup: a recipient made SMS-only (`simulate-sms-only`) has no iMessage; everyone else has. */
+  async availability(handle: string): Promise<{ imessage: boolean | null; source: string }> {
+    return { imessage: this.writes.hasImessage(normalizeHandle(handle)), source: 'simulator' };
+  }
+
   async restart(): Promise<void> {
     this.writes.stalled = false;
     for (const message of this.held.splice(0)) await this.write(message);
@@ -308,6 +342,7 @@ export class SimulatedMessagesApp implements MessageSender {
       date: msToAppleNs(Date.now()),
       hasAttachments: message.attachmentPaths.length > 0,
       attachments: [],
+      ...(message.service ? { service: message.service } : {}),
     });
     const entry: SendLogEntry = {
       at: new Date().toISOString(),
@@ -318,6 +353,7 @@ export class SimulatedMessagesApp implements MessageSender {
       guid,
       error: row.error,
       attachments: message.attachmentPaths.length,
+      service: row.service,
     };
     await appendFile(sendLogPath(this.dbPath), `${JSON.stringify(entry)}\n`);
     if (row.error === 0 && !row.neverDeliver)
@@ -469,6 +505,15 @@ export async function simulateFailures(dbPath: string, count: number, fault: Sim
   if (fault.error !== undefined && fault.neverDeliver)
     throw new Error('a fault is an error or never delivered, not both');
   await withSimulatorWrites(dbPath, (writes) => writes.addFaults(count, fault));
+}
+
+/**
+ * Gives a recipient no iMessage (or, with `noImessage` false, gives it back):
+ * a send over iMessage fails with error 22, as Messages fails it; one sent
+ * as SMS goes. A lookup answers false.
+ */
+export async function simulateNoImessage(dbPath: string, handle: string, noImessage = true): Promise<void> {
+  await withSimulatorWrites(dbPath, (writes) => writes.setNoImessage(normalizeHandle(handle), noImessage));
 }
 
 /** Makes a recipient reachable by SMS only (or, with `smsOnly` false, by iMessage again): its rows are written on the SMS service. */

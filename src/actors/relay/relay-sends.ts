@@ -273,6 +273,7 @@ function sendFrame(doc: MessageDoc, trace: TraceContext | undefined): SendFrame 
     ...(doc.body ? { body: doc.body } : {}),
     ...(doc.attachments.length > 0 ? { attachments: doc.attachments } : {}),
     ...(doc.fromNumber ? { fromNumber: doc.fromNumber } : {}),
+    ...(doc.viaSms ? { service: 'SMS' as const } : doc.fallback ? { fallback: doc.fallback } : {}),
     ...(trace ? { traceparent: trace.traceparent } : {}),
   };
 }

@@ -155,6 +155,19 @@ export class StatusWriter {
       failureReason: reason ?? null,
       ...(failure.service && failure.service !== current.service ? { service: failure.service } : {}),
     };
+    // Not registered with iMessage, and the send asked for SMS then: at once again, as SMS (one more attempt, whatever the count).
+    if (
+      reason === 'not_registered' &&
+      current.status === 'processing' &&
+      current.fallback?.sms === 'if_not_imessage' &&
+      current.viaSms !== true
+    ) {
+      const again = await messages.updateOne(scope, cas, {
+        $set: { status: 'queued', relayId: null, lastError: error, ...said, viaSms: true, updatedAt: now },
+      });
+      if (again) await ctx.send(tenantProtocol, tenantId, { kind: 'retry', messageId, attempts: current.attempts });
+      return;
+    }
     const terminal = reason === 'not_registered' || current.status === 'sent';
     if (!terminal && current.attempts < this.deps.config.messageMaxAttempts) {
       const delayMs = backoffMs(this.deps.config.messageRetryBaseMs, current.attempts);
