@@ -16,6 +16,7 @@ import { messageView } from './views/message.ts';
 import { automationsView, automationView } from './views/automations.ts';
 import { membersView } from './views/members.ts';
 import { requestLogView } from './views/request-log.ts';
+import { suppressionsView } from './views/suppressions.ts';
 import type { PageContext } from './page.ts';
 
 type Page = (ctx: PageContext, param?: string) => void | Promise<void>;
@@ -38,6 +39,7 @@ const routes: Array<{ pattern: RegExp; title: string; page: Page; nav?: string }
   { pattern: /^#\/webhooks\/([\w-]+)$/, title: 'Webhook', page: webhookView, nav: 'webhooks' },
   { pattern: /^#\/api-keys$/, title: 'API keys', page: apiKeysView, nav: 'api-keys' },
   { pattern: /^#\/request-log$/, title: 'Request log', page: requestLogView, nav: 'request-log' },
+  { pattern: /^#\/opt-outs$/, title: 'Opt-outs', page: suppressionsView, nav: 'opt-outs' },
   { pattern: /^#\/settings$/, title: 'Settings', page: settingsView, nav: 'settings' },
 ];
 

@@ -89,6 +89,7 @@ function sections(me: Me): Array<[string, Array<[string, string]>]> {
       'Delivery',
       [
         ['relays', 'Relays'],
+        ['opt-outs', 'Opt-outs'],
         ['automations', 'Automations'],
         ['webhooks', 'Webhooks'],
       ],

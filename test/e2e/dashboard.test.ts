@@ -701,6 +701,32 @@ describe(
       });
     });
 
+    test('opt-outs: the suppression list with how each handle got there; a handle added by hand, found, and removed', async () => {
+      await scenario(page, 'opt-outs', async () => {
+        const imported = await request(base, 'POST', '/api/v1/suppressions', {
+          token: ownerToken,
+          body: { handle: '+14155550177', reason: 'asked by phone' },
+        });
+        assert.equal(imported.status, 201, imported.text);
+        await page.evaluate(`location.hash = '#/opt-outs'`);
+        await page.locator('main h1', { hasText: 'Opt-outs' }).waitFor();
+        await page.locator('tr[data-handle="+14155550177"]', { hasText: 'asked by phone' }).waitFor();
+        await page.getByLabel('Phone number or email').fill('+1 415 555 0178');
+        await page.getByLabel('Reason (optional)').fill('dashboard');
+        await page.getByRole('button', { name: 'Add', exact: true }).click();
+        await page.locator('tr[data-handle="+14155550178"]', { hasText: 'added by hand or API' }).waitFor();
+        const listed = await request(base, 'GET', '/api/v1/suppressions?handle=%2B14155550178', { token: ownerToken });
+        assert.equal(listed.body.data.length, 1, 'stored as E.164');
+        await page.getByLabel('Handle', { exact: true }).fill('+14155550177');
+        await page.getByRole('button', { name: 'Show', exact: true }).click();
+        await page.locator('tr[data-handle="+14155550178"]').waitFor({ state: 'detached' });
+        await page.getByRole('button', { name: 'Remove +14155550177' }).click();
+        await page.getByText('Nobody is on the suppression list.').waitFor();
+        const gone = await request(base, 'GET', '/api/v1/suppressions?handle=%2B14155550177', { token: ownerToken });
+        assert.equal(gone.body.data.length, 0, 'removed');
+      });
+    });
+
     test('webhooks: create, disable and enable, a failed delivery in the log, retry delivers it', async () => {
       let calls = 0;
       const receiver: Server = createServer((req, res) => {

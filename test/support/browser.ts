@@ -97,6 +97,7 @@ export const dashboardPages: Array<[string, string]> = [
   ['#/members', 'Members and teams'],
   ['#/api-keys', 'API keys'],
   ['#/request-log', 'Request log'],
+  ['#/opt-outs', 'Opt-outs'],
   ['#/settings', 'Settings'],
   ['#/no-such-page', 'Page not found'],
 ];
