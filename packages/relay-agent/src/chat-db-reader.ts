@@ -1,4 +1,5 @@
-import { appleTimeToMs } from './apple-time.ts';
+import { appleEpochMs, appleTimeToMs, msToAppleNs } from './apple-time.ts';
+import { reactionKinds } from 'relaybox-relay-protocol/frames.ts';
 import type { Logger } from './agent-logger.ts';
 import { readAttributedBody, type AttributedBody } from './attributed-body.ts';
 import { asChatDbError, openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sqlite-file.ts';
@@ -29,10 +30,15 @@ export interface ChatRow {
   attachments: string[];
   /** A tapback row (`associated_message_type` 2000–2007, removals 3000–3007): what it does to which message. */
   reaction?: ChatReaction;
+  /** A reply in a thread: the guid of the thread's first message (`thread_originator_guid`, macOS 11 and later). */
+  replyToGuid?: string;
+  /** When the sender last edited it (`date_edited`, macOS 13 and later), epoch milliseconds. */
+  dateEditedMs?: number;
+  /** When the sender unsent it (`date_retracted`, macOS 13 and later), epoch milliseconds. */
+  dateRetractedMs?: number;
 }
 
-/** The tapbacks by `associated_message_type` − 2000 (a removal: − 3000), as Messages numbers them. */
-export const reactionKinds = ['love', 'like', 'dislike', 'laugh', 'emphasize', 'question', 'emoji', 'sticker'] as const;
+export { reactionKinds };
 
 export interface ChatReaction {
   kind: (typeof reactionKinds)[number];
@@ -65,6 +71,9 @@ interface RawRow {
   associatedType?: number | null;
   associatedGuid?: string | null;
   associatedEmoji?: string | null;
+  threadOriginatorGuid?: string | null;
+  dateEdited?: number | null;
+  dateRetracted?: number | null;
 }
 
 /** Rows a reader remembers having logged a cut body for (a few bytes each). */
@@ -97,30 +106,60 @@ const rowIdIn = 'm.ROWID IN (SELECT value FROM json_each(?))';
 const reactionRow =
   'm.item_type = 0 AND (m.associated_message_type BETWEEN 2000 AND 2007 OR m.associated_message_type BETWEEN 3000 AND 3007)';
 
-/** The reactions query: `associated_message_emoji` exists from macOS 14 on; before, an emoji tapback cannot be. */
-const reactionsQuery = (hasEmoji: boolean) =>
-  `${selectRows.replace(
+/** Columns that only newer chat.db files have, read as NULL where absent. */
+const optionalColumns = {
+  /** macOS 14. */
+  associated_message_emoji: 'associatedEmoji',
+  /** macOS 11. */
+  thread_originator_guid: 'threadOriginatorGuid',
+  /** macOS 13. */
+  date_edited: 'dateEdited',
+  date_retracted: 'dateRetracted',
+} as const;
+type OptionalColumn = keyof typeof optionalColumns;
+
+/** The row columns with the tapback, reply, edit and unsend columns the file has. */
+const selectRowsWith = (present: ReadonlySet<string>) =>
+  selectRows.replace(
     'FROM message m',
     `, m.associated_message_type AS associatedType, m.associated_message_guid AS associatedGuid,
-  ${hasEmoji ? 'm.associated_message_emoji' : 'NULL'} AS associatedEmoji
+  ${Object.entries(optionalColumns)
+    .map(([column, alias]) => `${present.has(column) ? `m.${column}` : 'NULL'} AS ${alias}`)
+    .join(', ')}
 FROM message m`,
-  )}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${reactionRow}\nORDER BY m.ROWID\nLIMIT ?`;
+  );
+
+/** A row's latest edit or unsend (Apple time); 0 for one never changed, NULL for every row of a file without the columns. */
+const changedAt = (present: ReadonlySet<string>) =>
+  present.has('date_edited') && present.has('date_retracted')
+    ? 'MAX(COALESCE(m.date_edited, 0), COALESCE(m.date_retracted, 0))'
+    : 'NULL';
 
 /** Every query the reader runs, prepared once per connection; values are only ever bound. */
-const queries = {
-  maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
-  // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
-  account: "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
-  incoming: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
-  outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
-  rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
-  deliveryNews: `${selectRows}\nWHERE ${rowIdIn} AND ${deliveryNews}\nORDER BY m.ROWID`,
-  readNews: `${selectRows}\nWHERE ${rowIdIn} AND ${readNews}\nORDER BY m.ROWID`,
+const queriesFor = (present: ReadonlySet<string>) => {
+  const select = selectRowsWith(present);
+  return {
+    maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
+    // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
+    account:
+      "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
+    // Received messages and tapbacks, in the one ROWID order the inbound cursor follows.
+    incoming: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ((${ordinaryMessage}) OR (${reactionRow}))\nORDER BY m.ROWID\nLIMIT ?`,
+    reactions: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${reactionRow}\nORDER BY m.ROWID\nLIMIT ?`,
+    // Received messages edited or unsent at or after a time (Apple nanoseconds), oldest change first.
+    changed: `${select}\nWHERE m.is_from_me = 0 AND ${ordinaryMessage} AND ${changedAt(present)} >= ?\nORDER BY ${changedAt(present)}, m.ROWID\nLIMIT ?`,
+    outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
+    rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
+    deliveryNews: `${selectRows}\nWHERE ${rowIdIn} AND ${deliveryNews}\nORDER BY m.ROWID`,
+    readNews: `${selectRows}\nWHERE ${rowIdIn} AND ${readNews}\nORDER BY m.ROWID`,
+  };
 };
 
-const emojiColumn = "SELECT 1 AS present FROM pragma_table_info('message') WHERE name = 'associated_message_emoji'";
+const presentColumns = `SELECT name FROM pragma_table_info('message') WHERE name IN (${Object.keys(optionalColumns)
+  .map((c) => `'${c}'`)
+  .join(', ')})`;
 
-type Statements = Record<keyof typeof queries | 'reactions', SqliteStatement>;
+type Statements = Record<keyof ReturnType<typeof queriesFor>, SqliteStatement>;
 
 /**
  * Reads ~/Library/Messages/chat.db (or a simulator file of the same schema)
@@ -169,6 +208,17 @@ export class ChatDbReader {
   /** Tapbacks others made (and their removals), oldest first, after a ROWID cursor; each row has its `reaction`. */
   async readReactions(afterRowId: number, limit: number): Promise<ChatRow[]> {
     return this.read((s) => s.reactions.all(afterRowId, limit)).filter((r) => r.reaction !== undefined);
+  }
+
+  /**
+   * Received messages edited or unsent at or after `sinceMs` (epoch
+   * milliseconds), oldest change first; each has its `dateEditedMs` or
+   * `dateRetractedMs`. None from a chat.db before macOS 13.
+   */
+  async readChanged(sinceMs: number, limit: number): Promise<ChatRow[]> {
+    // Bound as a bigint: Apple nanoseconds are past 2^53, so a number would round.
+    const since = sinceMs <= appleEpochMs ? 1n : msToAppleNs(sinceMs);
+    return this.read((s) => s.changed.all(since, limit));
   }
 
   /** Messages this Mac sent (by the agent or by hand), oldest first, after a ROWID cursor. */
@@ -223,11 +273,8 @@ export class ChatDbReader {
   private open(): Statements {
     if (this.statements) return this.statements;
     const db = (this.db = openSqliteFile(this.dbPath, 'readonly'));
-    const hasEmoji = db.prepare(emojiColumn).get() !== undefined;
-    const entries = Object.entries({ ...queries, reactions: reactionsQuery(hasEmoji) }).map(([name, sql]) => [
-      name,
-      db.prepare(sql),
-    ]);
+    const present = new Set((db.prepare(presentColumns).all() as Array<{ name: OptionalColumn }>).map((r) => r.name));
+    const entries = Object.entries(queriesFor(present)).map(([name, sql]) => [name, db.prepare(sql)]);
     return (this.statements = Object.fromEntries(entries) as Statements);
   }
 }
@@ -257,7 +304,15 @@ function toChatRow(r: RawRow, onCut: (cut: NonNullable<AttributedBody['cut']>) =
     service: r.service ?? undefined,
     attachments: parseAttachments(r.attachmentsJson),
     ...reactionOf(r),
+    ...(r.threadOriginatorGuid ? { replyToGuid: r.threadOriginatorGuid } : {}),
+    ...optionalTime('dateEditedMs', r.dateEdited),
+    ...optionalTime('dateRetractedMs', r.dateRetracted),
   };
+}
+
+function optionalTime<K extends string>(key: K, value: number | null | undefined): Partial<Record<K, number>> {
+  const ms = appleTimeToMs(value);
+  return ms === undefined ? {} : ({ [key]: ms } as Record<K, number>);
 }
 
 /** The reaction of a tapback row; nothing for another row, or one whose target guid cannot be read. */

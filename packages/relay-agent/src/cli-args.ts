@@ -21,6 +21,9 @@ export const usage = `Usage:
   relaybox-relay simulate-failures [--chat-db PATH] [--count N] [--error CODE | --never-deliver]
   relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
   relaybox-relay simulate-reaction [--chat-db PATH] --from HANDLE --target GUID --tapback KIND [--emoji E] [--removed]
+  relaybox-relay simulate-reply [--chat-db PATH] --from HANDLE --to-guid GUID --body TEXT
+  relaybox-relay simulate-edit [--chat-db PATH] --guid GUID --body TEXT
+  relaybox-relay simulate-unsend [--chat-db PATH] --guid GUID
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
@@ -60,7 +63,9 @@ Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a netwo
 --never-deliver be sent and never delivered; simulate-sms-only makes a recipient reachable by SMS only
 (--off: by iMessage again), so its rows are written on the SMS service; simulate-reaction writes a tapback
 from HANDLE on the message whose guid is GUID (KIND: love, like, dislike, laugh, emphasize, question, or
-emoji with --emoji; --removed: its removal);
+emoji with --emoji; --removed: its removal); simulate-reply writes a message from HANDLE replying to the
+message whose guid is GUID; simulate-edit and simulate-unsend change a received message (by its guid) as
+the sender's edit or unsend does;
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -115,6 +120,9 @@ export type CliCommand =
   | { kind: 'simulate-failures'; chatDbPath: string; count: number; error: number | undefined; neverDeliver: boolean }
   | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
   | ({ kind: 'simulate-reaction'; chatDbPath: string } & ReactionInjection)
+  | { kind: 'simulate-reply'; chatDbPath: string; from: string; replyToGuid: string; body: string }
+  | { kind: 'simulate-edit'; chatDbPath: string; guid: string; body: string }
+  | { kind: 'simulate-unsend'; chatDbPath: string; guid: string }
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
@@ -239,6 +247,33 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       ...(values.emoji !== undefined ? { emoji: values.emoji } : {}),
       removed: values.removed ?? false,
     };
+  }
+  if (first === 'simulate-reply') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      from: { type: 'string' },
+      'to-guid': { type: 'string' },
+      body: { type: 'string' },
+    } as const);
+    return {
+      kind: 'simulate-reply',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      from: required(values.from, '--from'),
+      replyToGuid: required(values['to-guid'], '--to-guid'),
+      body: values.body ?? requiredMissing('--body'),
+    };
+  }
+  if (first === 'simulate-edit' || first === 'simulate-unsend') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      guid: { type: 'string' },
+      ...(first === 'simulate-edit' ? { body: { type: 'string' } } : {}),
+    } as const);
+    const chatDbPath = simulatorDb(values['chat-db'], values['state-dir']);
+    const guid = required(values.guid, '--guid');
+    if (first === 'simulate-unsend') return { kind: 'simulate-unsend', chatDbPath, guid };
+    const body = (values as { body?: string }).body;
+    return { kind: 'simulate-edit', chatDbPath, guid, body: body ?? requiredMissing('--body') };
   }
   if (first === 'simulate-sms-only') {
     const { values } = parse(rest, {

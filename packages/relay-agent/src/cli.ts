@@ -37,6 +37,9 @@ import {
   SimulatedMessagesApp,
   simulateFailures,
   simulateReaction,
+  simulateReply,
+  simulateEdit,
+  simulateUnsend,
   simulateSmsOnly,
   simulateInbound,
   simulateStall,
@@ -102,6 +105,25 @@ async function main(argv: string[], json: boolean): Promise<number> {
       process.stdout.write(
         `${reaction.from} ${reaction.removed ? 'removed' : 'added'} a ${reaction.tapback} tapback (row ${row.rowId})\n`,
       );
+      return 0;
+    }
+    case 'simulate-reply': {
+      const { from, body, replyToGuid } = command;
+      const row = await simulateReply(command.chatDbPath, { from, body, replyToGuid });
+      process.stdout.write(`wrote a reply from ${from} (row ${row.rowId}, guid ${row.guid})\n`);
+      return 0;
+    }
+    case 'simulate-edit':
+    case 'simulate-unsend': {
+      const found =
+        command.kind === 'simulate-edit'
+          ? await simulateEdit(command.chatDbPath, { guid: command.guid, body: command.body })
+          : await simulateUnsend(command.chatDbPath, command.guid);
+      if (!found) {
+        process.stderr.write(`no message with guid ${command.guid}\n`);
+        return 1;
+      }
+      process.stdout.write(`${command.kind === 'simulate-edit' ? 'edited' : 'unsent'} ${command.guid}\n`);
       return 0;
     }
     case 'simulate-sms-only':

@@ -65,6 +65,7 @@ export class OutgoingTracker {
         if (record) {
           record.rowId = row.rowId;
           record.guid = row.guid;
+          this.journal.rememberSent(row.guid, record.messageId);
           if (row.service && servicePattern.test(row.service)) record.service = row.service;
           record.seenAtMs = nowMs;
           this.journal.setPhase(record, 'tracking', nowMs);

@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS message (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, gui
   date INTEGER, date_read INTEGER, date_delivered INTEGER, is_delivered INTEGER DEFAULT 0, is_finished INTEGER DEFAULT 0,
   is_from_me INTEGER DEFAULT 0, is_read INTEGER DEFAULT 0, is_sent INTEGER DEFAULT 0, cache_has_attachments INTEGER DEFAULT 0,
   cache_roomnames TEXT, item_type INTEGER DEFAULT 0, associated_message_guid TEXT, associated_message_type INTEGER DEFAULT 0,
-  associated_message_emoji TEXT);
+  associated_message_emoji TEXT, thread_originator_guid TEXT, thread_originator_part TEXT, date_edited INTEGER DEFAULT 0,
+  date_retracted INTEGER DEFAULT 0);
 CREATE TABLE IF NOT EXISTS chat (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, guid TEXT UNIQUE NOT NULL, style INTEGER,
   state INTEGER, account_id TEXT, chat_identifier TEXT, service_name TEXT, room_name TEXT, display_name TEXT);
 CREATE TABLE IF NOT EXISTS chat_message_join (chat_id INTEGER REFERENCES chat (ROWID) ON DELETE CASCADE,
@@ -91,6 +92,8 @@ class SimulatorWrites {
   private readonly setStalled: SqliteStatement;
   readonly markDelivered: SqliteStatement;
   readonly markRead: SqliteStatement;
+  readonly edit: SqliteStatement;
+  readonly unsend: SqliteStatement;
 
   constructor(readonly db: SqliteDatabase) {
     this.upsertHandle = db.prepare(
@@ -110,9 +113,10 @@ class SimulatorWrites {
     this.insertMessage =
       db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
   is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames,
-  associated_message_type, associated_message_guid, associated_message_emoji)
+  associated_message_type, associated_message_guid, associated_message_emoji, thread_originator_guid, thread_originator_part)
   VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @account, @error, @date, 0, 0,
-  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName, @associatedType, @associatedGuid, @associatedEmoji)`);
+  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName, @associatedType, @associatedGuid, @associatedEmoji,
+  @threadGuid, @threadPart)`);
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
     this.insertAttachment = db.prepare(
@@ -130,6 +134,14 @@ class SimulatorWrites {
     this.setStalled = db.prepare('UPDATE relaybox_simulator SET stalled = @stalled WHERE id = 1');
     this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
     this.markRead = db.prepare('UPDATE message SET is_read = 1, date_read = @date WHERE ROWID = @rowId');
+    // An edit rewrites the row's text in place and stamps date_edited (the earlier versions go to
+    // message_summary_info, which the reader does not read); an unsend empties it and stamps date_retracted.
+    this.edit = db.prepare(
+      'UPDATE message SET text = @text, attributedBody = @attributedBody, date_edited = @date WHERE guid = @guid',
+    );
+    this.unsend = db.prepare(
+      'UPDATE message SET text = NULL, attributedBody = NULL, date_retracted = @date WHERE guid = @guid',
+    );
   }
 
   /**
@@ -176,6 +188,8 @@ class SimulatorWrites {
             associatedType: row.associated?.type ?? 0,
             associatedGuid: row.associated?.guid ?? null,
             associatedEmoji: row.associated?.emoji ?? null,
+            threadGuid: row.replyToGuid ?? null,
+            threadPart: row.replyToGuid ? '0:0:1' : null,
           }).lastInsertRowid,
         );
         this.joinChat.run({ messageId, date: row.date, chatGuid });
@@ -233,6 +247,8 @@ interface MessageRow {
   attachments: string[];
   /** A tapback: its `associated_message_type`, `associated_message_guid` and, for an emoji tapback, the emoji. */
   associated?: { type: number; guid: string; emoji?: string };
+  /** A reply: the guid of the message it answers (`thread_originator_guid`). */
+  replyToGuid?: string;
 }
 
 /** Where the simulator appends one JSON line per send it performs. */
@@ -364,6 +380,8 @@ export interface InboundInjection {
   groupId?: string;
   /** Local file paths recorded as the message's attachments. */
   attachments?: string[];
+  /** A reply in the thread of the message with this guid (`thread_originator_guid`), as Messages writes one. */
+  replyToGuid?: string;
 }
 
 /** Writes a message "received" from someone, as Messages would. Used by tests and `simulate-inbound`. */
@@ -383,9 +401,45 @@ export async function simulateInbound(
       date: msToAppleNs(Date.now()),
       hasAttachments: (message.attachments ?? []).length > 0,
       attachments: message.attachments ?? [],
+      ...(message.replyToGuid ? { replyToGuid: message.replyToGuid } : {}),
     }),
   );
   return { rowId: row.rowId, guid };
+}
+
+/** Writes a reply "received" from someone in the thread of the message with `replyToGuid`, as Messages would. */
+export function simulateReply(
+  dbPath: string,
+  reply: { from: string; body: string; replyToGuid: string },
+): Promise<{ rowId: number; guid: string }> {
+  return simulateInbound(dbPath, reply);
+}
+
+/**
+ * Edits a received message as Messages records the sender's edit: the row
+ * (by guid) gets the new text and `date_edited`; false when no row has that guid.
+ */
+export async function simulateEdit(dbPath: string, edit: { guid: string; body: string }): Promise<boolean> {
+  const changes = await withSimulatorWrites(
+    dbPath,
+    (writes) =>
+      writes.edit.run({
+        guid: edit.guid,
+        text: edit.body,
+        attributedBody: encodeAttributedBody(edit.body),
+        date: msToAppleNs(Date.now()),
+      }).changes,
+  );
+  return changes > 0;
+}
+
+/** Unsends a received message as Messages records it: the row's text is emptied and `date_retracted` set; false when no row has that guid. */
+export async function simulateUnsend(dbPath: string, guid: string): Promise<boolean> {
+  const changes = await withSimulatorWrites(
+    dbPath,
+    (writes) => writes.unsend.run({ guid, date: msToAppleNs(Date.now()) }).changes,
+  );
+  return changes > 0;
 }
 
 /** The tapbacks in `associated_message_type` order (2000 + index; a removal is 3000 + index); `emoji` is macOS 14's. */
