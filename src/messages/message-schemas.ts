@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { reactionKinds } from '../relay-protocol/frames.ts';
 import { pageSchema } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { phoneNumberField, strictObject, violationKey, type ViolationNote } from '../http/validation.ts';
@@ -87,6 +88,24 @@ export const messageSchema = named(
     failureReason: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'as MessageStatus' })),
     service: Type.Optional(Type.String({ description: 'as MessageStatus' })),
     undeliveredAt: Type.Optional(Type.String({ format: 'date-time', description: 'as MessageStatus' })),
+    reactions: Type.Optional(
+      Type.Array(
+        Type.Object({
+          reaction: Type.Union(reactionKinds.map((k) => Type.Literal(k))),
+          emoji: Type.Optional(Type.String({ description: 'an emoji tapback: its emoji' })),
+          from: Type.String(),
+          at: time,
+        }),
+        { description: 'tapbacks on it, one per sender (the latest), oldest first (`message.reaction` events)' },
+      ),
+    ),
+    replyTo: Type.Optional(Type.String({ description: 'a received reply: the id of the message it answers' })),
+    edited: Type.Optional(
+      Type.Boolean({ description: 'a received message its sender edited: `body` is the edited text' }),
+    ),
+    editedAt: Type.Optional(time),
+    unsent: Type.Optional(Type.Boolean({ description: 'a received message its sender unsent: `body` is empty' })),
+    unsentAt: Type.Optional(time),
     createdAt: time,
     updatedAt: time,
   }),

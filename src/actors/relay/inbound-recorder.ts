@@ -4,13 +4,20 @@ import { changeEventId, domainEvent, messageEventData } from '../../events/event
 import { withOutbox, type Outbox } from '../../events/outbox.ts';
 import { nowIso } from '../../ids.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
-import type { RelayCollections } from '../../relays/relay-store.ts';
+import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/actor.ts';
 import { touchConversation } from '../../messages/conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
 import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
+import type { InboundReaction } from '../../relay-protocol/frames.ts';
+
+/** A message of the relay's chat.db a row points at (relay-protocol `messageReference`). */
+export interface MessageReference {
+  guid: string;
+  messageId?: string;
+}
 
 export interface InboundReport {
   relayId: string;
@@ -23,6 +30,28 @@ export interface InboundReport {
   body: string;
   receivedAt: string;
   attachments?: string[];
+  reaction?: InboundReaction;
+  replyTo?: MessageReference;
+}
+
+export interface ChangeReport {
+  relayId: string;
+  session: number;
+  rowId: number;
+  guid: string;
+  change: 'edited' | 'unsent';
+  at: string;
+  body?: string;
+}
+
+/** The id of a received message: from its organization and Messages GUID, so a replay finds the stored one. */
+export function receivedMessageId(tenantId: string, guid: string): string {
+  return `msg_in_${createHash('sha256').update(`${tenantId}\u0000${guid}`).digest('base64url').slice(0, 24)}`;
+}
+
+/** Where a sender's reaction is kept on the message it is on: one per sender, as Messages has it. */
+function reactionField(from: string): string {
+  return `reactions.${createHash('sha256').update(from).digest('base64url').slice(0, 16)}`;
 }
 
 /**
@@ -44,16 +73,121 @@ export class InboundRecorder {
   ) {}
 
   async record(_ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
+    const relay = await this.deps.db.relays.findOne({ tenantId }, { id: report.relayId });
+    if (!relay) return;
+    if (report.reaction) await this.reaction(tenantId, report, report.reaction);
+    else await this.message(tenantId, relay, report);
+    await this.deps.db.relays.updateOne(
+      { tenantId },
+      { id: relay.id, inboundCursor: { $lt: report.rowId } },
+      { $set: { inboundCursor: report.rowId } },
+    );
+    if (relay.node && relay.session === report.session && relay.status === 'online') {
+      await this.deps.link.deliver(
+        { id: relay.id, node: relay.node, session: relay.session },
+        { type: 'ack', of: 'inbound', cursor: report.rowId },
+      );
+    }
+  }
+
+  /**
+   * An edit or unsend of a received message: the message gets the edited text
+   * (or none) and its flag, with its `message.edited` or `message.unsent`
+   * event in the same write; the event's id comes from the message and the
+   * change's time, so a change read again makes none. A change of a message
+   * not stored (history before the relay, or a row the server never got) is
+   * acknowledged and dropped.
+   */
+  async change(tenantId: string, report: ChangeReport): Promise<void> {
     const { db } = this.deps;
     const relay = await db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
+    const scope = { tenantId };
+    const doc = await db.messages.findOne(scope, { id: receivedMessageId(tenantId, report.guid) });
+    if (doc) {
+      const now = nowIso();
+      const [set, event] =
+        report.change === 'edited'
+          ? [
+              { body: report.body ?? '', edited: true, editedAt: report.at, updatedAt: now },
+              domainEvent(
+                'message.edited',
+                doc,
+                { ...messageEventData({ ...doc, body: report.body ?? '' }), editedAt: report.at },
+                changeEventId('message.edited', `${doc.id}\u0000${report.at}`),
+              ),
+            ]
+          : [
+              { body: '', unsent: true, unsentAt: report.at, updatedAt: now },
+              domainEvent(
+                'message.unsent',
+                doc,
+                { id: doc.id, from: doc.from, conversationId: doc.conversationId, unsentAt: report.at },
+                changeEventId('message.unsent', doc.id),
+              ),
+            ];
+      await this.deps.outbox.change(db.messages, scope, { id: doc.id }, { $set: set }, [event]);
+    }
+    if (relay.node && relay.session === report.session && relay.status === 'online') {
+      await this.deps.link.deliver(
+        { id: relay.id, node: relay.node, session: relay.session },
+        { type: 'ack', of: 'change', guid: report.guid, at: report.at },
+      );
+    }
+  }
+
+  /** The stored message a row points at, in this organization only; null for one the server never stored. */
+  private target(tenantId: string, ref: MessageReference): Promise<MessageDoc | null> {
+    const id = ref.messageId ?? receivedMessageId(tenantId, ref.guid);
+    return this.deps.db.messages.findOne({ tenantId }, { id });
+  }
+
+  /**
+   * A tapback on a stored message: kept on it, one per sender (a removal
+   * takes the sender's off), with its `message.reaction` event in the same
+   * write; the event's id comes from the tapback row's guid, so a replay
+   * makes none. A tapback on a message the server never stored is dropped.
+   */
+  private async reaction(tenantId: string, report: InboundReport, reaction: InboundReaction): Promise<void> {
+    const target = await this.target(tenantId, reaction);
+    if (!target) return;
+    const field = reactionField(report.from);
+    const emoji = reaction.emoji ? { emoji: reaction.emoji } : {};
+    const now = nowIso();
+    const update = reaction.removed
+      ? { $set: { updatedAt: now }, $unset: { [field]: '' } }
+      : {
+          $set: {
+            [field]: { reaction: reaction.kind, ...emoji, from: report.from, at: report.receivedAt },
+            updatedAt: now,
+          },
+        };
+    const event = domainEvent(
+      'message.reaction',
+      target,
+      {
+        messageId: target.id,
+        reaction: reaction.kind,
+        ...emoji,
+        from: report.from,
+        removed: reaction.removed,
+        conversationId: target.conversationId,
+        at: report.receivedAt,
+      },
+      changeEventId('message.reaction', `${target.id}\u0000${report.guid}`),
+    );
+    await this.deps.outbox.change(this.deps.db.messages, { tenantId }, { id: target.id }, update, [event]);
+  }
+
+  private async message(tenantId: string, relay: RelayDoc, report: InboundReport): Promise<void> {
+    const { db } = this.deps;
     const teamId = relay.teamId;
     const isGroup = Boolean(report.chatGuid && report.isGroup);
     const sender = normalizeParticipant(report.from);
     const participant = isGroup ? `chat:${report.chatGuid}` : (sender ?? report.from);
     const now = nowIso();
     const doc: MessageDoc = {
-      id: `msg_in_${createHash('sha256').update(`${tenantId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
+      id: receivedMessageId(tenantId, report.guid),
       tenantId,
       teamId,
       direction: 'received',
@@ -77,10 +211,17 @@ export class InboundRecorder {
       createdAt: report.receivedAt,
       updatedAt: now,
     };
+    const replyTo = report.replyTo ? (await this.target(tenantId, report.replyTo))?.id : undefined;
+    if (replyTo) doc.replyTo = replyTo;
     const scope = { tenantId, teamId };
     // Stored with its message.received event in its outbox: one write, so neither exists without the other.
     const written = withOutbox(doc, [
-      domainEvent('message.received', doc, messageEventData(doc), changeEventId('message.received', doc.id)),
+      domainEvent(
+        'message.received',
+        doc,
+        { ...messageEventData(doc), ...(replyTo ? { replyTo } : {}) },
+        changeEventId('message.received', doc.id),
+      ),
     ]);
     let fresh = true;
     try {
@@ -123,16 +264,5 @@ export class InboundRecorder {
         body: doc.body,
         fresh,
       });
-    await db.relays.updateOne(
-      { tenantId },
-      { id: relay.id, inboundCursor: { $lt: report.rowId } },
-      { $set: { inboundCursor: report.rowId } },
-    );
-    if (relay.node && relay.session === report.session && relay.status === 'online') {
-      await this.deps.link.deliver(
-        { id: relay.id, node: relay.node, session: relay.session },
-        { type: 'ack', of: 'inbound', cursor: report.rowId },
-      );
-    }
   }
 }
