@@ -89,6 +89,21 @@ test('an outgoing row goes sent → delivered → read, matched to its send by r
   assert.deepEqual([...times].sort(), times, 'step times never go backwards');
 });
 
+test('a row in a group chat is never reported read: Messages sends no read receipts there', async (t) => {
+  const { tracker, send, dbPath } = await setup(t, { deliveryDelayMs: 10_000 });
+  const record = await send('msg_group', '+15550002323', 'to the group');
+  await tracker.poll();
+  const db = openSqliteFile(dbPath, 'readwrite');
+  // The row as Messages writes one in a group chat, delivered and with read fields set.
+  db.prepare(
+    "UPDATE message SET cache_roomnames = 'chat123', is_delivered = 1, date_delivered = 1, is_read = 1, date_read = 1 WHERE ROWID = ?",
+  ).run(record.rowId);
+  db.close();
+  await tracker.poll();
+  assert.deepEqual(statuses(record), ['sent', 'delivered']);
+  assert.equal(record.phase, 'closed', 'nothing more to wait for');
+});
+
 test('an injected failure gives a failed status and is never delivered', async (t) => {
   const { tracker, send, dbPath } = await setup(t, { deliveryDelayMs: 50 });
   await simulateFailures(dbPath, 1);
