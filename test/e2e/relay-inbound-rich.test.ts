@@ -56,6 +56,19 @@ eachBackend((backend) => {
       const message = async (id: string) => (await call('GET', `/api/v1/messages/${id}`)).body;
       const friend = '+14155550160';
 
+      // An automation on reactions: a love tapback gets a thank-you (the emoji one and the removal do not match).
+      const automation = await call('POST', '/api/v1/automations', {
+        name: 'Thank a love',
+        trigger: 'message_reaction',
+        conditions: [{ field: 'body', operator: 'equals', value: 'love' }],
+        actions: [{ type: 'send_reply', config: { body: 'glad you like it' } }],
+      });
+      assert.equal(automation.status, 201, automation.text);
+      const thanks = async () =>
+        ((await call('GET', '/api/v1/messages?direction=sent')).body.data as any[]).filter(
+          (m) => m.body === 'glad you like it',
+        );
+
       // A message we send, delivered: the agent knows its chat.db guid.
       const sent = await call('POST', '/api/v1/messages', { to: friend, body: 'dinner at 8?' });
       assert.equal(sent.status, 201, sent.text);
@@ -112,6 +125,27 @@ eachBackend((backend) => {
             at: reactions[2].data.at,
           },
         ],
+      );
+      const [thank] = await until(
+        'the automated thank-you',
+        async () => ((await thanks()).length > 0 ? thanks() : undefined),
+        30_000,
+      );
+      assert.equal(thank.to, friend);
+      const runs = await until(
+        'both tapbacks given evaluated (the removal runs nothing)',
+        async () => {
+          const list = (await call('GET', `/api/v1/automations/${automation.body.id}`)).body.executions as any[];
+          return list.length >= 2 && list;
+        },
+        30_000,
+      );
+      assert.deepEqual(
+        runs.map((r: any) => [r.trigger, r.messageId, r.matched]).sort(),
+        [
+          ['message_reaction', helloMessage.id, false],
+          ['message_reaction', sent.body.id, true],
+        ].sort(),
       );
       // A tapback is not a received message; the reply is one, answering ours.
       assert.equal(received.length, 2);
@@ -182,6 +216,11 @@ eachBackend((backend) => {
       assert.equal((await events('message.edited')).length, 1);
       assert.equal((await events('message.unsent')).length, 1);
       assert.equal((await events('message.received')).length, 3);
+      assert.equal((await thanks()).length, 1, 'the automation ran once on the love tapback');
+      assert.equal(
+        ((await call('GET', `/api/v1/automations/${automation.body.id}`)).body.executions as any[]).length,
+        2,
+      );
 
       // The webhook got each event, and each once (by its webhook-id), however often it was published.
       await until(
