@@ -11,6 +11,7 @@ export const webhookEvents = [
   'message.reaction',
   'message.edited',
   'message.unsent',
+  'conversation.updated',
   'relay.online',
   'relay.offline',
   'contact.opted_out',

@@ -9,7 +9,8 @@ import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
  * added beside them, and `contact.opted_out` and `contact.opted_in` (a handle
  * put on the organization's suppression list or taken off it), and
  * `message.reaction`, `message.edited` and `message.unsent` (a tapback on a
- * message; a received message its sender edited or unsent); webhooks and
+ * message; a received message its sender edited or unsent) and
+ * `conversation.updated` (a group chat renamed, a member added or gone); webhooks and
  * automations consume them with consumer groups of their own. A webhook
  * receives only the events it names.
  */
@@ -25,6 +26,7 @@ export const eventNames = [
   'message.reaction',
   'message.edited',
   'message.unsent',
+  'conversation.updated',
   'relay.online',
   'relay.offline',
   'contact.opted_out',

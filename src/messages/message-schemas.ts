@@ -201,6 +201,14 @@ export const conversationSchema = named(
     lastMessageAt: time,
     unreadCount: Type.Integer(),
     isGroup: Type.Boolean(),
+    name: Type.Optional(
+      Type.String({ description: "a group chat: its name, as its relay last saw it renamed ('' when removed)" }),
+    ),
+    participants: Type.Optional(
+      Type.Array(Type.String(), {
+        description: "a group chat: its members, as its relay's Messages had them at the latest group event",
+      }),
+    ),
     createdAt: time,
     updatedAt: time,
   }),

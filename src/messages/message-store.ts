@@ -91,6 +91,9 @@ export interface ConversationDoc {
   lastMessage: string;
   lastMessageAt: string;
   unreadCount: number;
+  /** A group chat's name and members, from its relay's group events (inbound-recorder.ts). */
+  name?: string;
+  participants?: string[];
   createdAt: string;
   updatedAt: string;
 }

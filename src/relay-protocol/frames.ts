@@ -25,14 +25,15 @@
  *   server's `welcome.inboundCursor` and moves its own cursor only on an
  *   `ack` with `of: 'inbound'`; the server dedupes by `guid`. A tapback is an
  *   `inbound` row with `reaction` (its body is the text Messages wrote for
- *   older clients); a reply has `replyTo`.
+ *   older clients); a reply has `replyTo`; a group event (renamed, a member
+ *   added or gone) has `group` and an empty body.
  * - `change` frames (an edit or unsend of a received message, which changes
  *   an old row in place, so the ROWID cursor never sees it) are at-least-once
  *   too, in the order of their `at`: each is acked with `ack {of:'change',
  *   guid, at}`, and the agent keeps the latest acked `at` as its own cursor.
  *   The server makes each change's event once (its id comes from the guid
  *   and `at`).
- * - Fields and frames added later (`reaction`, `replyTo`, `change`) are
+ * - Fields and frames added later (`reaction`, `replyTo`, `group`, `change`) are
  *   optional or sent only by newer agents: a server is upgraded before its
  *   agents, since a server refuses a field it does not know.
  */
@@ -56,6 +57,7 @@ export const frameLimits = {
   bodyLength: 20_000,
   errorLength: 2_000,
   attachments: 10,
+  groupMembers: 100,
   urlLength: 2_048,
   pathLength: 1_024,
   maxCapacity: 1_000,
@@ -194,6 +196,19 @@ export const inboundReaction = Type.Object(
   strict,
 );
 
+export const groupEvent = Type.Object(
+  {
+    change: Type.Union([Type.Literal('renamed'), Type.Literal('participant_added'), Type.Literal('participant_left')]),
+    /** For `renamed`: the new name (empty: the name was removed). */
+    name: Type.Optional(str(L.nameLength, 0)),
+    /** For a member change: the member. */
+    handle: Type.Optional(str(L.handleLength)),
+    /** The group's members as the relay's chat.db has them when the event is read. */
+    participants: Type.Optional(Type.Array(str(L.handleLength), { maxItems: L.groupMembers })),
+  },
+  strict,
+);
+
 export const inboundFrame = Type.Object(
   {
     type: Type.Literal('inbound'),
@@ -210,6 +225,8 @@ export const inboundFrame = Type.Object(
     reaction: Type.Optional(inboundReaction),
     /** A reply: the message it answers (`thread_originator_guid`). */
     replyTo: Type.Optional(messageReference),
+    /** A group event of the group chat `chatGuid` (`from` made it): renamed, or a member added or gone. */
+    group: Type.Optional(groupEvent),
   },
   strict,
 );
@@ -309,6 +326,7 @@ export type AgentCheckpoint = Static<typeof agentCheckpoint>;
 export type FailureReason = Static<typeof failureReason>;
 export type InboundFrame = Static<typeof inboundFrame>;
 export type InboundReaction = Static<typeof inboundReaction>;
+export type GroupEvent = Static<typeof groupEvent>;
 export type ChangeFrame = Static<typeof changeFrame>;
 export type WelcomeFrame = Static<typeof welcomeFrame>;
 export type SendFrame = Static<typeof sendFrame>;

@@ -14,6 +14,7 @@ import { describe, test } from 'node:test';
 import {
   readSendLog,
   simulateEdit,
+  simulateGroupEvent,
   simulateInbound,
   simulateReaction,
   simulateReply,
@@ -24,7 +25,7 @@ import { eachBackend, signup, startTestApp } from '../support/test-app.ts';
 import { until } from '../support/until.ts';
 import { WebhookReceiver } from '../support/webhook-receiver.ts';
 
-const richEvents = ['message.received', 'message.reaction', 'message.edited', 'message.unsent'];
+const richEvents = ['message.received', 'message.reaction', 'message.edited', 'message.unsent', 'conversation.updated'];
 
 eachBackend((backend) => {
   describe(`inbound reactions, replies, edits and unsends (${backend})`, { timeout: 300_000 }, () => {
@@ -189,6 +190,44 @@ eachBackend((backend) => {
         ['love'],
       );
 
+      // A group chat renamed, a member added, and that member leaving: its conversation follows, one event each.
+      const group = 'dinner-crew';
+      const newcomer = '+14155550161';
+      await simulateGroupEvent(chatDb, { group, from: friend, change: 'renamed', name: 'Dinner crew' });
+      // Each event carries the members as the agent reads them: the next change waits for this one to be read.
+      await until('the rename', async () => (await events('conversation.updated')).length === 1, 30_000);
+      await simulateGroupEvent(chatDb, { group, from: friend, change: 'participant_added', handle: newcomer });
+      const updates = await until(
+        'two conversation.updated events',
+        async () =>
+          (await events('conversation.updated')).length === 2
+            ? (await events('conversation.updated')).reverse()
+            : undefined,
+        30_000,
+      );
+      assert.deepEqual(
+        updates.map((e) => [e.data.change, e.data.name, e.data.handle, e.data.by, e.data.participants]),
+        [
+          ['renamed', 'Dinner crew', undefined, friend, [friend]],
+          ['participant_added', undefined, newcomer, friend, [friend, newcomer]],
+        ],
+      );
+      const conversationId = updates[0].data.conversationId;
+      await simulateGroupEvent(chatDb, { group, from: newcomer, change: 'participant_left' });
+      const left = await until(
+        'the member gone from the conversation',
+        async () => {
+          const c = (await call('GET', `/api/v1/conversations/${conversationId}`)).body;
+          return c.participants?.length === 1 && c;
+        },
+        30_000,
+      );
+      assert.equal(left.name, 'Dinner crew');
+      assert.equal(left.isGroup, true);
+      assert.deepEqual(left.participants, [friend]);
+      const [gone] = await events('conversation.updated');
+      assert.deepEqual([gone.data.change, gone.data.handle, gone.data.by], ['participant_left', newcomer, newcomer]);
+
       // A crash before the change cursor was stored: the restarted agent reads every change again.
       agent.child.kill('SIGKILL');
       await agent.exited;
@@ -216,6 +255,7 @@ eachBackend((backend) => {
       assert.equal((await events('message.edited')).length, 1);
       assert.equal((await events('message.unsent')).length, 1);
       assert.equal((await events('message.received')).length, 3);
+      assert.equal((await events('conversation.updated')).length, 3);
       assert.equal((await thanks()).length, 1, 'the automation ran once on the love tapback');
       assert.equal(
         ((await call('GET', `/api/v1/automations/${automation.body.id}`)).body.executions as any[]).length,
@@ -225,7 +265,7 @@ eachBackend((backend) => {
       // The webhook got each event, and each once (by its webhook-id), however often it was published.
       await until(
         'every event delivered',
-        async () => new Set(receiver.received.map((d) => d.headers['webhook-id'])).size === 8,
+        async () => new Set(receiver.received.map((d) => d.headers['webhook-id'])).size === 11,
         30_000,
       );
       const delivered = receiver.received.map((d) => d.json.event as string);
@@ -233,6 +273,7 @@ eachBackend((backend) => {
       assert.equal(delivered.filter((e) => e === 'message.received').length, 3);
       assert.equal(delivered.filter((e) => e === 'message.edited').length, 1);
       assert.equal(delivered.filter((e) => e === 'message.unsent').length, 1);
+      assert.equal(delivered.filter((e) => e === 'conversation.updated').length, 3);
     });
   });
 });

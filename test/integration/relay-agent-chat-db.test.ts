@@ -22,12 +22,13 @@ import {
   simulateFailures,
   simulateInbound,
   simulateEdit,
+  simulateGroupEvent,
   simulateReaction,
   simulateReply,
   simulateSmsOnly,
   simulateUnsend,
 } from '../../packages/relay-agent/src/simulated-messages-app.ts';
-import { toChangeFrame } from '../../packages/relay-agent/src/inbound-forwarder.ts';
+import { toChangeFrame, toInboundFrame } from '../../packages/relay-agent/src/inbound-forwarder.ts';
 import { ChatDbError, openSqliteFile } from '../../packages/relay-agent/src/sqlite-file.ts';
 
 async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDelayMs?: number } = {}) {
@@ -237,6 +238,52 @@ test('a reply names the message it answers; an edit and an unsend are read by th
     body: 'lunch at 1?',
   });
   assert.equal(toChangeFrame(changed[1]!)?.change, 'unsent');
+});
+
+test('group events are read in the inbound order: a rename, a member added and removed, one who left; the members are as now', async (t) => {
+  const { reader, dbPath } = await setup(t);
+  const group = 'crew';
+  await simulateGroupEvent(dbPath, { group, from: '+15550008888', change: 'renamed', name: 'The crew' });
+  await simulateGroupEvent(dbPath, {
+    group,
+    from: '+15550008888',
+    change: 'participant_added',
+    handle: '+15550009999',
+  });
+  await simulateGroupEvent(dbPath, {
+    group,
+    from: '+15550008888',
+    change: 'participant_added',
+    handle: '+15550007777',
+  });
+  await simulateGroupEvent(dbPath, {
+    group,
+    from: '+15550008888',
+    change: 'participant_removed',
+    handle: '+15550007777',
+  });
+  await simulateGroupEvent(dbPath, { group, from: '+15550009999', change: 'participant_left' });
+  const rows = await reader.readIncoming(0, 10);
+  assert.deepEqual(
+    rows.map((r) => [r.handle, r.isGroup, r.groupEvent]),
+    [
+      ['+15550008888', true, { change: 'renamed', name: 'The crew' }],
+      ['+15550008888', true, { change: 'participant_added', handle: '+15550009999' }],
+      ['+15550008888', true, { change: 'participant_added', handle: '+15550007777' }],
+      ['+15550008888', true, { change: 'participant_left', handle: '+15550007777' }],
+      ['+15550009999', true, { change: 'participant_left', handle: '+15550009999' }],
+    ],
+  );
+  assert.deepEqual(await reader.chatMembers(rows[0]!.chatGuid!), ['+15550008888']);
+  assert.deepEqual(await reader.chatMembers('iMessage;+;no-such-chat'), []);
+  const frame = toInboundFrame(rows[1]!);
+  assert.deepEqual(frame?.group, { change: 'participant_added', handle: '+15550009999' });
+  assert.equal(frame?.body, '');
+  assert.equal(
+    toInboundFrame({ ...rows[1]!, isGroup: false }),
+    undefined,
+    'a group event outside a group chat is skipped',
+  );
 });
 
 test('a chat.db before macOS 13 has no edits or unsends to read, and one before macOS 11 no replies', async (t) => {

@@ -89,6 +89,8 @@ test('bad arguments are usage errors naming the flag', () => {
     [['simulate-reply', '--from', '+1', '--body', 'hi'], /--to-guid is required/],
     [['simulate-edit', '--guid', 'G'], /--body is required/],
     [['simulate-unsend'], /--guid is required/],
+    [['simulate-group', '--group', 'g', '--from', '+1'], /one of --rename/],
+    [['simulate-group', '--group', 'g', '--from', '+1', '--leave', '--rename', 'x'], /one of --rename/],
     [['simulate-unsend', '--guid', 'G', '--body', 'x'], /./],
     [[...server, '--log-format', 'xml'], /--log-format must be one of pretty, json/],
   ];
@@ -115,6 +117,14 @@ test('the reply, edit and unsend injections parse', () => {
     chatDbPath: '/tmp/c.db',
     guid: 'G',
     body: 'new',
+  });
+  assert.deepEqual(parseCli(['simulate-group', ...db, '--group', 'g', '--from', '+1', '--add', '+2'], {}), {
+    kind: 'simulate-group',
+    chatDbPath: '/tmp/c.db',
+    group: 'g',
+    from: '+1',
+    change: 'participant_added',
+    handle: '+2',
   });
   assert.deepEqual(parseCli(['simulate-unsend', ...db, '--guid', 'G'], {}), {
     kind: 'simulate-unsend',
@@ -276,6 +286,7 @@ test('--help names only flags and environment variables that exist', () => {
     ['simulate-reaction', '--chat-db', '/tmp/c.db', '--from', '+1', '--target', 'G', '--tapback', 'emoji'],
     ['simulate-reply', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'],
     ['simulate-edit', '--chat-db', '/tmp/c.db', '--body', 'b'],
+    ['simulate-group', '--chat-db', '/tmp/c.db', '--group', 'g', '--from', '+1'],
   ];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];

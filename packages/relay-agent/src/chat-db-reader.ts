@@ -36,6 +36,16 @@ export interface ChatRow {
   dateEditedMs?: number;
   /** When the sender unsent it (`date_retracted`, macOS 13 and later), epoch milliseconds. */
   dateRetractedMs?: number;
+  /** A group event row: the group renamed, or a member added or gone (`handle` is who did it). */
+  groupEvent?: ChatGroupEvent;
+}
+
+export interface ChatGroupEvent {
+  change: 'renamed' | 'participant_added' | 'participant_left';
+  /** For `renamed`: the new name (`group_title`; empty when the name was removed). */
+  name?: string;
+  /** For a member change: the member (`other_handle`; who left, for one who left themselves). */
+  handle?: string;
 }
 
 export { reactionKinds };
@@ -74,6 +84,10 @@ interface RawRow {
   threadOriginatorGuid?: string | null;
   dateEdited?: number | null;
   dateRetracted?: number | null;
+  itemType?: number | null;
+  groupTitle?: string | null;
+  groupActionType?: number | null;
+  otherHandle?: string | null;
 }
 
 /** Rows a reader remembers having logged a cut body for (a few bytes each). */
@@ -115,16 +129,27 @@ const optionalColumns = {
   /** macOS 13. */
   date_edited: 'dateEdited',
   date_retracted: 'dateRetracted',
+  /** A group event's new name, kind and the member it is about (the actor is the row's handle). */
+  group_title: 'groupTitle',
+  group_action_type: 'groupActionType',
+  other_handle: 'otherHandle',
 } as const;
 type OptionalColumn = keyof typeof optionalColumns;
+/** Read through another table: the other handle's address, not its ROWID. */
+const columnExpressions: Partial<Record<OptionalColumn, string>> = {
+  other_handle: '(SELECT oh.id FROM handle oh WHERE oh.ROWID = m.other_handle)',
+};
 
 /** The row columns with the tapback, reply, edit and unsend columns the file has. */
 const selectRowsWith = (present: ReadonlySet<string>) =>
   selectRows.replace(
     'FROM message m',
-    `, m.associated_message_type AS associatedType, m.associated_message_guid AS associatedGuid,
+    `, m.associated_message_type AS associatedType, m.associated_message_guid AS associatedGuid, m.item_type AS itemType,
   ${Object.entries(optionalColumns)
-    .map(([column, alias]) => `${present.has(column) ? `m.${column}` : 'NULL'} AS ${alias}`)
+    .map(([column, alias]) => {
+      const expression = columnExpressions[column as OptionalColumn] ?? `m.${column}`;
+      return `${present.has(column) ? expression : 'NULL'} AS ${alias}`;
+    })
     .join(', ')}
 FROM message m`,
   );
@@ -135,6 +160,14 @@ const changedAt = (present: ReadonlySet<string>) =>
     ? 'MAX(COALESCE(m.date_edited, 0), COALESCE(m.date_retracted, 0))'
     : 'NULL';
 
+/**
+ * Group events in a group chat: a member added or removed (item_type 1,
+ * group_action_type 0 or 1), the group renamed (item_type 2), a member who
+ * left (item_type 3, group_action_type 0). Others (a photo changed) are read
+ * and not forwarded.
+ */
+const groupEventRow = 'm.item_type IN (1, 2, 3) AND m.associated_message_type = 0';
+
 /** Every query the reader runs, prepared once per connection; values are only ever bound. */
 const queriesFor = (present: ReadonlySet<string>) => {
   const select = selectRowsWith(present);
@@ -144,10 +177,13 @@ const queriesFor = (present: ReadonlySet<string>) => {
     account:
       "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
     // Received messages and tapbacks, in the one ROWID order the inbound cursor follows.
-    incoming: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ((${ordinaryMessage}) OR (${reactionRow}))\nORDER BY m.ROWID\nLIMIT ?`,
+    incoming: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ((${ordinaryMessage}) OR (${reactionRow}) OR (${groupEventRow}))\nORDER BY m.ROWID\nLIMIT ?`,
     reactions: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${reactionRow}\nORDER BY m.ROWID\nLIMIT ?`,
     // Received messages edited or unsent at or after a time (Apple nanoseconds), oldest change first.
     changed: `${select}\nWHERE m.is_from_me = 0 AND ${ordinaryMessage} AND ${changedAt(present)} >= ?\nORDER BY ${changedAt(present)}, m.ROWID\nLIMIT ?`,
+    // The members of a group chat as Messages has them now.
+    members:
+      'SELECT h.id AS handle FROM chat c JOIN chat_handle_join chj ON chj.chat_id = c.ROWID JOIN handle h ON h.ROWID = chj.handle_id WHERE c.guid = ? ORDER BY h.id',
     outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
     rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
     deliveryNews: `${selectRows}\nWHERE ${rowIdIn} AND ${deliveryNews}\nORDER BY m.ROWID`,
@@ -219,6 +255,11 @@ export class ChatDbReader {
     // Bound as a bigint: Apple nanoseconds are past 2^53, so a number would round.
     const since = sinceMs <= appleEpochMs ? 1n : msToAppleNs(sinceMs);
     return this.read((s) => s.changed.all(since, limit));
+  }
+
+  /** The handles of a chat's members now (`chat_handle_join`), this Mac's account aside; none for an unknown chat. */
+  async chatMembers(chatGuid: string): Promise<string[]> {
+    return (this.run((s) => s.members.all(chatGuid)) as Array<{ handle: string }>).map((r) => r.handle);
   }
 
   /** Messages this Mac sent (by the agent or by hand), oldest first, after a ROWID cursor. */
@@ -305,6 +346,7 @@ function toChatRow(r: RawRow, onCut: (cut: NonNullable<AttributedBody['cut']>) =
     attachments: parseAttachments(r.attachmentsJson),
     ...reactionOf(r),
     ...(r.threadOriginatorGuid ? { replyToGuid: r.threadOriginatorGuid } : {}),
+    ...groupEventOf(r),
     ...optionalTime('dateEditedMs', r.dateEdited),
     ...optionalTime('dateRetractedMs', r.dateRetracted),
   };
@@ -323,6 +365,18 @@ function reactionOf(r: RawRow): { reaction?: ChatReaction } {
   const targetGuid = /^(?:p:\d+\/|bp:)?(.+)$/.exec(r.associatedGuid ?? '')?.[1];
   if (!kind || !targetGuid) return {};
   return { reaction: { kind, targetGuid, removed, ...(r.associatedEmoji ? { emoji: r.associatedEmoji } : {}) } };
+}
+
+/** The group event of an item_type row; nothing for another row, or a kind the agent does not forward. */
+function groupEventOf(r: RawRow): { groupEvent?: ChatGroupEvent } {
+  const action = r.groupActionType ?? 0;
+  const member = r.otherHandle ?? undefined;
+  if (r.itemType === 2) return { groupEvent: { change: 'renamed', name: r.groupTitle ?? '' } };
+  if (r.itemType === 1 && member && (action === 0 || action === 1))
+    return { groupEvent: { change: action === 0 ? 'participant_added' : 'participant_left', handle: member } };
+  if (r.itemType === 3 && action === 0 && r.handle)
+    return { groupEvent: { change: 'participant_left', handle: r.handle } };
+  return {};
 }
 
 function parseAttachments(json: string | null): string[] {

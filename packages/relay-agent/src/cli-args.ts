@@ -9,7 +9,7 @@ import {
   type AgentConfig,
   type LogFormat,
 } from './agent-config.ts';
-import { tapbacks, type ReactionInjection, type Tapback } from './simulated-messages-app.ts';
+import { tapbacks, type GroupChange, type ReactionInjection, type Tapback } from './simulated-messages-app.ts';
 
 export const usage = `Usage:
   relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
@@ -24,6 +24,7 @@ export const usage = `Usage:
   relaybox-relay simulate-reply [--chat-db PATH] --from HANDLE --to-guid GUID --body TEXT
   relaybox-relay simulate-edit [--chat-db PATH] --guid GUID --body TEXT
   relaybox-relay simulate-unsend [--chat-db PATH] --guid GUID
+  relaybox-relay simulate-group [--chat-db PATH] --group ID --from HANDLE (--rename NAME | --add HANDLE | --remove HANDLE | --leave)
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
@@ -65,7 +66,8 @@ Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a netwo
 from HANDLE on the message whose guid is GUID (KIND: love, like, dislike, laugh, emphasize, question, or
 emoji with --emoji; --removed: its removal); simulate-reply writes a message from HANDLE replying to the
 message whose guid is GUID; simulate-edit and simulate-unsend change a received message (by its guid) as
-the sender's edit or unsend does;
+the sender's edit or unsend does; simulate-group writes a group event in the group chat ID made by HANDLE:
+a rename, a member added or removed, or HANDLE leaving;
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -123,6 +125,7 @@ export type CliCommand =
   | { kind: 'simulate-reply'; chatDbPath: string; from: string; replyToGuid: string; body: string }
   | { kind: 'simulate-edit'; chatDbPath: string; guid: string; body: string }
   | { kind: 'simulate-unsend'; chatDbPath: string; guid: string }
+  | ({ kind: 'simulate-group'; chatDbPath: string; group: string; from: string } & GroupChange)
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
@@ -261,6 +264,34 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       from: required(values.from, '--from'),
       replyToGuid: required(values['to-guid'], '--to-guid'),
       body: values.body ?? requiredMissing('--body'),
+    };
+  }
+  if (first === 'simulate-group') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      group: { type: 'string' },
+      from: { type: 'string' },
+      rename: { type: 'string' },
+      add: { type: 'string' },
+      remove: { type: 'string' },
+      leave: { type: 'boolean' },
+    } as const);
+    const given = [values.rename, values.add, values.remove, values.leave].filter((v) => v !== undefined);
+    if (given.length !== 1) throw new UsageError('give one of --rename, --add, --remove or --leave');
+    const change: GroupChange =
+      values.rename !== undefined
+        ? { change: 'renamed', name: values.rename }
+        : values.add !== undefined
+          ? { change: 'participant_added', handle: values.add }
+          : values.remove !== undefined
+            ? { change: 'participant_removed', handle: values.remove }
+            : { change: 'participant_left' };
+    return {
+      kind: 'simulate-group',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      group: required(values.group, '--group'),
+      from: required(values.from, '--from'),
+      ...change,
     };
   }
   if (first === 'simulate-edit' || first === 'simulate-unsend') {

@@ -40,6 +40,7 @@ import {
   simulateReply,
   simulateEdit,
   simulateUnsend,
+  simulateGroupEvent,
   simulateSmsOnly,
   simulateInbound,
   simulateStall,
@@ -124,6 +125,14 @@ async function main(argv: string[], json: boolean): Promise<number> {
         return 1;
       }
       process.stdout.write(`${command.kind === 'simulate-edit' ? 'edited' : 'unsent'} ${command.guid}\n`);
+      return 0;
+    }
+    case 'simulate-group': {
+      const { kind: _kind, chatDbPath, ...event } = command;
+      const row = await simulateGroupEvent(chatDbPath, event);
+      process.stdout.write(
+        `wrote a ${event.change.replace('_', ' ')} group event in ${event.group} (row ${row.rowId})\n`,
+      );
       return 0;
     }
     case 'simulate-sms-only':

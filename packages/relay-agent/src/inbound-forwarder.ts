@@ -54,6 +54,11 @@ export class InboundForwarder {
       this.readCursor = row.rowId;
       const frame = toInboundFrame(row, this.sentIds);
       if (!frame) continue;
+      // A group event carries the members as they are now: a replay sends the latest list.
+      if (frame.group && frame.chatGuid)
+        frame.group.participants = (await this.reader.chatMembers(row.chatGuid!))
+          .filter((h) => h.length <= frameLimits.handleLength)
+          .slice(0, frameLimits.groupMembers);
       frames.push(frame);
       this.unacked.push(row.rowId);
     }
@@ -76,9 +81,11 @@ export function toInboundFrame(row: ChatRow, sentIds: SentMessageIds = () => und
   const attachments = row.attachments
     .filter((p) => p.length <= frameLimits.pathLength)
     .slice(0, frameLimits.attachments);
-  const reaction = row.reaction;
+  const { reaction, groupEvent } = row;
   if (reaction && reaction.targetGuid.length > frameLimits.guidLength) return undefined;
-  if (!reaction && row.body === '' && attachments.length === 0) return undefined;
+  // A group event is about a group chat, named by its guid.
+  if (groupEvent && !(row.isGroup && row.chatGuid && row.chatGuid.length <= frameLimits.guidLength)) return undefined;
+  if (!reaction && !groupEvent && row.body === '' && attachments.length === 0) return undefined;
   const from = (row.handle ?? row.chatGuid ?? 'unknown').slice(0, frameLimits.handleLength);
   const frame: InboundFrame = {
     type: 'inbound',
@@ -97,6 +104,11 @@ export function toInboundFrame(row: ChatRow, sentIds: SentMessageIds = () => und
   }
   if (row.replyToGuid && row.replyToGuid.length <= frameLimits.guidLength)
     frame.replyTo = messageRef(row.replyToGuid, sentIds);
+  if (groupEvent) {
+    frame.group = { change: groupEvent.change };
+    if (groupEvent.name !== undefined) frame.group.name = truncate(groupEvent.name, frameLimits.nameLength);
+    if (groupEvent.handle !== undefined) frame.group.handle = groupEvent.handle.slice(0, frameLimits.handleLength);
+  }
   return frame;
 }
 

@@ -11,7 +11,8 @@ import type { MessageDoc, MessagingCollections } from '../../messages/message-st
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
 import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
-import type { InboundReaction } from '../../relay-protocol/frames.ts';
+import type { GroupEvent, InboundReaction } from '../../relay-protocol/frames.ts';
+import type { ConversationDoc } from '../../messages/message-store.ts';
 
 /** A message of the relay's chat.db a row points at (relay-protocol `messageReference`). */
 export interface MessageReference {
@@ -32,6 +33,7 @@ export interface InboundReport {
   attachments?: string[];
   reaction?: InboundReaction;
   replyTo?: MessageReference;
+  group?: GroupEvent;
 }
 
 export interface ChangeReport {
@@ -76,6 +78,7 @@ export class InboundRecorder {
     const relay = await this.deps.db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
     if (report.reaction) await this.reaction(tenantId, report, report.reaction);
+    else if (report.group) await this.groupEvent(tenantId, relay, report, report.group);
     else await this.message(tenantId, relay, report);
     await this.deps.db.relays.updateOne(
       { tenantId },
@@ -177,6 +180,59 @@ export class InboundRecorder {
       changeEventId('message.reaction', `${target.id}\u0000${report.guid}`),
     );
     await this.deps.outbox.change(this.deps.db.messages, { tenantId }, { id: target.id }, update, [event]);
+  }
+
+  /**
+   * A group chat renamed, or a member added or gone: its conversation
+   * (created if it has no message yet) takes the name and the members the
+   * relay read with the event, with `conversation.updated` in the same
+   * write; the event's id comes from the row's guid, so a replay makes none.
+   */
+  private async groupEvent(tenantId: string, relay: RelayDoc, report: InboundReport, group: GroupEvent) {
+    if (!report.chatGuid) return;
+    const { db } = this.deps;
+    const participant = `chat:${report.chatGuid}`;
+    const scope = { tenantId, teamId: relay.teamId };
+    const conversationId = conversationIdOf(tenantId, relay.teamId, participant);
+    const now = nowIso();
+    const created = { participant, isGroup: true, lastMessage: '', lastMessageAt: report.receivedAt, unreadCount: 0 };
+    try {
+      await db.conversations.updateOne(
+        scope,
+        { id: conversationId },
+        { $setOnInsert: { ...created, createdAt: now, updatedAt: now } },
+        { upsert: true },
+      );
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'conflict')) throw err; // created beside us by a message
+    }
+    const set: Record<string, unknown> = { updatedAt: now };
+    if (group.change === 'renamed') set.name = group.name ?? '';
+    if (group.participants) set.participants = group.participants;
+    const data = {
+      conversationId,
+      change: group.change,
+      ...(group.name !== undefined ? { name: group.name } : {}),
+      ...(group.handle !== undefined ? { handle: group.handle } : {}),
+      by: report.from,
+      ...(group.participants ? { participants: group.participants } : {}),
+      at: report.receivedAt,
+    };
+    const event = domainEvent(
+      'conversation.updated',
+      scope,
+      data,
+      changeEventId('conversation.updated', `${conversationId}\u0000${report.guid}`),
+    );
+    const { published } = await this.deps.outbox.change<ConversationDoc>(
+      db.conversations,
+      scope,
+      { id: conversationId },
+      { $set: set },
+      [event],
+    );
+    // The conversations have no outbox sweep: an event not published is made again by the relay's replay.
+    if (!published) throw new Error('conversation.updated could not be published; the relay replays the row');
   }
 
   private async message(tenantId: string, relay: RelayDoc, report: InboundReport): Promise<void> {

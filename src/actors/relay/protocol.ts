@@ -3,6 +3,7 @@ import {
   deliveryStatus,
   failureReason,
   frameLimits,
+  groupEvent,
   inboundReaction,
   messageReference,
   sendService,
@@ -101,6 +102,7 @@ export const relayProtocol = defineProtocol('relay', {
     attachments: Type.Optional(Type.Array(text(frameLimits.pathLength), { maxItems: frameLimits.attachments })),
     reaction: Type.Optional(inboundReaction),
     replyTo: Type.Optional(messageReference),
+    group: Type.Optional(groupEvent),
   },
   /** A received message edited or unsent (relay-protocol `change` frame). */
   change: {
