@@ -424,7 +424,8 @@ export class RelayAgent {
       const changes = this.changes;
       if (changes && this.welcomed && this.connection.bufferedAmount < maxBufferedBytes) {
         const frames = await changes.poll();
-        if (this.changes === changes) for (const frame of frames) this.send(frame);
+        if (this.changes === changes)
+          for (const frame of frames) if (this.send(frame)) this.operator.changeForwarded(frame);
       }
       await this.deps.journal.flush();
       this.lastPollError = '';
