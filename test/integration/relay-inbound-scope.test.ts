@@ -74,6 +74,8 @@ eachBackend((backend) => {
       );
       assert.equal(reply.replyTo, undefined, 'a reply to a message of another organization names none');
       assert.equal(reply.body, 'x', 'the edit reached the relay its own received message');
+      const conversation = (await callMine('GET', `/api/v1/conversations/${reply.conversationId}`)).body;
+      assert.equal(conversation.lastMessage, 'x', 'its conversation shows the edited text of its last message');
       assert.deepEqual(((await callTheirs('GET', '/api/v1/events?type=message.edited')).body.data as any[]).length, 0);
     });
   });

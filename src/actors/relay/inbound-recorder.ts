@@ -130,6 +130,12 @@ export class InboundRecorder {
               ),
             ];
       await this.deps.outbox.change(db.messages, scope, { id: doc.id }, { $set: set }, [event]);
+      // The conversation shows the latest text of its last message.
+      await db.conversations.updateOne(
+        { tenantId, teamId: doc.teamId },
+        { id: doc.conversationId, lastMessageAt: doc.createdAt },
+        { $set: { lastMessage: set.body, updatedAt: now } },
+      );
     }
     if (relay.node && relay.session === report.session && relay.status === 'online') {
       await this.deps.link.deliver(
