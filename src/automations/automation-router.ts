@@ -51,6 +51,8 @@ export class AutomationRouter {
     const byOrg = new Map<string, DomainEvent[]>();
     for (const { event } of batch) {
       if (!triggerOf[event.event] || !event.teamId) continue;
+      // A tapback taken off runs nothing: the trigger is a reaction given.
+      if (event.event === 'message.reaction' && event.data.removed === true) continue;
       const list = byOrg.get(event.tenantId);
       if (list) list.push(event);
       else byOrg.set(event.tenantId, [event]);
@@ -76,7 +78,7 @@ export class AutomationRouter {
           await loopTurn();
           slice = performance.now();
         }
-        docs.push(newExecution(rule, message, trigger, now, await evaluateWithRetry(rule, message)));
+        docs.push(newExecution(rule, message, trigger, now, await evaluateWithRetry(rule, message), e));
       }
     }
     const inserted = new Set((await insertNew(this.deps.db.executions, orgScope(tenantId), docs)).map((d) => d.id));
@@ -104,7 +106,9 @@ export class AutomationRouter {
 
   /** Message ids among these events that are replies sent by an automation. */
   private async automatedReplies(tenantId: string, events: DomainEvent[]): Promise<Set<string>> {
-    const sent = events.filter((e) => e.event !== 'message.received').map((e) => String(e.data.id));
+    const sent = events
+      .filter((e) => e.event !== 'message.received' && e.event !== 'message.reaction')
+      .map((e) => String(e.data.id));
     if (sent.length === 0) return new Set();
     const docs = await this.deps.messages.find(orgScope(tenantId), {
       id: { $in: sent },
@@ -114,7 +118,26 @@ export class AutomationRouter {
   }
 }
 
+/**
+ * What a trigger's conditions and actions see: the message of a message
+ * event; for a reaction, the message reacted to with the reaction as its
+ * `body` (the emoji of an emoji tapback, else its kind: `love`, `like`...)
+ * and the one who reacted as `from` and participant.
+ */
 function triggeringMessage(e: DomainEvent): TriggeringMessage {
+  if (e.event === 'message.reaction') {
+    const r = e.data as { messageId: string; reaction: string; emoji?: string; from: string; conversationId: string };
+    return {
+      id: r.messageId,
+      teamId: e.teamId!,
+      conversationId: r.conversationId,
+      from: r.from,
+      to: '',
+      body: r.emoji ?? r.reaction,
+      status: 'reaction',
+      participant: normalizeParticipant(r.from) ?? r.from,
+    };
+  }
   const d = e.data as {
     id: string;
     to: string;
@@ -146,10 +169,12 @@ function newExecution(
   trigger: Trigger,
   now: string,
   evaluation: Evaluation,
+  event: DomainEvent,
 ): ExecutionDoc {
   const { matched, actionsWouldExecute } = evaluation;
   return {
-    id: executionId(rule.id, message.id),
+    // A message has each other trigger's event once, and may have many reactions: each runs once.
+    id: executionId(rule.id, event.event === 'message.reaction' ? `${message.id}\u0000${event.id}` : message.id),
     tenantId: rule.tenantId,
     automationId: rule.id,
     messageId: message.id,

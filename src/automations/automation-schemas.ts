@@ -20,8 +20,14 @@ export const maxPatternLength = 500;
  */
 export const maxPatternInstructions = 1_000;
 
-/** The spec's two triggers, and `message_delivered` and `message_read` added beside them. */
-export const triggers = ['message_received', 'message_sent', 'message_delivered', 'message_read'] as const;
+/** The spec's two triggers, and `message_delivered`, `message_read` and `message_reaction` added beside them. */
+export const triggers = [
+  'message_received',
+  'message_sent',
+  'message_delivered',
+  'message_read',
+  'message_reaction',
+] as const;
 export type Trigger = (typeof triggers)[number];
 /** The event each trigger runs on. */
 export const triggerEvents = {
@@ -29,6 +35,7 @@ export const triggerEvents = {
   message_sent: 'message.sent',
   message_delivered: 'message.delivered',
   message_read: 'message.read',
+  message_reaction: 'message.reaction',
 } as const satisfies Record<Trigger, EventName>;
 export const conditionFields = ['body', 'from', 'to'] as const;
 export const operators = ['contains', 'equals', 'starts_with', 'ends_with', 'matches_regex', 'is_in'] as const;

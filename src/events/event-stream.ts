@@ -7,8 +7,12 @@ import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
  * `message.undelivered` (sent, and not delivered within the organization's
  * window) and `message.checkpoint` (a hop of a send between queued and sent)
  * added beside them, and `contact.opted_out` and `contact.opted_in` (a handle
- * put on the organization's suppression list or taken off it); webhooks and automations consume them with consumer groups of
- * their own. A webhook receives only the events it names.
+ * put on the organization's suppression list or taken off it), and
+ * `message.reaction`, `message.edited` and `message.unsent` (a tapback on a
+ * message; a received message its sender edited or unsent) and
+ * `conversation.updated` (a group chat renamed, a member added or gone); webhooks and
+ * automations consume them with consumer groups of their own. A webhook
+ * receives only the events it names.
  */
 export const eventNames = [
   'message.queued',
@@ -19,6 +23,10 @@ export const eventNames = [
   'message.undelivered',
   'message.received',
   'message.checkpoint',
+  'message.reaction',
+  'message.edited',
+  'message.unsent',
+  'conversation.updated',
   'relay.online',
   'relay.offline',
   'contact.opted_out',

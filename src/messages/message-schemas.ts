@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { reactionKinds } from '../relay-protocol/frames.ts';
 import { pageSchema } from '../http/pagination.ts';
 import { named } from '../http/route.ts';
 import { phoneNumberField, strictObject, violationKey, type ViolationNote } from '../http/validation.ts';
@@ -99,6 +100,24 @@ export const messageSchema = named(
     service: Type.Optional(Type.String({ description: 'as MessageStatus' })),
     fallback: Type.Optional(Type.Object({ sms: Type.String() }, { description: 'as the send asked' })),
     undeliveredAt: Type.Optional(Type.String({ format: 'date-time', description: 'as MessageStatus' })),
+    reactions: Type.Optional(
+      Type.Array(
+        Type.Object({
+          reaction: Type.Union(reactionKinds.map((k) => Type.Literal(k))),
+          emoji: Type.Optional(Type.String({ description: 'an emoji tapback: its emoji' })),
+          from: Type.String(),
+          at: time,
+        }),
+        { description: 'tapbacks on it, one per sender (the latest), oldest first (`message.reaction` events)' },
+      ),
+    ),
+    replyTo: Type.Optional(Type.String({ description: 'a received reply: the id of the message it answers' })),
+    edited: Type.Optional(
+      Type.Boolean({ description: 'a received message its sender edited: `body` is the edited text' }),
+    ),
+    editedAt: Type.Optional(time),
+    unsent: Type.Optional(Type.Boolean({ description: 'a received message its sender unsent: `body` is empty' })),
+    unsentAt: Type.Optional(time),
     createdAt: time,
     updatedAt: time,
   }),
@@ -194,6 +213,14 @@ export const conversationSchema = named(
     lastMessageAt: time,
     unreadCount: Type.Integer(),
     isGroup: Type.Boolean(),
+    name: Type.Optional(
+      Type.String({ description: "a group chat: its name, as its relay last saw it renamed ('' when removed)" }),
+    ),
+    participants: Type.Optional(
+      Type.Array(Type.String(), {
+        description: "a group chat: its members, as its relay's Messages had them at the latest group event",
+      }),
+    ),
     createdAt: time,
     updatedAt: time,
   }),

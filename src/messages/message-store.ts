@@ -70,6 +70,15 @@ export interface MessageDoc extends OutboxFields {
   /** The W3C trace context of the request that sent it (src/tracing): its relay sends and its events continue that trace. */
   traceparent?: string;
   tracestate?: string;
+  /** Tapbacks on it, one per sender, by a hash of the sender (inbound-recorder.ts); the API lists them. */
+  reactions?: Record<string, MessageReaction>;
+  /** A received reply: the message it answers. */
+  replyTo?: string;
+  /** A received message its sender edited (its body is the edited text) or unsent (its body is empty). */
+  edited?: boolean;
+  editedAt?: string;
+  unsent?: boolean;
+  unsentAt?: string;
   /** On the embedded store, the position of its message.queued event in the event stream, which its row carries (events/carried-events.ts). */
   queuedSeq?: number;
   createdAt: string;
@@ -86,6 +95,9 @@ export interface ConversationDoc {
   lastMessage: string;
   lastMessageAt: string;
   unreadCount: number;
+  /** A group chat's name and members, from its relay's group events (inbound-recorder.ts). */
+  name?: string;
+  participants?: string[];
   createdAt: string;
   updatedAt: string;
 }
@@ -188,7 +200,15 @@ export function messagingCollections(store: Store) {
 
 export type MessagingCollections = ReturnType<typeof messagingCollections>;
 
-/** What the API shows of a message: everything but the storage fields. */
+/** A tapback on a message, as the API shows it. */
+export interface MessageReaction {
+  reaction: string;
+  emoji?: string;
+  from: string;
+  at: string;
+}
+
+/** What the API shows of a message: everything but the storage fields; its reactions as a list, oldest first. */
 export function publicMessage(doc: MessageDoc) {
   const {
     tenantId: _tenant,
@@ -205,9 +225,11 @@ export function publicMessage(doc: MessageDoc) {
     tracestate: _tracestate,
     queuedSeq: _queuedSeq,
     viaSms: _viaSms,
+    reactions,
     ...rest
   } = doc;
-  return rest;
+  if (!reactions || Object.keys(reactions).length === 0) return rest;
+  return { ...rest, reactions: Object.values(reactions).sort((a, b) => a.at.localeCompare(b.at)) };
 }
 
 /** Why a queued message waits, and until when (ISO time), as the dispatch answers it; null when it is not waiting. */

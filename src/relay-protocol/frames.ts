@@ -23,7 +23,19 @@
  *   one twice.
  * - `inbound` rows are at-least-once: the agent sends every row after the
  *   server's `welcome.inboundCursor` and moves its own cursor only on an
- *   `ack` with `of: 'inbound'`; the server dedupes by `guid`.
+ *   `ack` with `of: 'inbound'`; the server dedupes by `guid`. A tapback is an
+ *   `inbound` row with `reaction` (its body is the text Messages wrote for
+ *   older clients); a reply has `replyTo`; a group event (renamed, a member
+ *   added or gone) has `group` and an empty body.
+ * - `change` frames (an edit or unsend of a received message, which changes
+ *   an old row in place, so the ROWID cursor never sees it) are at-least-once
+ *   too, in the order of their `at`: each is acked with `ack {of:'change',
+ *   guid, at}`, and the agent keeps the latest acked `at` as its own cursor.
+ *   The server makes each change's event once (its id comes from the guid
+ *   and `at`).
+ * - Fields and frames added later (`reaction`, `replyTo`, `group`, `change`) are
+ *   optional or sent only by newer agents: a server is upgraded before its
+ *   agents, since a server refuses a field it does not know.
  * - A `lookup` is answered by one `availability` with its `lookupId`; the
  *   server waits a few seconds for it and never repeats it (a lost answer is
  *   a lookup the API caller may make again).
@@ -48,6 +60,7 @@ export const frameLimits = {
   bodyLength: 20_000,
   errorLength: 2_000,
   attachments: 10,
+  groupMembers: 100,
   urlLength: 2_048,
   pathLength: 1_024,
   maxCapacity: 1_000,
@@ -163,6 +176,42 @@ export const statusFrame = Type.Object(
   strict,
 );
 
+/** The tapbacks by `associated_message_type` − 2000 (a removal: − 3000), as Messages numbers them. */
+export const reactionKinds = ['love', 'like', 'dislike', 'laugh', 'emphasize', 'question', 'emoji', 'sticker'] as const;
+
+/** A message of this relay's chat.db an inbound row points at: its guid, and our message id when the agent knows it (one it sent). */
+const messageRef = {
+  guid: str(L.guidLength),
+  /** The id the server gave the message, when the agent sent it (received messages' ids follow from their guid). */
+  messageId: Type.Optional(str(L.idLength)),
+};
+
+export const messageReference = Type.Object(messageRef, strict);
+
+export const inboundReaction = Type.Object(
+  {
+    kind: Type.Union(reactionKinds.map((k) => Type.Literal(k))),
+    ...messageRef,
+    /** An emoji tapback's emoji. */
+    emoji: Type.Optional(str(64)),
+    removed: Type.Boolean(),
+  },
+  strict,
+);
+
+export const groupEvent = Type.Object(
+  {
+    change: Type.Union([Type.Literal('renamed'), Type.Literal('participant_added'), Type.Literal('participant_left')]),
+    /** For `renamed`: the new name (empty: the name was removed). */
+    name: Type.Optional(str(L.nameLength, 0)),
+    /** For a member change: the member. */
+    handle: Type.Optional(str(L.handleLength)),
+    /** The group's members as the relay's chat.db has them when the event is read. */
+    participants: Type.Optional(Type.Array(str(L.handleLength), { maxItems: L.groupMembers })),
+  },
+  strict,
+);
+
 export const inboundFrame = Type.Object(
   {
     type: Type.Literal('inbound'),
@@ -175,6 +224,26 @@ export const inboundFrame = Type.Object(
     body: str(L.bodyLength, 0),
     receivedAt: isoTime,
     attachments: Type.Optional(Type.Array(str(L.pathLength), { maxItems: L.attachments })),
+    /** A tapback row: what it does to which message (the target's `guid`). */
+    reaction: Type.Optional(inboundReaction),
+    /** A reply: the message it answers (`thread_originator_guid`). */
+    replyTo: Type.Optional(messageReference),
+    /** A group event of the group chat `chatGuid` (`from` made it): renamed, or a member added or gone. */
+    group: Type.Optional(groupEvent),
+  },
+  strict,
+);
+
+/** A received message the sender edited (with its text now) or unsent, at `at`. */
+export const changeFrame = Type.Object(
+  {
+    type: Type.Literal('change'),
+    rowId: Type.Integer({ minimum: 1 }),
+    guid: str(L.guidLength),
+    change: Type.Union([Type.Literal('edited'), Type.Literal('unsent')]),
+    at: isoTime,
+    /** For `edited`: the text as edited. */
+    body: Type.Optional(str(L.bodyLength, 0)),
   },
   strict,
 );
@@ -268,12 +337,15 @@ function versionAtLeast(agentVersion: string, since: { major: number; minor: num
 export const ackFrame = Type.Object(
   {
     type: Type.Literal('ack'),
-    of: Type.Union([Type.Literal('inbound'), Type.Literal('status')]),
+    of: Type.Union([Type.Literal('inbound'), Type.Literal('status'), Type.Literal('change')]),
     /** For `of: 'inbound'`: the ROWID now durably stored. */
     cursor: Type.Optional(Type.Integer({ minimum: 0 })),
     /** For `of: 'status'`: the status's message and attempt. */
     messageId: Type.Optional(str(L.idLength)),
     attempt: Type.Optional(attemptNumber),
+    /** For `of: 'change'`: the change's guid and time. */
+    guid: Type.Optional(str(L.guidLength)),
+    at: Type.Optional(isoTime),
   },
   strict,
 );
@@ -289,6 +361,7 @@ export const agentFrame = Type.Union([
   readyFrame,
   statusFrame,
   inboundFrame,
+  changeFrame,
   availabilityFrame,
 ]);
 export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorFrame, lookupFrame]);
@@ -301,6 +374,9 @@ export type StatusFrame = Static<typeof statusFrame>;
 export type AgentCheckpoint = Static<typeof agentCheckpoint>;
 export type FailureReason = Static<typeof failureReason>;
 export type InboundFrame = Static<typeof inboundFrame>;
+export type InboundReaction = Static<typeof inboundReaction>;
+export type GroupEvent = Static<typeof groupEvent>;
+export type ChangeFrame = Static<typeof changeFrame>;
 export type WelcomeFrame = Static<typeof welcomeFrame>;
 export type SendFrame = Static<typeof sendFrame>;
 export type AckFrame = Static<typeof ackFrame>;

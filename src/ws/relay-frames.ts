@@ -68,6 +68,12 @@ export class RelayFrames {
         await this.relays.send(relay.id, { kind: 'inbound', ...session, ...inbound });
         return;
       }
+      case 'change': {
+        // Acknowledged by the relay actor once the change is stored.
+        const { type: _type, ...change } = frame;
+        await this.relays.send(relay.id, { kind: 'change', ...session, ...change });
+        return;
+      }
     }
   }
 

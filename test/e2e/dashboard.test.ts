@@ -11,7 +11,11 @@ import { existsSync } from 'node:fs';
 import { chromiumPath, dashboardPages, dashboardServiceEnv, launchBrowser, scenario } from '../support/browser.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
 import { request } from '../support/test-app.ts';
-import { simulateFailures } from '../../packages/relay-agent/src/simulated-messages-app.ts';
+import {
+  readSendLog,
+  simulateFailures,
+  simulateReaction,
+} from '../../packages/relay-agent/src/simulated-messages-app.ts';
 import { csvRecords } from '../../web/bulk-rows.ts';
 import { readFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
@@ -360,6 +364,16 @@ describe(
           30_000,
           'the message is delivered',
         );
+        // Its recipient loves it: a tapback, on the message's timeline too.
+        const chatDb = join(dir, 'relay', 'chat.db');
+        const sentRow = (await readSendLog(chatDb)).find((e) => e.messageId === id)!;
+        await simulateReaction(chatDb, { from: to, targetGuid: sentRow.guid, tapback: 'love' });
+        await waitUntil(
+          async () =>
+            (await request(base, 'GET', `/api/v1/messages/${id}`, { token: ownerToken })).body.reactions?.length === 1,
+          30_000,
+          'the tapback is on the message',
+        );
         await page.goto(`${base}/#/messages`);
         await page.getByLabel('Recipient (phone or email)').fill(to);
         await page.getByLabel('Status').selectOption('delivered');
@@ -411,6 +425,11 @@ describe(
           'the hops are in time order',
         );
         assert.equal(await page.locator('#message-timeline li.clock[data-clock-change="mac"]').count(), 1);
+        assert.match(
+          (await page.locator('#message-timeline li[data-hop="reaction"]').textContent()) ?? '',
+          /love from/,
+        );
+        assert.equal(await page.locator('#message-reactions').textContent(), `love from ${to}`);
         assert.equal(await page.locator('#message-to').textContent(), to);
         assert.equal(await page.locator('#message-body').textContent(), 'One message from the dashboard');
         assert.match((await page.locator('main').textContent()) ?? '', /Priority50/);

@@ -294,5 +294,17 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     assert.equal(asyncapi.components.messages.hello.payload.properties.type.const, 'hello');
     assert.ok(asyncapi.components.messages.send.payload.required.includes('messageId'));
     assert.match(openapi.info.description, /asyncapi\.json/);
+    // Tapbacks, replies and group events ride on inbound frames; edits and unsends have their own frame and ack.
+    const inbound = asyncapi.components.messages.inbound.payload.properties;
+    assert.ok(inbound.reaction && inbound.replyTo && inbound.group);
+    assert.ok(received.includes('change'));
+    assert.ok(asyncapi.components.messages.ack.payload.properties.of.anyOf.some((o: any) => o.const === 'change'));
+  });
+
+  test('the events of reactions, edits, unsends and group changes can be listed and subscribed to', () => {
+    const text = JSON.stringify(openapi);
+    for (const name of ['message.reaction', 'message.edited', 'message.unsent', 'conversation.updated'])
+      assert.ok(text.includes(`"${name}"`), name);
+    assert.ok(openapi.components.schemas.Message.properties.reactions);
   });
 });

@@ -21,9 +21,14 @@ import {
   SimulatedMessagesApp,
   simulateFailures,
   simulateInbound,
+  simulateEdit,
+  simulateGroupEvent,
   simulateReaction,
+  simulateReply,
   simulateSmsOnly,
+  simulateUnsend,
 } from '../../packages/relay-agent/src/simulated-messages-app.ts';
+import { toChangeFrame, toInboundFrame } from '../../packages/relay-agent/src/inbound-forwarder.ts';
 import { ChatDbError, openSqliteFile } from '../../packages/relay-agent/src/sqlite-file.ts';
 
 async function setup(t: TestContext, options: { deliveryDelayMs?: number; readDelayMs?: number } = {}) {
@@ -85,6 +90,21 @@ test('an outgoing row goes sent → delivered → read, matched to its send by r
   assert.deepEqual([...times].sort(), times, 'step times never go backwards');
 });
 
+test('a row in a group chat is never reported read: Messages sends no read receipts there', async (t) => {
+  const { tracker, send, dbPath } = await setup(t, { deliveryDelayMs: 10_000 });
+  const record = await send('msg_group', '+15550002323', 'to the group');
+  await tracker.poll();
+  const db = openSqliteFile(dbPath, 'readwrite');
+  // The row as Messages writes one in a group chat, delivered and with read fields set.
+  db.prepare(
+    "UPDATE message SET cache_roomnames = 'chat123', is_delivered = 1, date_delivered = 1, is_read = 1, date_read = 1 WHERE ROWID = ?",
+  ).run(record.rowId);
+  db.close();
+  await tracker.poll();
+  assert.deepEqual(statuses(record), ['sent', 'delivered']);
+  assert.equal(record.phase, 'closed', 'nothing more to wait for');
+});
+
 test('an injected failure gives a failed status and is never delivered', async (t) => {
   const { tracker, send, dbPath } = await setup(t, { deliveryDelayMs: 50 });
   await simulateFailures(dbPath, 1);
@@ -136,7 +156,7 @@ test('an error code is mapped to its reason, also when it reaches a row already 
   assert.deepEqual(statuses(silent), ['sent'], 'never delivered');
 });
 
-test('tapbacks are read as reactions on their target, emoji and removals included; ordinary reads leave them out', async (t) => {
+test('tapbacks are read as reactions on their target, emoji and removals included, in the one ROWID order of the inbound cursor', async (t) => {
   const { reader, dbPath } = await setup(t);
   const target = await simulateInbound(dbPath, { from: '+15550004444', body: 'lunch?' });
   const love = await simulateReaction(dbPath, { from: '+15550004444', targetGuid: target.guid, tapback: 'love' });
@@ -168,9 +188,120 @@ test('tapbacks are read as reactions on their target, emoji and removals include
     'after a cursor',
   );
   assert.deepEqual(
-    (await reader.readIncoming(0, 10)).map((r) => r.guid),
-    [target.guid],
-    'a tapback is not a received message',
+    (await reader.readIncoming(0, 10)).map((r) => [r.guid, r.reaction?.kind]),
+    [
+      [target.guid, undefined],
+      [love.guid, 'love'],
+      [emoji.guid, 'emoji'],
+      [rows[2]!.guid, 'emoji'],
+    ],
+    'the inbound cursor reads received messages and tapbacks in one ROWID order',
+  );
+});
+
+test('a reply names the message it answers; an edit and an unsend are read by their time, oldest first', async (t) => {
+  const { reader, dbPath } = await setup(t);
+  const first = await simulateInbound(dbPath, { from: '+15550006666', body: 'lunch?' });
+  const reply = await simulateReply(dbPath, { from: '+15550006666', body: 'at noon', replyToGuid: first.guid });
+  const [, read] = await reader.readIncoming(0, 10);
+  assert.equal(read!.guid, reply.guid);
+  assert.equal(read!.replyToGuid, first.guid);
+  assert.equal(read!.dateEditedMs, undefined);
+
+  const before = Date.now();
+  assert.deepEqual(await reader.readChanged(before - 1_000, 10), [], 'nothing changed yet');
+  assert.ok(await simulateEdit(dbPath, { guid: first.guid, body: 'lunch at 1?' }));
+  await sleep(5);
+  assert.ok(await simulateUnsend(dbPath, reply.guid));
+  assert.equal(await simulateEdit(dbPath, { guid: 'NO-SUCH-GUID', body: 'x' }), false);
+  const changed = await reader.readChanged(before - 1_000, 10);
+  assert.deepEqual(
+    changed.map((r) => [r.guid, r.body, r.dateEditedMs !== undefined, r.dateRetractedMs !== undefined]),
+    [
+      [first.guid, 'lunch at 1?', true, false],
+      [reply.guid, '', false, true],
+    ],
+  );
+  assert.ok(changed[0]!.dateEditedMs! >= before - 5 && changed[0]!.dateEditedMs! <= Date.now());
+  assert.deepEqual(
+    (await reader.readChanged(changed[1]!.dateRetractedMs!, 10)).map((r) => r.guid),
+    [reply.guid],
+    'a change at the cursor time is read again (the server makes its event once)',
+  );
+  assert.deepEqual(await reader.readChanged(changed[1]!.dateRetractedMs! + 1, 10), []);
+  assert.deepEqual(toChangeFrame(changed[0]!), {
+    type: 'change',
+    rowId: first.rowId,
+    guid: first.guid,
+    change: 'edited',
+    at: new Date(changed[0]!.dateEditedMs!).toISOString(),
+    body: 'lunch at 1?',
+  });
+  assert.equal(toChangeFrame(changed[1]!)?.change, 'unsent');
+});
+
+test('group events are read in the inbound order: a rename, a member added and removed, one who left; the members are as now', async (t) => {
+  const { reader, dbPath } = await setup(t);
+  const group = 'crew';
+  await simulateGroupEvent(dbPath, { group, from: '+15550008888', change: 'renamed', name: 'The crew' });
+  await simulateGroupEvent(dbPath, {
+    group,
+    from: '+15550008888',
+    change: 'participant_added',
+    handle: '+15550009999',
+  });
+  await simulateGroupEvent(dbPath, {
+    group,
+    from: '+15550008888',
+    change: 'participant_added',
+    handle: '+15550007777',
+  });
+  await simulateGroupEvent(dbPath, {
+    group,
+    from: '+15550008888',
+    change: 'participant_removed',
+    handle: '+15550007777',
+  });
+  await simulateGroupEvent(dbPath, { group, from: '+15550009999', change: 'participant_left' });
+  const rows = await reader.readIncoming(0, 10);
+  assert.deepEqual(
+    rows.map((r) => [r.handle, r.isGroup, r.groupEvent]),
+    [
+      ['+15550008888', true, { change: 'renamed', name: 'The crew' }],
+      ['+15550008888', true, { change: 'participant_added', handle: '+15550009999' }],
+      ['+15550008888', true, { change: 'participant_added', handle: '+15550007777' }],
+      ['+15550008888', true, { change: 'participant_left', handle: '+15550007777' }],
+      ['+15550009999', true, { change: 'participant_left', handle: '+15550009999' }],
+    ],
+  );
+  assert.deepEqual(await reader.chatMembers(rows[0]!.chatGuid!), ['+15550008888']);
+  assert.deepEqual(await reader.chatMembers('iMessage;+;no-such-chat'), []);
+  const frame = toInboundFrame(rows[1]!);
+  assert.deepEqual(frame?.group, { change: 'participant_added', handle: '+15550009999' });
+  assert.equal(frame?.body, '');
+  assert.equal(
+    toInboundFrame({ ...rows[1]!, isGroup: false }),
+    undefined,
+    'a group event outside a group chat is skipped',
+  );
+});
+
+test('a chat.db before macOS 13 has no edits or unsends to read, and one before macOS 11 no replies', async (t) => {
+  const { dbPath } = await setup(t);
+  const first = await simulateInbound(dbPath, { from: '+15550007777', body: 'hey' });
+  await simulateReply(dbPath, { from: '+15550007777', body: 'again', replyToGuid: first.guid });
+  await simulateEdit(dbPath, { guid: first.guid, body: 'hey you' });
+  const db = openSqliteFile(dbPath, 'readwrite');
+  db.exec(
+    'ALTER TABLE message DROP COLUMN date_edited; ALTER TABLE message DROP COLUMN date_retracted; ALTER TABLE message DROP COLUMN thread_originator_guid',
+  );
+  db.close();
+  const reader = new ChatDbReader(dbPath);
+  t.after(() => reader.close());
+  assert.deepEqual(await reader.readChanged(0, 10), []);
+  assert.deepEqual(
+    (await reader.readIncoming(0, 10)).map((r) => r.replyToGuid),
+    [undefined, undefined],
   );
 });
 

@@ -86,6 +86,12 @@ test('bad arguments are usage errors naming the flag', () => {
     [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'hug'], /--tapback must be one of/],
     [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'emoji'], /--emoji goes with/],
     [['simulate-reaction', '--from', '+1', '--target', 'G', '--tapback', 'like', '--emoji', 'x'], /--emoji goes with/],
+    [['simulate-reply', '--from', '+1', '--body', 'hi'], /--to-guid is required/],
+    [['simulate-edit', '--guid', 'G'], /--body is required/],
+    [['simulate-unsend'], /--guid is required/],
+    [['simulate-group', '--group', 'g', '--from', '+1'], /one of --rename/],
+    [['simulate-group', '--group', 'g', '--from', '+1', '--leave', '--rename', 'x'], /one of --rename/],
+    [['simulate-unsend', '--guid', 'G', '--body', 'x'], /./],
     [[...server, '--log-format', 'xml'], /--log-format must be one of pretty, json/],
   ];
   for (const [argv, message] of cases) {
@@ -95,6 +101,36 @@ test('bad arguments are usage errors naming the flag', () => {
       argv.join(' '),
     );
   }
+});
+
+test('the reply, edit and unsend injections parse', () => {
+  const db = ['--chat-db', '/tmp/c.db'];
+  assert.deepEqual(parseCli(['simulate-reply', ...db, '--from', '+1', '--to-guid', 'G', '--body', 'yes'], {}), {
+    kind: 'simulate-reply',
+    chatDbPath: '/tmp/c.db',
+    from: '+1',
+    replyToGuid: 'G',
+    body: 'yes',
+  });
+  assert.deepEqual(parseCli(['simulate-edit', ...db, '--guid', 'G', '--body', 'new'], {}), {
+    kind: 'simulate-edit',
+    chatDbPath: '/tmp/c.db',
+    guid: 'G',
+    body: 'new',
+  });
+  assert.deepEqual(parseCli(['simulate-group', ...db, '--group', 'g', '--from', '+1', '--add', '+2'], {}), {
+    kind: 'simulate-group',
+    chatDbPath: '/tmp/c.db',
+    group: 'g',
+    from: '+1',
+    change: 'participant_added',
+    handle: '+2',
+  });
+  assert.deepEqual(parseCli(['simulate-unsend', ...db, '--guid', 'G'], {}), {
+    kind: 'simulate-unsend',
+    chatDbPath: '/tmp/c.db',
+    guid: 'G',
+  });
 });
 
 test('the injection subcommands parse', () => {
@@ -248,6 +284,9 @@ test('--help names only flags and environment variables that exist', () => {
     ['simulate-stall', '--chat-db', '/tmp/c.db'],
     ['simulate-sms-only', '--chat-db', '/tmp/c.db', '--to', '+1'],
     ['simulate-reaction', '--chat-db', '/tmp/c.db', '--from', '+1', '--target', 'G', '--tapback', 'emoji'],
+    ['simulate-reply', '--chat-db', '/tmp/c.db', '--from', '+1', '--body', 'b'],
+    ['simulate-edit', '--chat-db', '/tmp/c.db', '--body', 'b'],
+    ['simulate-group', '--chat-db', '/tmp/c.db', '--group', 'g', '--from', '+1'],
   ];
   for (const flag of flags) {
     const args = flag in values ? [flag, values[flag]!] : [flag];

@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
+import { maxSentGuids, SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
 
 const day = 24 * 60 * 60 * 1000;
 
@@ -115,4 +115,22 @@ test('pruning forgets only closed, fully acked attempts past the retention time'
   assert.ok(journal.get('msg_2', 1), 'still tracked: kept');
   const file = JSON.parse(await readFile(journal.path, 'utf8')) as { records: SendRecord[] };
   assert.deepEqual(file.records.map((r) => `${r.messageId}#${r.attempt}`).sort(), ['msg_1#2', 'msg_1#3', 'msg_2#1']);
+});
+
+test('the guids of our sends outlive their records, on disk, up to a cap that forgets the oldest first', async (t) => {
+  const dir = await tempDir(t);
+  const journal = new SendJournal(dir, 0);
+  const sent = record('msg_1', 1, { phase: 'closed' });
+  journal.add(sent);
+  journal.rememberSent('GUID-1', 'msg_1');
+  await journal.flush(10 * day);
+  const reloaded = new SendJournal(dir, 0);
+  await reloaded.load();
+  assert.equal(reloaded.get('msg_1', 1), undefined, 'the record was pruned');
+  assert.equal(reloaded.messageIdOf('GUID-1'), 'msg_1', 'its guid is still ours');
+  assert.equal(reloaded.messageIdOf('GUID-2'), undefined);
+  for (let i = 0; i < maxSentGuids; i += 1) reloaded.rememberSent(`G-${i}`, `msg_${i}`);
+  assert.equal(reloaded.messageIdOf('GUID-1'), undefined, 'the oldest is forgotten past the cap');
+  assert.equal(reloaded.messageIdOf('G-0'), 'msg_0');
+  assert.equal(reloaded.messageIdOf(`G-${maxSentGuids - 1}`), `msg_${maxSentGuids - 1}`);
 });

@@ -38,7 +38,7 @@ interface DryRun {
   actionsWouldExecute: string[];
 }
 
-const triggers = ['message_received', 'message_sent', 'message_delivered', 'message_read'];
+const triggers = ['message_received', 'message_sent', 'message_delivered', 'message_read', 'message_reaction'];
 const fields = ['body', 'from', 'to'];
 const operators = ['contains', 'equals', 'starts_with', 'ends_with', 'matches_regex', 'is_in'];
 /** Each action's settings, as the API takes them; a secret or API key is never shown again once saved. */

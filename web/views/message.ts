@@ -19,7 +19,7 @@ interface DomainEvent {
   id: string;
   event: string;
   timestamp: string;
-  data: { id?: string; hop?: string };
+  data: { id?: string; hop?: string; messageId?: string; reaction?: string; emoji?: string; removed?: boolean };
 }
 interface Webhook {
   id: string;
@@ -48,6 +48,9 @@ const hopNames: Record<string, string> = {
   delivered: 'Delivered',
   read: 'Read',
   failed: 'Failed',
+  edited: 'Edited by its sender',
+  unsent: 'Unsent by its sender',
+  reaction: 'Reaction',
 };
 /** The hops the service stamps; every other hop is stamped by the relay agent with the Mac's clock. */
 const serverHops = new Set(['accepted', 'handed_to_relay', 'undelivered', 'failed']);
@@ -61,7 +64,8 @@ async function eventsOf(m: Message): Promise<DomainEvent[]> {
       'GET',
       `/api/v1/events?limit=100&page=${page}`,
     );
-    found.push(...answer.data.filter((e) => e.data.id === m.id));
+    // A reaction names the message it is on as messageId.
+    found.push(...answer.data.filter((e) => e.data.id === m.id || e.data.messageId === m.id));
     const oldest = answer.data.at(-1);
     if (!oldest || oldest.timestamp < m.createdAt || page >= answer.pagination.totalPages) break;
   }
@@ -86,10 +90,21 @@ async function deliveriesOf(events: DomainEvent[]): Promise<Array<Delivery & { u
   return answers.flat().sort((a, b) => a.createdAt.localeCompare(b.createdAt));
 }
 
-/** The hops in time order; where consecutive hops were stamped by different clocks, a line says so. */
-function timeline(record: StatusRecord): HTMLElement {
-  const hops = [...record.checkpoints];
+/** A reaction as the page shows it: `love from +1415…`, `🌮 from …`. */
+const reactionText = (r: { reaction: string; emoji?: string; from: string }) =>
+  `${r.emoji ?? r.reaction} from ${r.from}`;
+
+/**
+ * The hops in time order, with its sender's edit or unsend and the reactions
+ * on it (times of the Mac that received them); where consecutive hops were
+ * stamped by different clocks, a line says so.
+ */
+function timeline(record: StatusRecord, m: Message): HTMLElement {
+  const hops: Array<{ hop: string; at: string; note?: string }> = [...record.checkpoints];
   if (record.readAt) hops.push({ hop: 'read', at: record.readAt });
+  if (m.editedAt) hops.push({ hop: 'edited', at: m.editedAt });
+  if (m.unsentAt) hops.push({ hop: 'unsent', at: m.unsentAt });
+  for (const r of m.reactions ?? []) hops.push({ hop: 'reaction', at: r.at, note: reactionText(r) });
   if (hops.length === 0) return h('p', null, 'No hop recorded yet.');
   const order = (hop: string) => Object.keys(hopNames).indexOf(hop);
   hops.sort((a, b) => Date.parse(a.at) - Date.parse(b.at) || order(a.hop) - order(b.hop));
@@ -113,6 +128,7 @@ function timeline(record: StatusRecord): HTMLElement {
         'li',
         { 'data-hop': c.hop, 'data-clock': here },
         h('strong', null, hopNames[c.hop] ?? c.hop),
+        c.note ? ` ${c.note}` : '',
         ' ',
         h('time', { datetime: c.at }, when(c.at)),
         c.hop !== 'accepted'
@@ -174,6 +190,16 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
             h('a', { href: `#/conversations/${m.conversationId}`, id: 'message-conversation' }, m.conversationId),
           ],
           ['Bulk job', jobId ? h('a', { href: `#/jobs/${jobId}` }, jobId) : 'none'],
+          [
+            'Reply to',
+            m.replyTo ? h('a', { href: `#/messages/${m.replyTo}`, id: 'message-reply-to' }, m.replyTo) : null,
+          ],
+          [
+            'Reactions',
+            m.reactions?.length
+              ? h('span', { id: 'message-reactions' }, m.reactions.map(reactionText).join(', '))
+              : null,
+          ],
         ]),
         h('h3', null, 'Body'),
         h('p', { class: 'body', id: 'message-body' }, m.body || '(no text)'),
@@ -211,7 +237,7 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
           ['Sent over', record.service],
         ]),
         h('h3', null, 'Timeline'),
-        timeline(record),
+        timeline(record, m),
       ),
     ),
     h(
@@ -223,7 +249,11 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
             'Events of this message, oldest first',
             ['Event', 'At', 'Id'],
             events.map((e) => [
-              e.data.hop ? `${e.event} (${e.data.hop})` : e.event,
+              e.data.hop
+                ? `${e.event} (${e.data.hop})`
+                : e.data.reaction
+                  ? `${e.event} (${e.data.emoji ?? e.data.reaction}${e.data.removed ? ', removed' : ''})`
+                  : e.event,
               when(e.timestamp),
               h('code', null, e.id),
             ]),

@@ -17,6 +17,11 @@ export interface Message {
   attachments: string[];
   conversationId: string;
   jobId?: string | null;
+  /** Tapbacks on it, one per sender; a received reply's message; a received message's sender edited or unsent it. */
+  reactions?: Array<{ reaction: string; emoji?: string; from: string; at: string }>;
+  replyTo?: string;
+  editedAt?: string;
+  unsentAt?: string;
 }
 
 const statuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;

@@ -1,4 +1,5 @@
-import { appleTimeToMs } from './apple-time.ts';
+import { appleEpochMs, appleTimeToMs, msToAppleNs } from './apple-time.ts';
+import { reactionKinds } from 'relaybox-relay-protocol/frames.ts';
 import type { Logger } from './agent-logger.ts';
 import { readAttributedBody, type AttributedBody } from './attributed-body.ts';
 import { asChatDbError, openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sqlite-file.ts';
@@ -29,10 +30,25 @@ export interface ChatRow {
   attachments: string[];
   /** A tapback row (`associated_message_type` 2000–2007, removals 3000–3007): what it does to which message. */
   reaction?: ChatReaction;
+  /** A reply in a thread: the guid of the thread's first message (`thread_originator_guid`, macOS 11 and later). */
+  replyToGuid?: string;
+  /** When the sender last edited it (`date_edited`, macOS 13 and later), epoch milliseconds. */
+  dateEditedMs?: number;
+  /** When the sender unsent it (`date_retracted`, macOS 13 and later), epoch milliseconds. */
+  dateRetractedMs?: number;
+  /** A group event row: the group renamed, or a member added or gone (`handle` is who did it). */
+  groupEvent?: ChatGroupEvent;
 }
 
-/** The tapbacks by `associated_message_type` − 2000 (a removal: − 3000), as Messages numbers them. */
-export const reactionKinds = ['love', 'like', 'dislike', 'laugh', 'emphasize', 'question', 'emoji', 'sticker'] as const;
+export interface ChatGroupEvent {
+  change: 'renamed' | 'participant_added' | 'participant_left';
+  /** For `renamed`: the new name (`group_title`; empty when the name was removed). */
+  name?: string;
+  /** For a member change: the member (`other_handle`; who left, for one who left themselves). */
+  handle?: string;
+}
+
+export { reactionKinds };
 
 export interface ChatReaction {
   kind: (typeof reactionKinds)[number];
@@ -65,6 +81,13 @@ interface RawRow {
   associatedType?: number | null;
   associatedGuid?: string | null;
   associatedEmoji?: string | null;
+  threadOriginatorGuid?: string | null;
+  dateEdited?: number | null;
+  dateRetracted?: number | null;
+  itemType?: number | null;
+  groupTitle?: string | null;
+  groupActionType?: number | null;
+  otherHandle?: string | null;
 }
 
 /** Rows a reader remembers having logged a cut body for (a few bytes each). */
@@ -97,33 +120,85 @@ const rowIdIn = 'm.ROWID IN (SELECT value FROM json_each(?))';
 const reactionRow =
   'm.item_type = 0 AND (m.associated_message_type BETWEEN 2000 AND 2007 OR m.associated_message_type BETWEEN 3000 AND 3007)';
 
-/** The reactions query: `associated_message_emoji` exists from macOS 14 on; before, an emoji tapback cannot be. */
-const reactionsQuery = (hasEmoji: boolean) =>
-  `${selectRows.replace(
-    'FROM message m',
-    `, m.associated_message_type AS associatedType, m.associated_message_guid AS associatedGuid,
-  ${hasEmoji ? 'm.associated_message_emoji' : 'NULL'} AS associatedEmoji
-FROM message m`,
-  )}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${reactionRow}\nORDER BY m.ROWID\nLIMIT ?`;
-
-/** Every query the reader runs, prepared once per connection; values are only ever bound. */
-const queries = {
-  maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
-  // The newest one-to-one row with the handle, either way: the service Messages last reached it on.
-  lastService:
-    'SELECT m.service AS service FROM message m JOIN handle h ON h.ROWID = m.handle_id WHERE h.id = ? AND m.error = 0 ORDER BY m.ROWID DESC LIMIT 1',
-  // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
-  account: "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
-  incoming: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
-  outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
-  rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
-  deliveryNews: `${selectRows}\nWHERE ${rowIdIn} AND ${deliveryNews}\nORDER BY m.ROWID`,
-  readNews: `${selectRows}\nWHERE ${rowIdIn} AND ${readNews}\nORDER BY m.ROWID`,
+/** Columns that only newer chat.db files have, read as NULL where absent. */
+const optionalColumns = {
+  /** macOS 14. */
+  associated_message_emoji: 'associatedEmoji',
+  /** macOS 11. */
+  thread_originator_guid: 'threadOriginatorGuid',
+  /** macOS 13. */
+  date_edited: 'dateEdited',
+  date_retracted: 'dateRetracted',
+  /** A group event's new name, kind and the member it is about (the actor is the row's handle). */
+  group_title: 'groupTitle',
+  group_action_type: 'groupActionType',
+  other_handle: 'otherHandle',
+} as const;
+type OptionalColumn = keyof typeof optionalColumns;
+/** Read through another table: the other handle's address, not its ROWID. */
+const columnExpressions: Partial<Record<OptionalColumn, string>> = {
+  other_handle: '(SELECT oh.id FROM handle oh WHERE oh.ROWID = m.other_handle)',
 };
 
-const emojiColumn = "SELECT 1 AS present FROM pragma_table_info('message') WHERE name = 'associated_message_emoji'";
+/** The row columns with the tapback, reply, edit and unsend columns the file has. */
+const selectRowsWith = (present: ReadonlySet<string>) =>
+  selectRows.replace(
+    'FROM message m',
+    `, m.associated_message_type AS associatedType, m.associated_message_guid AS associatedGuid, m.item_type AS itemType,
+  ${Object.entries(optionalColumns)
+    .map(([column, alias]) => {
+      const expression = columnExpressions[column as OptionalColumn] ?? `m.${column}`;
+      return `${present.has(column) ? expression : 'NULL'} AS ${alias}`;
+    })
+    .join(', ')}
+FROM message m`,
+  );
 
-type Statements = Record<keyof typeof queries | 'reactions', SqliteStatement>;
+/** A row's latest edit or unsend (Apple time); 0 for one never changed, NULL for every row of a file without the columns. */
+const changedAt = (present: ReadonlySet<string>) =>
+  present.has('date_edited') && present.has('date_retracted')
+    ? 'MAX(COALESCE(m.date_edited, 0), COALESCE(m.date_retracted, 0))'
+    : 'NULL';
+
+/**
+ * Group events in a group chat: a member added or removed (item_type 1,
+ * group_action_type 0 or 1), the group renamed (item_type 2), a member who
+ * left (item_type 3, group_action_type 0). Others (a photo changed) are read
+ * and not forwarded.
+ */
+const groupEventRow = 'm.item_type IN (1, 2, 3) AND m.associated_message_type = 0';
+
+/** Every query the reader runs, prepared once per connection; values are only ever bound. */
+const queriesFor = (present: ReadonlySet<string>) => {
+  const select = selectRowsWith(present);
+  return {
+    maxRowId: 'SELECT MAX(ROWID) AS maxRowId FROM message',
+    // The newest one-to-one row with the handle, either way: the service Messages last reached it on.
+    lastService:
+      'SELECT m.service AS service FROM message m JOIN handle h ON h.ROWID = m.handle_id WHERE h.id = ? AND m.error = 0 ORDER BY m.ROWID DESC LIMIT 1',
+    // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
+    account:
+      "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
+    // Received messages and tapbacks, in the one ROWID order the inbound cursor follows.
+    incoming: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ((${ordinaryMessage}) OR (${reactionRow}) OR (${groupEventRow}))\nORDER BY m.ROWID\nLIMIT ?`,
+    reactions: `${select}\nWHERE m.ROWID > ? AND m.is_from_me = 0 AND ${reactionRow}\nORDER BY m.ROWID\nLIMIT ?`,
+    // Received messages edited or unsent at or after a time (Apple nanoseconds), oldest change first.
+    changed: `${select}\nWHERE m.is_from_me = 0 AND ${ordinaryMessage} AND ${changedAt(present)} >= ?\nORDER BY ${changedAt(present)}, m.ROWID\nLIMIT ?`,
+    // The members of a group chat as Messages has them now.
+    members:
+      'SELECT h.id AS handle FROM chat c JOIN chat_handle_join chj ON chj.chat_id = c.ROWID JOIN handle h ON h.ROWID = chj.handle_id WHERE c.guid = ? ORDER BY h.id',
+    outgoing: `${selectRows}\nWHERE m.ROWID > ? AND m.is_from_me = 1 AND ${ordinaryMessage}\nORDER BY m.ROWID\nLIMIT ?`,
+    rows: `${selectRows}\nWHERE ${rowIdIn}\nORDER BY m.ROWID`,
+    deliveryNews: `${selectRows}\nWHERE ${rowIdIn} AND ${deliveryNews}\nORDER BY m.ROWID`,
+    readNews: `${selectRows}\nWHERE ${rowIdIn} AND ${readNews}\nORDER BY m.ROWID`,
+  };
+};
+
+const presentColumns = `SELECT name FROM pragma_table_info('message') WHERE name IN (${Object.keys(optionalColumns)
+  .map((c) => `'${c}'`)
+  .join(', ')})`;
+
+type Statements = Record<keyof ReturnType<typeof queriesFor>, SqliteStatement>;
 
 /**
  * Reads ~/Library/Messages/chat.db (or a simulator file of the same schema)
@@ -180,6 +255,22 @@ export class ChatDbReader {
     return this.read((s) => s.reactions.all(afterRowId, limit)).filter((r) => r.reaction !== undefined);
   }
 
+  /**
+   * Received messages edited or unsent at or after `sinceMs` (epoch
+   * milliseconds), oldest change first; each has its `dateEditedMs` or
+   * `dateRetractedMs`. None from a chat.db before macOS 13.
+   */
+  async readChanged(sinceMs: number, limit: number): Promise<ChatRow[]> {
+    // Bound as a bigint: Apple nanoseconds are past 2^53, so a number would round.
+    const since = sinceMs <= appleEpochMs ? 1n : msToAppleNs(sinceMs);
+    return this.read((s) => s.changed.all(since, limit));
+  }
+
+  /** The handles of a chat's members now (`chat_handle_join`), this Mac's account aside; none for an unknown chat. */
+  async chatMembers(chatGuid: string): Promise<string[]> {
+    return (this.run((s) => s.members.all(chatGuid)) as Array<{ handle: string }>).map((r) => r.handle);
+  }
+
   /** Messages this Mac sent (by the agent or by hand), oldest first, after a ROWID cursor. */
   async readOutgoing(afterRowId: number, limit: number): Promise<ChatRow[]> {
     return this.read((s) => s.outgoing.all(afterRowId, limit));
@@ -232,11 +323,8 @@ export class ChatDbReader {
   private open(): Statements {
     if (this.statements) return this.statements;
     const db = (this.db = openSqliteFile(this.dbPath, 'readonly'));
-    const hasEmoji = db.prepare(emojiColumn).get() !== undefined;
-    const entries = Object.entries({ ...queries, reactions: reactionsQuery(hasEmoji) }).map(([name, sql]) => [
-      name,
-      db.prepare(sql),
-    ]);
+    const present = new Set((db.prepare(presentColumns).all() as Array<{ name: OptionalColumn }>).map((r) => r.name));
+    const entries = Object.entries(queriesFor(present)).map(([name, sql]) => [name, db.prepare(sql)]);
     return (this.statements = Object.fromEntries(entries) as Statements);
   }
 }
@@ -266,7 +354,16 @@ function toChatRow(r: RawRow, onCut: (cut: NonNullable<AttributedBody['cut']>) =
     service: r.service ?? undefined,
     attachments: parseAttachments(r.attachmentsJson),
     ...reactionOf(r),
+    ...(r.threadOriginatorGuid ? { replyToGuid: r.threadOriginatorGuid } : {}),
+    ...groupEventOf(r),
+    ...optionalTime('dateEditedMs', r.dateEdited),
+    ...optionalTime('dateRetractedMs', r.dateRetracted),
   };
+}
+
+function optionalTime<K extends string>(key: K, value: number | null | undefined): Partial<Record<K, number>> {
+  const ms = appleTimeToMs(value);
+  return ms === undefined ? {} : ({ [key]: ms } as Record<K, number>);
 }
 
 /** The reaction of a tapback row; nothing for another row, or one whose target guid cannot be read. */
@@ -277,6 +374,18 @@ function reactionOf(r: RawRow): { reaction?: ChatReaction } {
   const targetGuid = /^(?:p:\d+\/|bp:)?(.+)$/.exec(r.associatedGuid ?? '')?.[1];
   if (!kind || !targetGuid) return {};
   return { reaction: { kind, targetGuid, removed, ...(r.associatedEmoji ? { emoji: r.associatedEmoji } : {}) } };
+}
+
+/** The group event of an item_type row; nothing for another row, or a kind the agent does not forward. */
+function groupEventOf(r: RawRow): { groupEvent?: ChatGroupEvent } {
+  const action = r.groupActionType ?? 0;
+  const member = r.otherHandle ?? undefined;
+  if (r.itemType === 2) return { groupEvent: { change: 'renamed', name: r.groupTitle ?? '' } };
+  if (r.itemType === 1 && member && (action === 0 || action === 1))
+    return { groupEvent: { change: action === 0 ? 'participant_added' : 'participant_left', handle: member } };
+  if (r.itemType === 3 && action === 0 && r.handle)
+    return { groupEvent: { change: 'participant_left', handle: r.handle } };
+  return {};
 }
 
 function parseAttachments(json: string | null): string[] {

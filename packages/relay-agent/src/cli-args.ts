@@ -9,7 +9,7 @@ import {
   type AgentConfig,
   type LogFormat,
 } from './agent-config.ts';
-import { tapbacks, type ReactionInjection, type Tapback } from './simulated-messages-app.ts';
+import { tapbacks, type GroupChange, type ReactionInjection, type Tapback } from './simulated-messages-app.ts';
 
 export const usage = `Usage:
   relaybox-relay connect --server wss://HOST/api/v1/relays/connect --token TOKEN [options]
@@ -22,6 +22,10 @@ export const usage = `Usage:
   relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
   relaybox-relay simulate-no-imessage [--chat-db PATH] --to HANDLE [--off]
   relaybox-relay simulate-reaction [--chat-db PATH] --from HANDLE --target GUID --tapback KIND [--emoji E] [--removed]
+  relaybox-relay simulate-reply [--chat-db PATH] --from HANDLE --to-guid GUID --body TEXT
+  relaybox-relay simulate-edit [--chat-db PATH] --guid GUID --body TEXT
+  relaybox-relay simulate-unsend [--chat-db PATH] --guid GUID
+  relaybox-relay simulate-group [--chat-db PATH] --group ID --from HANDLE (--rename NAME | --add HANDLE | --remove HANDLE | --leave)
   relaybox-relay simulate-stall [--chat-db PATH] [--off]
 
 connect is the default command: \`relaybox-relay --server URL\` is the same. In a checkout of Relaybox,
@@ -63,7 +67,10 @@ Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a netwo
 recipient no iMessage (--off: gives it back): a send over iMessage fails with error 22, one sent as SMS
 (a send's fallback) goes; simulate-reaction writes a tapback
 from HANDLE on the message whose guid is GUID (KIND: love, like, dislike, laugh, emphasize, question, or
-emoji with --emoji; --removed: its removal);
+emoji with --emoji; --removed: its removal); simulate-reply writes a message from HANDLE replying to the
+message whose guid is GUID; simulate-edit and simulate-unsend change a received message (by its guid) as
+the sender's edit or unsend does; simulate-group writes a group event in the group chat ID made by HANDLE:
+a rename, a member added or removed, or HANDLE leaving;
 simulate-stall makes the simulated Messages app take sends and write no rows until it is restarted (--off: until now).
 
 Environment:
@@ -119,6 +126,10 @@ export type CliCommand =
   | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
   | { kind: 'simulate-no-imessage'; chatDbPath: string; to: string; noImessage: boolean }
   | ({ kind: 'simulate-reaction'; chatDbPath: string } & ReactionInjection)
+  | { kind: 'simulate-reply'; chatDbPath: string; from: string; replyToGuid: string; body: string }
+  | { kind: 'simulate-edit'; chatDbPath: string; guid: string; body: string }
+  | { kind: 'simulate-unsend'; chatDbPath: string; guid: string }
+  | ({ kind: 'simulate-group'; chatDbPath: string; group: string; from: string } & GroupChange)
   | { kind: 'simulate-stall'; chatDbPath: string; stalled: boolean };
 
 const runOptions = {
@@ -243,6 +254,61 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       ...(values.emoji !== undefined ? { emoji: values.emoji } : {}),
       removed: values.removed ?? false,
     };
+  }
+  if (first === 'simulate-reply') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      from: { type: 'string' },
+      'to-guid': { type: 'string' },
+      body: { type: 'string' },
+    } as const);
+    return {
+      kind: 'simulate-reply',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      from: required(values.from, '--from'),
+      replyToGuid: required(values['to-guid'], '--to-guid'),
+      body: values.body ?? requiredMissing('--body'),
+    };
+  }
+  if (first === 'simulate-group') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      group: { type: 'string' },
+      from: { type: 'string' },
+      rename: { type: 'string' },
+      add: { type: 'string' },
+      remove: { type: 'string' },
+      leave: { type: 'boolean' },
+    } as const);
+    const given = [values.rename, values.add, values.remove, values.leave].filter((v) => v !== undefined);
+    if (given.length !== 1) throw new UsageError('give one of --rename, --add, --remove or --leave');
+    const change: GroupChange =
+      values.rename !== undefined
+        ? { change: 'renamed', name: values.rename }
+        : values.add !== undefined
+          ? { change: 'participant_added', handle: values.add }
+          : values.remove !== undefined
+            ? { change: 'participant_removed', handle: values.remove }
+            : { change: 'participant_left' };
+    return {
+      kind: 'simulate-group',
+      chatDbPath: simulatorDb(values['chat-db'], values['state-dir']),
+      group: required(values.group, '--group'),
+      from: required(values.from, '--from'),
+      ...change,
+    };
+  }
+  if (first === 'simulate-edit' || first === 'simulate-unsend') {
+    const { values } = parse(rest, {
+      ...simulatorFileOptions,
+      guid: { type: 'string' },
+      ...(first === 'simulate-edit' ? { body: { type: 'string' } } : {}),
+    } as const);
+    const chatDbPath = simulatorDb(values['chat-db'], values['state-dir']);
+    const guid = required(values.guid, '--guid');
+    if (first === 'simulate-unsend') return { kind: 'simulate-unsend', chatDbPath, guid };
+    const body = (values as { body?: string }).body;
+    return { kind: 'simulate-edit', chatDbPath, guid, body: body ?? requiredMissing('--body') };
   }
   if (first === 'simulate-sms-only' || first === 'simulate-no-imessage') {
     const { values } = parse(rest, {

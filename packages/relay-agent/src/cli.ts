@@ -38,6 +38,10 @@ import {
   simulateFailures,
   simulateReaction,
   simulateNoImessage,
+  simulateReply,
+  simulateEdit,
+  simulateUnsend,
+  simulateGroupEvent,
   simulateSmsOnly,
   simulateInbound,
   simulateStall,
@@ -113,6 +117,33 @@ async function main(argv: string[], json: boolean): Promise<number> {
           : `${command.to} has iMessage again in the simulator\n`,
       );
       return 0;
+    case 'simulate-reply': {
+      const { from, body, replyToGuid } = command;
+      const row = await simulateReply(command.chatDbPath, { from, body, replyToGuid });
+      process.stdout.write(`wrote a reply from ${from} (row ${row.rowId}, guid ${row.guid})\n`);
+      return 0;
+    }
+    case 'simulate-edit':
+    case 'simulate-unsend': {
+      const found =
+        command.kind === 'simulate-edit'
+          ? await simulateEdit(command.chatDbPath, { guid: command.guid, body: command.body })
+          : await simulateUnsend(command.chatDbPath, command.guid);
+      if (!found) {
+        process.stderr.write(`no message with guid ${command.guid}\n`);
+        return 1;
+      }
+      process.stdout.write(`${command.kind === 'simulate-edit' ? 'edited' : 'unsent'} ${command.guid}\n`);
+      return 0;
+    }
+    case 'simulate-group': {
+      const { kind: _kind, chatDbPath, ...event } = command;
+      const row = await simulateGroupEvent(chatDbPath, event);
+      process.stdout.write(
+        `wrote a ${event.change.replace('_', ' ')} group event in ${event.group} (row ${row.rowId})\n`,
+      );
+      return 0;
+    }
     case 'simulate-sms-only':
       await simulateSmsOnly(command.chatDbPath, command.to, command.smsOnly);
       process.stdout.write(

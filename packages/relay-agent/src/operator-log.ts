@@ -1,5 +1,5 @@
 import type { Logger } from './agent-logger.ts';
-import type { InboundFrame } from 'relaybox-relay-protocol/frames.ts';
+import type { ChangeFrame, InboundFrame } from 'relaybox-relay-protocol/frames.ts';
 import type { SendRecord, StatusStep } from './send-journal.ts';
 
 /** What the periodic summary line counts, per interval. */
@@ -128,8 +128,18 @@ export class OperatorLog {
         from: frame.from,
         isGroup: frame.isGroup,
         attachments: frame.attachments?.length ?? 0,
+        ...(frame.reaction ? { reaction: frame.reaction.kind, removed: frame.reaction.removed } : {}),
+        ...(frame.group ? { group: frame.group.change } : {}),
       },
-      `received message from ${frame.from}${where} forwarded (chat.db row ${frame.rowId})`,
+      `${whatOf(frame)} from ${frame.from}${where} forwarded (chat.db row ${frame.rowId})`,
+    );
+  }
+
+  /** Logs a change frame sent: an edit or unsend of a received message. */
+  changeForwarded(frame: ChangeFrame): void {
+    this.log.info(
+      { event: 'change.forwarded', rowId: frame.rowId, guid: frame.guid, change: frame.change, at: frame.at },
+      `${frame.change} message (chat.db row ${frame.rowId}) forwarded`,
     );
   }
 
@@ -182,4 +192,11 @@ function closeCodeMeaning(code: number): string {
     default:
       return 'closed';
   }
+}
+
+/** What an inbound frame forwards, in words: a message, a tapback (or its removal), a group event. */
+function whatOf(frame: InboundFrame): string {
+  if (frame.reaction) return `${frame.reaction.kind} tapback${frame.reaction.removed ? ' removal' : ''}`;
+  if (frame.group) return `group event (${frame.group.change.replace('_', ' ')})`;
+  return 'received message';
 }

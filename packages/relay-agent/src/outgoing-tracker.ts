@@ -22,7 +22,8 @@ const earliestRowSlackMs = 5_000;
  * and body and it was written after the send was accepted; the oldest waiting
  * send takes the oldest such row, and the matched row's guid is remembered so
  * later polls follow that row alone. Statuses only move forward:
- * sent → delivered → read, or failed (error ≠ 0) before delivery, with the
+ * sent → delivered → read (never read in a group chat, where Messages sends
+ * no read receipts), or failed (error ≠ 0) before delivery, with the
  * reason its error code maps to: a row that shows its error at once is
  * failed without a sent, one whose error comes later is sent, then failed.
  */
@@ -65,6 +66,7 @@ export class OutgoingTracker {
         if (record) {
           record.rowId = row.rowId;
           record.guid = row.guid;
+          this.journal.rememberSent(row.guid, record.messageId);
           if (row.service && servicePattern.test(row.service)) record.service = row.service;
           record.seenAtMs = nowMs;
           this.journal.setPhase(record, 'tracking', nowMs);
@@ -134,7 +136,10 @@ export class OutgoingTracker {
     if ((row.isDelivered || row.dateDeliveredMs !== undefined) && !has.has('delivered')) {
       this.addStep(record, { status: 'delivered', at: iso(row.dateDeliveredMs) });
     }
-    if ((row.isRead || row.dateReadMs !== undefined) && !has.has('read')) {
+    // Messages sends no read receipts in a group chat: a group row's read fields are never the recipients' read.
+    if (row.isGroup) {
+      if (record.steps.some((s) => s.status === 'delivered')) this.journal.setPhase(record, 'closed', nowMs);
+    } else if ((row.isRead || row.dateReadMs !== undefined) && !has.has('read')) {
       this.addStep(record, { status: 'read', at: iso(row.dateReadMs) });
       this.journal.setPhase(record, 'closed', nowMs);
     }

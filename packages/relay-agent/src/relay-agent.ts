@@ -16,7 +16,7 @@ import type {
 import { agentVersion, type AgentConfig } from './agent-config.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
-import { InboundForwarder } from './inbound-forwarder.ts';
+import { ChangeForwarder, InboundForwarder } from './inbound-forwarder.ts';
 import { normalizeHandle, type MessageSender } from './message-sender.ts';
 import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
@@ -60,6 +60,9 @@ export class RelayAgent {
   private state: RelayState | undefined;
   private welcomed = false;
   private forwarder: InboundForwarder | undefined;
+  private changes: ChangeForwarder | undefined;
+  /** State writes (the change cursor) one after another. */
+  private stateSaving: Promise<void> = Promise.resolve();
   /** Per connection: how many of each send attempt's status steps went out on it, by attempt key. */
   private statusesSent = new Map<string, number>();
   private frameChain: Promise<void> = Promise.resolve();
@@ -151,6 +154,7 @@ export class RelayAgent {
     await this.polling;
     await this.worker.stop();
     await this.frameChain;
+    await this.stateSaving;
     await this.deps.journal.flush();
     this.exit(exit);
   }
@@ -218,6 +222,7 @@ export class RelayAgent {
         secret: frame.credential.secret,
         registeredAt: new Date().toISOString(),
         inboundFloor,
+        changesCursorMs: this.state?.changesCursorMs ?? Date.now(),
       };
       await this.deps.stateStore.save(this.state);
       this.log.info(
@@ -230,10 +235,19 @@ export class RelayAgent {
       );
     }
     const start = Math.max(frame.inboundCursor, this.state?.inboundFloor ?? 0);
-    this.forwarder = new InboundForwarder(start, this.deps.reader, {
-      batch: this.config.inboundBatch,
-      maxUnacked: this.config.maxUnackedInbound,
-    });
+    const options = { batch: this.config.inboundBatch, maxUnacked: this.config.maxUnackedInbound };
+    const journal = this.deps.journal;
+    this.forwarder = new InboundForwarder(start, this.deps.reader, options, (guid) => journal.messageIdOf(guid));
+    if (this.state && this.state.changesCursorMs === undefined) {
+      // An agent that did not read changes before: edits and unsends from now on, not the history's.
+      this.state.changesCursorMs = Date.now();
+      await this.deps.stateStore.save(this.state);
+    }
+    this.changes = this.state
+      ? new ChangeForwarder(this.state.changesCursorMs ?? Date.now(), this.deps.reader, options, (ms) =>
+          this.saveChangesCursor(ms),
+        )
+      : undefined;
     this.welcomed = true;
     this.statusesSent = new Map();
     this.operator.online(frame.relayId, frame.credential !== undefined, start);
@@ -286,6 +300,10 @@ export class RelayAgent {
       if (frame.cursor !== undefined) this.forwarder?.onAck(frame.cursor);
       return;
     }
+    if (frame.of === 'change') {
+      if (frame.at !== undefined) this.changes?.onAck(frame.at);
+      return;
+    }
     const record = frame.messageId && frame.attempt ? this.deps.journal.get(frame.messageId, frame.attempt) : undefined;
     if (record) this.deps.journal.markAcked(record);
   }
@@ -317,9 +335,20 @@ export class RelayAgent {
     }
   }
 
+  /** Keeps the latest acknowledged change's time in the state file; writes never overlap, a failed one is logged. */
+  private saveChangesCursor(ms: number): void {
+    const state = this.state;
+    if (!state || (state.changesCursorMs ?? 0) >= ms) return;
+    state.changesCursorMs = ms;
+    this.stateSaving = this.stateSaving
+      .then(() => this.deps.stateStore.save(state))
+      .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'could not store the change cursor'));
+  }
+
   private endConnection(): void {
     this.welcomed = false;
     this.forwarder = undefined;
+    this.changes = undefined;
     clearInterval(this.heartbeatTimer);
     this.heartbeatTimer = undefined;
   }
@@ -414,6 +443,12 @@ export class RelayAgent {
         if (this.forwarder === forwarder) {
           for (const frame of frames) if (this.send(frame)) this.operator.inboundForwarded(frame);
         }
+      }
+      const changes = this.changes;
+      if (changes && this.welcomed && this.connection.bufferedAmount < maxBufferedBytes) {
+        const frames = await changes.poll();
+        if (this.changes === changes)
+          for (const frame of frames) if (this.send(frame)) this.operator.changeForwarded(frame);
       }
       await this.deps.journal.flush();
       this.lastPollError = '';

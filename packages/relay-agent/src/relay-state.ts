@@ -13,6 +13,12 @@ export interface RelayState {
    * as new messages even while the server's cursor is still 0.
    */
   inboundFloor: number;
+  /**
+   * Epoch milliseconds of the latest edit or unsend of a received message the
+   * server acknowledged: changes are read from there. Set to the time of
+   * first registration (or of the first run of an agent that reads changes).
+   */
+  changesCursorMs?: number;
 }
 
 export class RelayStateStore {
@@ -40,6 +46,7 @@ export class RelayStateStore {
       secret: value.secret,
       registeredAt: value.registeredAt ?? '',
       inboundFloor: typeof value.inboundFloor === 'number' ? value.inboundFloor : 0,
+      ...(typeof value.changesCursorMs === 'number' ? { changesCursorMs: value.changesCursorMs } : {}),
     };
   }
 

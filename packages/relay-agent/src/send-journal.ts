@@ -55,6 +55,8 @@ interface JournalFile {
   /** Highest chat.db ROWID of outgoing rows already examined for matches. */
   outgoingCursor: number | null;
   records: SendRecord[];
+  /** The chat.db guids of the agent's sends and their message ids, oldest first (absent in journals before reactions). */
+  sentGuids?: Array<[string, string]>;
 }
 
 /** The journal key of one send attempt. */
@@ -68,6 +70,8 @@ export function isFinished(record: SendRecord): boolean {
 }
 
 const maxRecords = 20_000;
+/** Sent messages whose guid the agent remembers, so a tapback or reply on one names our message id (~100 bytes each). */
+export const maxSentGuids = 10_000;
 
 /**
  * Every send attempt the agent accepted, by (messageId, attempt), kept on disk
@@ -80,6 +84,8 @@ const maxRecords = 20_000;
 export class SendJournal {
   readonly path: string;
   private readonly records = new Map<string, SendRecord>();
+  /** guid → message id of the newest `maxSentGuids` sends matched to their chat.db row, oldest first; outlives the records. */
+  private readonly sentGuids = new Map<string, string>();
   outgoingCursor: number | null = null;
   private writing: Promise<void> = Promise.resolve();
   private dirty = false;
@@ -100,6 +106,7 @@ export class SendJournal {
       throw new Error(`cannot read ${this.path}: ${(err as Error).message}`);
     }
     this.outgoingCursor = file.outgoingCursor;
+    for (const [guid, messageId] of file.sentGuids ?? []) this.sentGuids.set(guid, messageId);
     for (const record of file.records) {
       // A send that was with osascript when the agent stopped may or may not have gone out.
       if (record.phase === 'sending') Object.assign(record, { phase: 'orphaned', phaseAtMs: nowMs });
@@ -147,6 +154,20 @@ export class SendJournal {
     this.changed();
   }
 
+  /** Remembers which of our messages a chat.db row is, for tapbacks and replies on it; the oldest is forgotten past the cap. */
+  rememberSent(guid: string, messageId: string): void {
+    if (this.sentGuids.get(guid) === messageId) return;
+    this.sentGuids.delete(guid);
+    this.sentGuids.set(guid, messageId);
+    if (this.sentGuids.size > maxSentGuids) this.sentGuids.delete(this.sentGuids.keys().next().value as string);
+    this.changed();
+  }
+
+  /** Our message id of a chat.db guid the agent sent; undefined for any other (a received message, one sent by hand). */
+  messageIdOf(guid: string): string | undefined {
+    return this.sentGuids.get(guid);
+  }
+
   setOutgoingCursor(rowId: number): void {
     if (this.outgoingCursor === rowId) return;
     this.outgoingCursor = rowId;
@@ -170,7 +191,11 @@ export class SendJournal {
       if (!this.dirty) return;
       this.dirty = false;
       this.prune(nowMs);
-      const file: JournalFile = { outgoingCursor: this.outgoingCursor, records: [...this.records.values()] };
+      const file: JournalFile = {
+        outgoingCursor: this.outgoingCursor,
+        records: [...this.records.values()],
+        sentGuids: [...this.sentGuids],
+      };
       await ensurePrivateDir(this.stateDir);
       const tmp = `${this.path}.${process.pid}.tmp`;
       await writeFile(tmp, JSON.stringify(file), { mode: 0o600 });

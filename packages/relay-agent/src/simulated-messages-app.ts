@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS message (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, gui
   date INTEGER, date_read INTEGER, date_delivered INTEGER, is_delivered INTEGER DEFAULT 0, is_finished INTEGER DEFAULT 0,
   is_from_me INTEGER DEFAULT 0, is_read INTEGER DEFAULT 0, is_sent INTEGER DEFAULT 0, cache_has_attachments INTEGER DEFAULT 0,
   cache_roomnames TEXT, item_type INTEGER DEFAULT 0, associated_message_guid TEXT, associated_message_type INTEGER DEFAULT 0,
-  associated_message_emoji TEXT);
+  associated_message_emoji TEXT, thread_originator_guid TEXT, thread_originator_part TEXT, date_edited INTEGER DEFAULT 0,
+  date_retracted INTEGER DEFAULT 0, group_title TEXT, group_action_type INTEGER DEFAULT 0, other_handle INTEGER DEFAULT 0);
 CREATE TABLE IF NOT EXISTS chat (ROWID INTEGER PRIMARY KEY AUTOINCREMENT, guid TEXT UNIQUE NOT NULL, style INTEGER,
   state INTEGER, account_id TEXT, chat_identifier TEXT, service_name TEXT, room_name TEXT, display_name TEXT);
 CREATE TABLE IF NOT EXISTS chat_message_join (chat_id INTEGER REFERENCES chat (ROWID) ON DELETE CASCADE,
@@ -81,6 +82,7 @@ class SimulatorWrites {
   private readonly upsertHandle: SqliteStatement;
   private readonly upsertChat: SqliteStatement;
   private readonly joinHandle: SqliteStatement;
+  private readonly leaveChat: SqliteStatement;
   private readonly nextFault: SqliteStatement;
   private readonly dropFault: SqliteStatement;
   private readonly smsOnly: SqliteStatement;
@@ -98,6 +100,8 @@ class SimulatorWrites {
   private readonly setStalled: SqliteStatement;
   readonly markDelivered: SqliteStatement;
   readonly markRead: SqliteStatement;
+  readonly edit: SqliteStatement;
+  readonly unsend: SqliteStatement;
 
   constructor(readonly db: SqliteDatabase) {
     this.upsertHandle = db.prepare(
@@ -109,6 +113,9 @@ class SimulatorWrites {
     this.joinHandle =
       db.prepare(`INSERT OR IGNORE INTO chat_handle_join (chat_id, handle_id) SELECT c.ROWID, h.ROWID FROM chat c, handle h
   WHERE c.guid = @chatGuid AND h.id = @handle AND h.service = @service`);
+    this.leaveChat =
+      db.prepare(`DELETE FROM chat_handle_join WHERE chat_id = (SELECT ROWID FROM chat WHERE guid = @chatGuid)
+  AND handle_id = (SELECT ROWID FROM handle WHERE id = @handle AND service = @service)`);
     this.nextFault = db.prepare(
       'SELECT id, error, never_deliver AS neverDeliver FROM relaybox_simulator_faults ORDER BY id LIMIT 1',
     );
@@ -120,9 +127,12 @@ class SimulatorWrites {
     this.insertMessage =
       db.prepare(`INSERT INTO message (guid, text, attributedBody, handle_id, service, account, error, date, date_read, date_delivered,
   is_delivered, is_finished, is_from_me, is_read, is_sent, cache_has_attachments, cache_roomnames,
-  associated_message_type, associated_message_guid, associated_message_emoji)
+  associated_message_type, associated_message_guid, associated_message_emoji, thread_originator_guid, thread_originator_part,
+  item_type, group_title, group_action_type, other_handle)
   VALUES (@guid, @text, @attributedBody, (SELECT ROWID FROM handle WHERE id = @handle AND service = @service), @service, @account, @error, @date, 0, 0,
-  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName, @associatedType, @associatedGuid, @associatedEmoji)`);
+  @isDelivered, 1, @isFromMe, 0, @isSent, @hasAttachments, @roomName, @associatedType, @associatedGuid, @associatedEmoji,
+  @threadGuid, @threadPart, @itemType, @groupTitle, @groupActionType,
+  COALESCE((SELECT ROWID FROM handle WHERE id = @otherHandle AND service = @service), 0))`);
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
     this.insertAttachment = db.prepare(
@@ -140,6 +150,14 @@ class SimulatorWrites {
     this.setStalled = db.prepare('UPDATE relaybox_simulator SET stalled = @stalled WHERE id = 1');
     this.markDelivered = db.prepare('UPDATE message SET is_delivered = 1, date_delivered = @date WHERE ROWID = @rowId');
     this.markRead = db.prepare('UPDATE message SET is_read = 1, date_read = @date WHERE ROWID = @rowId');
+    // An edit rewrites the row's text in place and stamps date_edited (the earlier versions go to
+    // message_summary_info, which the reader does not read); an unsend empties it and stamps date_retracted.
+    this.edit = db.prepare(
+      'UPDATE message SET text = @text, attributedBody = @attributedBody, date_edited = @date WHERE guid = @guid',
+    );
+    this.unsend = db.prepare(
+      'UPDATE message SET text = NULL, attributedBody = NULL, date_retracted = @date WHERE guid = @guid',
+    );
   }
 
   /**
@@ -169,6 +187,13 @@ class SimulatorWrites {
           roomName: group ?? null,
         });
         this.joinHandle.run({ chatGuid, handle, service });
+        const other = row.groupEvent?.otherHandle;
+        if (other) this.upsertHandle.run({ handle: other, service });
+        // A member added joins the chat; one removed, or who left, is no longer in it.
+        if (other && row.groupEvent?.itemType === 1 && row.groupEvent.action === 0)
+          this.joinHandle.run({ chatGuid, handle: other, service });
+        if (row.groupEvent && (row.groupEvent.itemType === 3 || row.groupEvent.action === 1))
+          this.leaveChat.run({ chatGuid, handle: row.groupEvent.itemType === 3 ? handle : other, service });
         const fault = row.isFromMe
           ? (this.nextFault.get() as { id: number; error: number; neverDeliver: number } | undefined)
           : undefined;
@@ -192,6 +217,12 @@ class SimulatorWrites {
             associatedType: row.associated?.type ?? 0,
             associatedGuid: row.associated?.guid ?? null,
             associatedEmoji: row.associated?.emoji ?? null,
+            threadGuid: row.replyToGuid ?? null,
+            threadPart: row.replyToGuid ? '0:0:1' : null,
+            itemType: row.groupEvent?.itemType ?? 0,
+            groupTitle: row.groupEvent?.title ?? null,
+            groupActionType: row.groupEvent?.action ?? 0,
+            otherHandle: row.groupEvent?.otherHandle ?? null,
           }).lastInsertRowid,
         );
         this.joinChat.run({ messageId, date: row.date, chatGuid });
@@ -260,6 +291,10 @@ interface MessageRow {
   associated?: { type: number; guid: string; emoji?: string };
   /** `SMS`: sent as SMS on purpose (the agent's fallback). */
   service?: 'SMS';
+  /** A reply: the guid of the message it answers (`thread_originator_guid`). */
+  replyToGuid?: string;
+  /** A group event row: its `item_type`, `group_action_type`, `group_title` and the member (`other_handle`). */
+  groupEvent?: { itemType: number; action: number; title?: string; otherHandle?: string };
 }
 
 /** Where the simulator appends one JSON line per send it performs. */
@@ -400,6 +435,8 @@ export interface InboundInjection {
   groupId?: string;
   /** Local file paths recorded as the message's attachments. */
   attachments?: string[];
+  /** A reply in the thread of the message with this guid (`thread_originator_guid`), as Messages writes one. */
+  replyToGuid?: string;
 }
 
 /** Writes a message "received" from someone, as Messages would. Used by tests and `simulate-inbound`. */
@@ -419,9 +456,45 @@ export async function simulateInbound(
       date: msToAppleNs(Date.now()),
       hasAttachments: (message.attachments ?? []).length > 0,
       attachments: message.attachments ?? [],
+      ...(message.replyToGuid ? { replyToGuid: message.replyToGuid } : {}),
     }),
   );
   return { rowId: row.rowId, guid };
+}
+
+/** Writes a reply "received" from someone in the thread of the message with `replyToGuid`, as Messages would. */
+export function simulateReply(
+  dbPath: string,
+  reply: { from: string; body: string; replyToGuid: string },
+): Promise<{ rowId: number; guid: string }> {
+  return simulateInbound(dbPath, reply);
+}
+
+/**
+ * Edits a received message as Messages records the sender's edit: the row
+ * (by guid) gets the new text and `date_edited`; false when no row has that guid.
+ */
+export async function simulateEdit(dbPath: string, edit: { guid: string; body: string }): Promise<boolean> {
+  const changes = await withSimulatorWrites(
+    dbPath,
+    (writes) =>
+      writes.edit.run({
+        guid: edit.guid,
+        text: edit.body,
+        attributedBody: encodeAttributedBody(edit.body),
+        date: msToAppleNs(Date.now()),
+      }).changes,
+  );
+  return changes > 0;
+}
+
+/** Unsends a received message as Messages records it: the row's text is emptied and `date_retracted` set; false when no row has that guid. */
+export async function simulateUnsend(dbPath: string, guid: string): Promise<boolean> {
+  const changes = await withSimulatorWrites(
+    dbPath,
+    (writes) => writes.unsend.run({ guid, date: msToAppleNs(Date.now()) }).changes,
+  );
+  return changes > 0;
 }
 
 /** The tapbacks in `associated_message_type` order (2000 + index; a removal is 3000 + index); `emoji` is macOS 14's. */
@@ -482,6 +555,49 @@ export async function simulateReaction(
         guid: `p:0/${reaction.targetGuid}`,
         ...(reaction.emoji ? { emoji: reaction.emoji } : {}),
       },
+    }),
+  );
+  return { rowId: row.rowId, guid };
+}
+
+export type GroupChange =
+  | { change: 'renamed'; name: string }
+  | { change: 'participant_added' | 'participant_removed'; handle: string }
+  | { change: 'participant_left' };
+
+/**
+ * Writes a group event in the group chat `group` as Messages does, made by
+ * `from`: a rename (item_type 2 with `group_title`), a member added or
+ * removed (item_type 1, group_action_type 0 or 1, the member in
+ * `other_handle`), or `from` leaving (item_type 3, group_action_type 0).
+ */
+export async function simulateGroupEvent(
+  dbPath: string,
+  event: { group: string; from: string } & GroupChange,
+): Promise<{ rowId: number; guid: string }> {
+  const guid = randomUUID().toUpperCase();
+  const groupEvent =
+    event.change === 'renamed'
+      ? { itemType: 2, action: 0, title: event.name }
+      : event.change === 'participant_left'
+        ? { itemType: 3, action: 0 }
+        : {
+            itemType: 1,
+            action: event.change === 'participant_added' ? 0 : 1,
+            otherHandle: normalizeHandle(event.handle),
+          };
+  const row = await withSimulatorWrites(dbPath, (writes) =>
+    writes.writeMessage({
+      guid,
+      handle: normalizeHandle(event.from),
+      group: event.group,
+      isFromMe: false,
+      text: null,
+      attributedBody: null,
+      date: msToAppleNs(Date.now()),
+      hasAttachments: false,
+      attachments: [],
+      groupEvent,
     }),
   );
   return { rowId: row.rowId, guid };

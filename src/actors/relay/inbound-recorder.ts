@@ -4,13 +4,21 @@ import { changeEventId, domainEvent, messageEventData } from '../../events/event
 import { withOutbox, type Outbox } from '../../events/outbox.ts';
 import { nowIso } from '../../ids.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
-import type { RelayCollections } from '../../relays/relay-store.ts';
+import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/actor.ts';
 import { touchConversation } from '../../messages/conversation-writer.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
 import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
+import type { GroupEvent, InboundReaction } from '../../relay-protocol/frames.ts';
+import type { ConversationDoc } from '../../messages/message-store.ts';
+
+/** A message of the relay's chat.db a row points at (relay-protocol `messageReference`). */
+export interface MessageReference {
+  guid: string;
+  messageId?: string;
+}
 
 export interface InboundReport {
   relayId: string;
@@ -23,6 +31,29 @@ export interface InboundReport {
   body: string;
   receivedAt: string;
   attachments?: string[];
+  reaction?: InboundReaction;
+  replyTo?: MessageReference;
+  group?: GroupEvent;
+}
+
+export interface ChangeReport {
+  relayId: string;
+  session: number;
+  rowId: number;
+  guid: string;
+  change: 'edited' | 'unsent';
+  at: string;
+  body?: string;
+}
+
+/** The id of a received message: from its organization and Messages GUID, so a replay finds the stored one. */
+export function receivedMessageId(tenantId: string, guid: string): string {
+  return `msg_in_${createHash('sha256').update(`${tenantId}\u0000${guid}`).digest('base64url').slice(0, 24)}`;
+}
+
+/** Where a sender's reaction is kept on the message it is on: one per sender, as Messages has it. */
+function reactionField(from: string): string {
+  return `reactions.${createHash('sha256').update(from).digest('base64url').slice(0, 16)}`;
 }
 
 /**
@@ -44,16 +75,181 @@ export class InboundRecorder {
   ) {}
 
   async record(_ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
+    const relay = await this.deps.db.relays.findOne({ tenantId }, { id: report.relayId });
+    if (!relay) return;
+    if (report.reaction) await this.reaction(tenantId, report, report.reaction);
+    else if (report.group) await this.groupEvent(tenantId, relay, report, report.group);
+    else await this.message(tenantId, relay, report);
+    await this.deps.db.relays.updateOne(
+      { tenantId },
+      { id: relay.id, inboundCursor: { $lt: report.rowId } },
+      { $set: { inboundCursor: report.rowId } },
+    );
+    if (relay.node && relay.session === report.session && relay.status === 'online') {
+      await this.deps.link.deliver(
+        { id: relay.id, node: relay.node, session: relay.session },
+        { type: 'ack', of: 'inbound', cursor: report.rowId },
+      );
+    }
+  }
+
+  /**
+   * An edit or unsend of a received message: the message gets the edited text
+   * (or none) and its flag, with its `message.edited` or `message.unsent`
+   * event in the same write; the event's id comes from the message and the
+   * change's time, so a change read again makes none. A change of a message
+   * not stored (history before the relay, or a row the server never got) is
+   * acknowledged and dropped.
+   */
+  async change(tenantId: string, report: ChangeReport): Promise<void> {
     const { db } = this.deps;
     const relay = await db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
+    const scope = { tenantId };
+    const doc = await db.messages.findOne(scope, { id: receivedMessageId(tenantId, report.guid) });
+    if (doc) {
+      const now = nowIso();
+      const [set, event] =
+        report.change === 'edited'
+          ? [
+              { body: report.body ?? '', edited: true, editedAt: report.at, updatedAt: now },
+              domainEvent(
+                'message.edited',
+                doc,
+                { ...messageEventData({ ...doc, body: report.body ?? '' }), editedAt: report.at },
+                changeEventId('message.edited', `${doc.id}\u0000${report.at}`),
+              ),
+            ]
+          : [
+              { body: '', unsent: true, unsentAt: report.at, updatedAt: now },
+              domainEvent(
+                'message.unsent',
+                doc,
+                { id: doc.id, from: doc.from, conversationId: doc.conversationId, unsentAt: report.at },
+                changeEventId('message.unsent', doc.id),
+              ),
+            ];
+      await this.deps.outbox.change(db.messages, scope, { id: doc.id }, { $set: set }, [event]);
+      // The conversation shows the latest text of its last message.
+      await db.conversations.updateOne(
+        { tenantId, teamId: doc.teamId },
+        { id: doc.conversationId, lastMessageAt: doc.createdAt },
+        { $set: { lastMessage: set.body, updatedAt: now } },
+      );
+    }
+    if (relay.node && relay.session === report.session && relay.status === 'online') {
+      await this.deps.link.deliver(
+        { id: relay.id, node: relay.node, session: relay.session },
+        { type: 'ack', of: 'change', guid: report.guid, at: report.at },
+      );
+    }
+  }
+
+  /** The stored message a row points at, in this organization only; null for one the server never stored. */
+  private target(tenantId: string, ref: MessageReference): Promise<MessageDoc | null> {
+    const id = ref.messageId ?? receivedMessageId(tenantId, ref.guid);
+    return this.deps.db.messages.findOne({ tenantId }, { id });
+  }
+
+  /**
+   * A tapback on a stored message: kept on it, one per sender (a removal
+   * takes the sender's off), with its `message.reaction` event in the same
+   * write; the event's id comes from the tapback row's guid, so a replay
+   * makes none. A tapback on a message the server never stored is dropped.
+   */
+  private async reaction(tenantId: string, report: InboundReport, reaction: InboundReaction): Promise<void> {
+    const target = await this.target(tenantId, reaction);
+    if (!target) return;
+    const field = reactionField(report.from);
+    const emoji = reaction.emoji ? { emoji: reaction.emoji } : {};
+    const now = nowIso();
+    const update = reaction.removed
+      ? { $set: { updatedAt: now }, $unset: { [field]: '' } }
+      : {
+          $set: {
+            [field]: { reaction: reaction.kind, ...emoji, from: report.from, at: report.receivedAt },
+            updatedAt: now,
+          },
+        };
+    const event = domainEvent(
+      'message.reaction',
+      target,
+      {
+        messageId: target.id,
+        reaction: reaction.kind,
+        ...emoji,
+        from: report.from,
+        removed: reaction.removed,
+        conversationId: target.conversationId,
+        at: report.receivedAt,
+      },
+      changeEventId('message.reaction', `${target.id}\u0000${report.guid}`),
+    );
+    await this.deps.outbox.change(this.deps.db.messages, { tenantId }, { id: target.id }, update, [event]);
+  }
+
+  /**
+   * A group chat renamed, or a member added or gone: its conversation
+   * (created if it has no message yet) takes the name and the members the
+   * relay read with the event, with `conversation.updated` in the same
+   * write; the event's id comes from the row's guid, so a replay makes none.
+   */
+  private async groupEvent(tenantId: string, relay: RelayDoc, report: InboundReport, group: GroupEvent) {
+    if (!report.chatGuid) return;
+    const { db } = this.deps;
+    const participant = `chat:${report.chatGuid}`;
+    const scope = { tenantId, teamId: relay.teamId };
+    const conversationId = conversationIdOf(tenantId, relay.teamId, participant);
+    const now = nowIso();
+    const created = { participant, isGroup: true, lastMessage: '', lastMessageAt: report.receivedAt, unreadCount: 0 };
+    try {
+      await db.conversations.updateOne(
+        scope,
+        { id: conversationId },
+        { $setOnInsert: { ...created, createdAt: now, updatedAt: now } },
+        { upsert: true },
+      );
+    } catch (err) {
+      if (!(err instanceof AppError && err.code === 'conflict')) throw err; // created beside us by a message
+    }
+    const set: Record<string, unknown> = { updatedAt: now };
+    if (group.change === 'renamed') set.name = group.name ?? '';
+    if (group.participants) set.participants = group.participants;
+    const data = {
+      conversationId,
+      change: group.change,
+      ...(group.name !== undefined ? { name: group.name } : {}),
+      ...(group.handle !== undefined ? { handle: group.handle } : {}),
+      by: report.from,
+      ...(group.participants ? { participants: group.participants } : {}),
+      at: report.receivedAt,
+    };
+    const event = domainEvent(
+      'conversation.updated',
+      scope,
+      data,
+      changeEventId('conversation.updated', `${conversationId}\u0000${report.guid}`),
+    );
+    const { published } = await this.deps.outbox.change<ConversationDoc>(
+      db.conversations,
+      scope,
+      { id: conversationId },
+      { $set: set },
+      [event],
+    );
+    // The conversations have no outbox sweep: an event not published is made again by the relay's replay.
+    if (!published) throw new Error('conversation.updated could not be published; the relay replays the row');
+  }
+
+  private async message(tenantId: string, relay: RelayDoc, report: InboundReport): Promise<void> {
+    const { db } = this.deps;
     const teamId = relay.teamId;
     const isGroup = Boolean(report.chatGuid && report.isGroup);
     const sender = normalizeParticipant(report.from);
     const participant = isGroup ? `chat:${report.chatGuid}` : (sender ?? report.from);
     const now = nowIso();
     const doc: MessageDoc = {
-      id: `msg_in_${createHash('sha256').update(`${tenantId}\u0000${report.guid}`).digest('base64url').slice(0, 24)}`,
+      id: receivedMessageId(tenantId, report.guid),
       tenantId,
       teamId,
       direction: 'received',
@@ -77,10 +273,17 @@ export class InboundRecorder {
       createdAt: report.receivedAt,
       updatedAt: now,
     };
+    const replyTo = report.replyTo ? (await this.target(tenantId, report.replyTo))?.id : undefined;
+    if (replyTo) doc.replyTo = replyTo;
     const scope = { tenantId, teamId };
     // Stored with its message.received event in its outbox: one write, so neither exists without the other.
     const written = withOutbox(doc, [
-      domainEvent('message.received', doc, messageEventData(doc), changeEventId('message.received', doc.id)),
+      domainEvent(
+        'message.received',
+        doc,
+        { ...messageEventData(doc), ...(replyTo ? { replyTo } : {}) },
+        changeEventId('message.received', doc.id),
+      ),
     ]);
     let fresh = true;
     try {
@@ -123,16 +326,5 @@ export class InboundRecorder {
         body: doc.body,
         fresh,
       });
-    await db.relays.updateOne(
-      { tenantId },
-      { id: relay.id, inboundCursor: { $lt: report.rowId } },
-      { $set: { inboundCursor: report.rowId } },
-    );
-    if (relay.node && relay.session === report.session && relay.status === 'online') {
-      await this.deps.link.deliver(
-        { id: relay.id, node: relay.node, session: relay.session },
-        { type: 'ack', of: 'inbound', cursor: report.rowId },
-      );
-    }
   }
 }

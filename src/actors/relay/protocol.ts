@@ -1,5 +1,13 @@
 import { Type } from '@sinclair/typebox';
-import { deliveryStatus, failureReason, frameLimits, sendService } from '../../relay-protocol/frames.ts';
+import {
+  deliveryStatus,
+  failureReason,
+  frameLimits,
+  groupEvent,
+  inboundReaction,
+  messageReference,
+  sendService,
+} from '../../relay-protocol/frames.ts';
 import { defineProtocol } from '../../runtime/actor.ts';
 import { agentCheckpoints, queueItem, statusBatch } from '../tenant/protocol.ts';
 
@@ -92,6 +100,18 @@ export const relayProtocol = defineProtocol('relay', {
     body: text(frameLimits.bodyLength),
     receivedAt: text(40, 1),
     attachments: Type.Optional(Type.Array(text(frameLimits.pathLength), { maxItems: frameLimits.attachments })),
+    reaction: Type.Optional(inboundReaction),
+    replyTo: Type.Optional(messageReference),
+    group: Type.Optional(groupEvent),
+  },
+  /** A received message edited or unsent (relay-protocol `change` frame). */
+  change: {
+    ...connection,
+    rowId: Type.Integer({ minimum: 1 }),
+    guid: text(frameLimits.guidLength, 1),
+    change: Type.Union([Type.Literal('edited'), Type.Literal('unsent')]),
+    at: text(40, 1),
+    body: Type.Optional(text(frameLimits.bodyLength)),
   },
 });
 

@@ -34,6 +34,10 @@ export function relayActor(
         const { kind: _kind, tenantId, ...report } = m;
         await inbound.record(ctx, tenantId, { relayId: ctx.key, ...report });
       },
+      change: async (ctx, m) => {
+        const { kind: _kind, tenantId, ...change } = m;
+        await inbound.change(tenantId, { relayId: ctx.key, ...change });
+      },
     },
     // Reports that waited side by side go on to the tenant actor together.
     batches: batchReports
