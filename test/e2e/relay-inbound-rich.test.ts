@@ -92,7 +92,15 @@ eachBackend((backend) => {
         async () => ((await events('message.reaction')).length === 3 ? events('message.reaction') : undefined),
         30_000,
       );
-      const received = (await call('GET', '/api/v1/messages?direction=received')).body.data as any[];
+      // The reply's row comes after the tapbacks': it may be stored a moment after their events.
+      const received = await until(
+        'the received message and the reply stored',
+        async () => {
+          const data = (await call('GET', '/api/v1/messages?direction=received')).body.data as any[];
+          return data.some((m) => m.body === 'hi there') && data.some((m) => m.body === 'yes!') ? data : undefined;
+        },
+        30_000,
+      );
       const helloMessage = received.find((m) => m.body === 'hi there');
       const replyMessage = received.find((m) => m.body === 'yes!');
       assert.ok(helloMessage && replyMessage, JSON.stringify(received));
