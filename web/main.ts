@@ -72,7 +72,11 @@ async function render(): Promise<void> {
     pattern: /$^/,
   };
   const param = route.pattern.exec(hash)?.[1];
-  const frame = shell(me, () => void render());
+  const frame = shell(
+    me,
+    () => void render(),
+    () => void start().catch(() => render()),
+  );
   replace(root, frame.nodes);
   const main = frame.main;
   document.title = `${route.title} · Relaybox`;

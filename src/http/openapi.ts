@@ -58,6 +58,14 @@ const parameterComponents = {
     description:
       "The team the request acts in; default the organization's default team. Another organization's team: 404.",
   },
+  'X-Relaybox-Mode': {
+    name: 'X-Relaybox-Mode',
+    in: 'header',
+    required: false,
+    schema: { type: 'string', enum: ['live', 'test'] },
+    description:
+      "With an access token: test works on the organization's test data (docs/test-mode.md); default live. An API key's own mode applies, whatever this says.",
+  },
   'Idempotency-Key': {
     name: 'Idempotency-Key',
     in: 'header',
@@ -95,7 +103,7 @@ const parameterRef = (name: keyof typeof parameterComponents) => ({ $ref: `#/com
 
 function parameters(route: RouteDef) {
   const out: unknown[] = [];
-  if (route.auth !== false && !route.platform) out.push(parameterRef('X-Team-Id'));
+  if (route.auth !== false && !route.platform) out.push(parameterRef('X-Team-Id'), parameterRef('X-Relaybox-Mode'));
   if (route.idempotent) out.push(parameterRef('Idempotency-Key'));
   if (route.traced) out.push(parameterRef('traceparent'), parameterRef('tracestate'));
   out.push(parameterRef('X-Request-Id'));
@@ -143,7 +151,7 @@ function describe(route: RouteDef): string | undefined {
 /** What each group of operations is about; a tag not listed here still gets a plain description. */
 const tagDescriptions: Record<string, string> = {
   auth: 'Sign-up, log-in, sessions and the caller',
-  'api-keys': 'Long-lived credentials for servers (admin only)',
+  'api-keys': 'Long-lived credentials for servers (admin only): live keys, and test keys that reach only test data',
   members: 'The users of an organization',
   teams: 'Teams: every message, conversation and contact belongs to one',
   messages: 'Sending messages, their history, delivery status and attachments',
@@ -191,8 +199,8 @@ const tagRank = (name: string) => (tagOrder.includes(name) ? tagOrder.indexOf(na
 const gettingStarted = [
   '## Getting started',
   '',
-  '1. **Get a key.** Sign up at `/` (the dashboard), then create an API key under *API keys*; or sign up with `POST /api/v1/auth/signup` and use the access token it answers.',
-  '2. **Connect a relay.** Under *Relays*, *Add a relay* shows the command to run on the Mac that sends the messages.',
+  '1. **Get a key.** Sign up at `/` (the dashboard), then create an API key under *API keys*; or sign up with `POST /api/v1/auth/signup` and use the access token it answers. A test key (`POST /api/v1/api-keys` with `"mode": "test"`, `rb_test_...`) works on test data, sent by a built-in simulated relay: no Mac needed (docs/test-mode.md).',
+  '2. **Connect a relay.** For live keys: under *Relays*, *Add a relay* shows the command to run on the Mac that sends the messages.',
   '3. **Send a message.** `POST /api/v1/messages` with `{"to": "+14155550123", "body": "Hello"}` and the header `Authorization: Bearer <key>`; the answer (201) holds the message\'s `id`.',
   '4. **Follow it.** `GET /api/v1/messages/{id}/status` says where it is; a webhook (`POST /api/v1/webhooks`) is called on each `message.*` event.',
   '',
@@ -276,7 +284,12 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       parameters: { ...parameterComponents, ...sharedParameters },
       headers: headerComponents,
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'An API key (rb_live_..., rb_test_... for test data; older keys rbx_live_...) or an access token (JWT)',
+        },
         platformKey: {
           type: 'http',
           scheme: 'bearer',

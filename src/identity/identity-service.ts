@@ -157,20 +157,29 @@ export class IdentityService {
    * at once for an API key already known, so the usual request waits on
    * nothing here.
    */
-  authenticate(authorization: string | undefined): Caller | Promise<Caller> {
+  authenticate(authorization: string | undefined, mode?: string): Caller | Promise<Caller> {
     if (authorization === undefined || !bearerCredential.test(authorization)) throw unauthorized();
     const credential = authorization.slice('Bearer '.length);
-    if (!isApiKey(credential)) return this.authenticateToken(credential);
+    if (!isApiKey(credential)) return this.authenticateToken(credential, mode);
     const caller = this.lookups.callerForApiKey(credential);
     return caller instanceof Promise ? caller.then(knownCaller) : knownCaller(caller);
   }
 
-  private async authenticateToken(credential: string): Promise<Caller> {
+  /** A member's access token works on live data, or with `X-Relaybox-Mode: test` on the organization's test data (made on first use). */
+  private async authenticateToken(credential: string, mode?: string): Promise<Caller> {
+    if (mode !== undefined && mode !== 'live' && mode !== 'test')
+      throw new AppError('bad_request', 'X-Relaybox-Mode is live or test', {
+        details: [{ path: '/X-Relaybox-Mode', message: 'must be live or test' }],
+      });
     const claims = await this.tokens.verify(credential);
     if (!claims || !isRole(claims.role)) throw unauthorized();
     // The member's role as it is now: a changed role applies at once, a removed member's token no longer works.
     const role = await this.lookups.memberRole(claims.org, claims.sub);
     if (!role) throw unauthorized();
+    if (mode === 'test') {
+      // The member keeps its role; the test tenant is made the first time anyone looks at it (at once after that: cached).
+      return { tenantId: await this.ensureTestTenant(claims.org), role, userId: claims.sub, livemode: false };
+    }
     return { tenantId: claims.org, role, userId: claims.sub, livemode: true };
   }
 
