@@ -58,14 +58,6 @@ const parameterComponents = {
     description:
       "The team the request acts in; default the organization's default team. Another organization's team: 404.",
   },
-  'X-Relaybox-Mode': {
-    name: 'X-Relaybox-Mode',
-    in: 'header',
-    required: false,
-    schema: { type: 'string', enum: ['live', 'test'] },
-    description:
-      "With an access token: test works on the organization's test data (docs/test-mode.md); default live. An API key's own mode applies, whatever this says.",
-  },
   'Idempotency-Key': {
     name: 'Idempotency-Key',
     in: 'header',
@@ -103,7 +95,7 @@ const parameterRef = (name: keyof typeof parameterComponents) => ({ $ref: `#/com
 
 function parameters(route: RouteDef) {
   const out: unknown[] = [];
-  if (route.auth !== false && !route.platform) out.push(parameterRef('X-Team-Id'), parameterRef('X-Relaybox-Mode'));
+  if (route.auth !== false && !route.platform) out.push(parameterRef('X-Team-Id'));
   if (route.idempotent) out.push(parameterRef('Idempotency-Key'));
   if (route.traced) out.push(parameterRef('traceparent'), parameterRef('tracestate'));
   out.push(parameterRef('X-Request-Id'));
@@ -288,7 +280,7 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
           type: 'http',
           scheme: 'bearer',
           description:
-            'An API key (rb_live_..., rb_test_... for test data; older keys rbx_live_...) or an access token (JWT)',
+            "An API key (rb_live_..., rb_test_... for the organization's test data; older keys rbx_live_...) or an access token (JWT); with an access token, the header X-Relaybox-Mode: test works on the test data",
         },
         platformKey: {
           type: 'http',

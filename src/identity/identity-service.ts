@@ -222,7 +222,10 @@ export class IdentityService {
   async me(principal: Principal) {
     const scope = orgScope(principal.tenantId);
     const org = await this.lookups.organization(principal.tenantId);
-    const user = principal.userId ? await this.db.users.findOne(scope, { id: principal.userId }) : null;
+    // A member is the organization's, whichever data it looks at.
+    const user = principal.userId
+      ? await this.db.users.findOne(orgScope(liveTenantOf(principal.tenantId)), { id: principal.userId })
+      : null;
     const teams = await this.db.teams.find(scope, {}, { sort: { createdAt: 1 }, limit: 1000 });
     return {
       user: user ? publicUser(user) : null,
@@ -362,7 +365,14 @@ export class IdentityService {
   }
 
   async listMembers(principal: Principal) {
-    const users = await this.db.users.find(orgScope(principal.tenantId), {}, { sort: { createdAt: 1 }, limit: 1000 });
+    const users = await this.db.users.find(
+      orgScope(liveTenantOf(principal.tenantId)),
+      {},
+      {
+        sort: { createdAt: 1 },
+        limit: 1000,
+      },
+    );
     return users.map(publicUser);
   }
 

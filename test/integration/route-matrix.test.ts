@@ -84,6 +84,49 @@ eachBackend((backend) => {
       }
     });
 
+    test('test/live matrix: a test key on live ids, and a live credential on test ids, is 404', async () => {
+      const made = await t.request('POST', '/api/v1/api-keys', {
+        token: a.ownerToken,
+        body: { name: 'test owner', role: 'owner', mode: 'test' },
+      });
+      assert.equal(made.status, 201, made.text);
+      const testOrg: Org = { ...a, orgId: `${a.orgId}_test`, ownerToken: made.body.key };
+      // The organization's own records, the same whichever mode asks (keys), or live only (members: 403 in test mode).
+      const organizationLevel = [
+        'DELETE /api/v1/api-keys/:id',
+        'PATCH /api/v1/members/:id',
+        'DELETE /api/v1/members/:id',
+      ];
+      // What only live data has: relays registered by an agent (test data is sent by the built-in relay).
+      const liveOnly = ['POST /api/v1/tenants/:tenantId/relay-tokens', 'GET /api/v1/relays/:id'];
+      for (const route of routes.filter(hasId)) {
+        if (organizationLevel.includes(label(route))) continue;
+        const fixture = routeFixtures[label(route)]!;
+        const live = await fixture(t, a);
+        const fromTest = await t.request(route.method, fill(route.path, live.params), {
+          token: testOrg.ownerToken,
+          body: live.body,
+        });
+        assert.equal(fromTest.status, 404, `${label(route)}: a test key on a live id (${fromTest.text})`);
+        if (liveOnly.includes(label(route))) continue;
+        const control = await fixture(t, testOrg);
+        const own = await t.request(route.method, fill(route.path, control.params), {
+          token: testOrg.ownerToken,
+          body: control.body,
+        });
+        assert.ok(
+          own.status < 400,
+          `${label(route)}: the test key reaches its own resource (got ${own.status} ${own.text})`,
+        );
+        const test = await fixture(t, testOrg);
+        const fromLive = await t.request(route.method, fill(route.path, test.params), {
+          token: a.ownerToken,
+          body: test.body,
+        });
+        assert.equal(fromLive.status, 404, `${label(route)}: a live credential on a test id (${fromLive.text})`);
+      }
+    });
+
     test("cross-team matrix: a team's credential on another team's resource is 404", async () => {
       const other = await t.request('POST', '/api/v1/teams', {
         token: a.ownerToken,

@@ -79,6 +79,24 @@ eachBackend((backend) => {
       assert.equal(liveFromTest.status, 403);
       const me = await t.request('GET', '/api/v1/me', { token: testKey });
       assert.equal(me.body.livemode, false);
+      // A member's session on test data (the dashboard's switch): the same member, the organization's members.
+      const session = await t.request('GET', '/api/v1/me', {
+        token: org.ownerToken,
+        headers: { 'x-relaybox-mode': 'test' },
+      });
+      assert.equal(session.body.livemode, false);
+      assert.equal(session.body.user.email, org.email);
+      assert.equal(session.body.teams[0].id, me.body.teams[0].id, 'the test tenant and its default team');
+      const members = await t.request('GET', '/api/v1/members', { token: testKey });
+      assert.deepEqual(
+        members.body.data.map((m: { email: string }) => m.email),
+        [org.email],
+      );
+      const badMode = await t.request('GET', '/api/v1/me', {
+        token: org.ownerToken,
+        headers: { 'x-relaybox-mode': 'x' },
+      });
+      assert.equal(badMode.status, 400);
       assert.equal(me.body.organization.id, org.orgId);
       assert.equal((await t.request('GET', '/api/v1/me', { token: live })).body.livemode, true);
       const bad = await t.request('POST', '/api/v1/api-keys', {
