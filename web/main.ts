@@ -75,7 +75,11 @@ async function render(): Promise<void> {
   const frame = shell(
     me,
     () => void render(),
-    () => void start().catch(() => render()),
+    () => {
+      // The teams of the other data are others: its default team is chosen again.
+      session.teamId = undefined;
+      void start().catch(() => render());
+    },
   );
   replace(root, frame.nodes);
   const main = frame.main;
