@@ -252,6 +252,7 @@ export async function createApp(
         link,
         db,
         heartbeatIntervalMs: config.relayHeartbeatIntervalMs,
+        heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs,
         log: log.child({ component: 'simulated-relay' }),
       });
       identity.service.onTestCaller((tenantId, teamId) => simulated.use(tenantId, teamId));

@@ -55,6 +55,8 @@ export class SimulatedRelays {
   private readonly held = new Map<string, Held>();
   private readonly byRelay = new Map<string, Held>();
   private readonly connecting = new Map<string, Promise<void>>();
+  /** Tenants whose relay another frontend held when last looked at, and when: looked at again after a heartbeat interval. */
+  private readonly elsewhere = new Map<string, number>();
   private readonly timer: NodeJS.Timeout;
   private readonly stopLink: () => void;
   private closed = false;
@@ -65,6 +67,7 @@ export class SimulatedRelays {
       link: RelayLink;
       db: RelayCollections;
       heartbeatIntervalMs: number;
+      heartbeatTimeoutMs: number;
       log: Logger;
     },
   ) {
@@ -86,7 +89,9 @@ export class SimulatedRelays {
       return;
     }
     if (this.connecting.has(tenantId)) return;
-    const connecting = this.connect(tenantId, teamId)
+    const seen = this.elsewhere.get(tenantId);
+    if (seen !== undefined && Date.now() - seen < this.deps.heartbeatIntervalMs) return;
+    const connecting = this.connectUnlessHeld(tenantId, teamId)
       .catch((err) =>
         this.deps.log.warn({ err, tenantId }, 'simulated relay could not connect; the next request tries again'),
       )
@@ -97,6 +102,27 @@ export class SimulatedRelays {
   /** Connected (or failed to) for the tenant: what a caller that must see it online waits for. */
   async settled(tenantId: string): Promise<void> {
     await this.connecting.get(tenantId);
+  }
+
+  /**
+   * Connects the tenant's relay, unless another frontend holds it and it is
+   * alive (a heartbeat within the timeout): frontends taking turns at a
+   * tenant's requests then do not take the relay from each other.
+   */
+  private async connectUnlessHeld(tenantId: string, teamId: string): Promise<void> {
+    const doc = await this.deps.db.relays.findOne({ tenantId }, { id: simulatedRelayId(tenantId) });
+    const heard = Date.parse(doc?.lastHeartbeat ?? '') || 0;
+    if (
+      doc?.status === 'online' &&
+      doc.node !== this.deps.runtime.nodeId &&
+      Date.now() - heard < this.deps.heartbeatTimeoutMs
+    ) {
+      if (this.elsewhere.size >= 50_000) this.elsewhere.clear();
+      this.elsewhere.set(tenantId, Date.now());
+      return;
+    }
+    this.elsewhere.delete(tenantId);
+    await this.connect(tenantId, teamId);
   }
 
   private async connect(tenantId: string, teamId: string): Promise<void> {
