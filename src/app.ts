@@ -37,6 +37,7 @@ import { createSuppressions, suppressionCollections } from './suppressions/index
 import { availabilityCollection, createHandles } from './handles/index.ts';
 import { createWebhooks, declareWebhookCollections } from './webhooks/index.ts';
 import { attachRelayGateway, type RelayGateway } from './ws/relay-gateway.ts';
+import { SimulatedRelays } from './relays/simulated-relay.ts';
 
 /**
  * Everything a process of any role is made of, wired once; `main.ts` and the
@@ -56,7 +57,7 @@ export interface App {
   /** Group recipients and participant names for messaging. */
   contacts: ContactDirectory;
   /** The relay WebSocket gateway on a frontend's server (web and all roles). */
-  attachGateway(http: HttpServer): RelayGateway;
+  attachGateway(http: HttpServer): RelayGateway & { simulated: SimulatedRelays };
   /** What every frontend's answers are recorded by (GET /api/v1/request-log). */
   requestLog: RequestRecorder;
   routes: RouteDef[];
@@ -242,8 +243,8 @@ export async function createApp(
     eventLog: eventLog.log,
     contacts: contacts.directory,
     requestLog: requestLog.recorder,
-    attachGateway: (http) =>
-      attachRelayGateway(
+    attachGateway: (http) => {
+      const gateway = attachRelayGateway(
         http.app,
         { registry: relays.registry, runtime, link, log },
         {
@@ -253,7 +254,28 @@ export async function createApp(
           maxBackpressureBytes: config.relayMaxBackpressureBytes,
           batchReports: config.relayReportBatches,
         },
-      ),
+      );
+      // Test data is sent by a relay built in, held where relay sockets are: connected by the test requests this frontend answers.
+      const simulated = new SimulatedRelays({
+        runtime,
+        link,
+        db,
+        heartbeatIntervalMs: config.relayHeartbeatIntervalMs,
+        heartbeatTimeoutMs: config.relayHeartbeatTimeoutMs,
+        log: log.child({ component: 'simulated-relay' }),
+      });
+      identity.service.onTestCaller((tenantId, teamId) => simulated.use(tenantId, teamId));
+      return {
+        get connected() {
+          return gateway.connected;
+        },
+        simulated,
+        async close() {
+          await simulated.close();
+          await gateway.close();
+        },
+      };
+    },
     // Every route of the product in one table: the server, the OpenAPI document and the route matrices read it.
     // Order matters where paths overlap (POST /api/v1/messages/bulk before /api/v1/messages/:id).
     routes: [

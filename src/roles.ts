@@ -25,4 +25,6 @@ export interface Principal {
   teamId: string;
   userId?: string;
   apiKeyId?: string;
+  /** False when the caller works on the organization's test data (a test key): `tenantId` is then its test tenant. */
+  livemode?: boolean;
 }

@@ -74,7 +74,15 @@ async function render(): Promise<void> {
     pattern: /$^/,
   };
   const param = route.pattern.exec(hash)?.[1];
-  const frame = shell(me, () => void render());
+  const frame = shell(
+    me,
+    () => void render(),
+    () => {
+      // The teams of the other data are others: its default team is chosen again.
+      session.teamId = undefined;
+      void start().catch(() => render());
+    },
+  );
   replace(root, frame.nodes);
   const main = frame.main;
   document.title = `${route.title} · Relaybox`;

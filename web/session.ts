@@ -12,6 +12,8 @@ export interface Me {
   user: { id: string; email: string; role: Role } | null;
   organization: { id: string; name: string; defaultTeamId: string } | null;
   role: Role;
+  /** False while the dashboard shows the organization's test data. */
+  livemode: boolean;
   teams: Team[];
 }
 export type Role = 'owner' | 'admin' | 'member' | 'viewer';
@@ -45,6 +47,9 @@ interface Grant {
 let accessToken: string | undefined;
 let refreshTimer: ReturnType<typeof setTimeout> | undefined;
 let teamId: string | undefined;
+/** Whether this tab shows the organization's test data (docs/test-mode.md); kept for the tab's life. */
+const testModeKey = 'relaybox-test-mode';
+let testMode = sessionStorage.getItem(testModeKey) === 'test';
 let onSignedOut: () => void = () => {};
 
 export const session = {
@@ -56,6 +61,14 @@ export const session = {
   },
   set teamId(id: string | undefined) {
     teamId = id;
+  },
+  get testMode() {
+    return testMode;
+  },
+  set testMode(on: boolean) {
+    testMode = on;
+    if (on) sessionStorage.setItem(testModeKey, 'test');
+    else sessionStorage.removeItem(testModeKey);
   },
   whenSignedOut(fn: () => void) {
     onSignedOut = fn;
@@ -169,6 +182,7 @@ export async function apiAnswer<T = any>(
   const headers: Record<string, string> = {};
   if (accessToken) headers.authorization = `Bearer ${accessToken}`;
   if (teamId) headers['x-team-id'] = teamId;
+  if (testMode) headers['x-relaybox-mode'] = 'test';
   if (body !== undefined) headers['content-type'] = 'application/json';
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   if (res.status === 401 && !retried) {

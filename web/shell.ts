@@ -99,8 +99,13 @@ function sections(me: Me): Array<[string, Array<[string, string]>]> {
 }
 
 /** The frame every signed-in page shares: skip link, sidebar (a top bar with a menu on narrow screens), page, status toast. */
-export function shell(me: Me, onTeamChange: () => void): { nodes: Node[]; main: HTMLElement } {
+export function shell(
+  me: Me,
+  onTeamChange: () => void,
+  onModeChange: () => void,
+): { nodes: Node[]; main: HTMLElement } {
   const main = h('main', { id: 'main', tabindex: '-1' });
+  const testData = !me.livemode;
   const teams =
     me.teams.length > 1
       ? h(
@@ -158,6 +163,22 @@ export function shell(me: Me, onTeamChange: () => void): { nodes: Node[]; main: 
       { class: 'account' },
       h('span', { class: 'org' }, me.organization?.name ?? ''),
       teams,
+      h(
+        'button',
+        {
+          type: 'button',
+          id: 'test-mode-toggle',
+          class: 'secondary',
+          'aria-pressed': String(testData),
+          title: "Show the organization's test data: what test keys send, through the built-in simulated relay",
+          onclick: () => {
+            session.testMode = !testData;
+            announce(session.testMode ? 'Showing test data' : 'Showing live data');
+            onModeChange();
+          },
+        },
+        'Test data',
+      ),
       h('span', { class: 'who' }, `${me.user?.email ?? ''} (${me.role})`),
       h(
         'div',
@@ -176,7 +197,23 @@ export function shell(me: Me, onTeamChange: () => void): { nodes: Node[]; main: 
     main,
     nodes: [
       skip,
-      h('div', { class: 'frame' }, side, main),
+      h(
+        'div',
+        { class: 'frame' },
+        side,
+        testData
+          ? h(
+              'div',
+              { class: 'main-column' },
+              h(
+                'p',
+                { class: 'test-banner', id: 'test-banner' },
+                'Test data: what test keys create, sent by the built-in simulated relay. Live data is not shown.',
+              ),
+              main,
+            )
+          : main,
+      ),
       h('p', { id: 'status', role: 'status', 'aria-live': 'polite', class: 'status-line' }),
     ],
   };

@@ -5,7 +5,7 @@
  *
  *   npm run generate -w examples/typed-client    # relaybox-api.d.ts from $RELAYBOX_URL/api/v1/openapi.json
  *   npm run check -w examples/typed-client       # tsc --noEmit
- *   RELAYBOX_API_KEY=rbx_live_... npm start -w examples/typed-client
+ *   RELAYBOX_API_KEY=rb_test_... npm start -w examples/typed-client
  *
  * It sends one message (RELAYBOX_TO, default +14155550100) and reads its
  * delivery status. An error answer is RFC 9457 problem details: `type`,

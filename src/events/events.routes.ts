@@ -1,3 +1,4 @@
+import { livemodeOf } from '../test-mode.ts';
 import { Type } from '@sinclair/typebox';
 import { pageSchema, paginationQuery } from '../http/pagination.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
@@ -10,6 +11,7 @@ const eventSchema = Type.Object({
   id: Type.String(),
   event: Type.String(),
   timestamp: Type.String(),
+  livemode: Type.Boolean({ description: "false for the events of the organization's test data (a test key's)" }),
   data: Type.Record(Type.String(), Type.Unknown()),
   cursor: Type.String({
     description:
@@ -33,7 +35,11 @@ export function eventRoutes(log: EventHistory): RouteDef[] {
       summary:
         "The organization's events, newest first; with `after=<cursor>` the ones after it, oldest first (catching up). Kept 30 days",
       schema: { query: eventListQuery, response: { 200: pageSchema(eventSchema) } },
-      handler: async (ctx) => ({ status: 200, body: await log.list(ctx.principal.tenantId, ctx.query) }),
+      handler: async (ctx) => {
+        const page = await log.list(ctx.principal.tenantId, ctx.query);
+        const livemode = livemodeOf(ctx.principal.tenantId);
+        return { status: 200, body: { ...page, data: page.data.map((e) => ({ ...e, livemode })) } };
+      },
     }),
   ];
 }

@@ -56,6 +56,8 @@ export function asyncApiDocument() {
       description: [
         'The WebSocket between a desktop relay and the Relaybox server.',
         '',
+        "Test data (test keys) is sent by a relay built into the server that speaks these frames' statuses and inbound rows without a socket: no agent connects for it (docs/test-mode.md).",
+        '',
         ...protocolRules.map((r) => `- ${r}`),
       ].join('\n'),
     },

@@ -143,7 +143,7 @@ function describe(route: RouteDef): string | undefined {
 /** What each group of operations is about; a tag not listed here still gets a plain description. */
 const tagDescriptions: Record<string, string> = {
   auth: 'Sign-up, log-in, sessions and the caller',
-  'api-keys': 'Long-lived credentials for servers (admin only)',
+  'api-keys': 'Long-lived credentials for servers (admin only): live keys, and test keys that reach only test data',
   members: 'The users of an organization',
   teams: 'Teams: every message, conversation and contact belongs to one',
   messages: 'Sending messages, their history, delivery status and attachments',
@@ -193,8 +193,8 @@ const tagRank = (name: string) => (tagOrder.includes(name) ? tagOrder.indexOf(na
 const gettingStarted = [
   '## Getting started',
   '',
-  '1. **Get a key.** Sign up at `/` (the dashboard), then create an API key under *API keys*; or sign up with `POST /api/v1/auth/signup` and use the access token it answers.',
-  '2. **Connect a relay.** Under *Relays*, *Add a relay* shows the command to run on the Mac that sends the messages.',
+  '1. **Get a key.** Sign up at `/` (the dashboard), then create an API key under *API keys*; or sign up with `POST /api/v1/auth/signup` and use the access token it answers. A test key (`POST /api/v1/api-keys` with `"mode": "test"`, `rb_test_...`) works on test data, sent by a built-in simulated relay: no Mac needed (docs/test-mode.md).',
+  '2. **Connect a relay.** For live keys: under *Relays*, *Add a relay* shows the command to run on the Mac that sends the messages.',
   '3. **Send a message.** `POST /api/v1/messages` with `{"to": "+14155550123", "body": "Hello"}` and the header `Authorization: Bearer <key>`; the answer (201) holds the message\'s `id`.',
   '4. **Follow it.** `GET /api/v1/messages/{id}/status` says where it is; a webhook (`POST /api/v1/webhooks`) is called on each `message.*` event.',
   '',
@@ -278,7 +278,12 @@ export function openApiDocument(routes: RouteDef[], opts: DocumentOptions = {}) 
       parameters: { ...parameterComponents, ...sharedParameters },
       headers: headerComponents,
       securitySchemes: {
-        bearer: { type: 'http', scheme: 'bearer', description: 'An API key (rbx_live_...) or an access token (JWT)' },
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            "An API key (rb_live_..., rb_test_... for the organization's test data; older keys rbx_live_...) or an access token (JWT); with an access token, the header X-Relaybox-Mode: test works on the test data",
+        },
         platformKey: {
           type: 'http',
           scheme: 'bearer',

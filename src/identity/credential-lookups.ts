@@ -3,6 +3,7 @@ import type { Principal, Role } from '../roles.ts';
 import { platformScope, type Scope } from '../store/collection.ts';
 import type { IdentityCollections, OrganizationDoc } from './identity-store.ts';
 import { ApiKeyCache } from './api-key-cache.ts';
+import { livemodeOf } from '../test-mode.ts';
 
 /** Who a credential belongs to, before the request's team is chosen. */
 export type Caller = Omit<Principal, 'teamId'>;
@@ -91,16 +92,24 @@ export class CredentialLookups {
   private async loadCaller(hash: string): Promise<Caller | undefined> {
     const entry = await this.db.apiKeyIndex.findOne(platformScope, { id: hash });
     if (!entry) return undefined;
-    const key = await this.db.apiKeys.findOne(orgScope(entry.orgId), {
+    // A test key's record is the organization's; its entry points into the test tenant, which its caller acts in.
+    const key = await this.db.apiKeys.findOne(orgScope(entry.keyOrgId ?? entry.orgId), {
       id: entry.keyId,
       revokedAt: { $exists: false },
     });
-    return key ? { tenantId: entry.orgId, role: key.role, apiKeyId: key.id } : undefined;
+    return key
+      ? { tenantId: entry.orgId, role: key.role, apiKeyId: key.id, livemode: livemodeOf(entry.orgId) }
+      : undefined;
   }
 
   /** Read twice by every authenticated request (its team, its rate limit): the loader is made once, not per call. */
   organization(tenantId: string): OrganizationDoc | undefined | Promise<OrganizationDoc | undefined> {
     return this.cached(this.orgCache, tenantId, this.loadOrganization);
+  }
+
+  /** An organization just made (a test tenant): a cached "not found" would hide it until the cache expires. */
+  forgetOrganization(tenantId: string): void {
+    this.orgCache.delete(tenantId);
   }
 
   private readonly loadOrganization = async (tenantId: string): Promise<OrganizationDoc | undefined> =>

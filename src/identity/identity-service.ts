@@ -11,7 +11,9 @@ import type { AccessTokens } from './jwt.ts';
 import { OwnerGuard } from './owner-guard.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import { hasRole, isRole, type Principal, type Role } from '../roles.ts';
-import { apiKeyPrefix, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
+import { isApiKey, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
+import { createHash } from 'node:crypto';
+import { isTestTenant, liveTenantOf, testTenantOf, type KeyMode } from '../test-mode.ts';
 
 export type IdentitySettings = Pick<
   IdentityConfig,
@@ -29,6 +31,8 @@ const bearerCredential = /^Bearer [A-Za-z0-9._~+/=-]{1,4096}$/;
 export class IdentityService {
   private readonly lookups: CredentialLookups;
   private readonly owners: OwnerGuard;
+  /** Told of each request on test data, with its tenant's default team (the built-in relay connects on it). */
+  private testCallers?: (tenantId: string, defaultTeamId: string) => void;
 
   constructor(
     private readonly db: IdentityCollections,
@@ -42,6 +46,11 @@ export class IdentityService {
     this.owners = new OwnerGuard(db);
   }
 
+  /** Where a frontend hears of requests on test data. */
+  onTestCaller(listener: (tenantId: string, defaultTeamId: string) => void): void {
+    this.testCallers = listener;
+  }
+
   /** Every process drops a revoked key, and a changed or removed member, from its cache before the change answers; the cache expiry stays the fallback. */
   listenForRevocations(): Promise<void> {
     return this.lookups.listenForRevocations();
@@ -49,7 +58,9 @@ export class IdentityService {
 
   async signup(input: { organizationName: string; email: string; password: string }) {
     const email = normalizeEmail(input.email);
-    const tenantId = newId('org');
+    let tenantId = newId('org');
+    // An organization's id never reads as a test tenant's (one in 2^30 would).
+    while (isTestTenant(tenantId)) tenantId = newId('org');
     const userId = newId('usr');
     const teamId = newId('team');
     const now = nowIso();
@@ -146,21 +157,30 @@ export class IdentityService {
    * at once for an API key already known, so the usual request waits on
    * nothing here.
    */
-  authenticate(authorization: string | undefined): Caller | Promise<Caller> {
+  authenticate(authorization: string | undefined, mode?: string): Caller | Promise<Caller> {
     if (authorization === undefined || !bearerCredential.test(authorization)) throw unauthorized();
     const credential = authorization.slice('Bearer '.length);
-    if (!credential.startsWith(apiKeyPrefix)) return this.authenticateToken(credential);
+    if (!isApiKey(credential)) return this.authenticateToken(credential, mode);
     const caller = this.lookups.callerForApiKey(credential);
     return caller instanceof Promise ? caller.then(knownCaller) : knownCaller(caller);
   }
 
-  private async authenticateToken(credential: string): Promise<Caller> {
+  /** A member's access token works on live data, or with `X-Relaybox-Mode: test` on the organization's test data (made on first use). */
+  private async authenticateToken(credential: string, mode?: string): Promise<Caller> {
+    if (mode !== undefined && mode !== 'live' && mode !== 'test')
+      throw new AppError('bad_request', 'X-Relaybox-Mode is live or test', {
+        details: [{ path: '/X-Relaybox-Mode', message: 'must be live or test' }],
+      });
     const claims = await this.tokens.verify(credential);
     if (!claims || !isRole(claims.role)) throw unauthorized();
     // The member's role as it is now: a changed role applies at once, a removed member's token no longer works.
     const role = await this.lookups.memberRole(claims.org, claims.sub);
     if (!role) throw unauthorized();
-    return { tenantId: claims.org, role, userId: claims.sub };
+    if (mode === 'test') {
+      // The member keeps its role; the test tenant is made the first time anyone looks at it (at once after that: cached).
+      return { tenantId: await this.ensureTestTenant(claims.org), role, userId: claims.sub, livemode: false };
+    }
+    return { tenantId: claims.org, role, userId: claims.sub, livemode: true };
   }
 
   /** The team a request acts in: the `X-Team-Id` header's, or (no header) the organization's default team, at once when the organization is known. */
@@ -177,6 +197,7 @@ export class IdentityService {
     teamHeader: string | undefined,
   ): Principal | Promise<Principal> {
     if (!org) throw unauthorized();
+    if (caller.livemode === false) this.testCallers?.(caller.tenantId, org.defaultTeamId);
     if (teamHeader === undefined) return { ...caller, teamId: org.defaultTeamId };
     return this.namedTeam(caller, teamHeader);
   }
@@ -201,46 +222,95 @@ export class IdentityService {
   async me(principal: Principal) {
     const scope = orgScope(principal.tenantId);
     const org = await this.lookups.organization(principal.tenantId);
-    const user = principal.userId ? await this.db.users.findOne(scope, { id: principal.userId }) : null;
+    // A member is the organization's, whichever data it looks at.
+    const user = principal.userId
+      ? await this.db.users.findOne(orgScope(liveTenantOf(principal.tenantId)), { id: principal.userId })
+      : null;
     const teams = await this.db.teams.find(scope, {}, { sort: { createdAt: 1 }, limit: 1000 });
     return {
       user: user ? publicUser(user) : null,
       apiKeyId: principal.apiKeyId ?? null,
-      organization: org ? { id: org.id, name: org.name, defaultTeamId: org.defaultTeamId } : null,
+      organization: org ? { id: liveTenantOf(org.id), name: org.name, defaultTeamId: org.defaultTeamId } : null,
       role: principal.role,
+      livemode: !isTestTenant(principal.tenantId),
       teams: teams.map(publicTeam),
     };
   }
 
-  async createApiKey(principal: Principal, input: { name: string; role?: Role }) {
+  /**
+   * A key of the organization. A test key (`mode: "test"`) reaches only its
+   * test data, whose tenant is made with the first one; a caller working on
+   * test data makes test keys only.
+   */
+  async createApiKey(principal: Principal, input: { name: string; role?: Role; mode?: KeyMode }) {
     const role = input.role ?? 'member';
+    const mode = input.mode ?? (isTestTenant(principal.tenantId) ? 'test' : 'live');
     assertCanGrant(principal, role);
-    const { raw, hash, visiblePrefix } = newApiKey();
+    if (mode === 'live' && isTestTenant(principal.tenantId))
+      throw new AppError('forbidden', 'a test key cannot create a live key');
+    const orgId = liveTenantOf(principal.tenantId);
+    const target = mode === 'test' ? await this.ensureTestTenant(orgId) : orgId;
+    const { raw, hash, visiblePrefix } = newApiKey(mode);
     const now = nowIso();
     const id = newId('key');
-    const scope = orgScope(principal.tenantId);
-    await this.db.apiKeys.insertOne(scope, {
+    await this.db.apiKeys.insertOne(orgScope(orgId), {
       id,
-      tenantId: principal.tenantId,
+      tenantId: orgId,
       name: input.name,
       role,
       prefix: visiblePrefix,
       hash,
+      mode,
       createdAt: now,
       updatedAt: now,
     });
     await this.db.apiKeyIndex.insertOne(platformScope, {
       id: hash,
       tenantId: platformScope.tenantId,
-      orgId: principal.tenantId,
+      orgId: target,
       keyId: id,
+      ...(target !== orgId ? { keyOrgId: orgId } : {}),
     });
-    return { id, name: input.name, role, prefix: visiblePrefix, createdAt: now, key: raw };
+    return { id, name: input.name, role, mode, prefix: visiblePrefix, createdAt: now, key: raw };
   }
 
+  /**
+   * The tenant of the organization's test data, made if it is not there yet:
+   * an organization record of the same name and a default team, under ids
+   * derived from the organization's, so that two first test keys made at
+   * once make the same records once.
+   */
+  private async ensureTestTenant(orgId: string): Promise<string> {
+    const tenantId = testTenantOf(orgId);
+    const scope = orgScope(tenantId);
+    if (await this.lookups.organization(tenantId)) return tenantId;
+    const org = await this.db.organizations.findOne(orgScope(orgId), { id: orgId });
+    if (!org) throw unauthorized();
+    const now = nowIso();
+    const teamId = `team_${createHash('sha256').update(tenantId).digest('base64url').slice(0, 22)}`;
+    await insertIfAbsent(() =>
+      this.db.teams.insertOne(scope, { id: teamId, tenantId, name: 'Default', createdAt: now, updatedAt: now }),
+    );
+    await insertIfAbsent(() =>
+      this.db.organizations.insertOne(scope, {
+        id: tenantId,
+        tenantId,
+        name: org.name,
+        defaultTeamId: teamId,
+        liveTenantId: orgId,
+        ...(org.rateLimit ? { rateLimit: org.rateLimit } : {}),
+        createdAt: now,
+        updatedAt: now,
+      }),
+    );
+    this.lookups.forgetOrganization(tenantId);
+    return tenantId;
+  }
+
+  /** The organization's keys, live and test (a caller on test data sees them too: they are the organization's). */
   async listApiKeys(principal: Principal) {
     const keys = await this.db.apiKeys.find(
-      orgScope(principal.tenantId),
+      orgScope(liveTenantOf(principal.tenantId)),
       { revokedAt: { $exists: false } },
       { sort: { createdAt: -1 }, limit: 1000 },
     );
@@ -248,6 +318,7 @@ export class IdentityService {
       id: k.id,
       name: k.name,
       role: k.role,
+      mode: k.mode ?? ('live' as const),
       prefix: k.prefix,
       createdAt: k.createdAt,
       updatedAt: k.updatedAt,
@@ -257,7 +328,7 @@ export class IdentityService {
   async revokeApiKey(principal: Principal, keyId: string): Promise<void> {
     const now = nowIso();
     const key = await this.db.apiKeys.updateOne(
-      orgScope(principal.tenantId),
+      orgScope(liveTenantOf(principal.tenantId)),
       { id: keyId, revokedAt: { $exists: false } },
       { $set: { revokedAt: now, updatedAt: now } },
     );
@@ -267,6 +338,7 @@ export class IdentityService {
   }
 
   async createMember(principal: Principal, input: { email: string; password: string; role: Role }) {
+    assertLive(principal);
     assertCanGrant(principal, input.role);
     const email = normalizeEmail(input.email);
     const userId = newId('usr');
@@ -293,7 +365,14 @@ export class IdentityService {
   }
 
   async listMembers(principal: Principal) {
-    const users = await this.db.users.find(orgScope(principal.tenantId), {}, { sort: { createdAt: 1 }, limit: 1000 });
+    const users = await this.db.users.find(
+      orgScope(liveTenantOf(principal.tenantId)),
+      {},
+      {
+        sort: { createdAt: 1 },
+        limit: 1000,
+      },
+    );
     return users.map(publicUser);
   }
 
@@ -342,6 +421,7 @@ export class IdentityService {
 
   /** The member of the caller's organization it may manage: not one above its own role. */
   private async memberToManage(principal: Principal, userId: string): Promise<UserDoc> {
+    assertLive(principal);
     const target = await this.db.users.findOne(orgScope(principal.tenantId), { id: userId });
     if (!target) throw new AppError('not_found', 'member not found');
     if (!hasRole(principal.role, target.role))
@@ -393,6 +473,20 @@ export class IdentityService {
       { familyId, revokedAt: { $exists: false } },
       { $set: { revokedAt: nowIso() } },
     );
+  }
+}
+
+/** Members are the organization's: a caller on its test data does not manage them. */
+function assertLive(principal: Principal): void {
+  if (isTestTenant(principal.tenantId)) throw new AppError('forbidden', 'members are managed with a live credential');
+}
+
+/** An insert whose record may already be there (made by a concurrent first call): that is as good. */
+async function insertIfAbsent(insert: () => Promise<unknown>): Promise<void> {
+  try {
+    await insert();
+  } catch (err) {
+    if (!(err instanceof AppError && err.code === 'conflict')) throw err;
   }
 }
 

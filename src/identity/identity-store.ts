@@ -9,6 +9,8 @@ export interface OrganizationDoc {
   defaultTeamId: string;
   /** Per-organization override of the rate limit defaults. */
   rateLimit?: { perMinute: number; burst: number };
+  /** On a test tenant: the organization whose test data it holds. */
+  liveTenantId?: string;
   /** The ids of the members whose role is owner, and how many (see `OwnerGuard`); made at the first owner change. */
   owners?: string[];
   ownerCount?: number;
@@ -44,6 +46,8 @@ export interface ApiKeyDoc {
   role: Role;
   prefix: string;
   hash: string;
+  /** Absent on keys made before test mode: live. */
+  mode?: 'live' | 'test';
   revokedAt?: string;
   createdAt: string;
   updatedAt: string;
@@ -70,6 +74,8 @@ export interface ApiKeyIndexDoc {
   /** The tenant this entry points into (`tenantId` above is the platform scope); the stored name stays `orgId` so existing data reads. */
   orgId: string;
   keyId: string;
+  /** For a test key: the organization's tenant, where the key's record is (`orgId` is its test tenant). */
+  keyOrgId?: string;
 }
 
 export interface RefreshTokenDoc {

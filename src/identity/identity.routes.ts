@@ -36,11 +36,37 @@ const me = Type.Object({
     Type.Null(),
   ]),
   role,
+  livemode: Type.Boolean({ description: 'false when the caller works on the test data of its organization' }),
   teams: Type.Array(team),
+});
+const keyMode = Type.Union([Type.Literal('live'), Type.Literal('test')], {
+  description:
+    "live (rb_live_...) reaches the organization's data; test (rb_test_...) only its test data, sent through the built-in simulated relay (docs/test-mode.md)",
 });
 const apiKey = named(
   'ApiKey',
-  Type.Object({ id: Type.String(), name: Type.String(), role, prefix: Type.String(), createdAt: Type.String() }),
+  Type.Object(
+    {
+      id: Type.String(),
+      name: Type.String(),
+      role,
+      mode: keyMode,
+      prefix: Type.String(),
+      createdAt: Type.String(),
+    },
+    {
+      examples: [
+        {
+          id: 'key_7Hn2c0Qd9sLxWm4ePa1bZg',
+          name: 'staging',
+          role: 'member',
+          mode: 'test',
+          prefix: 'rb_test_Qx7WnA',
+          createdAt: '2030-01-01T09:00:00.000Z',
+        },
+      ],
+    },
+  ),
 );
 
 /** Sign-up, sessions, API keys, members and teams (decisions.md, "Identity, tenancy, roles"). */
@@ -124,7 +150,10 @@ export function identityRoutes(identity: IdentityService): RouteDef[] {
       minRole: 'admin',
       operationId: 'createApiKey',
       schema: {
-        body: strictObject({ name, role: Type.Optional(role) }),
+        body: strictObject(
+          { name, role: Type.Optional(role), mode: Type.Optional(keyMode) },
+          { examples: [{ name: 'staging', role: 'member', mode: 'test' }] },
+        ),
         response: { 201: Type.Object({ ...apiKey.properties, key: Type.String() }) },
       },
       handler: async (ctx) => ({ status: 201, body: await identity.createApiKey(ctx.principal, ctx.body) }),

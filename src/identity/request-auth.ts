@@ -39,7 +39,7 @@ export function requestAuth(
   const perAddress = { perMinute: config.authRateLimitPerMinute, burst: config.authRateLimitBurst };
   return {
     authenticate(ctx) {
-      const caller = identity.authenticate(ctx.headers.authorization);
+      const caller = identity.authenticate(ctx.headers.authorization, ctx.headers['x-relaybox-mode']);
       const team = ctx.headers['x-team-id'];
       return caller instanceof Promise
         ? caller.then((known) => identity.resolveTeam(known, team))

@@ -1,11 +1,24 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-export const apiKeyPrefix = 'rbx_live_';
+/** What new keys begin with, by mode: a live key reaches the organization's data, a test key its test data. */
+export const apiKeyPrefixes = { live: 'rb_live_', test: 'rb_test_' } as const;
+/** What keys made before test mode begin with: they keep working, as live keys. */
+export const legacyApiKeyPrefix = 'rbx_live_';
+
+/** Whether a bearer credential is an API key (of either mode, or an older one) rather than an access token. */
+export function isApiKey(credential: string): boolean {
+  return (
+    credential.startsWith(apiKeyPrefixes.live) ||
+    credential.startsWith(apiKeyPrefixes.test) ||
+    credential.startsWith(legacyApiKeyPrefix)
+  );
+}
 
 /** A new API key: 32 random bytes carry the entropy, so a fast hash is enough to store it. */
-export function newApiKey(): { raw: string; hash: string; visiblePrefix: string } {
-  const raw = `${apiKeyPrefix}${randomBytes(32).toString('base64url')}`;
-  return { raw, hash: sha256(raw), visiblePrefix: raw.slice(0, apiKeyPrefix.length + 6) };
+export function newApiKey(mode: 'live' | 'test' = 'live'): { raw: string; hash: string; visiblePrefix: string } {
+  const prefix = apiKeyPrefixes[mode];
+  const raw = `${prefix}${randomBytes(32).toString('base64url')}`;
+  return { raw, hash: sha256(raw), visiblePrefix: raw.slice(0, prefix.length + 6) };
 }
 
 export const platformKeyPrefix = 'rbx_platform_';

@@ -3,6 +3,7 @@ import { AppError } from '../errors.ts';
 import { sameSecret, sha256 } from '../identity/secrets.ts';
 import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
+import { isTestTenant } from '../test-mode.ts';
 import type { HelloFrame, RelayCredential } from '../relay-protocol/frames.ts';
 import { platformScope, type Store } from '../store/collection.ts';
 import { relayCollections, type RelayDoc } from './relay-store.ts';
@@ -45,6 +46,11 @@ export class RelayRegistry {
 
   async createToken(principal: Principal, tenantId: string): Promise<{ token: string; expiresAt: string }> {
     if (tenantId !== principal.tenantId) throw new AppError('not_found', 'tenant not found');
+    if (isTestTenant(tenantId))
+      throw new AppError(
+        'forbidden',
+        'test data is sent by the built-in simulated relay; register relays with a live credential',
+      );
     const token = `${tokenPrefix}${randomBytes(32).toString('base64url')}`;
     const expiresAt = new Date(Date.now() + registrationTokenTtlMs).toISOString();
     await this.db.relayTokens.insertOne(platformScope, {

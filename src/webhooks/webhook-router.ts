@@ -1,5 +1,6 @@
 import type { ReadEvent } from '../events/event-stream.ts';
 import { nowIso } from '../ids.ts';
+import { livemodeOf } from '../test-mode.ts';
 import { webhookProtocol, type PendingDelivery } from '../actors/webhook/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -12,9 +13,12 @@ import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 /** Deliveries per actor message, so one message stays small on the wire. */
 const acceptChunk = 200;
 
-/** The webhook payload of spec section 6: exactly {event, timestamp, data}. */
-export function deliveryPayload(e: { event: string; timestamp: string; data: Record<string, unknown> }): string {
-  return JSON.stringify({ event: e.event, timestamp: e.timestamp, data: e.data });
+/** The webhook payload of spec section 6: {event, timestamp, livemode, data}; `livemode` is false for the organization's test data. */
+export function deliveryPayload(
+  e: { event: string; timestamp: string; data: Record<string, unknown> },
+  livemode: boolean,
+): string {
+  return JSON.stringify({ event: e.event, timestamp: e.timestamp, livemode, data: e.data });
 }
 
 /** A delivery of event `e`, carrying its trace context when it has one. */
@@ -35,7 +39,7 @@ export function newDelivery(
       responseStatus: null,
       lastError: null,
       nextAttemptAt: at,
-      payload: deliveryPayload(e),
+      payload: deliveryPayload(e, livemodeOf(hook.tenantId)),
       createdAt: at,
       updatedAt: at,
     },

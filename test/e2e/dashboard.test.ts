@@ -683,6 +683,43 @@ describe(
       });
     });
 
+    test("the test data switch shows a test key's message, delivered by the built-in relay, and hides it again", async () => {
+      const made = await request(base, 'POST', '/api/v1/api-keys', {
+        token: ownerToken,
+        body: { name: 'Test key', mode: 'test' },
+      });
+      assert.equal(made.status, 201, made.text);
+      const to = '+15005550001';
+      const sent = await request(base, 'POST', '/api/v1/messages', {
+        token: made.body.key,
+        body: { to, body: 'A test-mode message' },
+      });
+      assert.equal(sent.status, 201, sent.text);
+      await waitUntil(
+        async () =>
+          (await request(base, 'GET', `/api/v1/messages/${sent.body.id}/status`, { token: made.body.key })).body
+            .status === 'delivered',
+        30_000,
+        'the test message is delivered',
+      );
+      await scenario(page, 'test-mode', async () => {
+        await page.goto(`${base}/#/messages`);
+        const toggle = page.getByRole('button', { name: 'Test data' });
+        assert.equal(await toggle.getAttribute('aria-pressed'), 'false');
+        await toggle.click();
+        await page.locator('#test-banner').waitFor();
+        assert.equal(await page.getByRole('button', { name: 'Test data' }).getAttribute('aria-pressed'), 'true');
+        await page.getByLabel('Recipient (phone or email)').fill(to);
+        await page.getByRole('button', { name: 'Search' }).click();
+        await page.getByRole('link', { name: sent.body.id }).waitFor();
+        await page.getByRole('button', { name: 'Test data' }).click();
+        await page.locator('#test-banner').waitFor({ state: 'detached' });
+        await page.getByLabel('Recipient (phone or email)').fill(to);
+        await page.getByRole('button', { name: 'Search' }).click();
+        await page.getByRole('heading', { name: '0 messages', exact: true }).waitFor();
+      });
+    });
+
     test('the request log lists an API request by its request id, and filters a 404 by its status class', async () => {
       await scenario(page, 'request-log', async () => {
         const made = await request(base, 'POST', '/api/v1/api-keys', {

@@ -1,8 +1,9 @@
 /**
  * The README's quick start, run as written: its shell block against a real
  * server process (embedded default), with only the address and the
- * simulator's directory swapped for this run's own. It must end with the
- * message `delivered` and the agent stopped.
+ * simulator's directory swapped for this run's own. Its test key's message
+ * must reach `delivered` with no relay connected, then its live message
+ * through the agent, and the agent must stop.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -39,6 +40,9 @@ test('the README quick start runs as written and ends with a delivered message',
     .replaceAll('localhost:3000', `127.0.0.1:${server.port}`)
     .replaceAll('./data/sim', join(dir, 'sim'));
   assert.match(script, /npm run relay/, 'the quick start runs the agent');
+  const testSend = script.search(/"mode":"test"/);
+  assert.ok(testSend >= 0, 'the quick start makes a test key');
+  assert.ok(testSend < script.indexOf('npm run relay'), 'the test key path comes first, before any relay');
 
   // `set -m`: job control as in an interactive terminal, where `kill %1` stops the agent's whole process group.
   const run = spawn('bash', ['-c', `set -m\n${script}\nwait\necho "quick start done"`], {
@@ -55,6 +59,8 @@ test('the README quick start runs as written and ends with a delivered message',
   assert.equal(code, 0, output);
   const statuses = output.split('\n').filter((line) => /^(queued|processing|sent|delivered|failed)$/.test(line));
   assert.equal(statuses.at(-1), 'delivered', output);
+  // Both sends reach delivered: the test key's through the built-in relay, before the agent starts; then the live one.
+  assert.equal(statuses.filter((s) => s === 'delivered').length, 2, output);
   assert.match(output, /"event":"send\.delivered"/, 'the agent said it was delivered');
   assert.match(output, /"event":"stopping","signal":"SIGTERM"/, 'kill %1 stopped the agent');
   assert.match(output, /quick start done/);

@@ -9,6 +9,8 @@ import { MongoStore } from '../../src/store/mongo-store.ts';
 import { deleteClusterPrefix } from '../support/redis-cluster.ts';
 import { serviceUrl } from '../support/services.ts';
 import { startServiceProcess, type ServiceProcess } from '../support/service-process.ts';
+import { request } from '../support/test-app.ts';
+import { until } from '../support/until.ts';
 
 async function get(port: number, path: string): Promise<{ status: number; body: any; headers: Headers }> {
   const res = await fetch(`http://127.0.0.1:${port}${path}`);
@@ -72,6 +74,31 @@ test('web and worker roles run as separate processes on Redis and MongoDB wire',
   assert.equal(started.store, 'mongodb');
   const ready = await get(web.port!, '/readyz');
   assert.equal(ready.status, 200, JSON.stringify(ready.body));
+
+  // Test mode across the split: the built-in relay is held by the web process (where relay sockets are), the
+  // relay and tenant actors run on the worker, and a test key's message is delivered with no agent anywhere.
+  const base = `http://127.0.0.1:${web.port}`;
+  const signup = await request(base, 'POST', '/api/v1/auth/signup', {
+    body: { organizationName: 'Split', email: `split-${Date.now()}@example.com`, password: 'a long password' },
+  });
+  assert.equal(signup.status, 201, signup.text);
+  const key = await request(base, 'POST', '/api/v1/api-keys', {
+    token: signup.body.accessToken,
+    body: { name: 'test', mode: 'test' },
+  });
+  assert.equal(key.status, 201, key.text);
+  const sent = await request(base, 'POST', '/api/v1/messages', {
+    token: key.body.key,
+    body: { to: '+15005550001', body: 'split' },
+  });
+  assert.equal(sent.status, 201, sent.text);
+  await until(
+    'the test message delivered',
+    async () =>
+      (await request(base, 'GET', `/api/v1/messages/${sent.body.id}/status`, { token: key.body.key })).body.status ===
+      'delivered',
+    30_000,
+  );
 
   for (const p of [web, worker]) {
     const { code, ms } = await p.terminate();

@@ -44,7 +44,8 @@ eachBackend((backend) => {
         page.data.map((e: any) => e.data.id),
         [...sent].reverse(),
       );
-      assert.deepEqual(Object.keys(page.data[0]).sort(), ['cursor', 'data', 'event', 'id', 'timestamp']);
+      assert.deepEqual(Object.keys(page.data[0]).sort(), ['cursor', 'data', 'event', 'id', 'livemode', 'timestamp']);
+      assert.equal(page.data[0].livemode, true, 'live data');
       assert.ok(page.data.every((e: any) => e.event === 'message.queued' && e.id.startsWith('evt_')));
       assert.deepEqual(page.pagination, { page: 1, limit: 20, total: 3, totalPages: 1 });
       assert.equal((await events('', await apiKey(t, org, 'viewer'))).status, 200);

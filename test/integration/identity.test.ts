@@ -155,9 +155,9 @@ eachBackend((backend) => {
       });
       assert.equal(created.status, 201);
       const raw: string = created.body.key;
-      assert.match(raw, /^rbx_live_[A-Za-z0-9_-]{43}$/);
+      assert.match(raw, /^rb_live_[A-Za-z0-9_-]{43}$/);
       assert.ok(raw.startsWith(created.body.prefix));
-      assert.deepEqual(Object.keys(created.body).sort(), ['createdAt', 'id', 'key', 'name', 'prefix', 'role']);
+      assert.deepEqual(Object.keys(created.body).sort(), ['createdAt', 'id', 'key', 'mode', 'name', 'prefix', 'role']);
       const listed = await t.request('GET', '/api/v1/api-keys', { token: org.ownerToken });
       assert.equal(listed.status, 200);
       assert.ok(listed.body.data.some((k: { id: string }) => k.id === created.body.id));

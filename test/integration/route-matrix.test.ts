@@ -33,6 +33,19 @@ eachBackend((backend) => {
     });
     after(() => t.stop());
 
+    /** The route called on a resource a fixture made, with `token`. */
+    const callOn = (route: RouteDef, made: { params: Record<string, string>; body?: unknown }, token: string) =>
+      t.request(route.method, fill(route.path, made.params), { token, body: made.body });
+
+    /** The control: the credential of whoever made a resource reaches it. */
+    async function reachesItsOwn(route: RouteDef, org: Org): Promise<void> {
+      const own = await callOn(route, await routeFixtures[label(route)]!(t, org), org.ownerToken);
+      assert.ok(
+        own.status < 400,
+        `${label(route)}: the owner reaches its own resource (got ${own.status} ${own.text})`,
+      );
+    }
+
     test('every route with an id has a fixture, so no route escapes the matrices', () => {
       const missing = routes
         .filter(hasId)
@@ -71,22 +84,37 @@ eachBackend((backend) => {
     test("cross-tenant matrix: organization B's credential on organization A's ids is 404", async () => {
       for (const route of routes.filter((r) => hasId(r) && !valuePaths.has(label(r)))) {
         const fixture = routeFixtures[label(route)]!;
-        const made = await fixture(t, a);
-        const control = await t.request(route.method, fill(route.path, made.params), {
-          token: a.ownerToken,
-          body: made.body,
-        });
-        assert.ok(
-          control.status < 400,
-          `${label(route)}: the owner reaches its own resource (got ${control.status} ${control.text})`,
-        );
-        const again = await fixture(t, a);
-        const res = await t.request(route.method, fill(route.path, again.params), {
-          token: b.ownerToken,
-          body: again.body,
-        });
+        await reachesItsOwn(route, a);
+        const res = await callOn(route, await fixture(t, a), b.ownerToken);
         assert.equal(res.status, 404, `${label(route)} with another organization's id`);
         assert.equal(res.body.error, 'not_found', label(route));
+      }
+    });
+
+    test('test/live isolation matrix: a test key on live ids, and a live credential on test ids, is 404', async () => {
+      const made = await t.request('POST', '/api/v1/api-keys', {
+        token: a.ownerToken,
+        body: { name: 'test owner', role: 'owner', mode: 'test' },
+      });
+      assert.equal(made.status, 201, made.text);
+      const testOrg: Org = { ...a, orgId: `${a.orgId}_test`, ownerToken: made.body.key };
+      // The organization's own records, the same whichever mode asks (keys), or live only (members: 403 in test mode).
+      const organizationLevel = [
+        'DELETE /api/v1/api-keys/:id',
+        'PATCH /api/v1/members/:id',
+        'DELETE /api/v1/members/:id',
+      ];
+      // What only live data has: relays registered by an agent (test data is sent by the built-in relay).
+      const liveOnly = ['POST /api/v1/tenants/:tenantId/relay-tokens', 'GET /api/v1/relays/:id'];
+      for (const route of routes.filter(hasId)) {
+        if (organizationLevel.includes(label(route))) continue;
+        const fixture = routeFixtures[label(route)]!;
+        const fromTest = await callOn(route, await fixture(t, a), testOrg.ownerToken);
+        assert.equal(fromTest.status, 404, `${label(route)}: a test key on a live id (${fromTest.text})`);
+        if (liveOnly.includes(label(route))) continue;
+        await reachesItsOwn(route, testOrg);
+        const fromLive = await callOn(route, await fixture(t, testOrg), a.ownerToken);
+        assert.equal(fromLive.status, 404, `${label(route)}: a live credential on a test id (${fromLive.text})`);
       }
     });
 

@@ -15,7 +15,7 @@ async function openFixture(t: TestContext, fixture: string) {
   const dir = await mkdtemp(join(tmpdir(), 'relaybox-fixture-'));
   t.after(() => rm(dir, { recursive: true, force: true }));
   await cp(join(fixture, 'store.sqlite'), join(dir, 'store.sqlite'));
-  const before = JSON.parse(await readFile(join(fixture, 'answers.json'), 'utf8'));
+  const before = livemodeAdded(JSON.parse(await readFile(join(fixture, 'answers.json'), 'utf8')));
   const app = await startTestApp('embedded', { DATA_DIR: dir });
   const running = { stopped: false };
   t.after(() => (running.stopped ? undefined : app.stop()));
@@ -25,6 +25,13 @@ async function openFixture(t: TestContext, fixture: string) {
     running.stopped = true;
   };
   return { dir, before, app, events, stop };
+}
+
+/** The answers recorded before events said `livemode`: the same, each event of the (live) data saying `livemode: true`. */
+function livemodeAdded(answers: Record<string, any>): Record<string, any> {
+  for (const answer of Object.values(answers))
+    for (const e of Array.isArray(answer?.data) ? answer.data : []) if (e.event) e.livemode = true;
+  return answers;
 }
 
 test('a data directory of the store with a separate event log opens, lists its events as it did, and keeps sending', async (t) => {

@@ -194,7 +194,8 @@ eachBackend((backend) => {
       const msg = await send(org, 'webhook body');
       const [d] = await r.waitFor(1);
       const payload = verify(d!, secret) as any;
-      assert.deepEqual(Object.keys(payload).sort(), ['data', 'event', 'timestamp']);
+      assert.deepEqual(Object.keys(payload).sort(), ['data', 'event', 'livemode', 'timestamp']);
+      assert.equal(payload.livemode, true, 'live data');
       assert.equal(payload.event, 'message.queued');
       assert.ok(!Number.isNaN(Date.parse(payload.timestamp)));
       assert.deepEqual(payload.data, {

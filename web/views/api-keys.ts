@@ -6,6 +6,7 @@ interface ApiKey {
   id: string;
   name: string;
   role: string;
+  mode: 'live' | 'test';
   prefix: string;
   createdAt: string;
 }
@@ -32,10 +33,11 @@ export async function apiKeysView(ctx: PageContext, shown?: string): Promise<voi
       ? h('p', null, 'No API keys.')
       : table(
           'API keys',
-          ['Name', 'Role', 'Starts with', 'Created', ''],
+          ['Name', 'Role', 'Mode', 'Starts with', 'Created', ''],
           keys.data.map((k) => [
             k.name,
             k.role,
+            k.mode,
             k.prefix,
             when(k.createdAt),
             h(
@@ -65,6 +67,7 @@ export async function apiKeysView(ctx: PageContext, shown?: string): Promise<voi
             const created = await api<{ key: string }>('POST', '/api/v1/api-keys', {
               name: String(data.get('name')),
               role: String(data.get('role')),
+              mode: String(data.get('mode')),
             });
             await apiKeysView(ctx, created.key);
           } catch (err) {
@@ -87,6 +90,22 @@ export async function apiKeysView(ctx: PageContext, shown?: string): Promise<voi
           'select',
           { id: 'key-role', name: 'role' },
           ['member', 'viewer', 'admin'].map((r) => h('option', { value: r }, r)),
+        ),
+      ),
+      h(
+        'div',
+        { class: 'field' },
+        h('label', { for: 'key-mode' }, 'Mode'),
+        h(
+          'select',
+          { id: 'key-mode', name: 'mode', 'aria-describedby': 'key-mode-help' },
+          // Test data shows test keys only: a live key is made from live data.
+          (me.livemode ? ['live', 'test'] : ['test']).map((m) => h('option', { value: m }, m)),
+        ),
+        h(
+          'p',
+          { id: 'key-mode-help', class: 'hint' },
+          'A test key (rb_test_) reaches only test data, sent by the built-in simulated relay: no Mac needed.',
         ),
       ),
       error,
