@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AppError, validationError } from '../errors.ts';
 import { normalizeParticipant } from '../messages/recipients.ts';
 import { toE164 } from '../phone-number.ts';
@@ -6,6 +7,9 @@ import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayDoc } from '../relays/relay-store.ts';
 import type { RateLimiter } from '../runtime/rate-limiter.ts';
 import type { Collection, Store } from '../store/collection.ts';
+
+/** How long after a refusal for a relay the store shows online the lookup is asked again (its socket being taken). */
+const onlineSettleMs = 300;
 
 /** What a relay's agent last answered about a handle, kept per organization (the document id is the handle). */
 export interface AvailabilityDoc {
@@ -89,12 +93,16 @@ export class HandleAvailability {
     }
     const relay = await this.relayToAsk(tenantId, from);
     await this.spend(tenantId, relay.id);
-    const answer = await this.deps.link.lookup(
-      { id: relay.id, node: relay.node!, session: relay.session },
-      `lkp_${randomUUID()}`,
-      handle,
-      this.deps.settings.timeoutMs,
-    );
+    const ask = () =>
+      this.deps.link.lookup(
+        { id: relay.id, node: relay.node!, session: relay.session },
+        `lkp_${randomUUID()}`,
+        handle,
+        this.deps.settings.timeoutMs,
+      );
+    let answer = await ask();
+    // The store says online a moment before the frontend holding the socket has taken it: asked once more, a little later.
+    if (answer?.refused === 'offline') answer = await sleep(onlineSettleMs).then(ask);
     if (!answer)
       throw new AppError(
         'service_unavailable',

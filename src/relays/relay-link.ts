@@ -38,14 +38,14 @@ export interface RelayLookupAnswer {
  */
 export class RelayLink {
   private readonly handlers = new Set<(delivery: RelayFrameDelivery) => void>();
-  private readonly lookupHandlers = new Set<(lookup: RelayLookup) => void>();
+  private readonly lookupHandlers = new Set<(lookup: RelayLookup) => boolean>();
   private readonly answers = new Map<string, (answer: RelayLookupAnswer) => void>();
 
   constructor(private readonly runtime: Transport) {
     runtime.onNodeMessage((payload) => {
       const kind = (payload as { kind?: unknown } | null)?.kind;
       if (kind === 'relay-frame') for (const handler of this.handlers) handler(payload as RelayFrameDelivery);
-      else if (kind === 'relay-lookup') for (const handler of this.lookupHandlers) handler(payload as RelayLookup);
+      else if (kind === 'relay-lookup') this.lookupArrived(payload as RelayLookup);
       else if (kind === 'relay-lookup-answer') this.answered(payload as RelayLookupAnswer);
     });
   }
@@ -93,10 +93,22 @@ export class RelayLink {
     return this.runtime.publishToNode(replyNode, { kind: 'relay-lookup-answer', ...answer });
   }
 
-  /** The receiving end of lookups, on the process holding relay sockets. Returns the unsubscribe. */
-  onLookup(handler: (lookup: RelayLookup) => void): () => void {
+  /**
+   * The receiving end of lookups, on the process holding relay sockets (and
+   * the built-in relays): a handler answers true when it holds the relay's
+   * session and sees to the answer. Returns the unsubscribe.
+   */
+  onLookup(handler: (lookup: RelayLookup) => boolean): () => void {
     this.lookupHandlers.add(handler);
     return () => this.lookupHandlers.delete(handler);
+  }
+
+  /** A lookup no handler here holds the relay of: its session is gone, and the asker is told at once. */
+  private lookupArrived(lookup: RelayLookup): void {
+    let held = false;
+    for (const handler of this.lookupHandlers) held = handler(lookup) || held;
+    if (!held)
+      void this.answer(lookup.replyNode, { lookupId: lookup.lookupId, refused: 'offline' }).catch(() => undefined);
   }
 
   private answered(answer: RelayLookupAnswer): void {

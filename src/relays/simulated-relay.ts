@@ -59,6 +59,7 @@ export class SimulatedRelays {
   private readonly elsewhere = new Map<string, number>();
   private readonly timer: NodeJS.Timeout;
   private readonly stopLink: () => void;
+  private readonly stopLookups: () => void;
   private closed = false;
 
   constructor(
@@ -75,6 +76,20 @@ export class SimulatedRelays {
     this.stopLink = deps.link.onFrame((delivery) => {
       const held = this.byRelay.get(delivery.relayId);
       if (held && held.session === delivery.session) void this.frame(held, delivery.frame);
+    });
+    // A lookup is answered by the recipient's rule: the magic recipient that is not registered has no iMessage.
+    this.stopLookups = deps.link.onLookup((lookup) => {
+      const held = this.byRelay.get(lookup.relayId);
+      if (!held || held.session !== lookup.session) return false;
+      held.lastUsedAt = Date.now();
+      void deps.link
+        .answer(lookup.replyNode, {
+          lookupId: lookup.lookupId,
+          imessage: lookup.handle !== magicRecipients.notRegistered,
+          source: 'simulator',
+        })
+        .catch(() => undefined);
+      return true;
     });
     this.timer = setInterval(() => void this.beat(), deps.heartbeatIntervalMs);
     this.timer.unref();
@@ -168,7 +183,11 @@ export class SimulatedRelays {
       { hop: 'handed_to_app', at: now },
       { hop: 'seen_in_database', at: now },
     ];
-    if (frame.to === magicRecipients.notRegistered) {
+    // As an agent: a send asked to go as SMS, or whose fallback finds no iMessage, goes as SMS and is delivered.
+    const asSms =
+      frame.service === 'SMS' ||
+      (frame.fallback?.sms === 'if_not_imessage' && frame.to === magicRecipients.notRegistered);
+    if (frame.to === magicRecipients.notRegistered && !asSms) {
       return this.report(held, [
         {
           ...base,
@@ -181,7 +200,9 @@ export class SimulatedRelays {
       ]);
     }
     const guid = `simulated-${frame.messageId}-${frame.attempt}`;
-    await this.report(held, [{ ...base, status: 'sent', at: now, service: 'iMessage', guid, checkpoints }]);
+    await this.report(held, [
+      { ...base, status: 'sent', at: now, service: asSms ? 'SMS' : 'iMessage', guid, checkpoints },
+    ]);
     if (frame.to === magicRecipients.undelivered) return;
     await this.report(held, [{ ...base, status: 'delivered', at: new Date().toISOString(), guid }]);
     if (frame.to === magicRecipients.repliesStop) await this.reply(held, frame.to, 'STOP');
@@ -262,6 +283,7 @@ export class SimulatedRelays {
     this.closed = true;
     clearInterval(this.timer);
     this.stopLink();
+    this.stopLookups();
     await Promise.allSettled([...this.connecting.values()]);
     const held = [...this.held.values()];
     this.held.clear();

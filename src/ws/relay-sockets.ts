@@ -63,20 +63,21 @@ export class RelaySockets {
     link.onLookup((lookup) => this.lookup(lookup));
   }
 
-  /** A lookup for a relay whose socket this frontend may hold: asked of its agent, or refused at once. */
-  private lookup(lookup: RelayLookup): void {
+  /** A lookup for a relay whose socket this frontend may hold: asked of its agent, or refused; false when it holds no such socket. */
+  private lookup(lookup: RelayLookup): boolean {
     const ws = this.sockets.get(lookup.relayId);
     const state = ws?.getUserData();
+    if (!ws || state?.relay?.session !== lookup.session || state.closed) return false;
     const refuse = (refused: 'offline' | 'agent_too_old') =>
       void this.link.answer(lookup.replyNode, { lookupId: lookup.lookupId, refused }).catch(() => undefined);
-    if (!ws || state?.relay?.session !== lookup.session || state.closed) return refuse('offline');
-    if (!state.answersLookup) return refuse('agent_too_old');
+    if (!state.answersLookup) return (refuse('agent_too_old'), true);
     const now = Date.now();
     // Unanswered lookups are forgotten after a minute: their askers stopped waiting long before.
     for (const [id, pending] of this.lookups) if (now - pending.at > 60_000) this.lookups.delete(id);
-    if (this.lookups.size >= 10_000) return refuse('offline');
+    if (this.lookups.size >= 10_000) return (refuse('offline'), true);
     this.lookups.set(lookup.lookupId, { relayId: lookup.relayId, replyNode: lookup.replyNode, at: now });
     this.write(ws, { type: 'lookup', lookupId: lookup.lookupId, handle: lookup.handle });
+    return true;
   }
 
   /** A relay's agent answered a lookup: the answer goes to the process that asked; one for a lookup it was not asked is dropped. */

@@ -121,6 +121,27 @@ eachBackend((backend) => {
       assert.equal(done.status, 'delivered');
     });
 
+    test('the built-in relay answers lookups by the magic recipients, and a send with the SMS fallback goes as SMS', async () => {
+      const wakes = await send(t, testKey, magicRecipients.delivered, 'wakes the built-in relay');
+      await settledStatus(t, testKey, wakes.id, ['delivered']);
+      const lookup = (handle: string) =>
+        t.request('GET', `/api/v1/handles/${encodeURIComponent(handle)}/availability`, { token: testKey });
+      const unregistered = await lookup(magicRecipients.notRegistered);
+      assert.equal(unregistered.status, 200, unregistered.text);
+      assert.deepEqual([unregistered.body.imessage, unregistered.body.source], [false, 'simulator']);
+      assert.equal((await lookup(magicRecipients.delivered)).body.imessage, true);
+      // Live data has no relay to ask, and nothing of the test data's lookups.
+      const fromLive = await t.request('GET', '/api/v1/handles/%2B15005550002/availability', { token: live });
+      assert.equal(fromLive.status, 409, fromLive.text);
+      const res = await t.request('POST', '/api/v1/messages', {
+        token: testKey,
+        body: { to: magicRecipients.notRegistered, body: 'by SMS', fallback: { sms: 'if_not_imessage' } },
+      });
+      assert.equal(res.status, 201, res.text);
+      const done = await settledStatus(t, testKey, res.body.id, ['delivered', 'failed']);
+      assert.deepEqual([done.status, done.service], ['delivered', 'SMS']);
+    });
+
     test('magic recipients: delivered, not_registered, never delivered, STOP reply', async () => {
       const ok = await send(t, testKey, magicRecipients.delivered);
       const notRegistered = await send(t, testKey, magicRecipients.notRegistered);
