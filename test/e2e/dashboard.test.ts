@@ -81,6 +81,10 @@ describe(
           PACING_PER_SECOND: '1000000',
           PACING_BURST: '1000000',
           PACING_NEW_CONTACTS_PER_DAY: '1000000',
+          PACING_UNANSWERED_CAP: '1000000',
+          PACING_FOLLOW_UPS_PER_DAY: '1000000',
+          PACING_JITTER_MS: '0',
+          PACING_QUIET_HOURS: 'off',
           // A failed send is final at once, so the failed-rows scenario does not wait out retries.
           MESSAGE_MAX_ATTEMPTS: '1',
         },

@@ -7,6 +7,7 @@ import type { RelayLink } from '../../relays/relay-link.ts';
 import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/actor.ts';
 import { touchConversation } from '../../messages/conversation-writer.ts';
+import { tenantProtocol } from '../tenant/protocol.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
@@ -43,7 +44,7 @@ export class InboundRecorder {
     },
   ) {}
 
-  async record(_ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
+  async record(ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
     const { db } = this.deps;
     const relay = await db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
@@ -113,6 +114,15 @@ export class InboundRecorder {
         scope,
         await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }),
       );
+    }
+    // The dispatch lifts what waited for their reply (actors/tenant/line-pacing.ts); a replay tells it again, which changes nothing.
+    if (!isGroup && sender !== undefined) {
+      const at = Date.parse(report.receivedAt);
+      await ctx.send(tenantProtocol, tenantId, {
+        kind: 'inbound',
+        from: participant,
+        at: Number.isFinite(at) && at > 0 ? Math.min(at, Date.now()) : Date.now(),
+      });
     }
     if (this.deps.keywords && !isGroup && sender !== undefined)
       await this.deps.keywords.received({

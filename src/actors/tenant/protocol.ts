@@ -157,6 +157,8 @@ export const tenantProtocol = defineProtocol('tenant', {
       { maxItems: 500 },
     ),
   },
+  /** A recipient wrote to one of the organization's relays (`from`, as conversations key it; `at` epoch ms): the caps on messages they did not answer lift. */
+  inbound: { from: text(320), at: Type.Integer({ minimum: 0 }) },
   /** Asked: a sender line's usage (`LinePacing.usage`). */
   usage: { line: text(64) },
 });
@@ -165,6 +167,9 @@ export const tenantProtocol = defineProtocol('tenant', {
 export const waitingReasons = [
   'line_rate',
   'new_contact_cap',
+  'unanswered_cap',
+  'follow_up_cap',
+  'quiet_hours',
   'relay_offline',
   'relay_busy',
   'retry_backoff',

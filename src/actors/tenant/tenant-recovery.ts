@@ -41,15 +41,17 @@ export class TenantRecovery {
     const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
-    const [counted, online, closed, contacts, history] = await Promise.all([
+    const [counted, online, closed, contacts, history, replies] = await Promise.all([
       this.countQueue(scope),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
       this.contactsFromHistory(ctx, tenantId),
+      this.replies(scope),
       this.loadPaces(tenantId, state),
     ]);
     state.pacing.seed([...contacts, ...history], Date.now());
+    state.pacing.seedReplies(replies);
     // After the organization's settings: the window says how far back to look.
     await readAwaitingDelivery(messages, tenantId, state);
     state.closedSources = new Set(closed);
@@ -224,6 +226,29 @@ export class TenantRecovery {
       for (const c of page) all.push({ line: c.line, to: c.to, firstAt: Date.parse(c.firstAt) });
     }
     return all;
+  }
+
+  /**
+   * Each one-to-one participant's replies as the organization's conversations
+   * keep them (every team's: a line writes for all of them): when they last
+   * wrote and how many messages were sent to them since. One read of the
+   * conversations per activation; the dispatch keeps them up to date in
+   * memory from then on.
+   */
+  private async replies(scope: Scope): Promise<Array<{ to: string; lastInboundAt?: number; sentSinceReply: number }>> {
+    const byParticipant = new Map<string, { to: string; lastInboundAt?: number; sentSinceReply: number }>();
+    for await (const page of this.deps.db.conversations.scan(scope, { isGroup: false }, { sort: { id: 1 } })) {
+      for (const c of page) {
+        const at = c.lastInboundAt ? Date.parse(c.lastInboundAt) : undefined;
+        const sent = c.sentSinceReply ?? 0;
+        if (at === undefined && sent === 0) continue;
+        const known = byParticipant.get(c.participant) ?? { to: c.participant, sentSinceReply: 0 };
+        if (at !== undefined && !(at <= (known.lastInboundAt ?? -Infinity))) known.lastInboundAt = at;
+        known.sentSinceReply += sent;
+        byParticipant.set(c.participant, known);
+      }
+    }
+    return [...byParticipant.values()];
   }
 
   /**
