@@ -429,4 +429,72 @@ eachBackend((backend) => {
       );
     });
   });
+
+  describe(`line health after a restart (${backend})`, () => {
+    test('the counts come back from the conversations: messages still queued do not count, a recipient at the cap stays held until they reply', async () => {
+      let t = await startTestApp(backend);
+      const relays: StandInRelay[] = [];
+      try {
+        const org = await signup(t);
+        await t.request('PUT', '/api/v1/organization/pacing', {
+          token: org.ownerToken,
+          body: { perSecond: 1000, burst: 1000, unansweredCap: 5 },
+        });
+        const silent = '+14155550177';
+        // A number's line: the same line whichever relay owns the number after a restart.
+        const number = '+14155559300';
+        await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
+        const send = async () => {
+          const res = await t.request('POST', '/api/v1/messages', {
+            token: org.ownerToken,
+            body: { to: silent, body: 'hello', fromNumber: number },
+          });
+          assert.equal(res.status, 201, res.text);
+          return res.body.id as string;
+        };
+        const online = async () => {
+          const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 50, phoneNumbers: [number] });
+          relays.push(relay);
+          await relay.connect();
+          relay.deliverEverySend();
+          return relay;
+        };
+        const status = async (id: string) =>
+          (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
+        // Five accepted while no relay is online: the conversation counts 5, none of them went out.
+        const five: string[] = [];
+        for (let i = 0; i < 5; i++) five.push(await send());
+        t = await t.restart();
+        let relay = await online();
+        await until(
+          'the five delivered after the restart',
+          async () => (await Promise.all(five.map(status))).every((s) => s.status === 'delivered'),
+          15_000,
+        );
+        const sixth = await send();
+        await until('the 6th held', async () => (await status(sixth)).waitingFor === 'unanswered_cap', 10_000);
+        // Restarted with the 6th queued: 6 accepted since no reply, 1 of them queued, so 5 sent: still held.
+        await relay.disconnect();
+        relay.close();
+        t = await t.restart();
+        relay = await online();
+        await until(
+          'the dispatch activated again',
+          async () => (await status(sixth)).waitingFor !== 'relay_offline',
+          10_000,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        assert.equal((await status(sixth)).waitingFor, 'unanswered_cap');
+        await relay.inbound(silent, 'yes?');
+        await until(
+          'the 6th delivered after the reply',
+          async () => (await status(sixth)).status === 'delivered',
+          10_000,
+        );
+      } finally {
+        for (const r of relays) r.close();
+        await t.stop();
+      }
+    });
+  });
 });

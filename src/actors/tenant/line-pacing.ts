@@ -121,6 +121,13 @@ export class LinePacing {
     }
   }
 
+  /** The smallest unanswered cap of the organization's lines (its own, or a number's). */
+  smallestUnansweredCap(): number {
+    let cap = this.orgPace.unansweredCap;
+    for (const pace of this.numberPaces.values()) cap = Math.min(cap, pace.unansweredCap ?? cap);
+    return cap;
+  }
+
   /** `to` wrote to the organization at `at`: every line's count of messages they did not answer starts again. */
   replied(to: string, at: number): void {
     if (at <= (this.repliedAt.get(to) ?? 0)) return;
