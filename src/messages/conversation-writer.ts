@@ -42,10 +42,7 @@ export function sentTouch(d: MessageDoc): ConversationTouch {
 function touchUpdate(touch: ConversationTouch, now: string, sent: number): Update {
   const $set = { lastMessage: touch.lastMessage, lastMessageAt: touch.lastMessageAt, updatedAt: now };
   const created = { participant: touch.participant, isGroup: touch.isGroup, createdAt: now };
-  if (touch.unread === 0)
-    return touch.isGroup
-      ? { $set, $setOnInsert: { ...created, unreadCount: 0 } }
-      : { $set, $inc: { sentSinceReply: sent }, $setOnInsert: { ...created, unreadCount: 0 } };
+  if (touch.unread === 0) return { $set, $inc: { sentSinceReply: sent }, $setOnInsert: { ...created, unreadCount: 0 } };
   return {
     $set: { ...$set, lastInboundAt: touch.lastMessageAt, sentSinceReply: 0 },
     $inc: { unreadCount: touch.unread },

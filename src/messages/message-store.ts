@@ -80,9 +80,9 @@ export interface ConversationDoc {
   participant: string;
   isGroup: boolean;
   lastMessage: string;
-  /** When the participant last wrote (a received message's time); absent until they do. */
+  /** When the participant last wrote (a received message's time; in a group chat, anyone's); absent until they do. */
   lastInboundAt?: string;
-  /** Messages sent to the participant (accepted) since they last wrote; absent for a group or before any was sent. */
+  /** Messages sent to the participant (accepted) since they last wrote; absent before any was sent. */
   sentSinceReply?: number;
   lastMessageAt: string;
   unreadCount: number;

@@ -115,8 +115,9 @@ export class InboundRecorder {
         await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }),
       );
     }
-    // The dispatch lifts what waited for their reply (actors/tenant/line-pacing.ts); a replay tells it again, which changes nothing.
-    if (!isGroup && sender !== undefined) {
+    // The dispatch lifts what waited for their reply (actors/tenant/line-pacing.ts), a group chat's for a message in
+    // it; a replay tells it again, which changes nothing.
+    if (isGroup || sender !== undefined) {
       const at = Date.parse(report.receivedAt);
       await ctx.send(tenantProtocol, tenantId, {
         kind: 'inbound',

@@ -231,7 +231,7 @@ export class TenantRecovery {
   }
 
   /**
-   * Each one-to-one participant's replies as the organization's conversations
+   * Each participant's replies (a group chat's: any message in it) as the organization's conversations
    * keep them (every team's: a line writes for all of them): when they last
    * wrote and how many messages were accepted for them since. One read of
    * the conversations per activation; the dispatch keeps them up to date in
@@ -239,7 +239,7 @@ export class TenantRecovery {
    */
   private async replies(scope: Scope): Promise<Array<{ to: string; lastInboundAt?: number; sentSinceReply: number }>> {
     const byParticipant = new Map<string, { to: string; lastInboundAt?: number; sentSinceReply: number }>();
-    for await (const page of this.deps.db.conversations.scan(scope, { isGroup: false }, { sort: { id: 1 } })) {
+    for await (const page of this.deps.db.conversations.scan(scope, {}, { sort: { id: 1 } })) {
       for (const c of page) {
         const at = c.lastInboundAt ? Date.parse(c.lastInboundAt) : undefined;
         const sent = c.sentSinceReply ?? 0;
