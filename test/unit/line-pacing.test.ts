@@ -188,3 +188,21 @@ test("a drain's estimate counts the spacing between first messages and stops for
     "in the recipients' zone: 21:00 in Tokyo, until their 08:00",
   );
 });
+
+test("a scheduled drain's nights are counted from its start", () => {
+  const pacing = new LinePacing({
+    ...defaults,
+    perSecond: 2,
+    burst: 4,
+    quietHours: { start: '21:00', end: '08:00' },
+    timeZone: 'Europe/London',
+  });
+  const now = Date.parse('2026-01-10T10:00:00Z');
+  assert.equal(pacing.drainedAt(['relay:r1'], 24, 0, now, undefined, now + 3_600_000), now + 3_600_000 + 10_000);
+  const lateStart = Date.parse('2026-01-10T20:59:55Z');
+  assert.equal(
+    pacing.drainedAt(['relay:r1'], 24, 0, now, undefined, lateStart),
+    Date.parse('2026-01-11T08:00:05Z'),
+    '5 s before the night, 5 s the next morning',
+  );
+});

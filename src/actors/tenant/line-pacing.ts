@@ -270,7 +270,15 @@ export class LinePacing {
    * the line's. Messages that will wait for a recipient's reply, and the
    * follow-up cap, are not counted.
    */
-  drainedAt(lines: string[], count: number, fresh: number, now: number, zone?: string): number | null {
+  drainedAt(
+    lines: string[],
+    count: number,
+    fresh: number,
+    now: number,
+    zone?: string,
+    /** When the drain starts, if later than `now` (a scheduled job's start): the lines as they stand now, from then on. */
+    startAt = now,
+  ): number | null {
     if (lines.length === 0) return null;
     let rate = 0;
     let ready = 0;
@@ -291,12 +299,14 @@ export class LinePacing {
     const sending = Math.max((Math.max(0, count - ready) / rate) * 1000, (fresh * spacing) / lines.length ** 2);
     const { quietHours, timeZone: lineZone } = this.pace(lines[0]!);
     const timeZone = zone ?? lineZone;
-    const byRate = quietHours ? afterQuietHours(quietHours, timeZone, now, sending) : now + sending;
+    const byRate = quietHours ? afterQuietHours(quietHours, timeZone, startAt, sending) : startAt + sending;
     if (fresh <= capLeft) return Math.ceil(byRate);
     if (capPerDay === 0) return null;
     // The first slots to free: the oldest new contact's, or, with none in the last day, those the cap has left, taken now.
     let byCap =
-      (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
+      (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) +
+      (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs +
+      (startAt - now);
     if (quietHours) byCap = quietUntil(quietHours, timeZone, byCap) ?? byCap;
     return Math.ceil(Math.max(byRate, byCap));
   }

@@ -93,9 +93,10 @@ export function forecastAt(state: TenantState, plan: ForecastPlan, now: number):
       Math.round((count * group.fresh) / group.count),
       now,
       group.zone,
+      start,
     );
     if (done === null) return null;
-    at = Math.max(at, done + (start - now));
+    at = Math.max(at, done);
   }
   return at;
 }
