@@ -359,6 +359,26 @@ eachBackend((backend) => {
         token: org.ownerToken,
       });
       assert.equal(usage.body.pace.quietHours, false);
+
+      // A bulk job to them through the organization's line: its estimate is their 08:00, when its first message may go.
+      const job = await t.request('POST', '/api/v1/messages/bulk', {
+        token: org.ownerToken,
+        body: { messages: [1, 2, 3].map(() => ({ to, body: 'good morning' })) },
+      });
+      assert.equal(job.status, 201, job.text);
+      const eta = await until(
+        'an estimate past the night',
+        async () => {
+          const detail = await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken });
+          const at = Date.parse(detail.body.estimatedCompletionAt);
+          return at >= eight && at;
+        },
+        10_000,
+      );
+      assert.ok(
+        eta <= eight + 60_000,
+        `estimated ${new Date(eta).toISOString()}, their 08:00 ${new Date(eight).toISOString()}`,
+      );
     });
 
     test("pacing settings: bad input is a 400, a member may not set them, and another organization's number is not found", async () => {
