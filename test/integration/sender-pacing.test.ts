@@ -302,6 +302,39 @@ eachBackend((backend) => {
       assert.equal(after.newContactsToday, 1, 'the stranger who wrote first is not counted');
     });
 
+    test('follow-ups to silent recipients are capped per line and day; the next waits for the oldest to be a day old', async () => {
+      const org = await signup(t);
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 1000, burst: 1000, followUpsPerDay: 1 },
+      });
+      const number = '+14155559400';
+      const registered = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
+      const relay = await connected(org, [number]);
+      const sentTo = (id: string) => relay.sends.some((s) => s.messageId === id);
+      const firsts = [
+        await send(org, { to: recipient(900), fromNumber: number }),
+        await send(org, { to: recipient(901), fromNumber: number }),
+      ];
+      await until('the first messages sent', async () => firsts.every(sentTo), 10_000);
+      const followUp = await send(org, { to: recipient(900), fromNumber: number });
+      await until('the first follow-up sent', async () => sentTo(followUp), 10_000);
+      const again = await send(org, { to: recipient(900), fromNumber: number });
+      await until('a second to the same recipient, counted once', async () => sentTo(again), 10_000);
+      const second = await send(org, { to: recipient(901), fromNumber: number });
+      const held = await heldFor(org, second, 'follow_up_cap');
+      const day = 24 * 3600 * 1000;
+      assert.ok(
+        Math.abs(Date.parse(held.notBefore) - (sentAt.get(followUp)! + day)) < 5_000,
+        `notBefore ${held.notBefore}: the first follow-up's time plus a day`,
+      );
+      const usage = (
+        await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, { token: org.ownerToken })
+      ).body;
+      assert.equal(usage.followUpsToday, 1);
+      assert.equal(usage.nextFollowUpSlotAt, held.notBefore);
+    });
+
     test("quiet hours: a message due in the recipient's night waits with notBefore at their 08:00; a number may turn them off", async () => {
       const org = await signup(t);
       await t.request('PUT', '/api/v1/organization/pacing', {
