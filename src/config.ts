@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { parseClusterNodes, type ClusterSeed } from './runtime/index.ts';
 import type { RuntimeConfig } from './runtime/types.ts';
+import { isTimeZone } from './time-zone.ts';
 
 /** Every default of the service, read once from the environment. */
 export interface Config {
@@ -99,7 +100,23 @@ export interface Config {
    * messaging networks flag accounts that send fast or to many strangers
    * (hosted services publish about 1 a second and a daily cap of new contacts).
    */
-  pacing: { perSecond: number; burst: number; newContactsPerDay: number };
+  pacing: {
+    /** Messages a second, on average, and at once after a pause. */
+    perSecond: number;
+    burst: number;
+    /** First messages to recipients the line never wrote to, per rolling 24 h. */
+    newContactsPerDay: number;
+    /** Line health (docs/pacing.md): messages to a recipient who has not replied before the line waits for a reply. */
+    unansweredCap: number;
+    /** Follow-ups (to recipients who did not answer the line's last message) per rolling 24 h. */
+    followUpsPerDay: number;
+    /** The most random spacing (ms) between a line's first messages to new recipients; 0 for none. */
+    jitterMs: number;
+    /** Local hours in the recipient's zone when nothing is sent to them, or false. */
+    quietHours: { start: string; end: string } | false;
+    /** The zone of a recipient whose number does not say (docs/pacing.md#quiet-hours). */
+    timeZone: string;
+  };
   /** How many messages one group commit writes at most. */
   sendBatchMax: number;
   /** How long the organization's events stay readable through GET /api/v1/events. */
@@ -189,6 +206,22 @@ function int(env: Env, name: string, fallback: number, min = 0): number {
 
 /** Durations, counts and sizes for which 0 makes no sense. */
 const positive = (env: Env, name: string, fallback: number) => int(env, name, fallback, 1);
+
+/** A daily window `HH:MM-HH:MM` of local time, or `off`. */
+function quietHours(env: Env, name: string, fallback: string): { start: string; end: string } | false {
+  const raw = env[name] || fallback;
+  if (raw === 'off') return false;
+  const m = /^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$/.exec(raw);
+  if (!m) throw new Error(`${name} must be HH:MM-HH:MM (local time) or off, got "${raw}"`);
+  return { start: `${m[1]}:${m[2]}`, end: `${m[3]}:${m[4]}` };
+}
+
+/** An IANA time zone this runtime knows. */
+function timeZone(env: Env, name: string, fallback: string): string {
+  const raw = env[name] || fallback;
+  if (!isTimeZone(raw)) throw new Error(`${name} must be an IANA time zone such as Europe/Paris, got "${raw}"`);
+  return raw;
+}
 
 /** The longest delay a Node.js timer keeps: past it `setTimeout` and `setInterval` fire at once. */
 export const longestTimerMs = 2 ** 31 - 1;
@@ -323,6 +356,11 @@ export function loadConfig(env: Env = process.env): Config {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),
       burst: positive(env, 'PACING_BURST', 3),
       newContactsPerDay: int(env, 'PACING_NEW_CONTACTS_PER_DAY', 50),
+      unansweredCap: positive(env, 'PACING_UNANSWERED_CAP', 5),
+      followUpsPerDay: int(env, 'PACING_FOLLOW_UPS_PER_DAY', 200),
+      jitterMs: int(env, 'PACING_JITTER_MS', 2_000),
+      quietHours: quietHours(env, 'PACING_QUIET_HOURS', '21:00-08:00'),
+      timeZone: timeZone(env, 'PACING_TIME_ZONE', 'UTC'),
     },
     sendBatchMax: positive(env, 'SEND_BATCH_MAX', 512),
     eventRetentionDays: positive(env, 'EVENT_RETENTION_DAYS', 30),

@@ -32,12 +32,22 @@ export function sentTouch(d: MessageDoc): ConversationTouch {
   };
 }
 
-/** A sent message's touch sets fixed values only; a received one counts itself unread. */
-function touchUpdate(touch: ConversationTouch, now: string): Update {
+/**
+ * A sent message's touch sets fixed values and counts the `sent` messages
+ * the participant has not answered yet; a received one counts itself unread,
+ * records when they last wrote and starts that count again. The line-health
+ * rules of the dispatch read both back when it is activated
+ * (actors/tenant/line-pacing.ts `seedReplies`).
+ */
+function touchUpdate(touch: ConversationTouch, now: string, sent: number): Update {
   const $set = { lastMessage: touch.lastMessage, lastMessageAt: touch.lastMessageAt, updatedAt: now };
   const created = { participant: touch.participant, isGroup: touch.isGroup, createdAt: now };
-  if (touch.unread === 0) return { $set, $setOnInsert: { ...created, unreadCount: 0 } };
-  return { $set, $inc: { unreadCount: touch.unread }, $setOnInsert: created };
+  if (touch.unread === 0) return { $set, $inc: { sentSinceReply: sent }, $setOnInsert: { ...created, unreadCount: 0 } };
+  return {
+    $set: { ...$set, lastInboundAt: touch.lastMessageAt, sentSinceReply: 0 },
+    $inc: { unreadCount: touch.unread },
+    $setOnInsert: created,
+  };
 }
 
 /** Brings one conversation up to date with a new message, creating it on the first one. */
@@ -56,7 +66,14 @@ export async function touchConversations(
   touches: ConversationTouch[],
 ): Promise<void> {
   const latest = new Map<string, ConversationTouch>();
-  for (const t of touches) latest.set(`${t.tenantId}\u0000${t.teamId}\u0000${t.conversationId}`, t);
+  const sent = new Map<ConversationTouch, number>();
+  for (const t of touches) {
+    const key = `${t.tenantId}\u0000${t.teamId}\u0000${t.conversationId}`;
+    const before = latest.get(key);
+    // Sent messages since the last received one in the batch (its touch starts the count again).
+    sent.set(t, t.unread === 0 ? 1 + (before ? sent.get(before)! : 0) : 0);
+    latest.set(key, t);
+  }
   const byTeam = new Map<string, ConversationTouch[]>();
   for (const t of latest.values()) {
     const key = `${t.tenantId}\u0000${t.teamId}`;
@@ -69,7 +86,7 @@ export async function touchConversations(
     [...byTeam.values()].map(async (team) => {
       const scope = { tenantId: team[0]!.tenantId, teamId: team[0]!.teamId };
       for (const batch of chunks(team, touchesPerCommand)) {
-        const ops = batch.map((t) => ({ filter: { id: t.conversationId }, update: touchUpdate(t, now) }));
+        const ops = batch.map((t) => ({ filter: { id: t.conversationId }, update: touchUpdate(t, now, sent.get(t)!) }));
         const { conflicts } = await conversations.bulkWrite(
           scope,
           ops.map((op) => ({ updateOne: { ...op, upsert: true } })),

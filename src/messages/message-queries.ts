@@ -204,16 +204,19 @@ export class MessageQueries {
     return this.withName(scope, doc);
   }
 
-  private async withName(scope: Scope, { tenantId: _t, ...c }: ConversationDoc) {
-    const names = await this.deps.contacts.namesFor(scope, [c.participant]);
-    return { ...c, participantName: names.get(c.participant) ?? null };
+  private async withName(scope: Scope, doc: ConversationDoc) {
+    return (await this.withNames(scope, [doc]))[0]!;
   }
 
+  /** Conversations as the API shows them: with their participant's name, without the dispatch's reply counts (line-pacing.ts). */
   private async withNames(scope: Scope, docs: ConversationDoc[]) {
     const names = await this.deps.contacts.namesFor(
       scope,
       docs.map((d) => d.participant),
     );
-    return docs.map(({ tenantId: _t, ...c }) => ({ ...c, participantName: names.get(c.participant) ?? null }));
+    return docs.map(({ tenantId: _t, lastInboundAt: _in, sentSinceReply: _sent, ...c }) => ({
+      ...c,
+      participantName: names.get(c.participant) ?? null,
+    }));
   }
 }

@@ -93,6 +93,10 @@ export interface ConversationDoc {
   participant: string;
   isGroup: boolean;
   lastMessage: string;
+  /** When the participant last wrote (a received message's time; in a group chat, anyone's); absent until they do. */
+  lastInboundAt?: string;
+  /** Messages sent to the participant (accepted) since they last wrote; absent before any was sent. */
+  sentSinceReply?: number;
   lastMessageAt: string;
   unreadCount: number;
   /** A group chat's name and members, from its relay's group events (inbound-recorder.ts). */
@@ -122,6 +126,12 @@ export interface PaceSetting {
   perSecond?: number;
   burst?: number;
   newContactsPerDay?: number;
+  unansweredCap?: number;
+  followUpsPerDay?: number;
+  jitterMs?: number;
+  /** `false` turns quiet hours off. */
+  quietHours?: { start: string; end: string } | false;
+  timeZone?: string;
 }
 
 /** The organization's sending settings (one document per organization, `id` its id): the pace of its sender lines, its delivery window. */

@@ -3,6 +3,7 @@ import { AppError } from '../errors.ts';
 import { metadataSchema } from '../http/metadata.ts';
 import { defineRoute, named, type RouteDef } from '../http/route.ts';
 import { phoneNumberField, strictObject } from '../http/validation.ts';
+import { paceSetting, usage, type Pace } from './pacing-schemas.ts';
 import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Collection } from '../store/collection.ts';
@@ -11,28 +12,6 @@ import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
 
 const label = Type.String({ maxLength: 200 });
-/** A pace as set on an organization or a number; what it leaves out comes from the level above (number, organization, defaults). */
-const paceSetting = named(
-  'PaceSetting',
-  Type.Object(
-    {
-      perSecond: Type.Optional(
-        Type.Number({ exclusiveMinimum: 0, maximum: 1000, description: 'messages a second the line sends at most' }),
-      ),
-      burst: Type.Optional(
-        Type.Integer({ minimum: 1, maximum: 1000, description: 'messages the line may send at once after a pause' }),
-      ),
-      newContactsPerDay: Type.Optional(
-        Type.Integer({
-          minimum: 0,
-          maximum: 100_000,
-          description: 'first messages to recipients the line never wrote to, per rolling 24 h',
-        }),
-      ),
-    },
-    { additionalProperties: false },
-  ),
-);
 /** The organization's undelivered window (actors/tenant/undelivered-watch.ts). */
 const deliverySetting = named(
   'DeliverySetting',
@@ -47,21 +26,6 @@ const deliverySetting = named(
     },
     { additionalProperties: false },
   ),
-);
-const pace = Type.Object({ perSecond: Type.Number(), burst: Type.Integer(), newContactsPerDay: Type.Integer() });
-const usage = named(
-  'LineUsage',
-  Type.Object({
-    number: Type.String(),
-    pace,
-    sentLastMinute: Type.Integer(),
-    newContactsToday: Type.Integer({ description: 'first messages to new recipients in the last 24 h' }),
-    nextSlotAt: Type.String({ format: 'date-time', description: 'when the line may send its next message' }),
-    nextNewContactSlotAt: Type.String({
-      format: 'date-time',
-      description: 'when the line may write to a new recipient',
-    }),
-  }),
 );
 const metadata = metadataSchema;
 const phoneNumber = named(
@@ -198,7 +162,7 @@ export function phoneNumberRoutes(
     defineRoute({
       method: 'GET',
       path: '/api/v1/phone-numbers/:id/usage',
-      summary: "A number's pace, what it sent, its new contacts today and its next free slots",
+      summary: "A number's pace, what it sent, its new contacts and follow-ups today and its next free slots",
       tags: ['phone-numbers'],
       operationId: 'phoneNumberUsage',
       schema: { params: strictObject({ id: Type.String({ maxLength: 64 }) }), response: { 200: usage } },
@@ -206,11 +170,14 @@ export function phoneNumberRoutes(
         const doc = await numbers.findOne(orgScope(ctx.principal), { id: ctx.params.id });
         if (!doc) throw new AppError('not_found', 'phone number not found');
         const line = await tenants.ask<{
-          pace: { perSecond: number; burst: number; newContactsPerDay: number };
+          pace: Pace;
           sentLastMinute: number;
           newContactsToday: number;
+          followUpsToday: number;
+          awaitingReply: number;
           nextSlotAt: number;
           nextNewContactSlotAt: number;
+          nextFollowUpSlotAt: number;
         }>(ctx.principal.tenantId, { kind: 'usage', line: doc.number });
         // Never (Infinity, which the actor's JSON answer carries as null) is the latest slot too.
         const iso = (ms: number) =>
@@ -222,6 +189,7 @@ export function phoneNumberRoutes(
             ...line,
             nextSlotAt: iso(line.nextSlotAt),
             nextNewContactSlotAt: iso(line.nextNewContactSlotAt),
+            nextFollowUpSlotAt: iso(line.nextFollowUpSlotAt),
           },
         };
       },

@@ -88,6 +88,10 @@ async function cleanStop(
     PACING_PER_SECOND: '1000000',
     PACING_BURST: '1000000',
     PACING_NEW_CONTACTS_PER_DAY: '1000000',
+    PACING_UNANSWERED_CAP: '1000000',
+    PACING_FOLLOW_UPS_PER_DAY: '1000000',
+    PACING_JITTER_MS: '0',
+    PACING_QUIET_HOURS: 'off',
   };
   if (role === 'web') procs.push(await startServiceProcess('worker', env));
   const first = await startServiceProcess(role, { ...env, SHUTDOWN_TIMEOUT_MS: String(graceMs) });

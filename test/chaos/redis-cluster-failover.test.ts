@@ -168,6 +168,10 @@ async function underLoad(t: TestContext, disrupt: (d: Disruption) => Promise<voi
     PACING_PER_SECOND: '1000000',
     PACING_BURST: '1000000',
     PACING_NEW_CONTACTS_PER_DAY: '1000000',
+    PACING_UNANSWERED_CAP: '1000000',
+    PACING_FOLLOW_UPS_PER_DAY: '1000000',
+    PACING_JITTER_MS: '0',
+    PACING_QUIET_HOURS: 'off',
     LOG_LEVEL: 'warn',
   };
   processes.push(await startServiceProcess('worker', { ...env, NODE_ID: `${prefix}-worker` }, 60_000));

@@ -68,6 +68,10 @@ async function cluster(t: TestContext): Promise<Cluster | undefined> {
     PACING_PER_SECOND: '1000000',
     PACING_BURST: '1000000',
     PACING_NEW_CONTACTS_PER_DAY: '1000000',
+    PACING_UNANSWERED_CAP: '1000000',
+    PACING_FOLLOW_UPS_PER_DAY: '1000000',
+    PACING_JITTER_MS: '0',
+    PACING_QUIET_HOURS: 'off',
     LOG_LEVEL: 'warn',
     // Every process that shares the store shares the key that seals webhook secrets.
     WEBHOOK_SECRET_KEY: randomBytes(32).toString('hex'),

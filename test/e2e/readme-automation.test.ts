@@ -35,6 +35,8 @@ test(
       LOG_LEVEL: 'warn',
       REDIS_URL: '',
       MONGODB_URL: '',
+      // Quiet hours (docs/pacing.md#quiet-hours) would hold the message to +1 415 at night in California.
+      PACING_QUIET_HOURS: 'off',
     });
     t.after(async () => {
       await server.terminate();

@@ -86,6 +86,10 @@ test(
       PACING_PER_SECOND: '1000000',
       PACING_BURST: '1000000',
       PACING_NEW_CONTACTS_PER_DAY: '1000000',
+      PACING_UNANSWERED_CAP: '1000000',
+      PACING_FOLLOW_UPS_PER_DAY: '1000000',
+      PACING_JITTER_MS: '0',
+      PACING_QUIET_HOURS: 'off',
     };
     const worker = await startServiceProcess('worker', env);
     const web = await startServiceProcess('web', env);

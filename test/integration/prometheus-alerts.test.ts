@@ -51,6 +51,10 @@ const serviceEnv = {
   PACING_PER_SECOND: '1000000',
   PACING_BURST: '1000000',
   PACING_NEW_CONTACTS_PER_DAY: '1000000',
+  PACING_UNANSWERED_CAP: '1000000',
+  PACING_FOLLOW_UPS_PER_DAY: '1000000',
+  PACING_JITTER_MS: '0',
+  PACING_QUIET_HOURS: 'off',
   WEBHOOK_ALLOW_PRIVATE: 'true',
   // One attempt at a time per webhook: a slow, failing endpoint makes its own events late within seconds.
   WEBHOOK_CONCURRENCY: '1',

@@ -39,6 +39,16 @@ eachBackend((backend) => {
     };
     const statusOf = async (org: Org, id: string) =>
       (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
+    /** The message's status once it says it waits for `reason`. */
+    const heldFor = (org: Org, id: string, reason: string) =>
+      until(
+        `${id} held for ${reason}`,
+        async () => {
+          const s = await statusOf(org, id);
+          return s.waitingFor === reason && s;
+        },
+        5_000,
+      );
     const recipient = (i: number) => `+1415555${String(i).padStart(4, '0')}`;
 
     test('a line sends no faster than its rate over a 10-second window; a held message says why and until when', async () => {
@@ -148,7 +158,8 @@ eachBackend((backend) => {
       });
       assert.equal(usage.status, 200, usage.text);
       assert.equal(usage.body.number, number);
-      assert.deepEqual(usage.body.pace, { perSecond: 1000, burst: 1000, newContactsPerDay: 1 });
+      const { perSecond, burst, newContactsPerDay } = usage.body.pace;
+      assert.deepEqual({ perSecond, burst, newContactsPerDay }, { perSecond: 1000, burst: 1000, newContactsPerDay: 1 });
       assert.equal(usage.body.newContactsToday, 1);
       assert.equal(usage.body.sentLastMinute, 1);
       assert.ok(Date.parse(usage.body.nextNewContactSlotAt) > Date.now() + day - 60_000);
@@ -237,6 +248,172 @@ eachBackend((backend) => {
       assert.ok(Math.abs(capped - 2 * 24 * 3600_000) <= 60_000, `${capped} ms after its start`);
     });
 
+    test('the 6th message to a recipient who never replied waits for their reply; a reply lifts it and opens 24 h outside the caps', async () => {
+      const org = await signup(t);
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 1000, burst: 1000, unansweredCap: 5 },
+      });
+      const number = '+14155559100';
+      const registered = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
+      await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, {
+        token: org.ownerToken,
+        body: { pacing: { newContactsPerDay: 1 } },
+      });
+      const relay = await connected(org, [number]);
+      const silent = recipient(800);
+      const stranger = recipient(802);
+      const sentTo = (id: string) => relay.sends.some((s) => s.messageId === id);
+      const five: string[] = [];
+      for (let i = 0; i < 5; i++) five.push(await send(org, { to: silent, fromNumber: number }));
+      await until('five messages to the silent recipient', async () => five.every(sentTo), 10_000);
+      const sixth = await send(org, { to: silent, fromNumber: number });
+      const held = await heldFor(org, sixth, 'unanswered_cap');
+      assert.equal(held.status, 'queued');
+      assert.equal(held.notBefore, null, 'it waits for a reply, not for a time');
+      const toStranger = await send(org, { to: stranger, fromNumber: number });
+      await until(
+        'a new contact past the cap held',
+        async () => (await statusOf(org, toStranger)).waitingFor === 'new_contact_cap',
+        5_000,
+      );
+      const usage = async () =>
+        (await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, { token: org.ownerToken })).body;
+      const before = await usage();
+      assert.equal(before.awaitingReply, 1);
+      assert.equal(before.followUpsToday, 1, 'the 2nd to 5th message followed up one recipient');
+      assert.equal(before.pace.unansweredCap, 5);
+      assert.ok(Date.parse(before.nextFollowUpSlotAt) <= Date.now() + 1_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      assert.ok(!sentTo(sixth), 'still held');
+
+      // Their reply: the 6th goes, and for 24 h the line writes to them outside its caps.
+      await relay.inbound(silent, 'who is this?');
+      await until('the 6th sent after the reply', async () => sentTo(sixth), 10_000);
+      const more: string[] = [];
+      for (let i = 0; i < 6; i++) more.push(await send(org, { to: silent, fromNumber: number }));
+      await until('six more within the reply window', async () => more.every(sentTo), 10_000);
+      // A stranger who writes first is exempt from the new-contact cap too.
+      assert.ok(!sentTo(toStranger));
+      await relay.inbound(stranger, 'hello?');
+      await until('the stranger answered', async () => sentTo(toStranger), 10_000);
+      const after = await usage();
+      assert.equal(after.awaitingReply, 0);
+      assert.equal(after.newContactsToday, 1, 'the stranger who wrote first is not counted');
+    });
+
+    test('follow-ups to silent recipients are capped per line and day; the next waits for the oldest to be a day old', async () => {
+      const org = await signup(t);
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 1000, burst: 1000, followUpsPerDay: 1 },
+      });
+      const number = '+14155559400';
+      const registered = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
+      const relay = await connected(org, [number]);
+      const sentTo = (id: string) => relay.sends.some((s) => s.messageId === id);
+      const firsts = [
+        await send(org, { to: recipient(900), fromNumber: number }),
+        await send(org, { to: recipient(901), fromNumber: number }),
+      ];
+      await until('the first messages sent', async () => firsts.every(sentTo), 10_000);
+      const followUp = await send(org, { to: recipient(900), fromNumber: number });
+      await until('the first follow-up sent', async () => sentTo(followUp), 10_000);
+      const again = await send(org, { to: recipient(900), fromNumber: number });
+      await until('a second to the same recipient, counted once', async () => sentTo(again), 10_000);
+      const second = await send(org, { to: recipient(901), fromNumber: number });
+      const held = await heldFor(org, second, 'follow_up_cap');
+      const day = 24 * 3600 * 1000;
+      assert.ok(
+        Math.abs(Date.parse(held.notBefore) - (sentAt.get(followUp)! + day)) < 5_000,
+        `notBefore ${held.notBefore}: the first follow-up's time plus a day`,
+      );
+      const usage = (
+        await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, { token: org.ownerToken })
+      ).body;
+      assert.equal(usage.followUpsToday, 1);
+      assert.equal(usage.nextFollowUpSlotAt, held.notBefore);
+    });
+
+    test("quiet hours: a message due in the recipient's night waits with notBefore at their 08:00; a number may turn them off", async () => {
+      const org = await signup(t);
+      await t.request('PUT', '/api/v1/organization/pacing', {
+        token: org.ownerToken,
+        body: { perSecond: 1000, burst: 1000, quietHours: { start: '21:00', end: '08:00' } },
+      });
+      // One of these is always in its night, 21:00 to 08:00, with 10 minutes to spare (their offsets are 4 h apart at most).
+      const candidates: Array<[string, string]> = [
+        ['+819012345678', 'Asia/Tokyo'],
+        ['+442079460000', 'Europe/London'],
+        ['+14155550100', 'America/Los_Angeles'],
+        ['+6421234567', 'Pacific/Auckland'],
+        ['+914412345678', 'Asia/Kolkata'],
+        ['+12125550100', 'America/New_York'],
+      ];
+      const localMinute = (zone: string, at: number) => {
+        const [h, m] = new Intl.DateTimeFormat('en-GB', {
+          timeZone: zone,
+          hour: '2-digit',
+          minute: '2-digit',
+          hourCycle: 'h23',
+        })
+          .format(at)
+          .split(':')
+          .map(Number);
+        return h! * 60 + m!;
+      };
+      const now = Date.now();
+      const [to, zone] = candidates.find(([, z]) => {
+        const m = localMinute(z, now);
+        return m >= 21 * 60 || m < 8 * 60 - 10;
+      })!;
+      // Their next 08:00, found minute by minute.
+      let eight = Math.ceil(now / 60_000) * 60_000;
+      while (localMinute(zone, eight) !== 8 * 60) eight += 60_000;
+      const number = '+14155559200';
+      const registered = await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
+      const relay = await connected(org, [number]);
+      const night = await send(org, { to });
+      const held = await heldFor(org, night, 'quiet_hours');
+      assert.equal(held.status, 'queued');
+      assert.equal(held.notBefore, new Date(eight).toISOString(), `${to} in ${zone}`);
+      // The number turns them off: its message goes at once, while the organization's line still holds its own.
+      const put = await t.request('PUT', `/api/v1/phone-numbers/${registered.body.id}`, {
+        token: org.ownerToken,
+        body: { pacing: { quietHours: false } },
+      });
+      assert.equal(put.status, 200, put.text);
+      const viaNumber = await send(org, { to, fromNumber: number });
+      await until('sent through the number without quiet hours', async () =>
+        relay.sends.some((s) => s.messageId === viaNumber),
+      );
+      assert.equal((await statusOf(org, night)).waitingFor, 'quiet_hours');
+      const usage = await t.request('GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, {
+        token: org.ownerToken,
+      });
+      assert.equal(usage.body.pace.quietHours, false);
+
+      // A bulk job to them through the organization's line: its estimate is their 08:00, when its first message may go.
+      const job = await t.request('POST', '/api/v1/messages/bulk', {
+        token: org.ownerToken,
+        body: { messages: [1, 2, 3].map(() => ({ to, body: 'good morning' })) },
+      });
+      assert.equal(job.status, 201, job.text);
+      const eta = await until(
+        'an estimate past the night',
+        async () => {
+          const detail = await t.request('GET', `/api/v1/messages/bulk/${job.body.jobId}`, { token: org.ownerToken });
+          const at = Date.parse(detail.body.estimatedCompletionAt);
+          return at >= eight && at;
+        },
+        10_000,
+      );
+      assert.ok(
+        eta <= eight + 60_000,
+        `estimated ${new Date(eta).toISOString()}, their 08:00 ${new Date(eight).toISOString()}`,
+      );
+    });
+
     test("pacing settings: bad input is a 400, a member may not set them, and another organization's number is not found", async () => {
       const org = await signup(t);
       const other = await signup(t);
@@ -282,6 +459,95 @@ eachBackend((backend) => {
         newContactsPerDay: 10,
       });
       assert.deepEqual((await t.request('GET', '/api/v1/organization/pacing', { token: other.ownerToken })).body, {});
+      for (const body of [
+        { quietHours: { start: '25:00', end: '08:00' } },
+        { quietHours: true },
+        { timeZone: 'Mars/Olympus_Mons' },
+        { unansweredCap: 0 },
+        { jitterMs: -1 },
+      ]) {
+        const refused = await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body });
+        assert.equal(refused.status, 400, JSON.stringify(body));
+      }
+      const health = {
+        unansweredCap: 3,
+        followUpsPerDay: 50,
+        jitterMs: 0,
+        quietHours: false,
+        timeZone: 'Europe/Paris',
+      };
+      assert.deepEqual(
+        (await t.request('PUT', '/api/v1/organization/pacing', { token: org.ownerToken, body: health })).body,
+        health,
+      );
+    });
+  });
+
+  describe(`line health after a restart (${backend})`, () => {
+    test('the counts come back from the conversations: messages still queued do not count, a recipient at the cap stays held until they reply', async () => {
+      let t = await startTestApp(backend);
+      const relays: StandInRelay[] = [];
+      try {
+        const org = await signup(t);
+        await t.request('PUT', '/api/v1/organization/pacing', {
+          token: org.ownerToken,
+          body: { perSecond: 1000, burst: 1000, unansweredCap: 5 },
+        });
+        const silent = '+14155550177';
+        // A number's line: the same line whichever relay owns the number after a restart.
+        const number = '+14155559300';
+        await t.request('POST', '/api/v1/phone-numbers', { token: org.ownerToken, body: { number } });
+        const send = async () => {
+          const res = await t.request('POST', '/api/v1/messages', {
+            token: org.ownerToken,
+            body: { to: silent, body: 'hello', fromNumber: number },
+          });
+          assert.equal(res.status, 201, res.text);
+          return res.body.id as string;
+        };
+        const online = async () => {
+          const relay = new StandInRelay(t, org.orgId, org.teamId, { capacity: 50, phoneNumbers: [number] });
+          relays.push(relay);
+          await relay.connect();
+          relay.deliverEverySend();
+          return relay;
+        };
+        const status = async (id: string) =>
+          (await t.request('GET', `/api/v1/messages/${id}/status`, { token: org.ownerToken })).body;
+        // Five accepted while no relay is online: the conversation counts 5, none of them went out.
+        const five: string[] = [];
+        for (let i = 0; i < 5; i++) five.push(await send());
+        t = await t.restart();
+        let relay = await online();
+        await until(
+          'the five delivered after the restart',
+          async () => (await Promise.all(five.map(status))).every((s) => s.status === 'delivered'),
+          15_000,
+        );
+        const sixth = await send();
+        await until('the 6th held', async () => (await status(sixth)).waitingFor === 'unanswered_cap', 10_000);
+        // Restarted with the 6th queued: 6 accepted since no reply, 1 of them queued, so 5 sent: still held.
+        await relay.disconnect();
+        relay.close();
+        t = await t.restart();
+        relay = await online();
+        await until(
+          'the dispatch activated again',
+          async () => (await status(sixth)).waitingFor !== 'relay_offline',
+          10_000,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        assert.equal((await status(sixth)).waitingFor, 'unanswered_cap');
+        await relay.inbound(silent, 'yes?');
+        await until(
+          'the 6th delivered after the reply',
+          async () => (await status(sixth)).status === 'delivered',
+          10_000,
+        );
+      } finally {
+        for (const r of relays) r.close();
+        await t.stop();
+      }
     });
   });
 });

@@ -79,6 +79,9 @@ export function dashboardServiceEnv(dataDir: string): Record<string, string> {
     RATE_LIMIT_BURST: '1000',
     AUTH_RATE_LIMIT_PER_MINUTE: '600',
     AUTH_RATE_LIMIT_BURST: '100',
+    // The walk-through's sends go out at any hour, without spacing: quiet hours and jitter are the pacing suite's.
+    PACING_QUIET_HOURS: 'off',
+    PACING_JITTER_MS: '0',
   };
 }
 

@@ -96,6 +96,24 @@ export class StandInRelay {
     return send.attempt;
   }
 
+  private inboundRow = 0;
+
+  /** A message `from` wrote to this relay's Messages app, reported as the agent reports a new chat.db row. */
+  inbound(from: string, body: string): Promise<string> {
+    this.inboundRow++;
+    return this.relays.send(this.id, {
+      kind: 'inbound',
+      tenantId: this.orgId,
+      session: this.session,
+      rowId: this.inboundRow,
+      guid: `${this.id}-in-${this.inboundRow}`,
+      from,
+      isGroup: false,
+      body,
+      receivedAt: new Date().toISOString(),
+    });
+  }
+
   ready(capacity: number): Promise<string> {
     return this.relays.send(this.id, { kind: 'ready', tenantId: this.orgId, session: this.session, capacity });
   }

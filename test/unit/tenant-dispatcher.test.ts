@@ -7,7 +7,17 @@ import { queueItemOf, type StatusReport } from '../../src/actors/tenant/protocol
 import type { RelayDoc } from '../../src/relays/relay-store.ts';
 import { cancelledJobIds, zeroCounts, type JobDoc } from '../../src/jobs/job-store.ts';
 import type { ActorContext } from '../../src/runtime/types.ts';
-import { config, message, org, phone, recordingContext, relay, scope, tenantStore } from './tenant-fixtures.ts';
+import {
+  config,
+  healthOff,
+  message,
+  org,
+  phone,
+  recordingContext,
+  relay,
+  scope,
+  tenantStore,
+} from './tenant-fixtures.ts';
 
 /**
  * A tenant actor's dispatcher on a real embedded store of its own, activated
@@ -496,7 +506,7 @@ test('an organization whose messages were sent before line contacts were kept: t
       sentBefore('old_c', '+14155551003', '2026-01-03T00:00:00.000Z', { fromNumber: phone }),
       message('never_sent', { to: '+14155551004', status: 'failed' }),
     ],
-    { perSecond: 1_000, burst: 1_000, newContactsPerDay: 1 },
+    { perSecond: 1_000, burst: 1_000, newContactsPerDay: 1, ...healthOff },
   );
   const contacts = await d.db.lineContacts.find(scope, {}, { sort: { line: 1, to: 1 } });
   assert.deepEqual(
@@ -519,7 +529,12 @@ test('an organization whose messages were sent before line contacts were kept: t
 });
 
 test('a line out of its rate holds its own messages only: a message from a number of the same relay still goes', async (t) => {
-  const d = await open(t, [relay('r1', 10, [phone])], [], { perSecond: 1, burst: 1, newContactsPerDay: 10 });
+  const d = await open(t, [relay('r1', 10, [phone])], [], {
+    perSecond: 1,
+    burst: 1,
+    newContactsPerDay: 10,
+    ...healthOff,
+  });
   await d.grant('r1', 10);
   await d.queue(
     message('relay_1', { to: '+14155551001' }),

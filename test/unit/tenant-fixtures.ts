@@ -15,6 +15,15 @@ import { relayCollections, type RelayDoc } from '../../src/relays/relay-store.ts
 import type { ActorContext } from '../../src/runtime/types.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 
+/** The line-health rules out of the way, for tests of the pace alone. */
+export const healthOff = {
+  unansweredCap: 1_000_000,
+  followUpsPerDay: 1_000_000,
+  jitterMs: 0,
+  quietHours: false as const,
+  timeZone: 'UTC',
+};
+
 export const config = {
   messageRetryBaseMs: 1_000,
   messageMaxAttempts: 3,
@@ -22,7 +31,7 @@ export const config = {
   tenantSweepMs: 30_000,
   undeliveredAfterMs: 600_000,
   tenantQueueWindow: 500,
-  pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000 },
+  pacing: { perSecond: 1_000_000, burst: 1_000_000, newContactsPerDay: 1_000_000, ...healthOff },
 };
 export const org = 'org_dispatch';
 export const scope = { tenantId: org };
@@ -151,6 +160,6 @@ export function tenantState(relays: Array<{ id: string; credits: number; phoneNu
     sweepChain: undefined,
     fresh: true,
     closedSources: new Set(),
-    pacing: new LinePacing({ perSecond: 1, burst: 1, newContactsPerDay: 2 }),
+    pacing: new LinePacing({ perSecond: 1, burst: 1, newContactsPerDay: 2, ...healthOff }),
   };
 }

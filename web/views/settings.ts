@@ -6,6 +6,8 @@ interface Pace {
   perSecond?: number;
   burst?: number;
   newContactsPerDay?: number;
+  /** The line-health settings (docs/pacing.md#line-health), which this form does not show and keeps as they are. */
+  [healthSetting: string]: unknown;
 }
 interface RetryPolicy {
   maxAttempts: number;
@@ -152,7 +154,9 @@ function paceForm(pace: Pace): HTMLElement {
         e.preventDefault();
         error.textContent = '';
         const data = new FormData(form);
-        const body: Pace = {};
+        // A PUT replaces the whole setting: what the form does not show goes back as it was read.
+        const { perSecond: _p, burst: _b, newContactsPerDay: _n, ...kept } = pace;
+        const body: Pace = { ...kept };
         for (const key of ['perSecond', 'burst', 'newContactsPerDay'] as const) {
           const v = String(data.get(key) ?? '').trim();
           if (v !== '') body[key] = Number(v);

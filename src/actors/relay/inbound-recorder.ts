@@ -7,6 +7,7 @@ import type { RelayLink } from '../../relays/relay-link.ts';
 import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/actor.ts';
 import { touchConversation } from '../../messages/conversation-writer.ts';
+import { tenantProtocol } from '../tenant/protocol.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
@@ -74,12 +75,12 @@ export class InboundRecorder {
     },
   ) {}
 
-  async record(_ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
+  async record(ctx: ActorContext<unknown>, tenantId: string, report: InboundReport): Promise<void> {
     const relay = await this.deps.db.relays.findOne({ tenantId }, { id: report.relayId });
     if (!relay) return;
     if (report.reaction) await this.reaction(tenantId, report, report.reaction);
     else if (report.group) await this.groupEvent(tenantId, relay, report, report.group);
-    else await this.message(tenantId, relay, report);
+    else await this.message(ctx, tenantId, relay, report);
     await this.deps.db.relays.updateOne(
       { tenantId },
       { id: relay.id, inboundCursor: { $lt: report.rowId } },
@@ -241,7 +242,12 @@ export class InboundRecorder {
     if (!published) throw new Error('conversation.updated could not be published; the relay replays the row');
   }
 
-  private async message(tenantId: string, relay: RelayDoc, report: InboundReport): Promise<void> {
+  private async message(
+    ctx: ActorContext<unknown>,
+    tenantId: string,
+    relay: RelayDoc,
+    report: InboundReport,
+  ): Promise<void> {
     const { db } = this.deps;
     const teamId = relay.teamId;
     const isGroup = Boolean(report.chatGuid && report.isGroup);
@@ -316,6 +322,16 @@ export class InboundRecorder {
         scope,
         await db.messages.findOne(scope, { id: doc.id, outboxAt: { $exists: true } }),
       );
+    }
+    // The dispatch lifts what waited for their reply (actors/tenant/line-pacing.ts), a group chat's for a message in
+    // it; a replay tells it again, which changes nothing.
+    if (isGroup || sender !== undefined) {
+      const at = Date.parse(report.receivedAt);
+      await ctx.send(tenantProtocol, tenantId, {
+        kind: 'inbound',
+        from: participant,
+        at: Number.isFinite(at) && at > 0 ? Math.min(at, Date.now()) : Date.now(),
+      });
     }
     if (this.deps.keywords && !isGroup && sender !== undefined)
       await this.deps.keywords.received({

@@ -1,19 +1,29 @@
 import type { waitingReasons } from './protocol.ts';
+import type { Config } from '../../config.ts';
+import { afterQuietHours, quietUntil, zoneOfNumber } from './quiet-hours.ts';
 
-/** How fast one sender line may send: a rate with a small burst, and a cap of first messages to new recipients per rolling day. */
-export interface Pace {
-  perSecond: number;
-  burst: number;
-  newContactsPerDay: number;
-}
+/**
+ * How fast one sender line may send: a rate with a small burst, and a cap of
+ * first messages to new recipients per rolling day; and its health rules:
+ * the messages a recipient who has not replied may get, the follow-ups a
+ * day, a random spacing between first messages, and quiet hours in the
+ * recipient's zone (with the zone of recipients the table does not place).
+ * The deployment's defaults have the same shape.
+ */
+export type Pace = Config['pacing'];
+
+/** A recipient's reply opens a window this long in which the line may write to them outside its caps. */
+export const replyWindowMs = 24 * 3600 * 1000;
 
 /** Why a queued message is not handed to a relay yet, as its status record says. */
 export type WaitingFor = (typeof waitingReasons)[number];
 
 export interface Hold {
   waitingFor: WaitingFor;
-  /** Epoch ms before which the line will not send it; absent when it waits for something without a clock (a relay). */
+  /** Epoch ms before which the line will not send it; absent when it waits for something without a clock (a relay, a reply). */
   notBefore?: number;
+  /** The hold is the line's for every recipient new to it (its new-contact cap, its spacing between first messages), not this message's alone. */
+  fresh?: true;
 }
 
 /** A recipient a line wrote to first, and when (epoch ms). */
@@ -32,6 +42,14 @@ interface Line {
   known: Set<string>;
   /** When each first message to a new recipient went out in the last 24 h, oldest first. */
   newContacts: number[];
+  /** Messages sent to each recipient since their last reply (absent: none). */
+  unanswered: Map<string, number>;
+  /** The follow-ups of the last 24 h (a message to a recipient who has not answered the line's last one), the first to each recipient in the window, oldest first. */
+  followUps: Array<{ at: number; to: string }>;
+  /** The recipients of `followUps`. */
+  followedUp: Set<string>;
+  /** Before this (epoch ms) the line writes to no new recipient: the random spacing after its last first message. */
+  nextNewContactAt: number;
   /** Messages sent in each second of the last minute: the count of second `s` is at `s % 60`, valid while `sentSecond - s < 60`. */
   sent: number[];
   sentSecond: number;
@@ -54,8 +72,16 @@ export class LinePacing {
   /** The organization's pace (its setting over the defaults) and each number's override. */
   private orgPace: Pace;
   private numberPaces = new Map<string, Partial<Pace>>();
+  private readonly quietMemo = new Map<string, number | null>();
+  private quietMemoAt = 0;
+  /** When each recipient last wrote to the organization (epoch ms): a reply lifts the holds of every line. */
+  private readonly repliedAt = new Map<string, number>();
 
-  constructor(private readonly defaults: Pace) {
+  constructor(
+    private readonly defaults: Pace,
+    /** Draws the random spacing between first messages (0 to 1); a test may make it fixed. */
+    private readonly random: () => number = Math.random,
+  ) {
     this.orgPace = defaults;
   }
 
@@ -78,6 +104,66 @@ export class LinePacing {
     for (const line of this.lines.values()) line.newContacts.sort((a, b) => a - b);
   }
 
+  /**
+   * What the store says of each recipient's replies (its conversations):
+   * when they last wrote, and how many messages were sent to them since.
+   * Each line that knows the recipient takes the count as its own (the
+   * conversations do not say which line sent them): a line may hold a
+   * message sooner than it would have, never later.
+   */
+  seedReplies(replies: Array<{ to: string; lastInboundAt?: number; sentSinceReply: number }>): void {
+    for (const r of replies) {
+      if (r.lastInboundAt !== undefined)
+        this.repliedAt.set(r.to, Math.max(r.lastInboundAt, this.repliedAt.get(r.to) ?? 0));
+      if (r.sentSinceReply <= 0) continue;
+      for (const line of this.lines.values())
+        if (line.known.has(r.to)) line.unanswered.set(r.to, Math.max(r.sentSinceReply, line.unanswered.get(r.to) ?? 0));
+    }
+  }
+
+  /** The smallest unanswered cap of the organization's lines (its own, or a number's). */
+  smallestUnansweredCap(): number {
+    let cap = this.orgPace.unansweredCap;
+    for (const pace of this.numberPaces.values()) cap = Math.min(cap, pace.unansweredCap ?? cap);
+    return cap;
+  }
+
+  /** `to` wrote to the organization at `at`: every line's count of messages they did not answer starts again. */
+  replied(to: string, at: number): void {
+    if (at <= (this.repliedAt.get(to) ?? 0)) return;
+    this.repliedAt.set(to, at);
+    for (const line of this.lines.values()) line.unanswered.delete(to);
+  }
+
+  /** Whether `to` wrote within the reply window before `now`: a message to them is exempt from the caps. */
+  private answering(to: string, now: number): boolean {
+    const at = this.repliedAt.get(to);
+    return at !== undefined && at > now - replyWindowMs;
+  }
+
+  /** Whether a message to `to` would be a first message to a recipient new to the line, outside the reply window. */
+  isFresh(key: string, to: string, now: number): boolean {
+    return !this.knows(key, to) && !this.answering(to, now);
+  }
+
+  /**
+   * When the quiet hours `to` is in at `now` end, in their zone (the
+   * number's, else the line's), or null. Remembered per zone and window for
+   * one `now`: a dispatch pass asks it for every message it looks at.
+   */
+  private quietUntil(pace: Pace, to: string, now: number): number | null {
+    if (!pace.quietHours) return null;
+    const zone = zoneOfNumber(to) ?? pace.timeZone;
+    if (this.quietMemoAt !== now) {
+      this.quietMemo.clear();
+      this.quietMemoAt = now;
+    }
+    const memoKey = `${zone} ${pace.quietHours.start} ${pace.quietHours.end}`;
+    let until = this.quietMemo.get(memoKey);
+    if (until === undefined) this.quietMemo.set(memoKey, (until = quietUntil(pace.quietHours, zone, now)));
+    return until;
+  }
+
   private line(key: string, now: number): Line {
     let line = this.lines.get(key);
     if (!line) {
@@ -86,6 +172,10 @@ export class LinePacing {
         refilledAt: now,
         known: new Set(),
         newContacts: [],
+        unanswered: new Map(),
+        followUps: [],
+        followedUp: new Set(),
+        nextNewContactAt: 0,
         sent: new Array<number>(60).fill(0),
         sentSecond: Math.floor(now / 1000),
       };
@@ -95,52 +185,107 @@ export class LinePacing {
     line.tokens = Math.min(pace.burst, line.tokens + ((now - line.refilledAt) / 1000) * pace.perSecond);
     line.refilledAt = now;
     while (line.newContacts.length > 0 && line.newContacts[0]! <= now - dayMs) line.newContacts.shift();
+    while (line.followUps.length > 0 && line.followUps[0]!.at <= now - dayMs)
+      line.followedUp.delete(line.followUps.shift()!.to);
     const second = Math.floor(now / 1000);
     for (let s = Math.max(line.sentSecond + 1, second - 59); s <= second; s++) line.sent[s % 60] = 0;
     line.sentSecond = Math.max(line.sentSecond, second);
     return line;
   }
 
-  /** Null when the line may send to `to` now; otherwise what it waits for and until when. A message with no recipient known to the queue counts as a known contact. */
+  /**
+   * Null when the line may send to `to` now; otherwise what it waits for and
+   * until when (no time: a reply). A message with no recipient known to the
+   * queue counts as a known contact who replied.
+   */
   hold(key: string, to: string | undefined, now: number): Hold | null {
     const line = this.line(key, now);
     const pace = this.pace(key);
-    if (to !== undefined && !line.known.has(to) && line.newContacts.length >= pace.newContactsPerDay) {
-      return {
-        waitingFor: 'new_contact_cap',
-        notBefore: (line.newContacts[line.newContacts.length - pace.newContactsPerDay] ?? now) + dayMs,
-      };
+    if (to !== undefined) {
+      const known = line.known.has(to);
+      const unanswered = line.unanswered.get(to) ?? 0;
+      if (!this.answering(to, now)) {
+        if (unanswered >= pace.unansweredCap) return { waitingFor: 'unanswered_cap' };
+        if (!known && line.newContacts.length >= pace.newContactsPerDay) {
+          return {
+            waitingFor: 'new_contact_cap',
+            notBefore: (line.newContacts[line.newContacts.length - pace.newContactsPerDay] ?? now) + dayMs,
+            fresh: true,
+          };
+        }
+        if (unanswered > 0 && !line.followedUp.has(to) && line.followUps.length >= pace.followUpsPerDay) {
+          return {
+            waitingFor: 'follow_up_cap',
+            notBefore: (line.followUps[line.followUps.length - pace.followUpsPerDay]?.at ?? now) + dayMs,
+          };
+        }
+        if (!known && now < line.nextNewContactAt)
+          return { waitingFor: 'line_rate', notBefore: line.nextNewContactAt, fresh: true };
+      }
+      const quietEnd = this.quietUntil(pace, to, now);
+      if (quietEnd !== null) return { waitingFor: 'quiet_hours', notBefore: quietEnd };
     }
     if (line.tokens < 1)
       return { waitingFor: 'line_rate', notBefore: now + Math.ceil(((1 - line.tokens) / pace.perSecond) * 1000) };
     return null;
   }
 
-  /** Counts a send on the line; returns the contact when it is the line's first message to `to`. */
+  /**
+   * Counts a send on the line; returns the contact when it is the line's
+   * first message to `to`. A message to a recipient within the reply window
+   * counts toward no cap.
+   */
   take(key: string, to: string | undefined, now: number): LineContact | null {
     const line = this.line(key, now);
     line.tokens -= 1;
     line.sent[line.sentSecond % 60]! += 1;
-    if (to === undefined || line.known.has(to)) return null;
+    if (to === undefined) return null;
+    const answering = this.answering(to, now);
+    const known = line.known.has(to);
+    if (!answering) {
+      const unanswered = line.unanswered.get(to) ?? 0;
+      if (unanswered > 0 && !line.followedUp.has(to)) {
+        line.followUps.push({ at: now, to });
+        line.followedUp.add(to);
+      }
+      line.unanswered.set(to, unanswered + 1);
+    }
+    if (known) return null;
     line.known.add(to);
-    line.newContacts.push(now);
+    if (!answering) {
+      line.newContacts.push(now);
+      line.nextNewContactAt = now + Math.floor(this.random() * this.pace(key).jitterMs);
+    }
     return { line: key, to, firstAt: now };
   }
 
   /**
    * When `lines` together will have sent `count` messages, `fresh` of them
    * first messages to recipients new to every one of the lines (epoch ms):
-   * their rates after what their buckets hold now, and, when the new
-   * recipients are more than the lines' caps have left, the days their caps
-   * take to free enough slots.
+   * their rates after what their buckets hold now (the new recipients no
+   * faster than the lines' mean spacing between first messages), and, when
+   * the new recipients are more than the lines' caps have left, the days
+   * their caps take to free enough slots; the nights of the first line's
+   * quiet hours stop the drain, in `zone` (most of the recipients'), else
+   * the line's. Messages that will wait for a recipient's reply, and the
+   * follow-up cap, are not counted.
    */
-  drainedAt(lines: string[], count: number, fresh: number, now: number): number | null {
+  drainedAt(
+    lines: string[],
+    count: number,
+    fresh: number,
+    now: number,
+    zone?: string,
+    /** When the drain starts, if later than `now` (a scheduled job's start): the lines as they stand now, from then on. */
+    startAt = now,
+  ): number | null {
     if (lines.length === 0) return null;
     let rate = 0;
     let ready = 0;
     let capLeft = 0;
     let capPerDay = 0;
     let capFreesAt = Infinity;
+    let spacing = 0;
     for (const key of lines) {
       const line = this.line(key, now);
       const pace = this.pace(key);
@@ -148,14 +293,21 @@ export class LinePacing {
       ready += Math.floor(line.tokens);
       capLeft += Math.max(0, pace.newContactsPerDay - line.newContacts.length);
       capPerDay += pace.newContactsPerDay;
+      spacing += pace.jitterMs / 2;
       if (line.newContacts.length > 0) capFreesAt = Math.min(capFreesAt, line.newContacts[0]! + dayMs);
     }
-    const byRate = now + (Math.max(0, count - ready) / rate) * 1000;
+    const sending = Math.max((Math.max(0, count - ready) / rate) * 1000, (fresh * spacing) / lines.length ** 2);
+    const { quietHours, timeZone: lineZone } = this.pace(lines[0]!);
+    const timeZone = zone ?? lineZone;
+    const byRate = quietHours ? afterQuietHours(quietHours, timeZone, startAt, sending) : startAt + sending;
     if (fresh <= capLeft) return Math.ceil(byRate);
     if (capPerDay === 0) return null;
     // The first slots to free: the oldest new contact's, or, with none in the last day, those the cap has left, taken now.
-    const byCap =
-      (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) + (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs;
+    let byCap =
+      (Number.isFinite(capFreesAt) ? capFreesAt : now + dayMs) +
+      (Math.ceil((fresh - capLeft) / capPerDay) - 1) * dayMs +
+      (startAt - now);
+    if (quietHours) byCap = quietUntil(quietHours, timeZone, byCap) ?? byCap;
     return Math.ceil(Math.max(byRate, byCap));
   }
 
@@ -178,12 +330,22 @@ export class LinePacing {
       line.newContacts.length >= pace.newContactsPerDay
         ? line.newContacts[line.newContacts.length - pace.newContactsPerDay]! + dayMs
         : now;
+    const followUpsFree =
+      line.followUps.length >= pace.followUpsPerDay
+        ? line.followUps[line.followUps.length - pace.followUpsPerDay]!.at + dayMs
+        : now;
+    let awaitingReply = 0;
+    for (const [to, count] of line.unanswered)
+      if (count >= pace.unansweredCap && !this.answering(to, now)) awaitingReply++;
     return {
       pace,
       sentLastMinute: line.sent.reduce((a, b) => a + b, 0),
       newContactsToday: line.newContacts.length,
+      followUpsToday: line.followUps.length,
+      awaitingReply,
       nextSlotAt: rateFree,
-      nextNewContactSlotAt: Math.max(rateFree, contactsFree),
+      nextNewContactSlotAt: Math.max(rateFree, contactsFree, line.nextNewContactAt),
+      nextFollowUpSlotAt: Math.max(rateFree, followUpsFree),
     };
   }
 }

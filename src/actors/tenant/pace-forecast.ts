@@ -1,5 +1,6 @@
 import type { MessageOfKind } from '../../runtime/actor.ts';
 import { lineOf, type Hold, type LinePacing } from './line-pacing.ts';
+import { zoneOfNumber } from './quiet-hours.ts';
 import type { tenantProtocol } from './protocol.ts';
 import type { TenantState } from './tenant-state.ts';
 
@@ -66,7 +67,7 @@ export function estimateAt(state: TenantState, source: string, now: number): num
       if (part.fromNumber === fromNumber && part.priority >= group.lowest) ahead += part.held + part.behind;
     const sample = held.get(fromNumber);
     const fresh = sample ? Math.round((group.count * sample.fresh) / sample.count) : 0;
-    const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, fresh, now);
+    const done = state.pacing.drainedAt(fromNumber ? [fromNumber] : relayLines, ahead, fresh, now, sample?.zone);
     if (done === null) return null;
     at = Math.max(at, done);
   }
@@ -91,17 +92,20 @@ export function forecastAt(state: TenantState, plan: ForecastPlan, now: number):
       count,
       Math.round((count * group.fresh) / group.count),
       now,
+      group.zone,
+      start,
     );
     if (done === null) return null;
-    at = Math.max(at, done + (start - now));
+    at = Math.max(at, done);
   }
   return at;
 }
 
 /**
  * Messages by their sender line (the number, or null for the online relays
- * together): how many, how many go to a recipient new to the line, and the
- * lowest priority among them.
+ * together): how many, how many go to a recipient new to the line, the
+ * lowest priority among them, and the time zone most of their recipients'
+ * numbers are in (quiet-hours.ts), if the table places any.
  */
 function bySenderLine(
   pacing: LinePacing,
@@ -109,13 +113,19 @@ function bySenderLine(
   items: Iterable<{ to?: string; fromNumber: string | null; priority?: number }>,
   now: number,
 ) {
-  const groups = new Map<string | null, { count: number; fresh: number; lowest: number }>();
+  const groups = new Map<
+    string | null,
+    { count: number; fresh: number; lowest: number; zones: Map<string, number>; zone?: string }
+  >();
   for (const item of items) {
-    const group = groups.get(item.fromNumber) ?? { count: 0, fresh: 0, lowest: Infinity };
+    const group = groups.get(item.fromNumber) ?? { count: 0, fresh: 0, lowest: Infinity, zones: new Map() };
     group.count++;
     group.lowest = Math.min(group.lowest, item.priority ?? 0);
     if (pacing.isNewTo(item.fromNumber ? [item.fromNumber] : relayLines, item.to, now)) group.fresh++;
+    const zone = item.to === undefined ? undefined : zoneOfNumber(item.to);
+    if (zone) group.zones.set(zone, (group.zones.get(zone) ?? 0) + 1);
     groups.set(item.fromNumber, group);
   }
+  for (const group of groups.values()) group.zone = [...group.zones].sort((a, b) => b[1] - a[1])[0]?.[0];
   return groups;
 }

@@ -162,6 +162,8 @@ export const tenantProtocol = defineProtocol(
         { maxItems: 500 },
       ),
     },
+    /** A recipient wrote to one of the organization's relays (`from`, as conversations key it; `at` epoch ms): the caps on messages they did not answer lift. */
+    inbound: { from: text(320), at: Type.Integer({ minimum: 0 }) },
     /** Asked: a sender line's usage (`LinePacing.usage`). */
     usage: { line: text(64) },
   },
@@ -173,6 +175,9 @@ export const tenantProtocol = defineProtocol(
 export const waitingReasons = [
   'line_rate',
   'new_contact_cap',
+  'unanswered_cap',
+  'follow_up_cap',
+  'quiet_hours',
   'relay_offline',
   'relay_busy',
   'retry_backoff',

@@ -121,6 +121,13 @@ export class TenantDispatcher {
     await this.pump(ctx, ctx.key, state);
   }
 
+  /** A recipient wrote: what waited for their reply may go. */
+  async inbound(ctx: TenantContext, from: string, at: number): Promise<void> {
+    const state = await this.state(ctx);
+    state.pacing.replied(from, at);
+    await this.pump(ctx, ctx.key, state);
+  }
+
   /** The pace timer: a paced line has a free slot. */
   async paceTimer(ctx: TenantContext): Promise<void> {
     const state = await this.state(ctx);
@@ -325,20 +332,21 @@ export class TenantDispatcher {
       return hold !== null;
     };
     // Within one pump (one `now`, and sends only take from a line), a line out of its rate stays out, and one at its
-    // new-contact cap holds every recipient it does not know: remembered, so a long paced queue is not checked line by
-    // line, and the walk stops once every line that could send is out of its rate.
+    // new-contact cap (or spacing its first messages) holds every new recipient outside the reply window: remembered,
+    // so a long paced queue is not checked line by line, and the walk stops once every line that could send is out of
+    // its rate.
     const rateHeld = new Set<string>();
     const capHeld = new Set<string>();
     const lines = new Set(open.flatMap((r) => [lineOf(null, r.id), ...r.phoneNumbers]));
     let linesOut = 0;
     const holds = (line: string, to: string | undefined): boolean => {
-      if (rateHeld.has(line) || (to !== undefined && capHeld.has(line) && !pacing.knows(line, to))) return true;
+      if (rateHeld.has(line) || (to !== undefined && capHeld.has(line) && pacing.isFresh(line, to, now))) return true;
       const hold = pacing.hold(line, to, now);
-      if (hold?.waitingFor === 'line_rate') {
+      if (hold?.fresh) capHeld.add(line);
+      else if (hold?.waitingFor === 'line_rate') {
         rateHeld.add(line);
         if (lines.has(line)) linesOut++;
       }
-      if (hold?.waitingFor === 'new_contact_cap') capHeld.add(line);
       return held(hold);
     };
     const taken = state.queue.take((item) => {

@@ -6,6 +6,7 @@ import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/types.ts';
 import type { Scope } from '../../store/collection.ts';
 import { insertNew } from '../../store/insert-new.ts';
+import { chunks } from '../../chunks.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
 import { readPage } from './queue-pages.ts';
@@ -41,15 +42,18 @@ export class TenantRecovery {
     const tenantId = ctx.key;
     const { messages, relays } = this.deps.db;
     const scope = tenantScope(tenantId);
-    const [counted, online, closed, contacts, history] = await Promise.all([
+    const [counted, online, closed, contacts, history, replies] = await Promise.all([
       this.countQueue(scope),
       relays.find(scope, { status: 'online' }),
       this.deps.closedSources?.(tenantId, []) ?? [],
       this.lineContacts(scope),
       this.contactsFromHistory(ctx, tenantId),
+      this.replies(scope),
       this.loadPaces(tenantId, state),
     ]);
     state.pacing.seed([...contacts, ...history], Date.now());
+    await this.lessQueued(scope, replies, state.pacing.smallestUnansweredCap());
+    state.pacing.seedReplies(replies);
     // After the organization's settings: the window says how far back to look.
     await readAwaitingDelivery(messages, tenantId, state);
     state.closedSources = new Set(closed);
@@ -224,6 +228,55 @@ export class TenantRecovery {
       for (const c of page) all.push({ line: c.line, to: c.to, firstAt: Date.parse(c.firstAt) });
     }
     return all;
+  }
+
+  /**
+   * Each participant's replies (a group chat's: any message in it) as the organization's conversations
+   * keep them (every team's: a line writes for all of them): when they last
+   * wrote and how many messages were accepted for them since. One read of
+   * the conversations per activation; the dispatch keeps them up to date in
+   * memory from then on.
+   */
+  private async replies(scope: Scope): Promise<Array<{ to: string; lastInboundAt?: number; sentSinceReply: number }>> {
+    const byParticipant = new Map<string, { to: string; lastInboundAt?: number; sentSinceReply: number }>();
+    for await (const page of this.deps.db.conversations.scan(scope, {}, { sort: { id: 1 } })) {
+      for (const c of page) {
+        const at = c.lastInboundAt ? Date.parse(c.lastInboundAt) : undefined;
+        const sent = c.sentSinceReply ?? 0;
+        if (at === undefined && sent === 0) continue;
+        const known = byParticipant.get(c.participant) ?? { to: c.participant, sentSinceReply: 0 };
+        if (at !== undefined && !(at <= (known.lastInboundAt ?? -Infinity))) known.lastInboundAt = at;
+        known.sentSinceReply += sent;
+        byParticipant.set(c.participant, known);
+      }
+    }
+    return [...byParticipant.values()];
+  }
+
+  /**
+   * The counts of the recipients at a cap (`cap`, the smallest of the
+   * organization's) less their messages still queued: a conversation counts
+   * a message when it is accepted, a line when it hands it out. Only their
+   * queued messages are read (by recipient, a thousand at a time); below the
+   * cap a count that is too high only lets fewer more go before the hold.
+   */
+  private async lessQueued(
+    scope: Scope,
+    replies: Array<{ to: string; sentSinceReply: number }>,
+    cap: number,
+  ): Promise<void> {
+    const atCap = new Map(replies.filter((r) => r.sentSinceReply >= cap).map((r) => [r.to, r]));
+    for (const batch of chunks([...atCap.keys()], historyBatch)) {
+      const queued = await this.deps.db.messages.countBy(
+        scope,
+        { status: 'queued', fanout: { $ne: true }, to: { $in: batch } },
+        ['to'],
+      );
+      for (const { values, count } of queued) {
+        const reply = atCap.get(values[0] as string);
+        if (reply) reply.sentSinceReply = Math.max(0, reply.sentSinceReply - count);
+      }
+    }
   }
 
   /**

@@ -31,6 +31,7 @@ export function tenantActor(dispatcher: TenantDispatcher) {
       'close-source': settled((ctx, m) => dispatcher.closeSource(ctx, m.source)),
       pace: settled((ctx) => dispatcher.paceTimer(ctx)),
       'pacing-changed': settled((ctx) => dispatcher.pacingChanged(ctx)),
+      inbound: settled((ctx, m) => dispatcher.inbound(ctx, m.from, m.at)),
       waiting: settled((ctx, m) => dispatcher.waiting(ctx, m.messageId, m)),
       usage: settled((ctx, m) => dispatcher.usage(ctx, m.line)),
       estimate: settled((ctx, m) => dispatcher.estimate(ctx, m.source)),
