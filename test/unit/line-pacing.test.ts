@@ -166,6 +166,15 @@ test('quiet hours in the recipient zone: held until their 08:00; off, or a recip
   assert.equal(pacing.hold(line, 'someone@example.com', now), null, 'no zone in the handle: the line zone, Tokyo');
   pacing.configure({ quietHours: false }, new Map());
   assert.equal(pacing.hold(line, '+14155550100', now), null, 'turned off');
+  // Someone who wrote in the last hour is awake: an answer to them is not held; one who wrote earlier is.
+  const awake = new LinePacing({ ...defaults, quietHours: { start: '21:00', end: '08:00' }, timeZone: 'Asia/Tokyo' });
+  awake.replied('+14155550100', now - 10 * 60_000);
+  assert.equal(awake.hold(line, '+14155550100', now), null, 'wrote 10 minutes ago');
+  assert.equal(
+    awake.hold(line, '+14155550100', now + 3600_000)?.waitingFor,
+    'quiet_hours',
+    'an hour and 10 minutes later',
+  );
 });
 
 test("a drain's estimate counts the spacing between first messages and stops for the recipients' nights", () => {

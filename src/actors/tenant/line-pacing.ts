@@ -14,6 +14,12 @@ export type Pace = Config['pacing'];
 
 /** A recipient's reply opens a window this long in which the line may write to them outside its caps. */
 export const replyWindowMs = 24 * 3600 * 1000;
+/**
+ * A recipient who wrote this recently is in a conversation, awake: quiet
+ * hours do not hold a message to them (an answer at 22:05 to a question sent
+ * at 22:00, the confirmation of a STOP, the answer to HELP).
+ */
+export const awakeWindowMs = 3600 * 1000;
 
 /** Why a queued message is not handed to a relay yet, as its status record says. */
 export type WaitingFor = (typeof waitingReasons)[number];
@@ -141,6 +147,12 @@ export class LinePacing {
     return at !== undefined && at > now - replyWindowMs;
   }
 
+  /** Whether `to` wrote within the last hour before `now`: quiet hours do not hold a message to them. */
+  private awake(to: string, now: number): boolean {
+    const at = this.repliedAt.get(to);
+    return at !== undefined && at > now - awakeWindowMs;
+  }
+
   /** Whether a message to `to` would be a first message to a recipient new to the line, outside the reply window. */
   isFresh(key: string, to: string, now: number): boolean {
     return !this.knows(key, to) && !this.answering(to, now);
@@ -222,7 +234,7 @@ export class LinePacing {
         if (!known && now < line.nextNewContactAt)
           return { waitingFor: 'line_rate', notBefore: line.nextNewContactAt, fresh: true };
       }
-      const quietEnd = this.quietUntil(pace, to, now);
+      const quietEnd = this.awake(to, now) ? null : this.quietUntil(pace, to, now);
       if (quietEnd !== null) return { waitingFor: 'quiet_hours', notBefore: quietEnd };
     }
     if (line.tokens < 1)
