@@ -183,6 +183,7 @@ test(
       'deliveries under the new owner',
     );
     const holder = await redis.get(lease);
+    const stolenAt = Date.now();
     await redis.set(lease, 'elsewhere', 'PX', 1_500);
     note(`shard taken from ${holder?.slice(c.prefix.length + 1)} after ${receiver.received.length} deliveries`);
     await sending;
@@ -199,7 +200,8 @@ test(
 
     const copies = byMessage(receiver.received);
     const repeated = [...copies.values()].filter((list) => list.length > 1);
-    // When the webhook left a worker: the kill, and every loss of its shard a worker noticed (the steal, or a lease that lapsed under load).
+    // When the webhook left a worker: the kill, the steal (its holder goes on until its next renewal notices it), and
+    // every loss of its shard a worker noticed (the steal, or a lease that lapsed under load).
     const stream = `${c.prefix}:webhook:${lease.split(':').at(-1)}`;
     const logged = c.lines().map(
       (line) =>
@@ -212,6 +214,7 @@ test(
     );
     const changes = [
       killedAt,
+      stolenAt,
       ...logged.flatMap((e) => (e?.msg === 'shard lease lost' && e.stream === stream ? [e.time!] : [])),
     ];
     // An attempt is in flight until its outcome is stored: its request (up to the 10 s timeout) and the write after it, slow on a loaded wire server.
