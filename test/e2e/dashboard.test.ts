@@ -873,6 +873,11 @@ describe(
         const row = page.locator('tr[data-number="+4915199990001"]');
         await row.waitFor();
         assert.match((await row.textContent()) ?? '', /Sales.*\/s, burst \d+/);
+        assert.match(
+          (await row.textContent()) ?? '',
+          /\d+ awaiting a reply \(cap (\d+|—) unanswered\); \d+ of (\d+|—) follow-ups; (quiet \d\d:\d\d–\d\d:\d\d their time|no quiet hours)/,
+          'the line health',
+        );
         await docScreenshot(page, 'dashboard-relays.png');
       });
     });

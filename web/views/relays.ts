@@ -31,12 +31,30 @@ interface PhoneNumber {
   status: 'active' | 'deactivated';
 }
 interface Usage {
-  pace: { perSecond: number; burst: number; newContactsPerDay: number };
+  pace: {
+    perSecond: number;
+    burst: number;
+    newContactsPerDay: number;
+    unansweredCap?: number;
+    followUpsPerDay?: number;
+    quietHours?: { start: string; end: string } | false;
+  };
   sentLastMinute: number;
   newContactsToday: number;
+  followUpsToday?: number;
+  awaitingReply?: number;
   nextSlotAt: string;
   nextNewContactSlotAt: string;
+  nextFollowUpSlotAt?: string;
 }
+
+/** A line's health beside its pace: recipients it waits on, follow-ups against their cap, its quiet hours. */
+const lineHealth = (u: Usage): string =>
+  [
+    `${u.awaitingReply ?? 0} awaiting a reply (cap ${u.pace.unansweredCap ?? '—'} unanswered)`,
+    `${u.followUpsToday ?? 0} of ${u.pace.followUpsPerDay ?? '—'} follow-ups`,
+    u.pace.quietHours ? `quiet ${u.pace.quietHours.start}–${u.pace.quietHours.end} their time` : 'no quiet hours',
+  ].join('; ');
 
 /** Relays, their sends a minute and the numbers' usage are read again every 10 s. */
 const pollMs = 10_000;
@@ -203,8 +221,10 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
               'Pace',
               'Sent in the last minute',
               'New contacts (24 h)',
+              'Line health (24 h)',
               'Next send',
               'Next new contact',
+              'Next follow-up',
             ],
             activePhones.map((p, i) => {
               const u = usage[i];
@@ -214,8 +234,10 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
                 u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—',
                 u ? u.sentLastMinute : '—',
                 u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—',
+                u ? lineHealth(u) : '—',
                 u ? soon(u.nextSlotAt) : '—',
                 u ? soon(u.nextNewContactSlotAt) : '—',
+                u?.nextFollowUpSlotAt ? soon(u.nextFollowUpSlotAt) : '—',
               ];
             }),
             (i) => ({ 'data-number': activePhones[i]!.number }),
