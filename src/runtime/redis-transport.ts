@@ -18,6 +18,7 @@ import type { ScriptedRedis } from './scripts.ts';
 import { shardOf } from './shard.ts';
 import { ShardLeases } from './shard-leases.ts';
 import { ShardTimers } from './shard-timers.ts';
+import { queryAsk, ShardQueries, type AskReply } from './shard-queries.ts';
 import { StreamReader, type Shard } from './stream-reader.ts';
 import { ShardConnections } from './shard-connections.ts';
 import type {
@@ -47,17 +48,6 @@ import type {
 const orphanIdleMs = 10_000;
 /** What a node channel message starts with when it is a timer's wake-up (`<prefix><due at> <stream>`), not a payload. */
 const timerWake = '~timer ';
-/** A query's envelope on the channel of the worker holding its key's shard (`RedisTransport.query`). */
-const queryAsk = '~query ';
-
-/** An ask's answer, on the asker's reply channel. */
-interface AskReply {
-  askId: string;
-  ok: boolean;
-  value?: unknown;
-  error?: string;
-  answer?: AskFailure;
-}
 
 export class RedisTransport implements Transport {
   readonly name = 'redis' as const;
@@ -82,6 +72,7 @@ export class RedisTransport implements Transport {
   private nodeHandler: ((payload: unknown) => void) | undefined;
   /** The one wake-up for due timers, and when it fires (Infinity: none set). */
   private readonly timers: ShardTimers;
+  private readonly queries: ShardQueries;
 
   /**
    * `target` is a REDIS_URL, a cluster's seed nodes (the transport then makes
@@ -119,6 +110,18 @@ export class RedisTransport implements Transport {
     });
     this.owned = this.leases.owned;
     this.timers = new ShardTimers(this.cmd, this.owned, this.log, (round) => this.track(round));
+    this.queries = new ShardQueries({
+      nodeId,
+      keys: this.keys,
+      cmd: this.cmd,
+      log,
+      owned: this.owned,
+      host: () => this.requireHost(),
+      enqueue: (env) => this.enqueue(env),
+      publish: (channel, message) => this.publishOn(channel, message),
+      nodeChannel: (node) => this.nodeChannel(node),
+      settle: (reply) => this.settleAsk(reply),
+    });
     this.streams = new StreamReader(this.cmd, this.keys, nodeId, config, log, {
       owned: this.owned,
       stopping: () => this.stopping,
@@ -147,7 +150,7 @@ export class RedisTransport implements Transport {
     this.sub.on(this.keys.cluster ? 'smessage' : 'message', (channel: string, message: string) => {
       if (channel === this.replyChannel) this.onReply(message);
       else if (message.startsWith(timerWake)) this.onTimerWake(message);
-      else if (message.startsWith(queryAsk)) this.onQuery(message);
+      else if (message.startsWith(queryAsk)) this.queries.received(message);
       else this.onNodePayload(message);
     });
     // Wake-ups sent while the subscription was down are lost: every timer is looked at again once it is back.
@@ -221,56 +224,12 @@ export class RedisTransport implements Transport {
         reject(askTimeout(type, timeoutMs));
       });
       this.asks.set(askId, { resolve: resolve as (v: unknown) => void, reject, timer });
-      (this.requireHost().isQuery(env) ? this.query(env) : this.enqueue(env)).catch((err) => {
+      (this.requireHost().isQuery(env) ? this.queries.send(env) : this.enqueue(env)).catch((err) => {
         timer.cancel();
         this.asks.delete(askId);
         reject(err);
       });
     });
-  }
-
-  /**
-   * A query (`ActorProtocol.queries`) goes to the worker holding its key's
-   * shard, which the shard's lease names: that worker answers from the key's
-   * activated state at once (`ActorHost.query`), not behind the messages
-   * waiting in the shard's stream. When no worker holds the shard, none
-   * listens on its channel, or the state is not activated there, the query
-   * is enqueued as any ask and answered in its turn.
-   */
-  private async query(env: Envelope): Promise<void> {
-    const keys = this.keys.shard(env.type, shardOf(env.key, this.requireHost().shardsOf(env.type)));
-    if (this.owned.has(keys.stream)) return this.answerQuery(env);
-    const owner = await this.cmd.get(keys.lease);
-    if (owner && (await this.publishOn(this.nodeChannel(owner), `${queryAsk}${JSON.stringify(env)}`)) > 0) return;
-    await this.enqueue(env);
-  }
-
-  /** A query for a shard this worker holds (or held when it was sent): answered from the activated state, or enqueued to wait its turn. */
-  private async answerQuery(env: Envelope): Promise<void> {
-    const outcome = this.owned.has(this.streamOf(env.type, shardOf(env.key, this.requireHost().shardsOf(env.type))))
-      ? await this.requireHost().query(env)
-      : undefined;
-    if (!outcome) return this.enqueue(env);
-    const askId = env.replyTo!.askId;
-    const reply: AskReply = outcome.ok
-      ? { askId, ok: true, value: outcome.value }
-      : { askId, ok: false, error: outcome.error, answer: outcome.answer };
-    if (env.replyTo!.node === this.nodeId) this.settleAsk(reply);
-    else await this.publishOn(this.keys.replyChannel(env.replyTo!.node), JSON.stringify(reply));
-  }
-
-  private onQuery(message: string): void {
-    let env: Envelope;
-    try {
-      env = JSON.parse(message.slice(queryAsk.length)) as Envelope;
-    } catch (err) {
-      this.log.warn({ err }, 'could not read a query');
-      return;
-    }
-    if (!env.replyTo || !this.requireHost().has(env.type)) return;
-    this.answerQuery(env).catch((err) =>
-      this.log.warn({ err, actor: env.type, actorKey: env.key }, 'could not answer a query; its asker times out'),
-    );
   }
 
   /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
