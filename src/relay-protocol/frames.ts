@@ -304,35 +304,11 @@ export const sendFrame = Type.Object(
   strict,
 );
 
-/** The first agent version that accepts `send.traceparent` (0.2). */
-export const traceparentSince = { major: 0, minor: 2 } as const;
-
-/** Whether an agent of this `hello.agentVersion` accepts `send.traceparent`; one whose version does not start with `major.minor` does not. */
-export function acceptsTraceparent(agentVersion: string): boolean {
-  return versionAtLeast(agentVersion, traceparentSince);
-}
-
 /** Asks an agent which service a handle is reached on; it answers with `availability`. Sent only to agents of `lookupSince` or newer. */
 export const lookupFrame = Type.Object(
   { type: Type.Literal('lookup'), lookupId: str(L.idLength), handle: str(L.handleLength) },
   strict,
 );
-
-/** The first agent version that answers `lookup` (0.3). */
-export const lookupSince = { major: 0, minor: 3 } as const;
-
-/** Whether an agent of this `hello.agentVersion` answers `lookup`. */
-export function answersLookup(agentVersion: string): boolean {
-  return versionAtLeast(agentVersion, lookupSince);
-}
-
-function versionAtLeast(agentVersion: string, since: { major: number; minor: number }): boolean {
-  const m = /^(\d+)\.(\d+)/.exec(agentVersion);
-  if (!m) return false;
-  const major = Number(m[1]);
-  const minor = Number(m[2]);
-  return major > since.major || (major === since.major && minor >= since.minor);
-}
 
 export const ackFrame = Type.Object(
   {

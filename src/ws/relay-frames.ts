@@ -1,12 +1,7 @@
 import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import type { Logger } from '../log.ts';
-import {
-  acceptsTraceparent,
-  answersLookup,
-  type AgentFrame,
-  type HelloFrame,
-  type StatusFrame,
-} from '../relay-protocol/frames.ts';
+import { type AgentFrame, type HelloFrame, type StatusFrame } from '../relay-protocol/frames.ts';
+import { acceptsTraceparent, answersLookup } from './agent-versions.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import { actorClient, type ActorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
-  acceptsTraceparent,
   agentFrame,
   frameLimits,
   helloFrame,
@@ -9,6 +8,7 @@ import {
   serverFrame,
   statusFrame,
 } from '../../src/relay-protocol/frames.ts';
+import { acceptsTraceparent } from '../../src/ws/agent-versions.ts';
 
 const systemInfo = { hostOsVersion: 'macOS 14.5', hostname: 'mac-mini' };
 const hello = { type: 'hello', name: 'Front desk', systemInfo, agentVersion: '0.1.0' };
