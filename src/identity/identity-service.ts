@@ -11,8 +11,8 @@ import type { AccessTokens } from './jwt.ts';
 import { OwnerGuard } from './owner-guard.ts';
 import { hashPassword, verifyPassword } from './passwords.ts';
 import { hasRole, isRole, type Principal, type Role } from '../roles.ts';
-import { isApiKey, newApiKey, newRefreshToken, sha256 } from './secrets.ts';
-import { createHash } from 'node:crypto';
+import { isApiKey, newRefreshToken, sha256 } from './secrets.ts';
+import { ApiKeys, assertCanGrant } from './api-keys.ts';
 import { isTestTenant, liveTenantOf, testTenantOf, type KeyMode } from '../test-mode.ts';
 
 export type IdentitySettings = Pick<
@@ -31,6 +31,8 @@ const bearerCredential = /^Bearer [A-Za-z0-9._~+/=-]{1,4096}$/;
 export class IdentityService {
   private readonly lookups: CredentialLookups;
   private readonly owners: OwnerGuard;
+  /** The organization's API keys, live and test. */
+  readonly apiKeys: ApiKeys;
   /** Told of each request on test data, with its tenant's default team (the built-in relay connects on it). */
   private testCallers?: (tenantId: string, defaultTeamId: string) => void;
 
@@ -44,6 +46,7 @@ export class IdentityService {
   ) {
     this.lookups = new CredentialLookups(db, settings.credentialCacheMs, broadcast);
     this.owners = new OwnerGuard(db);
+    this.apiKeys = new ApiKeys(db, this.lookups);
   }
 
   /** Where a frontend hears of requests on test data. */
@@ -178,7 +181,7 @@ export class IdentityService {
     if (!role) throw unauthorized();
     if (mode === 'test') {
       // The member keeps its role; the test tenant is made the first time anyone looks at it (at once after that: cached).
-      return { tenantId: await this.ensureTestTenant(claims.org), role, userId: claims.sub, livemode: false };
+      return { tenantId: await this.apiKeys.testTenant(claims.org), role, userId: claims.sub, livemode: false };
     }
     return { tenantId: claims.org, role, userId: claims.sub, livemode: true };
   }
@@ -242,101 +245,6 @@ export class IdentityService {
    * test data, whose tenant is made with the first one; a caller working on
    * test data makes test keys only.
    */
-  async createApiKey(principal: Principal, input: { name: string; role?: Role; mode?: KeyMode }) {
-    const role = input.role ?? 'member';
-    const mode = input.mode ?? (isTestTenant(principal.tenantId) ? 'test' : 'live');
-    assertCanGrant(principal, role);
-    if (mode === 'live' && isTestTenant(principal.tenantId))
-      throw new AppError('forbidden', 'a test key cannot create a live key');
-    const orgId = liveTenantOf(principal.tenantId);
-    const target = mode === 'test' ? await this.ensureTestTenant(orgId) : orgId;
-    const { raw, hash, visiblePrefix } = newApiKey(mode);
-    const now = nowIso();
-    const id = newId('key');
-    await this.db.apiKeys.insertOne(orgScope(orgId), {
-      id,
-      tenantId: orgId,
-      name: input.name,
-      role,
-      prefix: visiblePrefix,
-      hash,
-      mode,
-      createdAt: now,
-      updatedAt: now,
-    });
-    await this.db.apiKeyIndex.insertOne(platformScope, {
-      id: hash,
-      tenantId: platformScope.tenantId,
-      orgId: target,
-      keyId: id,
-      ...(target !== orgId ? { keyOrgId: orgId } : {}),
-    });
-    return { id, name: input.name, role, mode, prefix: visiblePrefix, createdAt: now, key: raw };
-  }
-
-  /**
-   * The tenant of the organization's test data, made if it is not there yet:
-   * an organization record of the same name and a default team, under ids
-   * derived from the organization's, so that two first test keys made at
-   * once make the same records once.
-   */
-  private async ensureTestTenant(orgId: string): Promise<string> {
-    const tenantId = testTenantOf(orgId);
-    const scope = orgScope(tenantId);
-    if (await this.lookups.organization(tenantId)) return tenantId;
-    const org = await this.db.organizations.findOne(orgScope(orgId), { id: orgId });
-    if (!org) throw unauthorized();
-    const now = nowIso();
-    const teamId = `team_${createHash('sha256').update(tenantId).digest('base64url').slice(0, 22)}`;
-    await insertIfAbsent(() =>
-      this.db.teams.insertOne(scope, { id: teamId, tenantId, name: 'Default', createdAt: now, updatedAt: now }),
-    );
-    await insertIfAbsent(() =>
-      this.db.organizations.insertOne(scope, {
-        id: tenantId,
-        tenantId,
-        name: org.name,
-        defaultTeamId: teamId,
-        liveTenantId: orgId,
-        ...(org.rateLimit ? { rateLimit: org.rateLimit } : {}),
-        createdAt: now,
-        updatedAt: now,
-      }),
-    );
-    this.lookups.forgetOrganization(tenantId);
-    return tenantId;
-  }
-
-  /** The organization's keys, live and test (a caller on test data sees them too: they are the organization's). */
-  async listApiKeys(principal: Principal) {
-    const keys = await this.db.apiKeys.find(
-      orgScope(liveTenantOf(principal.tenantId)),
-      { revokedAt: { $exists: false } },
-      { sort: { createdAt: -1 }, limit: 1000 },
-    );
-    return keys.map((k) => ({
-      id: k.id,
-      name: k.name,
-      role: k.role,
-      mode: k.mode ?? ('live' as const),
-      prefix: k.prefix,
-      createdAt: k.createdAt,
-      updatedAt: k.updatedAt,
-    }));
-  }
-
-  async revokeApiKey(principal: Principal, keyId: string): Promise<void> {
-    const now = nowIso();
-    const key = await this.db.apiKeys.updateOne(
-      orgScope(liveTenantOf(principal.tenantId)),
-      { id: keyId, revokedAt: { $exists: false } },
-      { $set: { revokedAt: now, updatedAt: now } },
-    );
-    if (!key) throw new AppError('not_found', 'api key not found');
-    await this.db.apiKeyIndex.deleteOne(platformScope, { id: key.hash });
-    await this.lookups.forgetApiKey(key.id, key.hash);
-  }
-
   async createMember(principal: Principal, input: { email: string; password: string; role: Role }) {
     assertLive(principal);
     assertCanGrant(principal, input.role);
@@ -479,20 +387,6 @@ export class IdentityService {
 /** Members are the organization's: a caller on its test data does not manage them. */
 function assertLive(principal: Principal): void {
   if (isTestTenant(principal.tenantId)) throw new AppError('forbidden', 'members are managed with a live credential');
-}
-
-/** An insert whose record may already be there (made by a concurrent first call): that is as good. */
-async function insertIfAbsent(insert: () => Promise<unknown>): Promise<void> {
-  try {
-    await insert();
-  } catch (err) {
-    if (!(err instanceof AppError && err.code === 'conflict')) throw err;
-  }
-}
-
-function assertCanGrant(principal: Principal, role: Role): void {
-  if (!hasRole(principal.role, role))
-    throw new AppError('forbidden', `a ${principal.role} cannot grant the ${role} role`);
 }
 
 export function normalizeEmail(email: string): string {

@@ -156,7 +156,7 @@ export function identityRoutes(identity: IdentityService): RouteDef[] {
         ),
         response: { 201: Type.Object({ ...apiKey.properties, key: Type.String() }) },
       },
-      handler: async (ctx) => ({ status: 201, body: await identity.createApiKey(ctx.principal, ctx.body) }),
+      handler: async (ctx) => ({ status: 201, body: await identity.apiKeys.create(ctx.principal, ctx.body) }),
     }),
     defineRoute({
       method: 'GET',
@@ -166,7 +166,7 @@ export function identityRoutes(identity: IdentityService): RouteDef[] {
       minRole: 'admin',
       operationId: 'listApiKeys',
       schema: { response: { 200: Type.Object({ data: Type.Array(apiKey) }) } },
-      handler: async (ctx) => ({ status: 200, body: { data: await identity.listApiKeys(ctx.principal) } }),
+      handler: async (ctx) => ({ status: 200, body: { data: await identity.apiKeys.list(ctx.principal) } }),
     }),
     defineRoute({
       method: 'DELETE',
@@ -177,7 +177,7 @@ export function identityRoutes(identity: IdentityService): RouteDef[] {
       operationId: 'revokeApiKey',
       schema: { params: idParams, response: { 204: noContent } },
       handler: async (ctx) => {
-        await identity.revokeApiKey(ctx.principal, ctx.params.id);
+        await identity.apiKeys.revoke(ctx.principal, ctx.params.id);
         return { status: 204 };
       },
     }),
