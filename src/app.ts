@@ -1,4 +1,5 @@
 import { adminRoutes } from './admin/admin.routes.ts';
+import { ShareWeightRefresh, shareWeightCollection } from './admin/share-weight-store.ts';
 import { createAutomationActor } from './actors/automation/index.ts';
 import { exposeDispatchMetrics } from './actors/dispatch-metrics.ts';
 import { createJobActor } from './actors/job/index.ts';
@@ -96,6 +97,11 @@ export async function createApp(
   const requestChunks = declareRequestLog(store);
   const suppressionDb = suppressionCollections(store);
   const availabilityDb = availabilityCollection(store);
+  const shareWeights = new ShareWeightRefresh(
+    shareWeightCollection(store),
+    log.child({ component: 'runtime' }),
+    config.shareWeightRefreshMs,
+  );
   const history = { retentionDays: config.eventRetentionDays, subjects: db.messages };
   const events = createEventStream(store, {
     redis: redis && {
@@ -217,6 +223,8 @@ export async function createApp(
     }),
   ];
 
+  // Bulk work takes turns by organization, at the weights the operator set: read before the first message is served.
+  if (opts.consume) await shareWeights.start();
   await runtime.start(actors, { consume: opts.consume });
   if (opts.consume) await jobActor.recoverTimers();
   if (opts.consume) exposeDispatchMetrics(runtime);
@@ -306,6 +314,7 @@ export async function createApp(
       await Promise.all(consumers.map((c) => c.stop()));
       // Let actors finish and acknowledge before closing the store they write to.
       await runtime.stop();
+      shareWeights.stop();
       await redis?.client.quit().catch(() => undefined);
       // The runtime hands the webhook actors no more messages: the deliveries still running are let go.
       await webhookActor.stop();

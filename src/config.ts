@@ -89,6 +89,8 @@ export interface Config {
    * it is noticed up to `tenantSweepMs` later.
    */
   undeliveredAfterMs: number;
+  /** How often a process reads the operator's share weights again (src/admin/share-weight-store.ts). */
+  shareWeightRefreshMs: number;
   /**
    * How many queued messages the tenant actor keeps in memory per sender
    * line, priority and source (its window); the rest stay in the store,
@@ -351,6 +353,7 @@ export function loadConfig(env: Env = process.env): Config {
     messageSendTimeoutMs: positive(env, 'MESSAGE_SEND_TIMEOUT_MS', 120_000),
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
     undeliveredAfterMs: positive(env, 'UNDELIVERED_AFTER_MS', 600_000),
+    shareWeightRefreshMs: positive(env, 'SHARE_WEIGHT_REFRESH_MS', 30_000),
     tenantQueueWindow: positive(env, 'TENANT_QUEUE_WINDOW', 500),
     pacing: {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),

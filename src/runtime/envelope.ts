@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { ActorProtocol } from './actor.ts';
+import type { WorkClass } from './work-lane.ts';
 import { copyTrace, maxTracestateChars, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /** What travels on a transport: one message to one actor `(type, key)`. */
@@ -15,6 +16,8 @@ export const envelopeSchema = Type.Object({
   sentAt: Type.Number(),
   /** Set by `ask`: where the handler's answer goes. */
   replyTo: Type.Optional(Type.Object({ node: Type.String({ maxLength: 256 }), askId: Type.String({ maxLength: 64 }) })),
+  /** Work other than interactive (work-lane.ts): 2 events, 3 bulk, 4 maintenance. Absent: interactive. */
+  workClass: Type.Optional(Type.Union([Type.Literal(2), Type.Literal(3), Type.Literal(4)])),
   /** The W3C trace context of what caused this message (src/tracing): its handler's span continues it. */
   traceparent: Type.Optional(Type.String({ maxLength: 128 })),
   tracestate: Type.Optional(Type.String({ maxLength: maxTracestateChars })),
@@ -92,6 +95,15 @@ export function newEnvelope(
   key: string,
   msg: Envelope['msg'],
   trace: TraceCarrier | undefined,
+  cls?: WorkClass,
 ): Envelope {
-  return copyTrace<Envelope>({ id, type, key, msg, sentAt: Date.now() }, trace);
+  const env = copyTrace<Envelope>({ id, type, key, msg, sentAt: Date.now() }, trace);
+  if (cls !== undefined && cls > 1) env.workClass = cls as 2 | 3 | 4;
+  return env;
+}
+
+/** Whose work an envelope is: the organization its message names, else its actor key. */
+export function tenantOfEnvelope(env: Envelope): string {
+  const tenantId = env.msg.tenantId;
+  return typeof tenantId === 'string' ? tenantId : env.key;
 }

@@ -5,7 +5,7 @@ import type { RuntimeConfig } from './types.ts';
 import { ActorHost, type DeliveryOutcome } from './actor-host.ts';
 import { Mailboxes } from './mailboxes.ts';
 import { RecentIds } from './recent-ids.ts';
-import { newEnvelope } from './envelope.ts';
+import { newEnvelope, tenantOfEnvelope } from './envelope.ts';
 import { timerAfter, type DueTimer } from './due-timer.ts';
 import type { WorkClass } from './work-lane.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
@@ -42,6 +42,7 @@ export class LocalTransport implements Transport {
     (a, b) => this.requireHost().together(a.env, b.env),
     undefined,
     (d) => d.workClass,
+    (d) => tenantOfEnvelope(d.env),
   );
   /** Timers not yet due, with the actor type each is for. */
   private readonly timers = new Map<DueTimer, string>();

@@ -23,6 +23,8 @@ export class Mailboxes<T> {
     /** Waiting items handed over at once, at most (what an actor's batch handler is given). */
     private readonly maxBatch = 256,
     private readonly classOf: (item: T) => WorkClass = () => 1,
+    /** Whose work an item is: deferred work takes turns by tenant within its class. */
+    private readonly tenantOf: (item: T) => string = () => '',
   ) {}
 
   post(key: string, item: T): void {
@@ -40,7 +42,8 @@ export class Mailboxes<T> {
   private async drain(key: string): Promise<void> {
     const box = this.boxes.get(key)!;
     while (box.length > 0) {
-      const cls = this.classOf(box[0]!);
+      const head = box[0]!;
+      const cls = this.classOf(head);
       let n = 0;
       // Taken when its turn comes, so what joined the key meanwhile goes in the same batch.
       const handled = () => {
@@ -49,7 +52,7 @@ export class Mailboxes<T> {
         return this.handle(box.splice(0, n));
       };
       try {
-        await (cls >= 3 ? this.lane.run(cls, handled) : handled());
+        await (cls >= 3 ? this.lane.run(cls, handled, this.tenantOf(head)) : handled());
       } catch {
         // The handler settles its own failures; nothing here may stop the key's queue.
       }

@@ -9,6 +9,7 @@ import { askError, askTimeout } from './local-transport.ts';
 import { newEnvelope } from './envelope.ts';
 import { timerAfter, type DueTimer } from './due-timer.ts';
 import type { TraceCarrier } from '../tracing/trace-context.ts';
+import type { WorkClass } from './work-lane.ts';
 import { readDeadLetters, readTypeStats } from './redis-inspection.ts';
 import { redisClient, requireTargetKind, type RedisClient, type RedisTarget } from './redis-client.ts';
 import type { RedisKeys } from './redis-keys.ts';
@@ -209,7 +210,7 @@ export class RedisTransport implements Transport {
   }
 
   async send(type: string, key: string, msg: ActorMessage, opts: SendOptions = {}): Promise<string> {
-    const env = this.envelope(type, key, msg, opts.onceId, opts.trace);
+    const env = this.envelope(type, key, msg, opts.onceId, opts.trace, opts.workClass);
     await this.enqueue(env, opts.delayMs, opts.onceId !== undefined);
     return env.id;
   }
@@ -233,10 +234,17 @@ export class RedisTransport implements Transport {
   }
 
   /** `id` is set for what a handler sends: those still go out while a stop lets in-flight handlers finish. */
-  private envelope(type: string, key: string, msg: ActorMessage, id?: string, trace?: TraceCarrier): Envelope {
+  private envelope(
+    type: string,
+    key: string,
+    msg: ActorMessage,
+    id?: string,
+    trace?: TraceCarrier,
+    cls?: WorkClass,
+  ): Envelope {
     if (this.stopping && id === undefined) throw new AppError('service_unavailable', 'runtime is shutting down');
     if (!this.requireHost().has(type)) throw new Error(`unknown actor type "${type}"`);
-    return newEnvelope(id ?? randomUUID(), type, key, msg, trace);
+    return newEnvelope(id ?? randomUUID(), type, key, msg, trace, cls);
   }
 
   private async enqueue(env: Envelope, delayMs?: number, once = false): Promise<void> {

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../log.ts';
 import type { ActorHost, DeliveryOutcome } from './actor-host.ts';
-import { readEnvelope } from './envelope.ts';
+import { readEnvelope, tenantOfEnvelope } from './envelope.ts';
 import { Mailboxes } from './mailboxes.ts';
 import type { RedisClient } from './redis-client.ts';
 import type { RedisKeys, ShardKeys } from './redis-keys.ts';
@@ -63,6 +63,9 @@ export class StreamReader {
   private readonly serial = new Mailboxes<StreamDelivery>(
     (items) => this.handle(items),
     (a, b) => a.shard === b.shard && this.owner.host().together(a.env, b.env),
+    undefined,
+    (d) => d.env.workClass ?? 1,
+    (d) => tenantOfEnvelope(d.env),
   );
   private readonly inFlightIds = new Set<string>();
   /**

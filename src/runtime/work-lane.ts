@@ -1,9 +1,12 @@
+import { shareWeightOf } from './share-weights.ts';
+
 /**
- * What a piece of work is for, in the order the in-process runtime serves it:
+ * What a piece of work is for, in the order the runtime serves it:
  * 1 interactive (a single send's accept and hand-out, relay reports on
  * them), 2 events and webhooks, 3 bulk (a job's fan-out and drain), 4
  * maintenance (sweeps, rollups, retention). An actor message is interactive
- * unless its sender says otherwise (`EmitOptions.workClass`).
+ * unless its sender says otherwise (`EmitOptions.workClass`); on Redis the
+ * class travels in the envelope, so the worker that reads it serves it so.
  */
 export type WorkClass = 1 | 2 | 3 | 4;
 
@@ -37,24 +40,27 @@ export const bulkRunning = 1;
  * Runs deferred work (classes 3 and 4) in slices of about `sliceMs`, lower
  * classes first, one slice per turn of the event loop (`setImmediate`): what
  * arrives in between (a request, a relay's report, interactive actor
- * messages, which never wait here) runs before the next slice.
+ * messages, which never wait here) runs before the next slice. Within a
+ * class, tenants take turns (`TenantRing`): one organization's job waits
+ * behind another's for one step at a time, not for the whole of it.
  */
 export class WorkLane {
-  private readonly waiting = new Map<WorkClass, Array<() => void>>();
+  private readonly waiting = new Map<WorkClass, TenantRing>();
   private scheduled = false;
   private running = 0;
 
   constructor(
     private readonly sliceMs = bulkSliceMs,
     private readonly maxRunning = bulkRunning,
+    private readonly weightOf: (tenant: string) => number = shareWeightOf,
   ) {}
 
-  /** Starts `work` in a later slice; settles as its promise does. */
-  run<R>(cls: WorkClass, work: () => Promise<R>): Promise<R> {
+  /** Starts `work` in a later slice, in `tenant`'s turn of its class; settles as its promise does. */
+  run<R>(cls: WorkClass, work: () => Promise<R>, tenant = ''): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      const queue = this.waiting.get(cls) ?? [];
-      if (queue.length === 0) this.waiting.set(cls, queue);
-      queue.push(() => {
+      let ring = this.waiting.get(cls);
+      if (!ring) this.waiting.set(cls, (ring = new TenantRing()));
+      ring.push(tenant, () => {
         this.running++;
         const done = () => {
           this.running--;
@@ -74,7 +80,7 @@ export class WorkLane {
   /** Work waiting for a slice. */
   get size(): number {
     let n = 0;
-    for (const queue of this.waiting.values()) n += queue.length;
+    for (const ring of this.waiting.values()) n += ring.size;
     return n;
   }
 
@@ -98,12 +104,52 @@ export class WorkLane {
 
   private next(): (() => void) | undefined {
     for (const cls of [...this.waiting.keys()].sort()) {
-      const queue = this.waiting.get(cls)!;
-      const work = queue.shift();
-      if (queue.length === 0) this.waiting.delete(cls);
+      const ring = this.waiting.get(cls)!;
+      const work = ring.shift(this.weightOf);
+      if (ring.size === 0) this.waiting.delete(cls);
       if (work) return work;
     }
     return undefined;
+  }
+}
+
+/**
+ * One class's waiting work, by tenant, served by weighted round robin: the
+ * tenant at the head takes as many items in a row as its weight, then goes
+ * to the back of the ring (as does one that runs out of work and comes back
+ * with more). Equal weights alternate item by item, whatever each queued.
+ */
+export class TenantRing {
+  /** Each tenant's queue; the map's order is the ring's, its first entry the head. */
+  private readonly queues = new Map<string, Array<() => void>>();
+  private head: string | undefined;
+  private left = 0;
+  size = 0;
+
+  push(tenant: string, work: () => void): void {
+    const queue = this.queues.get(tenant);
+    if (queue) queue.push(work);
+    else this.queues.set(tenant, [work]);
+    this.size++;
+  }
+
+  shift(weightOf: (tenant: string) => number): (() => void) | undefined {
+    const first = this.queues.entries().next();
+    if (first.done) return undefined;
+    const [tenant, queue] = first.value;
+    if (this.head !== tenant) {
+      this.head = tenant;
+      this.left = weightOf(tenant);
+    }
+    const work = queue.shift()!;
+    this.size--;
+    this.left--;
+    if (queue.length === 0 || this.left <= 0) {
+      this.queues.delete(tenant);
+      if (queue.length > 0) this.queues.set(tenant, queue);
+      this.head = undefined;
+    }
+    return work;
   }
 }
 

@@ -1,23 +1,9 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { childEnv } from '../support/services.ts';
+import { runAdmin } from '../support/admin-cli.ts';
 import { eachBackend, signup, startTestApp } from '../support/test-app.ts';
-
-function runAdmin(args: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/admin/cli.ts', ...args], {
-      env: { ...childEnv(), ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c));
-    child.stderr.on('data', (c: Buffer) => (output += c));
-    child.on('exit', (code) => resolve({ code, output }));
-  });
-}
 
 /** One request back every 2 s: the burst of 20 must be spent before one comes back, even on a loaded machine. */
 const limits = { RATE_LIMIT_PER_MINUTE: '30', RATE_LIMIT_BURST: '20' };

@@ -6,6 +6,9 @@ import { createLogger } from '../../src/log.ts';
 import { actorClient, defineActor, defineProtocol, inSteps, workClass } from '../../src/runtime/actor.ts';
 import { LocalTransport } from '../../src/runtime/local-transport.ts';
 import { Mailboxes } from '../../src/runtime/mailboxes.ts';
+import { newEnvelope, readEnvelope, tenantOfEnvelope } from '../../src/runtime/envelope.ts';
+import { maxShareWeight, setShareWeights, shareWeightOf } from '../../src/runtime/share-weights.ts';
+import { WorkLane } from '../../src/runtime/work-lane.ts';
 import { testRuntimeConfig } from '../integration/runtime-contract.ts';
 
 interface Item {
@@ -104,4 +107,80 @@ test('inSteps grows pieces to their bound when the step costs nothing synchronou
     5_000,
   );
   assert.ok(sizes.includes(1_000), `grows to 1,000: ${sizes.join(',')}`);
+});
+
+/** Mailboxes whose bulk items name their tenant: `tenant/step`. */
+function tenantBoxes(weights: Record<string, number> = {}) {
+  const started: string[] = [];
+  const lane = new WorkLane(2, 1, (tenant) => weights[tenant] ?? 1);
+  const run = (name: string) =>
+    lane.run(workClass.bulk, async () => void started.push(name), name.split('/')[0]!).then(() => undefined);
+  return { started, run };
+}
+
+test('within a class tenants take turns: a job queued first does not hold back another tenant’s steps', async () => {
+  const { started, run } = tenantBoxes();
+  const all = [...['a/1', 'a/2', 'a/3', 'a/4'].map(run), ...['b/1', 'b/2'].map(run)];
+  await Promise.all(all);
+  assert.deepEqual(started, ['a/1', 'b/1', 'a/2', 'b/2', 'a/3', 'a/4']);
+});
+
+test('a tenant of weight 3 takes three steps at its turn for one of a tenant at 1', async () => {
+  const { started, run } = tenantBoxes({ b: 3 });
+  const all = [...['a/1', 'a/2', 'a/3'].map(run), ...['b/1', 'b/2', 'b/3', 'b/4', 'b/5'].map(run)];
+  await Promise.all(all);
+  assert.deepEqual(started, ['a/1', 'b/1', 'b/2', 'b/3', 'a/2', 'b/4', 'b/5', 'a/3']);
+});
+
+test('the tenant ring serves lower classes first, whatever the tenants', async () => {
+  const started: string[] = [];
+  const lane = new WorkLane(2, 1, () => 1);
+  const all = [
+    lane.run(workClass.maintenance, async () => void started.push('a/sweep'), 'a'),
+    lane.run(workClass.bulk, async () => void started.push('b/job'), 'b'),
+    lane.run(workClass.bulk, async () => void started.push('a/job'), 'a'),
+  ];
+  await Promise.all(all);
+  assert.deepEqual(started, ['b/job', 'a/job', 'a/sweep']);
+});
+
+test('share weights: 1 by default, set ones clamped to 1..16, a new table replaces the old', () => {
+  setShareWeights({ big: 4, huge: 1_000, odd: 0, bad: Number.NaN });
+  assert.equal(shareWeightOf('big'), 4);
+  assert.equal(shareWeightOf('huge'), maxShareWeight);
+  assert.equal(shareWeightOf('odd'), 1);
+  assert.equal(shareWeightOf('bad'), 1);
+  assert.equal(shareWeightOf('other'), 1);
+  setShareWeights({});
+  assert.equal(shareWeightOf('big'), 1);
+});
+
+test('an envelope sent as bulk work carries its class; an interactive one carries none', () => {
+  const bulk = newEnvelope('1', 'tenant', 't1', { kind: 'x', tenantId: 'org_1' }, undefined, workClass.bulk);
+  const single = newEnvelope('2', 'relay', 'r1', { kind: 'x' }, undefined, workClass.interactive);
+  assert.equal(bulk.workClass, 3);
+  assert.equal('workClass' in single, false);
+  assert.equal(tenantOfEnvelope(bulk), 'org_1');
+  assert.equal(tenantOfEnvelope(single), 'r1');
+  const read = readEnvelope(JSON.stringify(bulk));
+  assert.ok(read.ok && read.envelope.workClass === 3);
+});
+
+test('mailboxes: an organization with many keys of bulk work takes one turn in the ring, as one with a single key', async () => {
+  const started: string[] = [];
+  const boxes = new Mailboxes<{ name: string }>(
+    async (items) => {
+      for (const item of items) started.push(item.name);
+      await turn();
+    },
+    () => false,
+    256,
+    () => workClass.bulk,
+    (item) => item.name.split('/')[0]!,
+  );
+  for (const job of ['a/job1', 'a/job2', 'a/job3', 'a/job4']) boxes.post(job, { name: job });
+  boxes.post('b/job', { name: 'b/job' });
+  boxes.post('b/job', { name: 'b/job again' });
+  await boxes.idle();
+  assert.deepEqual(started, ['a/job1', 'b/job', 'a/job2', 'b/job again', 'a/job3', 'a/job4']);
 });
