@@ -72,8 +72,10 @@ export async function queueDueAsSms(
   if (due.length === 0) return 0;
   const scope = tenantScope(ctx.key);
   const { messages } = deps.db;
+  // A cancelled bulk job's message is not sent again: its job hands nothing out any more.
+  const open = (m: MessageDoc) => !state.closedSources.has(m.jobId ?? m.parentId ?? '');
   const docs = (await messages.find(scope, { id: { $in: due }, status: 'sent' }, { limit: due.length })).filter(
-    awaitsUndeliveredFallback,
+    (m) => awaitsUndeliveredFallback(m) && open(m),
   );
   const now = nowIso();
   const changes = docs.map((m) => ({
