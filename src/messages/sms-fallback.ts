@@ -23,13 +23,13 @@ export const fallbackSchema = strictObject(
   {
     sms: Type.Union([Type.Literal('if_not_imessage'), Type.Literal('if_undelivered')], {
       description:
-        "`if_not_imessage`: when the recipient is not reached on iMessage (the relay's lookup says so, or Messages fails the send as not registered), it goes as SMS through the Mac's text message forwarding. `if_undelivered`: that, and also when the iMessage is not delivered within `afterSeconds` of being sent; the recipient may then get both",
+        "`if_not_imessage`: as SMS when iMessage cannot reach the recipient (the relay's lookup, or Messages fails it as not registered). `if_undelivered`: also when the iMessage is not delivered within `afterSeconds`; the recipient may get both",
     }),
     afterSeconds: Type.Optional(
       Type.Integer({
         minimum: 1,
         maximum: smsFallbackMaxSeconds,
-        description: `only with \`if_undelivered\`: how long after the iMessage was sent the SMS goes if it is not delivered; 30 (the server's minimum) to ${smsFallbackMaxSeconds} seconds, ${smsFallbackDefaultSeconds} unless given`,
+        description: `\`if_undelivered\` only: seconds from the iMessage sent to the SMS, 30 to ${smsFallbackMaxSeconds}; ${smsFallbackDefaultSeconds} unless given`,
       }),
     ),
   },
