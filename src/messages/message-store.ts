@@ -67,8 +67,8 @@ export interface MessageDoc extends OutboxFields {
    * delivered before its SMS went.
    */
   viaSms?: boolean;
-  /** When the send was given up on iMessage and queued again as SMS (its `sms_fallback` checkpoint). */
-  smsFallbackAt?: string;
+  /** When the send was given up on iMessage and queued again as SMS (its `sms_fallback` checkpoint); null once that SMS was cancelled. */
+  smsFallbackAt?: string | null;
   /** Sent and not delivered within its organization's window: when that was noticed. A later delivery still applies. */
   undeliveredAt?: string;
   nextAttemptAt?: string | null;

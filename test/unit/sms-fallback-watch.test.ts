@@ -94,6 +94,7 @@ test("the iMessage's delivery reported before its SMS is claimed cancels the SMS
   const [cancel] = foldReports(new Map([['m', queued]]), [report('delivered', 1)], now);
   assert.equal(cancel!.set.status, 'delivered');
   assert.equal(cancel!.set.viaSms, false);
+  assert.equal(cancel!.set.smsFallbackAt, null, "its checkpoints are the iMessage's");
   assert.equal(cancel!.filter.status, 'queued');
   assert.deepEqual(
     cancel!.events.map((e) => e.event),

@@ -33,7 +33,7 @@ const stepEvents = {
  */
 function stepsDone(m: MessageDoc): number | null {
   if (m.status === 'processing') return 0;
-  if (m.status === 'queued' && m.viaSms === true && m.smsFallbackAt !== undefined) return 1;
+  if (m.status === 'queued' && m.viaSms === true && m.smsFallbackAt) return 1;
   if (m.status === 'sent') return 1;
   if (m.status === 'delivered') return m.readAt === null ? 2 : 3;
   return null;
@@ -48,7 +48,7 @@ function stepEvent(m: MessageDoc, step: Step, status: 'sent' | 'delivered', at: 
   const [event, timeField] = stepEvents[step];
   const data = { ...messageEventData({ ...m, status }), ...(timeField ? { [timeField]: at } : {}) };
   // The SMS that an iMessage sent and given up on goes as is a second send: its own message.sent.
-  const subject = step === 'sent' && m.smsFallbackAt !== undefined && m.viaSms === true ? `${m.id}:sms` : m.id;
+  const subject = step === 'sent' && m.smsFallbackAt && m.viaSms === true ? `${m.id}:sms` : m.id;
   return domainEvent(event, m, data, changeEventId(event, subject));
 }
 
@@ -75,7 +75,8 @@ export function reportChange(
     status,
     updatedAt: now,
     // A delivered iMessage whose SMS was queued: the SMS is not sent (its claim finds the message no longer queued).
-    ...(m.status === 'queued' ? { viaSms: false } : {}),
+    // Its checkpoints then are the iMessage's: no sms_fallback among them (its event stays in the history).
+    ...(m.status === 'queued' ? { viaSms: false, smsFallbackAt: null } : {}),
     ...(r.guid ? { guid: r.guid } : {}),
     ...(r.service && r.service !== m.service ? { service: r.service } : {}),
   };
