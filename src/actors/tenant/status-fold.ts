@@ -47,7 +47,7 @@ function stepsDone(m: MessageDoc): number | null {
 function stepEvent(m: MessageDoc, step: Step, status: 'sent' | 'delivered', at: string): DomainEvent {
   const [event, timeField] = stepEvents[step];
   const data = { ...messageEventData({ ...m, status }), ...(timeField ? { [timeField]: at } : {}) };
-  // The SMS that an iMessage sent and given up on goes as is a second send: its own message.sent.
+  // The SMS sent once its iMessage was given up on is a second send: its own message.sent.
   const subject = step === 'sent' && m.smsFallbackAt && m.viaSms === true ? `${m.id}:sms` : m.id;
   return domainEvent(event, m, data, changeEventId(event, subject));
 }
