@@ -92,6 +92,12 @@ export interface Config {
   /** How often a process reads the operator's share weights again (src/admin/share-weight-store.ts). */
   shareWeightRefreshMs: number;
   /**
+   * The shortest `afterSeconds` of a send's `if_undelivered` SMS fallback. 30
+   * s: a delivery receipt often takes a few seconds, and an SMS sent before it
+   * reaches the recipient twice. Lowered only by tests (SMS_FALLBACK_MIN_SECONDS).
+   */
+  smsFallbackMinSeconds: number;
+  /**
    * How many queued messages the tenant actor keeps in memory per sender
    * line, priority and source (its window); the rest stay in the store,
    * counted, and are read a page at a time as the window runs low.
@@ -354,6 +360,7 @@ export function loadConfig(env: Env = process.env): Config {
     tenantSweepMs: positive(env, 'TENANT_SWEEP_MS', 10_000),
     undeliveredAfterMs: positive(env, 'UNDELIVERED_AFTER_MS', 600_000),
     shareWeightRefreshMs: positive(env, 'SHARE_WEIGHT_REFRESH_MS', 30_000),
+    smsFallbackMinSeconds: positive(env, 'SMS_FALLBACK_MIN_SECONDS', 30),
     tenantQueueWindow: positive(env, 'TENANT_QUEUE_WINDOW', 500),
     pacing: {
       perSecond: positive(env, 'PACING_PER_SECOND', 1),

@@ -23,7 +23,7 @@ export { cancelledJobIds, jobCollections } from './job-store.ts';
 const estimateAskMs = 2_000;
 
 export interface JobsDeps {
-  config: Pick<Config, 'bulkMaxBodyBytes' | 'jobAssumedSendMs'>;
+  config: Pick<Config, 'bulkMaxBodyBytes' | 'jobAssumedSendMs' | 'smsFallbackMinSeconds'>;
   log: Logger;
   db: MessagingCollections & RelayCollections & JobCollections;
   runtime: Transport;
@@ -48,6 +48,7 @@ export function createJobs(deps: JobsDeps) {
     tenants,
     log,
     optOuts: deps.optOuts,
+    smsFallbackMinSeconds: deps.config.smsFallbackMinSeconds,
   });
   const queries = new JobQueries({
     db: deps.db,

@@ -10,6 +10,7 @@ import type { IdempotencyKeys } from '../messages/idempotency.ts';
 import type { MessageDoc, MessagingCollections } from '../messages/message-store.ts';
 import { parseRecipient } from '../messages/recipients.ts';
 import { sentMessage, type OptOutCheck } from '../messages/send-service.ts';
+import { fallbackProblem } from '../messages/sms-fallback.ts';
 import { traceFields, type TraceContext } from '../tracing/trace-context.ts';
 import { countMessages } from '../messages/message-metrics.ts';
 import { RollupTally, type MessageRollups } from '../messages/message-rollups.ts';
@@ -39,6 +40,8 @@ type Deps = {
   log: Logger;
   /** The organization's suppression list: its recipients' entries are stored skipped, never queued. */
   optOuts: OptOutCheck;
+  /** The shortest `if_undelivered` window (config `smsFallbackMinSeconds`). */
+  smsFallbackMinSeconds: number;
 };
 
 /** The write side of bulk jobs: accept (all or nothing) and cancel. */
@@ -187,6 +190,9 @@ export class JobService {
           path: pointer('messages', i, 'body'),
           message: 'is required unless attachments are given',
         });
+      const fallback = fallbackProblem(entry.fallback, this.deps.smsFallbackMinSeconds);
+      if (fallback)
+        details.push({ entry: i, path: pointer('messages', i, 'fallback', fallback.field), message: fallback.message });
       if (entry.fromNumber !== undefined) fromNumbers.add(entry.fromNumber);
     });
     if (fromNumbers.size > 0) {

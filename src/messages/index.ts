@@ -51,6 +51,7 @@ export function createMessaging(deps: MessagingDeps) {
     idempotency: new IdempotencyKeys(deps.db.idempotency),
     contacts: deps.contacts,
     optOuts: deps.optOuts,
+    smsFallbackMinSeconds: deps.config.smsFallbackMinSeconds,
   });
   const tenants = actorClient(deps.runtime, tenantProtocol);
   const queries = new MessageQueries({

@@ -6,6 +6,7 @@ import { phoneNumberField, strictObject, violationKey, type ViolationNote } from
 import { waitingReasons } from '../actors/tenant/protocol.ts';
 import { hops, messageStatuses } from './message-store.ts';
 import { recipientFormat, recipientRule } from './recipients.ts';
+import { fallbackSchema } from './sms-fallback.ts';
 
 export const maxBodyChars = 10_000;
 
@@ -22,17 +23,7 @@ const sendFields = {
   ),
   priority: Type.Integer({ minimum: 0, maximum: 100, default: 0, description: 'higher is sent first' }),
   fromNumber: Type.Optional(phoneNumberField('an active registered phone number of the organization')),
-  fallback: Type.Optional(
-    strictObject(
-      {
-        sms: Type.Literal('if_not_imessage', {
-          description:
-            "`if_not_imessage`: when the recipient is not reached on iMessage (the relay's lookup says so, or Messages fails the send as not registered), it goes as SMS through the Mac's text message forwarding",
-        }),
-      },
-      { description: 'send as SMS when iMessage cannot reach the recipient (docs/handles.md)' },
-    ),
-  ),
+  fallback: Type.Optional(fallbackSchema),
 };
 
 /** A message carries text, attachments or both. */
@@ -98,7 +89,12 @@ export const messageSchema = named(
     failedAt: Type.Optional(nullableTime),
     failureReason: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'as MessageStatus' })),
     service: Type.Optional(Type.String({ description: 'as MessageStatus' })),
-    fallback: Type.Optional(Type.Object({ sms: Type.String() }, { description: 'as the send asked' })),
+    fallback: Type.Optional(
+      Type.Object(
+        { sms: Type.String(), afterSeconds: Type.Optional(Type.Integer()) },
+        { description: 'as the send asked (`if_undelivered` with its window)' },
+      ),
+    ),
     undeliveredAt: Type.Optional(Type.String({ format: 'date-time', description: 'as MessageStatus' })),
     reactions: Type.Optional(
       Type.Array(
@@ -146,7 +142,7 @@ export const statusRecordSchema = named(
       {
         maxItems: hops.length,
         description:
-          "when the message passed each hop, in order: accepted, handed_to_relay, the relay agent's relay_received, handed_to_app and seen_in_database (when it reports them), sent, undelivered, delivered, failed",
+          "when the message passed each hop, in order: accepted, sms_fallback (given up on iMessage and queued again as SMS: the hops after it are the SMS attempt's), handed_to_relay, the relay agent's relay_received, handed_to_app and seen_in_database (when it reports them), sent, undelivered, delivered, failed",
       },
     ),
     jobId: Type.Union([Type.String(), Type.Null()], { description: 'the bulk job the message belongs to' }),

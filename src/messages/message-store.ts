@@ -4,6 +4,7 @@ import type { waitingReasons } from '../actors/tenant/protocol.ts';
 
 export type WaitingReason = (typeof waitingReasons)[number];
 import type { Store } from '../store/collection.ts';
+import type { SmsFallback } from './sms-fallback.ts';
 import { rollupCollection } from './message-rollups.ts';
 
 export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
@@ -58,10 +59,16 @@ export interface MessageDoc extends OutboxFields {
   failureReason?: string | null;
   /** The service Messages sent it over (`iMessage`, `SMS`), once its relay saw the row. */
   service?: string;
-  /** Send as SMS when iMessage cannot reach the recipient (the send's `fallback`). */
-  fallback?: { sms: 'if_not_imessage' };
-  /** Set once an attempt failed as not registered with iMessage and `fallback` asked for SMS: its next attempts go as SMS. */
+  /** Send as SMS when iMessage cannot reach the recipient, or (`if_undelivered`) does not in time (the send's `fallback`). */
+  fallback?: SmsFallback;
+  /**
+   * Set once an attempt failed as not registered with iMessage and `fallback` asked for SMS, or an `if_undelivered`
+   * iMessage was not delivered in its window: its next attempts go as SMS. False again when the iMessage was
+   * delivered before its SMS went.
+   */
   viaSms?: boolean;
+  /** When the send was given up on iMessage and queued again as SMS (its `sms_fallback` checkpoint); null once that SMS was cancelled. */
+  smsFallbackAt?: string | null;
   /** Sent and not delivered within its organization's window: when that was noticed. A later delivery still applies. */
   undeliveredAt?: string;
   nextAttemptAt?: string | null;
@@ -235,6 +242,7 @@ export function publicMessage(doc: MessageDoc) {
     tracestate: _tracestate,
     queuedSeq: _queuedSeq,
     viaSms: _viaSms,
+    smsFallbackAt: _smsFallbackAt,
     reactions,
     ...rest
   } = doc;
@@ -251,6 +259,7 @@ export interface Waiting {
 /** Every hop of a send a message's record shows, in the order they happen. */
 export const hops = [
   'accepted',
+  'sms_fallback',
   'handed_to_relay',
   ...agentHops,
   'sent',
@@ -261,8 +270,8 @@ export const hops = [
 export type Hop = (typeof hops)[number];
 
 /**
- * When the message passed each hop, in hop order: accepted (stored), handed
- * to a relay (claimed for it; the latest attempt), the hops its agent
+ * When the message passed each hop, in hop order: accepted (stored), given
+ * up on iMessage and queued again as SMS (its fallback), handed to a relay (claimed for it; the latest attempt), the hops its agent
  * reported, sent, undelivered (its organization's window passed without a
  * delivery), delivered, and failed. A hop not reached, or not reported (an
  * agent that does not report hops), is left out.
@@ -270,6 +279,7 @@ export type Hop = (typeof hops)[number];
 export function checkpointsOf(doc: MessageDoc): Array<{ hop: Hop; at: string }> {
   const at: Partial<Record<Hop, string | null | undefined>> = {
     accepted: doc.createdAt,
+    sms_fallback: doc.smsFallbackAt,
     handed_to_relay: doc.processingAt,
     sent: doc.sentAt,
     undelivered: doc.undeliveredAt,

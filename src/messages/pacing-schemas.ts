@@ -124,5 +124,16 @@ export const usage = named(
       format: 'date-time',
       description: 'when the line may write again to a recipient who has not answered (its follow-up cap)',
     }),
+    health: Type.Object(
+      {
+        windowDays: Type.Integer(),
+        recipients: Type.Integer({ description: 'recipients first written to in the last `windowDays`' }),
+        replied: Type.Integer({ description: 'of them, those who wrote since' }),
+        unanswered: Type.Integer({ description: 'of them, those written to since they last wrote' }),
+        replyRate: Type.Union([Type.Number(), Type.Null()], { description: 'replied / recipients; null: none' }),
+        unansweredShare: Type.Union([Type.Number(), Type.Null()], { description: 'unanswered / recipients' }),
+      },
+      { description: "the line's recent recipients (docs/pacing.md#a-lines-usage)" },
+    ),
   }),
 );

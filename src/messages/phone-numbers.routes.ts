@@ -1,4 +1,4 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
 import { AppError } from '../errors.ts';
 import { metadataSchema } from '../http/metadata.ts';
 import { defineRoute, named, type RouteDef } from '../http/route.ts';
@@ -178,6 +178,7 @@ export function phoneNumberRoutes(
           nextSlotAt: number;
           nextNewContactSlotAt: number;
           nextFollowUpSlotAt: number;
+          health: Static<typeof usage>['health'];
         }>(ctx.principal.tenantId, { kind: 'usage', line: doc.number });
         // Never (Infinity, which the actor's JSON answer carries as null) is the latest slot too.
         const iso = (ms: number) =>

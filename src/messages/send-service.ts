@@ -1,5 +1,5 @@
 import type { Static } from '@sinclair/typebox';
-import { AppError, validationError } from '../errors.ts';
+import { AppError, pointer, validationError } from '../errors.ts';
 import { requireRole, type Principal } from '../roles.ts';
 import { newOrderedId, nowIso } from '../ids.ts';
 import type { Scope } from '../store/collection.ts';
@@ -9,6 +9,7 @@ import { publicMessage, type MessageDoc, type MessagingCollections } from './mes
 import { conversationIdOf, normalizeParticipant, parseRecipient } from './recipients.ts';
 import type { SendCommitter } from './send-committer.ts';
 import { traceFields, type TraceContext } from '../tracing/trace-context.ts';
+import { fallbackProblem, storedFallback, type SmsFallbackRequest } from './sms-fallback.ts';
 
 /** What the contacts side answers for `group:<id>` and for names in conversations. */
 export interface ContactLookup {
@@ -24,8 +25,8 @@ export interface SendRequest {
   fromNumber?: string;
   /** An admin's send to a recipient on the suppression list, on purpose. */
   overrideOptOut?: boolean;
-  /** Send as SMS when iMessage cannot reach the recipient. */
-  fallback?: { sms: 'if_not_imessage' };
+  /** Send as SMS when iMessage cannot reach the recipient, or does not in time. */
+  fallback?: SmsFallbackRequest;
 }
 
 /**
@@ -89,7 +90,7 @@ export function sentMessage(
     readAt: null,
     createdAt: now,
     updatedAt: now,
-    ...(input.fallback ? { fallback: input.fallback } : {}),
+    ...(input.fallback ? { fallback: storedFallback(input.fallback) } : {}),
     ...extra,
   };
 }
@@ -103,6 +104,8 @@ export class SendService {
       idempotency: IdempotencyKeys;
       contacts: ContactLookup;
       optOuts: OptOutCheck;
+      /** The shortest `if_undelivered` window (config `smsFallbackMinSeconds`). */
+      smsFallbackMinSeconds: number;
     },
   ) {}
 
@@ -148,6 +151,8 @@ export class SendService {
     const attachments = input.attachments ?? [];
     if ((input.body ?? '') === '' && attachments.length === 0)
       throw validationError('/body', 'is required unless attachments are given');
+    const fallback = fallbackProblem(input.fallback, this.deps.smsFallbackMinSeconds);
+    if (fallback) throw validationError(pointer('fallback', fallback.field), fallback.message);
     if (input.fromNumber !== undefined) await this.requireActiveNumber(principal.tenantId, input.fromNumber);
     const scope = { tenantId: principal.tenantId, teamId: principal.teamId };
     const now = nowIso();

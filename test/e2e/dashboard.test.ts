@@ -851,6 +851,17 @@ describe(
         body: { number: '+4915199990001', label: 'Sales' },
       });
       assert.equal(registered.status, 201, registered.text);
+      // The number may write to no new recipient: a message from it waits for its new-contact cap.
+      const capped = await request(base, 'PUT', `/api/v1/phone-numbers/${registered.body.id}`, {
+        token: ownerToken,
+        body: { pacing: { newContactsPerDay: 0 } },
+      });
+      assert.equal(capped.status, 200, capped.text);
+      const held = await request(base, 'POST', '/api/v1/messages', {
+        token: ownerToken,
+        body: { to: '+4915199990002', body: 'held by the cap', fromNumber: '+4915199990001' },
+      });
+      assert.equal(held.status, 201, held.text);
       await scenario(page, 'relays', async () => {
         await page.goto(`${base}/#/relays`);
         const figure = page.locator('#relay-charts figure').first();
@@ -878,11 +889,30 @@ describe(
           /\d+ awaiting a reply \(cap (\d+|—) unanswered\); \d+ of (\d+|—) follow-ups; (quiet \d\d:\d\d–\d\d:\d\d their time|no quiet hours)/,
           'the line health',
         );
+        // Its reply rate and unanswered share over the recipients it first wrote to in 7 days (none yet), and what holds it.
+        const cells = await row.locator('td').allTextContents();
+        assert.equal(cells[6], 'no new recipient in 7 days');
+        assert.match(cells[7]!, /^new recipients: the new-contact cap, until /);
+        assert.match(cells[8]!, /^send now; new contact .+; follow-up now$/);
+        const usage = await request(base, 'GET', `/api/v1/phone-numbers/${registered.body.id}/usage`, {
+          token: ownerToken,
+        });
+        const { recipients, replyRate, unansweredShare } = usage.body.health;
+        assert.deepEqual([recipients, replyRate, unansweredShare], [0, null, null]);
         await docScreenshot(page, 'dashboard-relays.png');
+        // The held message's page says why it waits, in words.
+        await page.goto(`${base}/#/messages/${held.body.id}`);
+        const waiting = page.locator('#message-waiting');
+        await waiting.waitFor();
+        assert.equal(await waiting.getAttribute('data-reason'), 'new_contact_cap');
+        assert.match(
+          (await waiting.textContent()) ?? '',
+          /new-contact cap: the line wrote to its cap of new recipients/,
+        );
       });
     });
 
-    test('settings show the organization, the API base URL, the rate limit and retry policy in force, and save the pace; an unknown address is "not found"', async () => {
+    test('settings show the organization, the API base URL, the rate limit and retry policy in force, and save the pace, line health, stop keywords and help text; an unknown address is "not found"', async () => {
       await scenario(page, 'settings', async () => {
         // A line-health setting the form does not show: saving the form keeps it.
         await request(base, 'PUT', '/api/v1/organization/pacing', { token: ownerToken, body: { quietHours: false } });
@@ -903,6 +933,51 @@ describe(
           (await request(base, 'GET', '/api/v1/organization/pacing', { token: ownerToken })).body.quietHours,
           false,
         );
+        assert.equal(await page.getByLabel('No quiet hours').isChecked(), true, 'the form shows quiet hours off');
+
+        // The line-health rules: saved as typed; half a quiet-hours window is refused before it is sent.
+        const pacing = async () =>
+          (await request(base, 'GET', '/api/v1/organization/pacing', { token: ownerToken })).body;
+        await page.getByLabel('Unanswered cap').fill('3');
+        await page.getByLabel('Follow-ups a day').fill('40');
+        await page.getByLabel('First-message spacing').fill('1500');
+        await page.getByLabel('No quiet hours').uncheck();
+        await page.getByLabel('Quiet hours start').fill('20:00');
+        await page.getByRole('button', { name: 'Save pacing' }).click();
+        await page.locator('#pace-form-error', { hasText: 'Quiet hours need a start and an end' }).waitFor();
+        assert.equal((await pacing()).quietHours, false, 'nothing was saved');
+        await page.getByLabel('Quiet hours end').fill('09:00');
+        await page.getByLabel('Time zone of numbers').fill('Europe/Paris');
+        await page.getByRole('button', { name: 'Save pacing' }).click();
+        await waitUntil(async () => (await pacing()).unansweredCap === 3, 10_000, 'the line health is saved');
+        const saved = await pacing();
+        assert.deepEqual(
+          [saved.burst, saved.followUpsPerDay, saved.jitterMs, saved.quietHours, saved.timeZone],
+          [5, 40, 1500, { start: '20:00', end: '09:00' }, 'Europe/Paris'],
+        );
+        // The API's answer to a bad value shows on the form.
+        await page.getByLabel('Time zone of numbers').fill('Mars/Olympus');
+        await page.getByRole('button', { name: 'Save pacing' }).click();
+        await page.locator('#pace-form-error', { hasText: 'Mars/Olympus' }).waitFor();
+        await page.reload();
+        assert.equal(await page.getByLabel('Unanswered cap').inputValue(), '3', 'read back on load');
+        assert.equal(await page.getByLabel('Quiet hours end').inputValue(), '09:00');
+
+        // Stop keywords and help text.
+        await page.getByLabel('Own stop keywords').fill('arret,  basta ,');
+        await page.getByRole('textbox', { name: /^Help text/ }).fill('Acme support: reply STOP to opt out.');
+        await page.getByRole('button', { name: 'Save opt-out settings' }).click();
+        const optOuts = async () =>
+          (await request(base, 'GET', '/api/v1/organization/opt-outs', { token: ownerToken })).body;
+        await waitUntil(async () => (await optOuts()).stopKeywords.length === 2, 10_000, 'the keywords are saved');
+        assert.deepEqual(
+          [(await optOuts()).stopKeywords, (await optOuts()).helpText],
+          [['arret', 'basta'], 'Acme support: reply STOP to opt out.'],
+        );
+        await page.getByRole('textbox', { name: /^Help text/ }).fill('');
+        await page.getByRole('button', { name: 'Save opt-out settings' }).click();
+        await waitUntil(async () => (await optOuts()).helpText === null, 10_000, 'an empty help text is none');
+        await request(base, 'PUT', '/api/v1/organization/opt-outs', { token: ownerToken, body: { stopKeywords: [] } });
         await request(base, 'PUT', '/api/v1/organization/pacing', { token: ownerToken, body: {} });
         await page.reload();
         await page.locator('#settings-base-url').waitFor();

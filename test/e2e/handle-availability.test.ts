@@ -187,10 +187,11 @@ for (const backend of backends()) {
             await call('POST', '/api/v1/messages', {
               to: '+14155550121',
               body: 'x',
-              fallback: { sms: 'if_undelivered' },
+              fallback: { sms: 'if_undelivered', afterSeconds: 10 },
             })
           ).status,
           400,
+          'a window under the 30 s minimum',
         );
         // No fallback: Messages fails it, not registered, and it stays failed.
         const plain = await settled(await send('+14155550121'));

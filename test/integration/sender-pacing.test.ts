@@ -283,6 +283,15 @@ eachBackend((backend) => {
       assert.equal(before.awaitingReply, 1);
       assert.equal(before.followUpsToday, 1, 'the 2nd to 5th message followed up one recipient');
       assert.equal(before.pace.unansweredCap, 5);
+      // Its health over the recipients it first wrote to in the last 7 days: the silent one, who has not replied.
+      assert.deepEqual(before.health, {
+        windowDays: 7,
+        recipients: 1,
+        replied: 0,
+        unanswered: 1,
+        replyRate: 0,
+        unansweredShare: 1,
+      });
       assert.ok(Date.parse(before.nextFollowUpSlotAt) <= Date.now() + 1_000);
       await new Promise((resolve) => setTimeout(resolve, 500));
       assert.ok(!sentTo(sixth), 'still held');
@@ -300,6 +309,15 @@ eachBackend((backend) => {
       const after = await usage();
       assert.equal(after.awaitingReply, 0);
       assert.equal(after.newContactsToday, 1, 'the stranger who wrote first is not counted');
+      // The silent one replied; the stranger wrote before the line's first message to them, not since.
+      assert.deepEqual(after.health, {
+        windowDays: 7,
+        recipients: 2,
+        replied: 1,
+        unanswered: 0,
+        replyRate: 0.5,
+        unansweredShare: 0,
+      });
     });
 
     test('follow-ups to silent recipients are capped per line and day; the next waits for the oldest to be a day old', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { dayMs, LinePacing } from '../../src/actors/tenant/line-pacing.ts';
+import { dayMs, healthWindowMs, LinePacing } from '../../src/actors/tenant/line-pacing.ts';
 import { healthOff } from './tenant-fixtures.ts';
 
 const defaults = { perSecond: 1, burst: 3, newContactsPerDay: 50, ...healthOff };
@@ -214,4 +214,43 @@ test("a scheduled drain's nights are counted from its start", () => {
     Date.parse('2026-01-11T08:00:05Z'),
     '5 s before the night, 5 s the next morning',
   );
+});
+
+test("a line's reply rate and unanswered share count the recipients it first wrote to in the last 7 days", () => {
+  const pacing = new LinePacing({ ...defaults, perSecond: 1_000, burst: 1_000 });
+  const line = '+14155550100';
+  const t0 = 30 * dayMs;
+  assert.deepEqual(pacing.usage(line, t0).health, {
+    windowDays: 7,
+    recipients: 0,
+    replied: 0,
+    unanswered: 0,
+    replyRate: null,
+    unansweredShare: null,
+  });
+  // Known from the store: one first written to 8 days ago (outside the window), one 2 days ago.
+  pacing.seed(
+    [
+      { line, to: '+14155550001', firstAt: t0 - 8 * dayMs },
+      { line, to: '+14155550002', firstAt: t0 - 2 * dayMs },
+    ],
+    t0,
+  );
+  pacing.seedReplies([{ to: '+14155550002', lastInboundAt: t0 - dayMs, sentSinceReply: 0 }]);
+  for (const to of ['+14155550001', '+14155550003', '+14155550004', '+14155550005']) pacing.take(line, to, t0);
+  pacing.replied('+14155550003', t0 + 10);
+  // A stranger who wrote before the line's first message to them has not replied to it.
+  pacing.replied('+14155550006', t0 + 20);
+  pacing.take(line, '+14155550006', t0 + 30);
+  const health = pacing.usage(line, t0 + 40).health;
+  assert.deepEqual(health, {
+    windowDays: 7,
+    recipients: 5,
+    replied: 2,
+    unanswered: 2,
+    replyRate: 0.4,
+    unansweredShare: 0.4,
+  });
+  assert.equal(pacing.usage(line, t0 + 30 + healthWindowMs).health.recipients, 0, 'a week later, none is recent');
+  assert.equal(pacing.usage('+14155550199', t0).health.recipients, 0, 'another line has its own');
 });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { StatusReport } from '../../src/actors/tenant/protocol.ts';
 import { StatusWriter } from '../../src/actors/tenant/status-writer.ts';
+import type { MessageDoc } from '../../src/messages/message-store.ts';
 import { config, message, recordingContext, scope, tenantState, tenantStore } from './tenant-fixtures.ts';
 
 const inFlight = (id: string) =>
@@ -106,4 +107,35 @@ test("Messages' own error fails the message with its reason: not_registered at o
     [['retry', 'm3']],
     'only the network error before the send is retried',
   );
+});
+
+test('not_registered after the send: an if_undelivered message goes as SMS at once, with its sms_fallback checkpoint; an if_not_imessage one fails', async (t) => {
+  const at = new Date().toISOString();
+  const sentWith = (id: string, fallback: MessageDoc['fallback']) =>
+    message(id, { status: 'sent', relayId: 'r1', attempts: 1, sentAt: at, fallback });
+  const { db, outbox, rollups } = await tenantStore(
+    t,
+    [],
+    [sentWith('m1', { sms: 'if_undelivered', afterSeconds: 300 }), sentWith('m2', { sms: 'if_not_imessage' })],
+  );
+  const writer = new StatusWriter({ config, db, outbox, rollups });
+  const state = tenantState([{ id: 'r1', credits: 0 }]);
+  const { ctx, sent } = recordingContext(state);
+  const notRegistered = {
+    status: 'failed' as const,
+    error: 'Messages reported error 22',
+    reason: 'not_registered' as const,
+  };
+  await writer.failed(ctx, state, report('m1', notRegistered));
+  await writer.failed(ctx, state, report('m2', notRegistered));
+  const [m1, m2] = await db.messages.find(scope, {}, { sort: { id: 1 } });
+  assert.deepEqual([m1!.status, m1!.viaSms, m1!.relayId, typeof m1!.smsFallbackAt], ['queued', true, null, 'string']);
+  assert.deepEqual([m2!.status, m2!.failureReason], ['failed', 'not_registered']);
+  assert.deepEqual(
+    sent.map((s) => [s.msg.kind, s.msg.messageId]),
+    [['retry', 'm1']],
+  );
+  // Asked once: a second report of the same failure changes nothing.
+  await writer.failed(ctx, state, report('m1', notRegistered));
+  assert.equal(sent.length, 1);
 });

@@ -152,6 +152,21 @@ const facts = (rows: Array<[string, string | Node | null]>) =>
     rows.filter(([, v]) => v !== null && v !== '').flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
   );
 
+/** Why a queued message waits, in words (docs/pacing.md#why-a-message-waits); an unknown reason as it is. */
+const waitingReasons: Record<string, string> = {
+  line_rate: "its line's rate: the line sent its allowance, or spaces its first messages to new recipients",
+  new_contact_cap: "its line's new-contact cap: the line wrote to its cap of new recipients in the last 24 h",
+  unanswered_cap:
+    "its line's unanswered cap: the recipient has not replied to the line's last messages; it goes once they write",
+  follow_up_cap: "its line's follow-up cap: the line followed up its cap of silent recipients in the last 24 h",
+  quiet_hours: 'quiet hours: it is night where the recipient is',
+  relay_offline: 'a relay: none of the organization is online',
+  relay_busy: 'a relay: every relay is sending all it can take',
+  retry_backoff: 'its retry: an attempt failed and the next one waits',
+  queue: 'the messages before it',
+};
+const waitingText = (reason: string) => waitingReasons[reason] ?? reason.replaceAll('_', ' ');
+
 /** One message: who and what, its status, its timeline, the events it produced and their webhook deliveries. */
 export async function messageView({ main }: PageContext, id?: string): Promise<void> {
   if (!id) return;
@@ -230,7 +245,12 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
         facts([
           ['Status', h('strong', { id: 'message-status', class: `st st-${record.status}` }, record.status)],
           ['Attempts', String(record.attempts)],
-          ['Waiting for', record.waitingFor ? record.waitingFor.replaceAll('_', ' ') : null],
+          [
+            'Waiting for',
+            record.waitingFor
+              ? h('span', { id: 'message-waiting', 'data-reason': record.waitingFor }, waitingText(record.waitingFor))
+              : null,
+          ],
           ['Not before', record.notBefore ? when(record.notBefore) : null],
           ['Last error', record.lastError],
           ['Failure reason', record.failureReason ? record.failureReason.replaceAll('_', ' ') : null],

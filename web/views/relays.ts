@@ -46,6 +46,15 @@ interface Usage {
   nextSlotAt: string;
   nextNewContactSlotAt: string;
   nextFollowUpSlotAt?: string;
+  /** The line's health over the recipients it first wrote to in the window (absent from an older service). */
+  health?: {
+    windowDays: number;
+    recipients: number;
+    replied: number;
+    unanswered: number;
+    replyRate: number | null;
+    unansweredShare: number | null;
+  };
 }
 
 /** A line's health beside its pace: recipients it waits on, follow-ups against their cap, its quiet hours. */
@@ -55,6 +64,49 @@ const lineHealth = (u: Usage): string =>
     `${u.followUpsToday ?? 0} of ${u.pace.followUpsPerDay ?? '—'} follow-ups`,
     u.pace.quietHours ? `quiet ${u.pace.quietHours.start}–${u.pace.quietHours.end} their time` : 'no quiet hours',
   ].join('; ');
+
+const percent = (share: number) => `${Math.round(share * 100)}%`;
+
+/** The line's reply rate and unanswered share over the recipients it first wrote to in the window, with their counts. */
+function recentRecipients(u: Usage): string {
+  const x = u.health;
+  if (!x) return '—';
+  if (x.replyRate === null || x.unansweredShare === null) return `no new recipient in ${x.windowDays} days`;
+  return [
+    `reply rate ${percent(x.replyRate)} (${x.replied} of ${x.recipients})`,
+    `unanswered ${percent(x.unansweredShare)} (${x.unanswered} of ${x.recipients})`,
+  ].join('; ');
+}
+
+/** When the line may send next: any message, a first message to a new recipient, a follow-up. */
+const nextSlots = (u: Usage): string =>
+  [
+    `send ${soon(u.nextSlotAt)}`,
+    `new contact ${soon(u.nextNewContactSlotAt)}`,
+    `follow-up ${u.nextFollowUpSlotAt ? soon(u.nextFollowUpSlotAt) : '—'}`,
+  ].join('; ');
+
+/** What holds the line's messages now, as its usage tells: its rate, its caps, recipients it waits on for a reply. */
+function holding(u: Usage, now = Date.now()): string {
+  const until = (iso: string | undefined) => (iso && Date.parse(iso) > now + 500 ? iso : undefined);
+  const held: string[] = [];
+  const rate = until(u.nextSlotAt);
+  if (rate) held.push(`its rate, until ${when(rate)}`);
+  const contacts = until(u.nextNewContactSlotAt);
+  if (contacts && u.newContactsToday >= u.pace.newContactsPerDay)
+    held.push(`new recipients: the new-contact cap, until ${when(contacts)}`);
+  else if (contacts && !rate) held.push(`new recipients: the spacing between first messages, until ${when(contacts)}`);
+  const followUps = until(u.nextFollowUpSlotAt);
+  if (followUps && !rate) held.push(`follow-ups: the follow-up cap, until ${when(followUps)}`);
+  if ((u.awaitingReply ?? 0) > 0)
+    held.push(
+      `${u.awaitingReply} recipient${u.awaitingReply === 1 ? '' : 's'} at the unanswered cap: until they reply`,
+    );
+  return held.length > 0 ? held.join('; ') : 'nothing: it may send now';
+}
+
+/** A table wider than the page scrolls on its own, the page does not. */
+const scrollable = (t: HTMLTableElement) => h('div', { class: 'table-scroll' }, t);
 
 /** Relays, their sends a minute and the numbers' usage are read again every 10 s. */
 const pollMs = 10_000;
@@ -213,34 +265,36 @@ export async function relaysView({ me, main, onLeave }: PageContext): Promise<vo
       h('h2', { id: 'numbers-heading' }, 'Sender numbers'),
       activePhones.length === 0
         ? h('p', null, 'No sender number registered: messages go out from whichever number a relay has.')
-        : table(
-            'Sender numbers with their pace and usage',
-            [
-              'Number',
-              'Label',
-              'Pace',
-              'Sent in the last minute',
-              'New contacts (24 h)',
-              'Line health (24 h)',
-              'Next send',
-              'Next new contact',
-              'Next follow-up',
-            ],
-            activePhones.map((p, i) => {
-              const u = usage[i];
-              return [
-                p.number,
-                p.label ?? '—',
-                u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—',
-                u ? u.sentLastMinute : '—',
-                u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—',
-                u ? lineHealth(u) : '—',
-                u ? soon(u.nextSlotAt) : '—',
-                u ? soon(u.nextNewContactSlotAt) : '—',
-                u?.nextFollowUpSlotAt ? soon(u.nextFollowUpSlotAt) : '—',
-              ];
-            }),
-            (i) => ({ 'data-number': activePhones[i]!.number }),
+        : scrollable(
+            table(
+              'Sender numbers with their pace and usage',
+              [
+                'Number',
+                'Label',
+                'Pace',
+                'Sent in the last minute',
+                'New contacts (24 h)',
+                'Line health (24 h)',
+                'New recipients (7 d)',
+                'Holding messages now',
+                'Next slots',
+              ],
+              activePhones.map((p, i) => {
+                const u = usage[i];
+                return [
+                  p.number,
+                  p.label ?? '—',
+                  u ? `${u.pace.perSecond}/s, burst ${u.pace.burst}, ${u.pace.newContactsPerDay} new a day` : '—',
+                  u ? u.sentLastMinute : '—',
+                  u ? `${u.newContactsToday} of ${u.pace.newContactsPerDay}` : '—',
+                  u ? lineHealth(u) : '—',
+                  u ? recentRecipients(u) : '—',
+                  u ? holding(u) : '—',
+                  u ? nextSlots(u) : '—',
+                ];
+              }),
+              (i) => ({ 'data-number': activePhones[i]!.number }),
+            ),
           ),
     );
     return true;

@@ -1,14 +1,8 @@
-import { announce, h, replace } from '../dom.ts';
-import { api, apiAnswer, can, describeError, type Me } from '../session.ts';
+import { h, replace } from '../dom.ts';
+import { api, apiAnswer, can, type Me } from '../session.ts';
 import type { PageContext } from '../page.ts';
+import { optOutForm, paceForm, type OptOutSettings, type Pace } from './settings-forms.ts';
 
-interface Pace {
-  perSecond?: number;
-  burst?: number;
-  newContactsPerDay?: number;
-  /** The line-health settings (docs/pacing.md#line-health), which this form does not show and keeps as they are. */
-  [healthSetting: string]: unknown;
-}
 interface RetryPolicy {
   maxAttempts: number;
   firstRetryMs: number;
@@ -45,7 +39,7 @@ function offset(): string {
   return `UTC${sign}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
 }
 
-/** The organization's settings: what admins may change (the sender pace) and what is in force, read-only. */
+/** The organization's settings: what admins may change (the sender pace and line health, the stop keywords and help text) and what is in force, read-only. */
 export async function settingsView({ me, main }: PageContext): Promise<void> {
   if (!can(me, 'admin')) {
     replace(
@@ -55,10 +49,11 @@ export async function settingsView({ me, main }: PageContext): Promise<void> {
     );
     return;
   }
-  const [pace, policy, answer] = await Promise.all([
+  const [pace, policy, answer, optOuts] = await Promise.all([
     api<Pace>('GET', '/api/v1/organization/pacing'),
     api<RetryPolicy>('GET', '/api/v1/webhooks/retry-policy'),
     apiAnswer<Me>('GET', '/api/v1/me'),
+    api<OptOutSettings>('GET', '/api/v1/organization/opt-outs'),
   ]);
   const base = `${location.origin}/api/v1`;
   const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -125,75 +120,6 @@ export async function settingsView({ me, main }: PageContext): Promise<void> {
       ),
     ),
     paceForm(pace),
+    optOutForm(optOuts),
   );
-}
-
-/** The organization's default pace for its sender lines; a field left empty takes the service's default. */
-function paceForm(pace: Pace): HTMLElement {
-  const input = (id: string, label: string, value: number | undefined, attrs: Record<string, string>) =>
-    h(
-      'div',
-      { class: 'field' },
-      h('label', { for: id }, label),
-      h('input', {
-        id,
-        type: 'number',
-        value: value === undefined ? '' : String(value),
-        placeholder: 'default',
-        ...attrs,
-      }),
-    );
-  const error = h('p', { class: 'error', role: 'alert', id: 'pace-error' });
-  const form = h(
-    'form',
-    {
-      id: 'pace-form',
-      class: 'card',
-      'aria-labelledby': 'settings-pace',
-      async onsubmit(e: Event) {
-        e.preventDefault();
-        error.textContent = '';
-        const data = new FormData(form);
-        // A PUT replaces the whole setting: what the form does not show goes back as it was read.
-        const { perSecond: _p, burst: _b, newContactsPerDay: _n, ...kept } = pace;
-        const body: Pace = { ...kept };
-        for (const key of ['perSecond', 'burst', 'newContactsPerDay'] as const) {
-          const v = String(data.get(key) ?? '').trim();
-          if (v !== '') body[key] = Number(v);
-        }
-        try {
-          await api('PUT', '/api/v1/organization/pacing', body);
-          announce('Pacing saved');
-        } catch (err) {
-          error.textContent = describeError(err);
-        }
-      },
-    },
-    h('h2', { id: 'settings-pace' }, 'Pacing defaults'),
-    h(
-      'p',
-      { class: 'hint' },
-      "How fast each sender line sends unless the number has a pace of its own. Empty: the service's default.",
-    ),
-    h(
-      'div',
-      { class: 'filters' },
-      input('perSecond', 'Messages a second', pace.perSecond, {
-        min: '0.001',
-        max: '1000',
-        step: 'any',
-        name: 'perSecond',
-      }),
-      input('burst', 'Burst', pace.burst, { min: '1', max: '1000', step: '1', name: 'burst' }),
-      input('newContactsPerDay', 'New contacts a day', pace.newContactsPerDay, {
-        min: '0',
-        max: '100000',
-        step: '1',
-        name: 'newContactsPerDay',
-      }),
-    ),
-    error,
-    h('button', { type: 'submit' }, 'Save pacing'),
-  );
-  return form;
 }

@@ -273,7 +273,13 @@ function sendFrame(doc: MessageDoc, trace: TraceContext | undefined): SendFrame 
     ...(doc.body ? { body: doc.body } : {}),
     ...(doc.attachments.length > 0 ? { attachments: doc.attachments } : {}),
     ...(doc.fromNumber ? { fromNumber: doc.fromNumber } : {}),
-    ...(doc.viaSms ? { service: 'SMS' as const } : doc.fallback ? { fallback: doc.fallback } : {}),
+    // Either fallback sends as SMS a recipient the agent knows has no iMessage; the rest of `if_undelivered` (the
+    // window and a second attempt) is the server's to carry out, so the agent is told only that.
+    ...(doc.viaSms
+      ? { service: 'SMS' as const }
+      : doc.fallback
+        ? { fallback: { sms: 'if_not_imessage' as const } }
+        : {}),
     ...(trace ? { traceparent: trace.traceparent } : {}),
   };
 }

@@ -41,11 +41,19 @@ export interface LineContact {
 
 export const dayMs = 24 * 3600 * 1000;
 
+/**
+ * A line's reply rate and unanswered share look at the recipients it first
+ * wrote to in the last 7 days: long enough to hold a few hundred first
+ * messages of a paced line and the replies that come a day or two later,
+ * short enough to show within the week a change of what the line sends.
+ */
+export const healthWindowMs = 7 * dayMs;
+
 interface Line {
   tokens: number;
   refilledAt: number;
-  /** Recipients this line has written to. */
-  known: Set<string>;
+  /** Recipients this line has written to, with when it first did (epoch ms). */
+  known: Map<string, number>;
   /** When each first message to a new recipient went out in the last 24 h, oldest first. */
   newContacts: number[];
   /** Messages sent to each recipient since their last reply (absent: none). */
@@ -104,7 +112,7 @@ export class LinePacing {
   seed(contacts: LineContact[], now: number): void {
     for (const c of contacts) {
       const line = this.line(c.line, now);
-      line.known.add(c.to);
+      line.known.set(c.to, Math.min(c.firstAt, line.known.get(c.to) ?? Infinity));
       if (c.firstAt > now - dayMs) line.newContacts.push(c.firstAt);
     }
     for (const line of this.lines.values()) line.newContacts.sort((a, b) => a - b);
@@ -182,7 +190,7 @@ export class LinePacing {
       line = {
         tokens: this.pace(key).burst,
         refilledAt: now,
-        known: new Set(),
+        known: new Map(),
         newContacts: [],
         unanswered: new Map(),
         followUps: [],
@@ -263,7 +271,7 @@ export class LinePacing {
       line.unanswered.set(to, unanswered + 1);
     }
     if (known) return null;
-    line.known.add(to);
+    line.known.set(to, now);
     if (!answering) {
       line.newContacts.push(now);
       line.nextNewContactAt = now + Math.floor(this.random() * this.pace(key).jitterMs);
@@ -358,6 +366,34 @@ export class LinePacing {
       nextSlotAt: rateFree,
       nextNewContactSlotAt: Math.max(rateFree, contactsFree, line.nextNewContactAt),
       nextFollowUpSlotAt: Math.max(rateFree, followUpsFree),
+      health: this.health(line, now),
+    };
+  }
+
+  /**
+   * Of the recipients the line first wrote to within `healthWindowMs`: how
+   * many have written to the organization since (its reply rate), and how
+   * many have not answered its latest messages (its unanswered share). From
+   * memory: one pass over the recipients the line knows, when asked.
+   */
+  private health(line: Line, now: number) {
+    let recipients = 0;
+    let replied = 0;
+    let unanswered = 0;
+    for (const [to, firstAt] of line.known) {
+      if (firstAt <= now - healthWindowMs) continue;
+      recipients++;
+      if ((this.repliedAt.get(to) ?? -Infinity) > firstAt) replied++;
+      if ((line.unanswered.get(to) ?? 0) > 0) unanswered++;
+    }
+    const share = (n: number) => (recipients === 0 ? null : n / recipients);
+    return {
+      windowDays: healthWindowMs / dayMs,
+      recipients,
+      replied,
+      unanswered,
+      replyRate: share(replied),
+      unansweredShare: share(unanswered),
     };
   }
 }

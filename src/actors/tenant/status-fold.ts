@@ -26,9 +26,14 @@ const stepEvents = {
   read: ['message.read', 'readAt'],
 } as const;
 
-/** How many steps the message is through (processing: none); null when no report moves it (queued, failed). */
+/**
+ * How many steps the message is through (processing: none); null when no report moves it (queued, failed). An
+ * iMessage queued again to go as SMS (`if_undelivered`) was sent: its delivery, reported before the SMS is
+ * claimed, still applies, and the SMS is not sent.
+ */
 function stepsDone(m: MessageDoc): number | null {
   if (m.status === 'processing') return 0;
+  if (m.status === 'queued' && m.viaSms === true && m.smsFallbackAt) return 1;
   if (m.status === 'sent') return 1;
   if (m.status === 'delivered') return m.readAt === null ? 2 : 3;
   return null;
@@ -42,7 +47,9 @@ function stepsDone(m: MessageDoc): number | null {
 function stepEvent(m: MessageDoc, step: Step, status: 'sent' | 'delivered', at: string): DomainEvent {
   const [event, timeField] = stepEvents[step];
   const data = { ...messageEventData({ ...m, status }), ...(timeField ? { [timeField]: at } : {}) };
-  return domainEvent(event, m, data, changeEventId(event, m.id));
+  // The SMS sent once its iMessage was given up on is a second send: its own message.sent.
+  const subject = step === 'sent' && m.smsFallbackAt && m.viaSms === true ? `${m.id}:sms` : m.id;
+  return domainEvent(event, m, data, changeEventId(event, subject));
 }
 
 /**
@@ -67,6 +74,9 @@ export function reportChange(
   const set: Record<string, unknown> = {
     status,
     updatedAt: now,
+    // A delivered iMessage whose SMS was queued: the SMS is not sent (its claim finds the message no longer queued).
+    // Its checkpoints then are the iMessage's: no sms_fallback among them (its event stays in the history).
+    ...(m.status === 'queued' ? { viaSms: false, smsFallbackAt: null } : {}),
     ...(r.guid ? { guid: r.guid } : {}),
     ...(r.service && r.service !== m.service ? { service: r.service } : {}),
   };

@@ -11,6 +11,7 @@ import { tenantProtocol, type StatusReport } from './protocol.ts';
 import { foldReports, type StatusChange } from './status-fold.ts';
 import { applyGrant, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 import { followDeliveries } from './undelivered-watch.ts';
+import { fallbackEvent } from './sms-fallback-watch.ts';
 
 export type StatusWriterDeps = {
   config: Pick<Config, 'messageRetryBaseMs' | 'messageMaxAttempts' | 'messageSendTimeoutMs'>;
@@ -52,7 +53,7 @@ export class StatusWriter {
     const byId = new Map(read.map((m) => [m.id, m]));
     const changes = foldReports(byId, reports, nowIso());
     const applied = await this.writeChanges(tenantId, changes, byId, state.relayOnlineSince);
-    followDeliveries(ctx, state, changes, applied);
+    followDeliveries(ctx, state, changes, applied, byId);
     return released;
   }
 
@@ -155,16 +156,23 @@ export class StatusWriter {
       failureReason: reason ?? null,
       ...(failure.service && failure.service !== current.service ? { service: failure.service } : {}),
     };
-    // Not registered with iMessage, and the send asked for SMS then: at once again, as SMS (one more attempt, whatever the count).
+    // Not registered with iMessage, and the send asked for SMS then: at once again, as SMS (one more attempt, whatever
+    // the count). `if_undelivered` asks for it even once Messages showed the iMessage sent.
     if (
       reason === 'not_registered' &&
-      current.status === 'processing' &&
-      current.fallback?.sms === 'if_not_imessage' &&
-      current.viaSms !== true
+      current.fallback !== undefined &&
+      current.viaSms !== true &&
+      (current.status === 'processing' || current.fallback.sms === 'if_undelivered')
     ) {
-      const again = await messages.updateOne(scope, cas, {
-        $set: { status: 'queued', relayId: null, lastError: error, ...said, viaSms: true, updatedAt: now },
-      });
+      const set = { status: 'queued', relayId: null, lastError: error, ...said, viaSms: true, updatedAt: now };
+      const again =
+        current.status === 'sent'
+          ? (
+              await this.deps.outbox.change(messages, scope, cas, { $set: { ...set, smsFallbackAt: now } }, [
+                fallbackEvent(current, now, 'not_registered'),
+              ])
+            ).doc
+          : await messages.updateOne(scope, cas, { $set: set });
       if (again) await ctx.send(tenantProtocol, tenantId, { kind: 'retry', messageId, attempts: current.attempts });
       return;
     }

@@ -30,6 +30,7 @@ import {
   type TenantState,
 } from './tenant-state.ts';
 import { markUndelivered } from './undelivered-watch.ts';
+import { queueDueAsSms } from './sms-fallback-watch.ts';
 
 /** Hand-out rounds of one pump at most, each after the pages its windows need (a relay's credits span a few windows at most). */
 const maxRounds = 8;
@@ -81,6 +82,7 @@ export class TenantDispatcher {
       closedSources: new Set(),
       pacing: new LinePacing(this.deps.config.pacing),
       awaitingDelivery: new Map(),
+      smsFallbackDue: new Map(),
       undeliveredAfterMs: this.deps.config.undeliveredAfterMs,
     };
     await this.recovery.rebuild(ctx, state);
@@ -190,8 +192,9 @@ export class TenantDispatcher {
     const state = await this.state(ctx, chain);
     if (state.sweepChain !== chain) return;
     if (!cold) await this.recovery.reconcile(ctx, state);
-    await this.pump(ctx, tenantId, state);
     const { db, outbox } = this.deps;
+    await queueDueAsSms(ctx, state, this.deps);
+    await this.pump(ctx, tenantId, state);
     const scope = tenantScope(tenantId);
     // No TTL indexes on every MongoDB wire server: expired Idempotency-Keys are removed here.
     await db.idempotency.deleteMany(scope, { expiresAt: { $lte: nowIso() } });
@@ -206,6 +209,7 @@ export class TenantDispatcher {
       state.queue.size > 0 ||
       state.relays.size > 0 ||
       state.awaitingDelivery.size > 0 ||
+      state.smsFallbackDue.size > 0 ||
       (await db.messages.findOne(scope, { status: { $in: ['queued', 'processing'] } })) !== null ||
       (await db.messages.findOne(scope, { outboxAt: { $exists: true } })) !== null ||
       (await db.relays.findOne(scope, { outboxAt: { $exists: true } })) !== null;

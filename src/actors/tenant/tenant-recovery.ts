@@ -11,6 +11,7 @@ import { relayProtocol } from '../relay/protocol.ts';
 import { lineOf, type LineContact } from './line-pacing.ts';
 import { readPage } from './queue-pages.ts';
 import { readAwaitingDelivery } from './undelivered-watch.ts';
+import { readFallbacksDue } from './sms-fallback-watch.ts';
 import { noteRelays, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
 /** Line contacts written per insert when they are read from the messages sent before they were kept. */
@@ -56,6 +57,7 @@ export class TenantRecovery {
     state.pacing.seedReplies(replies);
     // After the organization's settings: the window says how far back to look.
     await readAwaitingDelivery(messages, tenantId, state);
+    await readFallbacksDue(messages, tenantId, state);
     state.closedSources = new Set(closed);
     this.seedQueue(state, counted);
     await this.refill(tenantId, state);

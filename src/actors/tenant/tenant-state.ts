@@ -30,6 +30,8 @@ export interface TenantState {
   paceAt?: number;
   /** Sent messages not delivered yet, by id, with their sent time (epoch ms): watched for the undelivered window (undelivered-watch.ts). */
   awaitingDelivery: Map<string, number>;
+  /** Sent messages whose `if_undelivered` SMS fallback is not asked for yet, by id, with its deadline (epoch ms): sms-fallback-watch.ts. */
+  smsFallbackDue: Map<string, number>;
   /** The organization's undelivered window: its own setting, or the default. */
   undeliveredAfterMs: number;
   /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
@@ -56,4 +58,15 @@ export function applyGrant(state: TenantState, relayId: string, grant: CreditGra
   relay.credits += grant.credits;
   relay.capacity = grant.capacity;
   return grant.credits;
+}
+
+/** The ids whose time `isDue`, taken out of `followed`. */
+export function takeDue(followed: Map<string, number>, isDue: (atMs: number) => boolean): string[] {
+  const due: string[] = [];
+  for (const [id, atMs] of followed) {
+    if (!isDue(atMs)) continue;
+    due.push(id);
+    followed.delete(id);
+  }
+  return due;
 }

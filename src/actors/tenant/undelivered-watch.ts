@@ -3,7 +3,8 @@ import type { Outbox } from '../../events/outbox.ts';
 import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import type { StatusChange } from './status-fold.ts';
-import { tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
+import { followFallback } from './sms-fallback-watch.ts';
+import { takeDue, tenantScope, type TenantContext, type TenantState } from './tenant-state.ts';
 
 /*
  * Sent and not delivered within the organization's window: the message's
@@ -32,19 +33,32 @@ const rebuildLimit = 10_000;
 /** How far back an activation looks for sent messages not yet delivered, beyond the window itself. */
 const rebuildLookbackMs = 24 * 3_600_000;
 
-/** Follows what the applied changes sent without delivering, and forgets what they delivered. */
+/**
+ * Follows what the applied changes sent without delivering, and forgets what
+ * they delivered; the same for the deadlines of `if_undelivered` SMS
+ * fallbacks (sms-fallback-watch.ts), for which `read` has the messages as read.
+ */
 export function followDeliveries(
   ctx: TenantContext,
   state: TenantState,
   changes: StatusChange[],
   applied: boolean[],
+  read: Map<string, MessageDoc> = new Map(),
 ): void {
   const awaiting = state.awaitingDelivery;
   changes.forEach((c, i) => {
     if (!applied[i]) return;
     const id = String(c.filter.id);
-    if (c.reached.includes('delivered')) awaiting.delete(id);
-    else if (c.reached.includes('sent')) follow(ctx, awaiting, id, Date.parse(String(c.set.sentAt)));
+    if (c.reached.includes('delivered')) {
+      awaiting.delete(id);
+      state.smsFallbackDue.delete(id);
+    } else if (c.reached.includes('sent')) {
+      const sentAtMs = Date.parse(String(c.set.sentAt));
+      if (!Number.isFinite(sentAtMs)) return;
+      follow(ctx, awaiting, id, sentAtMs);
+      const m = read.get(id);
+      if (m) followFallback(state, m, sentAtMs);
+    }
   });
 }
 
@@ -71,12 +85,7 @@ export async function markUndelivered(
   deps: { db: Pick<MessagingCollections, 'messages'>; outbox: Outbox },
   nowMs = Date.now(),
 ): Promise<number> {
-  const due: string[] = [];
-  for (const [id, sentAtMs] of state.awaitingDelivery) {
-    if (!(nowMs - sentAtMs >= state.undeliveredAfterMs)) continue;
-    due.push(id);
-    state.awaitingDelivery.delete(id);
-  }
+  const due = takeDue(state.awaitingDelivery, (sentAtMs) => nowMs - sentAtMs >= state.undeliveredAfterMs);
   if (due.length === 0) return 0;
   const scope = tenantScope(ctx.key);
   const { messages } = deps.db;
