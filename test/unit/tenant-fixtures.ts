@@ -143,6 +143,7 @@ export function tenantState(relays: Array<{ id: string; credits: number; phoneNu
   return {
     queue: new PagedQueue(500),
     awaitingDelivery: new Map(),
+    lineRelays: new Map(),
     undeliveredAfterMs: 600_000,
     relays: new Map(
       relays.map((r) => [

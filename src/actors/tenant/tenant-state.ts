@@ -30,6 +30,8 @@ export interface TenantState {
   paceAt?: number;
   /** Sent messages not delivered yet, by id, with their sent time (epoch ms): watched for the undelivered window (undelivered-watch.ts). */
   awaitingDelivery: Map<string, number>;
+  /** Each sender line's relay chain (its phone number's `relays`: primary first, then standbys), by number. */
+  lineRelays: Map<string, string[]>;
   /** The organization's undelivered window: its own setting, or the default. */
   undeliveredAfterMs: number;
   /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
