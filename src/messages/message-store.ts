@@ -122,7 +122,7 @@ export interface PhoneNumberDoc {
   deactivatedAt: string | null;
   /** This number's own pace, over its organization's (actors/tenant/line-pacing.ts). */
   pacing?: PaceSetting | null;
-  /** The relays that send from this number, primary first, then its standbys in order (docs/relays.md); absent or empty: any relay that says it owns it. */
+  /** The relays that send from this number, primary first, then its standbys in order (docs/relay-agent.md, "Standby relays"); absent or empty: any relay that says it owns it. */
   relays?: string[];
   /** The standby the line failed over to while its primary is offline (its `relay.failover`); null or absent when on the primary. */
   failedOverTo?: string | null;

@@ -19,7 +19,7 @@ const lineRelays = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
   maxItems: maxLineRelays,
   uniqueItems: true,
   description:
-    'the relays that send from this number: the primary first, then its standbys in order (docs/relays.md); empty: any relay that owns the number',
+    'the relays that send from this number: the primary first, then its standbys in order (docs/relay-agent.md, "Standby relays"); empty: any relay that owns the number',
 });
 /** The organization's undelivered window (actors/tenant/undelivered-watch.ts). */
 const deliverySetting = named(
@@ -170,7 +170,8 @@ export function phoneNumberRoutes(
         const doc = await numbers.updateOne(
           orgScope(ctx.principal),
           { id: ctx.params.id },
-          { $set: { ...ctx.body, updatedAt: nowIso() } },
+          // A new chain starts on its primary.
+          { $set: { ...ctx.body, ...(ctx.body.relays ? { failedOverTo: null } : {}), updatedAt: nowIso() } },
         );
         if (!doc) throw new AppError('not_found', 'phone number not found');
         // The dispatch reads its lines' paces and relay chains again.

@@ -1,5 +1,5 @@
 /**
- * The frames of a failover check (docs/relays.md, "Standby relays"): before
+ * The frames of a failover check (docs/relay-agent.md, "Standby relays"): before
  * a standby sends a message its line's primary held when it went offline,
  * the server asks the standby whether its Messages database already has it.
  * Both Macs of a line are signed in to one Apple ID, so what the primary's

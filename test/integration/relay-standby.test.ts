@@ -30,15 +30,20 @@ for (const backend of backends()) {
         const org = await signup(app);
         const call = (method: string, path: string, body?: unknown) =>
           app.request(method, path, { token: org.ownerToken, body });
-        const relay = async (name: string) => {
-          const token = (await call('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`)).body.token as string;
+        const relay = async (name: string, credential?: { relayId: string; secret: string }) => {
           const socket = await RelaySocket.open(app.base);
           sockets.push(socket);
-          socket.hello({ registrationToken: token }, { name });
+          if (credential) socket.hello({ credential }, { name });
+          else {
+            const token = (await call('POST', `/api/v1/tenants/${org.orgId}/relay-tokens`)).body.token as string;
+            socket.hello({ registrationToken: token }, { name });
+          }
           const welcome = await socket.next('welcome', undefined, 15_000);
           socket.send({ type: 'ready', capacity: 5 });
-          return { socket, id: welcome.relayId };
+          return { socket, id: welcome.relayId, credential: credential ?? welcome.credential! };
         };
+        const moves = async (type: string) =>
+          ((await call('GET', `/api/v1/events?type=${type}`)).body.data as any[]).map((e) => [e.data.from, e.data.to]);
         const number = await call('POST', '/api/v1/phone-numbers', { number: line });
         assert.equal(number.status, 201, number.text);
         const numberId = number.body.id as string;
@@ -146,6 +151,29 @@ for (const backend of backends()) {
           return events.length >= 2 && events;
         });
         assert.deepEqual(received.map((e) => e.data.body).sort(), ['another text', 'hello both']);
+
+        // The line [standby, back]: with both gone there is no move; the first to come back takes the line from its
+        // primary (a failover), and the primary's return is a failback.
+        back.socket.close();
+        standby.socket.close();
+        await until('both offline', async () => {
+          const relays = (await call('GET', '/api/v1/relays')).body.data as any[];
+          return relays.filter((r) => r.status === 'online').length === 0;
+        });
+        assert.equal((await moves('relay.failover')).length, 1, 'no move with no relay online');
+        const backAgain = await relay('standby again', back.credential);
+        assert.equal(backAgain.id, back.id);
+        await until('the standby takes the line', async () => (await moves('relay.failover')).length === 2);
+        assert.deepEqual((await moves('relay.failover'))[0], [standby.id, back.id]);
+        const lineNow = (await call('GET', '/api/v1/phone-numbers')).body.data.find((n: any) => n.id === numberId);
+        assert.equal(lineNow.failedOverTo, back.id);
+        const primaryAgain = await relay('standby', standby.credential);
+        assert.equal(primaryAgain.id, standby.id);
+        const failback = await until('failback', async () => {
+          const list = await moves('relay.failback');
+          return list.length > 0 && list;
+        });
+        assert.deepEqual(failback, [[back.id, standby.id]]);
       },
     );
   });

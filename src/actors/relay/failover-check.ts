@@ -25,7 +25,7 @@ export interface Sifted {
 }
 
 /**
- * The failover check (docs/relays.md, "Standby relays"). A relay that goes
+ * The failover check (docs/relay-agent.md, "Standby relays"). A relay that goes
  * offline hands back the sends it held (actors/relay/relay-sends.ts), marked
  * `failoverCheck`: its Mac may have handed them to Messages already. Before
  * another relay of the line's chain sends one, it asks that relay's agent

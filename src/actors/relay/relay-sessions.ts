@@ -10,7 +10,7 @@ import { isLive, type RelayState } from './relay-state.ts';
 import type { RelaySends } from './relay-sends.ts';
 import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { MessagingCollections } from '../../messages/message-store.ts';
-import { failbacks, failovers } from './line-failover.ts';
+import { offlineMoves, onlineMoves } from './line-failover.ts';
 
 type RelayContext = ActorContext<RelayState>;
 type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
@@ -95,8 +95,8 @@ export class RelaySessions {
         { id: ctx.key, name: m.name, status: 'online' },
         changeEventId('relay.online', `${ctx.key}\u0000${session}`),
       );
-      // The lines this relay is the primary of and that failed over come back to it.
-      const back = await failbacks(this.deps.db, doc, session);
+      // The lines this relay is the primary of and that failed over come back to it; those waiting for a standby take it.
+      const back = await onlineMoves(this.deps.db, doc, session);
       ({ doc: connected } = await this.deps.outbox.change(
         relays,
         scope,
@@ -190,8 +190,8 @@ export class RelaySessions {
       { ...relayEventData(doc), status: 'offline' },
       changeEventId('relay.offline', `${ctx.key}\u0000${m.session}`),
     );
-    // The lines this relay is the primary of move to their first standby online.
-    const moves = await failovers(this.deps.db, doc, m.session);
+    // The lines this relay sends for move to the first other relay of their chain online.
+    const moves = await offlineMoves(this.deps.db, doc, m.session);
     const { doc: updated } = await this.deps.outbox.change(
       this.deps.db.relays,
       { tenantId: m.tenantId },
