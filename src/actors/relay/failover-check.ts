@@ -44,28 +44,45 @@ export class FailoverCheck {
     return { relayId, since: new Date(Date.now() - this.deps.sendTimeoutMs - clockSlackMs).toISOString() };
   }
 
-  /** Sorts a hand-over's claimed messages: those to check are asked of the claiming relay's agent, one at a time. */
+  /**
+   * Sorts a hand-over's claimed messages: those to check are asked of the
+   * claiming relay's agent, all at once (the actor waits `failoverCheckTimeoutMs`
+   * at most, not that for each). Returned in the hand-over's order.
+   */
   async sift(
     ctx: ActorContext<unknown>,
     tenantId: string,
     relay: { id: string; node: string; session: number },
     claimed: MessageDoc[],
   ): Promise<Sifted> {
-    const out: Sifted = { send: [], sent: [] };
     const chained = new Map<string, boolean>();
+    const toCheck = new Set<MessageDoc>();
     for (const doc of claimed) {
       const check = doc.failoverCheck;
-      if (!check || check.relayId === relay.id || !doc.fromNumber || !(await this.chained(tenantId, doc, chained))) {
+      if (check && check.relayId !== relay.id && doc.fromNumber && (await this.chained(tenantId, doc, chained)))
+        toCheck.add(doc);
+    }
+    const answers = new Map(
+      await Promise.all(
+        [...toCheck].map(async (doc) => {
+          const answer = await this.deps.link.checkSent(
+            relay,
+            `chk_${randomUUID()}`,
+            doc.to,
+            { body: doc.body, since: doc.failoverCheck!.since },
+            failoverCheckTimeoutMs,
+          );
+          return [doc, answer] as const;
+        }),
+      ),
+    );
+    const out: Sifted = { send: [], sent: [] };
+    for (const doc of claimed) {
+      if (!toCheck.has(doc)) {
         out.send.push(doc);
         continue;
       }
-      const answer = await this.deps.link.checkSent(
-        relay,
-        `chk_${randomUUID()}`,
-        doc.to,
-        { body: doc.body, since: check.since },
-        failoverCheckTimeoutMs,
-      );
+      const answer = answers.get(doc);
       if (answer?.sent === undefined) {
         ctx.log.warn(
           { tenantId, relayId: relay.id, messageId: doc.id, refused: answer?.refused },
