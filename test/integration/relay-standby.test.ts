@@ -155,6 +155,10 @@ for (const backend of backends()) {
         // The line [standby, back]: with both gone there is no move; the first to come back takes the line from its
         // primary (a failover), and the primary's return is a failback.
         back.socket.close();
+        await until('the standby offline', async () => {
+          const relays = (await call('GET', '/api/v1/relays')).body.data as any[];
+          return relays.some((r) => r.id === back.id && r.status === 'offline');
+        });
         standby.socket.close();
         await until('both offline', async () => {
           const relays = (await call('GET', '/api/v1/relays')).body.data as any[];
