@@ -83,105 +83,114 @@ async function organization(app: TestApp) {
 
 for (const backend of backends()) {
   describe(`standby relay failover (${backend})`, () => {
-    test(
-      'killing the primary under load moves its line to the standby, every message sent once; its return moves it back',
-      { timeout: 180_000 },
-      async (t) => {
-        const app = await startTestApp(backend, {
-          RELAY_HEARTBEAT_TIMEOUT_MS: String(heartbeatTimeoutMs),
-          RELAY_HEARTBEAT_INTERVAL_MS: '500',
-        });
-        const dir = await mkdtemp(join(tmpdir(), 'relaybox-standby-'));
-        const chatDb = join(dir, 'chat.db');
-        const agents: Agent[] = [];
-        t.after(async () => {
-          for (const a of agents) a.child.kill('SIGKILL');
-          await Promise.all(agents.map((a) => a.exited));
-          await app.stop();
-          await rm(dir, { recursive: true, force: true });
-        });
-        const org = await organization(app);
-        await createSimulatedChatDb(chatDb).then((db) => db.close());
-        const url = `${app.base.replace('http', 'ws')}/api/v1/relays/connect`;
-        const start = (name: string, env: Record<string, string> = {}) => {
-          const agent = startAgent(
-            [...simulatedAgentArgs(url, join(dir, name), chatDb), '--name', name, '--capacity', '5'],
-            { LOG_LEVEL: 'info', RELAY_SIM_DELIVERY_MS: '100', ...env },
-          );
-          agents.push(agent);
-          return agent;
-        };
-        let primaryAgent = start('primary', { RELAYBOX_TOKEN: await org.token() });
-        const primary = await org.online('primary', primaryAgent);
-        const standbyAgent = start('standby', { RELAYBOX_TOKEN: await org.token() });
-        const standby = await org.online('standby', standbyAgent);
-        const set = await org.call('PUT', `/api/v1/phone-numbers/${org.numberId}`, {
-          relays: [primary.id, standby.id],
-        });
-        assert.equal(set.status, 200, set.text);
+    // Killed: its socket closes. Frozen (SIGSTOP, a Mac that stops answering): the heartbeat timeout finds it.
+    for (const how of ['killed', 'frozen'] as const)
+      test(
+        `the primary ${how} under load: its line moves to the standby, every message sent once; its return moves it back`,
+        { timeout: 180_000 },
+        async (t) => {
+          const app = await startTestApp(backend, {
+            RELAY_HEARTBEAT_TIMEOUT_MS: String(heartbeatTimeoutMs),
+            RELAY_HEARTBEAT_INTERVAL_MS: '500',
+          });
+          const dir = await mkdtemp(join(tmpdir(), 'relaybox-standby-'));
+          const chatDb = join(dir, 'chat.db');
+          const agents: Agent[] = [];
+          t.after(async () => {
+            for (const a of agents) a.child.kill('SIGKILL');
+            await Promise.all(agents.map((a) => a.exited));
+            await app.stop();
+            await rm(dir, { recursive: true, force: true });
+          });
+          const org = await organization(app);
+          await createSimulatedChatDb(chatDb).then((db) => db.close());
+          const url = `${app.base.replace('http', 'ws')}/api/v1/relays/connect`;
+          const start = (name: string, env: Record<string, string> = {}) => {
+            const agent = startAgent(
+              [...simulatedAgentArgs(url, join(dir, name), chatDb), '--name', name, '--capacity', '5'],
+              { LOG_LEVEL: 'info', RELAY_SIM_DELIVERY_MS: '100', ...env },
+            );
+            agents.push(agent);
+            return agent;
+          };
+          let primaryAgent = start('primary', { RELAYBOX_TOKEN: await org.token() });
+          const primary = await org.online('primary', primaryAgent);
+          const standbyAgent = start('standby', { RELAYBOX_TOKEN: await org.token() });
+          const standby = await org.online('standby', standbyAgent);
+          const set = await org.call('PUT', `/api/v1/phone-numbers/${org.numberId}`, {
+            relays: [primary.id, standby.id],
+          });
+          assert.equal(set.status, 200, set.text);
 
-        // A steady load: one send every 40 ms; the primary is killed a third of the way in.
-        const ids: string[] = [];
-        let killedAt = 0;
-        for (let i = 0; i < 45; i++) {
-          ids.push(await org.send(`+1415555020${i % 4}`, `load ${i}`));
-          if (i === 15) {
-            primaryAgent.child.kill('SIGKILL');
-            killedAt = Date.now();
+          // A steady load: one send every 40 ms; the primary is killed a third of the way in.
+          const ids: string[] = [];
+          let killedAt = 0;
+          for (let i = 0; i < 45; i++) {
+            ids.push(await org.send(`+1415555020${i % 4}`, `load ${i}`));
+            if (i === 15) {
+              primaryAgent.child.kill(how === 'killed' ? 'SIGKILL' : 'SIGSTOP');
+              killedAt = Date.now();
+            }
+            await new Promise((r) => setTimeout(r, 40));
           }
-          await new Promise((r) => setTimeout(r, 40));
-        }
-        const docs = await org.sentAll(ids, 'every message of the load sent');
-        const failover = await until('relay.failover', async () => {
-          const list = await org.events('relay.failover');
-          return list.length > 0 && list;
-        });
-        assert.equal(failover.length, 1, 'one relay.failover');
-        assert.deepEqual([failover[0]!.data.from, failover[0]!.data.to], [primary.id, standby.id]);
-        const movedAfterMs = Date.parse(failover[0]!.timestamp) - killedAt;
-        assert.ok(movedAfterMs <= heartbeatTimeoutMs, `moved ${movedAfterMs} ms after the kill`);
-        const line = (await org.call('GET', '/api/v1/phone-numbers')).body.data[0];
-        assert.equal(line.failedOverTo, standby.id);
-        // The messages accepted after the kill went through the standby.
-        assert.ok(
-          docs.slice(20).every((d) => d.relayId === standby.id),
-          'the standby took the line',
-        );
+          const docs = await org.sentAll(ids, 'every message of the load sent');
+          const failover = await until('relay.failover', async () => {
+            const list = await org.events('relay.failover');
+            return list.length > 0 && list;
+          });
+          assert.equal(failover.length, 1, 'one relay.failover');
+          assert.deepEqual([failover[0]!.data.from, failover[0]!.data.to], [primary.id, standby.id]);
+          const movedAfterMs = Date.parse(failover[0]!.timestamp) - killedAt;
+          // Frozen, its last heartbeat came before the freeze: the timeout runs from there, then the check timer fires.
+          const allowedMs = how === 'killed' ? heartbeatTimeoutMs : heartbeatTimeoutMs + 1_000;
+          assert.ok(movedAfterMs <= allowedMs, `moved ${movedAfterMs} ms after the primary was ${how}`);
+          const line = (await org.call('GET', '/api/v1/phone-numbers')).body.data[0];
+          assert.equal(line.failedOverTo, standby.id);
+          // The messages accepted after the kill went through the standby.
+          assert.ok(
+            docs.slice(20).every((d) => d.relayId === standby.id),
+            'the standby took the line',
+          );
 
-        // Exactly once across both Macs: one row each in the shared chat.db, one entry at most in the send log.
-        const rows = sentRows(chatDb);
-        const log = await readSendLog(chatDb);
-        for (let i = 0; i < ids.length; i++) {
-          assert.equal(rows.get(`load ${i}`), 1, `load ${i} sent once (${rows.get(`load ${i}`) ?? 0} rows)`);
-          assert.ok(log.filter((e) => e.messageId === ids[i]).length <= 1, `load ${i} logged once`);
-        }
-        console.log(
-          `# failover ${movedAfterMs} ms after the kill; ${log.length} sends logged for ${ids.length} messages`,
-        );
+          // Exactly once across both Macs: one row each in the shared chat.db, one entry at most in the send log.
+          const rows = sentRows(chatDb);
+          const log = await readSendLog(chatDb);
+          for (let i = 0; i < ids.length; i++) {
+            assert.equal(rows.get(`load ${i}`), 1, `load ${i} sent once (${rows.get(`load ${i}`) ?? 0} rows)`);
+            assert.ok(log.filter((e) => e.messageId === ids[i]).length <= 1, `load ${i} logged once`);
+          }
+          console.log(
+            `# ${how}: failover ${movedAfterMs} ms after; ${log.length} sends logged for ${ids.length} messages`,
+          );
 
-        // The primary comes back: one relay.failback, and the line's new sends go to it again.
-        primaryAgent = start('primary');
-        await until('primary online again', async () => {
-          const relays = (await org.call('GET', '/api/v1/relays')).body.data as any[];
-          return relays.some((r) => r.id === primary.id && r.status === 'online');
-        });
-        const failback = await until('relay.failback', async () => {
-          const list = await org.events('relay.failback');
-          return list.length > 0 && list;
-        });
-        assert.equal(failback.length, 1, 'one relay.failback');
-        assert.deepEqual([failback[0]!.data.from, failback[0]!.data.to], [standby.id, primary.id]);
-        const after: string[] = [];
-        for (let i = 0; i < 5; i++) after.push(await org.send('+14155550209', `after ${i}`));
-        const back = await org.sentAll(after, 'the sends after the return');
-        assert.ok(
-          back.every((d) => d.relayId === primary.id),
-          'the primary sends again',
-        );
-        assert.equal((await org.events('relay.failover')).length, 1);
-        assert.equal((await org.events('relay.failback')).length, 1);
-      },
-    );
+          // The primary comes back: one relay.failback, and the line's new sends go to it again.
+          if (how === 'frozen') {
+            // It never wakes: what it held is the standby's now (a frozen Mac that wakes: docs/relay-agent.md).
+            primaryAgent.child.kill('SIGKILL');
+            await primaryAgent.exited;
+          }
+          primaryAgent = start('primary');
+          await until('primary online again', async () => {
+            const relays = (await org.call('GET', '/api/v1/relays')).body.data as any[];
+            return relays.some((r) => r.id === primary.id && r.status === 'online');
+          });
+          const failback = await until('relay.failback', async () => {
+            const list = await org.events('relay.failback');
+            return list.length > 0 && list;
+          });
+          assert.equal(failback.length, 1, 'one relay.failback');
+          assert.deepEqual([failback[0]!.data.from, failback[0]!.data.to], [standby.id, primary.id]);
+          const after: string[] = [];
+          for (let i = 0; i < 5; i++) after.push(await org.send('+14155550209', `after ${i}`));
+          const back = await org.sentAll(after, 'the sends after the return');
+          assert.ok(
+            back.every((d) => d.relayId === primary.id),
+            'the primary sends again',
+          );
+          assert.equal((await org.events('relay.failover')).length, 1);
+          assert.equal((await org.events('relay.failback')).length, 1);
+        },
+      );
 
     test(
       "a send the primary handed to Messages before it left is found in the standby's chat.db: reported sent, never sent again",
