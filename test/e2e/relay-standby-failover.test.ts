@@ -155,12 +155,15 @@ for (const backend of backends()) {
           // Exactly once across both Macs: one row each in the shared chat.db, one entry at most in the send log.
           const rows = sentRows(chatDb);
           const log = await readSendLog(chatDb);
+          const checks = standbyAgent.output().match(/"event":"sent-check"/g)?.length ?? 0;
+          // Frozen, the primary held a window of sends at its timeout: each was checked before the standby sent it.
+          if (how === 'frozen') assert.ok(checks >= 1, `the standby checked what the primary held (${checks})`);
           for (let i = 0; i < ids.length; i++) {
             assert.equal(rows.get(`load ${i}`), 1, `load ${i} sent once (${rows.get(`load ${i}`) ?? 0} rows)`);
             assert.ok(log.filter((e) => e.messageId === ids[i]).length <= 1, `load ${i} logged once`);
           }
           console.log(
-            `# ${how}: failover ${movedAfterMs} ms after; ${log.length} sends logged for ${ids.length} messages`,
+            `# ${how}: failover ${movedAfterMs} ms after; ${checks} failover checks; ${log.length} sends logged for ${ids.length} messages`,
           );
 
           // The primary comes back: one relay.failback, and the line's new sends go to it again.

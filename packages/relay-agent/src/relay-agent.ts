@@ -205,6 +205,7 @@ export class RelayAgent {
   private async onCheckSent(frame: CheckSentFrame): Promise<void> {
     const since = Date.parse(frame.since);
     const guid = await this.deps.reader.sentSince(normalizeHandle(frame.to), frame.body, since);
+    this.log.info({ event: 'sent-check', found: guid !== undefined }, 'failover check answered');
     this.send({ type: 'sentCheck', checkId: frame.checkId, sent: guid !== undefined, ...(guid ? { guid } : {}) });
   }
 
