@@ -14,6 +14,8 @@ export const webhookEvents = [
   'conversation.updated',
   'relay.online',
   'relay.offline',
+  'relay.failover',
+  'relay.failback',
   'contact.opted_out',
   'contact.opted_in',
 ] as const;

@@ -29,6 +29,8 @@ export const eventNames = [
   'conversation.updated',
   'relay.online',
   'relay.offline',
+  'relay.failover',
+  'relay.failback',
   'contact.opted_out',
   'contact.opted_in',
 ] as const;

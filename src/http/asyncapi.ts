@@ -12,6 +12,7 @@ const protocolRules = [
   'A `send` delivered again (a redelivered frame, a reconnect) is never sent twice; the relay re-reports its statuses instead.',
   'Each `status` is acknowledged with `ack {of: "status"}`; unacknowledged statuses are sent again after a reconnect.',
   '`inbound` rows are at-least-once: the relay sends every row after `welcome.inboundCursor` and moves its cursor on `ack {of: "inbound"}`; the server drops repeats by `guid`.',
+  'A `checkSent` (agents from 0.4) is answered by one `sentCheck` with its `checkId`: whether this Apple ID sent that text to that recipient since `since`, as the relay\'s chat.db has it. It is asked before a standby sends a message its line\'s primary held when it went offline (docs/relay-agent.md, "Standby relays"); no answer within a few seconds leaves the message waiting.',
   'A malformed frame is answered with `error {code: "validation_error"}`; after 5 the socket is closed with 1008.',
 ];
 

@@ -135,7 +135,10 @@ export class MessageQueries {
     const none = { waitingFor: null, notBefore: null };
     if (doc.status !== 'queued') return none;
     if (doc.nextAttemptAt && Date.parse(doc.nextAttemptAt) > Date.now())
-      return { waitingFor: 'retry_backoff', notBefore: doc.nextAttemptAt };
+      return {
+        waitingFor: doc.failoverCheck?.waitingSince ? 'relay_failover_check' : 'retry_backoff',
+        notBefore: doc.nextAttemptAt,
+      };
     const hold = await this.deps.waiting?.(tenantId, doc).catch(() => null);
     if (!hold) return none;
     return {

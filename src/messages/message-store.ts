@@ -51,6 +51,11 @@ export interface MessageDoc extends OutboxFields {
   processingAt?: string | null;
   /** The relay actor's claim that made it `processing` (unique to that hand-over): how the claim reads back what it got. */
   claim?: string;
+  /**
+   * Set when a relay that went offline handed it back (it may have sent it): another relay checks its own chat.db
+   * for it first (actors/relay/failover-check.ts). `waitingSince`: the last check was inconclusive, and it waits.
+   */
+  failoverCheck?: { relayId: string; since: string; waitingSince?: string } | null;
   sentAt: string | null;
   deliveredAt: string | null;
   readAt: string | null;
@@ -124,6 +129,10 @@ export interface PhoneNumberDoc {
   deactivatedAt: string | null;
   /** This number's own pace, over its organization's (actors/tenant/line-pacing.ts). */
   pacing?: PaceSetting | null;
+  /** The relays that send from this number, primary first, then its standbys in order (docs/relay-agent.md, "Standby relays"); absent or empty: any relay that says it owns it. */
+  relays?: string[];
+  /** The standby the line failed over to while its primary is offline (its `relay.failover`); null or absent when on the primary. */
+  failedOverTo?: string | null;
   createdAt: string;
   updatedAt: string;
 }

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { AppError } from '../errors.ts';
+import { AppError, pointer, validationError } from '../errors.ts';
 import { metadataSchema } from '../http/metadata.ts';
 import { defineRoute, named, type RouteDef } from '../http/route.ts';
 import { phoneNumberField, strictObject } from '../http/validation.ts';
@@ -10,8 +10,17 @@ import type { Collection } from '../store/collection.ts';
 import type { MessagingCollections, OrgPacingDoc, PhoneNumberDoc } from './message-store.ts';
 import type { tenantProtocol } from '../actors/tenant/protocol.ts';
 import type { ActorClient } from '../runtime/actor.ts';
+import type { RelayCollections } from '../relays/relay-store.ts';
 
 const label = Type.String({ maxLength: 200 });
+/** Relays in a line's chain at most: its primary and three standbys. */
+export const maxLineRelays = 4;
+const lineRelays = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+  maxItems: maxLineRelays,
+  uniqueItems: true,
+  description:
+    'the relays that send from this number: the primary first, then its standbys in order (docs/relay-agent.md, "Standby relays"); empty: any relay that owns the number',
+});
 /** The organization's undelivered window (actors/tenant/undelivered-watch.ts). */
 const deliverySetting = named(
   'DeliverySetting',
@@ -40,6 +49,13 @@ const phoneNumber = named(
     pacing: Type.Optional(
       Type.Union([paceSetting, Type.Null()], { description: "this number's own pace, over the organization's" }),
     ),
+    relays: Type.Optional(lineRelays),
+    failedOverTo: Type.Optional(
+      Type.Union([Type.String(), Type.Null()], {
+        description:
+          'the standby sending for this number while its primary is offline (relay.failover); null on the primary',
+      }),
+    ),
     createdAt: Type.String(),
     updatedAt: Type.String(),
   }),
@@ -57,7 +73,7 @@ const latestSlotMs = Date.parse('9999-12-31T23:59:59.999Z');
 
 /** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace and undelivered window. */
 export function phoneNumberRoutes(
-  db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'>,
+  db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'> & Pick<RelayCollections, 'relays'>,
   tenants: ActorClient<typeof tenantProtocol>,
   defaultUndeliveredAfterMs: number,
 ): RouteDef[] {
@@ -132,7 +148,7 @@ export function phoneNumberRoutes(
     defineRoute({
       method: 'PUT',
       path: '/api/v1/phone-numbers/:id',
-      summary: 'Change the label or metadata of a number',
+      summary: 'Change the label, metadata, pace or relays (primary and standbys) of a number',
       tags: ['phone-numbers'],
       minRole: 'admin',
       operationId: 'updatePhoneNumber',
@@ -143,19 +159,24 @@ export function phoneNumberRoutes(
             label: Type.Optional(label),
             metadata: Type.Optional(metadata),
             pacing: Type.Optional(Type.Union([paceSetting, Type.Null()])),
+            relays: Type.Optional(lineRelays),
           },
           { minProperties: 1 },
         ),
         response: { 200: phoneNumber },
       },
       async handler(ctx) {
+        if (ctx.body.relays?.length) await knownRelays(db.relays, ctx.principal, ctx.body.relays);
         const doc = await numbers.updateOne(
           orgScope(ctx.principal),
           { id: ctx.params.id },
-          { $set: { ...ctx.body, updatedAt: nowIso() } },
+          // A new chain starts on its primary.
+          { $set: { ...ctx.body, ...(ctx.body.relays ? { failedOverTo: null } : {}), updatedAt: nowIso() } },
         );
         if (!doc) throw new AppError('not_found', 'phone number not found');
-        if (ctx.body.pacing !== undefined) await tenants.send(ctx.principal.tenantId, { kind: 'pacing-changed' });
+        // The dispatch reads its lines' paces and relay chains again.
+        if (ctx.body.pacing !== undefined || ctx.body.relays !== undefined)
+          await tenants.send(ctx.principal.tenantId, { kind: 'pacing-changed' });
         return { status: 200, body: show(doc) };
       },
     }),
@@ -270,4 +291,14 @@ export function phoneNumberRoutes(
       },
     }),
   ];
+}
+
+/** A line's relays must be the organization's own (in this mode): the first one that is not is named, 400. */
+async function knownRelays(relays: RelayCollections['relays'], p: Principal, ids: string[]): Promise<void> {
+  const found = new Set(
+    (await relays.find(orgScope(p), { id: { $in: ids } }, { limit: maxLineRelays })).map((r) => r.id),
+  );
+  const missing = ids.findIndex((id) => !found.has(id));
+  if (missing >= 0)
+    throw validationError(pointer('relays', missing), `relay ${ids[missing]} not found in this organization`);
 }

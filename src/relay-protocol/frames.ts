@@ -39,10 +39,15 @@
  * - A `lookup` is answered by one `availability` with its `lookupId`; the
  *   server waits a few seconds for it and never repeats it (a lost answer is
  *   a lookup the API caller may make again).
+ * - A `checkSent` (failover-frames.ts) is answered by one `sentCheck` with its
+ *   `checkId`, the same way.
  */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormatsImport from 'ajv-formats';
+import { checkSentFrame, sentCheckFrame } from './failover-frames.ts';
+
+export { checkSentFrame, sentCheckFrame, type CheckSentFrame, type SentCheckFrame } from './failover-frames.ts';
 
 const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
@@ -339,8 +344,9 @@ export const agentFrame = Type.Union([
   inboundFrame,
   changeFrame,
   availabilityFrame,
+  sentCheckFrame,
 ]);
-export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorFrame, lookupFrame]);
+export const serverFrame = Type.Union([welcomeFrame, sendFrame, ackFrame, errorFrame, lookupFrame, checkSentFrame]);
 
 export type RelayCredential = Static<typeof relayCredential>;
 export type HelloFrame = Static<typeof helloFrame>;

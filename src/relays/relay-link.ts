@@ -17,7 +17,15 @@ export interface RelayLookup {
   session: number;
   lookupId: string;
   handle: string;
+  /** A failover check (relay-protocol/failover-frames.ts) instead of a handle lookup: did this text go to `handle` since `since`? */
+  check?: SentCheck;
   replyNode: string;
+}
+
+/** What a failover check asks a standby's agent. */
+export interface SentCheck {
+  body: string;
+  since: string;
 }
 
 /** What the relay's agent answered to a lookup (`availability`), or why there is no answer. */
@@ -26,6 +34,9 @@ export interface RelayLookupAnswer {
   lookupId: string;
   imessage?: boolean | null;
   source?: string;
+  /** A failover check's answer: whether the standby's chat.db has the message, and its row's guid. */
+  sent?: boolean;
+  guid?: string;
   /** Set when the lookup could not be asked: the relay's socket is gone, or its agent is older than lookups. */
   refused?: 'offline' | 'agent_too_old';
 }
@@ -59,10 +70,31 @@ export class RelayLink {
    * Asks the relay's agent about a handle and waits up to `timeoutMs` for
    * its answer; undefined when none came in time.
    */
-  async lookup(
+  lookup(
     relay: { id: string; node: string; session: number },
     lookupId: string,
     handle: string,
+    timeoutMs: number,
+  ): Promise<RelayLookupAnswer | undefined> {
+    return this.ask(relay, lookupId, handle, undefined, timeoutMs);
+  }
+
+  /** Asks a standby's agent whether its chat.db has this message (a failover check); undefined when no answer came in time. */
+  checkSent(
+    relay: { id: string; node: string; session: number },
+    checkId: string,
+    to: string,
+    check: SentCheck,
+    timeoutMs: number,
+  ): Promise<RelayLookupAnswer | undefined> {
+    return this.ask(relay, checkId, to, check, timeoutMs);
+  }
+
+  private async ask(
+    relay: { id: string; node: string; session: number },
+    lookupId: string,
+    handle: string,
+    check: SentCheck | undefined,
     timeoutMs: number,
   ): Promise<RelayLookupAnswer | undefined> {
     const answer = new Promise<RelayLookupAnswer | undefined>((resolve) => {
@@ -82,6 +114,7 @@ export class RelayLink {
       session: relay.session,
       lookupId,
       handle,
+      ...(check ? { check } : {}),
       replyNode: this.node,
     };
     await this.runtime.publishToNode(relay.node, lookup);

@@ -20,6 +20,14 @@ export function answersLookup(agentVersion: string): boolean {
   return versionAtLeast(agentVersion, lookupSince);
 }
 
+/** The first agent version that answers `checkSent`, the failover check (0.4). */
+export const checkSentSince = { major: 0, minor: 4 } as const;
+
+/** Whether an agent of this `hello.agentVersion` answers `checkSent`. */
+export function answersCheckSent(agentVersion: string): boolean {
+  return versionAtLeast(agentVersion, checkSentSince);
+}
+
 function versionAtLeast(agentVersion: string, since: { major: number; minor: number }): boolean {
   const m = /^(\d+)\.(\d+)/.exec(agentVersion);
   if (!m) return false;

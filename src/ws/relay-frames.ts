@@ -1,7 +1,7 @@
 import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import type { Logger } from '../log.ts';
 import { type AgentFrame, type HelloFrame, type StatusFrame } from '../relay-protocol/frames.ts';
-import { acceptsTraceparent, answersLookup } from './agent-versions.ts';
+import { acceptsTraceparent, answersCheckSent, answersLookup } from './agent-versions.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import { actorClient, type ActorClient } from '../runtime/actor.ts';
 import type { Transport } from '../runtime/types.ts';
@@ -57,6 +57,8 @@ export class RelayFrames {
         return this.reports(ws, [frame]);
       case 'availability':
         return sockets.lookupAnswered(relay.id, frame);
+      case 'sentCheck':
+        return sockets.sentChecked(relay.id, frame);
       case 'inbound': {
         // The relay actor acknowledges the cursor once the message is stored.
         const { type: _type, ...inbound } = frame;
@@ -146,6 +148,7 @@ export class RelayFrames {
     state.relay = { id: relayId, tenantId, session: relay.session };
     state.acceptsTraceparent = acceptsTraceparent(frame.agentVersion);
     state.answersLookup = answersLookup(frame.agentVersion);
+    state.answersCheckSent = answersCheckSent(frame.agentVersion);
     sockets.adopt(relayId, ws);
     sockets.write(ws, {
       type: 'welcome',

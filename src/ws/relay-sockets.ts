@@ -1,7 +1,7 @@
 import type { WebSocket } from '@trufflesuite/uws-js-unofficial';
 import { Gauge, register } from 'prom-client';
 import type { Logger } from '../log.ts';
-import type { AvailabilityFrame, ServerFrame, StatusFrame } from '../relay-protocol/frames.ts';
+import type { AvailabilityFrame, SentCheckFrame, ServerFrame, StatusFrame } from '../relay-protocol/frames.ts';
 import type { RelayLink, RelayLookup } from '../relays/relay-link.ts';
 
 /** What the gateway keeps on each relay socket. */
@@ -12,6 +12,8 @@ export interface RelaySocket {
   acceptsTraceparent?: boolean;
   /** Its agent answers `lookup` frames (its hello's agentVersion). */
   answersLookup?: boolean;
+  /** Its agent answers `checkSent` frames, the failover check (its hello's agentVersion). */
+  answersCheckSent?: boolean;
   badFrames: number;
   closed: boolean;
   helloTimer?: NodeJS.Timeout;
@@ -70,14 +72,31 @@ export class RelaySockets {
     if (!ws || state?.relay?.session !== lookup.session || state.closed) return false;
     const refuse = (refused: 'offline' | 'agent_too_old') =>
       void this.link.answer(lookup.replyNode, { lookupId: lookup.lookupId, refused }).catch(() => undefined);
-    if (!state.answersLookup) return (refuse('agent_too_old'), true);
+    if (!(lookup.check ? state.answersCheckSent : state.answersLookup)) return (refuse('agent_too_old'), true);
     const now = Date.now();
     // Unanswered lookups are forgotten after a minute: their askers stopped waiting long before.
     for (const [id, pending] of this.lookups) if (now - pending.at > 60_000) this.lookups.delete(id);
     if (this.lookups.size >= 10_000) return (refuse('offline'), true);
     this.lookups.set(lookup.lookupId, { relayId: lookup.relayId, replyNode: lookup.replyNode, at: now });
-    this.write(ws, { type: 'lookup', lookupId: lookup.lookupId, handle: lookup.handle });
+    this.write(
+      ws,
+      lookup.check
+        ? { type: 'checkSent', checkId: lookup.lookupId, to: lookup.handle, ...lookup.check }
+        : { type: 'lookup', lookupId: lookup.lookupId, handle: lookup.handle },
+    );
     return true;
+  }
+
+  /** A relay's agent answered a failover check: as a lookup's answer, to the process that asked. */
+  sentChecked(relayId: string, frame: SentCheckFrame): Promise<void> {
+    const pending = this.lookups.get(frame.checkId);
+    if (!pending || pending.relayId !== relayId) return Promise.resolve();
+    this.lookups.delete(frame.checkId);
+    return this.link.answer(pending.replyNode, {
+      lookupId: frame.checkId,
+      sent: frame.sent,
+      ...(frame.guid ? { guid: frame.guid } : {}),
+    });
   }
 
   /** A relay's agent answered a lookup: the answer goes to the process that asked; one for a lookup it was not asked is dropped. */

@@ -14,6 +14,7 @@ import { test, type TestContext } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'libsql';
 import { createAgentLogger } from '../../packages/relay-agent/src/agent-logger.ts';
+import { encodeAttributedBody } from '../../packages/relay-agent/src/attributed-body.ts';
 import { ChatDbReader } from '../../packages/relay-agent/src/chat-db-reader.ts';
 import { OutgoingTracker } from '../../packages/relay-agent/src/outgoing-tracker.ts';
 import { SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
@@ -553,4 +554,37 @@ test('a file that is not a Messages database is a ChatDbError without the Full D
   );
   const row = await simulateInbound(path, { from: '+15553330000', body: 'now it has the schema' });
   assert.equal(await reader.maxRowId(), row.rowId);
+});
+
+test('the failover check finds a sent row by recipient and text since a time, from either text or attributedBody', async (t) => {
+  const { app, reader } = await setup(t);
+  const before = Date.now() - 1_000;
+  await app.send({
+    messageId: 'm1',
+    attempt: 1,
+    to: '+1 (415) 555-0301',
+    body: 'sent by the primary',
+    attachmentPaths: [],
+  });
+  const guid = await reader.sentSince('+14155550301', ' sent by the primary\r\n', before);
+  assert.match(guid ?? '', /^[0-9A-F-]{36}$/, 'found, whatever its spacing and line endings');
+  assert.equal(await reader.sentSince('+14155550301', 'another text', before), undefined, 'another text is not it');
+  assert.equal(
+    await reader.sentSince('+14155550302', 'sent by the primary', before),
+    undefined,
+    'nor another recipient',
+  );
+  assert.equal(
+    await reader.sentSince('+14155550301', 'sent by the primary', Date.now() + 60_000),
+    undefined,
+    'nor an older row',
+  );
+  // A row Messages wrote with its text in attributedBody only (macOS 13 and later).
+  const db = new Database(app.dbPath);
+  db.prepare('UPDATE message SET text = NULL, attributedBody = ? WHERE guid = ?').run(
+    encodeAttributedBody('sent by the primary'),
+    guid,
+  );
+  db.close();
+  assert.equal(await reader.sentSince('+14155550301', 'sent by the primary', before), guid);
 });

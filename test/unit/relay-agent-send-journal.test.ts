@@ -60,6 +60,7 @@ test('attempts survive a restart; a send that was with Messages comes back orpha
   const sending = record('msg_1', 2);
   journal.add(sending);
   journal.setPhase(sending, 'sending', 2_000);
+  journal.add(record('msg_2', 1));
   journal.setOutgoingCursor(17);
   await journal.flush(3_000);
   assert.equal((await stat(journal.path)).mode & 0o777, 0o600);
@@ -71,6 +72,8 @@ test('attempts survive a restart; a send that was with Messages comes back orpha
   assert.equal(reloaded.get('msg_1', 2)?.phase, 'orphaned', 'never sent again after a crash, only looked for');
   assert.equal(reloaded.get('msg_1', 2)?.phaseAtMs, 4_000);
   assert.equal(reloaded.get('msg_1', 3), undefined);
+  // Accepted and never begun: the server gives it again (maybe to another relay of its line), so it is forgotten.
+  assert.equal(reloaded.get('msg_2', 1), undefined, 'a queued send is not sent by the next run');
 });
 
 test('a journal written before attempts were numbered loads its sends as first attempts', async (t) => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { FailoverCheck } from '../../src/actors/relay/failover-check.ts';
 import { RelayCredits } from '../../src/actors/relay/relay-credits.ts';
 import { RelaySends, type SendReport } from '../../src/actors/relay/relay-sends.ts';
 import type { RelayState } from '../../src/actors/relay/relay-state.ts';
@@ -28,6 +29,7 @@ const sends = (batchReports: boolean) =>
     link: {} as RelayLink,
     sendTimeoutMs: 60_000,
     batchReports,
+    check: new FailoverCheck({ db: {} as MessagingCollections, link: {} as RelayLink, sendTimeoutMs: 60_000 }),
   });
 
 const report = (messageId: string, status: SendReport['status']): SendReport => ({

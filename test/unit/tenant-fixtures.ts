@@ -144,6 +144,7 @@ export function tenantState(relays: Array<{ id: string; credits: number; phoneNu
     queue: new PagedQueue(500),
     awaitingDelivery: new Map(),
     smsFallbackDue: new Map(),
+    lineRelays: new Map(),
     undeliveredAfterMs: 600_000,
     relays: new Map(
       relays.map((r) => [

@@ -1,7 +1,8 @@
 import { appleEpochMs, appleTimeToMs, msToAppleNs } from './apple-time.ts';
 import { reactionKinds } from 'relaybox-relay-protocol/frames.ts';
 import type { Logger } from './agent-logger.ts';
-import { readAttributedBody, type AttributedBody } from './attributed-body.ts';
+import { decodeAttributedBody, readAttributedBody, type AttributedBody } from './attributed-body.ts';
+import { normalizeBody } from './message-sender.ts';
 import { asChatDbError, openSqliteFile, type SqliteDatabase, type SqliteStatement } from './sqlite-file.ts';
 
 /** One row of `message` with what the agent needs from its handle and chat. */
@@ -176,6 +177,9 @@ const queriesFor = (present: ReadonlySet<string>) => {
     // The newest one-to-one row with the handle, either way: the service Messages last reached it on.
     lastService:
       'SELECT m.service AS service FROM message m JOIN handle h ON h.ROWID = m.handle_id WHERE h.id = ? AND m.error = 0 ORDER BY m.ROWID DESC LIMIT 1',
+    // Rows this Apple ID sent to the handle at or after a time (Apple nanoseconds), for a failover check.
+    sentSince:
+      'SELECT m.guid AS guid, m.text AS text, m.attributedBody AS attributedBody FROM message m JOIN handle h ON h.ROWID = m.handle_id WHERE h.id = ? AND m.is_from_me = 1 AND m.date >= ? ORDER BY m.ROWID LIMIT 500',
     // Messages writes the signed-in account on each iMessage row: `e:` and an Apple ID email, or `p:` and a phone number.
     account:
       "SELECT account FROM message WHERE service = 'iMessage' AND account LIKE '_:%' ORDER BY ROWID DESC LIMIT 1",
@@ -237,6 +241,23 @@ export class ChatDbReader {
   async lastService(handle: string): Promise<string | undefined> {
     const row = this.run((s) => s.lastService.get(handle)) as { service: string | null } | undefined;
     return row?.service ?? undefined;
+  }
+
+  /**
+   * The guid of a message this Apple ID sent to `handle` with this text at or
+   * after `sinceMs` (epoch ms), whichever Mac sent it (iCloud brings the
+   * other Mac's rows here); undefined when there is none.
+   */
+  async sentSince(handle: string, body: string, sinceMs: number): Promise<string | undefined> {
+    const rows = this.run((s) => s.sentSince.all(handle, msToAppleNs(sinceMs))) as Array<{
+      guid: string;
+      text: string | null;
+      attributedBody: ArrayBuffer | null;
+    }>;
+    const want = normalizeBody(body);
+    const textOf = (r: (typeof rows)[number]) =>
+      r.text ?? (r.attributedBody ? decodeAttributedBody(new Uint8Array(r.attributedBody)) : undefined) ?? '';
+    return rows.find((r) => normalizeBody(textOf(r)) === want)?.guid;
   }
 
   /** The iMessage account of the newest iMessage row (`jane@icloud.com`, `+14155550123`); undefined before any. */

@@ -8,6 +8,7 @@ import type {
   HeartbeatFrame,
   HelloFrame,
   LookupFrame,
+  CheckSentFrame,
   SendFrame,
   ServerFrame,
   StatusFrame,
@@ -190,7 +191,22 @@ export class RelayAgent {
         return this.onError(frame);
       case 'lookup':
         return this.onLookup(frame);
+      case 'checkSent':
+        return this.onCheckSent(frame);
     }
+  }
+
+  /**
+   * A failover check: this Mac is a standby of a line whose primary went
+   * offline holding the message. Both Macs share one Apple ID, so a message
+   * the primary's Mac sent is in this chat.db too (iCloud), and the simulator's
+   * Macs share one chat.db file. Its guid answers "sent"; none answers "not sent".
+   */
+  private async onCheckSent(frame: CheckSentFrame): Promise<void> {
+    const since = Date.parse(frame.since);
+    const guid = await this.deps.reader.sentSince(normalizeHandle(frame.to), frame.body, since);
+    this.log.info({ event: 'sent-check', found: guid !== undefined }, 'failover check answered');
+    this.send({ type: 'sentCheck', checkId: frame.checkId, sent: guid !== undefined, ...(guid ? { guid } : {}) });
   }
 
   private async onLookup(frame: LookupFrame): Promise<void> {

@@ -108,6 +108,13 @@ export class SendJournal {
     this.outgoingCursor = file.outgoingCursor;
     for (const [guid, messageId] of file.sentGuids ?? []) this.sentGuids.set(guid, messageId);
     for (const record of file.records) {
+      // A send a previous run accepted and never began: the server took it back when that run's connection closed, and
+      // gives it again, to this relay or to a standby of its line (docs/relay-agent.md, "Standby relays"). Sent now,
+      // it could go twice; forgotten, the server's hand-over sends it once.
+      if (record.phase === 'queued') {
+        this.dirty = true;
+        continue;
+      }
       // A send that was with osascript when the agent stopped may or may not have gone out.
       if (record.phase === 'sending') Object.assign(record, { phase: 'orphaned', phaseAtMs: nowMs });
       // Journals written before attempts were numbered hold first attempts only.

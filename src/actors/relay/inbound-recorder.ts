@@ -291,12 +291,23 @@ export class InboundRecorder {
         changeEventId('message.received', doc.id),
       ),
     ]);
-    let fresh = true;
-    try {
-      await db.messages.insertOne(scope, written.doc);
-    } catch (err) {
-      if (!(err instanceof AppError && err.code === 'conflict')) throw err;
-      fresh = false; // replayed after a reconnect: stored already
+    // Both Macs of a line (a primary and its standby, one Apple ID) read the same message: by its guid it is one id;
+    // a copy under another guid is the same recipient's text at the same time, from another relay, and is dropped.
+    const twin = await db.messages.findOne(scope, {
+      conversationId: doc.conversationId,
+      createdAt: doc.createdAt,
+      direction: 'received',
+      body: doc.body,
+      relayId: { $ne: relay.id },
+    });
+    let fresh = !twin || twin.id === doc.id;
+    if (fresh) {
+      try {
+        await db.messages.insertOne(scope, written.doc);
+      } catch (err) {
+        if (!(err instanceof AppError && err.code === 'conflict')) throw err;
+        fresh = false; // replayed after a reconnect, or read by another relay of the line: stored already
+      }
     }
     if (fresh) {
       const tally = new RollupTally();

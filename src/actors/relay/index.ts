@@ -4,6 +4,7 @@ import type { MessagingCollections } from '../../messages/message-store.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
 import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorDefinition } from '../../runtime/types.ts';
+import { FailoverCheck } from './failover-check.ts';
 import { InboundRecorder } from './inbound-recorder.ts';
 import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
 import { relayActor } from './relay.actor.ts';
@@ -27,7 +28,8 @@ export function createRelayActor(deps: {
   keywords?: InboundKeywords;
 }): ActorDefinition {
   const { db, outbox, rollups, link } = deps;
-  const sends = new RelaySends({ db, link, sendTimeoutMs: deps.sendTimeoutMs, batchReports: deps.batchReports });
+  const check = new FailoverCheck({ db, link, sendTimeoutMs: deps.sendTimeoutMs });
+  const sends = new RelaySends({ db, link, sendTimeoutMs: deps.sendTimeoutMs, batchReports: deps.batchReports, check });
   const sessions = new RelaySessions({ db, outbox, sends, heartbeatTimeoutMs: deps.heartbeatTimeoutMs });
   const inbound = new InboundRecorder({ db, outbox, rollups, link, keywords: deps.keywords });
   return relayActor(sessions, sends, inbound, deps.batchReports);

@@ -8,6 +8,7 @@ import { observeHop } from '../../messages/message-metrics.ts';
 import type { SendFrame } from '../../relay-protocol/frames.ts';
 import { workClass, type ActorContext, type MessageOfKind, type WorkClass } from '../../runtime/actor.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
+import type { FailoverCheck } from './failover-check.ts';
 import { bulkSendsKept, isLive, type RelayState } from './relay-state.ts';
 import type { RelayDoc } from '../../relays/relay-store.ts';
 import { outgoingTrace, SpanKind, startSpan, tracingOn, withSpan } from '../../tracing/spans.ts';
@@ -39,6 +40,8 @@ export class RelaySends {
       sendTimeoutMs: number;
       /** Several reports go on to the tenant actor as one message (`RELAY_REPORT_BATCHES`). */
       batchReports: boolean;
+      /** What a relay that went offline held is checked for on the next relay before it is sent (failover-check.ts). */
+      check: FailoverCheck;
     },
   ) {}
 
@@ -110,7 +113,11 @@ export class RelaySends {
     const relay = { id: ctx.key, node: doc.node ?? '', session: doc.session };
     const bulk = m.items.every((item) => item.source !== undefined);
     if (bulk) rememberBulk(ctx.state.bulkSends, m.items);
-    for (const sent of await this.claim(ctx, m)) {
+    const claimed = await this.claim(ctx, m);
+    const { send, sent: already } = claimed.some((d) => d.failoverCheck)
+      ? await this.deps.check.sift(ctx, m.tenantId, relay, claimed)
+      : { send: claimed, sent: [] };
+    for (const sent of send) {
       credits.add(sent.id, sent.attempts);
       await ctx.send(
         relayProtocol,
@@ -127,6 +134,23 @@ export class RelaySends {
           })
         : undefined;
       await withSpan(span, () => this.deps.link.deliver(relay, sendFrame(sent, outgoingTrace(span, sent))));
+    }
+    if (already.length > 0) {
+      // Sent by the relay that held them: reported sent here, with the guid the check found.
+      for (const { doc } of already) credits.add(doc.id, doc.attempts);
+      const at = nowIso();
+      await this.reports(
+        ctx,
+        m.tenantId,
+        already.map(({ doc, guid }) => ({
+          session: m.session,
+          messageId: doc.id,
+          status: 'sent' as const,
+          at,
+          attempt: doc.attempts,
+          ...(guid ? { guid } : {}),
+        })),
+      );
     }
     await this.grant(ctx, m.tenantId, bulk ? workClass.bulk : workClass.interactive);
   }
@@ -230,12 +254,14 @@ export class RelaySends {
   private async handBack(ctx: RelayContext, tenantId: string, held: { id: string; attempts: number }[]): Promise<void> {
     if (held.length === 0) return;
     const now = nowIso();
+    // This relay may have handed them to Messages already: the next relay checks first (failover-check.ts).
+    const failoverCheck = this.deps.check.mark(ctx.key);
     const back = await Promise.all(
       held.map((m) =>
         this.deps.db.messages.updateOne(
           { tenantId },
           { id: m.id, status: 'processing', relayId: ctx.key, attempts: m.attempts },
-          { $set: { status: 'queued', relayId: null, updatedAt: now }, $inc: { attempts: -1 } },
+          { $set: { status: 'queued', relayId: null, updatedAt: now, failoverCheck }, $inc: { attempts: -1 } },
         ),
       ),
     );

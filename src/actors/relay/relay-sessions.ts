@@ -9,6 +9,8 @@ import { RelayCredits } from './relay-credits.ts';
 import { isLive, type RelayState } from './relay-state.ts';
 import type { RelaySends } from './relay-sends.ts';
 import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
+import type { MessagingCollections } from '../../messages/message-store.ts';
+import { offlineMoves, onlineMoves } from './line-failover.ts';
 
 type RelayContext = ActorContext<RelayState>;
 type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageOfKind<typeof relayProtocol, K>;
@@ -22,7 +24,12 @@ type Msg<K extends keyof (typeof relayProtocol)['messages'] & string> = MessageO
  */
 export class RelaySessions {
   constructor(
-    private readonly deps: { db: RelayCollections; outbox: Outbox; sends: RelaySends; heartbeatTimeoutMs: number },
+    private readonly deps: {
+      db: RelayCollections & Pick<MessagingCollections, 'phoneNumbers'>;
+      outbox: Outbox;
+      sends: RelaySends;
+      heartbeatTimeoutMs: number;
+    },
   ) {}
 
   activate(): RelayState {
@@ -88,6 +95,8 @@ export class RelaySessions {
         { id: ctx.key, name: m.name, status: 'online' },
         changeEventId('relay.online', `${ctx.key}\u0000${session}`),
       );
+      // The lines this relay is the primary of and that failed over come back to it; those waiting for a standby take it.
+      const back = await onlineMoves(this.deps.db, doc, session);
       ({ doc: connected } = await this.deps.outbox.change(
         relays,
         scope,
@@ -106,9 +115,10 @@ export class RelaySessions {
             ...(m.phoneNumbers ? { phoneNumbers: m.phoneNumbers } : {}),
           },
         },
-        [online],
+        [online, ...back.events],
       ));
       if (!connected) throw new Error(`relay ${ctx.key} changed while connecting`);
+      await back.apply();
       ctx.state.doc = connected;
       ctx.state.lastHeartbeatAt = Date.parse(now);
     }
@@ -180,14 +190,17 @@ export class RelaySessions {
       { ...relayEventData(doc), status: 'offline' },
       changeEventId('relay.offline', `${ctx.key}\u0000${m.session}`),
     );
+    // The lines this relay sends for move to the first other relay of their chain online.
+    const moves = await offlineMoves(this.deps.db, doc, m.session);
     const { doc: updated } = await this.deps.outbox.change(
       this.deps.db.relays,
       { tenantId: m.tenantId },
       { id: ctx.key, session: m.session, status: 'online' },
       { $set: { status: 'offline', node: null, updatedAt: nowIso() } },
-      [event],
+      [event, ...moves.events],
     );
     if (!updated) return;
+    await moves.apply();
     ctx.state.doc = updated;
     await ctx.send(tenantProtocol, m.tenantId, { kind: 'relay-offline', relayId: ctx.key, session: m.session, reason });
     ctx.log.info({ tenantId: m.tenantId, relayId: ctx.key, session: m.session, reason }, 'relay offline');

@@ -181,6 +181,7 @@ export const waitingReasons = [
   'relay_offline',
   'relay_busy',
   'retry_backoff',
+  'relay_failover_check',
   'queue',
 ] as const;
 

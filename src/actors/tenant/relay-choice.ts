@@ -8,11 +8,26 @@ export interface RelayCredit {
 }
 
 /**
- * The relay that owns `fromNumber` when one online relay does (only among
- * those with credit: a message for a busy owner waits for it); otherwise the
- * least busy relay with credit.
+ * For a line with a relay chain (its phone number's `relays`: primary, then
+ * standbys), the first of them online, and only it: a message waits for its
+ * credit, or, with none of them online, for one to come. Otherwise the relay
+ * that owns `fromNumber` when one online relay does (only among those with
+ * credit: a message for a busy owner waits for it); otherwise the least busy
+ * relay with credit. In memory only: a chain has four relays at most.
  */
-export function pickRelay<R extends RelayCredit>(open: R[], fromNumber: string | null, online: R[]): R | undefined {
+export function pickRelay<R extends RelayCredit>(
+  open: R[],
+  fromNumber: string | null,
+  online: R[],
+  chain?: readonly string[],
+): R | undefined {
+  if (fromNumber && chain) {
+    for (const id of chain) {
+      const relay = online.find((r) => r.id === id);
+      if (relay) return open.includes(relay) ? relay : undefined;
+    }
+    return undefined;
+  }
   if (fromNumber) {
     const owners = online.filter((r) => r.phoneNumbers.includes(fromNumber));
     if (owners.length > 0) return open.filter((r) => owners.includes(r)).sort(byLoad)[0];

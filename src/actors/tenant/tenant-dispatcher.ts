@@ -83,6 +83,7 @@ export class TenantDispatcher {
       pacing: new LinePacing(this.deps.config.pacing),
       awaitingDelivery: new Map(),
       smsFallbackDue: new Map(),
+      lineRelays: new Map(),
       undeliveredAfterMs: this.deps.config.undeliveredAfterMs,
     };
     await this.recovery.rebuild(ctx, state);
@@ -359,7 +360,12 @@ export class TenantDispatcher {
       // A paced line's message stays where it is (false), so the queue's order holds: the next one it allows is the first in line.
       if (item.fromNumber && holds(item.fromNumber, item.to)) return false;
       const free = item.fromNumber ? open : open.filter((r) => !holds(lineOf(null, r.id), item.to));
-      const relay = pickRelay(free, item.fromNumber, online);
+      const relay = pickRelay(
+        free,
+        item.fromNumber,
+        online,
+        item.fromNumber ? state.lineRelays.get(item.fromNumber) : undefined,
+      );
       if (!relay) return false;
       const contact = pacing.take(lineOf(item.fromNumber, relay.id), item.to, now);
       if (contact) met.push(contact);

@@ -197,10 +197,14 @@ export class TenantRecovery {
   /** The organization's pace and each number's own, and its undelivered window, from the store. */
   async loadPaces(tenantId: string, state: TenantState): Promise<void> {
     const scope = tenantScope(tenantId);
-    const [org, numbers] = await Promise.all([
+    const [org, numbers, chains] = await Promise.all([
       this.deps.db.orgPacing.findOne(scope, { id: tenantId }),
       this.deps.db.phoneNumbers.find(scope, { pacing: { $exists: true } }, { limit: 10_000 }),
+      this.deps.db.phoneNumbers.find(scope, { relays: { $exists: true } }, { limit: 10_000 }),
     ]);
+    state.lineRelays = new Map(
+      chains.filter((n) => n.relays && n.relays.length > 0 && n.status === 'active').map((n) => [n.number, n.relays!]),
+    );
     state.pacing.configure(org?.pacing, new Map(numbers.filter((n) => n.pacing).map((n) => [n.number, n.pacing!])));
     const windowSeconds = org?.delivery?.undeliveredAfterSeconds;
     state.undeliveredAfterMs = windowSeconds ? windowSeconds * 1000 : this.deps.config.undeliveredAfterMs;

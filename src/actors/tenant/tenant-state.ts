@@ -32,6 +32,8 @@ export interface TenantState {
   awaitingDelivery: Map<string, number>;
   /** Sent messages whose `if_undelivered` SMS fallback is not asked for yet, by id, with its deadline (epoch ms): sms-fallback-watch.ts. */
   smsFallbackDue: Map<string, number>;
+  /** Each sender line's relay chain (its phone number's `relays`: primary first, then standbys), by number. */
+  lineRelays: Map<string, string[]>;
   /** The organization's undelivered window: its own setting, or the default. */
   undeliveredAfterMs: number;
   /** Epoch ms since when at least one relay has been online without a break (as far as this activation knows); undefined while none is. */
