@@ -15,7 +15,6 @@ export class Mailboxes<T> {
   private readonly boxes = new Map<string, T[]>();
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
-  private readonly lane = new WorkLane();
 
   constructor(
     private readonly handle: (items: T[]) => Promise<void>,
@@ -25,6 +24,7 @@ export class Mailboxes<T> {
     private readonly classOf: (item: T) => WorkClass = () => 1,
     /** Whose work an item is: deferred work takes turns by tenant within its class. */
     private readonly tenantOf: (item: T) => string = () => '',
+    private readonly lane = new WorkLane(),
   ) {}
 
   post(key: string, item: T): void {

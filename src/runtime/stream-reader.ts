@@ -4,6 +4,7 @@ import type { Logger } from '../log.ts';
 import type { ActorHost, DeliveryOutcome } from './actor-host.ts';
 import { readEnvelope, tenantOfEnvelope } from './envelope.ts';
 import { Mailboxes } from './mailboxes.ts';
+import { bulkSliceMs, remoteBulkRunning, WorkLane } from './work-lane.ts';
 import type { RedisClient } from './redis-client.ts';
 import type { RedisKeys, ShardKeys } from './redis-keys.ts';
 import type { ScriptedRedis } from './scripts.ts';
@@ -66,6 +67,7 @@ export class StreamReader {
     undefined,
     (d) => d.env.workClass ?? 1,
     (d) => tenantOfEnvelope(d.env),
+    new WorkLane(bulkSliceMs, remoteBulkRunning),
   );
   private readonly inFlightIds = new Set<string>();
   /**

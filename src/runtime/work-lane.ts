@@ -37,6 +37,15 @@ export const bulkSliceMs = 2;
 export const bulkRunning = 1;
 
 /**
+ * Deferred handlers under way at once on a worker of the Redis transport.
+ * There a handler's store writes are round trips to a remote database that
+ * leave the event loop free, so one at a time would leave the worker idle
+ * between them: the lane still orders what starts (classes, turns by
+ * organization), and bounds how much is under way.
+ */
+export const remoteBulkRunning = 32;
+
+/**
  * Runs deferred work (classes 3 and 4) in slices of about `sliceMs`, lower
  * classes first, one slice per turn of the event loop (`setImmediate`): what
  * arrives in between (a request, a relay's report, interactive actor
