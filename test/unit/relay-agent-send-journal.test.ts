@@ -3,7 +3,10 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { createAgentLogger } from '../../packages/relay-agent/src/agent-logger.ts';
+import type { MessageSender } from '../../packages/relay-agent/src/message-sender.ts';
 import { maxSentGuids, SendJournal, type SendRecord } from '../../packages/relay-agent/src/send-journal.ts';
+import { SendWorker } from '../../packages/relay-agent/src/send-worker.ts';
 
 const day = 24 * 60 * 60 * 1000;
 
@@ -136,4 +139,54 @@ test('the guids of our sends outlive their records, on disk, up to a cap that fo
   assert.equal(reloaded.messageIdOf('GUID-1'), undefined, 'the oldest is forgotten past the cap');
   assert.equal(reloaded.messageIdOf('G-0'), 'msg_0');
   assert.equal(reloaded.messageIdOf(`G-${maxSentGuids - 1}`), `msg_${maxSentGuids - 1}`);
+});
+
+test('the sends not begun leave with the connection: forgotten and returned; begun ones stay', async (t) => {
+  const dir = await tempDir(t);
+  const journal = new SendJournal(dir, 7 * day);
+  const queued = record('msg_q', 1);
+  const handed = record('msg_h', 1, { phase: 'handed' });
+  journal.add(queued);
+  journal.add(handed);
+  assert.deepEqual(
+    journal.forgetQueued().map((r) => r.messageId),
+    ['msg_q'],
+  );
+  assert.equal(journal.get('msg_q', 1), undefined, 'given again by the server, it is a new send');
+  assert.equal(journal.get('msg_h', 1), handed);
+  await journal.flush();
+  const again = new SendJournal(dir, 7 * day);
+  await again.load();
+  assert.equal(again.get('msg_q', 1), undefined, 'not on disk either');
+  assert.deepEqual(journal.forgetQueued(), []);
+});
+
+test('the send worker begins nothing while the connection is down, and what is queued waits', async () => {
+  const begun: string[] = [];
+  const journal = new SendJournal(await mkdtemp(join(tmpdir(), 'relaybox-worker-')), 7 * day);
+  let open = false;
+  const worker = new SendWorker(
+    journal,
+    {
+      async send(req) {
+        begun.push(req.messageId);
+        return { ok: true };
+      },
+    } as MessageSender,
+    {
+      attachmentsDir: tmpdir(),
+      attachmentCleanupDelayMs: 0,
+      logger: createAgentLogger('silent', 'json', process.stderr),
+      mayBegin: () => open,
+      onChange() {},
+    },
+  );
+  journal.add(record('msg_1', 1));
+  worker.wake();
+  await new Promise((r) => setTimeout(r, 20));
+  assert.deepEqual(begun, [], 'not begun while the connection is down');
+  open = true;
+  worker.wake();
+  await worker.stop();
+  assert.deepEqual(begun, ['msg_1']);
 });

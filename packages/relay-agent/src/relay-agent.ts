@@ -96,6 +96,7 @@ export class RelayAgent {
       attachmentsDir: this.config.attachmentsDir,
       attachmentCleanupDelayMs: this.config.attachmentCleanupDelayMs,
       logger: this.log,
+      mayBegin: () => this.welcomed && this.connection.isOpen,
       onChange: (record) => this.afterChange([record]),
     });
     deps.journal.onStep = (record, step) => {
@@ -342,6 +343,16 @@ export class RelayAgent {
   private onClose(info: CloseInfo): void {
     const wasWelcomed = this.welcomed;
     this.endConnection();
+    const dropped = this.deps.journal.forgetQueued();
+    if (dropped.length > 0) {
+      this.log.info(
+        { event: 'sends-returned', messages: dropped.length },
+        'sends not begun left with the connection: the server gives them again',
+      );
+      this.deps.journal
+        .flush()
+        .catch((err: unknown) => this.log.warn({ err: (err as Error).message }, 'could not write the send journal'));
+    }
     if (this.stopped) return;
     this.operator.disconnected(info.code, info.reason, wasWelcomed);
     if (info.httpStatus === 401 || info.httpStatus === 403) {

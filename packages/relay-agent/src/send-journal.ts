@@ -108,9 +108,7 @@ export class SendJournal {
     this.outgoingCursor = file.outgoingCursor;
     for (const [guid, messageId] of file.sentGuids ?? []) this.sentGuids.set(guid, messageId);
     for (const record of file.records) {
-      // A send a previous run accepted and never began: the server took it back when that run's connection closed, and
-      // gives it again, to this relay or to a standby of its line (docs/relay-agent.md, "Standby relays"). Sent now,
-      // it could go twice; forgotten, the server's hand-over sends it once.
+      // A send a previous run accepted and never began is the server's again (see `forgetQueued`).
       if (record.phase === 'queued') {
         this.dirty = true;
         continue;
@@ -121,6 +119,23 @@ export class SendJournal {
       record.attempt ??= 1;
       this.records.set(attemptKey(record.messageId, record.attempt), record);
     }
+  }
+  /**
+   * Forgets the sends accepted and not begun, and returns them. The server
+   * takes every send back when the connection it came on closes, and gives
+   * it again, to this relay or to a standby of its line (docs/relay-agent.md,
+   * "Standby relays"): begun after that, it could go twice; forgotten, the
+   * server's next hand-over sends it once.
+   */
+  forgetQueued(): SendRecord[] {
+    const dropped: SendRecord[] = [];
+    for (const [key, record] of this.records) {
+      if (record.phase !== 'queued') continue;
+      this.records.delete(key);
+      dropped.push(record);
+    }
+    if (dropped.length > 0) this.dirty = true;
+    return dropped;
   }
 
   get(messageId: string, attempt: number): SendRecord | undefined {

@@ -7,6 +7,12 @@ export interface SendWorkerOptions {
   attachmentsDir: string;
   attachmentCleanupDelayMs: number;
   logger: Logger;
+  /**
+   * Whether a queued send may begin now: only while the connection it came
+   * on is open. A Mac that slept past its heartbeat timeout wakes with a
+   * queue the server has taken back (and maybe given to a standby).
+   */
+  mayBegin(): boolean;
   /** A send changed phase or gained a status step. */
   onChange(record: SendRecord): void;
 }
@@ -33,7 +39,7 @@ export class SendWorker {
     if (this.running || this.stopped) return;
     this.running = this.drain().finally(() => {
       this.running = undefined;
-      if (!this.stopped && this.journal.inPhase('queued').length > 0) this.wake();
+      if (!this.stopped && this.options.mayBegin() && this.journal.inPhase('queued').length > 0) this.wake();
     });
   }
 
@@ -49,7 +55,7 @@ export class SendWorker {
 
   private async drain(): Promise<void> {
     for (;;) {
-      if (this.stopped) return;
+      if (this.stopped || !this.options.mayBegin()) return;
       const next = this.journal.inPhase('queued').sort((a, b) => a.acceptedAtMs - b.acceptedAtMs)[0];
       if (!next) return;
       try {
@@ -76,6 +82,11 @@ export class SendWorker {
       }
       attachmentPaths = download.paths;
       cleanup = download.cleanup;
+    }
+    // The download took a while: the connection may have gone meanwhile, and the send with it (forgotten).
+    if (!this.options.mayBegin() || this.journal.get(record.messageId, record.attempt) !== record) {
+      if (cleanup) this.scheduleCleanup(cleanup);
+      return;
     }
     this.journal.setPhase(record, 'sending');
     this.options.onChange(record);
