@@ -70,7 +70,8 @@ export class Responder {
     this.res.pause();
   }
 
-  private resumeReading(): void {
+  /** Reads the connection again (a streamed body the handler waits for); the answer resumes it too. */
+  resumeReading(): void {
     if (this.paused) this.res.resume();
     this.paused = false;
   }
@@ -123,6 +124,56 @@ export class Responder {
       this.resumeReading();
       this.res.end();
     });
+  }
+  /**
+   * A streamed answer of a known length (a stored file): sent with
+   * Content-Length through uWS's `tryEnd`, never compressed. A chunk the
+   * socket does not take whole waits for `onWritable`, and its rest is
+   * written from the offset the socket reached; the next chunk is read only
+   * then, so memory holds one chunk whatever the length.
+   */
+  async streamSized(status: number, head: AnswerHead, chunks: AsyncIterable<Buffer>, length: number): Promise<void> {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => writeHead(this.res, status, head));
+    let finished = false;
+    try {
+      if (length === 0) finished = this.tryEnd(Buffer.alloc(0), 0);
+      for await (const chunk of chunks) {
+        let rest = chunk;
+        while (!finished && !this.aborted) {
+          const start = this.res.getWriteOffset();
+          let ok = false;
+          this.res.cork(() => {
+            // As any answer: reading resumes as it ends (the last bytes), so the connection's next request is read.
+            if (start + rest.length >= length) this.resumeReading();
+            [ok, finished] = this.res.tryEnd(rest, length);
+          });
+          if (ok || finished) break;
+          await new Promise<void>((resolve) => {
+            this.res.onWritable(() => (resolve(), true));
+            this.whenAborted(resolve);
+          });
+          if (this.aborted) return;
+          rest = rest.subarray(this.res.getWriteOffset() - start);
+        }
+        if (finished || this.aborted) break;
+      }
+      // Fewer bytes than announced: the client must not take a short file for a whole one.
+      if (!finished && !this.aborted) this.res.close();
+    } catch (err) {
+      if (!this.aborted && !finished) this.res.close();
+      throw err;
+    }
+  }
+
+  private tryEnd(chunk: Buffer, length: number): boolean {
+    let finished = false;
+    this.res.cork(() => {
+      this.resumeReading();
+      [, finished] = this.res.tryEnd(chunk, length);
+    });
+    return finished;
   }
 }
 

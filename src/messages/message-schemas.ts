@@ -1,3 +1,4 @@
+import { attachmentStatuses } from './attachment-store.ts';
 import { Type } from '@sinclair/typebox';
 import { reactionKinds } from '../relay-protocol/frames.ts';
 import { pageSchema } from '../http/pagination.ts';
@@ -176,20 +177,39 @@ export const statusRecordSchema = named(
   }),
 );
 
+const attachmentStatus = Type.Union(
+  attachmentStatuses.map((s) => Type.Literal(s)),
+  {
+    description:
+      "a received attachment: `pending` until its relay uploaded it, then `ready`; `failed` (with `reason`) when it never will. A sent message's are `ready`",
+  },
+);
+
 export const attachmentListSchema = Type.Object({
   data: Type.Array(
     named(
       'Attachment',
       Type.Object({
         id: Type.String(),
-        url: Type.String({ format: 'uri', description: 'signed download link, valid until expiresAt' }),
+        url: Type.Union([Type.String({ format: 'uri' }), Type.Null()], {
+          description: 'signed download link, valid until expiresAt; null until the attachment is ready',
+        }),
         filename: Type.String(),
         mimeType: Type.String(),
-        size: Type.Union([Type.Integer(), Type.Null()]),
+        size: Type.Union([Type.Integer(), Type.Null()], { description: 'bytes, when known' }),
+        status: attachmentStatus,
+        reason: Type.Optional(Type.String({ description: 'why a failed attachment failed' })),
         expiresAt: time,
       }),
     ),
   ),
+});
+
+/** What a relay's upload answers. */
+export const uploadedAttachmentSchema = Type.Object({
+  id: Type.String(),
+  status: attachmentStatus,
+  size: Type.Union([Type.Integer(), Type.Null()]),
 });
 
 export const queueStatsSchema = named(

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { Logger } from './agent-logger.ts';
 import { retryableServerErrors } from './server-errors.ts';
 import type {
@@ -14,6 +15,7 @@ import type {
   WelcomeFrame,
 } from 'relaybox-relay-protocol/frames.ts';
 import { agentVersion, type AgentConfig } from './agent-config.ts';
+import { AttachmentUploader } from './attachment-upload.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { ChangeForwarder, InboundForwarder } from './inbound-forwarder.ts';
@@ -57,6 +59,7 @@ export class RelayAgent {
   private readonly health = new HealthSampler();
   private readonly operator: OperatorLog;
   private readonly watchdog: MessagesWatchdog;
+  private readonly uploader: AttachmentUploader;
   private state: RelayState | undefined;
   private welcomed = false;
   private forwarder: InboundForwarder | undefined;
@@ -85,6 +88,12 @@ export class RelayAgent {
       stuckAfterMs: this.config.messagesStuckMs,
       restartIntervalMs: this.config.messagesRestartIntervalMs,
       restart: () => deps.sender.restart(),
+      logger: this.log,
+    });
+    this.uploader = new AttachmentUploader({
+      journalPath: join(deps.stateStore.stateDir, 'uploads.json'),
+      serverUrl: this.config.serverUrl,
+      credential: () => this.state && { relayId: this.state.relayId, secret: this.state.secret },
       logger: this.log,
     });
     this.tracker = new OutgoingTracker(deps.journal, deps.reader, {
@@ -135,6 +144,7 @@ export class RelayAgent {
       );
     }
     await this.tracker.init();
+    await this.uploader.load();
     this.connection.start();
     this.worker.wake();
     this.schedulePoll(0);
@@ -153,6 +163,7 @@ export class RelayAgent {
     clearTimeout(this.pollTimer);
     await this.polling;
     await this.worker.stop();
+    await this.uploader.stop();
     await this.frameChain;
     await this.stateSaving;
     await this.deps.journal.flush();
@@ -258,6 +269,8 @@ export class RelayAgent {
     this.sendReady();
     for (const record of this.deps.journal.all()) if (record.acked < record.steps.length) this.sendStatuses(record);
     this.schedulePoll(0);
+    // Attachments left to upload by a drop or a restart go on now.
+    this.uploader.wake();
   }
 
   private async onSend(frame: SendFrame): Promise<void> {
@@ -297,7 +310,11 @@ export class RelayAgent {
 
   private onAck(frame: AckFrame): void {
     if (frame.of === 'inbound') {
-      if (frame.cursor !== undefined) this.forwarder?.onAck(frame.cursor);
+      const jobs = frame.cursor !== undefined ? (this.forwarder?.onAck(frame.cursor) ?? []) : [];
+      if (jobs.length > 0)
+        this.uploader
+          .add(jobs)
+          .catch((err: Error) => this.log.error({ err: err.message }, 'could not keep the attachments to upload'));
       return;
     }
     if (frame.of === 'change') {
