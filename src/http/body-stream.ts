@@ -51,10 +51,11 @@ export class BodyStream implements AsyncIterable<Buffer> {
     return this.ended && this.queue.length === 0;
   }
 
+  /** Wakes the reader on the next turn of Node's loop: after a uWS callback Node runs no microtasks (responder.ts `writable`). */
   private notify(): void {
     const wake = this.wake;
     this.wake = undefined;
-    wake?.();
+    if (wake) setImmediate(wake);
   }
 
   async *[Symbol.asyncIterator](): AsyncIterator<Buffer> {

@@ -107,12 +107,7 @@ export class Responder {
         this.res.cork(() => {
           ok = this.res.write(chunk);
         });
-        if (!ok) {
-          await new Promise<void>((resolve) => {
-            this.res.onWritable(() => (resolve(), true));
-            this.whenAborted(resolve);
-          });
-        }
+        if (!ok) await this.writable();
       }
     } catch (err) {
       // The status line is out already: the only honest signal left is a connection cut before the end.
@@ -150,10 +145,7 @@ export class Responder {
             [ok, finished] = this.res.tryEnd(rest, length);
           });
           if (ok || finished) break;
-          await new Promise<void>((resolve) => {
-            this.res.onWritable(() => (resolve(), true));
-            this.whenAborted(resolve);
-          });
+          await this.writable();
           if (this.aborted) return;
           rest = rest.subarray(this.res.getWriteOffset() - start);
         }
@@ -165,6 +157,20 @@ export class Responder {
       if (!this.aborted && !finished) this.res.close();
       throw err;
     }
+  }
+
+  /**
+   * Until the socket takes more (or the client went away). uWS calls
+   * `onWritable` from its own loop, after which Node runs no microtasks: a
+   * promise settled there would wait for some other event to be noticed (a
+   * stream whose next chunk is in memory, as GridFS's are, waited for ever).
+   * Settled on the next turn of Node's loop instead.
+   */
+  private writable(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.res.onWritable(() => (setImmediate(resolve), true));
+      this.whenAborted(resolve);
+    });
   }
 
   private tryEnd(chunk: Buffer, length: number): boolean {

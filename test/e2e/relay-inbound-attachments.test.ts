@@ -49,7 +49,9 @@ async function randomFile(path: string, size: number): Promise<string> {
 
 /** Downloads `url` into `path` with curl; answers the answer's head. */
 async function curl(url: string, path: string): Promise<string> {
-  const child = spawn('curl', ['-sS', '-D', '-', '-o', path, url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn('curl', ['-sS', '--max-time', '60', '-D', '-', '-o', path, url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let head = '';
   child.stdout.on('data', (c: Buffer) => (head += c.toString()));
   const [code] = (await once(child, 'exit')) as [number];
