@@ -3,6 +3,7 @@ import { AppError } from '../errors.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { attachmentUploadPath, frameLimits } from '../relay-protocol/frames.ts';
+import { mimeTypeOf } from './attachment-links.ts';
 import type { AttachmentService } from './attachment-service.ts';
 import { attachmentListSchema, uploadedAttachmentSchema } from './message-schemas.ts';
 
@@ -45,15 +46,12 @@ export function attachmentRoutes(deps: {
         params: strictObject({ token: Type.String({ minLength: 1, maxLength: 1024 }) }),
         response: {
           200: {
-            description: "a received attachment's bytes, streamed",
+            description: 'the file',
             content: { 'application/octet-stream': Type.String({ format: 'binary' }) },
-            headers: {
-              'content-disposition': { description: 'attachment, with the file name', required: true },
-              'content-length': { description: 'the file size in bytes', required: true },
-            },
+            headers: { 'content-disposition': { description: 'with the file name', required: true } },
           },
           302: {
-            description: "a sent message's attachment: a redirect to the URL it was sent with",
+            description: "a sent message's: its URL",
             headers: { location: { description: 'where the attachment is downloaded from', required: true } },
           },
         },
@@ -62,7 +60,7 @@ export function attachmentRoutes(deps: {
         const found = await deps.attachments.download(ctx.params.token);
         const headers: Record<string, string> = { 'cache-control': 'private, no-store' };
         if (found.kind === 'url') return { status: 302, headers: { ...headers, location: found.url } };
-        headers['content-type'] = found.doc.mimeType ?? 'application/octet-stream';
+        headers['content-type'] = found.doc.mimeType ?? mimeTypeOf(found.doc.filename);
         headers['content-disposition'] = disposition(found.doc.filename);
         headers['x-content-type-options'] = 'nosniff';
         return { status: 200, stream: found.chunks, length: found.size, headers };
@@ -71,7 +69,7 @@ export function attachmentRoutes(deps: {
     defineRoute({
       method: 'PUT',
       path: `${attachmentUploadPath}/:guid`,
-      summary: "A relay uploads a received attachment's bytes (the relay credential, not an API key)",
+      summary: 'A relay uploads a received attachment (relay credential)',
       tags: ['relays'],
       auth: false,
       limitPerAddress: true,

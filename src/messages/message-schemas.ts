@@ -177,13 +177,8 @@ export const statusRecordSchema = named(
   }),
 );
 
-const attachmentStatus = Type.Union(
-  attachmentStatuses.map((s) => Type.Literal(s)),
-  {
-    description:
-      "a received attachment: `pending` until its relay uploaded it, then `ready`; `failed` (with `reason`) when it never will. A sent message's are `ready`",
-  },
-);
+/** `pending` until its relay uploads it, then `ready`; `failed` (with `reason`) when it never will; a sent message's are `ready`. */
+const attachmentStatus = Type.Union(attachmentStatuses.map((s) => Type.Literal(s)));
 
 export const attachmentListSchema = Type.Object({
   data: Type.Array(
@@ -192,13 +187,13 @@ export const attachmentListSchema = Type.Object({
       Type.Object({
         id: Type.String(),
         url: Type.Union([Type.String({ format: 'uri' }), Type.Null()], {
-          description: 'signed download link, valid until expiresAt; null until the attachment is ready',
+          description: 'signed link, valid until expiresAt; null unless ready',
         }),
         filename: Type.String(),
         mimeType: Type.String(),
-        size: Type.Union([Type.Integer(), Type.Null()], { description: 'bytes, when known' }),
+        size: Type.Union([Type.Integer(), Type.Null()]),
         status: attachmentStatus,
-        reason: Type.Optional(Type.String({ description: 'why a failed attachment failed' })),
+        reason: Type.Optional(Type.String({ description: 'why it failed' })),
         expiresAt: time,
       }),
     ),
