@@ -58,7 +58,7 @@ export interface AgentConfig {
   journalRetentionMs: number;
 }
 
-export const agentVersion = '0.3.0';
+export const agentVersion = '0.4.0';
 
 export type LogFormat = 'pretty' | 'json';
 export const logFormats: readonly LogFormat[] = ['pretty', 'json'];
