@@ -27,6 +27,9 @@
  *   `inbound` row with `reaction` (its body is the text Messages wrote for
  *   older clients); a reply has `replyTo`; a group event (renamed, a member
  *   added or gone) has `group` and an empty body.
+ * - An `inbound` row's attachments (`files`) are named, never located: the
+ *   agent uploads each file's bytes over HTTP (`attachmentUploadPath`) once
+ *   the row is acked, and the server records them `pending` until then.
  * - `change` frames (an edit or unsend of a received message, which changes
  *   an old row in place, so the ROWID cursor never sees it) are at-least-once
  *   too, in the order of their `at`: each is acked with `ack {of:'change',
