@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { AppError } from '../errors.ts';
+import { BodyAborted } from '../http/body-stream.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import { strictObject } from '../http/validation.ts';
 import { attachmentUploadPath, frameLimits } from '../relay-protocol/frames.ts';
@@ -84,14 +85,20 @@ export function attachmentRoutes(deps: {
       async handler(ctx) {
         const relay = await deps.attachments.relayOf(ctx.headers.authorization);
         if (!ctx.bodyStream) throw new AppError('bad_request', 'the body is the file');
-        const stored = await deps.attachments.upload(
-          relay,
-          ctx.params.guid,
-          ctx.headers['content-length'],
-          ctx.bodyStream,
-          ctx.headers['x-relaybox-unavailable'],
-        );
-        return { status: 200, body: stored };
+        try {
+          const stored = await deps.attachments.upload(
+            relay,
+            ctx.params.guid,
+            ctx.headers['content-length'],
+            ctx.bodyStream,
+            ctx.headers['x-relaybox-unavailable'],
+          );
+          return { status: 200, body: stored };
+        } catch (err) {
+          // The relay went away mid-body: nothing was kept, and it uploads again. Not the server's failure.
+          if (err instanceof BodyAborted) throw new AppError('bad_request', err.message);
+          throw err;
+        }
       },
     }),
   ];
