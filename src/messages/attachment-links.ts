@@ -44,7 +44,7 @@ export class AttachmentLinks {
   /** The entries of a sent message's attachments (the URLs it was sent with): each ready, its link redirecting to its URL. */
   entries(base: string, tenantId: string, messageId: string, urls: string[]) {
     return urls.map((source, i) => {
-      const filename = decodeURIComponent(new URL(source).pathname.split('/').pop() || `attachment-${i + 1}`);
+      const filename = lastSegment(source) || `attachment-${i + 1}`;
       return {
         id: `${messageId}.${i}`,
         ...this.link(base, tenantId, messageId, i),
@@ -85,5 +85,15 @@ export class AttachmentLinks {
 
   private mac(payload: string): string {
     return createHmac('sha256', this.secret).update(payload).digest('base64url');
+  }
+}
+
+/** A URL's last path segment, decoded when it can be (a malformed escape stays as it is). */
+function lastSegment(url: string): string {
+  const segment = new URL(url).pathname.split('/').pop() ?? '';
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
   }
 }

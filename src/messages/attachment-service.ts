@@ -6,7 +6,7 @@ import type { Principal } from '../roles.ts';
 import type { Collection } from '../store/collection.ts';
 import { FileTooLarge, type FileStore } from '../store/file-store.ts';
 import { mimeTypeOf, type AttachmentLinks } from './attachment-links.ts';
-import { attachmentIdOf, type AttachmentDoc } from './attachment-store.ts';
+import { attachmentIdOf, fileNameOf, type AttachmentDoc } from './attachment-store.ts';
 import type { MessageQueries } from './message-queries.ts';
 
 /** What an upload answers its relay. */
@@ -119,6 +119,23 @@ export class AttachmentService {
       { messageId: message.id },
       { sort: { index: 1 }, limit: 100 },
     );
+    if (docs.length === 0 && message.direction === 'received')
+      // Stored before relays uploaded attachments: only the names are known (a path kept then is never shown).
+      return message.attachments.map((path, index) => {
+        const filename = fileNameOf(path);
+        const { expiresAt } = this.deps.links.link(base, principal.tenantId, message.id, index);
+        const reason = 'received before relays uploaded attachments';
+        return {
+          id: `${message.id}.${index}`,
+          url: null,
+          filename,
+          mimeType: mimeTypeOf(filename),
+          size: null,
+          status: 'failed' as const,
+          reason,
+          expiresAt,
+        };
+      });
     if (docs.length === 0) return this.deps.links.entries(base, principal.tenantId, message.id, message.attachments);
     return docs.map((doc) => {
       const link = this.deps.links.link(base, principal.tenantId, message.id, doc.index);

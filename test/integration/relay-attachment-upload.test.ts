@@ -90,6 +90,17 @@ eachBackend((backend) => {
       assert.equal(old.status, 'failed');
       assert.match(old.reason, /older than 0\.4/);
       assert.ok(!JSON.stringify([legacy.body, old]).includes('/Users/jane'));
+
+      // A message stored before attachments were uploaded kept the paths, and has no attachment records: names only.
+      const scope = { tenantId: org.orgId };
+      await app.app.store.collection('attachments').deleteMany(scope, { messageId: legacyId });
+      await app.app.store
+        .collection('messages')
+        .updateOne(scope, { id: legacyId }, { $set: { attachments: ['/Users/jane/Pictures/old.jpg'] } });
+      const [before] = await list(legacyId);
+      assert.deepEqual([before.filename, before.status, before.url], ['old.jpg', 'failed', null]);
+      const shown = await app.request('GET', `/api/v1/messages/${legacyId}`, { token: org.ownerToken });
+      assert.deepEqual(shown.body.attachments, ['old.jpg']);
     });
   });
 });
