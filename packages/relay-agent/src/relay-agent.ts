@@ -3,7 +3,6 @@ import type { Logger } from './agent-logger.ts';
 import { retryableServerErrors } from './server-errors.ts';
 import type {
   AckFrame,
-  AgentCheckpoint,
   AgentFrame,
   ErrorFrame,
   HeartbeatFrame,
@@ -19,14 +18,14 @@ import { AttachmentUploader } from './attachment-upload.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { ChangeForwarder, InboundForwarder } from './inbound-forwarder.ts';
-import { normalizeHandle, type MessageSender } from './message-sender.ts';
+import { availabilityOf, sendsAsSms, type MessageSender } from './message-sender.ts';
 import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
 import { RelayConnection, type CloseInfo } from './relay-connection.ts';
 import type { RelayState, RelayStateStore } from './relay-state.ts';
 import { SendWorker } from './send-worker.ts';
-import { attemptKey, type SendJournal, type SendRecord } from './send-journal.ts';
+import { attemptKey, checkpointsOf, type SendJournal, type SendRecord } from './send-journal.ts';
 import { ChatDbError } from './sqlite-file.ts';
 
 export interface RelayAgentDeps {
@@ -208,19 +207,8 @@ export class RelayAgent {
     this.send({ type: 'availability', lookupId: frame.lookupId, ...(await this.availability(frame.handle)) });
   }
 
-  /** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
-  private async availability(to: string): Promise<{ imessage: boolean | null; source: string }> {
-    const handle = normalizeHandle(to);
-    if (this.deps.sender.availability) return this.deps.sender.availability(handle);
-    const service = await this.deps.reader.lastService(handle);
-    return { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
-  }
-
-  /** A send goes as SMS when the server says so, or when its fallback asks for it and the handle is known to have no iMessage. */
-  private async sendsAsSms(frame: SendFrame): Promise<boolean> {
-    if (frame.service === 'SMS') return true;
-    if (frame.fallback?.sms !== 'if_not_imessage') return false;
-    return (await this.availability(frame.to)).imessage === false;
+  private availability(to: string) {
+    return availabilityOf(this.deps.sender, this.deps.reader, to);
   }
 
   private async onWelcome(frame: WelcomeFrame): Promise<void> {
@@ -292,7 +280,7 @@ export class RelayAgent {
       to: frame.to,
       body: frame.body ?? '',
       attachmentUrls: frame.attachments ?? [],
-      ...((await this.sendsAsSms(frame)) ? { sendAs: 'SMS' as const } : {}),
+      ...((await sendsAsSms(frame, (to) => this.availability(to))) ? { sendAs: 'SMS' as const } : {}),
       phase: 'queued',
       acceptedAtMs: now,
       phaseAtMs: now,
@@ -481,14 +469,4 @@ export class RelayAgent {
       }
     }
   }
-}
-
-/** The hops of a send this agent saw, in order: it took the `send` frame, Messages took the message, its chat.db row was matched. */
-function checkpointsOf(record: SendRecord): AgentCheckpoint[] {
-  const hops: Array<[AgentCheckpoint['hop'], number | undefined]> = [
-    ['relay_received', record.acceptedAtMs],
-    ['handed_to_app', record.handedAtMs],
-    ['seen_in_database', record.seenAtMs],
-  ];
-  return hops.filter(([, at]) => at !== undefined).map(([hop, at]) => ({ hop, at: new Date(at!).toISOString() }));
 }
