@@ -161,6 +161,8 @@ export async function createApp(
     contacts: contacts.directory,
     cursors,
     optOuts: suppressions.list,
+    files: (bucket) => store.files(bucket),
+    relay: (credential) => relays.registry.authenticate(credential),
   });
   const jobs = createJobs({ config, log, db, runtime, events, rollups, cursors, optOuts: suppressions.list });
   const webhooks = await createWebhooks({ config, log, db: webhookDb, runtime, events, cursors });

@@ -46,6 +46,8 @@ export interface Config {
   maxBodyBytes: number;
   /** A bulk job's request body (decisions: 10 MiB). */
   bulkMaxBodyBytes: number;
+  /** Largest received attachment a relay may upload (413 and the attachment `failed` above). */
+  attachmentMaxBytes: number;
   /** How often a running bulk job's progress is looked at (counts in the job list, completion). */
   jobTrackMs: number;
   /** How long a process trusts its copy of an organization's suppression list without hearing of a change: the bound for a process that missed one. */
@@ -338,6 +340,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxHeaderBytes: positive(env, 'MAX_HEADER_BYTES', 16 * 1024),
     trustedProxyHops: int(env, 'TRUSTED_PROXY_HOPS', 0),
     bulkMaxBodyBytes: positive(env, 'BULK_MAX_BODY_BYTES', 10 * 1024 * 1024),
+    attachmentMaxBytes: positive(env, 'ATTACHMENT_MAX_BYTES', 100 * 1024 * 1024),
     jobTrackMs: positive(env, 'JOB_TRACK_MS', 1_000),
     jobAssumedSendMs: positive(env, 'JOB_ASSUMED_SEND_MS', 2_000),
     // Every change is broadcast to every process at once; the expiry only repairs one a process missed (a lost connection).

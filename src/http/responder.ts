@@ -70,7 +70,8 @@ export class Responder {
     this.res.pause();
   }
 
-  private resumeReading(): void {
+  /** Reads the connection again (a streamed body the handler waits for); the answer resumes it too. */
+  resumeReading(): void {
     if (this.paused) this.res.resume();
     this.paused = false;
   }
@@ -106,12 +107,7 @@ export class Responder {
         this.res.cork(() => {
           ok = this.res.write(chunk);
         });
-        if (!ok) {
-          await new Promise<void>((resolve) => {
-            this.res.onWritable(() => (resolve(), true));
-            this.whenAborted(resolve);
-          });
-        }
+        if (!ok) await this.writable();
       }
     } catch (err) {
       // The status line is out already: the only honest signal left is a connection cut before the end.
@@ -123,6 +119,67 @@ export class Responder {
       this.resumeReading();
       this.res.end();
     });
+  }
+  /**
+   * A streamed answer of a known length (a stored file): sent with
+   * Content-Length through uWS's `tryEnd`, never compressed. A chunk the
+   * socket does not take whole waits for `onWritable`, and its rest is
+   * written from the offset the socket reached; the next chunk is read only
+   * then, so memory holds one chunk whatever the length.
+   */
+  async streamSized(status: number, head: AnswerHead, chunks: AsyncIterable<Buffer>, length: number): Promise<void> {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    this.res.cork(() => writeHead(this.res, status, head));
+    let finished = false;
+    try {
+      if (length === 0) finished = this.tryEnd(Buffer.alloc(0), 0);
+      for await (const chunk of chunks) {
+        let rest = chunk;
+        while (!finished && !this.aborted) {
+          const start = this.res.getWriteOffset();
+          let ok = false;
+          this.res.cork(() => {
+            // As any answer: reading resumes as it ends (the last bytes), so the connection's next request is read.
+            if (start + rest.length >= length) this.resumeReading();
+            [ok, finished] = this.res.tryEnd(rest, length);
+          });
+          if (ok || finished) break;
+          await this.writable();
+          if (this.aborted) return;
+          rest = rest.subarray(this.res.getWriteOffset() - start);
+        }
+        if (finished || this.aborted) break;
+      }
+      // Fewer bytes than announced: the client must not take a short file for a whole one.
+      if (!finished && !this.aborted) this.res.close();
+    } catch (err) {
+      if (!this.aborted && !finished) this.res.close();
+      throw err;
+    }
+  }
+
+  /**
+   * Until the socket takes more (or the client went away). uWS calls
+   * `onWritable` from its own loop, after which Node runs no microtasks: a
+   * promise settled there would wait for some other event to be noticed (a
+   * stream whose next chunk is in memory, as GridFS's are, waited for ever).
+   * Settled on the next turn of Node's loop instead.
+   */
+  private writable(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.res.onWritable(() => (setImmediate(resolve), true));
+      this.whenAborted(resolve);
+    });
+  }
+
+  private tryEnd(chunk: Buffer, length: number): boolean {
+    let finished = false;
+    this.res.cork(() => {
+      this.resumeReading();
+      [, finished] = this.res.tryEnd(chunk, length);
+    });
+    return finished;
   }
 }
 

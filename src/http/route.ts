@@ -20,6 +20,8 @@ export interface RequestContext<Body = any, Query = any, Params = any> {
   headers: Record<string, string>;
   body: Body;
   rawBody: Buffer | undefined;
+  /** A `streamBody` route's body, chunk by chunk as it arrives (http/body-stream.ts); read at most once. */
+  bodyStream?: AsyncIterable<Buffer>;
   ip: string;
   log: Logger;
   /** Set by the authentication hook on routes with `auth`. */
@@ -43,6 +45,8 @@ export interface Reply {
   headers?: Record<string, string>;
   /** A streamed answer: written chunk by chunk, respecting backpressure. */
   stream?: AsyncIterable<string | Buffer>;
+  /** The stream's length in bytes, when known (a stored file): sent with Content-Length, as it is (never compressed). */
+  length?: number;
 }
 
 /**
@@ -85,6 +89,7 @@ type ReplyFor<Status extends number, Spec> = Spec extends TSchema
         status: Status;
         body?: string | Buffer | Static<Spec['content'][keyof Spec['content']]>;
         stream?: AsyncIterable<string | Buffer>;
+        length?: number;
         headers?: Record<string, string>;
       }
     : { status: Status; body?: undefined; headers?: Record<string, string> };
@@ -122,6 +127,12 @@ interface RouteOptions {
   /** Errors the handler itself can answer, beyond those the route's shape implies (see openapi-errors.ts). */
   errors?: ErrorCode[];
   maxBodyBytes?: number;
+  /**
+   * The handler reads the body itself, as it arrives (`ctx.bodyStream`), in
+   * bounded memory: for uploads of any size. `maxBodyBytes` does not apply;
+   * the handler enforces its own bound.
+   */
+  streamBody?: boolean;
   /** Content types the body may have; default JSON only. */
   bodyTypes?: 'json' | 'any';
   /** For a multipart upload (no JSON body schema): the form field that carries the file, for the API description. */

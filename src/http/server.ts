@@ -16,6 +16,7 @@ import { allowedMethods, clientAddress, copyHeaders } from './request-guard.ts';
 import { neededRole } from './roles-needed.ts';
 import { compileRoute, runStages, type CompiledRoute, type StageHooks } from './request-stages.ts';
 import { readBody, Responder, type AnswerHead } from './responder.ts';
+import { BodyStream } from './body-stream.ts';
 import type { AnsweredHook, Method, Reply, RequestContext, RouteDef } from './route.ts';
 import { endSpan, SpanKind, SpanStatusCode, startSpan, traceOfSpan, tracingOn, type Span } from '../tracing/spans.ts';
 import { newTraceContext, readTraceContext } from '../tracing/trace-context.ts';
@@ -115,9 +116,11 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
         span,
       );
     const hasBody = method === 'POST' || method === 'PUT' || method === 'PATCH' || method === 'DELETE';
+    const streamed = hasBody && route?.def.streamBody === true;
     const limit = route?.def.maxBodyBytes ?? config.maxBodyBytes;
-    const body = hasBody ? readBody(res, responder, limit) : undefined;
-    if (!hasBody) responder.pauseReading();
+    const body = hasBody && !streamed ? readBody(res, responder, limit) : undefined;
+    if (streamed) ctx.bodyStream = new BodyStream(res, responder);
+    else if (!hasBody) responder.pauseReading();
     inFlight++;
     run(ctx, route, responder, body, span)
       .catch((err) => ctx.log.error({ err }, 'failed to answer a request'))
@@ -157,9 +160,14 @@ export function createHttpServer(opts: HttpServerOptions): HttpServer {
       reply = errorReply(error, ctx.reqId, ctx.headers.authorization);
     }
     if (responder.aborted) return;
+    // A streamed body answered before its end: the rest is never read, so the connection cannot carry another request.
+    if (ctx.bodyStream instanceof BodyStream && !ctx.bodyStream.complete) closeConnection = true;
     const head: AnswerHead = { reqId: ctx.reqId, stages: ctx.responseHeaders, reply: reply.headers, server: undefined };
     const accepts = ctx.headers['accept-encoding'];
-    if (reply.stream) {
+    if (reply.stream && reply.length !== undefined) {
+      head.server = contentFields(reply.headers, undefined, false);
+      await responder.streamSized(reply.status, head, reply.stream as AsyncIterable<Buffer>, reply.length);
+    } else if (reply.stream) {
       const encoding = answerEncoding(accepts, reply.headers, { stream: reply.stream }, config.compressMinBytes);
       head.server = contentFields(reply.headers, encoding, false);
       await responder.stream(reply.status, head, encoding ? compressChunks(reply.stream, encoding) : reply.stream);

@@ -21,6 +21,11 @@ const mimeTypes: Record<string, string> = {
 
 export const attachmentLinkTtlMs = 3600 * 1000;
 
+/** The media type a file's name suggests; `application/octet-stream` when it suggests none. */
+export function mimeTypeOf(filename: string): string {
+  return mimeTypes[extname(filename).toLowerCase()] ?? 'application/octet-stream';
+}
+
 interface LinkClaims {
   /** organization, message, attachment index, expiry (epoch seconds) */
   o: string;
@@ -36,20 +41,26 @@ export class AttachmentLinks {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** The entries of a sent message's attachments (the URLs it was sent with): each ready, its link redirecting to its URL. */
   entries(base: string, tenantId: string, messageId: string, urls: string[]) {
-    const expires = Math.floor((this.now() + attachmentLinkTtlMs) / 1000);
     return urls.map((source, i) => {
-      const token = this.sign({ o: tenantId, m: messageId, i, e: expires });
-      const filename = decodeURIComponent(new URL(source).pathname.split('/').pop() || `attachment-${i + 1}`);
+      const filename = lastSegment(source) || `attachment-${i + 1}`;
       return {
         id: `${messageId}.${i}`,
-        url: `${base}/api/v1/attachments/${token}`,
+        ...this.link(base, tenantId, messageId, i),
         filename,
-        mimeType: mimeTypes[extname(filename).toLowerCase()] ?? 'application/octet-stream',
+        mimeType: mimeTypeOf(filename),
         size: null as number | null,
-        expiresAt: new Date(expires * 1000).toISOString(),
+        status: 'ready' as const,
       };
     });
+  }
+
+  /** A signed download link of a message's `index`th attachment, valid `attachmentLinkTtlMs`. */
+  link(base: string, tenantId: string, messageId: string, index: number): { url: string; expiresAt: string } {
+    const expires = Math.floor((this.now() + attachmentLinkTtlMs) / 1000);
+    const token = this.sign({ o: tenantId, m: messageId, i: index, e: expires });
+    return { url: `${base}/api/v1/attachments/${token}`, expiresAt: new Date(expires * 1000).toISOString() };
   }
 
   private sign(claims: LinkClaims): string {
@@ -74,5 +85,15 @@ export class AttachmentLinks {
 
   private mac(payload: string): string {
     return createHmac('sha256', this.secret).update(payload).digest('base64url');
+  }
+}
+
+/** A URL's last path segment, decoded when it can be (a malformed escape stays as it is). */
+function lastSegment(url: string): string {
+  const segment = new URL(url).pathname.split('/').pop() ?? '';
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
   }
 }

@@ -6,6 +6,11 @@ import type { Logger } from '../log.ts';
 import type { RelayCollections } from '../relays/relay-store.ts';
 import type { Transport } from '../runtime/types.ts';
 import { AttachmentLinks } from './attachment-links.ts';
+import { AttachmentService } from './attachment-service.ts';
+import { attachmentBucket } from './attachment-store.ts';
+import { attachmentRoutes } from './attachments.routes.ts';
+import type { FileStore } from '../store/file-store.ts';
+import type { RelayCredential } from '../relay-protocol/frames.ts';
 import { conversationRoutes } from './conversations.routes.ts';
 import { IdempotencyKeys } from './idempotency.ts';
 import { MessageQueries } from './message-queries.ts';
@@ -36,6 +41,10 @@ export interface MessagingDeps {
   rollups: MessageRollups;
   /** The organization's suppression list, checked by every send. */
   optOuts: OptOutCheck;
+  /** Where received attachments' bytes are kept: a bucket of the store (`Store.files`). */
+  files(bucket: string): FileStore;
+  /** The relay a credential belongs to: an attachment upload's caller. */
+  relay(credential: RelayCredential): Promise<{ id: string; tenantId: string } | undefined>;
 }
 
 /** The send path, message history, conversations and phone numbers, wired: their routes, and the send path for automations' replies. */
@@ -67,13 +76,23 @@ export function createMessaging(deps: MessagingDeps) {
   const links = new AttachmentLinks(deps.tokens.deriveSecret('attachment-links'));
   const publicBaseUrl = (host: string | undefined) =>
     deps.config.publicBaseUrl ?? `http://${host ?? `localhost:${deps.config.port}`}`;
+  const attachments = new AttachmentService({
+    attachments: deps.db.attachments,
+    files: deps.files(attachmentBucket),
+    links,
+    queries,
+    relay: deps.relay,
+    maxBytes: deps.config.attachmentMaxBytes,
+    log,
+  });
   return {
     /** The send path, for replies automations send. */
     send,
     /** Settles once every accepted send is committed, published and queued. */
     settled: () => committer.idle(),
     routes: [
-      ...messageRoutes({ send, queries, links, cursors: deps.cursors, publicBaseUrl }),
+      ...messageRoutes({ send, queries, cursors: deps.cursors }),
+      ...attachmentRoutes({ attachments, publicBaseUrl }),
       ...conversationRoutes(queries, deps.cursors),
       ...phoneNumberRoutes(deps.db, tenants, deps.config.undeliveredAfterMs),
       ...statsRoutes(deps.rollups),

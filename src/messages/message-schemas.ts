@@ -1,3 +1,4 @@
+import { attachmentStatuses } from './attachment-store.ts';
 import { Type } from '@sinclair/typebox';
 import { reactionKinds } from '../relay-protocol/frames.ts';
 import { pageSchema } from '../http/pagination.ts';
@@ -172,20 +173,34 @@ export const statusRecordSchema = named(
   }),
 );
 
+/** `pending` until its relay uploads it, then `ready`; `failed` (with `reason`) when it never will; a sent message's are `ready`. */
+const attachmentStatus = Type.Union(attachmentStatuses.map((s) => Type.Literal(s)));
+
 export const attachmentListSchema = Type.Object({
   data: Type.Array(
     named(
       'Attachment',
       Type.Object({
         id: Type.String(),
-        url: Type.String({ format: 'uri', description: 'signed download link, valid until expiresAt' }),
+        url: Type.Union([Type.String({ format: 'uri' }), Type.Null()], {
+          description: 'signed link, valid until expiresAt; null unless ready',
+        }),
         filename: Type.String(),
         mimeType: Type.String(),
         size: Type.Union([Type.Integer(), Type.Null()]),
+        status: attachmentStatus,
+        reason: Type.Optional(Type.String({ description: 'why it failed' })),
         expiresAt: time,
       }),
     ),
   ),
+});
+
+/** What a relay's upload answers. */
+export const uploadedAttachmentSchema = Type.Object({
+  id: Type.String(),
+  status: attachmentStatus,
+  size: Type.Union([Type.Integer(), Type.Null()]),
 });
 
 export const queueStatsSchema = named(

@@ -6,6 +6,7 @@ export type WaitingReason = (typeof waitingReasons)[number];
 import type { Store } from '../store/collection.ts';
 import type { SmsFallback } from './sms-fallback.ts';
 import { rollupCollection } from './message-rollups.ts';
+import { attachmentCollection, fileNameOf } from './attachment-store.ts';
 
 export const messageStatuses = ['queued', 'processing', 'sent', 'delivered', 'failed'] as const;
 export type MessageStatus = (typeof messageStatuses)[number];
@@ -221,6 +222,8 @@ export function messagingCollections(store: Store) {
     idempotency: store.collection<IdempotencyDoc>('idempotency_keys', [{ keys: { tenantId: 1, expiresAt: 1 } }]),
     /** Message statistics (message-rollups.ts). */
     rollups: rollupCollection(store),
+    /** Received messages' attachments (attachment-store.ts). */
+    attachments: attachmentCollection(store),
   };
 }
 
@@ -253,8 +256,10 @@ export function publicMessage(doc: MessageDoc) {
     viaSms: _viaSms,
     smsFallbackAt: _smsFallbackAt,
     reactions,
-    ...rest
+    ...shown
   } = doc;
+  // A received message's attachments are file names: a path on the Mac (stored before they were) is never shown.
+  const rest = doc.direction === 'received' ? { ...shown, attachments: doc.attachments.map(fileNameOf) } : shown;
   if (!reactions || Object.keys(reactions).length === 0) return rest;
   return { ...rest, reactions: Object.values(reactions).sort((a, b) => a.at.localeCompare(b.at)) };
 }

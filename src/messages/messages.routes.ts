@@ -1,14 +1,12 @@
 import { Type } from '@sinclair/typebox';
-import { AppError, pointer, validationError } from '../errors.ts';
+import { pointer, validationError } from '../errors.ts';
 import { defineRoute, type RouteDef } from '../http/route.ts';
 import type { ListCursors } from '../http/list-cursors.ts';
 import { keysetPaginationQuery, listAnswer, listReply, pageOrAfter } from '../http/pagination.ts';
 import { strictObject } from '../http/validation.ts';
-import type { AttachmentLinks } from './attachment-links.ts';
 import type { MessageQueries } from './message-queries.ts';
 import { messageStatuses } from './message-store.ts';
 import {
-  attachmentListSchema,
   messageSchema,
   queueStatsSchema,
   singleSendBody,
@@ -21,14 +19,8 @@ const id = strictObject({ id: Type.String({ minLength: 1, maxLength: 64 }) });
 /** The field of an answer repeated for an idempotency key, the same every time. */
 const replayedFields: Record<string, string> = Object.freeze({ 'idempotent-replayed': 'true' });
 
-/** Spec 4.1 (all but bulk): send, history, delivery status, attachments, queue statistics. */
-export function messageRoutes(deps: {
-  send: SendService;
-  queries: MessageQueries;
-  links: AttachmentLinks;
-  cursors: ListCursors;
-  publicBaseUrl(ctxHost: string | undefined): string;
-}): RouteDef[] {
+/** Spec 4.1 (all but bulk and attachments): send, history, delivery status, queue statistics. */
+export function messageRoutes(deps: { send: SendService; queries: MessageQueries; cursors: ListCursors }): RouteDef[] {
   return [
     defineRoute({
       method: 'POST',
@@ -114,54 +106,6 @@ export function messageRoutes(deps: {
       operationId: 'getMessageStatus',
       schema: { params: id, response: { 200: statusRecordSchema } },
       handler: async (ctx) => ({ status: 200, body: await deps.queries.status(ctx.principal, ctx.params.id) }),
-    }),
-    defineRoute({
-      method: 'GET',
-      path: '/api/v1/messages/:id/attachments',
-      summary: 'Attachments of a message with signed download URLs (valid 1 hour)',
-      tags: ['messages'],
-      teamScoped: true,
-      operationId: 'listMessageAttachments',
-      schema: { params: id, response: { 200: attachmentListSchema } },
-      async handler(ctx) {
-        const doc = await deps.queries.one(ctx.principal, ctx.params.id);
-        return {
-          status: 200,
-          body: {
-            data: deps.links.entries(
-              deps.publicBaseUrl(ctx.headers.host),
-              ctx.principal.tenantId,
-              doc.id,
-              doc.attachments,
-            ),
-          },
-        };
-      },
-    }),
-    defineRoute({
-      method: 'GET',
-      path: '/api/v1/attachments/:token',
-      summary: 'Download an attachment through its signed link',
-      tags: ['messages'],
-      auth: false,
-      operationId: 'downloadAttachment',
-      schema: {
-        params: strictObject({ token: Type.String({ minLength: 1, maxLength: 1024 }) }),
-        response: {
-          302: {
-            description: 'redirect to the attachment',
-            headers: { location: { description: 'where the attachment is downloaded from', required: true } },
-          },
-        },
-      },
-      async handler(ctx) {
-        const claims = deps.links.verify(ctx.params.token);
-        if (!claims) throw new AppError('not_found', 'this download link is unknown or expired');
-        const doc = await deps.queries.oneInOrg(claims.o, claims.m);
-        const source = doc?.attachments[claims.i];
-        if (!source) throw new AppError('not_found', 'attachment not found');
-        return { status: 302, headers: { location: source, 'cache-control': 'private, no-store' } };
-      },
     }),
   ];
 }

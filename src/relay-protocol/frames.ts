@@ -27,6 +27,9 @@
  *   `inbound` row with `reaction` (its body is the text Messages wrote for
  *   older clients); a reply has `replyTo`; a group event (renamed, a member
  *   added or gone) has `group` and an empty body.
+ * - An `inbound` row's attachments (`files`) are named, never located: the
+ *   agent uploads each file's bytes over HTTP (`attachmentUploadPath`) once
+ *   the row is acked, and the server records them `pending` until then.
  * - `change` frames (an edit or unsend of a received message, which changes
  *   an old row in place, so the ROWID cursor never sees it) are at-least-once
  *   too, in the order of their `at`: each is acked with `ack {of:'change',
@@ -53,6 +56,8 @@ const addFormats = addFormatsImport as unknown as (ajv: Ajv) => Ajv;
 
 /** Where a relay opens its WebSocket. */
 export const relaySocketPath = '/api/v1/relays/connect';
+/** Where a relay uploads an inbound attachment's bytes: `PUT <path>/<guid>`, `Authorization: Bearer <relayId>:<secret>`. */
+export const attachmentUploadPath = '/api/v1/relay/attachments';
 
 /** Every size bound of the protocol in one place. */
 export const frameLimits = {
@@ -217,6 +222,23 @@ export const groupEvent = Type.Object(
   strict,
 );
 
+/**
+ * An attachment of an inbound row, without its path on the Mac: the agent
+ * uploads its bytes over HTTP (`PUT attachmentUploadPath/<guid>` with the
+ * relay credential) after the row's `ack`; `unavailable` says why it never
+ * will (the file is not on the Mac).
+ */
+export const inboundFile = Type.Object(
+  {
+    guid: str(L.guidLength),
+    name: str(L.nameLength),
+    mimeType: Type.Optional(str(L.nameLength)),
+    size: Type.Optional(Type.Integer({ minimum: 0 })),
+    unavailable: Type.Optional(str(L.errorLength)),
+  },
+  strict,
+);
+
 export const inboundFrame = Type.Object(
   {
     type: Type.Literal('inbound'),
@@ -228,7 +250,10 @@ export const inboundFrame = Type.Object(
     isGroup: Type.Boolean(),
     body: str(L.bodyLength, 0),
     receivedAt: isoTime,
+    /** Agents before 0.4: the attachments' file paths on the Mac (the server keeps only their names). */
     attachments: Type.Optional(Type.Array(str(L.pathLength), { maxItems: L.attachments })),
+    /** The row's attachments, by their chat.db guid: the agent uploads each one's bytes once the row is acked. Agents from 0.4. */
+    files: Type.Optional(Type.Array(inboundFile, { maxItems: L.attachments })),
     /** A tapback row: what it does to which message (the target's `guid`). */
     reaction: Type.Optional(inboundReaction),
     /** A reply: the message it answers (`thread_originator_guid`). */
@@ -356,6 +381,7 @@ export type StatusFrame = Static<typeof statusFrame>;
 export type AgentCheckpoint = Static<typeof agentCheckpoint>;
 export type FailureReason = Static<typeof failureReason>;
 export type InboundFrame = Static<typeof inboundFrame>;
+export type InboundFile = Static<typeof inboundFile>;
 export type InboundReaction = Static<typeof inboundReaction>;
 export type GroupEvent = Static<typeof groupEvent>;
 export type ChangeFrame = Static<typeof changeFrame>;

@@ -67,12 +67,16 @@ export class RelayRegistry {
   /** A hello: a registration token is claimed once and becomes a new relay with a credential; a credential finds its relay. */
   async register(hello: HelloFrame): Promise<Registration> {
     if (hello.registrationToken) return this.claim(hello);
-    const credential = hello.credential!;
+    const relay = await this.authenticate(hello.credential!);
+    if (!relay) return { ok: false, code: 'unauthorized', message: 'unknown relay credential' };
+    return { ok: true, relayId: relay.id, tenantId: relay.tenantId };
+  }
+
+  /** The relay a stored credential belongs to (its hello, its uploads over HTTP); undefined for one that is not genuine. */
+  async authenticate(credential: RelayCredential): Promise<RelayDoc | undefined> {
     const entry = await this.index.findOne(platformScope, { id: credential.relayId });
     const relay = entry ? await this.db.relays.findOne({ tenantId: entry.orgId }, { id: credential.relayId }) : null;
-    if (!relay || !sameSecret(relay.secretHash, sha256(credential.secret)))
-      return { ok: false, code: 'unauthorized', message: 'unknown relay credential' };
-    return { ok: true, relayId: relay.id, tenantId: relay.tenantId };
+    return relay && sameSecret(relay.secretHash, sha256(credential.secret)) ? relay : undefined;
   }
 
   private async claim(hello: HelloFrame): Promise<Registration> {

@@ -1,3 +1,5 @@
+import type { FileStore } from './file-store.ts';
+
 /**
  * The storage port. Every read and write takes a scope, and the adapters merge
  * it into every filter and every stored document: there is no unscoped access.
@@ -205,6 +207,8 @@ export interface Store {
    * has connected.
    */
   readonly updatesCompareAndSet: boolean;
+  /** Files too large for a document, in a bucket of their own (file-store.ts): a directory of the data dir, or GridFS. */
+  files(bucket: string): FileStore;
   /** Declares a collection and its indexes; indexes are created by `init`. */
   collection<T extends Doc>(name: string, indexes?: IndexSpec[]): Collection<T>;
   init(): Promise<void>;

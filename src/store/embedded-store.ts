@@ -1,3 +1,4 @@
+import { DirectoryFiles, type FileStore } from './file-store.ts';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'libsql';
@@ -112,8 +113,10 @@ export class EmbeddedStore implements Store, Connection {
   /** Frames of the log folded back into the file, by the worker and by this thread (the tail of each of the worker's rounds): the worker should do nearly all. */
   readonly walFolded = { worker: 0, eventLoop: 0 };
   readonly countCache: CountCacheOptions;
+  private readonly dataDir: string;
 
   constructor(dataDir: string, opts: EmbeddedStoreOptions = {}) {
+    this.dataDir = resolve(dataDir);
     this.countCache = opts.countCache ?? {};
     this.walMaxBytes = opts.walMaxBytes ?? 64 << 20;
     this.onWalCheckpoint = opts.onWalCheckpoint ?? (() => undefined);
@@ -162,6 +165,11 @@ export class EmbeddedStore implements Store, Connection {
       syncIntervalMs,
       onError: opts.onWorkerError ?? (() => undefined),
     });
+  }
+
+  /** A directory of the data dir, beside the database file. */
+  files(bucket: string): FileStore {
+    return new DirectoryFiles(join(this.dataDir, bucket));
   }
 
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {

@@ -1,5 +1,7 @@
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
 import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
+import type { FileStore } from './file-store.ts';
+import { GridFsFiles } from './gridfs-files.ts';
 import { MongoCollection, type ServerQuirks } from './mongo-collection.ts';
 
 /**
@@ -97,6 +99,10 @@ export class MongoStore implements Store {
   /** The indexes each collection declared, as `init` creates them (port field `id` is `_id` there too). */
   declaredIndexes(): ReadonlyMap<string, readonly IndexSpec[]> {
     return this.declared;
+  }
+
+  files(bucket: string): FileStore {
+    return new GridFsFiles(this.db, bucket);
   }
 
   collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {

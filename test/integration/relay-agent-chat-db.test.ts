@@ -381,7 +381,17 @@ test('inbound rows are read after the cursor, in order, with group, attachments 
   assert.equal(g.isGroup, true);
   assert.equal(g.chatGuid, 'iMessage;+;chat900');
   assert.equal(g.handle, 'friend@example.com');
-  assert.deepEqual(g.attachments, ['/Users/me/Library/Messages/Attachments/a.jpg']);
+  assert.equal(g.attachments.length, 1);
+  const [a] = g.attachments;
+  assert.equal(a!.path, '/Users/me/Library/Messages/Attachments/a.jpg');
+  assert.equal(a!.name, 'a.jpg');
+  assert.equal(a!.mimeType, 'image/jpeg');
+  assert.match(a!.guid, /^[0-9A-F-]{36}$/);
+  // The frame names the file without its path on the Mac.
+  const frame = toInboundFrame(g)!;
+  assert.deepEqual(frame.files, [{ guid: a!.guid, name: 'a.jpg', mimeType: 'image/jpeg' }]);
+  assert.equal(frame.attachments, undefined);
+  assert.ok(!JSON.stringify(frame).includes('/Users/me'));
   assert.equal(all[0]!.isGroup, false);
   assert.equal(all[0]!.chatGuid, 'iMessage;-;+15551110000');
   assert.ok(Math.abs(all[0]!.dateMs! - Date.now()) < 60_000, 'dates convert from Apple nanoseconds');

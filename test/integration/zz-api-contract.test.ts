@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { recordAnswer, takeRecordedAnswers, type RecordedAnswer } from '../support/answer-recorder.ts';
 import { newPlatformKey } from '../../src/identity/secrets.ts';
 import { OpenApiContract } from '../support/openapi-contract.ts';
+import { uploadingRelay } from '../support/relay-upload.ts';
 import { routeFixtures } from '../support/route-fixtures.ts';
 import { apiKey, signup, startTestApp, type Org, type TestApp } from '../support/test-app.ts';
 
@@ -152,8 +153,14 @@ describe('API contract: recorded answers match the OpenAPI document', () => {
       text: await download.text(),
     });
     assert.equal(download.status, 302);
+    // A relay's upload takes its credential, not an API key: a relay registered here receives a file and uploads it.
+    const relay = await uploadingRelay(t, org);
+    await relay.receive(1, [{ guid: 'CONTRACT-FILE', name: 'contract.txt' }]);
+    assert.equal((await relay.upload('CONTRACT-FILE', Buffer.from('contract'))).status, 200);
+    relay.socket.close();
     // Operations with an id: the route matrices' fixtures make a real resource for each.
-    for (const op of contract.operations.filter((o) => o.params > 0 && o.path !== '/api/v1/attachments/{token}')) {
+    const calledAbove = new Set(['/api/v1/attachments/{token}', '/api/v1/relay/attachments/{guid}']);
+    for (const op of contract.operations.filter((o) => o.params > 0 && !calledAbove.has(o.path))) {
       const label = `${op.method} ${op.path.replace(/\{([^}]+)\}/g, ':$1')}`;
       const fixture = routeFixtures[label];
       assert.ok(fixture, `no fixture for ${label} in test/support/route-fixtures.ts`);

@@ -81,17 +81,21 @@ export const routeFixtures: Record<string, RouteFixture> = {
   'PUT /api/v1/phone-numbers/:id': async (t, org) => ({ ...(await phoneNumber(t, org)), body: { label: 'fixture' } }),
   'DELETE /api/v1/phone-numbers/:id': phoneNumber,
   'GET /api/v1/phone-numbers/:id/usage': phoneNumber,
-  // A relay online that answers the lookup (its socket closes a few seconds later).
+  // A relay online that answers every lookup it is asked (its socket closes a few seconds later): a route called
+  // many times over (the hostile requests) may ask it more than once while it is the organization's relay.
   'GET /api/v1/handles/:handle/availability': async (t, org) => {
     const { token } = await created(t, org, `/api/v1/tenants/${org.orgId}/relay-tokens`, {});
     const socket = await RelaySocket.open(t.base);
     socket.hello({ registrationToken: token });
     await socket.next('welcome');
-    void socket
-      .next('lookup', () => true, 10_000)
-      .then((f) => socket.send({ type: 'availability', lookupId: f.lookupId, imessage: true, source: 'history' }))
-      .catch(() => undefined)
-      .finally(() => setTimeout(() => socket.close(), 2_000));
+    let answered = 0;
+    const answering = setInterval(() => {
+      const lookups = socket.frames.filter((f) => f.type === 'lookup');
+      for (const f of lookups.slice(answered))
+        socket.send({ type: 'availability', lookupId: f.lookupId, imessage: true, source: 'history' });
+      answered = lookups.length;
+    }, 10);
+    setTimeout(() => (clearInterval(answering), socket.close()), 3_000);
     return { params: { handle: `+1415555${String(1000 + (lookupSeq++ % 9000)).padStart(4, '0')}` } };
   },
   'POST /api/v1/tenants/:tenantId/relay-tokens': async (_t, org) => ({ params: { tenantId: org.orgId }, body: {} }),

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import assert from 'node:assert/strict';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -143,8 +144,26 @@ test('the injection subcommands parse', () => {
       body: 'hi',
       attributedBodyOnly: false,
       groupId: undefined,
+      attachments: [],
     },
   );
+  const attached = parseCli(
+    [
+      'simulate-inbound',
+      '--chat-db',
+      '/tmp/c.db',
+      '--from',
+      '+1',
+      '--body',
+      'b',
+      '--attachment',
+      '/tmp/a.png',
+      '--attachment',
+      'b',
+    ],
+    {},
+  );
+  assert.deepEqual(attached.kind === 'simulate-inbound' && attached.attachments, ['/tmp/a.png', resolve('b')]);
   assert.deepEqual(parseCli(['simulate-failures', '--chat-db', '/tmp/c.db', '--count', '3'], {}), {
     kind: 'simulate-failures',
     chatDbPath: '/tmp/c.db',

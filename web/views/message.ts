@@ -176,10 +176,16 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
   ]);
   const [files, events] = await Promise.all([
     m.attachments.length
-      ? api<{ data: Array<{ id: string; url: string; filename: string; size: number | null }> }>(
-          'GET',
-          `/api/v1/messages/${encodeURIComponent(id)}/attachments`,
-        ).then((a) => a.data)
+      ? api<{
+          data: Array<{
+            id: string;
+            url: string | null;
+            filename: string;
+            size: number | null;
+            status: string;
+            reason?: string;
+          }>;
+        }>('GET', `/api/v1/messages/${encodeURIComponent(id)}/attachments`).then((a) => a.data)
       : Promise.resolve([]),
     eventsOf(m).catch(() => [] as DomainEvent[]),
   ]);
@@ -230,8 +236,10 @@ export async function messageView({ main }: PageContext, id?: string): Promise<v
                   h(
                     'li',
                     null,
-                    h('a', { href: f.url }, f.filename),
+                    // A received file is a link once its relay uploaded it; until then, or if it never comes, its state says why.
+                    f.url ? h('a', { href: f.url }, f.filename) : f.filename,
                     f.size === null ? '' : ` (${f.size.toLocaleString('en')} bytes)`,
+                    f.status === 'ready' ? '' : ` — ${f.status}${f.reason ? `: ${f.reason}` : ''}`,
                   ),
                 ),
               ),

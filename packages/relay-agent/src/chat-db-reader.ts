@@ -27,8 +27,8 @@ export interface ChatRow {
   error: number;
   /** The service the row went over or came by (`iMessage`, `SMS`, `RCS`), as Messages names it. */
   service: string | undefined;
-  /** Local paths of the row's attachments (`attachment.filename`). */
-  attachments: string[];
+  /** The row's attachments, with their local paths (`attachment.filename`, `~` for the home folder). */
+  attachments: ChatAttachment[];
   /** A tapback row (`associated_message_type` 2000–2007, removals 3000–3007): what it does to which message. */
   reaction?: ChatReaction;
   /** A reply in a thread: the guid of the thread's first message (`thread_originator_guid`, macOS 11 and later). */
@@ -39,6 +39,17 @@ export interface ChatRow {
   dateRetractedMs?: number;
   /** A group event row: the group renamed, or a member added or gone (`handle` is who did it). */
   groupEvent?: ChatGroupEvent;
+}
+
+export interface ChatAttachment {
+  /** `attachment.guid`: what the agent uploads it by. */
+  guid: string;
+  path: string;
+  /** `transfer_name`: the name the sender gave it; else the path's last segment. */
+  name: string;
+  mimeType?: string;
+  /** `total_bytes`, when Messages knows it. */
+  size?: number;
 }
 
 export interface ChatGroupEvent {
@@ -103,7 +114,9 @@ SELECT m.ROWID AS rowId, m.guid AS guid, m.text AS text, m.attributedBody AS att
   m.is_from_me AS isFromMe, m.date AS date, m.date_delivered AS dateDelivered, m.date_read AS dateRead,
   m.is_delivered AS isDelivered, m.is_read AS isRead, m.is_sent AS isSent, m.error AS error, m.service AS service,
   COALESCE(h.id, c.chat_identifier) AS handle, c.guid AS chatGuid, c.style AS chatStyle, m.cache_roomnames AS roomName,
-  (SELECT json_group_array(a.filename) FROM message_attachment_join maj JOIN attachment a ON a.ROWID = maj.attachment_id
+  (SELECT json_group_array(json_object('guid', a.guid, 'path', a.filename, 'name', a.transfer_name,
+      'mimeType', a.mime_type, 'size', a.total_bytes))
+    FROM message_attachment_join maj JOIN attachment a ON a.ROWID = maj.attachment_id
     WHERE maj.message_id = m.ROWID AND a.filename IS NOT NULL) AS attachmentsJson
 FROM message m
 LEFT JOIN handle h ON h.ROWID = m.handle_id
@@ -409,8 +422,21 @@ function groupEventOf(r: RawRow): { groupEvent?: ChatGroupEvent } {
   return {};
 }
 
-function parseAttachments(json: string | null): string[] {
+function parseAttachments(json: string | null): ChatAttachment[] {
   if (!json) return [];
   const list = JSON.parse(json) as unknown;
-  return Array.isArray(list) ? list.filter((x): x is string => typeof x === 'string') : [];
+  if (!Array.isArray(list)) return [];
+  const found: ChatAttachment[] = [];
+  for (const raw of list as Array<Record<string, unknown>>) {
+    if (typeof raw?.guid !== 'string' || typeof raw.path !== 'string') continue;
+    const name = typeof raw.name === 'string' && raw.name !== '' ? raw.name : (raw.path.split('/').pop() ?? '');
+    found.push({
+      guid: raw.guid,
+      path: raw.path,
+      name: name || 'attachment',
+      ...(typeof raw.mimeType === 'string' && raw.mimeType !== '' ? { mimeType: raw.mimeType } : {}),
+      ...(typeof raw.size === 'number' && raw.size > 0 ? { size: raw.size } : {}),
+    });
+  }
+  return found;
 }

@@ -17,7 +17,7 @@ export const usage = `Usage:
   relaybox-relay service uninstall|status [--dry-run]
   relaybox-relay service logs [--lines N] [--follow] [--dry-run]
   relaybox-relay doctor [--json] [--server URL] [--state-dir DIR] [--chat-db PATH] [--simulate] [--log-handles]
-  relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID]
+  relaybox-relay simulate-inbound [--chat-db PATH] --from HANDLE --body TEXT [--attributed-only] [--group ID] [--attachment FILE]...
   relaybox-relay simulate-failures [--chat-db PATH] [--count N] [--error CODE | --never-deliver]
   relaybox-relay simulate-sms-only [--chat-db PATH] --to HANDLE [--off]
   relaybox-relay simulate-no-imessage [--chat-db PATH] --to HANDLE [--off]
@@ -59,7 +59,8 @@ prints each result with its fix; --json prints them as JSON, and a refused comma
 as {"ok": false, "error": {...}}. Exit code 1 if any check fails.
 
 simulate-inbound writes a received message into a simulated chat.db (--attributed-only: body only in
-attributedBody; --group ID: into a group chat; the simulator commands take --state-dir too, and without
+attributedBody; --group ID: into a group chat; --attachment FILE, repeatable: with that file attached, which
+the agent uploads once the server has the message; the simulator commands take --state-dir too, and without
 --chat-db use the simulated chat.db there); simulate-failures makes its next N sends (default 1) fail with
 Messages' error CODE (default 1; 22 is "not registered with iMessage", 3 a network failure), or with
 --never-deliver be sent and never delivered; simulate-sms-only makes a recipient reachable by SMS only
@@ -121,6 +122,8 @@ export type CliCommand =
       body: string;
       attributedBodyOnly: boolean;
       groupId: string | undefined;
+      /** Files recorded as the message's attachments (absolute paths). */
+      attachments: string[];
     }
   | { kind: 'simulate-failures'; chatDbPath: string; count: number; error: number | undefined; neverDeliver: boolean }
   | { kind: 'simulate-sms-only'; chatDbPath: string; to: string; smsOnly: boolean }
@@ -154,6 +157,7 @@ const inboundOptions = {
   body: { type: 'string' },
   'attributed-only': { type: 'boolean' },
   group: { type: 'string' },
+  attachment: { type: 'string', multiple: true },
 } as const;
 
 const installOptions = {
@@ -203,6 +207,7 @@ export function parseCli(argv: string[], env: Record<string, string | undefined>
       body: values.body ?? requiredMissing('--body'),
       attributedBodyOnly: values['attributed-only'] ?? false,
       groupId: values.group,
+      attachments: (values.attachment ?? []).map((path) => resolve(path)),
     };
   }
   if (first === 'simulate-stall') {

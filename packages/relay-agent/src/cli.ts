@@ -79,6 +79,7 @@ async function main(argv: string[], json: boolean): Promise<number> {
         body: command.body,
         attributedBodyOnly: command.attributedBodyOnly,
         ...(command.groupId ? { groupId: command.groupId } : {}),
+        ...(command.attachments.length > 0 ? { attachments: command.attachments } : {}),
       });
       process.stdout.write(`${JSON.stringify(row)}\n`);
       return 0;

@@ -1,5 +1,6 @@
 import { frameLimits, type ChangeFrame, type InboundFrame } from 'relaybox-relay-protocol/frames.ts';
-import type { ChatDbReader, ChatRow } from './chat-db-reader.ts';
+import type { UploadJob } from './attachment-upload.ts';
+import type { ChatAttachment, ChatDbReader, ChatRow } from './chat-db-reader.ts';
 
 /** Our message id of a chat.db guid the agent sent (send-journal.ts `messageIdOf`). */
 export type SentMessageIds = (guid: string) => string | undefined;
@@ -25,6 +26,8 @@ export class InboundForwarder {
   private ackedCursor: number;
   /** ROWIDs sent and not yet acked, ascending. */
   private unacked: number[] = [];
+  /** The attachments of rows sent and not yet acked, by ROWID: uploaded once the server has the row. */
+  private uploads = new Map<number, UploadJob[]>();
 
   constructor(
     startCursor: number,
@@ -61,15 +64,30 @@ export class InboundForwarder {
           .slice(0, frameLimits.groupMembers);
       frames.push(frame);
       this.unacked.push(row.rowId);
+      const jobs = forwardedFiles(row.attachments).map((a) => ({ guid: a.guid, path: a.path }));
+      if (jobs.length > 0) this.uploads.set(row.rowId, jobs);
     }
     return frames;
   }
 
-  onAck(cursor: number): void {
-    if (cursor <= this.ackedCursor) return;
+  /** Moves the acked cursor; answers the attachments of the rows it covers, now theirs to upload. */
+  onAck(cursor: number): UploadJob[] {
+    if (cursor <= this.ackedCursor) return [];
     this.ackedCursor = cursor;
     this.unacked = this.unacked.filter((rowId) => rowId > cursor);
+    const jobs: UploadJob[] = [];
+    for (const [rowId, files] of this.uploads)
+      if (rowId <= cursor) {
+        jobs.push(...files);
+        this.uploads.delete(rowId);
+      }
+    return jobs;
   }
+}
+
+/** The attachments a frame names: those whose guid fits the protocol, at most its count. */
+function forwardedFiles(attachments: ChatAttachment[]): ChatAttachment[] {
+  return attachments.filter((a) => a.guid.length <= frameLimits.guidLength).slice(0, frameLimits.attachments);
 }
 
 /**
@@ -78,9 +96,7 @@ export class InboundForwarder {
  * by our message id when the agent sent the target (`sentIds`).
  */
 export function toInboundFrame(row: ChatRow, sentIds: SentMessageIds = () => undefined): InboundFrame | undefined {
-  const attachments = row.attachments
-    .filter((p) => p.length <= frameLimits.pathLength)
-    .slice(0, frameLimits.attachments);
+  const attachments = forwardedFiles(row.attachments);
   const { reaction, groupEvent } = row;
   if (reaction && reaction.targetGuid.length > frameLimits.guidLength) return undefined;
   // A group event is about a group chat, named by its guid.
@@ -97,7 +113,14 @@ export function toInboundFrame(row: ChatRow, sentIds: SentMessageIds = () => und
     receivedAt: new Date(row.dateMs ?? Date.now()).toISOString(),
   };
   if (row.chatGuid) frame.chatGuid = row.chatGuid.slice(0, frameLimits.guidLength);
-  if (attachments.length > 0) frame.attachments = attachments;
+  // Names only: the path on the Mac stays on the Mac; the bytes are uploaded after the row's ack (attachment-upload.ts).
+  if (attachments.length > 0)
+    frame.files = attachments.map((a) => ({
+      guid: a.guid,
+      name: truncate(a.name.split('/').pop() || 'attachment', frameLimits.nameLength),
+      ...(a.mimeType && a.mimeType.length <= frameLimits.nameLength ? { mimeType: a.mimeType } : {}),
+      ...(a.size !== undefined ? { size: a.size } : {}),
+    }));
   if (reaction) {
     frame.reaction = { kind: reaction.kind, ...messageRef(reaction.targetGuid, sentIds), removed: reaction.removed };
     if (reaction.emoji) frame.reaction.emoji = truncate(reaction.emoji, 64);

@@ -42,3 +42,27 @@ export function normalizeHandle(handle: string): string {
 export function normalizeBody(text: string): string {
   return text.replace(/\r\n?/g, '\n').trim();
 }
+
+export type Availability = { imessage: boolean | null; source: string };
+
+/** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
+export async function availabilityOf(
+  sender: MessageSender,
+  history: { lastService(handle: string): Promise<string | undefined> },
+  to: string,
+): Promise<Availability> {
+  const handle = normalizeHandle(to);
+  if (sender.availability) return sender.availability(handle);
+  const service = await history.lastService(handle);
+  return { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
+}
+
+/** A send goes as SMS when the server says so, or when its fallback asks for it and the handle is known to have no iMessage. */
+export async function sendsAsSms(
+  frame: { to: string; service?: 'SMS'; fallback?: { sms: 'if_not_imessage' } },
+  availability: (to: string) => Promise<Availability>,
+): Promise<boolean> {
+  if (frame.service === 'SMS') return true;
+  if (frame.fallback?.sms !== 'if_not_imessage') return false;
+  return (await availability(frame.to)).imessage === false;
+}

@@ -127,7 +127,7 @@ export class OperatorLog {
         guid: frame.guid,
         from: frame.from,
         isGroup: frame.isGroup,
-        attachments: frame.attachments?.length ?? 0,
+        attachments: frame.files?.length ?? 0,
         ...(frame.reaction ? { reaction: frame.reaction.kind, removed: frame.reaction.removed } : {}),
         ...(frame.group ? { group: frame.group.change } : {}),
       },

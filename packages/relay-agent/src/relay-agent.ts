@@ -1,8 +1,8 @@
+import { join } from 'node:path';
 import type { Logger } from './agent-logger.ts';
 import { retryableServerErrors } from './server-errors.ts';
 import type {
   AckFrame,
-  AgentCheckpoint,
   AgentFrame,
   ErrorFrame,
   HeartbeatFrame,
@@ -15,17 +15,18 @@ import type {
   WelcomeFrame,
 } from 'relaybox-relay-protocol/frames.ts';
 import { agentVersion, type AgentConfig } from './agent-config.ts';
+import { AttachmentUploader } from './attachment-upload.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { ChangeForwarder, InboundForwarder } from './inbound-forwarder.ts';
-import { normalizeHandle, type MessageSender } from './message-sender.ts';
+import { availabilityOf, sendsAsSms, type MessageSender } from './message-sender.ts';
 import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
 import { RelayConnection, type CloseInfo } from './relay-connection.ts';
 import type { RelayState, RelayStateStore } from './relay-state.ts';
 import { SendWorker } from './send-worker.ts';
-import { attemptKey, type SendJournal, type SendRecord } from './send-journal.ts';
+import { attemptKey, checkpointsOf, type SendJournal, type SendRecord } from './send-journal.ts';
 import { ChatDbError } from './sqlite-file.ts';
 
 export interface RelayAgentDeps {
@@ -58,6 +59,7 @@ export class RelayAgent {
   private readonly health = new HealthSampler();
   private readonly operator: OperatorLog;
   private readonly watchdog: MessagesWatchdog;
+  private readonly uploader: AttachmentUploader;
   private state: RelayState | undefined;
   private welcomed = false;
   private forwarder: InboundForwarder | undefined;
@@ -86,6 +88,12 @@ export class RelayAgent {
       stuckAfterMs: this.config.messagesStuckMs,
       restartIntervalMs: this.config.messagesRestartIntervalMs,
       restart: () => deps.sender.restart(),
+      logger: this.log,
+    });
+    this.uploader = new AttachmentUploader({
+      journalPath: join(deps.stateStore.stateDir, 'uploads.json'),
+      serverUrl: this.config.serverUrl,
+      credential: () => this.state && { relayId: this.state.relayId, secret: this.state.secret },
       logger: this.log,
     });
     this.tracker = new OutgoingTracker(deps.journal, deps.reader, {
@@ -137,6 +145,7 @@ export class RelayAgent {
       );
     }
     await this.tracker.init();
+    await this.uploader.load();
     this.connection.start();
     this.worker.wake();
     this.schedulePoll(0);
@@ -155,6 +164,7 @@ export class RelayAgent {
     clearTimeout(this.pollTimer);
     await this.polling;
     await this.worker.stop();
+    await this.uploader.stop();
     await this.frameChain;
     await this.stateSaving;
     await this.deps.journal.flush();
@@ -214,19 +224,8 @@ export class RelayAgent {
     this.send({ type: 'availability', lookupId: frame.lookupId, ...(await this.availability(frame.handle)) });
   }
 
-  /** Which service a handle is reached on: the sender's own rule (the simulator), else the newest chat.db message with it. */
-  private async availability(to: string): Promise<{ imessage: boolean | null; source: string }> {
-    const handle = normalizeHandle(to);
-    if (this.deps.sender.availability) return this.deps.sender.availability(handle);
-    const service = await this.deps.reader.lastService(handle);
-    return { imessage: service === undefined ? null : service === 'iMessage', source: 'history' };
-  }
-
-  /** A send goes as SMS when the server says so, or when its fallback asks for it and the handle is known to have no iMessage. */
-  private async sendsAsSms(frame: SendFrame): Promise<boolean> {
-    if (frame.service === 'SMS') return true;
-    if (frame.fallback?.sms !== 'if_not_imessage') return false;
-    return (await this.availability(frame.to)).imessage === false;
+  private availability(to: string) {
+    return availabilityOf(this.deps.sender, this.deps.reader, to);
   }
 
   private async onWelcome(frame: WelcomeFrame): Promise<void> {
@@ -275,6 +274,8 @@ export class RelayAgent {
     this.sendReady();
     for (const record of this.deps.journal.all()) if (record.acked < record.steps.length) this.sendStatuses(record);
     this.schedulePoll(0);
+    // Attachments left to upload by a drop or a restart go on now.
+    this.uploader.wake();
   }
 
   private async onSend(frame: SendFrame): Promise<void> {
@@ -296,7 +297,7 @@ export class RelayAgent {
       to: frame.to,
       body: frame.body ?? '',
       attachmentUrls: frame.attachments ?? [],
-      ...((await this.sendsAsSms(frame)) ? { sendAs: 'SMS' as const } : {}),
+      ...((await sendsAsSms(frame, (to) => this.availability(to))) ? { sendAs: 'SMS' as const } : {}),
       phase: 'queued',
       acceptedAtMs: now,
       phaseAtMs: now,
@@ -314,7 +315,11 @@ export class RelayAgent {
 
   private onAck(frame: AckFrame): void {
     if (frame.of === 'inbound') {
-      if (frame.cursor !== undefined) this.forwarder?.onAck(frame.cursor);
+      const jobs = frame.cursor !== undefined ? (this.forwarder?.onAck(frame.cursor) ?? []) : [];
+      if (jobs.length > 0)
+        this.uploader
+          .add(jobs)
+          .catch((err: Error) => this.log.error({ err: err.message }, 'could not keep the attachments to upload'));
       return;
     }
     if (frame.of === 'change') {
@@ -491,14 +496,4 @@ export class RelayAgent {
       }
     }
   }
-}
-
-/** The hops of a send this agent saw, in order: it took the `send` frame, Messages took the message, its chat.db row was matched. */
-function checkpointsOf(record: SendRecord): AgentCheckpoint[] {
-  const hops: Array<[AgentCheckpoint['hop'], number | undefined]> = [
-    ['relay_received', record.acceptedAtMs],
-    ['handed_to_app', record.handedAtMs],
-    ['seen_in_database', record.seenAtMs],
-  ];
-  return hops.filter(([, at]) => at !== undefined).map(([hop, at]) => ({ hop, at: new Date(at!).toISOString() }));
 }

@@ -1,6 +1,6 @@
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DeliveryStatus, FailureReason } from 'relaybox-relay-protocol/frames.ts';
+import type { AgentCheckpoint, DeliveryStatus, FailureReason } from 'relaybox-relay-protocol/frames.ts';
 import { ensurePrivateDir } from './relay-state.ts';
 
 /**
@@ -239,4 +239,14 @@ export class SendJournal {
     for (const r of closed.slice(0, this.records.size - maxRecords))
       this.records.delete(attemptKey(r.messageId, r.attempt));
   }
+}
+
+/** The hops of a send this agent saw, in order: it took the `send` frame, Messages took the message, its chat.db row was matched. */
+export function checkpointsOf(record: SendRecord): AgentCheckpoint[] {
+  const hops: Array<[AgentCheckpoint['hop'], number | undefined]> = [
+    ['relay_received', record.acceptedAtMs],
+    ['handed_to_app', record.handedAtMs],
+    ['seen_in_database', record.seenAtMs],
+  ];
+  return hops.filter(([, at]) => at !== undefined).map(([hop, at]) => ({ hop, at: new Date(at!).toISOString() }));
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
 import { appendFile, mkdir, readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { msToAppleNs } from './apple-time.ts';
@@ -136,7 +137,7 @@ class SimulatorWrites {
     this.joinChat = db.prepare(`INSERT INTO chat_message_join (chat_id, message_id, message_date)
   SELECT c.ROWID, @messageId, @date FROM chat c WHERE c.guid = @chatGuid`);
     this.insertAttachment = db.prepare(
-      'INSERT INTO attachment (guid, created_date, filename, transfer_name) VALUES (@guid, @date, @filename, @transferName)',
+      'INSERT INTO attachment (guid, created_date, filename, mime_type, transfer_name, total_bytes) VALUES (@guid, @date, @filename, @mimeType, @transferName, @totalBytes)',
     );
     this.joinAttachment = db.prepare(
       'INSERT INTO message_attachment_join (message_id, attachment_id) VALUES (@messageId, @attachmentId)',
@@ -231,7 +232,9 @@ class SimulatorWrites {
             guid: randomUUID().toUpperCase(),
             date: row.date,
             filename,
+            mimeType: mimeTypeOf(filename),
             transferName: filename.split('/').pop() ?? filename,
+            totalBytes: fileSize(filename),
           }).lastInsertRowid;
           this.joinAttachment.run({ messageId, attachmentId });
         }
@@ -650,5 +653,27 @@ async function withSimulatorWrites<T>(dbPath: string, write: (writes: SimulatorW
     return write(new SimulatorWrites(db));
   } finally {
     db.close();
+  }
+}
+
+/** What Messages records of a file's type, from its extension (the simulator knows a few). */
+function mimeTypeOf(path: string): string | null {
+  const types: Record<string, string> = {
+    png: 'image/png',
+    jpg: 'image/jpeg',
+    jpeg: 'image/jpeg',
+    pdf: 'application/pdf',
+    txt: 'text/plain',
+    mov: 'video/quicktime',
+  };
+  return types[path.split('.').pop()?.toLowerCase() ?? ''] ?? null;
+}
+
+/** `total_bytes` of a file on this machine; 0 (unknown) for one that is not there. */
+function fileSize(path: string): number {
+  try {
+    return statSync(path).size;
+  } catch {
+    return 0;
   }
 }

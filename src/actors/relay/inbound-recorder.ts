@@ -12,7 +12,8 @@ import type { MessageDoc, MessagingCollections } from '../../messages/message-st
 import { RollupTally, type MessageRollups } from '../../messages/message-rollups.ts';
 import { conversationIdOf, normalizeParticipant } from '../../messages/recipients.ts';
 import type { InboundKeywords } from '../../suppressions/opt-out-keywords.ts';
-import type { GroupEvent, InboundReaction } from '../../relay-protocol/frames.ts';
+import type { GroupEvent, InboundFile, InboundReaction } from '../../relay-protocol/frames.ts';
+import { fileNameOf, receivedAttachments } from '../../messages/attachment-store.ts';
 import type { ConversationDoc } from '../../messages/message-store.ts';
 
 /** A message of the relay's chat.db a row points at (relay-protocol `messageReference`). */
@@ -32,6 +33,7 @@ export interface InboundReport {
   body: string;
   receivedAt: string;
   attachments?: string[];
+  files?: InboundFile[];
   reaction?: InboundReaction;
   replyTo?: MessageReference;
   group?: GroupEvent;
@@ -265,7 +267,10 @@ export class InboundRecorder {
       participant,
       conversationId: conversationIdOf(tenantId, teamId, participant),
       body: report.body,
-      attachments: report.attachments ?? [],
+      // Names only: a path on the Mac is never kept. The bytes come later, uploaded by the relay (attachment-store.ts).
+      attachments: report.files
+        ? report.files.map((f) => fileNameOf(f.name))
+        : (report.attachments ?? []).map(fileNameOf),
       priority: 0,
       fromNumber: null,
       attempts: 0,
@@ -309,6 +314,8 @@ export class InboundRecorder {
         fresh = false; // replayed after a reconnect, or read by another relay of the line: stored already
       }
     }
+    // Before the relay's cursor moves: a replay records any the first pass did not (each id from its guid, once).
+    await this.recordAttachments(tenantId, relay, report, doc);
     if (fresh) {
       const tally = new RollupTally();
       tally.add(tenantId, 'received', Date.parse(now), { phoneNumber: relay.phoneNumbers[0], relayId: relay.id });
@@ -353,5 +360,30 @@ export class InboundRecorder {
         body: doc.body,
         fresh,
       });
+  }
+
+  /** The message's attachments, `pending` until their relay uploads them; those stored already are left as they are. */
+  private async recordAttachments(tenantId: string, relay: RelayDoc, report: InboundReport, doc: MessageDoc) {
+    const docs = receivedAttachments(
+      {
+        tenantId,
+        teamId: doc.teamId,
+        messageId: doc.id,
+        messageGuid: report.guid,
+        relayId: relay.id,
+        at: doc.createdAt,
+      },
+      report.files,
+      report.attachments,
+    );
+    if (docs.length === 0) return;
+    const scope = { tenantId, teamId: doc.teamId };
+    // A unique-key refusal (in `conflicts`) is one recorded beside us by another relay of the same account: stored already.
+    await this.deps.db.attachments.bulkWrite(
+      scope,
+      docs.map(({ id, ...rest }) => ({
+        updateOne: { filter: { id }, update: { $setOnInsert: rest }, upsert: true },
+      })),
+    );
   }
 }
