@@ -19,7 +19,7 @@ import { AttachmentUploader } from './attachment-upload.ts';
 import type { ChatDbReader } from './chat-db-reader.ts';
 import { HealthSampler } from './health-sampler.ts';
 import { ChangeForwarder, InboundForwarder } from './inbound-forwarder.ts';
-import { availabilityOf, sendsAsSms, type MessageSender } from './message-sender.ts';
+import { availabilityOf, normalizeHandle, sendsAsSms, type MessageSender } from './message-sender.ts';
 import { MessagesWatchdog } from './messages-watchdog.ts';
 import { OperatorLog } from './operator-log.ts';
 import { OutgoingTracker } from './outgoing-tracker.ts';
