@@ -150,13 +150,13 @@ describe('API descriptions (OpenAPI and AsyncAPI)', () => {
     );
   });
 
-  test('the document stays under 190 KB; with codeSamples=true every operation has a curl and a TypeScript sample made from its route', async () => {
+  test('the document stays under 200 KB; with codeSamples=true every operation has a curl and a TypeScript sample made from its route', async () => {
     const served = await t.request('GET', '/api/v1/openapi.json');
     const bytes = Buffer.byteLength(served.text);
     console.log(
       `# the OpenAPI document: ${bytes} bytes; with code samples: ${Buffer.byteLength(JSON.stringify(withSamples))} bytes`,
     );
-    assert.ok(bytes <= 190_000, `${bytes} bytes`);
+    assert.ok(bytes <= 200_000, `${bytes} bytes`);
     const withoutSamples = JSON.parse(
       JSON.stringify(withSamples, (key, value) => (key === 'x-codeSamples' ? undefined : value)),
     );
