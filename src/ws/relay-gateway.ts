@@ -1,7 +1,8 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { TemplatedApp } from '@trufflesuite/uws-js-unofficial';
 import type { Logger } from '../log.ts';
-import { agentFrame, frameLimits, parseFrame, relaySocketPath } from '../relay-protocol/frames.ts';
+import { agentFrame, frameLimits, relaySocketPath } from '../relay-protocol/frames.ts';
+import { parseFrame } from '../relay-protocol/frame-parser.ts';
 import type { RelayLink } from '../relays/relay-link.ts';
 import type { RelayRegistry } from '../relays/relay-registry.ts';
 import type { Transport } from '../runtime/types.ts';

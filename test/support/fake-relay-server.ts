@@ -3,7 +3,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { agentFrame, parseFrame, type AgentFrame, type ServerFrame } from '../../src/relay-protocol/frames.ts';
+import { agentFrame, type AgentFrame, type ServerFrame } from '../../src/relay-protocol/frames.ts';
+import { parseFrame } from '../../src/relay-protocol/frame-parser.ts';
 
 export interface Received {
   conn: number;

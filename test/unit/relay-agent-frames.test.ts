@@ -1,13 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import {
-  agentFrame,
-  frameLimits,
-  helloFrame,
-  parseFrame,
-  serverFrame,
-  statusFrame,
-} from '../../src/relay-protocol/frames.ts';
+import { agentFrame, frameLimits, helloFrame, serverFrame, statusFrame } from '../../src/relay-protocol/frames.ts';
+import { parseFrame } from '../../src/relay-protocol/frame-parser.ts';
 import { acceptsTraceparent } from '../../src/ws/agent-versions.ts';
 
 const systemInfo = { hostOsVersion: 'macOS 14.5', hostname: 'mac-mini' };

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { ChatRow } from '../../packages/relay-agent/src/chat-db-reader.ts';
 import { toChangeFrame, toInboundFrame } from '../../packages/relay-agent/src/inbound-forwarder.ts';
-import { agentFrame, frameLimits, parseFrame, serverFrame } from '../../src/relay-protocol/frames.ts';
+import { agentFrame, frameLimits, serverFrame } from '../../src/relay-protocol/frames.ts';
+import { parseFrame } from '../../src/relay-protocol/frame-parser.ts';
 
 function row(over: Partial<ChatRow> = {}): ChatRow {
   return {

@@ -81,7 +81,7 @@ test('the relay protocol is one workspace package both ends import, with only it
   assert.equal(manifest.name, 'relaybox-relay-protocol');
   const bare = new Set(
     importsOf(protocolDir)
-      // Its own modules import each other (frames.ts and failover-frames.ts).
+      // Its own modules import each other (frames.ts, failover-frames.ts, frame-parser.ts).
       .filter((s) => !s.startsWith('node:') && !s.startsWith('.'))
       .map(packageOf),
   );

@@ -1,7 +1,8 @@
 import { execFile } from 'node:child_process';
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { parseFrame, serverFrame, type HelloFrame } from 'relaybox-relay-protocol/frames.ts';
+import { serverFrame, type HelloFrame } from 'relaybox-relay-protocol/frames.ts';
+import { parseFrame } from 'relaybox-relay-protocol/frame-parser.ts';
 import WebSocket from 'ws';
 import { agentVersion } from './agent-config.ts';
 import { ChatDbReader } from './chat-db-reader.ts';

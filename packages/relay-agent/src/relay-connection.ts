@@ -1,13 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import WebSocket from 'ws';
 import type { Logger } from './agent-logger.ts';
-import {
-  frameLimits,
-  parseFrame,
-  serverFrame,
-  type AgentFrame,
-  type ServerFrame,
-} from 'relaybox-relay-protocol/frames.ts';
+import { frameLimits, serverFrame, type AgentFrame, type ServerFrame } from 'relaybox-relay-protocol/frames.ts';
+import { parseFrame } from 'relaybox-relay-protocol/frame-parser.ts';
 import { ReconnectBackoff } from './reconnect-backoff.ts';
 
 export interface CloseInfo {
