@@ -78,9 +78,48 @@ export class LocalRateLimiter implements RateLimiter {
   }
 }
 
-/** One key per budget, so on a Redis Cluster each budget lives in its own slot and the script touches nothing else. */
+/**
+ * The decision on the `i`th of requests decided together (from 0), when
+ * `allowed` of them passed and the budget's arrival time before the first
+ * was `startMs` from now: what a decision on each alone, in turn, would be.
+ */
+export function decisionInTurn(
+  policy: RateLimitPolicy,
+  i: number,
+  allowed: number,
+  startMs: number,
+): RateLimitDecision {
+  const interval = intervalMs(policy);
+  const tolerance = interval * policy.burst;
+  if (i < allowed) {
+    const resetMs = startMs + (i + 1) * interval;
+    return decision(policy, true, Math.floor((tolerance - resetMs) / interval), resetMs, 0);
+  }
+  const heldMs = startMs + allowed * interval;
+  return decision(policy, false, 0, heldMs, heldMs + interval - tolerance);
+}
+
+/** Requests waiting on one budget (and policy) for the call in flight to end. */
+interface Waiting {
+  budget: string;
+  policy: RateLimitPolicy;
+  takers: Array<{ resolve: (d: RateLimitDecision) => void; reject: (err: unknown) => void }>;
+}
+
+/** Requests one call decides at most. */
+const takersPerCall = 1_000;
+
+/**
+ * One key per budget, so on a Redis Cluster each budget lives in its own
+ * slot and the script touches nothing else. A budget has one call in flight
+ * at a time: requests that come meanwhile wait for it, then are decided
+ * together in one call, in the order they came. One request alone goes at
+ * once; under load a budget costs one call a round trip, not one a request.
+ */
 export class RedisRateLimiter implements RateLimiter {
   private readonly redis: ScriptedRedis;
+  private readonly waiting = new Map<string, Waiting>();
+  private readonly inFlight = new Set<string>();
 
   constructor(
     redis: RedisClient,
@@ -89,13 +128,37 @@ export class RedisRateLimiter implements RateLimiter {
     this.redis = withScripts(redis);
   }
 
-  async take(budget: string, policy: RateLimitPolicy): Promise<RateLimitDecision> {
-    const [allowed, remaining, resetMs, retryAfterMs] = await this.redis.gcra(
-      `${this.keyPrefix}:rl:${budget}`,
-      intervalMs(policy),
-      policy.burst,
-    );
-    return decision(policy, allowed === 1, remaining, resetMs, retryAfterMs);
+  take(budget: string, policy: RateLimitPolicy): Promise<RateLimitDecision> {
+    const key = `${budget}\u0000${policy.perMinute}\u0000${policy.burst}`;
+    return new Promise<RateLimitDecision>((resolve, reject) => {
+      let w = this.waiting.get(key);
+      if (!w) this.waiting.set(key, (w = { budget, policy, takers: [] }));
+      w.takers.push({ resolve, reject });
+      if (!this.inFlight.has(key)) void this.decide(key);
+    });
+  }
+
+  private async decide(key: string): Promise<void> {
+    const w = this.waiting.get(key);
+    if (!w) return;
+    const takers = w.takers.splice(0, takersPerCall);
+    if (w.takers.length === 0) this.waiting.delete(key);
+    this.inFlight.add(key);
+    try {
+      const { policy } = w;
+      const [allowed, startMs] = await this.redis.gcra(
+        `${this.keyPrefix}:rl:${w.budget}`,
+        intervalMs(policy),
+        policy.burst,
+        takers.length,
+      );
+      takers.forEach((t, i) => t.resolve(decisionInTurn(policy, i, allowed, startMs)));
+    } catch (err) {
+      for (const t of takers) t.reject(err);
+    } finally {
+      this.inFlight.delete(key);
+      if (this.waiting.has(key)) void this.decide(key);
+    }
   }
 
   async reset(budget: string): Promise<void> {

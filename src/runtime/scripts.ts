@@ -54,7 +54,8 @@ export interface ScriptCommands {
     maxLength: number,
     ...idsAndEvents: string[]
   ): Promise<number>;
-  gcra(key: string, intervalMs: number, burst: number): Promise<[number, number, number, number]>;
+  /** `count` requests against one budget, in order: how many passed, and the arrival time before the first less now (ms). */
+  gcra(key: string, intervalMs: number, burst: number, count: number): Promise<[number, number]>;
 }
 
 export type ScriptedRedis = RedisClient & ScriptCommands;

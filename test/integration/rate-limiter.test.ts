@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LocalRateLimiter, RedisRateLimiter, type RateLimiter } from '../../src/runtime/rate-limiter.ts';
@@ -53,6 +53,18 @@ function rateLimitContract(
 
 rateLimitContract('in process', async () => ({ limiter: new LocalRateLimiter(), close: async () => {} }));
 
+/** A connection, and a key prefix whose keys are deleted when the test ends. */
+function scratchRedis(t: TestContext, url: string) {
+  const prefix = `rltest-${Math.random().toString(36).slice(2)}`;
+  const redis = new Redis(url);
+  t.after(async () => {
+    const keys = await redis.keys(`${prefix}:*`);
+    if (keys.length) await redis.del(...keys);
+    redis.disconnect();
+  });
+  return { redis, prefix };
+}
+
 describe('GCRA rate limit shared through Redis', () => {
   test('two limiters on separate connections (two frontends) share one budget', async (t) => {
     const url = await serviceUrl(t, 'REDIS_URL');
@@ -72,6 +84,35 @@ describe('GCRA rate limit shared through Redis', () => {
       Array.from({ length: 30 }, (_, i) => (i % 2 ? frontendA : frontendB).take('org-shared', policy)),
     );
     assert.equal(decisions.filter((d) => d.allowed).length, 20, 'exactly the burst passes across both');
+  });
+});
+
+describe('GCRA rate limit through Redis, under load', () => {
+  test('requests that come while a call is in flight are decided together, in order, as each alone would be', async (t) => {
+    const url = await serviceUrl(t, 'REDIS_URL');
+    if (!url) return;
+    const { redis, prefix } = scratchRedis(t, url);
+    const limiter = new RedisRateLimiter(redis, prefix);
+    // The calls the limiter makes on this very connection, by how many requests each decides.
+    const scripted = redis as unknown as { gcra: (...args: unknown[]) => Promise<[number, number]> };
+    const gcra = scripted.gcra.bind(redis);
+    const calls: number[] = [];
+    scripted.gcra = (...args: unknown[]) => {
+      calls.push(Number(args[3]));
+      return gcra(...args);
+    };
+    const decisions = await Promise.all(Array.from({ length: 25 }, () => limiter.take('org-busy', policy)));
+    assert.deepEqual(calls, [1, 24], 'the first alone at once, the 24 that came meanwhile in one call');
+    assert.deepEqual(
+      decisions.map((d) => d.allowed),
+      [...Array(20).fill(true), ...Array(5).fill(false)],
+      'the burst passes in the order they came, the rest is refused',
+    );
+    assert.deepEqual(
+      decisions.slice(0, 20).map((d) => d.remaining),
+      Array.from({ length: 20 }, (_, i) => 19 - i),
+    );
+    assert.ok(decisions.slice(20).every((d) => d.retryAfterSeconds === 1 && d.remaining === 0));
   });
 });
 
