@@ -10,6 +10,14 @@ export interface RelayFrameDelivery {
   frame: ServerFrame;
 }
 
+/** Frames for one relay's connection, in order, in one addressed message (a hand-over's sends): handled as that many `relay-frame`. */
+export interface RelayFramesDelivery {
+  kind: 'relay-frames';
+  relayId: string;
+  session: number;
+  frames: ServerFrame[];
+}
+
 /** A handle lookup for one relay's agent, to the process holding its socket; the answer goes to `replyNode`. */
 export interface RelayLookup {
   kind: 'relay-lookup';
@@ -56,6 +64,7 @@ export class RelayLink {
     runtime.onNodeMessage((payload) => {
       const kind = (payload as { kind?: unknown } | null)?.kind;
       if (kind === 'relay-frame') for (const handler of this.handlers) handler(payload as RelayFrameDelivery);
+      else if (kind === 'relay-frames') this.framesArrived(payload as RelayFramesDelivery);
       else if (kind === 'relay-lookup') this.lookupArrived(payload as RelayLookup);
       else if (kind === 'relay-lookup-answer') this.answered(payload as RelayLookupAnswer);
     });
@@ -151,6 +160,20 @@ export class RelayLink {
   deliver(relay: { id: string; node: string; session: number }, frame: ServerFrame): Promise<void> {
     const delivery: RelayFrameDelivery = { kind: 'relay-frame', relayId: relay.id, session: relay.session, frame };
     return this.runtime.publishToNode(relay.node, delivery);
+  }
+
+  /** Frames for one connection, in order, in one message to the process holding it (one publish for a hand-over). */
+  deliverAll(relay: { id: string; node: string; session: number }, frames: ServerFrame[]): Promise<void> {
+    if (frames.length === 0) return Promise.resolve();
+    if (frames.length === 1) return this.deliver(relay, frames[0]!);
+    const delivery: RelayFramesDelivery = { kind: 'relay-frames', relayId: relay.id, session: relay.session, frames };
+    return this.runtime.publishToNode(relay.node, delivery);
+  }
+
+  private framesArrived({ relayId, session, frames }: RelayFramesDelivery): void {
+    if (!Array.isArray(frames)) return;
+    for (const frame of frames)
+      for (const handler of this.handlers) handler({ kind: 'relay-frame', relayId, session, frame });
   }
 
   /** The receiving end, on the process holding relay sockets; each handler ignores relays it does not hold. Returns the unsubscribe. */

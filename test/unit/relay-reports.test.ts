@@ -115,3 +115,84 @@ test("reports on a job's sends go on as bulk work; one on any other send makes t
   );
   assert.deepEqual([...ctx.state.bulkSends], [], "a job's send is forgotten at its last report");
 });
+
+test('a hand-over of three sends arms one timer for the three before its frames, which go out in one message', async () => {
+  const { ctx, sent, credits } = relay([]);
+  const docs = ['m1', 'm2', 'm3'].map((id) => ({
+    id,
+    attempts: 1,
+    to: '+15551230000',
+    body: 'hi',
+    attachments: [],
+    createdAt: '2026-11-29T09:00:00.000Z',
+  }));
+  const order: string[] = [];
+  const db = {
+    messages: {
+      updateMany: async () => docs.length,
+      find: async () => docs.map((d) => ({ ...d, claim: 'c' })),
+    },
+  } as unknown as MessagingCollections;
+  const link = {
+    deliverAll: async (_relay: unknown, frames: Array<{ messageId: string }>) =>
+      void order.push(`frames ${frames.map((f) => f.messageId).join(' ')}`),
+  } as unknown as RelayLink;
+  const s = new RelaySends({
+    db,
+    link,
+    sendTimeoutMs: 60_000,
+    batchReports: true,
+    check: new FailoverCheck({ db, link, sendTimeoutMs: 60_000 }),
+  });
+  const doc = { id: 'r1', status: 'online', session: 1, node: 'n1' } as unknown as Parameters<RelaySends['deliver']>[1];
+  const ctxLogged = {
+    ...ctx,
+    send: async (...args: Parameters<typeof ctx.send>) => {
+      order.push(`send ${args[2].kind}`);
+      return ctx.send(...args);
+    },
+  };
+  const items = docs.map((d) => ({ id: d.id, priority: 50, fromNumber: null }));
+  await s.deliver(ctxLogged, doc, { kind: 'deliver', tenantId: 'org_1', session: 1, epoch: 'e1', items });
+  const timers = sent.filter((m) => m.msg.kind === 'send-timeouts');
+  assert.equal(timers.length, 1, 'one timer for the hand-over');
+  assert.ok(timers[0]!.delayMs! > 59_000 && timers[0]!.delayMs! <= 60_000, 'due at the send timeout');
+  assert.deepEqual(timers[0]!.msg.sends, [
+    { messageId: 'm1', attempt: 1 },
+    { messageId: 'm2', attempt: 1 },
+    { messageId: 'm3', attempt: 1 },
+  ]);
+  assert.deepEqual(
+    order.slice(0, 2),
+    ['send send-timeouts', 'frames m1 m2 m3'],
+    'the frames in one message, after the timer',
+  );
+  assert.equal(credits.size, 3, 'the three in flight');
+  assert.ok(!sent.some((m) => m.msg.kind === 'send-timeout'), 'no timer of its own for a send');
+});
+
+test("a hand-over's timer retries only the sends still in flight, each once, and grants their credits back in one grant", async () => {
+  const { ctx, sent, credits } = relay(['m1', 'm2', 'm3']);
+  credits.settle('m1', 1);
+  credits.due();
+  await sends(true).sendTimeout(ctx, 'org_1', [
+    { messageId: 'm1', attempt: 1 },
+    { messageId: 'm2', attempt: 1 },
+    { messageId: 'm3', attempt: 2 },
+  ]);
+  assert.deepEqual(
+    sent.map((m) => [m.msg.kind, m.msg.messageId ?? m.msg.credits]),
+    [
+      ['send-timeout', 'm2'],
+      ['grant', 1],
+    ],
+    'm1 was reported, m3 is on another attempt: only m2 times out',
+  );
+  assert.equal(credits.size, 1, 'm3 stays in flight');
+});
+
+test('a timer that settles nothing sends nothing', async () => {
+  const { ctx, sent } = relay([]);
+  await sends(true).sendTimeout(ctx, 'org_1', [{ messageId: 'm1', attempt: 1 }]);
+  assert.deepEqual(sent, []);
+});

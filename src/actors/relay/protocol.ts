@@ -85,8 +85,16 @@ export const relayProtocol = defineProtocol('relay', {
     ...connection,
     reports: Type.Array(Type.Object(report, { additionalProperties: false }), { minItems: 1, maxItems: statusBatch }),
   },
-  /** A timer: has the relay reported on this attempt in time? */
+  /** A timer: has the relay reported on this attempt in time? (One a send, as an earlier version armed them.) */
   'send-timeout': { tenantId, messageId, attempt },
+  /** A timer: has the relay reported in time on each of these attempts, handed over together? */
+  'send-timeouts': {
+    tenantId,
+    sends: Type.Array(Type.Object({ messageId, attempt }, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: frameLimits.maxCapacity,
+    }),
+  },
   /** The tenant actor found messages in flight on this relay while it is not online: they are handed back. */
   'hand-back': { tenantId },
   /** A timer: has the session sent a heartbeat within the timeout? */

@@ -5,13 +5,13 @@ import { queueItemOf, tenantProtocol, type QueueItem } from '../tenant/protocol.
 import { nowIso } from '../../ids.ts';
 import type { MessageDoc, MessagingCollections } from '../../messages/message-store.ts';
 import { observeHop } from '../../messages/message-metrics.ts';
-import type { SendFrame } from '../../relay-protocol/frames.ts';
+import { frameLimits, type SendFrame } from '../../relay-protocol/frames.ts';
 import { workClass, type ActorContext, type MessageOfKind, type WorkClass } from '../../runtime/actor.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
 import type { FailoverCheck } from './failover-check.ts';
 import { bulkSendsKept, isLive, type RelayState } from './relay-state.ts';
 import type { RelayDoc } from '../../relays/relay-store.ts';
-import { outgoingTrace, SpanKind, startSpan, tracingOn, withSpan } from '../../tracing/spans.ts';
+import { endSpan, outgoingTrace, SpanKind, startSpan, tracingOn } from '../../tracing/spans.ts';
 import type { TraceContext } from '../../tracing/trace-context.ts';
 
 type RelayContext = ActorContext<RelayState>;
@@ -63,16 +63,14 @@ export class RelaySends {
       await this.handBack(ctx, tenantId, held);
       return;
     }
+    // A hand-over's claims share their time: its sends get one timer again, as they had.
+    const byClaim = new Map<number, MessageDoc[]>();
     for (const m of held) {
       credits.add(m.id, m.attempts);
       const since = Date.parse(String(m.processingAt ?? m.updatedAt)) || Date.now();
-      await ctx.send(
-        relayProtocol,
-        ctx.key,
-        { kind: 'send-timeout', tenantId, messageId: m.id, attempt: m.attempts },
-        { delayMs: Math.max(0, since + this.deps.sendTimeoutMs - Date.now()) },
-      );
+      byClaim.set(since, [...(byClaim.get(since) ?? []), m]);
     }
+    for (const [since, docs] of byClaim) await this.armTimeout(ctx, tenantId, docs, since + this.deps.sendTimeoutMs);
     await ctx.send(tenantProtocol, tenantId, { kind: 'relay-online', relayId: ctx.key, session: doc.session });
   }
 
@@ -117,23 +115,28 @@ export class RelaySends {
     const { send, sent: already } = claimed.some((d) => d.failoverCheck)
       ? await this.deps.check.sift(ctx, m.tenantId, relay, claimed)
       : { send: claimed, sent: [] };
-    for (const sent of send) {
-      credits.add(sent.id, sent.attempts);
-      await ctx.send(
-        relayProtocol,
-        ctx.key,
-        { kind: 'send-timeout', tenantId: m.tenantId, messageId: sent.id, attempt: sent.attempts },
-        { delayMs: this.deps.sendTimeoutMs },
-      );
-      // The frame continues the trace of the request that sent the message, as a hop of its own.
-      const span = tracingOn()
+    for (const sent of send) credits.add(sent.id, sent.attempts);
+    await this.armTimeout(ctx, m.tenantId, send, Date.now() + this.deps.sendTimeoutMs);
+    // Each frame continues the trace of the request that sent its message, as a hop of its own.
+    const spans = send.map((sent) =>
+      tracingOn()
         ? startSpan('relay send', SpanKind.PRODUCER, sent, {
             'relaybox.message_id': sent.id,
             'relaybox.relay_id': ctx.key,
             'relaybox.attempt': sent.attempts,
           })
-        : undefined;
-      await withSpan(span, () => this.deps.link.deliver(relay, sendFrame(sent, outgoingTrace(span, sent))));
+        : undefined,
+    );
+    // The hand-over's frames go to the relay's frontend in one message.
+    try {
+      await this.deps.link.deliverAll(
+        relay,
+        send.map((sent, i) => sendFrame(sent, outgoingTrace(spans[i], sent))),
+      );
+      for (const span of spans) endSpan(span);
+    } catch (err) {
+      for (const span of spans) endSpan(span, err);
+      throw err;
     }
     if (already.length > 0) {
       // Sent by the relay that held them: reported sent here, with the guid the check found.
@@ -217,20 +220,35 @@ export class RelaySends {
     }
   }
 
-  /** The relay never reported on an attempt: it leaves the in-flight set, and the tenant actor retries it. */
-  async sendTimeout(ctx: RelayContext, m: Msg<'send-timeout'>): Promise<void> {
-    if (!ctx.state.credits.settle(m.messageId, m.attempt)) return;
-    ctx.log.warn(
-      { tenantId: m.tenantId, relayId: ctx.key, messageId: m.messageId, attempt: m.attempt },
-      'no report on a send in time',
-    );
-    await ctx.send(tenantProtocol, m.tenantId, {
-      kind: 'send-timeout',
-      relayId: ctx.key,
-      messageId: m.messageId,
-      attempt: m.attempt,
-    });
-    await this.grant(ctx, m.tenantId);
+  /**
+   * One timer for the sends of a hand-over, due at `dueAt`: a send costs no
+   * timer of its own (its write, its wake-up, its run when due).
+   */
+  private async armTimeout(ctx: RelayContext, tenantId: string, docs: MessageDoc[], dueAt: number): Promise<void> {
+    for (const part of chunks(docs, frameLimits.maxCapacity)) {
+      await ctx.send(
+        relayProtocol,
+        ctx.key,
+        { kind: 'send-timeouts', tenantId, sends: part.map((d) => ({ messageId: d.id, attempt: d.attempts })) },
+        { delayMs: Math.max(0, dueAt - Date.now()) },
+      );
+    }
+  }
+
+  /** The relay never reported on these attempts: each still in flight leaves it, and the tenant actor retries it. */
+  async sendTimeout(
+    ctx: RelayContext,
+    tenantId: string,
+    sends: { messageId: string; attempt: number }[],
+  ): Promise<void> {
+    let settled = false;
+    for (const { messageId, attempt } of sends) {
+      if (!ctx.state.credits.settle(messageId, attempt)) continue;
+      settled = true;
+      ctx.log.warn({ tenantId, relayId: ctx.key, messageId, attempt }, 'no report on a send in time');
+      await ctx.send(tenantProtocol, tenantId, { kind: 'send-timeout', relayId: ctx.key, messageId, attempt });
+    }
+    if (settled) await this.grant(ctx, tenantId);
   }
 
   /** The relay leaves: everything in flight goes back to the queue, and no credit stays granted. */

@@ -27,7 +27,11 @@ export function relayActor(
       statuses: (ctx, m) => reportRuns(ctx, sessions, sends, reportsOf(m)),
       'send-timeout': async (ctx, m) => {
         await sessions.load(ctx, m.tenantId);
-        await sends.sendTimeout(ctx, m);
+        await sends.sendTimeout(ctx, m.tenantId, [m]);
+      },
+      'send-timeouts': async (ctx, m) => {
+        await sessions.load(ctx, m.tenantId);
+        await sends.sendTimeout(ctx, m.tenantId, m.sends);
       },
       'hand-back': async (ctx, m) => sends.handBackStray(ctx, await sessions.load(ctx, m.tenantId), m.tenantId),
       inbound: async (ctx, m) => {
