@@ -28,3 +28,14 @@ export function liveTenantOf(tenantId: string): string {
 export function livemodeOf(tenantId: string): boolean {
   return !isTestTenant(tenantId);
 }
+
+/**
+ * The pace a tenant's lines follow where neither the organization nor the
+ * number sets one: test data has no quiet hours by default, so a test send
+ * is delivered whatever the hour (its magic recipients' numbers tell no time
+ * zone, so the night would be the line's zone's); a test key sets them to
+ * try them.
+ */
+export function defaultPaceOf<P extends { quietHours: unknown }>(tenantId: string, defaults: P): P {
+  return isTestTenant(tenantId) ? { ...defaults, quietHours: false } : defaults;
+}

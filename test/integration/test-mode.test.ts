@@ -254,3 +254,37 @@ eachBackend((backend) => {
     });
   });
 });
+
+describe('test mode at night', () => {
+  /** A quiet window around now, in UTC (the zone of numbers the table does not place, as the magic recipients). */
+  const hhmm = (offsetHours: number) => new Date(Date.now() + offsetHours * 3_600_000).toISOString().slice(11, 16);
+  let t: TestApp;
+  let testKey: string;
+  before(async () => {
+    t = await startTestApp('embedded', { PACING_QUIET_HOURS: `${hhmm(-1)}-${hhmm(2)}` });
+    testKey = (await key(t, await signup(t, 'Night org'), 'test')).key;
+  });
+  after(() => t.stop());
+
+  test('a test send is delivered whatever the hour; quiet hours a test key sets hold test sends as live ones', async () => {
+    const sent = await send(t, testKey, magicRecipients.delivered);
+    assert.equal((await settledStatus(t, testKey, sent.id, ['delivered', 'failed'])).status, 'delivered');
+    const set = await t.request('PUT', '/api/v1/organization/pacing', {
+      token: testKey,
+      body: { quietHours: { start: hhmm(-1), end: hhmm(2) } },
+    });
+    assert.equal(set.status, 200, set.text);
+    const held = await send(t, testKey, '+15005550099', 'at night');
+    let last: any;
+    await until(
+      'the send held by the quiet hours',
+      async () =>
+        (last = (await t.request('GET', `/api/v1/messages/${held.id}/status`, { token: testKey })).body).waitingFor ===
+        'quiet_hours',
+      10_000,
+    ).catch((err) => {
+      throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+    });
+    assert.equal(last.status, 'queued');
+  });
+});

@@ -6,6 +6,7 @@ import type { MessagingCollections } from '../../messages/message-store.ts';
 import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/types.ts';
 import { workClass } from '../../runtime/actor.ts';
+import { defaultPaceOf } from '../../test-mode.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
 import { estimateAt, forecastAt, waitingFor, type ForecastPlan } from './pace-forecast.ts';
@@ -80,7 +81,7 @@ export class TenantDispatcher {
       sweepChain: undefined,
       fresh: true,
       closedSources: new Set(),
-      pacing: new LinePacing(this.deps.config.pacing),
+      pacing: new LinePacing(defaultPaceOf(ctx.key, this.deps.config.pacing)),
       awaitingDelivery: new Map(),
       smsFallbackDue: new Map(),
       lineRelays: new Map(),
