@@ -18,6 +18,15 @@ export interface RelayFramesDelivery {
   frames: ServerFrame[];
 }
 
+/** About how large one `relay-frames` message may grow before the rest of a hand-over goes in another. */
+const framesMessageBytes = 256 * 1024;
+
+/** A frame's size, about: its text and links, and room for the rest of its fields. */
+function approximateBytes(frame: ServerFrame): number {
+  if (frame.type !== 'send') return 1_024;
+  return 1_024 + (frame.body?.length ?? 0) + (frame.attachments ?? []).reduce((sum, url) => sum + url.length, 0);
+}
+
 /** A handle lookup for one relay's agent, to the process holding its socket; the answer goes to `replyNode`. */
 export interface RelayLookup {
   kind: 'relay-lookup';
@@ -162,12 +171,35 @@ export class RelayLink {
     return this.runtime.publishToNode(relay.node, delivery);
   }
 
-  /** Frames for one connection, in order, in one message to the process holding it (one publish for a hand-over). */
-  deliverAll(relay: { id: string; node: string; session: number }, frames: ServerFrame[]): Promise<void> {
-    if (frames.length === 0) return Promise.resolve();
-    if (frames.length === 1) return this.deliver(relay, frames[0]!);
-    const delivery: RelayFramesDelivery = { kind: 'relay-frames', relayId: relay.id, session: relay.session, frames };
-    return this.runtime.publishToNode(relay.node, delivery);
+  /**
+   * Frames for one connection, in order, to the process holding it: a
+   * hand-over's in one message, or in a few of at most about
+   * `framesMessageBytes` each (a subscriber's output buffer is bounded).
+   */
+  async deliverAll(relay: { id: string; node: string; session: number }, frames: ServerFrame[]): Promise<void> {
+    let part: ServerFrame[] = [];
+    let bytes = 0;
+    const flush = async () => {
+      if (part.length === 1) await this.deliver(relay, part[0]!);
+      else if (part.length > 1) {
+        const delivery: RelayFramesDelivery = {
+          kind: 'relay-frames',
+          relayId: relay.id,
+          session: relay.session,
+          frames: part,
+        };
+        await this.runtime.publishToNode(relay.node, delivery);
+      }
+      part = [];
+      bytes = 0;
+    };
+    for (const frame of frames) {
+      const size = approximateBytes(frame);
+      if (part.length > 0 && bytes + size > framesMessageBytes) await flush();
+      part.push(frame);
+      bytes += size;
+    }
+    await flush();
   }
 
   private framesArrived({ relayId, session, frames }: RelayFramesDelivery): void {
