@@ -68,7 +68,9 @@ export class RelaySends {
     for (const m of held) {
       credits.add(m.id, m.attempts);
       const since = Date.parse(String(m.processingAt ?? m.updatedAt)) || Date.now();
-      byClaim.set(since, [...(byClaim.get(since) ?? []), m]);
+      const group = byClaim.get(since);
+      if (group) group.push(m);
+      else byClaim.set(since, [m]);
     }
     for (const [since, docs] of byClaim) await this.armTimeout(ctx, tenantId, docs, since + this.deps.sendTimeoutMs);
     await ctx.send(tenantProtocol, tenantId, { kind: 'relay-online', relayId: ctx.key, session: doc.session });
