@@ -31,11 +31,16 @@ export function livemodeOf(tenantId: string): boolean {
 
 /**
  * The pace a tenant's lines follow where neither the organization nor the
- * number sets one: test data has no quiet hours by default, so a test send
+ * number sets one. Test data has no quiet hours by default, so a test send
  * is delivered whatever the hour (its magic recipients' numbers tell no time
- * zone, so the night would be the line's zone's); a test key sets them to
- * try them.
+ * zone, so the night would be the line's zone's), and no unanswered cap, as
+ * a magic recipient other than `+15005550004` never replies: a test suite's
+ * sixth message to `+15005550001` would wait for ever. A test key sets
+ * either to try it.
  */
-export function defaultPaceOf<P extends { quietHours: unknown }>(tenantId: string, defaults: P): P {
-  return isTestTenant(tenantId) ? { ...defaults, quietHours: false } : defaults;
+export function defaultPaceOf<P extends { quietHours: unknown; unansweredCap: number }>(
+  tenantId: string,
+  defaults: P,
+): P {
+  return isTestTenant(tenantId) ? { ...defaults, quietHours: false, unansweredCap: Number.MAX_SAFE_INTEGER } : defaults;
 }

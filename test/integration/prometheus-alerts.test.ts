@@ -325,7 +325,9 @@ async function alertsFireAndResolve(t: TestContext, backend: 'embedded' | 'redis
         backend,
         'RelayboxStoreUnavailable',
         unavailable.seconds,
-        await resolvesWithin(prom, 'RelayboxStoreUnavailable', {}, up, 60_000),
+        await resolvesWithin(prom, 'RelayboxStoreUnavailable', {}, up, 60_000).catch(async (err: Error) =>
+          assert.fail(`${err.message}\n${await stillFailing(d, prom)}`),
+        ),
       );
       record(
         backend,
@@ -361,6 +363,14 @@ async function alertsFireAndResolve(t: TestContext, backend: 'embedded' | 'redis
   }
 }
 let lastProblems: string[] = [];
+
+/** Which process and collection still count store failures after the store came back, and what they said: a failure's evidence. */
+async function stillFailing(d: Deployment, prom: Prometheus): Promise<string> {
+  const expr =
+    'sum by (instance, operation) (increase(relaybox_store_transient_errors_total{outcome="unavailable"}[15s]))';
+  const samples = (await prom.query(expr)).result.map((s) => `${JSON.stringify(s.metric)} ${s.value[1]}`);
+  return [`${expr}: ${samples.join('; ')}`, 'the service said:', ...d.logs()].join('\n');
+}
 
 /** What each organization holds and which relays it has, as the service and Prometheus see it: a failure's evidence. */
 async function whoWaits(

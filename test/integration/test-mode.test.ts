@@ -255,13 +255,27 @@ eachBackend((backend) => {
   });
 });
 
-describe('test mode at night', () => {
+/** Waits until the send waits in the queue for `reason`. */
+async function heldBy(t: TestApp, token: string, id: string, reason: string) {
+  let last: any;
+  await until(
+    `the send held by ${reason}`,
+    async () =>
+      (last = (await t.request('GET', `/api/v1/messages/${id}/status`, { token })).body).waitingFor === reason,
+    10_000,
+  ).catch((err) => {
+    throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+  });
+  assert.equal(last.status, 'queued');
+}
+
+describe("test data's pace", () => {
   /** A quiet window around now, in UTC (the zone of numbers the table does not place, as the magic recipients). */
   const hhmm = (offsetHours: number) => new Date(Date.now() + offsetHours * 3_600_000).toISOString().slice(11, 16);
   let t: TestApp;
   let testKey: string;
   before(async () => {
-    t = await startTestApp('embedded', { PACING_QUIET_HOURS: `${hhmm(-1)}-${hhmm(2)}` });
+    t = await startTestApp('embedded', { PACING_QUIET_HOURS: `${hhmm(-1)}-${hhmm(2)}`, PACING_UNANSWERED_CAP: '2' });
     testKey = (await key(t, await signup(t, 'Night org'), 'test')).key;
   });
   after(() => t.stop());
@@ -275,16 +289,26 @@ describe('test mode at night', () => {
     });
     assert.equal(set.status, 200, set.text);
     const held = await send(t, testKey, '+15005550099', 'at night');
-    let last: any;
-    await until(
-      'the send held by the quiet hours',
-      async () =>
-        (last = (await t.request('GET', `/api/v1/messages/${held.id}/status`, { token: testKey })).body).waitingFor ===
-        'quiet_hours',
-      10_000,
-    ).catch((err) => {
-      throw new Error(`${err.message}: ${JSON.stringify(last)}`);
+    await heldBy(t, testKey, held.id, 'quiet_hours');
+  });
+
+  test('a magic recipient who never replies takes more than the unanswered cap; a cap a test key sets holds as a live one', async () => {
+    // The test above left quiet hours set; unset, the cap is the default's again.
+    const reset = await t.request('PUT', '/api/v1/organization/pacing', {
+      token: testKey,
+      body: { quietHours: false },
     });
-    assert.equal(last.status, 'queued');
+    assert.equal(reset.status, 200, reset.text);
+    const sends = [];
+    for (let i = 0; i < 4; i++) sends.push(await send(t, testKey, magicRecipients.delivered, `test ${i}`));
+    for (const s of sends)
+      assert.equal((await settledStatus(t, testKey, s.id, ['delivered', 'failed'])).status, 'delivered');
+    const set = await t.request('PUT', '/api/v1/organization/pacing', {
+      token: testKey,
+      body: { quietHours: false, unansweredCap: 3 },
+    });
+    assert.equal(set.status, 200, set.text);
+    const held = await send(t, testKey, magicRecipients.delivered, 'one too many');
+    await heldBy(t, testKey, held.id, 'unanswered_cap');
   });
 });
