@@ -6,6 +6,8 @@ import { RedisBroadcast } from '../../src/runtime/broadcast.ts';
 import { RedisRateLimiter } from '../../src/runtime/rate-limiter.ts';
 import { RedisKeys } from '../../src/runtime/redis-keys.ts';
 import { RedisTransport } from '../../src/runtime/redis-transport.ts';
+import { writeReplicated } from '../../src/runtime/replicated-write.ts';
+import type { ScriptedRedis } from '../../src/runtime/scripts.ts';
 import { deleteClusterPrefix, fileClusterSeeds } from '../support/redis-cluster.ts';
 import { serviceUrl } from '../support/services.ts';
 import { cleaningUp, counterProtocol, runtimeContract, testRuntimeConfig, waitFor } from './runtime-contract.ts';
@@ -150,6 +152,40 @@ describe(
       await frontend.publishToNode('w-worker', { frame: 1 });
       await waitFor(() => received.length === 1, 5_000, 'the addressed message');
       assert.deepEqual(received, [{ frame: 1 }]);
+    });
+
+    test('the writes of one turn to one master share one WAIT; each write gets its own replies', async (t) => {
+      const cluster = new Cluster(seeds!);
+      const keys = Array.from({ length: 12 }, (_, i) => `rt-wait-${process.pid}-${Date.now()}:{k${i}}`);
+      t.after(async () => {
+        await Promise.all(keys.map((k) => cluster.del(k)));
+        cluster.disconnect();
+      });
+      await cluster.ping();
+      const masters = cluster.nodes('master');
+      const waits = async () => {
+        let calls = 0;
+        for (const node of masters)
+          calls += Number(/cmdstat_wait:calls=(\d+)/.exec(await node.info('commandstats'))?.[1] ?? 0);
+        return calls;
+      };
+      const slotOf = async (key: string) => Number(await cluster.call('CLUSTER', 'KEYSLOT', key));
+      const mastersOfKeys = new Set(await Promise.all(keys.map(async (k) => cluster.slots[await slotOf(k)]![0])));
+      assert.ok(mastersOfKeys.size >= 2, `the keys land on ${[...mastersOfKeys].join(', ')}`);
+      const redis = cluster as unknown as ScriptedRedis;
+
+      let before = await waits();
+      const together = await Promise.all(keys.map((k) => writeReplicated(redis, k, 1_000, (p) => p.incr(k))));
+      assert.deepEqual(
+        together,
+        keys.map(() => [1]),
+      );
+      assert.equal((await waits()) - before, mastersOfKeys.size, 'one WAIT for each master the turn wrote to');
+
+      before = await waits();
+      for (const k of keys.slice(0, 3))
+        assert.deepEqual(await writeReplicated(redis, k, 1_000, (p) => p.incr(k).incr(k)), [2, 3]);
+      assert.equal((await waits()) - before, 3, 'a write alone in its turn has its own WAIT');
     });
   },
 );
