@@ -64,13 +64,24 @@ class TurnWrites {
     for (const group of byMaster.values()) void this.send(group);
   }
 
+  /** Sends a group; whatever goes wrong unforeseen fails its writes, never the process (a write settles once: the rest is a no-op). */
+  private send(group: Pending[]): Promise<void> {
+    return this.sendGroup(group).catch((err: unknown) => group.forEach((w) => w.reject(err)));
+  }
+
   /** One pipeline: each write's commands, then the WAIT; each write settles from its own replies and the WAIT's. */
-  private async send(group: Pending[]): Promise<void> {
+  private async sendGroup(group: Pending[]): Promise<void> {
     const pipeline = this.redis.pipeline() as ScriptedPipeline;
     const counts: number[] = [];
+    const broken = new Set<Pending>();
     for (const w of group) {
       const before = pipeline.length;
-      w.write(pipeline);
+      try {
+        w.write(pipeline);
+      } catch (err) {
+        broken.add(w);
+        w.reject(err);
+      }
       counts.push(pipeline.length - before);
     }
     const waitMs = Math.max(...group.map((w) => w.waitMs));
@@ -89,6 +100,7 @@ class TurnWrites {
     let offset = 0;
     group.forEach((w, i) => {
       const own = whole ? [] : results.slice(offset, (offset += counts[i]!));
+      if (broken.has(w)) return;
       const failed = whole ?? own.find(([err]) => err)?.[0] ?? waited?.[0] ?? undefined;
       if (failed && redirected.test(failed.message) && Date.now() < w.deadline) this.again(w);
       else if (failed) w.reject(failed);

@@ -186,6 +186,14 @@ describe(
       for (const k of keys.slice(0, 3))
         assert.deepEqual(await writeReplicated(redis, k, 1_000, (p) => p.incr(k).incr(k)), [2, 3]);
       assert.equal((await waits()) - before, 3, 'a write alone in its turn has its own WAIT');
+
+      // A write whose commands cannot be made fails alone; the others of its turn go.
+      const broken = writeReplicated(redis, keys[4]!, 1_000, () => {
+        throw new Error('no such write');
+      });
+      const sound = writeReplicated(redis, keys[5]!, 1_000, (p) => p.incr(keys[5]!));
+      await assert.rejects(broken, /no such write/);
+      assert.deepEqual(await sound, [2]);
     });
   },
 );
