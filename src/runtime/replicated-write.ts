@@ -59,7 +59,8 @@ class TurnWrites {
       // A slot whose master the client does not know yet goes alone: the client finds it for that pipeline.
       const master = isCluster(this.redis) ? this.redis.slots[calculateSlot(w.slotKey)]?.[0] : undefined;
       if (master === undefined) void this.send([w]);
-      else byMaster.set(master, [...(byMaster.get(master) ?? []), w]);
+      else if (byMaster.has(master)) byMaster.get(master)!.push(w);
+      else byMaster.set(master, [w]);
     }
     for (const group of byMaster.values()) void this.send(group);
   }
