@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { parseCli, usage, UsageError } from '../../packages/relay-agent/src/cli-args.ts';
+import { parseCli, UsageError } from '../../packages/relay-agent/src/cli-args.ts';
+import { usage } from '../../packages/relay-agent/src/cli-usage.ts';
 import { ReconnectBackoff } from '../../packages/relay-agent/src/reconnect-backoff.ts';
 
 const server = ['--server', 'ws://localhost:3000/api/v1/relays/connect'];

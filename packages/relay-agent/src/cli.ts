@@ -11,7 +11,8 @@ import type { AgentConfig } from './agent-config.ts';
 import { createAgentLogger } from './agent-logger.ts';
 import { AppleScriptSender } from './applescript-sender.ts';
 import { ChatDbReader } from './chat-db-reader.ts';
-import { parseCli, usage, UsageError, type CliCommand } from './cli-args.ts';
+import { parseCli, UsageError, type CliCommand } from './cli-args.ts';
+import { usage } from './cli-usage.ts';
 import {
   agentBin,
   describeStep,
