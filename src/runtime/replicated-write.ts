@@ -2,6 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { Counter, register } from 'prom-client';
 import { AppError } from '../errors.ts';
 import { isCluster } from './redis-client.ts';
+import { TickBatches } from './tick-batches.ts';
 import type { ScriptedPipeline, ScriptedRedis } from './scripts.ts';
 
 /** A reply that means the pipeline did not run where it was sent (the slot moved, or its master is failing over): it is sent again. */
@@ -45,24 +46,16 @@ interface Pending {
  * (after a reconnect, a WAIT of its own would confirm writes it never saw).
  */
 class TurnWrites {
-  private queued: Pending[] = [];
+  /** The turn's writes gathered by master (`tick-batches.ts`); each group settles its own writes, so its call never fails. */
+  private readonly turn = new TickBatches<Pending>((_, group) => this.send(group));
+  private alone = 0;
 
   constructor(private readonly redis: ScriptedRedis) {}
 
   add(write: Pending): void {
-    if (this.queued.push(write) === 1) setImmediate(() => this.flush());
-  }
-
-  private flush(): void {
-    const byMaster = new Map<string, Pending[]>();
-    for (const w of this.queued.splice(0)) {
-      // A slot whose master the client does not know yet goes alone: the client finds it for that pipeline.
-      const master = isCluster(this.redis) ? this.redis.slots[calculateSlot(w.slotKey)]?.[0] : undefined;
-      if (master === undefined) void this.send([w]);
-      else if (byMaster.has(master)) byMaster.get(master)!.push(w);
-      else byMaster.set(master, [w]);
-    }
-    for (const group of byMaster.values()) void this.send(group);
+    // A slot whose master the client does not know yet goes alone: the client finds it for that pipeline.
+    const master = isCluster(this.redis) ? this.redis.slots[calculateSlot(write.slotKey)]?.[0] : undefined;
+    void this.turn.add(master ?? `alone ${++this.alone}`, [write]);
   }
 
   /** Sends a group; whatever goes wrong unforeseen fails its writes, never the process (a write settles once: the rest is a no-op). */
