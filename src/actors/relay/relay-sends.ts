@@ -164,8 +164,10 @@ export class RelaySends {
    * Claims the hand-over's messages still queued, in one write (`queued →
    * processing`, one more attempt, marked with a claim unique to this
    * delivery), then reads back what this claim got: two round trips for the
-   * whole hand-over. Returned in queue order. A redelivered hand-over makes a
-   * new claim, which finds its messages no longer queued: nothing is sent twice.
+   * whole hand-over, one for a hand-over of one message (claimed and read in
+   * one command, MongoDB's `findOneAndUpdate`). Returned in queue order. A
+   * redelivered hand-over makes a new claim, which finds its messages no
+   * longer queued: nothing is sent twice.
    */
   private async claim(ctx: RelayContext, m: Msg<'deliver'>): Promise<MessageDoc[]> {
     const { messages } = this.deps.db;
@@ -173,21 +175,25 @@ export class RelaySends {
     const now = nowIso();
     const claim = randomUUID();
     const ids = m.items.map((item) => item.id);
-    const claimed = await messages.updateMany(
-      scope,
-      { id: { $in: ids }, status: 'queued' },
-      {
-        $set: { status: 'processing', relayId: ctx.key, processingAt: now, updatedAt: now, claim },
-        // The agent's hops are those of the current attempt; a retry's backoff is over (unset, not null: a message never
-        // retried, which has none, writes nothing to the backoff's sparse index).
-        $unset: { agentCheckpoints: '', nextAttemptAt: '' },
-        $inc: { attempts: 1 },
-      },
-    );
-    if (claimed === 0) return [];
-    const got = new Map((await messages.find(scope, { id: { $in: ids }, claim })).map((d) => [d.id, d]));
-    for (const d of got.values()) observeHop('handed_to_relay', d.createdAt, now);
-    return ids.flatMap((id) => got.get(id) ?? []);
+    const update = {
+      $set: { status: 'processing', relayId: ctx.key, processingAt: now, updatedAt: now, claim },
+      // The agent's hops are those of the current attempt; a retry's backoff is over (unset, not null: a message never
+      // retried, which has none, writes nothing to the backoff's sparse index).
+      $unset: { agentCheckpoints: '', nextAttemptAt: '' },
+      $inc: { attempts: 1 },
+    };
+    let got: MessageDoc[];
+    if (ids.length === 1) {
+      const one = await messages.updateOne(scope, { id: ids[0], status: 'queued' }, update);
+      got = one ? [one] : [];
+    } else {
+      const claimed = await messages.updateMany(scope, { id: { $in: ids }, status: 'queued' }, update);
+      if (claimed === 0) return [];
+      const byId = new Map((await messages.find(scope, { id: { $in: ids }, claim })).map((d) => [d.id, d]));
+      got = ids.flatMap((id) => byId.get(id) ?? []);
+    }
+    for (const d of got) observeHop('handed_to_relay', d.createdAt, now);
+    return got;
   }
 
   /**
