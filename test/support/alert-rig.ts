@@ -72,9 +72,7 @@ export class AnsweringRelay {
     const welcome = await s.next('welcome');
     this.credential ??= welcome.credential;
     s.send({ type: 'ready', capacity: 20 });
-    const health = { cpuPercent: 5, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 };
-    const beat = setInterval(() => s.send({ type: 'heartbeat', health }), welcome.heartbeatIntervalMs);
-    void s.closed.then(() => clearInterval(beat));
+    s.beat(welcome.heartbeatIntervalMs);
     this.socket = s;
   }
 

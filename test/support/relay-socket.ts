@@ -1,6 +1,8 @@
 import WebSocket from 'ws';
 import type { ServerFrame } from '../../src/relay-protocol/frames.ts';
 
+const idleHealth = { cpuPercent: 5, memoryUsedBytes: 1, memoryTotalBytes: 2, messagesPerMinute: 0, queueDepth: 0 };
+
 /** A bare protocol client: what a relay agent says and hears, with no agent logic in between. */
 export class RelaySocket {
   readonly frames: ServerFrame[] = [];
@@ -50,6 +52,12 @@ export class RelaySocket {
         throw new Error(`no ${type} frame within ${timeoutMs} ms; got ${JSON.stringify(this.frames).slice(0, 500)}`);
       await new Promise((r) => setTimeout(r, 10));
     }
+  }
+
+  /** Heartbeats every `intervalMs` until the socket closes, as an agent sends them: a silent relay goes offline at the timeout. */
+  beat(intervalMs: number, health: Record<string, number> = idleHealth): void {
+    const beat = setInterval(() => this.send({ type: 'heartbeat', health }), intervalMs);
+    void this.closed.then(() => clearInterval(beat));
   }
 
   close(): void {
