@@ -109,7 +109,9 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
 
   /**
    * FerretDB 1.x answers an id list (`id: {$in: [...]}`) with a read of the
-   * whole collection but an `_id` equality with a filter in its database, so
+   * whole collection into itself but an `_id` equality with a filter in its
+   * database (still a scan there: on PostgreSQL the filter is
+   * `_jsonb -> $1 @> $2`, the key a parameter, which no index matches), so
    * there a list of up to `idLookupLimit` ids is read, updated and deleted one
    * id at a time (a few reads side by side, writes one after another, as one
    * multi-document write would run). MongoDB answers `$in` from the index.
