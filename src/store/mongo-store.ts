@@ -22,6 +22,14 @@ export interface MongoConsistency {
   readPreference: string;
 }
 
+/** A server the driver stopped reaching (`to` is `Unknown`, with why) or reaches again. */
+export interface ServerChange {
+  address: string;
+  from: string;
+  to: string;
+  error: string | null;
+}
+
 /** MongoDB 6+ through the official driver; also FerretDB 1.x, so no transactions, change streams, $lookup or TTL indexes. */
 export class MongoStore implements Store {
   readonly kind = 'mongodb' as const;
@@ -46,13 +54,15 @@ export class MongoStore implements Store {
    * `observeCommands` turns the driver's command monitoring on and counts
    * every command it starts (`observedCommands`): for the tests that count
    * round trips. Without it the driver builds no monitoring events at all.
+   * `onServerChange` hears each server the driver stops or starts reaching
+   * (its type turns to or from `Unknown`), with the error that made it so.
    */
   constructor(
     url: string,
     dbName: string | undefined,
     private readonly pingTimeoutMs: number,
     writes: MongoWrites,
-    opts: { observeCommands?: boolean } = {},
+    opts: { observeCommands?: boolean; onServerChange?: (change: ServerChange) => void } = {},
   ) {
     this.client = new MongoClient(url, {
       serverSelectionTimeoutMS: 3_000,
@@ -64,6 +74,12 @@ export class MongoStore implements Store {
       monitorCommands: opts.observeCommands === true,
     });
     this.db = this.client.db(dbName);
+    const onServerChange = opts.onServerChange;
+    if (onServerChange)
+      this.client.on('serverDescriptionChanged', ({ address, previousDescription: was, newDescription: now }) => {
+        if ((was.type === 'Unknown') === (now.type === 'Unknown')) return;
+        onServerChange({ address, from: was.type, to: now.type, error: now.error?.message ?? null });
+      });
     if (opts.observeCommands) {
       const observed = (this.observed = new Map());
       this.client.on('commandStarted', (event) => {

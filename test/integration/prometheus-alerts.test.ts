@@ -147,7 +147,16 @@ async function wire(t: TestContext): Promise<Deployment | undefined> {
   return {
     base: `http://127.0.0.1:${web.port}`,
     targets: () => [`127.0.0.1:${web.port}`, `127.0.0.1:${metricsPort}`],
-    logs: () => [...procs].flatMap((p) => p.lines.slice(-10)),
+    // Each process's last lines, after what it said before them of reaching MongoDB (the store's lines) and of any
+    // unhandled rejection.
+    logs: () =>
+      [...procs].flatMap((p) => [
+        ...p.lines
+          .slice(0, -10)
+          .filter((line) => /"component":"store"|unhandled rejection/.test(line))
+          .slice(-10),
+        ...p.lines.slice(-10),
+      ]),
     storeDown: () => link.cut(),
     storeUp: async () => void (await link.restore()),
     workers: {

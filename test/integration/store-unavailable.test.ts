@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
+import { PassThrough } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger } from '../../src/log.ts';
+import { createStore } from '../../src/store/index.ts';
 import { cuttableLink } from '../support/cuttable-link.ts';
 import { signup, startTestApp, withDatabase } from '../support/test-app.ts';
+import { waitFor } from './runtime-contract.ts';
 
 async function transientCount(base: string): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
@@ -83,4 +87,59 @@ test('sends while MongoDB is cut are each a 503 problem with Retry-After, never 
     after.every((res) => res.status === 503),
     `every send after the cut is a 503: ${after.map((r) => r.status)}`,
   );
+});
+
+test('a MongoDB server lost, and reached again, is each a warning in the log with why; its first answer is not', async (t) => {
+  if (!process.env.MONGODB_URL) {
+    if (process.env.CI === 'true') throw new Error('MONGODB_URL must be set in CI');
+    t.skip('MONGODB_URL not set');
+    return;
+  }
+  const link = await cuttableLink(new URL(process.env.MONGODB_URL));
+  const logged: Array<{ msg: string; from?: string; to?: string; error?: string | null }> = [];
+  const out = new PassThrough().on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line) logged.push(JSON.parse(line));
+  });
+  const db = `relaybox_lost_${Date.now().toString(36)}`;
+  const store = createStore(
+    {
+      mongoUrl: withDatabase(`mongodb://127.0.0.1:${link.port}/`, db),
+      dataDir: '',
+      pingTimeoutMs: 1_000,
+      mongoWrites: { writeConcern: 1, retryWrites: false },
+    },
+    createLogger('warn', 'store-test', out),
+  );
+  const probes = store.collection<{ id: string; tenantId: string }>('probes');
+  t.after(async () => {
+    await link.restore().catch(() => undefined);
+    await store.close();
+    await link.cut();
+  });
+  await store.init();
+  const probe = () => probes.findOne({ tenantId: 'org_probe' }, { id: 'p1' });
+  assert.equal(await probe(), null);
+  assert.equal(logged.length, 0, `reaching the server the first time is no warning: ${JSON.stringify(logged)}`);
+
+  await link.cut();
+  // A read meets the cut at once (the driver's own check would within its heartbeat).
+  await waitFor(
+    async () => {
+      await probe().catch(() => undefined);
+      return logged.length > 0;
+    },
+    15_000,
+    'a warning that the server is not reached',
+  );
+  const lost = logged[0]!;
+  assert.equal(lost.msg, 'the MongoDB server is not reached');
+  assert.equal(lost.to, 'Unknown');
+  assert.ok(lost.error, 'with the error that lost it');
+
+  await link.restore();
+  await waitFor(() => logged.length > 1, 15_000, 'a warning that the server answers again');
+  assert.equal(logged[1]!.msg, 'the MongoDB server answers again');
+  assert.equal(logged[1]!.from, 'Unknown');
+  assert.equal(await probe(), null, 'and it does');
+  assert.equal(logged.length, 2, JSON.stringify(logged));
 });
