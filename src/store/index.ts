@@ -18,6 +18,8 @@ export function createStore(
     mongoWrites: MongoWrites;
     /** MongoDB only: count every command the driver sends (see `MongoStore.observedCommands`). */
     observeCommands?: boolean;
+    /** MongoDB only: how long a check of a server by the driver may run before it is taken as wedged. */
+    wedgedCheckMs?: number;
   },
   log: Logger,
 ): Store {
@@ -26,6 +28,7 @@ export function createStore(
     const lost = new Set<string>();
     const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites, {
       observeCommands: opts.observeCommands ?? false,
+      ...(opts.wedgedCheckMs === undefined ? {} : { wedgedCheckMs: opts.wedgedCheckMs }),
       onServerChange: (change) => {
         if (change.to === 'Unknown') {
           lost.add(change.address);
@@ -33,6 +36,13 @@ export function createStore(
         } else if (lost.delete(change.address))
           log.warn({ component: 'store', ...change }, 'the MongoDB server answers again');
       },
+      onWedgedCheck: (wedged) =>
+        log.warn(
+          { component: 'store', ...wedged },
+          wedged.restarted
+            ? "the MongoDB driver's check of a server never ended; its monitor was started again"
+            : "the MongoDB driver's check of a server never ended, and this driver's monitor could not be reached: restart the process",
+        ),
     });
     log.debug({ component: 'store', ...store.consistency() }, 'using MongoDB');
     return store;

@@ -30,6 +30,29 @@ export interface ServerChange {
   error: string | null;
 }
 
+/** A check of a server by the driver that did not end in time, and whether its monitor was started again. */
+export interface WedgedCheck {
+  address: string;
+  outstandingMs: number;
+  restarted: boolean;
+}
+
+/** An awaited check ends within the heartbeat (10 s) and the connect limit (3 s) after it: twice that is wedged. */
+const wedgedCheckMs = 26_000;
+
+type Monitor = { close(): void; connect(): void };
+
+/** Closes and starts again the driver's monitor of one server; false when this driver version has none where looked. */
+function restartMonitor(client: MongoClient, address: string): boolean {
+  const topology = (client as unknown as { topology?: { s?: { servers?: Map<string, { monitor?: Monitor | null }> } } })
+    .topology;
+  const monitor = topology?.s?.servers?.get(address)?.monitor;
+  if (!monitor || typeof monitor.close !== 'function' || typeof monitor.connect !== 'function') return false;
+  monitor.close();
+  monitor.connect();
+  return true;
+}
+
 /** MongoDB 6+ through the official driver; also FerretDB 1.x, so no transactions, change streams, $lookup or TTL indexes. */
 export class MongoStore implements Store {
   readonly kind = 'mongodb' as const;
@@ -43,6 +66,8 @@ export class MongoStore implements Store {
     updatesReadThenWrite: false,
     groupsWithoutMin: false,
   };
+  /** Looks for server checks of the driver's that never end (`watchChecks`). */
+  private checkWatch: NodeJS.Timeout | undefined;
   /** Commands the driver sent, by `collection.command`, when made with `observeCommands`. */
   private readonly observed: Map<string, number> | undefined;
 
@@ -62,7 +87,13 @@ export class MongoStore implements Store {
     dbName: string | undefined,
     private readonly pingTimeoutMs: number,
     writes: MongoWrites,
-    opts: { observeCommands?: boolean; onServerChange?: (change: ServerChange) => void } = {},
+    opts: {
+      observeCommands?: boolean;
+      onServerChange?: (change: ServerChange) => void;
+      onWedgedCheck?: (wedged: WedgedCheck) => void;
+      /** How long a check of a server may run before it is taken as wedged (tests shorten it). */
+      wedgedCheckMs?: number;
+    } = {},
   ) {
     this.client = new MongoClient(url, {
       serverSelectionTimeoutMS: 3_000,
@@ -74,6 +105,7 @@ export class MongoStore implements Store {
       monitorCommands: opts.observeCommands === true,
     });
     this.db = this.client.db(dbName);
+    this.watchChecks(opts.wedgedCheckMs ?? wedgedCheckMs, opts.onWedgedCheck);
     const onServerChange = opts.onServerChange;
     if (onServerChange)
       this.client.on('serverDescriptionChanged', ({ address, previousDescription: was, newDescription: now }) => {
@@ -146,7 +178,40 @@ export class MongoStore implements Store {
     await this.db.command({ ping: 1 }, { timeoutMS: this.pingTimeoutMs });
   }
 
+  /**
+   * The driver checks each server on a connection of its own. When that
+   * connection closes while a check is being written or before its answer is
+   * listened for, the check never ends (the driver waits for a `drain` or a
+   * reply a destroyed socket will never give), and the driver never checks
+   * that server again: once it has marked the server unknown, the process
+   * stays without a store until restarted. Every check ends within
+   * `heartbeatFrequencyMS` plus the connect time limit, so one outstanding
+   * for `wedgedMs` is wedged: its monitor is closed and started again (the
+   * driver's own `close` and `connect`, reached through its topology, which
+   * its public API does not expose), and reported.
+   */
+  private watchChecks(wedgedMs: number, onWedged: ((wedged: WedgedCheck) => void) | undefined): void {
+    const started = new Map<string, number>();
+    const ended = ({ connectionId }: { connectionId: string }) => started.delete(connectionId);
+    this.client.on('serverHeartbeatStarted', ({ connectionId }) => started.set(connectionId, Date.now()));
+    this.client.on('serverHeartbeatSucceeded', ended);
+    this.client.on('serverHeartbeatFailed', ended);
+    this.checkWatch = setInterval(
+      () => {
+        for (const [address, at] of started) {
+          const outstandingMs = Date.now() - at;
+          if (outstandingMs < wedgedMs) continue;
+          started.delete(address);
+          onWedged?.({ address, outstandingMs, restarted: restartMonitor(this.client, address) });
+        }
+      },
+      Math.min(1_000, wedgedMs),
+    );
+    this.checkWatch.unref();
+  }
+
   async close(): Promise<void> {
+    clearInterval(this.checkWatch);
     await this.client.close();
   }
 

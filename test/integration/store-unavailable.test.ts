@@ -34,6 +34,49 @@ async function behindCuttableLink(t: TestContext, name: string) {
   return { link, app };
 }
 
+type Logged = {
+  msg: string;
+  from?: string;
+  to?: string;
+  error?: string | null;
+  restarted?: boolean;
+  outstandingMs?: number;
+};
+
+/** A store on the MongoDB wire server through a link the test cuts, logging warnings into `logged`; undefined when skipped. */
+async function storeBehindLink(t: TestContext, name: string, opts: { wedgedCheckMs?: number } = {}) {
+  if (!process.env.MONGODB_URL) {
+    if (process.env.CI === 'true') throw new Error('MONGODB_URL must be set in CI');
+    t.skip('MONGODB_URL not set');
+    return undefined;
+  }
+  const link = await cuttableLink(new URL(process.env.MONGODB_URL));
+  const logged: Logged[] = [];
+  const out = new PassThrough().on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) if (line) logged.push(JSON.parse(line));
+  });
+  const store = createStore(
+    {
+      mongoUrl: withDatabase(`mongodb://127.0.0.1:${link.port}/`, `relaybox_${name}_${Date.now().toString(36)}`),
+      dataDir: '',
+      pingTimeoutMs: 1_000,
+      mongoWrites: { writeConcern: 1, retryWrites: false },
+      ...opts,
+    },
+    createLogger('warn', 'store-test', out),
+  );
+  const probes = store.collection<{ id: string; tenantId: string }>('probes');
+  t.after(async () => {
+    await link.restore().catch(() => undefined);
+    await store.close();
+    await link.cut();
+  });
+  await store.init();
+  const probe = () => probes.findOne({ tenantId: 'org_probe' }, { id: 'p1' });
+  assert.equal(await probe(), null);
+  return { link, logged, probe };
+}
+
 test('an unreachable MongoDB wire server is a 503 with Retry-After, counted, and service resumes when it is back', async (t) => {
   const run = await behindCuttableLink(t, 'unavail');
   if (!run) return;
@@ -90,35 +133,9 @@ test('sends while MongoDB is cut are each a 503 problem with Retry-After, never 
 });
 
 test('a MongoDB server lost, and reached again, is each a warning in the log with why; its first answer is not', async (t) => {
-  if (!process.env.MONGODB_URL) {
-    if (process.env.CI === 'true') throw new Error('MONGODB_URL must be set in CI');
-    t.skip('MONGODB_URL not set');
-    return;
-  }
-  const link = await cuttableLink(new URL(process.env.MONGODB_URL));
-  const logged: Array<{ msg: string; from?: string; to?: string; error?: string | null }> = [];
-  const out = new PassThrough().on('data', (chunk: Buffer) => {
-    for (const line of chunk.toString().split('\n')) if (line) logged.push(JSON.parse(line));
-  });
-  const db = `relaybox_lost_${Date.now().toString(36)}`;
-  const store = createStore(
-    {
-      mongoUrl: withDatabase(`mongodb://127.0.0.1:${link.port}/`, db),
-      dataDir: '',
-      pingTimeoutMs: 1_000,
-      mongoWrites: { writeConcern: 1, retryWrites: false },
-    },
-    createLogger('warn', 'store-test', out),
-  );
-  const probes = store.collection<{ id: string; tenantId: string }>('probes');
-  t.after(async () => {
-    await link.restore().catch(() => undefined);
-    await store.close();
-    await link.cut();
-  });
-  await store.init();
-  const probe = () => probes.findOne({ tenantId: 'org_probe' }, { id: 'p1' });
-  assert.equal(await probe(), null);
+  const run = await storeBehindLink(t, 'lost');
+  if (!run) return;
+  const { link, logged, probe } = run;
   assert.equal(logged.length, 0, `reaching the server the first time is no warning: ${JSON.stringify(logged)}`);
 
   await link.cut();
@@ -142,4 +159,36 @@ test('a MongoDB server lost, and reached again, is each a warning in the log wit
   assert.equal(logged[1]!.from, 'Unknown');
   assert.equal(await probe(), null, 'and it does');
   assert.equal(logged.length, 2, JSON.stringify(logged));
+});
+
+test('a check of the MongoDB server that does not end is reported and its monitor started again; the store answers once the server does', async (t) => {
+  // Shorter than the driver's 3 s limit on a check, so a server that never answers keeps a check running past it.
+  const run = await storeBehindLink(t, 'wedged', { wedgedCheckMs: 1_500 });
+  if (!run) return;
+  const { link, logged, probe } = run;
+
+  link.stall();
+  const wedged = (l: Logged) => l.msg.includes('check of a server never ended');
+  await waitFor(
+    async () => {
+      await probe().catch(() => undefined);
+      return logged.some(wedged);
+    },
+    20_000,
+    'a check that does not end, reported',
+  );
+  const report = logged.find(wedged)!;
+  assert.equal(report.restarted, true, JSON.stringify(report));
+  assert.ok(report.outstandingMs! >= 1_500);
+
+  await link.restore();
+  let answer: unknown = 'no answer';
+  await waitFor(
+    async () => {
+      answer = await probe().catch(() => 'no answer');
+      return answer === null;
+    },
+    20_000,
+    'the store answers again',
+  );
 });

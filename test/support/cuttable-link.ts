@@ -1,15 +1,26 @@
 import net from 'node:net';
 
-/** A TCP hop between the app and the real MongoDB wire server that the test can cut and restore. */
+/**
+ * A TCP hop between the app and the real MongoDB wire server that the test can
+ * cut (connections refused), stall (connections accepted and never answered)
+ * and restore.
+ */
 export async function cuttableLink(target: URL) {
   const sockets = new Set<net.Socket>();
+  let stalled = false;
+  const hold = (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+    s.on('error', () => undefined);
+  };
+  const dropAll = () => {
+    for (const s of sockets) s.destroy();
+  };
   const server = net.createServer((client) => {
+    hold(client);
+    if (stalled) return;
     const upstream = net.connect(Number(target.port || 27017), target.hostname);
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
-      s.on('error', () => undefined);
-    }
+    hold(upstream);
     client.pipe(upstream).pipe(client);
   });
   const listen = (port: number) =>
@@ -23,8 +34,19 @@ export async function cuttableLink(target: URL) {
       new Promise<void>((resolve) => {
         if (!server.listening) return resolve();
         server.close(() => resolve());
-        for (const s of sockets) s.destroy();
+        dropAll();
       }),
-    restore: () => (server.listening ? Promise.resolve(port) : listen(port)),
+    /** Open connections are dropped; new ones are accepted and never answered, as a server that hangs. */
+    stall: () => {
+      stalled = true;
+      dropAll();
+    },
+    restore: () => {
+      if (stalled) {
+        stalled = false;
+        dropAll();
+      }
+      return server.listening ? Promise.resolve(port) : listen(port);
+    },
   };
 }
