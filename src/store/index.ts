@@ -24,18 +24,15 @@ export function createStore(
   log: Logger,
 ): Store {
   if (opts.mongoUrl) {
-    // A server lost is a warning, and so is its return (not its first answer): a filtered log shows both.
-    const lost = new Set<string>();
     const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites, {
       observeCommands: opts.observeCommands ?? false,
       ...(opts.wedgedCheckMs === undefined ? {} : { wedgedCheckMs: opts.wedgedCheckMs }),
-      onServerChange: (change) => {
-        if (change.to === 'Unknown') {
-          lost.add(change.address);
-          log.warn({ component: 'store', ...change }, 'the MongoDB server is not reached');
-        } else if (lost.delete(change.address))
-          log.warn({ component: 'store', ...change }, 'the MongoDB server answers again');
-      },
+      // A server lost is a warning, and so is its return: a filtered log shows both.
+      onServerChange: (change) =>
+        log.warn(
+          { component: 'store', ...change },
+          change.to === 'Unknown' ? 'the MongoDB server is not reached' : 'the MongoDB server answers again',
+        ),
       onWedgedCheck: (wedged) =>
         log.warn(
           { component: 'store', ...wedged },

@@ -22,7 +22,7 @@ export interface MongoConsistency {
   readPreference: string;
 }
 
-/** A server the driver stopped reaching (`to` is `Unknown`, with why) or reaches again. */
+/** A server the driver stopped reaching (`to` is `Unknown`, with why) or reaches again after that. */
 export interface ServerChange {
   address: string;
   from: string;
@@ -79,8 +79,9 @@ export class MongoStore implements Store {
    * `observeCommands` turns the driver's command monitoring on and counts
    * every command it starts (`observedCommands`): for the tests that count
    * round trips. Without it the driver builds no monitoring events at all.
-   * `onServerChange` hears each server the driver stops or starts reaching
-   * (its type turns to or from `Unknown`), with the error that made it so.
+   * `onServerChange` hears each server the driver stops reaching (its type
+   * turns `Unknown`), with the error that made it so, and reaches again
+   * (not its first answer).
    */
   constructor(
     url: string,
@@ -107,9 +108,11 @@ export class MongoStore implements Store {
     this.db = this.client.db(dbName);
     this.watchChecks(opts.wedgedCheckMs ?? wedgedCheckMs, opts.onWedgedCheck);
     const onServerChange = opts.onServerChange;
+    const lost = new Set<string>();
     if (onServerChange)
       this.client.on('serverDescriptionChanged', ({ address, previousDescription: was, newDescription: now }) => {
-        if ((was.type === 'Unknown') === (now.type === 'Unknown')) return;
+        if (now.type === 'Unknown' ? was.type === 'Unknown' : !lost.delete(address)) return;
+        if (now.type === 'Unknown') lost.add(address);
         onServerChange({ address, from: was.type, to: now.type, error: now.error?.message ?? null });
       });
     if (opts.observeCommands) {

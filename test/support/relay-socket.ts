@@ -55,8 +55,8 @@ export class RelaySocket {
   }
 
   /** Heartbeats every `intervalMs` until the socket closes, as an agent sends them: a silent relay goes offline at the timeout. */
-  beat(intervalMs: number, health: Record<string, number> = idleHealth): void {
-    const beat = setInterval(() => this.send({ type: 'heartbeat', health }), intervalMs);
+  beat(intervalMs: number): void {
+    const beat = setInterval(() => this.send({ type: 'heartbeat', health: idleHealth }), intervalMs);
     void this.closed.then(() => clearInterval(beat));
   }
 
