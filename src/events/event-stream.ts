@@ -90,7 +90,10 @@ export interface EventStream {
   /** Settles once `appendWithWrite` can be called. */
   ready?(): Promise<void>;
   /**
-   * Up to `count` events for `consumer` of `group`. With `waitMs`, a stream
+   * Events for `consumer` of `group`, about `count` of them: up to `count` on
+   * the embedded store; on Redis, whose entries each hold the events one
+   * append gave (a tick's), whole entries, one for each 16 of `count` (a read
+   * of 256 events is 16 entries, and holds from 16 to 4,096 events). With `waitMs`, a stream
    * that can block (Redis: `XREADGROUP BLOCK` on a connection of the
    * group's own) waits that long for an event to be appended before it
    * returns none, and an append ends the wait at once; `blocks` says it does.

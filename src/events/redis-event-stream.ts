@@ -54,31 +54,34 @@ export class RedisEventStream implements EventStream {
   async append(events: DomainEvent[], opts: { once?: boolean } = {}): Promise<void> {
     if (events.length === 0) return;
     if (opts.once) return this.onceBatches.add(this.key, events);
-    await this.write((pipeline) => {
-      for (const event of events)
-        pipeline.xadd(this.key, 'MAXLEN', '~', this.maxLength, '*', 'e', JSON.stringify(event));
-    });
+    await this.appendEntries(events, false);
   }
 
   /**
-   * Appends what every caller of the tick gave `once`, in one script call a
-   * few hundred events: each id not appended within the dedupe window, kept
-   * in the sorted set `<stream>:seen`, whose ids older than the window go at
-   * most once a second.
+   * Appends what every caller of the tick gave `once`, in one script call and
+   * one stream entry a few hundred events: each id not appended within the
+   * dedupe window, kept in the sorted set `<stream>:seen`, whose ids older
+   * than the window go at most once a second.
    */
-  private async appendOnce(events: DomainEvent[]): Promise<void> {
+  private appendOnce(events: DomainEvent[]): Promise<void> {
+    return this.appendEntries(events, true);
+  }
+
+  private async appendEntries(events: DomainEvent[], once: boolean): Promise<void> {
     const now = Date.now();
-    const trim = now - this.seenTrimmedAt >= seenTrimEveryMs;
+    const trim = once && now - this.seenTrimmedAt >= seenTrimEveryMs;
     if (trim) this.seenTrimmedAt = now;
     await this.write((pipeline) => {
-      for (let i = 0; i < events.length; i += appendOnceChunk) {
-        const chunk = events.slice(i, i + appendOnceChunk);
-        pipeline.appendEventsOnce(
+      for (let i = 0; i < events.length; i += entryCapacity) {
+        const chunk = events.slice(i, i + entryCapacity);
+        pipeline.appendEvents(
           this.key,
           `${this.key}:seen`,
+          `${this.key}:appended`,
           now,
           trim && i === 0 ? now - this.dedupeTtlMs : 0,
           this.maxLength,
+          once ? 1 : 0,
           ...chunk.flatMap((event) => [event.id, JSON.stringify(event)]),
         );
       }
@@ -126,7 +129,7 @@ export class RedisEventStream implements EventStream {
         group,
         consumer,
         'COUNT',
-        count,
+        entriesFor(count),
         ...(block as ['BLOCK', number]),
         'STREAMS',
         this.key,
@@ -135,11 +138,7 @@ export class RedisEventStream implements EventStream {
       const entries = result?.[0]?.[1] ?? [];
       if (entries.length === 0 && from === '0') this.caughtUp.add(group);
       if (entries.length > 0) this.caughtUp.delete(group);
-      if (entries.length > 0)
-        return entries.map(([id, fields]) => ({
-          position: id,
-          event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null'),
-        }));
+      if (entries.length > 0) return entries.flatMap(entryEvents);
     }
     return [];
   }
@@ -163,17 +162,17 @@ export class RedisEventStream implements EventStream {
       this.claimIdleMs,
       '0-0',
       'COUNT',
-      count,
+      entriesFor(count),
     )) as [string, Array<StreamEntry | null>];
     // A full batch may have more behind it: look again on the next read.
-    if (entries.length < count) this.lastClaim.set(group, now);
-    return entries
-      .filter((e): e is StreamEntry => Array.isArray(e))
-      .map(([id, fields]) => ({ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }));
+    if (entries.length < entriesFor(count)) this.lastClaim.set(group, now);
+    return entries.filter((e): e is StreamEntry => Array.isArray(e)).flatMap(entryEvents);
   }
 
+  /** Acknowledges the entries that hold these events: a batch read holds each of its entries' events, all of them. */
   async ack(group: string, positions: string[]): Promise<void> {
-    if (positions.length > 0) await this.redis.xack(this.key, group, ...positions);
+    const ids = [...new Set(positions.map(entryIdOf))];
+    if (ids.length > 0) await this.redis.xack(this.key, group, ...ids);
     this.caughtUp.add(group);
   }
 
@@ -194,35 +193,84 @@ export class RedisEventStream implements EventStream {
         lag: field('lag') as number | null | undefined,
       };
     });
-    // One round trip for every group: the oldest entry read and not acknowledged, the first not yet read, and the server's clock (the ids' clock).
-    const pipeline = this.redis.pipeline();
+    // One round trip for every group: its oldest entry read and not acknowledged, its first not yet read; the stream's
+    // last entry, and the server's clock (the ids' clock). A second for the oldest entries read and not acknowledged.
+    const pipeline = this.redis.pipeline() as ScriptedPipeline;
     for (const g of infos) {
       pipeline.xpending(this.key, g.group);
-      // Past the last delivered entry: `lag` is unknown after deletions, so these are counted, up to a bound.
-      pipeline.xrange(this.key, `(${g.lastDelivered}`, '+', 'COUNT', g.lag == null ? unknownLagBound : 1);
+      pipeline.xrange(this.key, `(${g.lastDelivered}`, '+', 'COUNT', 1);
     }
+    pipeline.xrevrange(this.key, '+', '-', 'COUNT', 1);
     pipeline.time();
-    const replies = ((await pipeline.exec()) ?? []).map(([err, reply]) => {
-      if (err) throw err;
-      return reply;
-    });
+    const replies = await results(pipeline);
     const [seconds, micros] = replies.pop() as [string, string];
     const nowMs = Number(seconds) * 1000 + Number(micros) / 1000;
-    return infos.map((g, i) => {
-      const pendingSummary = replies[2 * i] as [number, string | null, string | null, unknown] | null;
-      const unread = (replies[2 * i + 1] as StreamEntry[] | null) ?? [];
-      const oldestId = pendingSummary?.[1] ?? unread[0]?.[0];
-      return {
-        group: g.group,
-        events: g.pending + (g.lag ?? unread.length),
-        oldestAgeSeconds: oldestId ? Math.max(0, (nowMs - Number(oldestId.split('-')[0])) / 1000) : 0,
-      };
-    });
+    const last = (replies.pop() as StreamEntry[] | null)?.[0];
+    const oldestPending = infos.map((_, i) => (replies[2 * i] as PendingSummary | null)?.[1] ?? undefined);
+    const pendingEntries = new Map<string, StreamEntry | undefined>();
+    const ids = [...new Set(oldestPending.filter((id): id is string => id !== undefined))];
+    if (ids.length > 0) {
+      const read = this.redis.pipeline() as ScriptedPipeline;
+      for (const id of ids) read.xrange(this.key, id, id);
+      (await results(read)).forEach((reply, i) => pendingEntries.set(ids[i]!, (reply as StreamEntry[])[0]));
+    }
+    return Promise.all(
+      infos.map(async (g, i) => {
+        const pendingId = oldestPending[i];
+        const oldest = pendingId ? pendingEntries.get(pendingId) : (replies[2 * i + 1] as StreamEntry[] | null)?.[0];
+        const oldestId = pendingId ?? oldest?.[0];
+        const age = oldestId ? Math.max(0, (nowMs - Number(oldestId.split('-')[0])) / 1000) : 0;
+        if (!oldestId) return { group: g.group, events: 0, oldestAgeSeconds: 0 };
+        const from = oldest && tally(oldest);
+        const to = last && tally(last);
+        // From the counters: every event since the oldest not handled (those of an entry a later read of another
+        // consumer acknowledged first counted too). Entries of versions before carry none: one event each.
+        const events = from && to ? Math.max(0, to.count - from.count) + from.events : await this.entriesBehind(g);
+        return { group: g.group, events, oldestAgeSeconds: age };
+      }),
+    );
+  }
+
+  /** Entries read and not acknowledged, and those not read: Redis knows the count of the second only until an entry is deleted. */
+  private async entriesBehind(g: { group: string; pending: number; lastDelivered: string; lag?: number | null }) {
+    if (g.lag != null) return g.pending + g.lag;
+    const unread = (await this.redis.xrange(this.key, `(${g.lastDelivered}`, '+', 'COUNT', unknownLagBound)).length;
+    return g.pending + unread;
   }
 }
 
-/** Events one append script call takes at most (Lua's `unpack` has a limit, and a long script holds the server). */
-const appendOnceChunk = 500;
+type PendingSummary = [number, string | null, string | null, unknown];
+
+async function results(pipeline: ScriptedPipeline): Promise<unknown[]> {
+  return ((await pipeline.exec()) ?? []).map(([err, reply]) => {
+    if (err) throw err;
+    return reply;
+  });
+}
+
+/** An entry's events, in order: each at the position `<entry id>#<index>` (an entry of a version before: its id). */
+function entryEvents([id, fields]: StreamEntry): ReadEvent[] {
+  const grouped = fields.indexOf('es');
+  if (grouped < 0) return [{ position: id, event: JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') }];
+  const events = JSON.parse(fields[grouped + 1]!) as DomainEvent[];
+  return events.map((event, i) => ({ position: `${id}#${i}`, event }));
+}
+
+const entryIdOf = (position: string) => position.split('#', 1)[0]!;
+
+/** The events an entry holds and the stream's counter after them; none for an entry of a version before. */
+function tally([, fields]: StreamEntry): { events: number; count: number } | undefined {
+  const n = fields.indexOf('n');
+  const c = fields.indexOf('c');
+  if (n < 0 || c < 0 || fields.indexOf('es') < 0) return undefined;
+  return { events: Number(fields[n + 1]), count: Number(fields[c + 1]) };
+}
+
+/** Entries one read asks for: an entry holds a tick's events, up to `entryCapacity`. */
+const entriesFor = (events: number) => Math.max(1, Math.ceil(events / 16));
+
+/** Events one append script call, so one stream entry, holds at most (Lua's `unpack` has a limit, and a long script holds the server). */
+const entryCapacity = 256;
 /** How often a process drops the ids older than the dedupe window from the stream's `:seen` set. */
 const seenTrimEveryMs = 1_000;
 

@@ -45,13 +45,18 @@ export interface ScriptCommands {
   ): Promise<number | string>;
   /** The lease holder's node id when the timer is now the shard's earliest, else 1. */
   schedule(timers: string, lease: string, dueAt: number, envelope: string): Promise<number | string>;
-  /** `idsAndEvents`: id, event (JSON), id, event, …; returns how many were appended (not appended within the window before). */
-  appendEventsOnce(
+  /**
+   * Appends the events as one stream entry, `once` leaving out each id appended within the window before;
+   * `idsAndEvents`: id, event (JSON), id, event, …; returns how many were appended.
+   */
+  appendEvents(
     stream: string,
     seen: string,
+    appended: string,
     now: number,
     trimBefore: number,
     maxLength: number,
+    once: 0 | 1,
     ...idsAndEvents: string[]
   ): Promise<number>;
   /** `count` requests against one budget, in order: how many passed, and the arrival time before the first less now (ms). */

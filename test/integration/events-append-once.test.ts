@@ -28,8 +28,8 @@ async function open(t: TestContext, backend: 'redis' | 'cluster', dedupeTtlMs = 
   const pipeline = redis.pipeline.bind(redis);
   redis.pipeline = ((...args: Parameters<typeof pipeline>) => {
     const p = pipeline(...args) as ScriptedPipeline;
-    const append = p.appendEventsOnce.bind(p);
-    p.appendEventsOnce = (...a) => {
+    const append = p.appendEvents.bind(p);
+    p.appendEvents = (...a) => {
       calls++;
       return append(...a);
     };
@@ -46,11 +46,19 @@ async function open(t: TestContext, backend: 'redis' | 'cluster', dedupeTtlMs = 
 const event = (id: string, n = 0): DomainEvent =>
   domainEvent('message.queued', { tenantId: 'org_1', teamId: 'team_1' }, { id: `msg_${n}` }, id);
 
-/** The event ids the stream holds, in order. */
-async function appendedIds(o: Opened): Promise<string[]> {
+/** The stream's entries: each the ids of the events it holds, in order. */
+async function appendedEntries(o: Opened): Promise<string[][]> {
   const entries = (await o.redis.xrange(o.key, '-', '+')) as Array<[string, string[]]>;
-  return entries.map(([, fields]) => (JSON.parse(fields[1]!) as DomainEvent).id);
+  return entries.map(([, fields]) => {
+    const field = (name: string) => fields[fields.indexOf(name) + 1]!;
+    const ids = (JSON.parse(field('es')) as DomainEvent[]).map((e) => e.id);
+    assert.equal(Number(field('n')), ids.length, 'an entry says how many events it holds');
+    return ids;
+  });
 }
+
+/** The event ids the stream holds, in order. */
+const appendedIds = async (o: Opened) => (await appendedEntries(o)).flat();
 
 const backends: Array<'redis' | 'cluster'> = [];
 if (redisUrl) backends.push('redis');
@@ -78,7 +86,53 @@ for (const backend of backends) {
         o.stream.append([event('evt_4')], { once: true }),
       ]);
       assert.equal(o.appendCalls(), 1);
-      assert.deepEqual(await appendedIds(o), ['evt_1', 'evt_2', 'evt_3', 'evt_4']);
+      assert.deepEqual(await appendedEntries(o), [['evt_1', 'evt_2', 'evt_3', 'evt_4']], 'one entry');
+    });
+
+    test('a read gives each event of an entry its own position, and acknowledging a batch acknowledges its entries', async (t) => {
+      const o = await open(t, backend);
+      // An entry an older version appended: one event, in the field `e`, no counter.
+      await o.redis.xadd(o.key, '*', 'e', JSON.stringify(event('evt_0')));
+      await o.stream.append([event('evt_1'), event('evt_2'), event('evt_3')], { once: true });
+      await o.stream.append([event('evt_4')], { once: true });
+      const read = await o.stream.read('g', 'c1', 256);
+      assert.deepEqual(
+        read.map((r) => r.event.id),
+        ['evt_0', 'evt_1', 'evt_2', 'evt_3', 'evt_4'],
+      );
+      assert.equal(new Set(read.map((r) => r.position)).size, 5);
+      const lagOf = async () => (await o.stream.lag()).find((g) => g.group === 'g');
+      assert.equal((await lagOf())?.events, 3, 'from an entry without a counter: entries are counted');
+      await o.stream.ack(
+        'g',
+        read.slice(0, 4).map((r) => r.position),
+      );
+      assert.equal(((await o.redis.xpending(o.key, 'g')) as [number])[0], 1, 'two entries acknowledged, one not');
+      assert.equal((await lagOf())?.events, 1, 'from the counters: the events of the entry left');
+      await o.stream.ack(
+        'g',
+        read.slice(4).map((r) => r.position),
+      );
+      assert.deepEqual(await o.stream.read('g', 'c1', 256), []);
+      assert.deepEqual(await lagOf(), { group: 'g', events: 0, oldestAgeSeconds: 0 });
+    });
+
+    test("pending events are counted from the entries' counters: a tick of many events is as many", async (t) => {
+      const o = await open(t, backend);
+      assert.deepEqual(await o.stream.read('g', 'c1', 16), []);
+      await o.stream.append(
+        Array.from({ length: 40 }, (_, i) => event(`evt_${i}`)),
+        { once: true },
+      );
+      await o.stream.append([event('evt_40'), event('evt_41')], { once: true });
+      const first = await o.stream.read('g', 'c1', 16);
+      assert.equal(first.length, 40, 'one entry: a read takes it whole');
+      assert.equal((await o.stream.lag()).find((g) => g.group === 'g')?.events, 42, '40 read, 2 not read');
+      await o.stream.ack(
+        'g',
+        first.map((r) => r.position),
+      );
+      assert.equal((await o.stream.lag()).find((g) => g.group === 'g')?.events, 2);
     });
 
     test('an event an older version marked with its own key (`<stream>:seen:<id>`) is not appended again', async (t) => {
