@@ -111,9 +111,12 @@ export class JobService {
       createdAt: now,
       updatedAt: now,
     };
+    // Counted per sender number: the job's messages share their organization and time.
+    const bySender = new Map<string | null, number>();
+    for (const d of docs) if (!d.skipped) bySender.set(d.fromNumber, (bySender.get(d.fromNumber) ?? 0) + 1);
     const tally = new RollupTally();
-    for (const d of docs)
-      if (!d.skipped) tally.add(d.tenantId, 'accepted', Date.parse(now), { phoneNumber: d.fromNumber });
+    for (const [phoneNumber, count] of bySender)
+      tally.add(principal.tenantId, 'accepted', Date.parse(now), { phoneNumber }, undefined, count);
     try {
       // Nothing reads the job before its id is answered: its documents are written side by side (and counted accepted with them).
       await Promise.all([

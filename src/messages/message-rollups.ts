@@ -129,6 +129,19 @@ function dimsOf(d: RollupDims): string[] {
 export const bucketStart = (ms: number, interval: RollupInterval): number =>
   Math.floor(ms / rollupIntervals[interval]) * rollupIntervals[interval];
 
+const rollupIntervalNames = Object.keys(rollupIntervals) as RollupInterval[];
+/** Each interval's last bucket, formatted: a busy tally asks for the same few starts over and over. */
+const lastBuckets = new Map<RollupInterval, { ms: number; iso: string }>();
+
+function bucketIso(atMs: number, interval: RollupInterval): string {
+  const ms = bucketStart(atMs, interval);
+  const last = lastBuckets.get(interval);
+  if (last?.ms === ms) return last.iso;
+  const iso = new Date(ms).toISOString();
+  lastBuckets.set(interval, { ms, iso });
+  return iso;
+}
+
 /**
  * What a batch of writes counts, aggregated in memory by rollup key: each
  * outcome goes to every interval and dimension it belongs to, so a batch of
@@ -144,22 +157,25 @@ export class RollupTally {
     return this.keys.size;
   }
 
-  /** One message reached `outcome` at `atMs` (when it is stored); `latencyMs` from its acceptance, for sent and delivered. */
-  add(tenantId: string, outcome: RollupOutcome, atMs: number, dims: RollupDims, latencyMs?: number): void {
+  /**
+   * One message reached `outcome` at `atMs` (when it is stored); `latencyMs` from its acceptance, for sent and
+   * delivered. `count` messages at once, when they share all of it (a bulk job's, accepted together).
+   */
+  add(tenantId: string, outcome: RollupOutcome, atMs: number, dims: RollupDims, latencyMs?: number, count = 1): void {
     let tenant = this.keys.get(tenantId);
     if (!tenant) this.keys.set(tenantId, (tenant = new Map()));
     const latency =
       latencyMs !== undefined && Number.isFinite(latencyMs) && (outcome === 'sent' || outcome === 'delivered')
         ? `latency.${outcome}.b${latencyBin(Math.max(0, latencyMs))}`
         : undefined;
-    for (const interval of Object.keys(rollupIntervals) as RollupInterval[]) {
-      const start = new Date(bucketStart(atMs, interval)).toISOString();
+    for (const interval of rollupIntervalNames) {
+      const start = bucketIso(atMs, interval);
       for (const dim of dimsOf(dims)) {
         const id = `${tenantId}|${interval}|${start}|${dim}`;
         let key = tenant.get(id);
         if (!key) tenant.set(id, (key = { interval, dim, start, inc: {} }));
-        key.inc[outcome] = (key.inc[outcome] ?? 0) + 1;
-        if (latency) key.inc[latency] = (key.inc[latency] ?? 0) + 1;
+        key.inc[outcome] = (key.inc[outcome] ?? 0) + count;
+        if (latency) key.inc[latency] = (key.inc[latency] ?? 0) + count;
       }
     }
   }
