@@ -160,6 +160,23 @@ async function waitHealthy(base: string, child: ChildProcess): Promise<void> {
   throw new Error(`service did not answer /healthz within ${startTimeoutMs} ms`);
 }
 
+/** The service on the embedded default in `dataDir`, its limits out of the way: a send bench measures the send path, not the limits. */
+export function embeddedSendEnv(dataDir: string): Record<string, string> {
+  return {
+    NODE_ENV: 'production',
+    LOG_LEVEL: 'warn',
+    DATA_DIR: dataDir,
+    REDIS_URL: '',
+    MONGODB_URL: '',
+    // The limiter runs but never refuses.
+    RATE_LIMIT_PER_MINUTE: '60000000',
+    RATE_LIMIT_BURST: '10000000',
+    PACING_PER_SECOND: '1000000',
+    PACING_BURST: '1000000',
+    PACING_NEW_CONTACTS_PER_DAY: '1000000',
+  };
+}
+
 export type Topology = 'all' | 'web+worker';
 
 /**

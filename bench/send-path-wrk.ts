@@ -25,7 +25,7 @@ import { spawnSync } from 'node:child_process';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { apiKeyFor, cpuSeconds, startService, type Running } from './send-path-processes.ts';
+import { apiKeyFor, cpuSeconds, embeddedSendEnv, startService, type Running } from './send-path-processes.ts';
 import { storePhase } from './store-phase.ts';
 import { sendScript, wrk } from './wrk.ts';
 
@@ -69,23 +69,7 @@ async function measure(name: string, root: string): Promise<void> {
   let service: Running | undefined;
   try {
     if (stored > 0) await cp(await storedData(root), dataDir, { recursive: true });
-    service = await startService(
-      'all',
-      {
-        NODE_ENV: 'production',
-        LOG_LEVEL: 'warn',
-        DATA_DIR: dataDir,
-        REDIS_URL: '',
-        MONGODB_URL: '',
-        // The limiter runs but never refuses: the bench measures the send path, not the limit.
-        RATE_LIMIT_PER_MINUTE: '60000000',
-        RATE_LIMIT_BURST: '10000000',
-        PACING_PER_SECOND: '1000000',
-        PACING_BURST: '1000000',
-        PACING_NEW_CONTACTS_PER_DAY: '1000000',
-      },
-      root,
-    );
+    service = await startService('all', embeddedSendEnv(dataDir), root);
     const base = `http://127.0.0.1:${service.port}`;
     const pid = service.pids[0]!;
     const key = await apiKeyFor(base);

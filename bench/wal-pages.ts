@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import Database from 'libsql';
 import { storeFile } from '../src/store/embedded-store.ts';
 import { isEntryPoint } from './entry-point.ts';
-import { apiKeyFor, startService } from './send-path-processes.ts';
+import { apiKeyFor, embeddedSendEnv, startService } from './send-path-processes.ts';
 import { sendScript, wrk } from './wrk.ts';
 
 const connections = Number(process.env.BENCH_CONNECTIONS || 64);
@@ -74,19 +74,7 @@ async function statementCounts(base: string): Promise<Map<string, number>> {
 
 async function main(): Promise<void> {
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-wal-pages-'));
-  const service = await startService('all', {
-    NODE_ENV: 'production',
-    LOG_LEVEL: 'warn',
-    DATA_DIR: dataDir,
-    REDIS_URL: '',
-    MONGODB_URL: '',
-    // The limiter runs but never refuses: the bench measures the send path, not the limit.
-    RATE_LIMIT_PER_MINUTE: '60000000',
-    RATE_LIMIT_BURST: '10000000',
-    PACING_PER_SECOND: '1000000',
-    PACING_BURST: '1000000',
-    PACING_NEW_CONTACTS_PER_DAY: '1000000',
-  });
+  const service = await startService('all', embeddedSendEnv(dataDir));
   const copy = join(dataDir, 'wal-copy');
   let report: { load: ReturnType<typeof wrk>; sends: number; commits: number };
   try {
