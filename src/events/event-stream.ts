@@ -92,8 +92,10 @@ export interface EventStream {
   /**
    * Events for `consumer` of `group`, about `count` of them: up to `count` on
    * the embedded store; on Redis, whose entries each hold the events one
-   * append gave (a tick's), whole entries, one for each 16 of `count` (a read
-   * of 256 events is 16 entries, and holds from 16 to 4,096 events). With `waitMs`, a stream
+   * append gave (a tick's), whole entries: first one for each 16 of `count`,
+   * then, while the reads come back full and short of `count`, as many as the
+   * events missing take at the entries' size so far, three reads more at most
+   * (a read of 256 events holds from about 256 to 4,096). With `waitMs`, a stream
    * that can block (Redis: `XREADGROUP BLOCK` on a connection of the
    * group's own) waits that long for an event to be appended before it
    * returns none, and an append ends the wait at once; `blocks` says it does.

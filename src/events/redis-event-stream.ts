@@ -123,24 +123,61 @@ export class RedisEventStream implements EventStream {
       const waits = from === '>' && waitMs > 0 && this.blockingConnection !== undefined;
       if (waits && this.interrupted.delete(group)) return [];
       const connection = waits ? this.waitingConnection(group) : this.redis;
-      const block = waits ? ['BLOCK', waitMs] : [];
-      const result = (await connection.xreadgroup(
-        'GROUP',
-        group,
-        consumer,
-        'COUNT',
-        entriesFor(count),
-        ...(block as ['BLOCK', number]),
-        'STREAMS',
-        this.key,
-        from,
-      )) as Array<[string, StreamEntry[]]> | null;
-      const entries = result?.[0]?.[1] ?? [];
+      const entries = await this.readEntries(connection, group, consumer, from, entriesFor(count), waits ? waitMs : 0);
       if (entries.length === 0 && from === '0') this.caughtUp.add(group);
-      if (entries.length > 0) this.caughtUp.delete(group);
-      if (entries.length > 0) return entries.flatMap(entryEvents);
+      if (entries.length === 0) continue;
+      this.caughtUp.delete(group);
+      const events = entries.flatMap(entryEvents);
+      return from === '0' ? events : this.readOn(group, consumer, count, entries.length, events);
     }
     return [];
+  }
+
+  /**
+   * Tops a read of new entries up toward `count` events: a full read of small entries (a quiet stream's, an event
+   * or two each) asks again, without waiting, for as many entries as the events it lacks take at the size of those
+   * it read. A few reads at most: the read's events stay about `count`.
+   */
+  private async readOn(
+    group: string,
+    consumer: string,
+    count: number,
+    asked: number,
+    events: ReadEvent[],
+  ): Promise<ReadEvent[]> {
+    let entries = asked;
+    let full = true;
+    for (let round = 0; full && round < topUpRounds && events.length < count; round++) {
+      const want = Math.ceil((count - events.length) / (events.length / entries));
+      const more = await this.readEntries(this.redis, group, consumer, '>', want, 0);
+      entries += more.length;
+      full = more.length === want;
+      for (const entry of more) events.push(...entryEvents(entry));
+    }
+    return events;
+  }
+
+  private async readEntries(
+    connection: RedisClient,
+    group: string,
+    consumer: string,
+    from: string,
+    entries: number,
+    blockMs: number,
+  ): Promise<StreamEntry[]> {
+    const block = blockMs > 0 ? ['BLOCK', blockMs] : [];
+    const result = (await connection.xreadgroup(
+      'GROUP',
+      group,
+      consumer,
+      'COUNT',
+      entries,
+      ...(block as ['BLOCK', number]),
+      'STREAMS',
+      this.key,
+      from,
+    )) as Array<[string, StreamEntry[]]> | null;
+    return result?.[0]?.[1] ?? [];
   }
 
   private waitingConnection(group: string): RedisClient {
@@ -271,6 +308,8 @@ const entriesFor = (events: number) => Math.max(1, Math.ceil(events / 16));
 
 /** Events one append script call, so one stream entry, holds at most (Lua's `unpack` has a limit, and a long script holds the server). */
 const entryCapacity = 256;
+/** Reads after the first that one `read` of new entries makes at most to reach its count. */
+const topUpRounds = 3;
 /** How often a process drops the ids older than the dedupe window from the stream's `:seen` set. */
 const seenTrimEveryMs = 1_000;
 

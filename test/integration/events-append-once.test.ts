@@ -135,6 +135,30 @@ for (const backend of backends) {
       assert.equal((await o.stream.lag()).find((g) => g.group === 'g')?.events, 2);
     });
 
+    test('a read of small entries tops up to its count: a quiet stream of single events reads as many as asked', async (t) => {
+      const o = await open(t, backend);
+      assert.deepEqual(await o.stream.read('g', 'c1', 16), []);
+      for (let i = 0; i < 120; i++) await o.stream.append([event(`evt_${i}`)]);
+      const first = await o.stream.read('g', 'c1', 100);
+      assert.deepEqual(
+        first.map((r) => r.event.id),
+        Array.from({ length: 100 }, (_, i) => `evt_${i}`),
+        'seven entries first, then the 93 the count still lacks',
+      );
+      await o.stream.ack(
+        'g',
+        first.map((r) => r.position),
+      );
+      const rest = await o.stream.read('g', 'c1', 100);
+      assert.equal(rest.length, 20, 'the rest, and no more than the stream holds');
+      assert.equal(rest[0]!.event.id, 'evt_100');
+      await o.stream.ack(
+        'g',
+        rest.map((r) => r.position),
+      );
+      assert.equal(((await o.redis.xpending(o.key, 'g')) as [number])[0], 0, 'every entry read is acknowledged');
+    });
+
     test('an event an older version marked with its own key (`<stream>:seen:<id>`) is not appended again', async (t) => {
       const o = await open(t, backend);
       // Expires by itself, as the markers did.
