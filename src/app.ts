@@ -112,6 +112,7 @@ export async function createApp(
     },
     dedupeTtlMs: config.runtime.dedupeTtlMs,
     claimIdleMs: config.eventClaimIdleMs,
+    entryBatches: config.eventEntryBatches,
     history,
   });
   const eventLog = createEventLog(store, events, history);

@@ -133,6 +133,8 @@ export interface Config {
   eventRetentionDays: number;
   /** An event stream entry a dead consumer read and never acknowledged is taken over after this long. */
   eventClaimIdleMs: number;
+  /** On Redis a tick's events are one stream entry; false: an entry each, as versions before appended them. */
+  eventEntryBatches: boolean;
   /**
    * The most entries an organization's request log keeps (its oldest go
    * first); each is about 200 bytes, so 100,000 are about 20 MB.
@@ -378,6 +380,7 @@ export function loadConfig(env: Env = process.env): Config {
     sendBatchMax: positive(env, 'SEND_BATCH_MAX', 512),
     eventRetentionDays: positive(env, 'EVENT_RETENTION_DAYS', 30),
     eventClaimIdleMs: positive(env, 'EVENT_CLAIM_IDLE_MS', 30_000),
+    eventEntryBatches: flag(env, 'EVENT_ENTRY_BATCHES', true),
     requestLogMaxEntries: positive(env, 'REQUEST_LOG_MAX_ENTRIES', 100_000),
     handleLookup: {
       cacheMs: timerMs(env, 'HANDLE_LOOKUP_CACHE_MS', 7 * 24 * 3600 * 1000),

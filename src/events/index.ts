@@ -18,6 +18,8 @@ export interface EventStreamOptions {
   dedupeTtlMs: number;
   /** How long an entry a consumer read and never acknowledged waits before another consumer of its group takes it (Redis). */
   claimIdleMs?: number | undefined;
+  /** A tick's events as one stream entry (Redis; the default); false: an entry each, as versions before. */
+  entryBatches?: boolean | undefined;
   /** How long an organization's events are kept (GET /api/v1/events), and the messages their events name. */
   history: { retentionDays: number; subjects: Subjects };
 }
@@ -35,6 +37,7 @@ export function createEventStream(store: Store, opts: EventStreamOptions): Event
       redis.replicaWaitMs,
       // Consumers wait for appends on connections of their own (one per group) rather than read again and again.
       redis.target && (() => redisClient(redis.target!, { maxRetriesPerRequest: null })),
+      opts.entryBatches ?? true,
     );
   // Kept in the store, the stream's rows are each organization's history too.
   return new StoreEventStream(store, undefined, opts.history);

@@ -38,6 +38,11 @@ export class RedisEventStream implements EventStream {
     private readonly replicaWaitMs = 0,
     /** Makes a connection for one group's waiting reads; without it, `read` does not wait. */
     private readonly blockingConnection?: () => RedisClient,
+    /**
+     * A tick's events as one entry; false: an entry each, as versions before this format appended them, which
+     * their consumers need during a rolling upgrade (`EVENT_ENTRY_BATCHES`).
+     */
+    private readonly grouped = true,
   ) {}
 
   get blocks(): boolean {
@@ -82,6 +87,7 @@ export class RedisEventStream implements EventStream {
           trim && i === 0 ? now - this.dedupeTtlMs : 0,
           this.maxLength,
           once ? 1 : 0,
+          this.grouped ? 1 : 0,
           ...chunk.flatMap((event) => [event.id, JSON.stringify(event)]),
         );
       }
@@ -299,7 +305,7 @@ const entryIdOf = (position: string) => position.split('#', 1)[0]!;
 function tally([, fields]: StreamEntry): { events: number; count: number } | undefined {
   const n = fields.indexOf('n');
   const c = fields.indexOf('c');
-  if (n < 0 || c < 0 || fields.indexOf('es') < 0) return undefined;
+  if (n < 0 || c < 0) return undefined;
   return { events: Number(fields[n + 1]), count: Number(fields[c + 1]) };
 }
 

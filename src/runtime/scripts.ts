@@ -46,8 +46,9 @@ export interface ScriptCommands {
   /** The lease holder's node id when the timer is now the shard's earliest, else 1. */
   schedule(timers: string, lease: string, dueAt: number, envelope: string): Promise<number | string>;
   /**
-   * Appends the events as one stream entry, `once` leaving out each id appended within the window before;
-   * `idsAndEvents`: id, event (JSON), id, event, …; returns how many were appended.
+   * Appends the events as one stream entry (`grouped` 0: an entry each, as versions before), `once` leaving out
+   * each id appended within the window before; `idsAndEvents`: id, event (JSON), id, event, …; returns how many
+   * were appended.
    */
   appendEvents(
     stream: string,
@@ -57,6 +58,7 @@ export interface ScriptCommands {
     trimBefore: number,
     maxLength: number,
     once: 0 | 1,
+    grouped: 0 | 1,
     ...idsAndEvents: string[]
   ): Promise<number>;
   /** `count` requests against one budget, in order: how many passed, and the arrival time before the first less now (ms). */

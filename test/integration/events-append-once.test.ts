@@ -20,7 +20,12 @@ interface Opened {
 }
 
 /** The event stream on a key of its own (tagged on a cluster, whose appends wait for a replica), counting its append script calls. */
-async function open(t: TestContext, backend: 'redis' | 'cluster', dedupeTtlMs = 60_000): Promise<Opened> {
+async function open(
+  t: TestContext,
+  backend: 'redis' | 'cluster',
+  dedupeTtlMs = 60_000,
+  grouped = true,
+): Promise<Opened> {
   const redis = withScripts(backend === 'cluster' ? new Cluster(seeds!) : new Redis(redisUrl!));
   const name = `append-once-${process.pid}-${Math.random().toString(36).slice(2, 8)}:events`;
   const key = backend === 'cluster' ? `{${name}}` : name;
@@ -39,7 +44,8 @@ async function open(t: TestContext, backend: 'redis' | 'cluster', dedupeTtlMs = 
     await redis.del(key, `${key}:seen`);
     await redis.quit();
   });
-  const stream = new RedisEventStream(redis, key, dedupeTtlMs, undefined, undefined, backend === 'cluster' ? 1_000 : 0);
+  const replicaWaitMs = backend === 'cluster' ? 1_000 : 0;
+  const stream = new RedisEventStream(redis, key, dedupeTtlMs, undefined, undefined, replicaWaitMs, undefined, grouped);
   return { stream, redis, key, appendCalls: () => calls };
 }
 
@@ -157,6 +163,28 @@ for (const backend of backends) {
         rest.map((r) => r.position),
       );
       assert.equal(((await o.redis.xpending(o.key, 'g')) as [number])[0], 0, 'every entry read is acknowledged');
+    });
+
+    test('with entry batches off each event is an entry of its own, as versions before read them, and this version reads them too', async (t) => {
+      const o = await open(t, backend, 60_000, false);
+      await o.stream.append([event('evt_1'), event('evt_2'), event('evt_1')], { once: true });
+      await o.stream.append([event('evt_3')]);
+      const entries = (await o.redis.xrange(o.key, '-', '+')) as Array<[string, string[]]>;
+      // How a reader of a version before takes an entry's event.
+      const readBefore = ([, fields]: [string, string[]]) =>
+        (JSON.parse(fields[fields.indexOf('e') + 1] ?? 'null') as DomainEvent).id;
+      assert.deepEqual(entries.map(readBefore), ['evt_1', 'evt_2', 'evt_3'], 'an entry each, once by id');
+      const read = await o.stream.read('g', 'c1', 16);
+      assert.deepEqual(
+        read.map((r) => r.event.id),
+        ['evt_1', 'evt_2', 'evt_3'],
+      );
+      assert.equal((await o.stream.lag()).find((g) => g.group === 'g')?.events, 3, 'counted from their counters');
+      await o.stream.ack(
+        'g',
+        read.slice(0, 1).map((r) => r.position),
+      );
+      assert.equal((await o.stream.lag()).find((g) => g.group === 'g')?.events, 2);
     });
 
     test('an event an older version marked with its own key (`<stream>:seen:<id>`) is not appended again', async (t) => {

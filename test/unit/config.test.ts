@@ -161,3 +161,9 @@ test('a setting that becomes a timer is refused past 2^31-1 ms (a timer would fi
     2 ** 31 - 1,
   );
 });
+
+test('event stream entries: a tick one entry by default; EVENT_ENTRY_BATCHES=false an entry each, for a rolling upgrade', () => {
+  assert.equal(loadConfig({}).eventEntryBatches, true);
+  assert.equal(loadConfig({ EVENT_ENTRY_BATCHES: 'false' }).eventEntryBatches, false);
+  assert.throws(() => loadConfig({ EVENT_ENTRY_BATCHES: 'sometimes' }), /EVENT_ENTRY_BATCHES/);
+});

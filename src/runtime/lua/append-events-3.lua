@@ -13,13 +13,16 @@
   ARGV[2]  ids appended before this are dropped from the set (epoch ms); 0 = not this time
   ARGV[3]  the stream's approximate maximum length, in entries
   ARGV[4]  1 = once by id, 0 = every event as given
-  ARGV[5…] the events: id, event (JSON), id, event, …
+  ARGV[5]  1 = the events as one entry; 0 = an entry each, as versions before
+           appended them (for a rolling upgrade from those: their readers
+           read only such entries)
+  ARGV[6…] the events: id, event (JSON), id, event, …
 
   The entry's fields: `es`, the events as a JSON array, in order; `n`, how
   many; `c`, the counter after them (the events the stream was ever given up
   to this entry), from which the events between two entries follow without
-  reading those between. Entries of versions before hold one event each, in
-  the field `e`, and no counter.
+  reading those between. An entry of one event as versions before wrote it
+  holds it in the field `e`, with `n` and `c` here (none in theirs).
 
   Marker keys `<stream>:seen:<id>` (what versions before the set wrote, one
   per event, expiring after the window) count as appended too: an upgrade
@@ -35,7 +38,7 @@ if once and trimBefore > 0 then
 end
 
 local ids, markers, seen = {}, {}, {}
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   ids[#ids + 1] = ARGV[i]
   markers[#markers + 1] = KEYS[1] .. ':seen:' .. ARGV[i]
 end
@@ -57,7 +60,7 @@ if once then
 end
 
 local added, events = {}, {}
-for i = 5, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local id = ARGV[i]
   -- With `once`, a batch that holds one id twice appends it once.
   if not (once and seen[id]) then
@@ -71,8 +74,15 @@ if #events == 0 then
   return 0
 end
 local count = redis.call('INCRBY', KEYS[3], #events)
-redis.call('XADD', KEYS[1], 'MAXLEN', '~', tonumber(ARGV[3]), '*',
-  'es', '[' .. table.concat(events, ',') .. ']', 'n', #events, 'c', count)
+local maxLength = tonumber(ARGV[3])
+if ARGV[5] == '1' then
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxLength, '*',
+    'es', '[' .. table.concat(events, ',') .. ']', 'n', #events, 'c', count)
+else
+  for i, event in ipairs(events) do
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxLength, '*', 'e', event, 'n', 1, 'c', count - #events + i)
+  end
+end
 if once then
   redis.call('ZADD', KEYS[2], unpack(added))
 end
