@@ -129,29 +129,30 @@ export class RedisEventStream implements EventStream {
       const waits = from === '>' && waitMs > 0 && this.blockingConnection !== undefined;
       if (waits && this.interrupted.delete(group)) return [];
       const connection = waits ? this.waitingConnection(group) : this.redis;
-      const entries = await this.readEntries(connection, group, consumer, from, entriesFor(count), waits ? waitMs : 0);
+      const asked = entriesFor(count);
+      const entries = await this.readEntries(connection, group, consumer, from, asked, waits ? waitMs : 0);
       if (entries.length === 0 && from === '0') this.caughtUp.add(group);
       if (entries.length === 0) continue;
       this.caughtUp.delete(group);
       const events = entries.flatMap(entryEvents);
-      return from === '0' ? events : this.readOn(group, consumer, count, entries.length, events);
+      // A read that came back short took every new entry there was.
+      return from === '0' || entries.length < asked ? events : this.readOn(group, consumer, count, asked, events);
     }
     return [];
   }
 
   /**
-   * Tops a read of new entries up toward `count` events: a full read of small entries (a quiet stream's, an event
-   * or two each) asks again, without waiting, for as many entries as the events it lacks take at the size of those
-   * it read. A few reads at most: the read's events stay about `count`.
+   * Tops a full read of new entries (`entries` of them, `events`) up toward `count` events: when they were small (a
+   * quiet stream's, an event or two each) it asks again, without waiting, for as many entries as the events it lacks
+   * take at the size of those it read. A few reads at most: the read's events stay about `count`.
    */
   private async readOn(
     group: string,
     consumer: string,
     count: number,
-    asked: number,
+    entries: number,
     events: ReadEvent[],
   ): Promise<ReadEvent[]> {
-    let entries = asked;
     let full = true;
     for (let round = 0; full && round < topUpRounds && events.length < count; round++) {
       const want = Math.ceil((count - events.length) / (events.length / entries));
