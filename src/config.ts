@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { parseClusterNodes, type ClusterSeed } from './runtime/index.ts';
 import type { RuntimeConfig } from './runtime/types.ts';
-import { isTimeZone } from './time-zone.ts';
+import { flag, int, positive, quietHours, timeZone, timerMs, type Env } from './config-values.ts';
 
 /** Every default of the service, read once from the environment. */
 export interface Config {
@@ -205,62 +205,11 @@ export interface IdentityConfig {
   loginFailuresPerMinute: number;
 }
 
-type Env = Record<string, string | undefined>;
-
-/** An integer setting of at least `min` (0 unless said otherwise); anything else stops the process at start, naming the variable. */
-function int(env: Env, name: string, fallback: number, min = 0): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name} must be an integer of at least ${min}, got "${raw}"`);
-  return n;
-}
-
-/** Durations, counts and sizes for which 0 makes no sense. */
-const positive = (env: Env, name: string, fallback: number) => int(env, name, fallback, 1);
-
-/** A daily window `HH:MM-HH:MM` of local time, or `off`. */
-function quietHours(env: Env, name: string, fallback: string): { start: string; end: string } | false {
-  const raw = env[name] || fallback;
-  if (raw === 'off') return false;
-  const m = /^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$/.exec(raw);
-  if (!m) throw new Error(`${name} must be HH:MM-HH:MM (local time) or off, got "${raw}"`);
-  return { start: `${m[1]}:${m[2]}`, end: `${m[3]}:${m[4]}` };
-}
-
-/** An IANA time zone this runtime knows. */
-function timeZone(env: Env, name: string, fallback: string): string {
-  const raw = env[name] || fallback;
-  if (!isTimeZone(raw)) throw new Error(`${name} must be an IANA time zone such as Europe/Paris, got "${raw}"`);
-  return raw;
-}
-
-/** The longest delay a Node.js timer keeps: past it `setTimeout` and `setInterval` fire at once. */
-export const longestTimerMs = 2 ** 31 - 1;
-
-/** A duration that becomes a timer: positive, and refused past `longestTimerMs` rather than firing at once. */
-function timerMs(env: Env, name: string, fallback: number, min = 1): number {
-  const n = int(env, name, fallback, min);
-  if (n > longestTimerMs)
-    throw new Error(
-      `${name} must be at most ${longestTimerMs} ms (about 24.8 days, the longest timer), got "${env[name]}"`,
-    );
-  return n;
-}
-
 function logLevel(env: Env): string {
   const level = env.LOG_LEVEL || 'info';
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(level))
     throw new Error(`LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent; got "${level}"`);
   return level;
-}
-
-/** `true` or `false`; anything else stops the process at start, naming the variable. */
-function flag(env: Env, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  if (raw !== 'true' && raw !== 'false') throw new Error(`${name} must be true or false, got "${raw}"`);
-  return raw === 'true';
 }
 
 /**
