@@ -43,7 +43,7 @@ import { join, resolve } from 'node:path';
 import { register } from 'prom-client';
 import { loadConfig } from '../src/config.ts';
 import { discardRedisKeys, discardRunData } from '../test/support/discard-data.ts';
-import { withDatabase, type Backend, type TestApp } from '../test/support/test-app.ts';
+import { limitsOutOfTheWay, withDatabase, type Backend, type TestApp } from '../test/support/test-app.ts';
 import { measureAccept, measureDrain, recipients, startBulkApp, type Row as BulkRow } from './bulk.ts';
 import {
   apiKeyFor,
@@ -77,15 +77,6 @@ const peerSource = process.env.BENCH_PEER_DIR ? resolve(process.env.BENCH_PEER_D
 const floorSource = process.env.BENCH_FLOOR_DIR ? resolve(process.env.BENCH_FLOOR_DIR) : sharedDirectory('perf/limit');
 const baselineCommit = process.env.BENCH_BASELINE || undefined;
 const peerRedis = 'redis://127.0.0.1:6379';
-/** The limiter runs but never refuses: the bench measures the send path, not the limit. */
-const generousRateLimit = {
-  RATE_LIMIT_PER_MINUTE: '60000000',
-  RATE_LIMIT_BURST: '10000000',
-  PACING_PER_SECOND: '1000000',
-  PACING_BURST: '1000000',
-  PACING_NEW_CONTACTS_PER_DAY: '1000000',
-};
-
 type Target = 'floor' | 'peer' | Backend | 'baseline';
 const targets: Target[] = [
   'floor',
@@ -217,7 +208,7 @@ async function sendRelaybox(backend: Backend, target: Target = backend, checkout
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-bench-all-'));
   const suffix = randomUUID().slice(0, 8);
   const env: Record<string, string> = {
-    ...generousRateLimit,
+    ...limitsOutOfTheWay,
     NODE_ENV: 'production',
     LOG_LEVEL: 'warn',
     DATA_DIR: dataDir,

@@ -42,7 +42,7 @@ import { loadConfig } from '../src/config.ts';
 import type { ServerFrame } from '../src/relay-protocol/frames.ts';
 import { MongoStore } from '../src/store/mongo-store.ts';
 import { RelaySocket } from '../test/support/relay-socket.ts';
-import { request, withDatabase } from '../test/support/test-app.ts';
+import { limitsOutOfTheWay, request, withDatabase } from '../test/support/test-app.ts';
 import { cpuSeconds, killAll, startService, type Running } from './send-path-processes.ts';
 
 const sends = Number(process.env.BENCH_SENDS || 1_500);
@@ -55,15 +55,6 @@ const idleSeconds = 3;
 const deliverTimeoutMs = 90_000;
 const runTimeoutMs = 280_000;
 const probe = pathToFileURL(resolve(import.meta.dirname, 'capacity-probe.mjs')).href;
-/** The limiter and pacing run but never refuse: the bench measures costs, not limits. */
-const generous = {
-  RATE_LIMIT_PER_MINUTE: '60000000',
-  RATE_LIMIT_BURST: '10000000',
-  PACING_PER_SECOND: '1000000',
-  PACING_BURST: '1000000',
-  PACING_NEW_CONTACTS_PER_DAY: '1000000',
-};
-
 /** A redis-server of this run alone, on a private port, without persistence. */
 async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
   const url = `redis://127.0.0.1:${redisPort}`;
@@ -269,7 +260,7 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-capacity-'));
   const probeDir = await mkdtemp(join(tmpdir(), 'relaybox-capacity-probe-'));
   const env = {
-    ...generous,
+    ...limitsOutOfTheWay,
     LOG_LEVEL: 'warn',
     DATA_DIR: dataDir,
     REDIS_URL: redisUrl,

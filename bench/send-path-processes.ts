@@ -6,11 +6,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from '../test/support/test-app.ts';
+import { limitsOutOfTheWay, request } from '../test/support/test-app.ts';
 import { serviceNodeFlags } from './service-node-flags.ts';
 
 const children = new Set<ChildProcess>();
@@ -27,6 +27,11 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
+/** With BENCH_SERVICE_LOG set, every tsx child's output is also appended to that file, each line under its name and pid. */
+const serviceLog = process.env.BENCH_SERVICE_LOG
+  ? createWriteStream(process.env.BENCH_SERVICE_LOG, { flags: 'a' })
+  : null;
+
 function tsx(
   file: string,
   args: string[],
@@ -34,13 +39,19 @@ function tsx(
   nodeFlags: string[] = [],
   cwd?: string,
 ): ChildProcess {
-  return track(
+  const child = track(
     spawn(process.execPath, [...serviceNodeFlags, ...nodeFlags, '--import', 'tsx', file, ...args], {
       cwd,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     }),
   );
+  if (serviceLog) {
+    const name = `[${[file, ...args].join(' ')} ${child.pid}] `;
+    for (const out of [child.stdout!, child.stderr!])
+      createInterface({ input: out }).on('line', (line) => serviceLog.write(name + line + '\n'));
+  }
+  return child;
 }
 
 /** Resolves with the first stdout line `pick` accepts; rejects on exit or timeout, with the output so far. */
@@ -168,12 +179,7 @@ export function embeddedSendEnv(dataDir: string): Record<string, string> {
     DATA_DIR: dataDir,
     REDIS_URL: '',
     MONGODB_URL: '',
-    // The limiter runs but never refuses.
-    RATE_LIMIT_PER_MINUTE: '60000000',
-    RATE_LIMIT_BURST: '10000000',
-    PACING_PER_SECOND: '1000000',
-    PACING_BURST: '1000000',
-    PACING_NEW_CONTACTS_PER_DAY: '1000000',
+    ...limitsOutOfTheWay,
   };
 }
 

@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MongoStore } from '../src/store/mongo-store.ts';
 import { discardRedisKeys } from '../test/support/discard-data.ts';
+import { limitsOutOfTheWay } from '../test/support/test-app.ts';
 import { fetchStageHistograms, subtract, summarizeStages, type StageSummary } from './send-path-metrics.ts';
 import {
   apiKeyFor,
@@ -41,15 +42,6 @@ const wanted = (target: 'ceiling' | 'embedded' | 'all' | 'split') => !only || on
 const split = process.env.BENCH_SPLIT !== '0' && wanted('split');
 /** Both phases, the drain after each, and slack for a slow start. */
 const loadTimeoutMs = (2 * (warmupSeconds + seconds) + 2 * 10 + 30) * 1000;
-/** Limits the service to what the bench measures, so the limiter runs but never refuses. */
-const generousRateLimit = {
-  RATE_LIMIT_PER_MINUTE: '6000000',
-  RATE_LIMIT_BURST: '1000000',
-  PACING_PER_SECOND: '1000000',
-  PACING_BURST: '1000000',
-  PACING_NEW_CONTACTS_PER_DAY: '1000000',
-};
-
 const targetsFromIssue = { redisMongoPerSecond: 10_000, embeddedPerSecond: 20_000, p99AtHalfMs: 20 };
 
 interface Row {
@@ -108,7 +100,7 @@ async function benchRedisMongo(topology: Topology): Promise<void> {
   const database = new URL(mongoUrl!);
   database.pathname = `/relaybox_bench_${suffix}`;
   const env = {
-    ...generousRateLimit,
+    ...limitsOutOfTheWay,
     LOG_LEVEL: 'warn',
     REDIS_URL: redisUrl!,
     MONGODB_URL: database.toString(),
@@ -226,7 +218,7 @@ if (wanted('ceiling')) await benchCeiling();
 if (wanted('embedded'))
   await withDataDir((dataDir) =>
     benchService('embedded default (all)', 'all', {
-      ...generousRateLimit,
+      ...limitsOutOfTheWay,
       DATA_DIR: dataDir,
       LOG_LEVEL: 'warn',
       REDIS_URL: '',
