@@ -14,9 +14,13 @@
  *   reads it inside each process);
  * - Redis commands per send: INFO commandstats of a redis-server this bench
  *   starts on a private port (CAPACITY_REDIS_PORT, 6390), so nothing else's
- *   commands are counted, stopped at the end.
- *
+ *   commands are counted, stopped at the end;
  * - redis-server CPU µs per send, from /proc.
+ *
+ * With REDIS_CLUSTER_NODES set, the same two rounds run again on that Redis
+ * Cluster (start one of its own for the run: `scripts/redis-cluster.sh start
+ * 7400`): the commands of its masters, the CPU of all its servers, replicas
+ * too (`capacity-redis.ts`).
  *
  * Idle costs (what the processes and Redis do with nothing to send: lease
  * renewals, blocking reads, timer polls) are measured for 3 s before and taken
@@ -29,20 +33,18 @@
  * BENCH_RELAY_CAPACITY (200). MONGODB_URL defaults to mongodb://127.0.0.1:27017;
  * each round uses its own database, dropped after.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { Redis } from 'ioredis';
 import { loadConfig } from '../src/config.ts';
 import type { ServerFrame } from '../src/relay-protocol/frames.ts';
 import { MongoStore } from '../src/store/mongo-store.ts';
 import { RelaySocket } from '../test/support/relay-socket.ts';
 import { limitsOutOfTheWay, request, withDatabase } from '../test/support/test-app.ts';
+import { existingCluster, privateRedis, type RedisTarget } from './capacity-redis.ts';
 import { cpuSeconds, killAll, startService, type Running } from './send-path-processes.ts';
 
 const sends = Number(process.env.BENCH_SENDS || 1_500);
@@ -53,50 +55,9 @@ const redisPort = Number(process.env.CAPACITY_REDIS_PORT || 6390);
 const mongoUrl = process.env.MONGODB_URL || 'mongodb://127.0.0.1:27017';
 const idleSeconds = 3;
 const deliverTimeoutMs = 90_000;
-const runTimeoutMs = 280_000;
+/** Two rounds on one Redis, two more on a cluster. */
+const runTimeoutMs = process.env.REDIS_CLUSTER_NODES ? 560_000 : 280_000;
 const probe = pathToFileURL(resolve(import.meta.dirname, 'capacity-probe.mjs')).href;
-/** A redis-server of this run alone, on a private port, without persistence. */
-async function startRedis(): Promise<{ url: string; child: ChildProcess }> {
-  const url = `redis://127.0.0.1:${redisPort}`;
-  const probeClient = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null }).on(
-    'error',
-    () => {},
-  );
-  const taken = await probeClient.connect().then(
-    () => true,
-    () => false,
-  );
-  probeClient.disconnect();
-  if (taken) throw new Error(`something already answers on ${url}: set CAPACITY_REDIS_PORT to a free port`);
-  const child = spawn(
-    'redis-server',
-    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  const redis = new Redis(url, { lazyConnect: true, retryStrategy: () => null }).on('error', () => {});
-  for (let i = 0; ; i++) {
-    if (
-      await redis.connect().then(
-        () => true,
-        () => false,
-      )
-    )
-      break;
-    if (i > 50) throw new Error(`redis-server did not answer on ${url}`);
-    await sleep(100);
-  }
-  redis.disconnect();
-  return { url, child };
-}
-
-/** Redis commands run so far, INFO itself left out, by command. */
-async function redisCommands(redis: Redis): Promise<Map<string, number>> {
-  const info = await redis.info('commandstats');
-  const out = new Map<string, number>();
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) if (m[1] !== 'info') out.set(m[1]!, Number(m[2]));
-  return out;
-}
-
 const sum = (m: Map<string, number>) => [...m.values()].reduce((s, n) => s + n, 0);
 
 /** Store round trips so far of each process: the probe writes them on SIGUSR2. */
@@ -119,17 +80,17 @@ async function storeCommands(pids: number[], dir: string): Promise<number[]> {
 
 interface Snapshot {
   at: number;
-  /** CPU seconds of each service process, then of redis-server. */
+  /** CPU seconds of each service process, then of all the redis-servers. */
   cpu: number[];
   store: number[];
   redis: Map<string, number>;
 }
 
-async function snapshot(pids: number[], dir: string, redis: Redis): Promise<Snapshot> {
-  const [store, commands] = await Promise.all([storeCommands(pids, dir), redisCommands(redis)]);
+async function snapshot(pids: number[], dir: string, redis: RedisTarget): Promise<Snapshot> {
+  const [store, commands] = await Promise.all([storeCommands(pids, dir), redis.commands()]);
   return {
     at: performance.now(),
-    cpu: [...pids, redisServer!.pid!].map((pid) => cpuSeconds(pid) ?? NaN),
+    cpu: [...pids.map((pid) => cpuSeconds(pid) ?? NaN), redis.cpuSeconds()],
     store,
     redis: commands,
   };
@@ -236,6 +197,8 @@ async function quiet(pids: number[], dir: string): Promise<void> {
 
 interface Round {
   workers: number;
+  /** The Redis it ran on: one server, or a cluster. */
+  redis: string;
   accepted: number;
   seconds: number;
   webCpuUs: number;
@@ -254,7 +217,7 @@ interface Round {
   redisTop: Array<[string, number]>;
 }
 
-async function round(workers: number, redisUrl: string, redis: Redis): Promise<Round> {
+async function round(workers: number, redis: RedisTarget): Promise<Round> {
   const suffix = randomUUID().slice(0, 8);
   const database = withDatabase(mongoUrl, `relaybox_capacity_${suffix}`);
   const dataDir = await mkdtemp(join(tmpdir(), 'relaybox-capacity-'));
@@ -263,7 +226,7 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
     ...limitsOutOfTheWay,
     LOG_LEVEL: 'warn',
     DATA_DIR: dataDir,
-    REDIS_URL: redisUrl,
+    ...redis.env,
     MONGODB_URL: database,
     RUNTIME_KEY_PREFIX: `capacity${suffix}`,
     CAPACITY_PROBE_DIR: probeDir,
@@ -314,6 +277,7 @@ async function round(workers: number, redisUrl: string, redis: Redis): Promise<R
     const idleRedis = sum(idle.redis);
     return {
       workers,
+      redis: redis.name,
       accepted,
       seconds: moved.seconds,
       webCpuUs: cpuUs((i) => i === web, true),
@@ -353,10 +317,10 @@ const fmt = (n: number, digits = 0) =>
 
 function report(rows: Round[]): void {
   console.log(
-    `\nPer-send costs: web process + workers on Redis (private, port ${redisPort}) + MongoDB wire (${mongoUrl}); ${fmt(sends)} API sends after ${fmt(warmupSends)} warm-up, ${concurrency} at a time, to 1,000 recipients, one relay of capacity ${relayCapacity} reporting sent and delivered; idle costs (${idleSeconds} s measured before) taken out\n`,
+    `\nPer-send costs: web process + workers on Redis (one private redis-server on port ${redisPort}${targets.length > 1 ? ', then the cluster' : ''}) + MongoDB wire (${mongoUrl}); ${fmt(sends)} API sends after ${fmt(warmupSends)} warm-up, ${concurrency} at a time, to 1,000 recipients, one relay of capacity ${relayCapacity} reporting sent and delivered; idle costs (${idleSeconds} s measured before) taken out\n`,
   );
   console.log(
-    `| per accepted and delivered send | ${rows.map((r) => `${r.workers} worker${r.workers > 1 ? 's' : ''}`).join(' | ')} |`,
+    `| per accepted and delivered send | ${rows.map((r) => `${r.redis}, ${r.workers} worker${r.workers > 1 ? 's' : ''}`).join(' | ')} |`,
   );
   console.log(`|---|${rows.map(() => '---|').join('')}`);
   const line = (label: string, value: (r: Round) => string) =>
@@ -377,42 +341,31 @@ function report(rows: Round[]): void {
   line('window, s (a shared machine: not a rate to quote)', (r) => fmt(r.seconds, 1));
   for (const r of rows)
     console.log(
-      `\nRedis commands over the window, ${r.workers} worker(s), most first: ${r.redisTop.map(([name, n]) => `${name} ${fmt(n / r.accepted, 2)}`).join(', ')} per send`,
+      `\nRedis commands over the window, ${r.redis}, ${r.workers} worker(s), most first: ${r.redisTop.map(([name, n]) => `${name} ${fmt(n / r.accepted, 2)}`).join(', ')} per send`,
     );
 }
 
-let redisServer: ChildProcess | undefined;
-const stopRedis = async () => {
-  if (!redisServer || redisServer.exitCode !== null || redisServer.signalCode !== null) return;
-  const exited = once(redisServer, 'exit');
-  process.kill(redisServer.pid!, 'SIGTERM');
-  await exited;
-};
+const targets: RedisTarget[] = [];
 const deadline = setTimeout(() => {
   console.error('the bench ran out of time');
   killAll();
-  if (redisServer?.pid) process.kill(redisServer.pid, 'SIGKILL');
+  targets.forEach((t) => t.kill());
   process.exit(1);
 }, runTimeoutMs);
 for (const signal of ['SIGINT', 'SIGTERM'] as const)
-  process.on(
-    signal,
-    () => (killAll(), redisServer?.pid && process.kill(redisServer.pid, 'SIGKILL'), process.exit(130)),
-  );
+  process.on(signal, () => (killAll(), targets.forEach((t) => t.kill()), process.exit(130)));
 
 const rows: Round[] = [];
 try {
-  const started = await startRedis();
-  redisServer = started.child;
-  const redis = new Redis(started.url);
-  for (const workers of [1, 2]) rows.push(await round(workers, started.url, redis));
-  redis.disconnect();
+  targets.push(await privateRedis(redisPort));
+  if (process.env.REDIS_CLUSTER_NODES) targets.push(await existingCluster(process.env.REDIS_CLUSTER_NODES));
+  for (const target of targets) for (const workers of [1, 2]) rows.push(await round(workers, target));
 } catch (err) {
   console.error(err);
 } finally {
   clearTimeout(deadline);
   report(rows);
   killAll();
-  await stopRedis();
+  for (const target of targets) await target.stop();
 }
 process.exit(0);
