@@ -64,9 +64,10 @@ export interface TestResponse {
 
 /**
  * Rate limits and sender pacing out of the way unless a test asks for them:
- * each limit runs but never refuses, and no quiet hours hold a send (their
- * default, 21:00-08:00 UTC, would hold every send of a run at night). The
- * benches that start the service start it with these too.
+ * each limit runs but never refuses, a line's first messages to new
+ * recipients are not spaced (by default up to 2 s each), and no quiet hours
+ * hold a send in its recipient's night. The benches that start the service
+ * start it with these too.
  */
 export const limitsOutOfTheWay = {
   RATE_LIMIT_PER_MINUTE: '6000000',
