@@ -8,6 +8,7 @@ import type { SecretBox } from './secret-box.ts';
 import { deliveryAttempts, deliveryDuration, observeFirstAttempt } from './webhook-metrics.ts';
 import type { WebhookSender } from './webhook-sender.ts';
 import type { DeliveryLog } from './delivery-log.ts';
+import { deliveryPayloadTime } from './delivery-payload.ts';
 import { deliveryHeaders, signingKey } from './webhook-signing.ts';
 import { endSpan, outgoingTrace, SpanKind, startSpan, tracingOn } from '../tracing/spans.ts';
 import { copyTrace } from '../tracing/trace-context.ts';
@@ -87,7 +88,7 @@ export class DeliveryAttempts {
     delivery: DeliveryDoc,
     opts: { manual?: boolean; onSent?: () => void } = {},
   ): Promise<AttemptOutcome> {
-    if (!opts.manual && delivery.attempts === 0) observeFirstAttempt(delivery.payload);
+    if (!opts.manual && delivery.attempts === 0) observeFirstAttempt(deliveryPayloadTime(delivery.payload));
     const result = await this.send(hook, delivery);
     opts.onSent?.();
     const attempts = delivery.attempts + 1;

@@ -36,32 +36,8 @@ const firstAttemptDelay = singleton(
     }),
 );
 
-/** What a delivery's payload starts with: its event's name, then its time (`deliveryPayload`, which writes these keys first). */
-const payloadHead = '{"event":"';
-const timeKey = '","timestamp":"';
-
-/**
- * The event's time in a delivery's payload, read from the payload's head
- * without parsing the rest (the event's data can be large); a payload of
- * another shape is parsed whole.
- */
-export function payloadTimestamp(payload: string): unknown {
-  if (payload.startsWith(payloadHead)) {
-    // An event's name is a plain word (message.sent): the first time key is the payload's own, never one in its data.
-    const key = payload.indexOf(timeKey, payloadHead.length);
-    const end = key < 0 ? -1 : payload.indexOf('"', key + timeKey.length);
-    if (end > 0 && !payload.slice(payloadHead.length, key).includes('"'))
-      return payload.slice(key + timeKey.length, end);
-  }
-  try {
-    return (JSON.parse(payload) as { timestamp?: unknown }).timestamp;
-  } catch {
-    return undefined;
-  }
-}
-
-export function observeFirstAttempt(payload: string, now = Date.now()): void {
-  const timestamp = payloadTimestamp(payload);
+/** A first attempt starts now, for an event of time `timestamp` (an ISO time; anything else is not observed). */
+export function observeFirstAttempt(timestamp: unknown, now = Date.now()): void {
   const at = typeof timestamp === 'string' ? Date.parse(timestamp) : NaN;
   if (Number.isFinite(at)) firstAttemptDelay.observe(Math.max(0, (now - at) / 1000));
 }

@@ -9,17 +9,10 @@ import { deliveryId, orgScope, type DeliveryDoc, type WebhookCollections, type W
 import { platformScope } from '../store/collection.ts';
 import { chunks } from '../chunks.ts';
 import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
+import { deliveryPayload } from './delivery-payload.ts';
 
 /** Deliveries per actor message, so one message stays small on the wire. */
 const acceptChunk = 200;
-
-/** The webhook payload of spec section 6: {event, timestamp, livemode, data}; `livemode` is false for the organization's test data. */
-export function deliveryPayload(
-  e: { event: string; timestamp: string; data: Record<string, unknown> },
-  livemode: boolean,
-): string {
-  return JSON.stringify({ event: e.event, timestamp: e.timestamp, livemode, data: e.data });
-}
 
 /** A delivery of event `e`, carrying its trace context when it has one. */
 export function newDelivery(
