@@ -1,15 +1,17 @@
 /**
  * The Redis side of bench/capacity.ts: a redis-server of the run's own on a
  * private port, or a Redis Cluster the caller started (REDIS_CLUSTER_NODES),
- * with what the bench reads of it: the commands its masters ran (`INFO
- * commandstats`, INFO itself left out) and the CPU of every one of its
- * redis-servers, replicas too (a cluster's replication is part of what a
- * send costs it).
+ * with what the bench reads of it: the commands its masters ran
+ * (`commandCounts`, as every Redis bench counts them) and the CPU of every
+ * one of its redis-servers, replicas too (a cluster's replication is part of
+ * what a send costs it).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
+import { isCluster, parseClusterNodes, redisClient } from '../src/runtime/redis-client.ts';
+import { commandCounts } from './redis-stats.ts';
 import { cpuSeconds } from './send-path-processes.ts';
 
 export interface RedisTarget {
@@ -26,24 +28,17 @@ export interface RedisTarget {
   kill(): void;
 }
 
-/** A connection that gives up at once instead of retrying. */
-const connection = (url: string) =>
-  new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null }).on('error', () => {});
-
+/** Whether a Redis answers at `url`, asked once, without retrying. */
 const answers = (url: string) => {
-  const probe = connection(url);
+  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null }).on(
+    'error',
+    () => {},
+  );
   return probe.connect().then(
     () => (probe.disconnect(), true),
     () => (probe.disconnect(), false),
   );
 };
-
-async function commandsOf(redis: Redis, into = new Map<string, number>()): Promise<Map<string, number>> {
-  const info = await redis.info('commandstats');
-  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
-    if (m[1] !== 'info') into.set(m[1]!, (into.get(m[1]!) ?? 0) + Number(m[2]));
-  return into;
-}
 
 /** A redis-server of this run alone, on `port`, without persistence. */
 export async function privateRedis(port: number): Promise<RedisTarget> {
@@ -64,7 +59,7 @@ export async function privateRedis(port: number): Promise<RedisTarget> {
   return {
     name: 'one Redis',
     env: { REDIS_URL: url, REDIS_CLUSTER_NODES: '' },
-    commands: () => commandsOf(redis),
+    commands: () => commandCounts(redis),
     cpuSeconds: () => cpuSeconds(child.pid!) ?? NaN,
     stop: async () => {
       redis.disconnect();
@@ -78,34 +73,24 @@ export async function privateRedis(port: number): Promise<RedisTarget> {
 }
 
 /**
- * A Redis Cluster the caller started, from its seed list (`host:port,…`):
- * its masters and replicas as `CLUSTER NODES` lists them, each server's pid
- * from `INFO server` (so on this machine only). The bench leaves it running.
+ * A Redis Cluster the caller started, from its seed list (`host:port,…`),
+ * through the service's own cluster client: its masters' commands, and the
+ * CPU of all its servers, each one's pid from `INFO server` (so on this
+ * machine only). The bench leaves it running.
  */
 export async function existingCluster(seeds: string): Promise<RedisTarget> {
-  const seed = new Redis(`redis://${seeds.split(',')[0]!.trim()}`);
-  const nodes = String(await seed.call('CLUSTER', 'NODES'))
-    .trim()
-    .split('\n')
-    .map((line) => line.split(' '))
-    .filter((f) => !f[2]!.includes('fail') && !f[2]!.includes('noaddr'))
-    .map((f) => ({ address: f[1]!.split('@')[0]!, master: f[2]!.includes('master') }));
-  seed.disconnect();
-  const servers = nodes.map((n) => ({ ...n, redis: new Redis(`redis://${n.address}`) }));
+  const cluster = redisClient({ clusterNodes: parseClusterNodes(seeds) });
+  if (!isCluster(cluster)) throw new Error('REDIS_CLUSTER_NODES did not make a cluster client');
+  await cluster.ping();
   const pids = await Promise.all(
-    servers.map(async (s) => Number(/^process_id:(\d+)/m.exec(await s.redis.info('server'))?.[1])),
+    cluster.nodes('all').map(async (node) => Number(/^process_id:(\d+)/m.exec(await node.info('server'))?.[1])),
   );
-  const masters = servers.filter((s) => s.master);
   return {
-    name: `${masters.length}-master cluster`,
+    name: `${cluster.nodes('master').length}-master cluster`,
     env: { REDIS_URL: '', REDIS_CLUSTER_NODES: seeds },
-    commands: async () => {
-      const all = new Map<string, number>();
-      for (const m of masters) await commandsOf(m.redis, all);
-      return all;
-    },
+    commands: () => commandCounts(cluster),
     cpuSeconds: () => pids.reduce((s, pid) => s + (cpuSeconds(pid) ?? NaN), 0),
-    stop: async () => servers.forEach((s) => s.redis.disconnect()),
-    kill: () => servers.forEach((s) => s.redis.disconnect()),
+    stop: async () => cluster.disconnect(),
+    kill: () => cluster.disconnect(),
   };
 }

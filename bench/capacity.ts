@@ -45,6 +45,7 @@ import { MongoStore } from '../src/store/mongo-store.ts';
 import { RelaySocket } from '../test/support/relay-socket.ts';
 import { limitsOutOfTheWay, request, withDatabase } from '../test/support/test-app.ts';
 import { existingCluster, privateRedis, type RedisTarget } from './capacity-redis.ts';
+import { commandsBetween, totalOf } from './redis-stats.ts';
 import { cpuSeconds, killAll, startService, type Running } from './send-path-processes.ts';
 
 const sends = Number(process.env.BENCH_SENDS || 1_500);
@@ -58,8 +59,6 @@ const deliverTimeoutMs = 90_000;
 /** Two rounds on one Redis, two more on a cluster. */
 const runTimeoutMs = process.env.REDIS_CLUSTER_NODES ? 560_000 : 280_000;
 const probe = pathToFileURL(resolve(import.meta.dirname, 'capacity-probe.mjs')).href;
-const sum = (m: Map<string, number>) => [...m.values()].reduce((s, n) => s + n, 0);
-
 /** Store round trips so far of each process: the probe writes them on SIGUSR2. */
 async function storeCommands(pids: number[], dir: string): Promise<number[]> {
   const asked = Date.now();
@@ -98,13 +97,11 @@ async function snapshot(pids: number[], dir: string, redis: RedisTarget): Promis
 
 /** What moved between two snapshots: seconds, CPU seconds and store commands by process, Redis commands by name. */
 function delta(a: Snapshot, b: Snapshot) {
-  const redis = new Map<string, number>();
-  for (const [name, n] of b.redis) if (n !== (a.redis.get(name) ?? 0)) redis.set(name, n - (a.redis.get(name) ?? 0));
   return {
     seconds: (b.at - a.at) / 1000,
     cpu: b.cpu.map((c, i) => c - a.cpu[i]!),
     store: b.store.map((s, i) => s - a.store[i]!),
-    redis,
+    redis: commandsBetween(a.redis, b.redis),
   };
 }
 
@@ -273,8 +270,8 @@ async function round(workers: number, redis: RedisTarget): Promise<Round> {
     const idlePercent = (which: (i: number) => boolean) =>
       (idle.cpu.reduce((s, c, i) => (which(i) ? s + c : s), 0) / idle.seconds) * 100;
     const isWorker = (i: number) => i < web;
-    const redisTotal = sum(moved.redis);
-    const idleRedis = sum(idle.redis);
+    const redisTotal = totalOf(moved.redis);
+    const idleRedis = totalOf(idle.redis);
     return {
       workers,
       redis: redis.name,
