@@ -412,11 +412,12 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
     const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
     const one = async (op: WriteOp, i: number): Promise<void> => {
       if ('deleteOne' in op) {
-        total.deleted += (
-          await this.sent('bulkWrite', () =>
-            this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))),
-          )
-        ).deletedCount;
+        // Awaited before the sum is read: `total.deleted += await …` would read it before the wait, and the
+        // deletes side by side would each write back their own count over the others'.
+        const { deletedCount } = await this.sent('bulkWrite', () =>
+          this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))),
+        );
+        total.deleted += deletedCount;
         return;
       }
       const filter = toMongoFilter(scopedFilter(scope, op.updateOne.filter));

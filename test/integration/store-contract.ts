@@ -280,6 +280,9 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
         { updateOne: { filter: { id: 'w4' }, update: { $set: { status: 'stolen' } } } },
         { deleteOne: { filter: { id: 'w3' } } },
         { deleteOne: { filter: { id: 'w4' } } },
+        // Deletes that find nothing, side by side with the one that does: none of them takes its count away.
+        { deleteOne: { filter: { id: 'w-none-1' } } },
+        { deleteOne: { filter: { id: 'w-none-2' } } },
       ]);
       assert.deepEqual(result, { matched: 1, upserted: 1, deleted: 1, conflicts: [] });
       const w1 = await items.findOne(A, { id: 'w1' });
