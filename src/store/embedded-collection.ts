@@ -20,7 +20,7 @@ import { EmbeddedCache } from './embedded-cache.ts';
 import { EmbeddedQuery } from './embedded-query.ts';
 import { EmbeddedSchema, encode, type Connection } from './embedded-schema.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
-import { applyUpdate, equalityFields } from './query.ts';
+import { applyUpdate, equalityFields, matches } from './query.ts';
 import { keyOf, text, type SqlValue } from './sql-filter.ts';
 
 /**
@@ -157,10 +157,10 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     const result: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
     if (ops.length === 0) return result;
     this.batch('bulkWrite', () => {
-      const absent = this.absentIds(scope, ops);
+      const named = this.upsertsNamed(scope, ops);
       ops.forEach((op, i) => {
         try {
-          this.applyOp(scope, op, result, absent);
+          this.applyOp(scope, op, result, named);
         } catch (err) {
           if (!(err instanceof AppError && err.code === 'conflict')) throw err;
           result.conflicts.push(i);
@@ -172,25 +172,50 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
   }
 
   /**
-   * The ids named by the batch's upserts (by `id`, possibly with further
-   * conditions) that no document has: looked up in one statement rather
-   * than one per operation (a job's new conversations), the documents found
-   * kept in memory for the operations that follow.
+   * The documents named by the batch's upserts (by `id`, possibly with
+   * further conditions), looked up in one statement rather than one per
+   * operation (a job's conversations): the ids no document has, and the
+   * documents found, which the operations that follow take instead of
+   * reading them again (once each: after its first operation a document is
+   * read as written).
    */
-  private absentIds(scope: Scope, ops: WriteOp[]): Set<string> {
-    const named = new Set<string>();
+  private upsertsNamed(scope: Scope, ops: WriteOp[]): Prefetched<T> {
+    const ids = new Set<string>();
     for (const op of ops)
       if ('updateOne' in op && op.updateOne.upsert && typeof op.updateOne.filter.id === 'string')
-        named.add(op.updateOne.filter.id);
-    if (named.size < 2) return new Set();
-    const ids = [...named];
-    for (const found of this.select(null, scope, { id: { $in: ids } })) named.delete(found.doc.id);
-    return named;
+        ids.add(op.updateOne.filter.id);
+    const found = new Map<string, { rid: number; doc: T }>();
+    if (ids.size < 2) return { absent: new Set(), found };
+    for (const row of this.select(null, scope, { id: { $in: [...ids] } })) {
+      ids.delete(row.doc.id);
+      found.set(row.doc.id, row);
+    }
+    return { absent: ids, found };
   }
 
-  private applyOp(scope: Scope, op: WriteOp, result: BulkWriteResult, absent: Set<string>): void {
+  /**
+   * The document `filter` names, if any: taken from what the batch read
+   * ahead when it is there (checked against the filter's other conditions,
+   * as a read would), else read. An operation whose filter names no single
+   * id may change any document, so what was read ahead is no longer used.
+   */
+  private target(scope: Scope, filter: Filter, named: Prefetched<T>): { rid: number; doc: T } | undefined {
+    const id = filter.id;
+    if (typeof id !== 'string') named.found.clear();
+    else {
+      const ahead = named.found.get(id);
+      if (ahead) {
+        named.found.delete(id);
+        const { id: _, ...rest } = filter;
+        return matches(ahead.doc, rest) ? ahead : undefined;
+      }
+    }
+    return this.select(null, scope, filter, { limit: 1 })[0];
+  }
+
+  private applyOp(scope: Scope, op: WriteOp, result: BulkWriteResult, named: Prefetched<T>): void {
     if ('deleteOne' in op) {
-      const [target] = this.select(null, scope, op.deleteOne.filter, { limit: 1 });
+      const target = this.target(scope, op.deleteOne.filter, named);
       if (target) {
         this.deleteRow(target.rid, target.doc);
         result.deleted++;
@@ -199,8 +224,8 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     }
     const { filter, update, upsert, applied } = op.updateOne;
     // An id no document had when the batch began, unless an earlier operation of it made one.
-    const known = typeof filter.id === 'string' && absent.delete(filter.id);
-    const [current] = known ? [] : this.select(null, scope, filter, { limit: 1 });
+    const known = typeof filter.id === 'string' && named.absent.delete(filter.id);
+    const current = known ? undefined : this.target(scope, filter, named);
     if (current) {
       const before = this.schema.keys(current.doc);
       const was = this.cache.kept().holding(current.doc);
@@ -261,6 +286,12 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     });
     return targets.length;
   }
+}
+
+/** What a bulk write read ahead for its upserts (`upsertsNamed`). */
+interface Prefetched<T extends Doc> {
+  absent: Set<string>;
+  found: Map<string, { rid: number; doc: T }>;
 }
 
 function sameKey(a: SqlValue, b: SqlValue): boolean {

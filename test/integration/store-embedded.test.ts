@@ -319,6 +319,35 @@ test('a document looked up by id is answered from memory until a write changes i
   assert.equal((await things.findOne(scope, { id: 'a' }))?.n, 3);
 });
 
+test("a bulk write's upserts of stored documents are read ahead in one statement, each taken once and checked against its filter", async (t) => {
+  const dir = await tempDir(t);
+  const store = new EmbeddedStore(dir);
+  t.after(() => store.close());
+  const things = store.collection<Thing>('ahead', [{ keys: { tenantId: 1, status: 1 } }]);
+  await things.insertMany(scope, [
+    { id: 'u1', tenantId: '', n: 1, status: 'open' },
+    { id: 'u2', tenantId: '', n: 2, status: 'closed' },
+    { id: 'u4', tenantId: '', n: 4, status: 'open' },
+    { id: 'u5', tenantId: '', n: 5, status: 'open' },
+  ]);
+  const result = await things.bulkWrite(scope, [
+    { updateOne: { filter: { id: 'u1' }, update: { $inc: { n: 10 } }, upsert: true } },
+    { updateOne: { filter: { id: 'u2', status: 'closed' }, update: { $set: { status: 'reopened' } }, upsert: true } },
+    { updateOne: { filter: { id: 'u3' }, update: { $set: { status: 'new', n: 3 } }, upsert: true } },
+    { updateOne: { filter: { id: 'u4', status: 'closed' }, update: { $set: { status: 'x' } }, upsert: true } },
+    // Applied in order: each sees what the operations before it wrote, not what was read ahead.
+    { updateOne: { filter: { id: 'u1', n: 11 }, update: { $set: { status: 'seen' } } } },
+    { updateOne: { filter: { id: 'u2', status: 'closed' }, update: { $set: { status: 'lost' } } } },
+    // A filter that names no id may change a document read ahead: the next operation on it reads it again.
+    { updateOne: { filter: { n: 5 }, update: { $set: { status: 'by n' } } } },
+    { updateOne: { filter: { id: 'u5', status: 'by n' }, update: { $set: { status: 'then by id' } }, upsert: true } },
+    { deleteOne: { filter: { id: 'u4' } } },
+  ]);
+  assert.deepEqual(result, { matched: 5, upserted: 1, deleted: 1, conflicts: [3] });
+  const now = Object.fromEntries((await things.find(scope, {})).map((d) => [d.id, [d.status, d.n]]));
+  assert.deepEqual(now, { u1: ['seen', 11], u2: ['reopened', 2], u3: ['new', 3], u5: ['then by id', 5] });
+});
+
 test('a kept count is stored with the writes that move it and read back after a restart, not counted again', async (t) => {
   const dir = await tempDir(t);
   let store = new EmbeddedStore(dir, { countCache: { min: 10 } });
