@@ -163,6 +163,15 @@ export interface Collection<T extends Doc> {
    */
   updateOne(scope: Scope, filter: Filter, update: Update, opts?: { upsert?: boolean }): Promise<T | null>;
   updateMany(scope: Scope, filter: Filter, update: Update): Promise<number>;
+  /**
+   * Updates every match and returns them as they are after the update (in no
+   * set order): a claim of many documents. `changed` is a filter that only
+   * the documents this update changed match (a marker the update sets), by
+   * which a store that cannot return what it wrote reads them back: MongoDB
+   * in two round trips (`updateMany`, then one read); the embedded store and
+   * the single-id path of FerretDB 1.x return what they wrote, with no read.
+   */
+  updateManyReturning(scope: Scope, filter: Filter, update: Update, changed: Filter): Promise<T[]>;
   deleteOne(scope: Scope, filter: Filter): Promise<boolean>;
   deleteMany(scope: Scope, filter: Filter): Promise<number>;
   /**

@@ -271,6 +271,22 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     return targets.length;
   }
 
+  /** The documents as written: nothing is read back. */
+  async updateManyReturning(scope: Scope, filter: Filter, update: Update): Promise<T[]> {
+    const targets = this.select('updateMany', scope, filter);
+    const written: T[] = [];
+    await this.settle('updateMany', () => {
+      for (const { rid, doc } of targets) {
+        const before = this.schema.keys(doc);
+        const was = this.cache.kept().holding(doc);
+        const stored = updated(scope, doc, update);
+        this.replaceRow(rid, before, was, stored);
+        written.push(stored); // stored as text: this object is the caller's
+      }
+    });
+    return written;
+  }
+
   async deleteOne(scope: Scope, filter: Filter): Promise<boolean> {
     const [target] = this.select('deleteOne', scope, filter, { limit: 1 });
     if (!target) return false;

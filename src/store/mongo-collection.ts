@@ -327,6 +327,39 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
     );
   }
 
+  /**
+   * MongoDB: the update, then one read of what it changed (by `changed`). On
+   * FerretDB 1.x an id list is written one id at a time already, each by
+   * `findOneAndUpdate`, which returns what it wrote: nothing is read back.
+   */
+  async updateManyReturning(scope: Scope, filter: Filter, update: Update, changed: Filter): Promise<T[]> {
+    const scoped = scopedFilter(scope, filter);
+    const ids = this.oneByOne(scoped);
+    if (ids)
+      return this.guard(async () => {
+        const written: T[] = [];
+        for (let i = 0; i < ids.length; i += idReadsInFlight) {
+          const docs = await Promise.all(
+            ids.slice(i, i + idReadsInFlight).map((id) =>
+              this.sent('updateMany', () =>
+                this.col.findOneAndUpdate(toMongoFilter({ ...scoped, id }), update as Document, {
+                  returnDocument: 'after',
+                }),
+              ),
+            ),
+          );
+          for (const doc of docs) if (doc) written.push(fromMongo<T>(doc)!);
+        }
+        return written;
+      });
+    const modified = await this.guard(
+      async () =>
+        (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document)))
+          .modifiedCount,
+    );
+    return modified === 0 ? [] : this.find(scope, changed);
+  }
+
   /** An id list's write on FerretDB 1.x: one single-id command per id (each finds its document by `_id`), a few side by side. */
   private eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
     return this.guard(async () => {

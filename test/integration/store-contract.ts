@@ -260,6 +260,37 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.equal(await items.deleteMany(B, { id: { $in: list } }), 1);
     });
 
+    test('updateManyReturning updates every match in the tenant and answers each as written; a second claim gets nothing', async () => {
+      await items.insertMany(A, [
+        { id: 'r1', tenantId: '', name: 'r1', n: 1, status: 'open' },
+        { id: 'r2', tenantId: '', name: 'r2', n: 2, status: 'open' },
+        { id: 'r3', tenantId: '', name: 'r3', n: 3, status: 'closed' },
+      ]);
+      await items.insertOne(B, { id: 'r4', tenantId: '', name: 'r4', n: 4, status: 'open' });
+      const list = ['r1', 'r2', 'r3', 'r4', 'r5'];
+      const claim = (mark: string) =>
+        items.updateManyReturning(
+          A,
+          { id: { $in: list }, status: 'open' },
+          { $set: { status: 'claimed', meta: { color: mark } }, $inc: { n: 10 } },
+          { id: { $in: list }, 'meta.color': mark },
+        );
+      const got = (await claim('first')).sort((a, b) => a.id.localeCompare(b.id));
+      assert.deepEqual(
+        got.map((d) => [d.id, d.tenantId, d.status, d.n, d.meta?.color, d.name]),
+        [
+          ['r1', 'org_a', 'claimed', 11, 'first', 'r1'],
+          ['r2', 'org_a', 'claimed', 12, 'first', 'r2'],
+        ],
+      );
+      assert.equal((await items.findOne(A, { id: 'r1' }))?.status, 'claimed', 'stored as answered');
+      assert.equal((await items.findOne(A, { id: 'r3' }))?.status, 'closed');
+      assert.equal((await items.findOne(B, { id: 'r4' }))?.status, 'open', "the other tenant's document is untouched");
+      assert.deepEqual(await claim('second'), []);
+      assert.equal(await items.deleteMany(A, { id: { $in: list } }), 3);
+      assert.equal(await items.deleteMany(B, { id: { $in: list } }), 1);
+    });
+
     test('bulkWrite applies independent compare-and-sets, upserts and deletes in one call, scoped, and reports unique-key refusals by index', async () => {
       await items.insertMany(A, [
         { id: 'w1', tenantId: '', name: 'w1', n: 1, status: 'open' },

@@ -163,9 +163,10 @@ export class RelaySends {
   /**
    * Claims the hand-over's messages still queued, in one write (`queued →
    * processing`, one more attempt, marked with a claim unique to this
-   * delivery), then reads back what this claim got: two round trips for the
-   * whole hand-over, one for a hand-over of one message (claimed and read in
-   * one command, MongoDB's `findOneAndUpdate`). Returned in queue order. A
+   * delivery) that answers what this claim got: on MongoDB two round trips
+   * for the whole hand-over (the write, then a read of the claim), one for a
+   * hand-over of one message (`findOneAndUpdate`); on the embedded store no
+   * read at all. Returned in queue order. A
    * redelivered hand-over makes a new claim, which finds its messages no
    * longer queued: nothing is sent twice.
    */
@@ -187,9 +188,11 @@ export class RelaySends {
       const one = await messages.updateOne(scope, { id: ids[0], status: 'queued' }, update);
       got = one ? [one] : [];
     } else {
-      const claimed = await messages.updateMany(scope, { id: { $in: ids }, status: 'queued' }, update);
-      if (claimed === 0) return [];
-      const byId = new Map((await messages.find(scope, { id: { $in: ids }, claim })).map((d) => [d.id, d]));
+      const claimed = await messages.updateManyReturning(scope, { id: { $in: ids }, status: 'queued' }, update, {
+        id: { $in: ids },
+        claim,
+      });
+      const byId = new Map(claimed.map((d) => [d.id, d]));
       got = ids.flatMap((id) => byId.get(id) ?? []);
     }
     for (const d of got) observeHop('handed_to_relay', d.createdAt, now);
