@@ -10,7 +10,13 @@ import { quote, text, type SqlValue } from './sql-filter.ts';
 import { EmbeddedCollection } from './embedded-collection.ts';
 import { createTable, encode, type Connection, type Statement } from './embedded-schema.ts';
 import type { CountCacheOptions } from './count-cache.ts';
-import { countedCommand, countFolded, everyCollection } from './operation-count.ts';
+import {
+  countedCommand,
+  countFolded,
+  countFoldedAtBound,
+  everyCollection,
+  type FoldedFrames,
+} from './operation-count.ts';
 import { countedExec, countedStatement } from './store-work.ts';
 import { WalCheckpointer } from './wal-checkpointer.ts';
 import { WalIndex } from './wal-index.mjs';
@@ -48,6 +54,9 @@ const maxStatements = 500;
 /** Pages (4 KiB) of write-ahead log between two checkpoints (the worker's). */
 const checkpointPages = 4_096;
 const pageBytes = 4_096;
+/** Bytes of the log's header, and of each of its frames (a page and its header): https://www.sqlite.org/walformat.html. */
+const walHeaderBytes = 32;
+const walFrameBytes = pageBytes + 24;
 /**
  * How long a statement waits for a lock another connection holds: only the
  * checkpoint worker's connection ever holds one, for the length of a
@@ -110,8 +119,8 @@ export class EmbeddedStore implements Store, Connection {
   private readonly onWalCheckpoint: (report: WalCheckpointReport) => void;
   /** Transactions SQLite rolled back: what a collection kept in memory about their writes is stale. */
   rollbacks = 0;
-  /** Frames of the log folded back into the file, by the worker and by this thread (the tail of each of the worker's rounds): the worker should do nearly all. */
-  readonly walFolded = { worker: 0, eventLoop: 0 };
+  /** Frames of the log folded back into the file, by the worker and by this thread (the tail of each of the worker's rounds, or the whole log past its bound): the worker should do nearly all. */
+  readonly walFolded: FoldedFrames = { worker: 0, eventLoop: 0, bound: 0 };
   readonly countCache: CountCacheOptions;
   private readonly dataDir: string;
 
@@ -333,8 +342,9 @@ export class EmbeddedStore implements Store, Connection {
       return;
     }
     if (walBytes <= this.walMaxBytes) return;
+    const unfolded = Math.max(0, (walBytes - walHeaderBytes) / walFrameBytes - this.walIndex.backfilled());
     const reason = this.checkpointBeside();
-    if (reason === null) return;
+    if (reason === null) return countFoldedAtBound(this.walFolded, unfolded);
     for (const stmt of this.statements.values()) {
       try {
         if (stmt.reader) stmt.get();

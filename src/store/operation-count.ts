@@ -88,15 +88,29 @@ const walFrames = singleton(
   () =>
     new Counter({
       name: 'relaybox_store_wal_frames_checkpointed_total',
-      help: "Pages of the embedded store's write-ahead log folded back into its file, by who did it: the checkpoint worker, or the event loop (the few committed during the worker's round)",
+      help: "Pages of the embedded store's write-ahead log folded back into its file, by who did it: the checkpoint worker, the event loop (those committed during the worker's round), or the event loop at once because the log passed STORE_WAL_MAX_MB (bound)",
       labelNames: ['by'],
     }),
 );
 
+/** What the embedded store's checkpoints folded back, in frames (pages), by who did it. */
+export interface FoldedFrames {
+  worker: number;
+  eventLoop: number;
+  /** At once on the event loop, the log having passed its bound: the worker did not keep it near its checkpoint size. */
+  bound: number;
+}
+
 /** Counts one round of the embedded store's checkpoint: frames folded back by the worker, then by the event loop. */
-export function countFolded(totals: { worker: number; eventLoop: number }, worker: number, eventLoop: number): void {
+export function countFolded(totals: FoldedFrames, worker: number, eventLoop: number): void {
   totals.worker += worker;
   totals.eventLoop += eventLoop;
   walFrames.labels('worker').inc(worker);
   walFrames.labels('event_loop').inc(eventLoop);
+}
+
+/** Counts the frames a checkpoint forced by the log's bound folded back. */
+export function countFoldedAtBound(totals: FoldedFrames, frames: number): void {
+  totals.bound += frames;
+  walFrames.labels('bound').inc(frames);
 }
