@@ -19,16 +19,10 @@ import {
   type Update,
   type WriteOp,
 } from './collection.ts';
-import {
-  duplicateKeyAnswer,
-  fromMongo,
-  isDuplicateKey,
-  toMongoDoc,
-  toMongoFilter,
-  translateError,
-} from './mongo-documents.ts';
+import { duplicateKeyAnswer, fromMongo, toMongoDoc, toMongoFilter, translateError } from './mongo-documents.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
-import { applyUpdate, compareBySort, equalityFields, getPath } from './query.ts';
+import { compareBySort, getPath } from './query.ts';
+import { bulkWriteStatementEach } from './mongo-statement-each.ts';
 import { withTransientRetry } from './transient-errors.ts';
 
 const cursorNotFound = 43;
@@ -400,7 +394,10 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
    * race) is reported by index; the other statements stand.
    */
   bulkWrite(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
-    if (this.server.writesOneStatementEach) return this.guard(() => this.statementEach(scope, ops));
+    if (this.server.writesOneStatementEach)
+      return this.guard(() =>
+        bulkWriteStatementEach(this.col, (command) => this.sent('bulkWrite', command), scope, ops, idReadsInFlight),
+      );
     if (ops.length === 0) return Promise.resolve({ matched: 0, upserted: 0, deleted: 0, conflicts: [] });
     const mongoOps: AnyBulkWriteOperation[] = ops.map((op) =>
       'deleteOne' in op
@@ -428,54 +425,5 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
         return { matched: r.matchedCount, upserted: r.upsertedCount, deleted: r.deletedCount, conflicts };
       }
     });
-  }
-
-  /**
-   * A bulk write on FerretDB 1.x, which holds a PostgreSQL connection per
-   * statement of a write command until the command ends (three concurrent
-   * 30-statement updates take a 90-connection pool and then wait for good)
-   * and loses one for every upsert that conflicts. So each operation is its
-   * own single-statement command, a few side by side, and an upsert is never
-   * sent: an update, and when it matches nothing an insert of the document the
-   * upsert would have made, and when that conflicts (another writer inserted
-   * it first) the update again. One round trip per operation, as separate
-   * writes were; MongoDB never takes this path.
-   */
-  private async statementEach(scope: Scope, ops: WriteOp[]): Promise<BulkWriteResult> {
-    const total: BulkWriteResult = { matched: 0, upserted: 0, deleted: 0, conflicts: [] };
-    const one = async (op: WriteOp, i: number): Promise<void> => {
-      if ('deleteOne' in op) {
-        // Awaited before the sum is read: `total.deleted += await …` would read it before the wait, and the
-        // deletes side by side would each write back their own count over the others'.
-        const { deletedCount } = await this.sent('bulkWrite', () =>
-          this.col.deleteOne(toMongoFilter(scopedFilter(scope, op.deleteOne.filter))),
-        );
-        total.deleted += deletedCount;
-        return;
-      }
-      const filter = toMongoFilter(scopedFilter(scope, op.updateOne.filter));
-      const update = op.updateOne.update as Document;
-      const updated = async () =>
-        (await this.sent('bulkWrite', () => this.col.updateOne(filter, update))).matchedCount === 1;
-      if (await updated()) {
-        total.matched++;
-        return;
-      }
-      if (!op.updateOne.upsert) return;
-      const doc = scopedDoc(scope, equalityFields(op.updateOne.filter) as Doc);
-      applyUpdate(doc, op.updateOne.update, true);
-      try {
-        await this.sent('bulkWrite', () => this.col.insertOne(toMongoDoc(doc)));
-        total.upserted++;
-      } catch (err) {
-        if (!isDuplicateKey(err)) throw err;
-        if (await updated()) total.matched++;
-        else total.conflicts.push(i);
-      }
-    };
-    for (let i = 0; i < ops.length; i += idReadsInFlight)
-      await Promise.all(ops.slice(i, i + idReadsInFlight).map((op, j) => one(op, i + j)));
-    total.conflicts.sort((a, b) => a - b);
-    return total;
   }
 }
