@@ -129,8 +129,7 @@ test('a hand-over of three sends arms one timer for the three before its frames,
   const order: string[] = [];
   const db = {
     messages: {
-      updateMany: async () => docs.length,
-      find: async () => docs.map((d) => ({ ...d, claim: 'c' })),
+      updateManyReturning: async () => docs.map((d) => ({ ...d, claim: 'c' })),
     },
   } as unknown as MessagingCollections;
   const link = {
