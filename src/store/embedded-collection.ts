@@ -260,15 +260,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
   }
 
   async updateMany(scope: Scope, filter: Filter, update: Update): Promise<number> {
-    const targets = this.select('updateMany', scope, filter);
-    await this.settle('updateMany', () => {
-      for (const { rid, doc } of targets) {
-        const before = this.schema.keys(doc);
-        const was = this.cache.kept().holding(doc);
-        this.replaceRow(rid, before, was, updated(scope, doc, update));
-      }
-    });
-    return targets.length;
+    return (await this.updateManyReturning(scope, filter, update)).length;
   }
 
   /** The documents as written: nothing is read back. */

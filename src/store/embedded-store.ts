@@ -54,9 +54,6 @@ const maxStatements = 500;
 /** Pages (4 KiB) of write-ahead log between two checkpoints (the worker's). */
 const checkpointPages = 4_096;
 const pageBytes = 4_096;
-/** Bytes of the log's header, and of each of its frames (a page and its header): https://www.sqlite.org/walformat.html. */
-const walHeaderBytes = 32;
-const walFrameBytes = pageBytes + 24;
 /**
  * How long a statement waits for a lock another connection holds: only the
  * checkpoint worker's connection ever holds one, for the length of a
@@ -342,7 +339,7 @@ export class EmbeddedStore implements Store, Connection {
       return;
     }
     if (walBytes <= this.walMaxBytes) return;
-    const unfolded = Math.max(0, (walBytes - walHeaderBytes) / walFrameBytes - this.walIndex.backfilled());
+    const unfolded = Math.max(0, this.walIndex.frames() - this.walIndex.backfilled());
     const reason = this.checkpointBeside();
     if (reason === null) return countFoldedAtBound(this.walFolded, unfolded);
     for (const stmt of this.statements.values()) {

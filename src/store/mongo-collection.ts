@@ -329,23 +329,14 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
   async updateManyReturning(scope: Scope, filter: Filter, update: Update, changed: Filter): Promise<T[]> {
     const scoped = scopedFilter(scope, filter);
     const ids = this.oneByOne(scoped);
-    if (ids)
-      return this.guard(async () => {
-        const written: T[] = [];
-        for (let i = 0; i < ids.length; i += idReadsInFlight) {
-          const docs = await Promise.all(
-            ids.slice(i, i + idReadsInFlight).map((id) =>
-              this.sent('updateMany', () =>
-                this.col.findOneAndUpdate(toMongoFilter({ ...scoped, id }), update as Document, {
-                  returnDocument: 'after',
-                }),
-              ),
-            ),
-          );
-          for (const doc of docs) if (doc) written.push(fromMongo<T>(doc)!);
-        }
-        return written;
-      });
+    if (ids) {
+      const docs = await this.eachIdAnswer(ids, (id) =>
+        this.sent('updateMany', () =>
+          this.col.findOneAndUpdate(toMongoFilter({ ...scoped, id }), update as Document, { returnDocument: 'after' }),
+        ),
+      );
+      return docs.flatMap((doc) => (doc ? [fromMongo<T>(doc)!] : []));
+    }
     const modified = await this.guard(
       async () =>
         (await this.sent('updateMany', () => this.col.updateMany(toMongoFilter(scoped), update as Document)))
@@ -354,14 +345,18 @@ export class MongoCollection<T extends Doc> implements Collection<T> {
     return modified === 0 ? [] : this.find(scope, changed);
   }
 
-  /** An id list's write on FerretDB 1.x: one single-id command per id (each finds its document by `_id`), a few side by side. */
-  private eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
+  /** An id list's write on FerretDB 1.x: one single-id command per id (each finds its document by `_id`), a few side by side; answers how many each wrote, summed. */
+  private async eachId(ids: string[], write: (id: string) => Promise<number>): Promise<number> {
+    return (await this.eachIdAnswer(ids, write)).reduce((sum, n) => sum + n, 0);
+  }
+
+  /** `eachId`, answering what each id's command answered, in the list's order. */
+  private eachIdAnswer<R>(ids: string[], write: (id: string) => Promise<R>): Promise<R[]> {
     return this.guard(async () => {
-      let written = 0;
-      for (let i = 0; i < ids.length; i += idReadsInFlight) {
-        for (const n of await Promise.all(ids.slice(i, i + idReadsInFlight).map(write))) written += n;
-      }
-      return written;
+      const answers: R[] = [];
+      for (let i = 0; i < ids.length; i += idReadsInFlight)
+        answers.push(...(await Promise.all(ids.slice(i, i + idReadsInFlight).map(write))));
+      return answers;
     });
   }
 

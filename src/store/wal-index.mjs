@@ -30,18 +30,30 @@ export class WalIndex {
 
   /** Bytes of log not yet started over: header and frames up to the last valid one. */
   bytes() {
+    const held = this.held();
+    if (held) return held.frames === 0 ? 0 : walHeaderBytes + held.frames * (held.page + frameHeaderBytes);
+    return statSync(this.wal, { throwIfNoEntry: false })?.size ?? 0;
+  }
+
+  /** Frames of log not yet started over (`mxFrame`); 0 when unknown. */
+  frames() {
+    return this.held()?.frames ?? 0;
+  }
+
+  /** The index header's page size and last valid frame; undefined before the index exists or should it not read as one. */
+  held() {
     try {
       this.fd ??= openSync(this.shm, 'r');
       if (readSync(this.fd, this.header, 0, 20, 0) === 20 && this.header[12] === 1) {
         const pageField = little ? this.header.readUInt16LE(14) : this.header.readUInt16BE(14);
         const page = pageField === 1 ? 65_536 : pageField;
         const frames = little ? this.header.readUInt32LE(16) : this.header.readUInt32BE(16);
-        if (page >= 512) return frames === 0 ? 0 : walHeaderBytes + frames * (page + frameHeaderBytes);
+        if (page >= 512) return { page, frames };
       }
     } catch {
-      // no index yet: the file's size below
+      // no index yet
     }
-    return statSync(this.wal, { throwIfNoEntry: false })?.size ?? 0;
+    return undefined;
   }
 
   /** Frames of the log folded back into the database so far (`nBackfill`, the u32 at byte 96 of the index, after both copies of its header); 0 when unknown. */

@@ -232,13 +232,18 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.equal(await items.deleteMany(A, { id: { $in: ['u1', 'u2'] } }), 2);
     });
 
-    test("an id list reads, updates and deletes only the tenant's documents that also match the rest of the filter", async () => {
+    /** `${p}1` to `${p}3` in organization A (two open, one closed), `${p}4` open in B. */
+    const idListItems = async (p: string) => {
       await items.insertMany(A, [
-        { id: 'l1', tenantId: '', name: 'c', n: 3, status: 'open' },
-        { id: 'l2', tenantId: '', name: 'a', n: 1, status: 'open' },
-        { id: 'l3', tenantId: '', name: 'b', n: 2, status: 'closed' },
+        { id: `${p}1`, tenantId: '', name: 'c', n: 3, status: 'open' },
+        { id: `${p}2`, tenantId: '', name: 'a', n: 1, status: 'open' },
+        { id: `${p}3`, tenantId: '', name: 'b', n: 2, status: 'closed' },
       ]);
-      await items.insertOne(B, { id: 'l4', tenantId: '', name: 'd', n: 0, status: 'open' });
+      await items.insertOne(B, { id: `${p}4`, tenantId: '', name: 'd', n: 0, status: 'open' });
+    };
+
+    test("an id list reads, updates and deletes only the tenant's documents that also match the rest of the filter", async () => {
+      await idListItems('l');
       const list = ['l1', 'l2', 'l3', 'l4', 'l1', 'missing'];
       const names = async (filter: Parameters<typeof items.find>[1], opts?: Parameters<typeof items.find>[2]) =>
         (await items.find(A, filter, opts)).map((d) => d.name);
@@ -261,12 +266,7 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
     });
 
     test('updateManyReturning updates every match in the tenant and answers each as written; a second claim gets nothing', async () => {
-      await items.insertMany(A, [
-        { id: 'r1', tenantId: '', name: 'r1', n: 1, status: 'open' },
-        { id: 'r2', tenantId: '', name: 'r2', n: 2, status: 'open' },
-        { id: 'r3', tenantId: '', name: 'r3', n: 3, status: 'closed' },
-      ]);
-      await items.insertOne(B, { id: 'r4', tenantId: '', name: 'r4', n: 4, status: 'open' });
+      await idListItems('r');
       const list = ['r1', 'r2', 'r3', 'r4', 'r5'];
       const claim = (mark: string) =>
         items.updateManyReturning(
@@ -279,8 +279,8 @@ export function storeContract(name: string, open: () => Promise<{ store: Store; 
       assert.deepEqual(
         got.map((d) => [d.id, d.tenantId, d.status, d.n, d.meta?.color, d.name]),
         [
-          ['r1', 'org_a', 'claimed', 11, 'first', 'r1'],
-          ['r2', 'org_a', 'claimed', 12, 'first', 'r2'],
+          ['r1', 'org_a', 'claimed', 13, 'first', 'c'],
+          ['r2', 'org_a', 'claimed', 11, 'first', 'a'],
         ],
       );
       assert.equal((await items.findOne(A, { id: 'r1' }))?.status, 'claimed', 'stored as answered');
