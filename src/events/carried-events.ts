@@ -2,7 +2,8 @@ import type { IndexSpec, Store } from '../store/collection.ts';
 import { decode, type Row } from '../store/embedded-schema.ts';
 import { EmbeddedStore } from '../store/embedded-store.ts';
 import { quote, text, type SqlValue } from '../store/sql-filter.ts';
-import { queuedEvent, type DomainEvent, type QueuedSubject } from './event-stream.ts';
+import { copyTrace } from '../tracing/trace-context.ts';
+import { changeEventId, queuedEvent, type DomainEvent, type EventName, type QueuedSubject } from './event-stream.ts';
 import type { EventDoc } from './stored-events.ts';
 
 /**
@@ -13,21 +14,124 @@ import type { EventDoc } from './stored-events.ts';
  */
 export const queuedSeqField = 'queuedSeq';
 
-/** A message as its row carries its message.queued event. */
-export type CarrierDoc = QueuedSubject & { queuedSeq?: number };
+/** The field of a message's row that holds the position of the newest status event it carries (the stream's load finds them by it). */
+export const statusSeqField = 'statusSeq';
 
-/** The indexes the carried events are read by: the stream's order, and each organization's history in that order. */
+/**
+ * How many status events a message's row carries, each in a field of its
+ * own (`ev1` … `ev4`, in order), so that each is an index entry of its
+ * own: a message's checkpoint (handed to its relay), sent, delivered and
+ * read. A change whose events do not fit appends them as event rows.
+ */
+type Slot = 'ev1' | 'ev2' | 'ev3' | 'ev4';
+const slots: Slot[] = ['ev1', 'ev2', 'ev3', 'ev4'];
+
+/**
+ * A status event a message's row carries: its position, name, time and
+ * what its `data` adds to the message's own fields (its status, and a
+ * delivery's time or a checkpoint's hop); its id only where it is not the
+ * one `changeEventId` gives for the message. The rest is the message's.
+ */
+export interface CarriedEntry {
+  q: number;
+  e: EventName;
+  t: string;
+  d: Record<string, unknown>;
+  i?: string;
+}
+
+/** A message as its row carries its message.queued event, and its status events (`ev1` … `ev4`, the newest at `statusSeq`). */
+export type CarrierDoc = QueuedSubject & { queuedSeq?: number; statusSeq?: number } & Partial<
+    Record<Slot, CarriedEntry>
+  >;
+
+/** The indexes the carried events are read by: the stream's order, and each organization's history in that order, of every type and of one. */
 const carrierIndexes: IndexSpec[] = [
   { keys: { [queuedSeqField]: 1 }, sparse: true },
   // The time last, so a count of the history within its retention reads the index alone.
   { keys: { tenantId: 1, [queuedSeqField]: 1, createdAt: 1 }, sparse: true },
+  { keys: { [statusSeqField]: 1 }, sparse: true },
+  ...slots.flatMap((slot): IndexSpec[] => [
+    { keys: { tenantId: 1, [`${slot}.q`]: 1, [`${slot}.t`]: 1 }, sparse: true },
+    { keys: { tenantId: 1, [`${slot}.e`]: 1, [`${slot}.q`]: 1, [`${slot}.t`]: 1 }, sparse: true },
+  ]),
 ];
 
-/** A stored event's row, or a message's row carrying its message.queued. */
+/** The message fields a message event's `data` copies, first and in this order (`messageEventData`), with `status` between `body` and `conversationId`. */
+const copied = ['id', 'to', 'from', 'body', 'status', 'conversationId'] as const;
+
+/** `event` of the message `messageId` as its row carries it at `seq`; undefined when its `data` is not the message's fields. */
+function carriedEntry(event: DomainEvent, seq: number, messageId: string): CarriedEntry | undefined {
+  const keys = Object.keys(event.data);
+  if (event.data.id !== messageId || !copied.every((k, i) => keys[i] === k)) return undefined;
+  const { id: _id, to: _to, from: _from, body: _body, conversationId: _conversation, ...own } = event.data;
+  const entry: CarriedEntry = { q: seq, e: event.event, t: event.timestamp, d: own };
+  if (event.id !== changeEventId(event.event, subjectOf(event.event, messageId, own))) entry.i = event.id;
+  return entry;
+}
+
+/**
+ * The `$set` that has the row of `message` (as read) carry `events` from
+ * position `first` on, in its next free slots; undefined when they do not
+ * fit or are not the message's (they are appended as event rows).
+ */
+export function carriedSet(
+  message: { id: string; [field: string]: unknown },
+  events: DomainEvent[],
+  first: number,
+): Record<string, unknown> | undefined {
+  const used = slots.findIndex((slot) => message[slot] === undefined || message[slot] === null);
+  if (used < 0 || used + events.length > slots.length) return undefined;
+  const set: Record<string, unknown> = {};
+  for (const [k, event] of events.entries()) {
+    const entry = carriedEntry(event, first + k, message.id);
+    if (!entry) return undefined;
+    set[slots[used + k]!] = entry;
+  }
+  set[statusSeqField] = first + events.length - 1;
+  return set;
+}
+
+/** What a carried event's id is derived from (`changeEventId`): its message, and a checkpoint's attempt and hop (status-fold.ts). */
+function subjectOf(event: EventName, messageId: string, own: Record<string, unknown>): string {
+  return event === 'message.checkpoint' ? `${messageId}:${String(own.attempt)}:${String(own.hop)}` : messageId;
+}
+
+/** The status event `entry` of message `m`, as it was appended. */
+function statusEvent(m: CarrierDoc, entry: CarriedEntry): DomainEvent {
+  const { status, ...after } = entry.d;
+  const data = { id: m.id, to: m.to, from: m.from, body: m.body, status, conversationId: m.conversationId, ...after };
+  return copyTrace<DomainEvent>(
+    {
+      id: entry.i ?? changeEventId(entry.e, subjectOf(entry.e, m.id, entry.d)),
+      event: entry.e,
+      timestamp: entry.t,
+      tenantId: m.tenantId,
+      teamId: m.teamId ?? null,
+      data,
+    },
+    m,
+  );
+}
+
+/** The status event of `m` at position `seq`, if its row carries one there. */
+function carriedAt(m: CarrierDoc, seq: number): DomainEvent | undefined {
+  const entry = slots.map((slot) => m[slot]).find((e) => e?.q === seq);
+  return entry ? statusEvent(m, entry) : undefined;
+}
+
+/** A carried event's key among the stream's ids: its message's id, and for a status event its position after `@`. */
+export function carriedKey(messageId: string, seq?: number): string {
+  return seq === undefined ? messageId : `${messageId}@${seq}`;
+}
+
+/** A stored event's row, or a message's row carrying its message.queued or one of its status events. */
 export type StreamRow =
   { carried: false; seq: number; doc: EventDoc } | { carried: true; seq: number; event: DomainEvent };
 
 const seq = `"f:${queuedSeqField}"`;
+const statusSeq = `"f:${statusSeqField}"`;
+const column = (path: string) => quote(`f:${path}`);
 
 /**
  * Reads of the carried events: SQL on the messages' and `events` tables of
@@ -52,39 +156,63 @@ export class CarriedEvents {
 
   /** The highest position a message carries, or 0. */
   newest(): number {
-    const row = this.store.first(`SELECT max(${seq}) AS seq FROM ${this.messages} WHERE ${seq} IS NOT NULL`) as {
-      seq: number | null;
-    } | null;
+    const row = this.store.first(
+      `SELECT max(coalesce((SELECT max(${seq}) FROM ${this.messages} WHERE ${seq} IS NOT NULL), 0), coalesce((SELECT max(${statusSeq}) FROM ${this.messages} WHERE ${statusSeq} IS NOT NULL), 0)) AS seq`,
+    ) as { seq: number | null } | null;
     return row?.seq ?? 0;
   }
 
-  /** Positions and message ids of the carried events after `from`, in order. */
+  /** Positions and keys (`carriedKey`) of the carried events after `from`, in order. */
   after(from: number): Array<{ seq: number; id: string }> {
-    return this.store
+    const queued = this.store
       .statement(`SELECT ${seq} AS seq, id FROM ${this.messages} WHERE ${seq} > ? ORDER BY ${seq}`)
       .all([from]) as Array<{ seq: number; id: string }>;
+    const status = this.store
+      .statement(
+        `SELECT id, ${slots.map((slot, k) => `${column(`${slot}.q`)} AS q${k}`).join(', ')} FROM ${this.messages} WHERE ${statusSeq} > ?`,
+      )
+      .all([from]) as Array<{ id: string } & Record<string, number | null>>;
+    if (status.length === 0) return queued;
+    const carried = status.flatMap((row) =>
+      slots.flatMap((_, k) => {
+        const at = row[`q${k}`];
+        return at !== null && at !== undefined && at > from ? [{ seq: at, id: carriedKey(row.id, at) }] : [];
+      }),
+    );
+    return [...queued, ...carried].sort((a, b) => a.seq - b.seq);
   }
 
-  /** The carried events of these messages, by message id, with their positions. */
-  byMessage(ids: string[]): Map<string, { seq: number; event: DomainEvent }> {
-    const found = new Map<string, { seq: number; event: DomainEvent }>();
-    if (ids.length === 0) return found;
+  /** The carried events named by keys (`carriedKey`), with their positions; one no longer stored is left out. */
+  byKey(keys: string[]): Array<{ seq: number; event: DomainEvent }> {
+    const wanted = keys.map((key) => {
+      const at = key.lastIndexOf('@');
+      return at < 0 ? { id: key, seq: undefined } : { id: key.slice(0, at), seq: Number(key.slice(at + 1)) };
+    });
+    const ids = [...new Set(wanted.map((w) => w.id))];
+    if (ids.length === 0) return [];
     const rows = this.store
-      .statement(
-        `SELECT id, tenant, doc, ${seq} AS seq FROM ${this.messages} WHERE id IN (${ids.map(() => '?').join(', ')}) AND ${seq} IS NOT NULL`,
-      )
-      .all(ids.map(text)) as Array<Row & { seq: number }>;
-    for (const row of rows) {
-      const message = decode<CarrierDoc>(row.doc, row.id, row.tenant);
-      found.set(message.id, { seq: row.seq, event: queuedEvent(message) });
-    }
-    return found;
+      .statement(`SELECT id, tenant, doc FROM ${this.messages} WHERE id IN (${ids.map(() => '?').join(', ')})`)
+      .all(ids.map(text)) as Row[];
+    const messages = new Map(
+      rows.map((row) => {
+        const m = decode<CarrierDoc>(row.doc, row.id, row.tenant);
+        return [m.id, m];
+      }),
+    );
+    return wanted.flatMap(({ id, seq: at }) => {
+      const m = messages.get(id);
+      if (!m) return [];
+      if (at === undefined) return m.queuedSeq === undefined ? [] : [{ seq: m.queuedSeq, event: queuedEvent(m) }];
+      const event = carriedAt(m, at);
+      return event ? [{ seq: at, event }] : [];
+    });
   }
 
   /**
    * One page of an organization's history, newest first (with `after`,
    * oldest first after it): its event rows and the messages carrying their
-   * message.queued, merged by position; and how many there are in all.
+   * message.queued and status events, merged by position; and how many
+   * there are in all.
    */
   history(q: {
     tenantId: string;
@@ -97,7 +225,8 @@ export class CarriedEvents {
   }): { rows: StreamRow[]; total: number } {
     const tenant = text(q.tenantId);
     const after = q.after ?? 0;
-    // Events of every type are rows, message.queued too (a bulk job's, and those written before messages carried theirs).
+    // Events of every type are rows, message.queued too (a bulk job's, and those written before messages carried theirs);
+    // a message's status events are carried by its row, each in a slot of its own (one index search each).
     const arms: Array<{ sql: string; params: SqlValue[] }> = [
       {
         sql: `SELECT rid, id, tenant, doc, "f:seq" AS seq, 0 AS carried FROM events WHERE "f:event.tenantId" = ?${q.type ? ' AND "f:event.event" = ?' : ''} AND "f:seq" > ? AND json_extract(CAST(doc AS TEXT), '$.event.timestamp') >= ?`,
@@ -109,12 +238,18 @@ export class CarriedEvents {
         sql: `SELECT rid, id, tenant, doc, ${seq} AS seq, 1 AS carried FROM ${this.messages} WHERE tenant = ? AND ${seq} > ? AND "f:createdAt" >= ?`,
         params: [tenant, after, text(q.since)],
       });
+    if (!q.type || (q.type.startsWith('message.') && q.type !== 'message.queued'))
+      for (const [k, slot] of slots.entries())
+        arms.push({
+          sql: `SELECT rid, id, tenant, doc, ${column(`${slot}.q`)} AS seq, ${k + 2} AS carried FROM ${this.messages} WHERE tenant = ?${q.type ? ` AND ${column(`${slot}.e`)} = ?` : ''} AND ${column(`${slot}.q`)} > ? AND ${column(`${slot}.t`)} >= ?`,
+          params: [tenant, ...(q.type ? [text(q.type)] : []), after, text(q.since)],
+        });
     const params = arms.flatMap((a) => a.params);
     const rows = this.store
       .statement(
         `${arms.map((a) => a.sql).join(' UNION ALL ')} ORDER BY seq ${q.descending ? 'DESC' : 'ASC'} LIMIT ? OFFSET ?`,
       )
-      .all([...params, q.limit, q.skip]) as Array<Row & { seq: number; carried: 0 | 1 }>;
+      .all([...params, q.limit, q.skip]) as Array<Row & { seq: number; carried: number }>;
     const counted = this.store.first(
       `SELECT ${arms.map((a) => `(SELECT count(*) FROM (${a.sql}))`).join(' + ')} AS n`,
       params,
@@ -123,6 +258,10 @@ export class CarriedEvents {
       rows: rows.map((row): StreamRow => {
         if (row.carried === 1)
           return { carried: true, seq: row.seq, event: queuedEvent(decode<CarrierDoc>(row.doc, row.id, row.tenant)) };
+        if (row.carried > 1) {
+          const event = carriedAt(decode<CarrierDoc>(row.doc, row.id, row.tenant), row.seq)!;
+          return { carried: true, seq: row.seq, event };
+        }
         return { carried: false, seq: row.seq, doc: decode<EventDoc>(row.doc, row.id, row.tenant) };
       }),
       total: counted.n,

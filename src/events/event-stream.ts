@@ -87,6 +87,18 @@ export interface EventStream {
     docs: T[],
     insert: (docs: T[]) => Promise<void>,
   ) => Promise<void>;
+  /**
+   * Present where a message's row can carry the events of its status
+   * changes too (the embedded store): given, for each change of a bulk
+   * write, the message as read and the change's events (undefined: not a
+   * message's status change), it hands out the events' positions and
+   * answers each change's `$set` (undefined where the events are not the
+   * message's: those are appended with `appendWithWrite`). In the same
+   * synchronous run as the write; `written` once it settles.
+   */
+  carryChanges?: (
+    changes: Array<{ subject: { id: string; [field: string]: unknown }; events: DomainEvent[] } | undefined>,
+  ) => CarriedWrite;
   /** Settles once `appendWithWrite` can be called. */
   ready?(): Promise<void>;
   /**
@@ -108,6 +120,14 @@ export interface EventStream {
   ack(group: string, positions: string[]): Promise<void>;
   /** Each consumer group's events appended and not yet acknowledged, and how long ago the oldest of them was appended. */
   lag(): Promise<GroupLag[]>;
+}
+
+/** A bulk write's status changes as the messages' rows carry their events (`EventStream.carryChanges`). */
+export interface CarriedWrite {
+  /** Each change's `$set` of the carried events, or undefined where its events are appended as rows. */
+  sets: Array<Record<string, unknown> | undefined>;
+  /** Called once the write has settled: which changes applied, or undefined when it failed. */
+  written(applied: boolean[] | undefined): void;
 }
 
 export interface GroupLag {

@@ -110,7 +110,14 @@ export class Outbox {
   async changeMany<T extends Doc & OutboxFields>(
     collection: Collection<T>,
     scope: Scope,
-    changes: Array<{ filter: Filter; update: Update; events: DomainEvent[]; exclusive: boolean }>,
+    changes: Array<{
+      filter: Filter;
+      update: Update;
+      events: DomainEvent[];
+      exclusive: boolean;
+      /** The message as read, when the change is its status change: where the stream lets it, its row carries the events. */
+      carrier?: { id: string; [field: string]: unknown };
+    }>,
     alongside: (applied: boolean[]) => Promise<void> = async () => undefined,
   ): Promise<boolean[]> {
     if (changes.length === 0) return [];
@@ -120,18 +127,31 @@ export class Outbox {
       await this.stream.ready?.();
       const events: DomainEvent[] = [];
       const applied = changes.map(() => false);
+      // Or carried by the changed row itself (one row written): positions handed out now, in this run.
+      const carried = changes.some((c) => c.carrier)
+        ? this.stream.carryChanges?.(
+            changes.map((c) => (c.carrier ? { subject: c.carrier, events: c.events } : undefined)),
+          )
+        : undefined;
       const written = collection.bulkWrite(
         scope,
-        changes.map((c, i) => ({
-          updateOne: {
-            filter: c.filter,
-            update: c.update,
-            applied: () => ((applied[i] = true), events.push(...c.events)),
-          },
-        })),
+        changes.map((c, i) => {
+          const set = carried?.sets[i];
+          return {
+            updateOne: {
+              filter: c.filter,
+              update: set ? { ...c.update, $set: { ...c.update.$set, ...set } } : c.update,
+              applied: () => ((applied[i] = true), set ? undefined : events.push(...c.events)),
+            },
+          };
+        }),
       );
       const appended = appendWithWrite(events);
-      await Promise.all([written, appended, alongside(applied)]);
+      const settled = await Promise.allSettled([written, appended, alongside(applied)]);
+      // Once the write has settled (committed or not), whatever else failed.
+      carried?.written(settled[0].status === 'fulfilled' ? applied : undefined);
+      const failed = settled.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
       return applied;
     }
     const written = changes.map((c) => {

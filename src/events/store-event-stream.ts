@@ -1,7 +1,14 @@
 import { platformScope, type Collection, type Store } from '../store/collection.ts';
-import { queuedEvent, type DomainEvent, type EventStream, type GroupLag, type ReadEvent } from './event-stream.ts';
+import {
+  queuedEvent,
+  type CarriedWrite,
+  type DomainEvent,
+  type EventStream,
+  type GroupLag,
+  type ReadEvent,
+} from './event-stream.ts';
 import { foldEventLog } from './event-log-migration.ts';
-import { CarriedEvents, type CarrierDoc } from './carried-events.ts';
+import { CarriedEvents, carriedKey, carriedSet, type CarrierDoc } from './carried-events.ts';
 import { eventCollection, loadEvents, storedEvent, type EventDoc, type Subjects } from './stored-events.ts';
 
 interface CursorDoc {
@@ -63,6 +70,7 @@ export class StoreEventStream implements EventStream {
   /** On the embedded store with a history, accepted messages' rows carry their message.queued events (`CarriedEvents`). */
   private readonly carried?: CarriedEvents;
   readonly insertQueued?: <T extends CarrierDoc>(docs: T[], insert: (docs: T[]) => Promise<void>) => Promise<void>;
+  readonly carryChanges?: EventStream['carryChanges'];
 
   /**
    * With `history`, the stored events are also each organization's history
@@ -87,6 +95,11 @@ export class StoreEventStream implements EventStream {
         this.insertQueued = (docs, insert) => {
           if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
           return this.carry(docs, insert);
+        };
+      if (this.carried)
+        this.carryChanges = (changes) => {
+          if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
+          return this.carryStatus(changes);
         };
     }
   }
@@ -188,12 +201,53 @@ export class StoreEventStream implements EventStream {
       this.rememberCarried(docs);
     } catch (err) {
       // insertMany stops at the first conflict: the messages before it are stored.
-      const stored = this.carried!.byMessage(docs.map((d) => d.id));
-      this.rememberCarried(docs.filter((d) => stored.get(d.id)?.seq === d.queuedSeq));
+      const stored = new Set(this.carried!.byKey(docs.map((d) => d.id)).map((c) => c.seq));
+      this.rememberCarried(docs.filter((d) => stored.has(d.queuedSeq!)));
       throw err;
     } finally {
       this.inFlight.splice(this.inFlight.indexOf(first), 1);
     }
+  }
+
+  /**
+   * Positions for the events of status changes that messages' rows are to
+   * carry (`carriedSet`): the `$set` of each change, undefined for one
+   * whose events are not carried (they are appended as rows). Like an
+   * append, readers stop before the positions until `written` is called
+   * once the write has settled, with which changes applied (undefined if it
+   * failed: what is stored is read back).
+   */
+  private carryStatus(changes: Parameters<NonNullable<EventStream['carryChanges']>>[0]): CarriedWrite {
+    const first = this.seq + 1;
+    const sets = changes.map((c) => {
+      const set = c && c.events.length > 0 ? carriedSet(c.subject, c.events, this.seq + 1) : undefined;
+      if (set) this.seq += c!.events.length;
+      return set;
+    });
+    if (this.seq < first) return { sets, written: () => undefined };
+    this.inFlight.push(first);
+    const written = (applied: boolean[] | undefined) => {
+      const reads: ReadEvent[] = [];
+      const keys = new Map<string, string>();
+      sets.forEach((set, i) => {
+        if (!set || (applied && !applied[i])) return;
+        const last = set.statusSeq as number;
+        const { subject, events } = changes[i]!;
+        events.forEach((event, k) => {
+          const seq = last - events.length + 1 + k;
+          reads.push({ position: String(seq), event });
+          keys.set(String(seq), carriedKey(subject.id, seq));
+        });
+      });
+      // A failed write: only what was stored (the turn's commit may have gone).
+      const stored = applied ? undefined : new Set(this.carried!.byKey([...keys.values()]).map((c) => String(c.seq)));
+      this.remember(
+        stored ? reads.filter((r) => stored.has(r.position)) : reads,
+        (r) => carriedMark + keys.get(r.position)!,
+      );
+      this.inFlight.splice(this.inFlight.indexOf(first), 1);
+    };
+    return { sets, written };
   }
 
   private rememberCarried(docs: CarrierDoc[]): void {
@@ -230,10 +284,7 @@ export class StoreEventStream implements EventStream {
         ? []
         : await this.readEvents(await this.events.find(platformScope, { id: { $in: rows } }, { sort: { seq: 1 } }));
     if (messages.length === 0) return stored;
-    const carried = [...(this.carried?.byMessage(messages).values() ?? [])].map(({ seq, event }) => ({
-      position: String(seq),
-      event,
-    }));
+    const carried = (this.carried?.byKey(messages) ?? []).map(({ seq, event }) => ({ position: String(seq), event }));
     return [...stored, ...carried].sort((a, b) => Number(a.position) - Number(b.position));
   }
 

@@ -94,6 +94,12 @@ export interface MessageDoc extends OutboxFields {
   unsentAt?: string;
   /** On the embedded store, the position of its message.queued event in the event stream, which its row carries (events/carried-events.ts). */
   queuedSeq?: number;
+  /** On the embedded store, its status events as its row carries them (`ev1` … `ev4`), the newest at `statusSeq` (events/carried-events.ts). */
+  ev1?: unknown;
+  ev2?: unknown;
+  ev3?: unknown;
+  ev4?: unknown;
+  statusSeq?: number;
   createdAt: string;
   updatedAt: string;
 }
@@ -253,6 +259,11 @@ export function publicMessage(doc: MessageDoc) {
     traceparent: _traceparent,
     tracestate: _tracestate,
     queuedSeq: _queuedSeq,
+    ev1: _ev1,
+    ev2: _ev2,
+    ev3: _ev3,
+    ev4: _ev4,
+    statusSeq: _statusSeq,
     viaSms: _viaSms,
     smsFallbackAt: _smsFallbackAt,
     reactions,

@@ -106,7 +106,13 @@ export class StatusWriter {
     const applied = await this.deps.outbox.changeMany(
       this.deps.db.messages,
       tenantScope(tenantId),
-      changes.map((c) => ({ filter: c.filter, update: { $set: c.set }, events: c.events, exclusive: c.exclusive })),
+      changes.map((c) => ({
+        filter: c.filter,
+        update: { $set: c.set },
+        events: c.events,
+        exclusive: c.exclusive,
+        carrier: read.get(String(c.filter.id)),
+      })),
       count,
     );
     const now = Date.now();
