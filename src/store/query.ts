@@ -142,10 +142,14 @@ export function matches(doc: Record<string, unknown>, filter: Filter): boolean {
   return true;
 }
 
+/** A value the update sets, as the document keeps it: an object or array copied (the caller keeps its own), anything else as it is. */
+function copied<V>(value: V): V {
+  return typeof value === 'object' && value !== null ? structuredClone(value) : value;
+}
+
 export function applyUpdate(doc: Record<string, unknown>, update: Update, inserting: boolean): void {
-  for (const [path, v] of Object.entries(update.$set ?? {})) setPath(doc, path, structuredClone(v));
-  if (inserting)
-    for (const [path, v] of Object.entries(update.$setOnInsert ?? {})) setPath(doc, path, structuredClone(v));
+  for (const [path, v] of Object.entries(update.$set ?? {})) setPath(doc, path, copied(v));
+  if (inserting) for (const [path, v] of Object.entries(update.$setOnInsert ?? {})) setPath(doc, path, copied(v));
   for (const path of Object.keys(update.$unset ?? {})) unsetPath(doc, path);
   for (const [path, by] of Object.entries(update.$inc ?? {}))
     setPath(doc, path, (Number(getPath(doc, path)) || 0) + Number(by));
