@@ -27,18 +27,28 @@ type Slot = 'ev1' | 'ev2' | 'ev3' | 'ev4';
 const slots: Slot[] = ['ev1', 'ev2', 'ev3', 'ev4'];
 
 /**
- * A status event a message's row carries: its position, name, time and
- * what its `data` adds to the message's own fields (its status, and a
- * delivery's time or a checkpoint's hop); its id only where it is not the
- * one `changeEventId` gives for the message. The rest is the message's.
+ * A status event a message's row carries: its position, its name without
+ * `message.`, its time and what its `data` adds to the message's own fields
+ * (a delivery's time, a checkpoint's hop; its status only where it is not
+ * the one of its name, `ownStatus`); its id only where it is not the one
+ * `changeEventId` gives for the message. The rest is the message's.
  */
 export interface CarriedEntry {
   q: number;
-  e: EventName;
+  e: string;
   t: string;
-  d: Record<string, unknown>;
+  d?: Record<string, unknown>;
   i?: string;
 }
+
+/** The status a message has in the `data` of each event it carries, unless its entry says another. */
+const ownStatus: Record<string, string> = {
+  checkpoint: 'processing',
+  sent: 'sent',
+  delivered: 'delivered',
+  read: 'delivered',
+};
+const prefix = 'message.';
 
 /** A message as its row carries its message.queued event, and its status events (`ev1` … `ev4`, the newest at `statusSeq`). */
 export type CarrierDoc = QueuedSubject & { queuedSeq?: number; statusSeq?: number } & Partial<
@@ -63,9 +73,13 @@ const copied = ['id', 'to', 'from', 'body', 'status', 'conversationId'] as const
 /** `event` of the message `messageId` as its row carries it at `seq`; undefined when its `data` is not the message's fields. */
 function carriedEntry(event: DomainEvent, seq: number, messageId: string): CarriedEntry | undefined {
   const keys = Object.keys(event.data);
-  if (event.data.id !== messageId || !copied.every((k, i) => keys[i] === k)) return undefined;
-  const { id: _id, to: _to, from: _from, body: _body, conversationId: _conversation, ...own } = event.data;
-  const entry: CarriedEntry = { q: seq, e: event.event, t: event.timestamp, d: own };
+  if (!event.event.startsWith(prefix) || event.data.id !== messageId || !copied.every((k, i) => keys[i] === k))
+    return undefined;
+  const { id: _id, to: _to, from: _from, body: _body, conversationId: _conversation, status, ...own } = event.data;
+  const name = event.event.slice(prefix.length);
+  const d = status === ownStatus[name] ? own : { status, ...own };
+  const entry: CarriedEntry = { q: seq, e: name, t: event.timestamp };
+  if (Object.keys(d).length > 0) entry.d = d;
   if (event.id !== changeEventId(event.event, subjectOf(event.event, messageId, own))) entry.i = event.id;
   return entry;
 }
@@ -99,12 +113,13 @@ function subjectOf(event: EventName, messageId: string, own: Record<string, unkn
 
 /** The status event `entry` of message `m`, as it was appended. */
 function statusEvent(m: CarrierDoc, entry: CarriedEntry): DomainEvent {
-  const { status, ...after } = entry.d;
+  const event = `${prefix}${entry.e}` as EventName;
+  const { status = ownStatus[entry.e], ...after } = entry.d ?? {};
   const data = { id: m.id, to: m.to, from: m.from, body: m.body, status, conversationId: m.conversationId, ...after };
   return copyTrace<DomainEvent>(
     {
-      id: entry.i ?? changeEventId(entry.e, subjectOf(entry.e, m.id, entry.d)),
-      event: entry.e,
+      id: entry.i ?? changeEventId(event, subjectOf(event, m.id, after)),
+      event,
       timestamp: entry.t,
       tenantId: m.tenantId,
       teamId: m.teamId ?? null,
@@ -242,7 +257,7 @@ export class CarriedEvents {
       for (const [k, slot] of slots.entries())
         arms.push({
           sql: `SELECT rid, id, tenant, doc, ${column(`${slot}.q`)} AS seq, ${k + 2} AS carried FROM ${this.messages} WHERE tenant = ?${q.type ? ` AND ${column(`${slot}.e`)} = ?` : ''} AND ${column(`${slot}.q`)} > ? AND ${column(`${slot}.t`)} >= ?`,
-          params: [tenant, ...(q.type ? [text(q.type)] : []), after, text(q.since)],
+          params: [tenant, ...(q.type ? [text(q.type.slice(prefix.length))] : []), after, text(q.since)],
         });
     const params = arms.flatMap((a) => a.params);
     const rows = this.store

@@ -138,6 +138,10 @@ export interface GroupLag {
   oldestAgeSeconds: number;
 }
 
+/** The ids `changeEventId` made last: a change's event id is asked again when it is stored (the embedded store's carried events). */
+const recentIds = new Map<string, string>();
+const recentIdsKept = 4_096;
+
 /**
  * The id of the one event a state change makes, from what changed
  * (`message.sent` of a message, `relay.online` of a relay's session): every
@@ -145,12 +149,18 @@ export interface GroupLag {
  * repeat is recognised downstream as the same event (and the same `webhook-id`).
  */
 export function changeEventId(event: EventName, subject: string): string {
+  const key = `${event}\u0000${subject}`;
+  const known = recentIds.get(key);
+  if (known !== undefined) return known;
   // The subject id's leading characters first: the events of messages with ordered ids (newOrderedId) are stored in that order too.
   const lead = /^[a-z]+_([A-Za-z0-9_-]+)/.exec(subject)?.[1]?.slice(0, idTimeChars) ?? '';
-  return `evt_${lead}${createHash('sha256')
-    .update(`${event}\u0000${subject}`)
+  const id = `evt_${lead}${createHash('sha256')
+    .update(key)
     .digest('base64url')
     .slice(0, 22 - lead.length)}`;
+  if (recentIds.size >= recentIdsKept) recentIds.clear();
+  recentIds.set(key, id);
+  return id;
 }
 
 /**

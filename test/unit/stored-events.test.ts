@@ -227,11 +227,11 @@ test("a message's row carries its status events: one row a change, read in strea
   assert.deepEqual(
     JSON.parse(slots).map((e: { q: number; e: string; i?: string }) => [e.q, e.e, e.i ?? null]),
     [
-      [3, 'message.checkpoint', null],
+      [3, 'checkpoint', null],
       // Its id is not the one derived from the message: the row keeps it.
-      [4, 'message.sent', 'evt_own'],
-      [7, 'message.delivered', null],
-      [8, 'message.read', null],
+      [4, 'sent', 'evt_own'],
+      [7, 'delivered', null],
+      [8, 'read', null],
     ],
   );
   const live = await first.stream.read('live', 'c', 20);
