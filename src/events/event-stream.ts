@@ -89,16 +89,19 @@ export interface EventStream {
   ) => Promise<void>;
   /**
    * Present where a message's row can carry the events of its status
-   * changes too (the embedded store): given, for each change of a bulk
-   * write, the message as read and the change's events (undefined: not a
-   * message's status change), it hands out the events' positions and
-   * answers each change's `$set` (undefined where the events are not the
-   * message's: those are appended with `appendWithWrite`). In the same
-   * synchronous run as the write; `written` once it settles.
+   * changes too (the embedded store), as `insertQueued` has it carry its
+   * message.queued: given, for each change of a bulk write, the message as
+   * read and the change's events (undefined: not a message's status
+   * change), it hands out the events' positions and calls `write` in the
+   * caller's turn with each change's `$set` of them (undefined where the
+   * events are not the message's: `write` appends those with
+   * `appendWithWrite`). `write` answers which changes applied; like an
+   * append, readers stop before the positions until it settles.
    */
   carryChanges?: (
     changes: Array<{ subject: { id: string; [field: string]: unknown }; events: DomainEvent[] } | undefined>,
-  ) => CarriedWrite;
+    write: (sets: Array<Record<string, unknown> | undefined>) => Promise<boolean[]>,
+  ) => Promise<boolean[]>;
   /** Settles once `appendWithWrite` can be called. */
   ready?(): Promise<void>;
   /**
@@ -120,14 +123,6 @@ export interface EventStream {
   ack(group: string, positions: string[]): Promise<void>;
   /** Each consumer group's events appended and not yet acknowledged, and how long ago the oldest of them was appended. */
   lag(): Promise<GroupLag[]>;
-}
-
-/** A bulk write's status changes as the messages' rows carry their events (`EventStream.carryChanges`). */
-export interface CarriedWrite {
-  /** Each change's `$set` of the carried events, or undefined where its events are appended as rows. */
-  sets: Array<Record<string, unknown> | undefined>;
-  /** Called once the write has settled: which changes applied, or undefined when it failed. */
-  written(applied: boolean[] | undefined): void;
 }
 
 export interface GroupLag {

@@ -127,32 +127,36 @@ export class Outbox {
       await this.stream.ready?.();
       const events: DomainEvent[] = [];
       const applied = changes.map(() => false);
-      // Or carried by the changed row itself (one row written): positions handed out now, in this run.
-      const carried = changes.some((c) => c.carrier)
-        ? this.stream.carryChanges?.(
+      const write = async (sets: Array<Record<string, unknown> | undefined>): Promise<boolean[]> => {
+        const written = collection.bulkWrite(
+          scope,
+          changes.map((c, i) => {
+            const set = sets[i];
+            return {
+              updateOne: {
+                filter: c.filter,
+                update: set ? { ...c.update, $set: { ...c.update.$set, ...set } } : c.update,
+                applied: () => ((applied[i] = true), set ? undefined : events.push(...c.events)),
+              },
+            };
+          }),
+        );
+        const appended = appendWithWrite(events);
+        // Failed or not, only once the write has settled (committed or not).
+        const failed = (await Promise.allSettled([written, appended, alongside(applied)])).find(
+          (r) => r.status === 'rejected',
+        );
+        if (failed) throw failed.reason;
+        return applied;
+      };
+      // Or carried by the changed row itself (one row written): positions handed out in this run.
+      const carry = this.stream.carryChanges;
+      return carry && changes.some((c) => c.carrier)
+        ? carry(
             changes.map((c) => (c.carrier ? { subject: c.carrier, events: c.events } : undefined)),
+            write,
           )
-        : undefined;
-      const written = collection.bulkWrite(
-        scope,
-        changes.map((c, i) => {
-          const set = carried?.sets[i];
-          return {
-            updateOne: {
-              filter: c.filter,
-              update: set ? { ...c.update, $set: { ...c.update.$set, ...set } } : c.update,
-              applied: () => ((applied[i] = true), set ? undefined : events.push(...c.events)),
-            },
-          };
-        }),
-      );
-      const appended = appendWithWrite(events);
-      const settled = await Promise.allSettled([written, appended, alongside(applied)]);
-      // Once the write has settled (committed or not), whatever else failed.
-      carried?.written(settled[0].status === 'fulfilled' ? applied : undefined);
-      const failed = settled.find((r) => r.status === 'rejected');
-      if (failed) throw failed.reason;
-      return applied;
+        : write(changes.map(() => undefined));
     }
     const written = changes.map((c) => {
       const { set, token } = c.events.length > 0 ? outboxSet(c.events) : { set: {}, token: '' };

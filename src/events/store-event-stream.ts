@@ -1,12 +1,5 @@
 import { platformScope, type Collection, type Store } from '../store/collection.ts';
-import {
-  queuedEvent,
-  type CarriedWrite,
-  type DomainEvent,
-  type EventStream,
-  type GroupLag,
-  type ReadEvent,
-} from './event-stream.ts';
+import { queuedEvent, type DomainEvent, type EventStream, type GroupLag, type ReadEvent } from './event-stream.ts';
 import { foldEventLog } from './event-log-migration.ts';
 import { CarriedEvents, carriedKey, carriedSet, type CarrierDoc } from './carried-events.ts';
 import { eventCollection, loadEvents, storedEvent, type EventDoc, type Subjects } from './stored-events.ts';
@@ -97,9 +90,9 @@ export class StoreEventStream implements EventStream {
           return this.carry(docs, insert);
         };
       if (this.carried)
-        this.carryChanges = (changes) => {
+        this.carryChanges = (changes, write) => {
           if (!this.loaded) throw new Error('the event stream is not loaded: await ready() first');
-          return this.carryStatus(changes);
+          return this.carryStatus(changes, write);
         };
     }
   }
@@ -210,44 +203,50 @@ export class StoreEventStream implements EventStream {
   }
 
   /**
-   * Positions for the events of status changes that messages' rows are to
-   * carry (`carriedSet`): the `$set` of each change, undefined for one
-   * whose events are not carried (they are appended as rows). Like an
-   * append, readers stop before the positions until `written` is called
-   * once the write has settled, with which changes applied (undefined if it
-   * failed: what is stored is read back).
+   * Writes status changes (`write`, in the caller's turn) with the
+   * positions of the events that messages' rows carry (`carriedSet`; a
+   * change whose events are not carried has none, and `write` appends them
+   * as rows). Like `carry`, readers stop before the positions until the
+   * write is durable; a failed write's events are remembered as far as they
+   * were stored.
    */
-  private carryStatus(changes: Parameters<NonNullable<EventStream['carryChanges']>>[0]): CarriedWrite {
+  private async carryStatus(
+    changes: Parameters<NonNullable<EventStream['carryChanges']>>[0],
+    write: (sets: Array<Record<string, unknown> | undefined>) => Promise<boolean[]>,
+  ): Promise<boolean[]> {
     const first = this.seq + 1;
     const sets = changes.map((c) => {
       const set = c && c.events.length > 0 ? carriedSet(c.subject, c.events, this.seq + 1) : undefined;
       if (set) this.seq += c!.events.length;
       return set;
     });
-    if (this.seq < first) return { sets, written: () => undefined };
+    if (this.seq < first) return write(sets);
+    // Each carried event with its position and its key among the stream's ids.
+    const reads = sets.flatMap((set, i) => {
+      if (!set) return [];
+      const { subject, events } = changes[i]!;
+      const from = (set.statusSeq as number) - events.length + 1;
+      return events.map((event, k) => ({
+        change: i,
+        key: carriedKey(subject.id, from + k),
+        position: String(from + k),
+        event,
+      }));
+    });
+    const remember = (kept: typeof reads) => this.remember(kept, (r) => carriedMark + r.key);
     this.inFlight.push(first);
-    const written = (applied: boolean[] | undefined) => {
-      const reads: ReadEvent[] = [];
-      const keys = new Map<string, string>();
-      sets.forEach((set, i) => {
-        if (!set || (applied && !applied[i])) return;
-        const last = set.statusSeq as number;
-        const { subject, events } = changes[i]!;
-        events.forEach((event, k) => {
-          const seq = last - events.length + 1 + k;
-          reads.push({ position: String(seq), event });
-          keys.set(String(seq), carriedKey(subject.id, seq));
-        });
-      });
-      // A failed write: only what was stored (the turn's commit may have gone).
-      const stored = applied ? undefined : new Set(this.carried!.byKey([...keys.values()]).map((c) => String(c.seq)));
-      this.remember(
-        stored ? reads.filter((r) => stored.has(r.position)) : reads,
-        (r) => carriedMark + keys.get(r.position)!,
-      );
+    try {
+      const applied = await write(sets);
+      remember(reads.filter((r) => applied[r.change]));
+      return applied;
+    } catch (err) {
+      // Only what was stored (the turn's commit may have gone).
+      const stored = new Set(this.carried!.byKey(reads.map((r) => r.key)).map((c) => String(c.seq)));
+      remember(reads.filter((r) => stored.has(r.position)));
+      throw err;
+    } finally {
       this.inFlight.splice(this.inFlight.indexOf(first), 1);
-    };
-    return { sets, written };
+    }
   }
 
   private rememberCarried(docs: CarrierDoc[]): void {
@@ -367,7 +366,7 @@ export class StoreEventStream implements EventStream {
   }
 
   /** Adds stored events in order; appends finish in order on the embedded store, so this is nearly always a push. */
-  private remember(batch: ReadEvent[], idOf: (r: ReadEvent) => string = (r) => r.event.id): void {
+  private remember<R extends ReadEvent>(batch: R[], idOf: (r: R) => string = (r) => r.event.id): void {
     for (const read of batch) {
       const { position, event } = read;
       const seq = Number(position);

@@ -157,17 +157,15 @@ test("a message's row carries its status events: one row a change, read in strea
     status: string,
     extra = {},
   ) => domainEvent(name, m, { ...messageEventData({ ...m, status }), ...extra }, changeEventId(name, m.id));
-  const hop = domainEvent(
-    'message.checkpoint',
-    a,
-    {
-      ...messageEventData({ ...a, status: 'processing' }),
-      hop: 'handed_to_relay',
-      at: '2026-01-01T00:00:01.000Z',
-      attempt: 1,
-    },
-    changeEventId('message.checkpoint', `${a.id}:1:handed_to_relay`),
-  );
+  // Handed to its relay, on the attempt given.
+  const handedOver = (attempt: number, at: string) =>
+    domainEvent(
+      'message.checkpoint',
+      a,
+      { ...messageEventData({ ...a, status: 'processing' }), hop: 'handed_to_relay', at, attempt },
+      changeEventId('message.checkpoint', `${a.id}:${attempt}:handed_to_relay`),
+    );
+  const hop = handedOver(1, '2026-01-01T00:00:01.000Z');
   // An id not derived from the message is kept in the row.
   const aSent = { ...event('message.sent', a, 'sent'), id: 'evt_own' };
   const bSent = event('message.sent', b, 'sent');
@@ -199,17 +197,7 @@ test("a message's row carries its status events: one row a change, read in strea
     change(b, 'processing', 'sent', [bSent], (await first.subjects.findOne(scope, { id: b.id }))!),
   ]);
   // Its four slots are taken: a fifth event is a row.
-  const again2 = domainEvent(
-    'message.checkpoint',
-    a,
-    {
-      ...messageEventData({ ...a, status: 'processing' }),
-      hop: 'handed_to_relay',
-      at: '2026-01-01T00:00:04.000Z',
-      attempt: 2,
-    },
-    changeEventId('message.checkpoint', `${a.id}:2:handed_to_relay`),
-  );
+  const again2 = handedOver(2, '2026-01-01T00:00:04.000Z');
   await outbox.changeMany(first.subjects, scope, [
     change(a, 'delivered', 'delivered', [again2], (await first.subjects.findOne(scope, { id: a.id }))!),
   ]);
