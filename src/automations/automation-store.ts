@@ -78,7 +78,7 @@ export function automationCollections(store: Store) {
       { keys: { tenantId: 1, trigger: 1, enabled: 1 } },
     ]),
     executions: store.collection<ExecutionDoc>('automation_executions', [
-      { keys: { tenantId: 1, automationId: 1, createdAt: -1, id: 1 } },
+      { keys: { tenantId: 1, automationId: 1, createdAt: -1, id: 1 }, newestFirst: true },
     ]),
   };
 }

@@ -56,7 +56,7 @@ export function contactCollections(store: Store) {
   const team = { tenantId: 1, teamId: 1 } as const;
   return {
     contacts: store.collection<ContactDoc>('contacts', [
-      { keys: { ...team, createdAt: -1, id: -1 } },
+      { keys: { ...team, createdAt: -1, id: -1 }, newestFirst: true },
       { keys: { ...team, phoneNumbers: 1 } },
       { keys: { ...team, emailKeys: 1 } },
       { keys: { ...team, tagKeys: 1 } },

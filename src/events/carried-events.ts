@@ -1,5 +1,6 @@
 import type { IndexSpec, Store } from '../store/collection.ts';
-import { decode, type Row } from '../store/embedded-schema.ts';
+import type { Row } from '../store/embedded-schema.ts';
+import { StoredForm } from '../store/stored-form.ts';
 import { EmbeddedStore } from '../store/embedded-store.ts';
 import { quote, text, type SqlValue } from '../store/sql-filter.ts';
 import { copyTrace } from '../tracing/trace-context.ts';
@@ -159,10 +160,10 @@ export class CarriedEvents {
   /** `messages`: the table of the messages, whose indexes for the carried events are declared here. */
   private constructor(
     private readonly store: EmbeddedStore,
-    messages: string,
+    private readonly name: string,
   ) {
-    store.collection(messages, carrierIndexes);
-    this.messages = quote(messages);
+    store.collection(name, carrierIndexes);
+    this.messages = quote(name);
   }
 
   static of(store: Store, messages: string): CarriedEvents | undefined {
@@ -210,7 +211,7 @@ export class CarriedEvents {
       .all(ids.map(text)) as Row[];
     const messages = new Map(
       rows.map((row) => {
-        const m = decode<CarrierDoc>(row.doc, row.id, row.tenant);
+        const m = this.store.storedForm(this.name).decode<CarrierDoc>(row.doc, row.id, row.tenant);
         return [m.id, m];
       }),
     );
@@ -272,12 +273,19 @@ export class CarriedEvents {
     return {
       rows: rows.map((row): StreamRow => {
         if (row.carried === 1)
-          return { carried: true, seq: row.seq, event: queuedEvent(decode<CarrierDoc>(row.doc, row.id, row.tenant)) };
+          return {
+            carried: true,
+            seq: row.seq,
+            event: queuedEvent(this.store.storedForm(this.name).decode<CarrierDoc>(row.doc, row.id, row.tenant)),
+          };
         if (row.carried > 1) {
-          const event = carriedAt(decode<CarrierDoc>(row.doc, row.id, row.tenant), row.seq)!;
+          const event = carriedAt(
+            this.store.storedForm(this.name).decode<CarrierDoc>(row.doc, row.id, row.tenant),
+            row.seq,
+          )!;
           return { carried: true, seq: row.seq, event };
         }
-        return { carried: false, seq: row.seq, doc: decode<EventDoc>(row.doc, row.id, row.tenant) };
+        return { carried: false, seq: row.seq, doc: StoredForm.whole.decode<EventDoc>(row.doc, row.id, row.tenant) };
       }),
       total: counted.n,
     };

@@ -1,5 +1,6 @@
 import { platformScope, type Collection, type Store } from '../store/collection.ts';
-import { decode, type Row } from '../store/embedded-schema.ts';
+import type { Row } from '../store/embedded-schema.ts';
+import { StoredForm } from '../store/stored-form.ts';
 import { EmbeddedStore } from '../store/embedded-store.ts';
 import type { EventDoc } from './stored-events.ts';
 
@@ -41,7 +42,7 @@ export async function foldEventLog(
     if (rows.length === 0) break;
     last = rows.at(-1)!.rid;
     const docs = rows.flatMap((row): EventDoc[] => {
-      const logged = decode<LoggedEvent>(row.doc, row.id, row.tenant);
+      const logged = StoredForm.whole.decode<LoggedEvent>(row.doc, row.id, row.tenant);
       const seq = Number(logged.cursor);
       // Only positions of this stream, and none it still holds.
       if (!Number.isSafeInteger(seq) || seq >= oldest) return [];

@@ -108,10 +108,10 @@ export function identityCollections(store: Store) {
     organizations: store.collection<OrganizationDoc>('organizations'),
     teams: store.collection<TeamDoc>('teams', [{ keys: { tenantId: 1, name: 1 }, unique: true }]),
     users: store.collection<UserDoc>('users', [{ keys: { tenantId: 1, email: 1 }, unique: true }]),
-    apiKeys: store.collection<ApiKeyDoc>('api_keys', [{ keys: { tenantId: 1, createdAt: -1 } }]),
+    apiKeys: store.collection<ApiKeyDoc>('api_keys', [{ keys: { tenantId: 1, createdAt: -1 }, newestFirst: true }]),
     loginIndex: store.collection<LoginIndexDoc>('login_index'),
     apiKeyIndex: store.collection<ApiKeyIndexDoc>('api_key_index'),
-    ownerSets: store.collection<OwnerSetDoc>('owner_sets', [{ keys: { tenantId: 1, version: -1 } }]),
+    ownerSets: store.collection<OwnerSetDoc>('owner_sets', [{ keys: { tenantId: 1, version: -1 }, newestFirst: true }]),
     refreshTokens: store.collection<RefreshTokenDoc>('refresh_tokens', [
       { keys: { tenantId: 1, familyId: 1 } },
       { keys: { tenantId: 1, userId: 1 } },

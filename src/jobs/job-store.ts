@@ -61,7 +61,7 @@ export interface JobIndexDoc {
 export function jobCollections(store: Store) {
   return {
     jobs: store.collection<JobDoc>('bulk_jobs', [
-      { keys: { tenantId: 1, teamId: 1, createdAt: -1 } },
+      { keys: { tenantId: 1, teamId: 1, createdAt: -1 }, newestFirst: true },
       { keys: { tenantId: 1, status: 1 } },
     ]),
     jobIndex: store.collection<JobIndexDoc>('bulk_job_index', [

@@ -3,7 +3,7 @@ import { agentHops, type AgentCheckpoint } from '../relay-protocol/frames.ts';
 import type { waitingReasons } from '../actors/tenant/protocol.ts';
 
 export type WaitingReason = (typeof waitingReasons)[number];
-import type { Store } from '../store/collection.ts';
+import type { Store, StoredFormSpec } from '../store/collection.ts';
 import type { SmsFallback } from './sms-fallback.ts';
 import { rollupCollection } from './message-rollups.ts';
 import { attachmentCollection, fileNameOf } from './attachment-store.ts';
@@ -198,24 +198,52 @@ export interface IdempotencyDoc {
   createdAt: string;
 }
 
+/**
+ * What a message's stored JSON leaves out on the embedded store: the fields
+ * a new message has until a relay takes it, at those values, and those that
+ * repeat another field (a sent message's participant is its recipient; a
+ * message queued when accepted was queued and last updated at its creation).
+ * Every message has each of them (`sentMessage`, the inbound recorder).
+ */
+export const messageForm: StoredFormSpec = {
+  defaults: {
+    direction: 'sent',
+    from: null,
+    attachments: [],
+    priority: 0,
+    fromNumber: null,
+    attempts: 0,
+    lastError: null,
+    relayId: null,
+    sentAt: null,
+    deliveredAt: null,
+    readAt: null,
+  },
+  copies: { participant: 'to', queuedAt: 'createdAt', updatedAt: 'createdAt' },
+};
+
 export function messagingCollections(store: Store) {
   return {
-    messages: store.collection<MessageDoc>('messages', [
-      // A team's history, newest first with id breaking ties (the keyset of its cursor); fanout last: its count (which
-      // leaves group sends out) is read from the index alone.
-      { keys: { tenantId: 1, teamId: 1, createdAt: -1, id: -1, fanout: 1 } },
-      { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 } },
-      // The send queue's pages: each sender line's messages of one priority, oldest first (actors/tenant/queue-pages.ts);
-      // its grouped count; a status's messages by line, priority and age.
-      { keys: { tenantId: 1, status: 1, fromNumber: 1, priority: -1, createdAt: 1, id: 1 } },
-      // A retry's backoff: the queue counts only the messages that are due, in SQL on the embedded store.
-      { keys: { tenantId: 1, nextAttemptAt: 1 }, sparse: true },
-      { keys: { tenantId: 1, jobId: 1, jobIndex: 1, id: 1 }, sparse: true },
-      { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 }, sparse: true },
-      { keys: { tenantId: 1, outboxAt: 1 }, sparse: true },
-    ]),
+    messages: store.collection<MessageDoc>(
+      'messages',
+      [
+        // A team's history, newest first with id breaking ties (the keyset of its cursor); fanout last: its count (which
+        // leaves group sends out) is read from the index alone.
+        { keys: { tenantId: 1, teamId: 1, createdAt: -1, id: -1, fanout: 1 }, newestFirst: true },
+        { keys: { tenantId: 1, teamId: 1, conversationId: 1, createdAt: -1 }, newestFirst: true },
+        // The send queue's pages: each sender line's messages of one priority, oldest first (actors/tenant/queue-pages.ts);
+        // its grouped count; a status's messages by line, priority and age.
+        { keys: { tenantId: 1, status: 1, fromNumber: 1, priority: -1, createdAt: 1, id: 1 } },
+        // A retry's backoff: the queue counts only the messages that are due, in SQL on the embedded store.
+        { keys: { tenantId: 1, nextAttemptAt: 1 }, sparse: true },
+        { keys: { tenantId: 1, jobId: 1, jobIndex: 1, id: 1 }, sparse: true },
+        { keys: { tenantId: 1, parentId: 1, createdAt: 1, id: 1 }, sparse: true },
+        { keys: { tenantId: 1, outboxAt: 1 }, sparse: true },
+      ],
+      messageForm,
+    ),
     conversations: store.collection<ConversationDoc>('conversations', [
-      { keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 } },
+      { keys: { tenantId: 1, teamId: 1, lastMessageAt: -1, id: -1 }, newestFirst: true },
       { keys: { tenantId: 1, teamId: 1, participant: 1 } },
     ]),
     phoneNumbers: store.collection<PhoneNumberDoc>('phone_numbers', [

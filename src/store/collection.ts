@@ -81,6 +81,23 @@ export function afterKeys(sort: Sort, values: unknown[]): Filter {
   };
 }
 
+/** A value a field's default can be: a scalar, or the empty list. */
+export type StoredDefault = string | number | boolean | null | readonly [];
+
+/**
+ * What a collection's documents leave out of their stored JSON on the
+ * embedded store, because the row can tell it again: fields at their
+ * default, and fields that repeat another field. Only for top-level fields
+ * every document of the collection has (a document without one reads back
+ * with it).
+ */
+export interface StoredFormSpec {
+  /** A field at this value is not stored; read back without it, a document has it. */
+  defaults?: Record<string, StoredDefault>;
+  /** A field holding the same string or number as the field named is not stored; read back, it is that field's value. */
+  copies?: Record<string, string>;
+}
+
 export interface IndexSpec {
   keys: Record<string, 1 | -1>;
   unique?: boolean;
@@ -92,6 +109,15 @@ export interface IndexSpec {
    * store honours it; the MongoDB adapter builds a full index.
    */
   sparse?: boolean;
+  /**
+   * Newest first: its first descending key grows with each new document (a
+   * creation time, a version). The embedded store keeps the index in the
+   * opposite order of every key, which serves the same orders read backwards,
+   * so new entries land at the end of their range: a descending B-tree fed at
+   * its front splits every page in half and leaves it half empty. MongoDB
+   * builds it as declared.
+   */
+  newestFirst?: boolean;
 }
 
 /**
@@ -219,7 +245,8 @@ export interface Store {
   /** Files too large for a document, in a bucket of their own (file-store.ts): a directory of the data dir, or GridFS. */
   files(bucket: string): FileStore;
   /** Declares a collection and its indexes; indexes are created by `init`. */
-  collection<T extends Doc>(name: string, indexes?: IndexSpec[]): Collection<T>;
+  /** `form`: what the embedded store leaves out of a document's stored JSON (`StoredFormSpec`); MongoDB stores it whole. */
+  collection<T extends Doc>(name: string, indexes?: IndexSpec[], form?: StoredFormSpec): Collection<T>;
   init(): Promise<void>;
   /** Throws when the database does not answer (readiness). */
   ping(): Promise<void>;

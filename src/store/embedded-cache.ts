@@ -1,6 +1,7 @@
 import { idList, type Doc, type Filter, type FindOptions, type Scope } from './collection.ts';
 import { CountCache } from './count-cache.ts';
-import { decode, type Connection } from './embedded-schema.ts';
+import type { Connection } from './embedded-schema.ts';
+import type { StoredForm } from './stored-form.ts';
 import { text } from './sql-filter.ts';
 import { matches } from './query.ts';
 
@@ -46,6 +47,8 @@ export class EmbeddedCache<T extends Doc> {
   constructor(
     private readonly store: Connection,
     private readonly name: string,
+    /** How its documents are stored (its collection's, which may change it once declared). */
+    private readonly stored: { readonly form: StoredForm },
   ) {
     this.counts = new CountCache(store.countCache);
   }
@@ -138,7 +141,7 @@ export class EmbeddedCache<T extends Doc> {
     const { id: _, ...rest } = filter;
     const out: Array<{ rid: number; doc: T }> = [];
     for (const [i, hit] of hits.entries()) {
-      const doc = decode<T>(hit.stored, text(ids[i]!), hit.tenant);
+      const doc = this.stored.form.decode<T>(hit.stored, text(ids[i]!), hit.tenant);
       if (inScope(scope, doc) && matches(doc, rest)) out.push({ rid: hit.rid, doc });
       if (opts.limit && out.length === opts.limit) break;
     }

@@ -18,7 +18,8 @@ import {
 import type { KeptCount } from './count-cache.ts';
 import { EmbeddedCache } from './embedded-cache.ts';
 import { EmbeddedQuery } from './embedded-query.ts';
-import { EmbeddedSchema, encode, type Connection } from './embedded-schema.ts';
+import { EmbeddedSchema, type Connection } from './embedded-schema.ts';
+import type { StoredForm } from './stored-form.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { applyUpdate, equalityFields, matches } from './query.ts';
 import { keyOf, text, type SqlValue } from './sql-filter.ts';
@@ -39,8 +40,17 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     readonly name: string,
   ) {
     this.schema = new EmbeddedSchema(store, name);
-    this.cache = new EmbeddedCache(store, name);
+    this.cache = new EmbeddedCache(store, name, this.schema);
     this.query = new EmbeddedQuery(store, this.schema, this.cache);
+  }
+
+  /** What its rows' JSON leaves out. */
+  get form(): StoredForm {
+    return this.schema.form;
+  }
+
+  set form(form: StoredForm) {
+    this.schema.form = form;
   }
 
   /** Creates the table, the key columns and the indexes `indexes` need; a new key column is filled in for the rows already stored. */
@@ -51,7 +61,12 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
   private insertRow(doc: T): void {
     const values = this.schema.values(doc);
     try {
-      this.store.run(this.schema.insertSql, [text(doc.id), text(doc.tenantId), encode(doc), ...values.map(keyOf)]);
+      this.store.run(this.schema.insertSql, [
+        text(doc.id),
+        text(doc.tenantId),
+        this.schema.form.encode(doc),
+        ...values.map(keyOf),
+      ]);
     } catch (err) {
       throw this.schema.conflict(err);
     }
@@ -66,7 +81,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     const values = this.schema.values(doc);
     const keys = values.map(keyOf);
     const changed = keys.map((_, i) => i).filter((i) => !sameKey(before[i]!, keys[i]!));
-    const stored = encode(doc);
+    const stored = this.schema.form.encode(doc);
     try {
       this.store.run(this.schema.updateStatement(changed), [stored, ...changed.map((i) => keys[i]!), rid]);
     } catch (err) {

@@ -15,14 +15,7 @@ import {
 } from './collection.ts';
 import { countKey } from './count-cache.ts';
 import type { EmbeddedCache } from './embedded-cache.ts';
-import {
-  decode,
-  fromColumn,
-  type Connection,
-  type EmbeddedSchema,
-  type Row,
-  type Statement,
-} from './embedded-schema.ts';
+import { fromColumn, type Connection, type EmbeddedSchema, type Row, type Statement } from './embedded-schema.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { getPath, matches } from './query.ts';
 import { after, orderBy, sortExpr, untext, where, type SqlValue } from './sql-filter.ts';
@@ -73,7 +66,7 @@ export class EmbeddedQuery<T extends Doc> {
       const out: Array<{ rid: number; doc: T }> = [];
       let skipped = exact ? skip : 0;
       const take = (row: Row): boolean => {
-        const doc = decode<T>(row.doc, row.id, row.tenant);
+        const doc = this.schema.form.decode<T>(row.doc, row.id, row.tenant);
         if (!exact && !matches(doc, rest)) return true;
         if (skipped < skip) {
           skipped++;
@@ -123,13 +116,13 @@ export class EmbeddedQuery<T extends Doc> {
     const { sql, params, rest } = where(this.schema, filter);
     const field = 'count' in measure ? undefined : 'sum' in measure ? measure.sum : measure.earliest;
     const desc = !('earliest' in measure);
-    if (Object.keys(rest).length > 0) {
+    if (Object.keys(rest).length > 0 || (field !== undefined && this.schema.form.omits(field))) {
       return countedCommand(this.name, 'aggregate', () => {
         const figures = new Map<string, number | string>();
         for (const row of this.store
           .statement(`SELECT rid, id, tenant, doc FROM ${this.table} WHERE ${sql}`)
           .all(params) as Row[]) {
-          const doc = decode<T>(row.doc, row.id, row.tenant);
+          const doc = this.schema.form.decode<T>(row.doc, row.id, row.tenant);
           if (matches(doc, rest))
             addFigure(figures, doc.tenantId, measure, field === undefined ? undefined : getPath(doc, field));
         }
@@ -210,7 +203,7 @@ export class EmbeddedQuery<T extends Doc> {
         >) {
           rows++;
           last = Object.keys(sort).map((_, i): SqlValue => fromColumn(row[`s${i}`] ?? null));
-          const doc = decode<T>(row.doc, row.id, row.tenant);
+          const doc = this.schema.form.decode<T>(row.doc, row.id, row.tenant);
           if (exact || matches(doc, rest)) page.push(doc);
           if (page.length === pageSize) return { rows, full: true };
         }

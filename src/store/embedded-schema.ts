@@ -3,8 +3,8 @@ import { AppError } from '../errors.ts';
 import type { Doc, IndexSpec } from './collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { getPath } from './query.ts';
-import { keyColumn, keyOf, quote, untext, type Columns, type SqlValue } from './sql-filter.ts';
-import { jsonWork } from './store-work.ts';
+import { keyColumn, keyOf, quote, type Columns, type SqlValue } from './sql-filter.ts';
+import { StoredForm } from './stored-form.ts';
 
 export type Statement = Database.Statement;
 
@@ -55,38 +55,19 @@ function indexName(collection: string, spec: IndexSpec): string {
     .join(',')}${spec.unique ? ':unique' : ''}${spec.sparse ? ':sparse' : ''}`;
 }
 
-function indexColumn(path: string): string {
-  return path === 'tenantId' ? 'tenant' : path === 'id' ? 'id' : keyColumn(path);
+/** `spec` with every key in the opposite order: the same index read backwards. */
+function reversed(spec: IndexSpec): IndexSpec {
+  const keys = Object.fromEntries(Object.entries(spec.keys).map(([path, dir]) => [path, dir === 1 ? -1 : 1]));
+  return { ...spec, keys: keys as IndexSpec['keys'], newestFirst: false };
 }
 
-/**
- * A document is stored as the UTF-8 bytes of its JSON (a blob), as every
- * earlier version of this store did: Buffer encodes them natively. Its `id`
- * and `tenantId` are the row's columns, so the JSON leaves them out (rows
- * written before hold them in both: the same values).
- */
-export function encode(doc: Doc): Uint8Array {
-  jsonWork.encodes++;
-  const { id: _id, tenantId: _tenant, ...rest } = doc;
-  return Buffer.from(JSON.stringify(rest));
+function indexColumn(path: string): string {
+  return path === 'tenantId' ? 'tenant' : path === 'id' ? 'id' : keyColumn(path);
 }
 
 /** A column's value as it is bound again (a key) or kept: a BLOB as bytes. */
 export function fromColumn<V>(value: V | ArrayBuffer): V | Buffer {
   return value instanceof ArrayBuffer ? Buffer.from(value) : value;
-}
-
-/** The document of a row: its JSON, with `id` and `tenantId` (first, as documents are made) from the row's columns. */
-export function decode<T>(stored: ArrayBuffer | Uint8Array | string, id: string, tenant: string): T {
-  jsonWork.parses++;
-  const json =
-    typeof stored === 'string'
-      ? stored
-      : stored instanceof ArrayBuffer
-        ? Buffer.from(stored).toString()
-        : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString();
-  const head = `{"id":${JSON.stringify(untext(id))},"tenantId":${JSON.stringify(untext(tenant))}`;
-  return JSON.parse(json.length <= 2 ? `${head}}` : `${head},${json.slice(1)}`) as T;
 }
 
 /**
@@ -107,6 +88,8 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
   /** The INSERT of a whole row, with every key column. */
   insertSql: string;
   private loaded = false;
+  /** What the rows' JSON leaves out (`StoredFormSpec`): given with the collection. */
+  form = StoredForm.whole;
 
   constructor(
     private readonly store: Connection,
@@ -122,6 +105,10 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
 
   multikey(path: string): boolean {
     return this.arrays.has(path);
+  }
+
+  docField(path: string): string {
+    return this.form.field(path);
   }
 
   /** Creates the table, the key columns and the indexes `indexes` need; a new key column is filled in for the rows already stored. */
@@ -143,7 +130,8 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       (path) => path !== 'tenantId' && path !== 'id' && !this.fieldSet.has(path),
     );
     if (missing.length > 0) this.store.write(this.name, () => this.addColumns(missing));
-    for (const spec of indexes) {
+    for (const declared of indexes) {
+      const spec = declared.newestFirst ? reversed(declared) : declared;
       const columns = Object.entries(spec.keys).map(
         ([path, dir]) => `${indexColumn(path)}${dir === -1 ? ' DESC' : ''}`,
       );
@@ -152,6 +140,8 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       this.store.exec(
         `CREATE ${spec.unique ? 'UNIQUE ' : ''}INDEX IF NOT EXISTS ${quote(indexName(this.name, spec))} ON ${this.table} (${columns.join(', ')})${only}`,
       );
+      // The index as earlier versions built it, in the declared order: replaced by the one above.
+      if (declared.newestFirst) this.store.exec(`DROP INDEX IF EXISTS ${quote(indexName(this.name, declared))}`);
       if (spec.unique && !this.uniques.some((u) => indexName(this.name, u) === indexName(this.name, spec)))
         this.uniques.push(spec);
     }
@@ -188,7 +178,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       const rows = select.all([last]) as unknown as Row[];
       if (rows.length === 0) break;
       for (const row of rows) {
-        const doc = decode<T>(row.doc, row.id, row.tenant);
+        const doc = this.form.decode<T>(row.doc, row.id, row.tenant);
         const values = paths.map((p) => getPath(doc, p));
         update.run([...values.map(keyOf), row.rid]);
         this.noteArrays(values, paths);

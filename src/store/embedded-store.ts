@@ -4,11 +4,12 @@ import { join, resolve } from 'node:path';
 import Database from 'libsql';
 import { AppError } from '../errors.ts';
 import { DataDirLock } from './data-dir-lock.ts';
-import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
+import type { Collection, Doc, IndexSpec, Store, StoredFormSpec } from './collection.ts';
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, text, type SqlValue } from './sql-filter.ts';
 import { EmbeddedCollection } from './embedded-collection.ts';
-import { createTable, encode, type Connection, type Statement } from './embedded-schema.ts';
+import { createTable, type Connection, type Statement } from './embedded-schema.ts';
+import { StoredForm } from './stored-form.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import {
   countedCommand,
@@ -178,14 +179,25 @@ export class EmbeddedStore implements Store, Connection {
     return new DirectoryFiles(join(this.dataDir, bucket));
   }
 
-  collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {
+  collection<T extends Doc>(name: string, indexes: IndexSpec[] = [], form?: StoredFormSpec): Collection<T> {
+    const col = this.table(name);
+    if (form) col.form = new StoredForm(form);
+    if (!this.closed) col.declare(indexes);
+    return col as unknown as Collection<T>;
+  }
+
+  /** How the documents of collection `name` are stored: what its rows' JSON leaves out (`StoredFormSpec`). */
+  storedForm(name: string): StoredForm {
+    return this.table(name).form;
+  }
+
+  private table(name: string): EmbeddedCollection<Doc> {
     let col = this.collections.get(name);
     if (!col) {
       col = new EmbeddedCollection(this, name);
       this.collections.set(name, col);
     }
-    if (!this.closed) col.declare(indexes);
-    return col as unknown as Collection<T>;
+    return col;
   }
 
   async init(): Promise<void> {}
@@ -406,7 +418,7 @@ export class EmbeddedStore implements Store, Connection {
           const del = this.statement(`DELETE FROM ${quote(name)} WHERE id = ?`);
           replayLegacyCollection(dataDir, name, (change) =>
             change.op === 'put'
-              ? put.run([text(change.doc.id), text(change.doc.tenantId), encode(change.doc)])
+              ? put.run([text(change.doc.id), text(change.doc.tenantId), StoredForm.whole.encode(change.doc)])
               : del.run([text(change.id)]),
           );
         }

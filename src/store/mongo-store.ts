@@ -1,5 +1,5 @@
 import { MongoClient, type CommandStartedEvent, type Db } from 'mongodb';
-import type { Collection, Doc, IndexSpec, Store } from './collection.ts';
+import type { Collection, Doc, IndexSpec, Store, StoredFormSpec } from './collection.ts';
 import type { FileStore } from './file-store.ts';
 import { GridFsFiles } from './gridfs-files.ts';
 import { MongoCollection, type ServerQuirks } from './mongo-collection.ts';
@@ -156,7 +156,8 @@ export class MongoStore implements Store {
     return new GridFsFiles(this.db, bucket);
   }
 
-  collection<T extends Doc>(name: string, indexes: IndexSpec[] = []): Collection<T> {
+  /** Documents are stored whole: a form (`StoredFormSpec`) is the embedded store's. */
+  collection<T extends Doc>(name: string, indexes: IndexSpec[] = [], _form?: StoredFormSpec): Collection<T> {
     this.declared.set(name, [...(this.declared.get(name) ?? []), ...indexes]);
     return new MongoCollection<T>(name, this.db, this.server);
   }

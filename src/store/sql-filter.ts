@@ -80,6 +80,8 @@ export interface Columns {
   has(path: string): boolean;
   /** Fields that have held an array in some document: an equality on them also matches an element, which SQL does not see. */
   multikey(path: string): boolean;
+  /** The SQL of a field read from the row's document (a field that has no key column). */
+  docField(path: string): string;
 }
 
 export interface Where {
@@ -232,7 +234,7 @@ export function sortExpr(columns: Columns, path: string): string {
   if (path === 'tenantId') return 'tenant';
   if (columns.has(path)) return keyColumn(path);
   if (!/^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$/.test(path)) throw new Error(`cannot sort on ${path}`);
-  return `json_extract(CAST(doc AS TEXT), '$.${path}')`;
+  return columns.docField(path);
 }
 
 export function orderBy(columns: Columns, sort: Sort): string {

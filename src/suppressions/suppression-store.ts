@@ -37,7 +37,7 @@ export function suppressionCollections(store: Store) {
   return {
     suppressions: store.collection<SuppressionDoc>('suppressions', [
       { keys: { tenantId: 1, handle: 1 } },
-      { keys: { tenantId: 1, createdAt: -1 } },
+      { keys: { tenantId: 1, createdAt: -1 }, newestFirst: true },
     ]),
     optOutSettings: store.collection<OptOutSettingsDoc>('opt_out_settings'),
   };

@@ -67,7 +67,7 @@ export function webhookCollections(store: Store) {
   return {
     webhooks: store.collection<WebhookDoc>('webhooks', [{ keys: { tenantId: 1, createdAt: 1 } }]),
     deliveries: store.collection<DeliveryDoc>('webhook_deliveries', [
-      { keys: { tenantId: 1, webhookId: 1, createdAt: -1, id: 1 } },
+      { keys: { tenantId: 1, webhookId: 1, createdAt: -1, id: 1 }, newestFirst: true },
       { keys: { tenantId: 1, webhookId: 1, status: 1, nextAttemptAt: 1 } },
     ]),
     index: store.collection<WebhookIndexDoc>('webhook_index'),

@@ -521,6 +521,76 @@ test('an index declared later is built over the documents already stored', async
   await store.close();
 });
 
+test('a newest-first index is kept oldest first and read backwards: its pages fill, an index built descending before is replaced, the same orders read from it', async (t) => {
+  const dir = await tempDir(t);
+  const descending: IndexSpec = { keys: { tenantId: 1, n: -1, id: -1 } };
+  let { store, things } = await reopen(dir, [descending]);
+  const docs = Array.from({ length: 3_000 }, (_, i) => ({
+    id: `d${String(i).padStart(4, '0')}`,
+    tenantId: '',
+    n: i >> 1,
+  }));
+  for (let i = 0; i < docs.length; i += 100) await things.insertMany(scope, docs.slice(i, i + 100));
+  const indexes = () =>
+    (
+      store.statement("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'things'").all() as Array<{
+        name: string;
+      }>
+    )
+      .map((r) => r.name)
+      .sort();
+  /** The share of its pages' bytes the index's entries use. */
+  const fill = (name: string) => {
+    const row = store
+      .statement('SELECT sum(payload) AS payload, sum(pgsize) AS size FROM dbstat WHERE name = ?')
+      .get([name]) as {
+      payload: number;
+      size: number;
+    };
+    return row.payload / row.size;
+  };
+  const descendingFill = fill('things:tenantId,n-,id-');
+  await store.close();
+
+  ({ store, things } = await reopen(dir, [{ ...descending, newestFirst: true }]));
+  assert.deepEqual(
+    indexes(),
+    ['things:id', 'things:tenantId-,n,id'],
+    'the descending index replaced by the reversed one',
+  );
+  const newest = async (filter: Filter) =>
+    (await things.find(scope, filter, { sort: { n: -1, id: -1 }, limit: 3 })).map((d) => d.id);
+  assert.deepEqual(await newest({}), ['d2999', 'd2998', 'd2997']);
+  assert.deepEqual(await newest({ n: { $lt: 10 } }), ['d0019', 'd0018', 'd0017']);
+  assert.deepEqual(
+    (await things.find(scope, {}, { sort: { n: 1, id: 1 }, limit: 2 })).map((d) => d.id),
+    ['d0000', 'd0001'],
+  );
+  const plan = (
+    store
+      .statement(`EXPLAIN QUERY PLAN SELECT doc FROM things WHERE tenant = ? ORDER BY "f:n" DESC, id DESC`)
+      .all(['org_r']) as Array<{ detail: string }>
+  )
+    .map((r) => r.detail)
+    .join('; ');
+  assert.match(plan, /USING INDEX things:tenantId-,n,id /);
+  assert.doesNotMatch(plan, /TEMP B-TREE/, 'newest first without a sort');
+  await store.close();
+
+  // Filled as a service fills it, a batch of new documents at a time: nearly full pages where the descending index's
+  // were half empty.
+  const fresh = await tempDir(t);
+  ({ store, things } = await reopen(fresh, [{ ...descending, newestFirst: true }]));
+  for (let i = 0; i < docs.length; i += 100) await things.insertMany(scope, docs.slice(i, i + 100));
+  const reversedFill = fill('things:tenantId-,n,id');
+  assert.ok(descendingFill < 0.6, `the descending index's pages ${descendingFill.toFixed(2)} full`);
+  assert.ok(
+    reversedFill > 0.7,
+    `the reversed index's pages ${reversedFill.toFixed(2)} full, the descending one's ${descendingFill.toFixed(2)}`,
+  );
+  await store.close();
+});
+
 /** The reference the indexes must agree with: every document tested with `matches`. */
 class Scan {
   readonly docs = new Map<string, Thing>();

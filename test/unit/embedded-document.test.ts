@@ -38,3 +38,63 @@ test("a stored document leaves out the id and tenant its row's columns hold, and
   );
   assert.equal(await things.findOne({ tenantId: 'org_other' }, { id: odd }), null);
 });
+
+test('a stored document leaves out what its form says the row tells again, and reads, sorts and filters as if it held it', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-document-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  let store = new EmbeddedStore(dir);
+  type Note = {
+    id: string;
+    tenantId: string;
+    to: string;
+    who: string;
+    at: string;
+    seen: string;
+    tries: number;
+    tags: string[];
+  };
+  const form = { defaults: { tries: 0, tags: [] as const }, copies: { who: 'to', seen: 'at' } };
+  const open = () => store.collection<Note>('notes', [{ keys: { tenantId: 1, at: 1 } }], form);
+  let notes = open();
+  const scope = { tenantId: 'org_f' };
+  const docs: Note[] = [
+    { id: 'a', tenantId: 'org_f', to: '+1', who: '+1', at: '2026-01-02', seen: '2026-01-02', tries: 0, tags: [] },
+    { id: 'b', tenantId: 'org_f', to: '+2', who: '+9', at: '2026-01-01', seen: '2026-01-05', tries: 3, tags: ['x'] },
+    { id: 'c', tenantId: 'org_f', to: '+3', who: '+3', at: '2026-01-03', seen: '2026-01-03', tries: 0, tags: [] },
+  ];
+  await notes.insertMany(scope, docs);
+  const stored = () =>
+    (store.statement('SELECT id, doc FROM notes ORDER BY id').all() as Array<{ id: string; doc: ArrayBuffer }>).map(
+      (r) => Buffer.from(r.doc).toString(),
+    );
+  assert.deepEqual(stored(), [
+    '{"to":"+1","at":"2026-01-02"}',
+    '{"to":"+2","who":"+9","at":"2026-01-01","seen":"2026-01-05","tries":3,"tags":["x"]}',
+    '{"to":"+3","at":"2026-01-03"}',
+  ]);
+  const byId = (list: Note[]) => [...list].sort((x, y) => (x.id < y.id ? -1 : 1));
+  assert.deepEqual(byId(await notes.find(scope, {})), docs, 'read back whole');
+  // A field left out, with no key column: sorted on and filtered by as the document holds it.
+  assert.deepEqual(
+    (await notes.find(scope, {}, { sort: { seen: -1 } })).map((d) => d.id),
+    ['b', 'c', 'a'],
+  );
+  assert.deepEqual(
+    (await notes.find(scope, { tries: 0, who: { $in: ['+1', '+3'] } }, { sort: { at: 1 } })).map((d) => d.id),
+    ['a', 'c'],
+  );
+  assert.deepEqual(await notes.topTenants({}, { earliest: 'seen' }, 5), [{ tenantId: 'org_f', value: '2026-01-02' }]);
+  // A change away from the default is stored, and back to it left out again; a restart reads the same.
+  await notes.updateOne(scope, { id: 'a' }, { $set: { tries: 1, who: '+5' } });
+  await notes.updateOne(scope, { id: 'b' }, { $set: { tries: 0, who: '+2', tags: [] } });
+  assert.deepEqual(stored().slice(0, 2), [
+    '{"to":"+1","at":"2026-01-02","tries":1,"who":"+5"}',
+    '{"to":"+2","at":"2026-01-01","seen":"2026-01-05"}',
+  ]);
+  await store.close();
+  store = new EmbeddedStore(dir);
+  t.after(() => store.close());
+  notes = open();
+  assert.deepEqual(await notes.findOne(scope, { id: 'b' }), { ...docs[1], who: '+2', tries: 0, tags: [] });
+  assert.deepEqual((await notes.findOne(scope, { id: 'a' }))?.who, '+5');
+});
