@@ -206,12 +206,13 @@ export class CarriedEvents {
     });
     const ids = [...new Set(wanted.map((w) => w.id))];
     if (ids.length === 0) return [];
+    const reader = this.store.rows(this.name);
     const rows = this.store
-      .statement(`SELECT id, tenant, doc FROM ${this.messages} WHERE id IN (${ids.map(() => '?').join(', ')})`)
+      .statement(`SELECT ${reader.rowColumns} FROM ${this.messages} WHERE id IN (${ids.map(() => '?').join(', ')})`)
       .all(ids.map(text)) as Row[];
     const messages = new Map(
       rows.map((row) => {
-        const m = this.store.storedForm(this.name).decode<CarrierDoc>(row.doc, row.id, row.tenant);
+        const m = reader.decodeRow<CarrierDoc>(row);
         return [m.id, m];
       }),
     );
@@ -241,23 +242,27 @@ export class CarriedEvents {
   }): { rows: StreamRow[]; total: number } {
     const tenant = text(q.tenantId);
     const after = q.after ?? 0;
+    const reader = this.store.rows(this.name);
+    // The messages' rows with the key columns that tell their documents; the event rows with none (NULL in their place).
+    const messageColumns = reader.rowColumns;
+    const eventColumns = `rid, id, tenant, doc${reader.toldColumns.map((c) => `, NULL AS ${c}`).join('')}`;
     // Events of every type are rows, message.queued too (a bulk job's, and those written before messages carried theirs);
     // a message's status events are carried by its row, each in a slot of its own (one index search each).
     const arms: Array<{ sql: string; params: SqlValue[] }> = [
       {
-        sql: `SELECT rid, id, tenant, doc, "f:seq" AS seq, 0 AS carried FROM events WHERE "f:event.tenantId" = ?${q.type ? ' AND "f:event.event" = ?' : ''} AND "f:seq" > ? AND json_extract(CAST(doc AS TEXT), '$.event.timestamp') >= ?`,
+        sql: `SELECT ${eventColumns}, "f:seq" AS seq, 0 AS carried FROM events WHERE "f:event.tenantId" = ?${q.type ? ' AND "f:event.event" = ?' : ''} AND "f:seq" > ? AND json_extract(CAST(doc AS TEXT), '$.event.timestamp') >= ?`,
         params: [tenant, ...(q.type ? [text(q.type)] : []), after, q.since],
       },
     ];
     if (!q.type || q.type === 'message.queued')
       arms.push({
-        sql: `SELECT rid, id, tenant, doc, ${seq} AS seq, 1 AS carried FROM ${this.messages} WHERE tenant = ? AND ${seq} > ? AND "f:createdAt" >= ?`,
+        sql: `SELECT ${messageColumns}, ${seq} AS seq, 1 AS carried FROM ${this.messages} WHERE tenant = ? AND ${seq} > ? AND "f:createdAt" >= ?`,
         params: [tenant, after, text(q.since)],
       });
     if (!q.type || (q.type.startsWith('message.') && q.type !== 'message.queued'))
       for (const [k, slot] of slots.entries())
         arms.push({
-          sql: `SELECT rid, id, tenant, doc, ${column(`${slot}.q`)} AS seq, ${k + 2} AS carried FROM ${this.messages} WHERE tenant = ?${q.type ? ` AND ${column(`${slot}.e`)} = ?` : ''} AND ${column(`${slot}.q`)} > ? AND ${column(`${slot}.t`)} >= ?`,
+          sql: `SELECT ${messageColumns}, ${column(`${slot}.q`)} AS seq, ${k + 2} AS carried FROM ${this.messages} WHERE tenant = ?${q.type ? ` AND ${column(`${slot}.e`)} = ?` : ''} AND ${column(`${slot}.q`)} > ? AND ${column(`${slot}.t`)} >= ?`,
           params: [tenant, ...(q.type ? [text(q.type.slice(prefix.length))] : []), after, text(q.since)],
         });
     const params = arms.flatMap((a) => a.params);
@@ -276,13 +281,10 @@ export class CarriedEvents {
           return {
             carried: true,
             seq: row.seq,
-            event: queuedEvent(this.store.storedForm(this.name).decode<CarrierDoc>(row.doc, row.id, row.tenant)),
+            event: queuedEvent(reader.decodeRow<CarrierDoc>(row)),
           };
         if (row.carried > 1) {
-          const event = carriedAt(
-            this.store.storedForm(this.name).decode<CarrierDoc>(row.doc, row.id, row.tenant),
-            row.seq,
-          )!;
+          const event = carriedAt(reader.decodeRow<CarrierDoc>(row), row.seq)!;
           return { carried: true, seq: row.seq, event };
         }
         return { carried: false, seq: row.seq, doc: StoredForm.whole.decode<EventDoc>(row.doc, row.id, row.tenant) };

@@ -202,7 +202,8 @@ export interface IdempotencyDoc {
  * What a message's stored JSON leaves out on the embedded store: the fields
  * a new message has until a relay takes it, at those values, and those that
  * repeat another field (a sent message's participant is its recipient; a
- * message queued when accepted was queued and last updated at its creation).
+ * message queued when accepted was queued and last updated at its creation),
+ * and those its key columns hold (its team, status, conversation, time...).
  * Every message has each of them (`sentMessage`, the inbound recorder).
  */
 export const messageForm: StoredFormSpec = {
@@ -220,6 +221,7 @@ export const messageForm: StoredFormSpec = {
     readAt: null,
   },
   copies: { participant: 'to', queuedAt: 'createdAt', updatedAt: 'createdAt' },
+  keyColumns: true,
 };
 
 export function messagingCollections(store: Store) {

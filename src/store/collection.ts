@@ -96,6 +96,8 @@ export interface StoredFormSpec {
   defaults?: Record<string, StoredDefault>;
   /** A field holding the same string or number as the field named is not stored; read back, it is that field's value. */
   copies?: Record<string, string>;
+  /** A top-level field whose key column (a declared index names it) holds its value, a scalar, is not stored either: read back from the column. */
+  keyColumns?: boolean;
 }
 
 export interface IndexSpec {

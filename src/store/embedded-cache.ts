@@ -1,7 +1,6 @@
 import { idList, type Doc, type Filter, type FindOptions, type Scope } from './collection.ts';
 import { CountCache } from './count-cache.ts';
-import type { Connection } from './embedded-schema.ts';
-import type { StoredForm } from './stored-form.ts';
+import type { Connection, EmbeddedSchema } from './embedded-schema.ts';
 import { text } from './sql-filter.ts';
 import { matches } from './query.ts';
 
@@ -15,6 +14,8 @@ const cachedDocMax = 8 << 10;
 interface Cached {
   rid: number;
   stored: Uint8Array | string;
+  /** What the row's key columns tell beside the JSON (`EmbeddedSchema.toldBy`). */
+  told: ReadonlyArray<readonly [string, unknown]>;
   /** The row's tenant column, as bound. */
   tenant: string;
 }
@@ -47,8 +48,8 @@ export class EmbeddedCache<T extends Doc> {
   constructor(
     private readonly store: Connection,
     private readonly name: string,
-    /** How its documents are stored (its collection's, which may change it once declared). */
-    private readonly stored: { readonly form: StoredForm },
+    /** How its documents are stored: its collection's schema. */
+    private readonly schema: Pick<EmbeddedSchema<T>, 'decodeKept'>,
   ) {
     this.counts = new CountCache(store.countCache);
   }
@@ -105,11 +106,17 @@ export class EmbeddedCache<T extends Doc> {
   }
 
   /** Keeps a document as stored, the most recently used, within the limits on documents and bytes. */
-  remember(id: string, rid: number, stored: Uint8Array | string, tenant: string): void {
+  remember(
+    id: string,
+    rid: number,
+    stored: Uint8Array | string,
+    tenant: string,
+    told: ReadonlyArray<readonly [string, unknown]>,
+  ): void {
     this.current();
     this.forget(id);
     if (stored.length > cachedDocMax) return;
-    this.docs.set(id, { rid, stored, tenant });
+    this.docs.set(id, { rid, stored, tenant, told });
     this.docBytes += stored.length;
     while (this.docs.size > cachedDocs || this.docBytes > cachedBytes) this.forget(this.docs.keys().next().value!);
   }
@@ -141,7 +148,7 @@ export class EmbeddedCache<T extends Doc> {
     const { id: _, ...rest } = filter;
     const out: Array<{ rid: number; doc: T }> = [];
     for (const [i, hit] of hits.entries()) {
-      const doc = this.stored.form.decode<T>(hit.stored, text(ids[i]!), hit.tenant);
+      const doc = this.schema.decodeKept(hit.stored, text(ids[i]!), hit.tenant, hit.told);
       if (inScope(scope, doc) && matches(doc, rest)) out.push({ rid: hit.rid, doc });
       if (opts.limit && out.length === opts.limit) break;
     }

@@ -18,7 +18,7 @@ import {
 import type { KeptCount } from './count-cache.ts';
 import { EmbeddedCache } from './embedded-cache.ts';
 import { EmbeddedQuery } from './embedded-query.ts';
-import { EmbeddedSchema, type Connection } from './embedded-schema.ts';
+import { EmbeddedSchema, type Connection, type RowReader } from './embedded-schema.ts';
 import type { StoredForm } from './stored-form.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { applyUpdate, equalityFields, matches } from './query.ts';
@@ -44,11 +44,12 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     this.query = new EmbeddedQuery(store, this.schema, this.cache);
   }
 
-  /** What its rows' JSON leaves out. */
-  get form(): StoredForm {
-    return this.schema.form;
+  /** How its rows are read by SQL of its own. */
+  get rows(): RowReader {
+    return this.schema;
   }
 
+  /** What its rows' JSON leaves out. */
   set form(form: StoredForm) {
     this.schema.form = form;
   }
@@ -64,7 +65,7 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
       this.store.run(this.schema.insertSql, [
         text(doc.id),
         text(doc.tenantId),
-        this.schema.form.encode(doc),
+        this.schema.encode(doc),
         ...values.map(keyOf),
       ]);
     } catch (err) {
@@ -81,14 +82,14 @@ export class EmbeddedCollection<T extends Doc> implements Collection<T> {
     const values = this.schema.values(doc);
     const keys = values.map(keyOf);
     const changed = keys.map((_, i) => i).filter((i) => !sameKey(before[i]!, keys[i]!));
-    const stored = this.schema.form.encode(doc);
+    const stored = this.schema.encode(doc);
     try {
       this.store.run(this.schema.updateStatement(changed), [stored, ...changed.map((i) => keys[i]!), rid]);
     } catch (err) {
       this.cache.forget(doc.id);
       throw this.schema.conflict(err);
     }
-    this.cache.remember(doc.id, rid, stored, text(doc.tenantId));
+    this.cache.remember(doc.id, rid, stored, text(doc.tenantId), this.schema.toldBy(keys));
     this.cache.kept().moved(doc.tenantId, was, doc);
     this.cache.countsChanged();
     this.schema.noteArrays(values);

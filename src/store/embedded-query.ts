@@ -52,7 +52,7 @@ export class EmbeddedQuery<T extends Doc> {
     const exact = Object.keys(rest).length === 0;
     const skip = opts.skip ?? 0;
     const limit = opts.limit || undefined;
-    let text = `SELECT rid, id, tenant, doc FROM ${this.table} WHERE ${sql}`;
+    let text = `SELECT ${this.schema.rowColumns} FROM ${this.table} WHERE ${sql}`;
     if (opts.sort && Object.keys(opts.sort).length > 0) text += ` ORDER BY ${orderBy(this.schema, opts.sort)}`;
     const bound = [...params];
     if (exact && (limit !== undefined || skip > 0)) {
@@ -66,14 +66,14 @@ export class EmbeddedQuery<T extends Doc> {
       const out: Array<{ rid: number; doc: T }> = [];
       let skipped = exact ? skip : 0;
       const take = (row: Row): boolean => {
-        const doc = this.schema.form.decode<T>(row.doc, row.id, row.tenant);
+        const doc = this.schema.decodeRow(row);
         if (!exact && !matches(doc, rest)) return true;
         if (skipped < skip) {
           skipped++;
           return true;
         }
         out.push({ rid: row.rid, doc });
-        if (byIds) this.cache.remember(doc.id, row.rid, fromColumn(row.doc), row.tenant);
+        if (byIds) this.cache.remember(doc.id, row.rid, fromColumn(row.doc), row.tenant, this.schema.toldBy(row));
         return limit === undefined || out.length < limit;
       };
       // Exact: SQL applies the limit, so every row is taken and the statement runs to its end.
@@ -116,13 +116,13 @@ export class EmbeddedQuery<T extends Doc> {
     const { sql, params, rest } = where(this.schema, filter);
     const field = 'count' in measure ? undefined : 'sum' in measure ? measure.sum : measure.earliest;
     const desc = !('earliest' in measure);
-    if (Object.keys(rest).length > 0 || (field !== undefined && this.schema.form.omits(field))) {
+    if (Object.keys(rest).length > 0 || (field !== undefined && this.schema.omits(field))) {
       return countedCommand(this.name, 'aggregate', () => {
         const figures = new Map<string, number | string>();
         for (const row of this.store
-          .statement(`SELECT rid, id, tenant, doc FROM ${this.table} WHERE ${sql}`)
+          .statement(`SELECT ${this.schema.rowColumns} FROM ${this.table} WHERE ${sql}`)
           .all(params) as Row[]) {
-          const doc = this.schema.form.decode<T>(row.doc, row.id, row.tenant);
+          const doc = this.schema.decodeRow(row);
           if (matches(doc, rest))
             addFigure(figures, doc.tenantId, measure, field === undefined ? undefined : getPath(doc, field));
         }
@@ -194,7 +194,7 @@ export class EmbeddedQuery<T extends Doc> {
       const next: { sql: string; params: SqlValue[] } | null = last ? after(this.schema, sort, last) : null;
       const { rows, full } = countedCommand(this.name, 'scan_page', () => {
         const stmt = this.store.statement(
-          `SELECT rid, id, tenant, doc, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`,
+          `SELECT ${this.schema.rowColumns}, ${keys} FROM ${this.table} WHERE ${sql}${next ? ` AND ${next.sql}` : ''} ORDER BY ${order} LIMIT ?`,
         );
         let rows = 0;
         // A page at most (LIMIT), read whole, so the statement runs to its end and holds no read between pages.
@@ -203,7 +203,7 @@ export class EmbeddedQuery<T extends Doc> {
         >) {
           rows++;
           last = Object.keys(sort).map((_, i): SqlValue => fromColumn(row[`s${i}`] ?? null));
-          const doc = this.schema.form.decode<T>(row.doc, row.id, row.tenant);
+          const doc = this.schema.decodeRow(row);
           if (exact || matches(doc, rest)) page.push(doc);
           if (page.length === pageSize) return { rows, full: true };
         }

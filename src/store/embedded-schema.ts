@@ -4,7 +4,7 @@ import type { Doc, IndexSpec } from './collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { getPath } from './query.ts';
 import { keyColumn, keyOf, quote, type Columns, type SqlValue } from './sql-filter.ts';
-import { StoredForm } from './stored-form.ts';
+import { columnValue, StoredForm } from './stored-form.ts';
 
 export type Statement = Database.Statement;
 
@@ -33,12 +33,17 @@ export interface Connection {
 /** Rows rewritten per statement batch when a new index's key column is filled in. */
 const backfillRows = 1_000;
 
+/** How a collection's rows are read in SQL of its own: what to select, and the document of a row so selected. */
+export type RowReader = Pick<EmbeddedSchema<Doc>, 'rowColumns' | 'toldColumns' | 'decodeRow'>;
+
 /** A row as libsql's `all` and `iterate` give it: a BLOB comes as an ArrayBuffer (`get` gives a Buffer). */
 export interface Row {
   rid: number;
   id: string;
   tenant: string;
   doc: ArrayBuffer | Uint8Array | string;
+  /** A key column a read selected (`rowColumns`), by its name. */
+  [column: string]: unknown;
 }
 
 export function createTable(store: Connection, name: string): void {
@@ -88,8 +93,14 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
   /** The INSERT of a whole row, with every key column. */
   insertSql: string;
   private loaded = false;
-  /** What the rows' JSON leaves out (`StoredFormSpec`): given with the collection. */
-  form = StoredForm.whole;
+  private storedForm = StoredForm.whole;
+  /** The top-level key fields whose column tells their value (the form's `keyColumns`), with their place in `fields`. */
+  private told: Array<{ field: string; column: string; at: number }> = [];
+  private toldFields: ReadonlySet<string> = new Set();
+  /** What a read selects of a row: `rid`, `id`, `tenant`, `doc` and the columns of the told fields (`toldColumns`). */
+  rowColumns = 'rid, id, tenant, doc';
+  /** The key columns a read selects beside the JSON, quoted. */
+  toldColumns: string[] = [];
 
   constructor(
     private readonly store: Connection,
@@ -108,7 +119,61 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
   }
 
   docField(path: string): string {
-    return this.form.field(path);
+    return this.storedForm.field(path, (p) => (this.toldFields.has(p) ? keyColumn(p) : jsonField(p)));
+  }
+
+  /** What the rows' JSON leaves out (`StoredFormSpec`): given with the collection. */
+  get form(): StoredForm {
+    return this.storedForm;
+  }
+
+  set form(form: StoredForm) {
+    this.storedForm = form;
+    this.tell();
+  }
+
+  /** Whether a document read back may lack `path` in its JSON: SQL cannot read it with `json_extract` alone. */
+  omits(path: string): boolean {
+    return this.storedForm.omits(path) || this.toldFields.has(path);
+  }
+
+  /** The stored form of `doc`. */
+  encode(doc: T): Uint8Array {
+    return this.storedForm.encode(doc, this.toldFields);
+  }
+
+  /** The document of a row read with `rowColumns`. */
+  decodeRow<D = T>(row: Row): D {
+    const told =
+      this.told.length === 0 ? undefined : this.told.map((t) => [t.field, columnValue(row[t.column])] as const);
+    return this.storedForm.decode<D>(row.doc, row.id, row.tenant, told);
+  }
+
+  /** What a row tells of its document beside its JSON, from its key columns' values (`keys`, as bound) or from a row read with `rowColumns`. */
+  toldBy(source: SqlValue[] | Row): Array<readonly [string, unknown]> {
+    return this.told.map(
+      (t) => [t.field, columnValue(Array.isArray(source) ? source[t.at] : source[t.column])] as const,
+    );
+  }
+
+  /** The document of kept bytes and what its row told beside them (`toldBy`). */
+  decodeKept(
+    stored: Uint8Array | string,
+    id: string,
+    tenant: string,
+    told: ReadonlyArray<readonly [string, unknown]>,
+  ): T {
+    return this.storedForm.decode<T>(stored, id, tenant, told);
+  }
+
+  /** The told fields (see `told`), again after a key column or the form changed. */
+  private tell(): void {
+    this.told = this.storedForm.keyColumns
+      ? this.fields.flatMap((field, at) => (field.includes('.') ? [] : [{ field, column: `f:${field}`, at }]))
+      : [];
+    this.toldFields = new Set(this.told.map((t) => t.field));
+    this.toldColumns = this.told.map((t) => quote(t.column));
+    this.rowColumns = `rid, id, tenant, doc${this.toldColumns.map((c) => `, ${c}`).join('')}`;
   }
 
   /** Creates the table, the key columns and the indexes `indexes` need; a new key column is filled in for the rows already stored. */
@@ -152,6 +217,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
     this.paths.push(path.split('.'));
     this.fieldSet.add(path);
     this.insertSql = this.insertStatement();
+    this.tell();
   }
 
   private insertStatement(): string {
@@ -169,7 +235,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       this.addField(path);
     }
     const select = this.store.statement(
-      `SELECT rid, id, tenant, doc FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`,
+      `SELECT ${this.rowColumns} FROM ${this.table} WHERE rid > ? ORDER BY rid LIMIT ${backfillRows}`,
     );
     const update = this.store.statement(
       `UPDATE ${this.table} SET ${paths.map((p) => `${keyColumn(p)} = ?`).join(', ')} WHERE rid = ?`,
@@ -178,7 +244,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
       const rows = select.all([last]) as unknown as Row[];
       if (rows.length === 0) break;
       for (const row of rows) {
-        const doc = this.form.decode<T>(row.doc, row.id, row.tenant);
+        const doc = this.decodeRow(row);
         const values = paths.map((p) => getPath(doc, p));
         update.run([...values.map(keyOf), row.rid]);
         this.noteArrays(values, paths);
@@ -226,6 +292,8 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
     return new AppError('conflict', `a ${this.name} record with the same ${fields || 'id'} already exists`);
   }
 }
+
+const jsonField = (path: string) => `json_extract(CAST(doc AS TEXT), '$.${path}')`;
 
 /** `getPath` with the path split once. */
 function valueAt(doc: Record<string, unknown>, path: string[]): unknown {

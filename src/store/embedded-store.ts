@@ -8,7 +8,7 @@ import type { Collection, Doc, IndexSpec, Store, StoredFormSpec } from './collec
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
 import { quote, text, type SqlValue } from './sql-filter.ts';
 import { EmbeddedCollection } from './embedded-collection.ts';
-import { createTable, type Connection, type Statement } from './embedded-schema.ts';
+import { createTable, type Connection, type RowReader, type Statement } from './embedded-schema.ts';
 import { StoredForm } from './stored-form.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import {
@@ -186,9 +186,9 @@ export class EmbeddedStore implements Store, Connection {
     return col as unknown as Collection<T>;
   }
 
-  /** How the documents of collection `name` are stored: what its rows' JSON leaves out (`StoredFormSpec`). */
-  storedForm(name: string): StoredForm {
-    return this.table(name).form;
+  /** How the rows of collection `name` are read by SQL of its own (their JSON and the key columns that tell the rest). */
+  rows(name: string): RowReader {
+    return this.table(name).rows;
   }
 
   private table(name: string): EmbeddedCollection<Doc> {

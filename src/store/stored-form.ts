@@ -12,6 +12,8 @@ import { jsonWork } from './store-work.ts';
  */
 export class StoredForm {
   static readonly whole = new StoredForm({});
+  /** Whether the values the row's key columns hold stay out of the JSON (`StoredFormSpec.keyColumns`). */
+  readonly keyColumns: boolean;
   private readonly defaults: Map<string, StoredDefault>;
   private readonly copies: Map<string, string>;
   /** Top-level fields the JSON may leave out. */
@@ -21,13 +23,15 @@ export class StoredForm {
     this.defaults = new Map(Object.entries(spec.defaults ?? {}));
     this.copies = new Map(Object.entries(spec.copies ?? {}));
     this.omitted = new Set([...this.defaults.keys(), ...this.copies.keys()]);
+    this.keyColumns = spec.keyColumns ?? false;
     for (const [field, source] of this.copies)
       if (this.omitted.has(source)) throw new Error(`${field} cannot copy ${source}, which is left out itself`);
   }
 
-  encode(doc: Doc): Uint8Array {
+  /** `told`: the top-level fields whose key column holds a scalar value (`keyColumns`), left out with such a value. */
+  encode(doc: Doc, told: ReadonlySet<string> = noFields): Uint8Array {
     jsonWork.encodes++;
-    if (this.omitted.size === 0) {
+    if (this.omitted.size === 0 && told.size === 0) {
       const { id: _id, tenantId: _tenant, ...rest } = doc;
       return Buffer.from(JSON.stringify(rest));
     }
@@ -35,6 +39,7 @@ export class StoredForm {
     for (const field in doc) {
       if (field === 'id' || field === 'tenantId') continue;
       const value = doc[field];
+      if (told.has(field) && columnTells(value)) continue;
       if (!this.omitted.has(field) || !this.tells(doc, field, value)) kept[field] = value;
     }
     return Buffer.from(JSON.stringify(kept));
@@ -50,8 +55,18 @@ export class StoredForm {
     return (typeof value === 'string' || typeof value === 'number') && value === doc[source];
   }
 
-  /** The document of a row: its JSON, with `id` and `tenantId` (first, as documents are made) from the row's columns and what was left out put back. */
-  decode<T>(stored: ArrayBuffer | Uint8Array | string, id: string, tenant: string): T {
+  /**
+   * The document of a row: its JSON, with `id` and `tenantId` (first, as
+   * documents are made) and `told` (the key columns' values, `columnValue`)
+   * from the row's columns, and what was left out put back. A field in both
+   * (a row written before it was left out) is the same value.
+   */
+  decode<T>(
+    stored: ArrayBuffer | Uint8Array | string,
+    id: string,
+    tenant: string,
+    told: ReadonlyArray<readonly [string, unknown]> = noValues,
+  ): T {
     jsonWork.parses++;
     const json =
       typeof stored === 'string'
@@ -59,7 +74,9 @@ export class StoredForm {
         : stored instanceof ArrayBuffer
           ? Buffer.from(stored).toString()
           : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString();
-    const head = `{"id":${JSON.stringify(untext(id))},"tenantId":${JSON.stringify(untext(tenant))}`;
+    let head = `{"id":${JSON.stringify(untext(id))},"tenantId":${JSON.stringify(untext(tenant))}`;
+    for (const [field, value] of told)
+      if (value !== undefined) head += `,${JSON.stringify(field)}:${JSON.stringify(value)}`;
     const doc = JSON.parse(json.length <= 2 ? `${head}}` : `${head},${json.slice(1)}`) as Record<string, unknown>;
     for (const [field, value] of this.defaults) if (!(field in doc)) doc[field] = Array.isArray(value) ? [] : value;
     for (const [field, source] of this.copies)
@@ -67,20 +84,52 @@ export class StoredForm {
     return doc as T;
   }
 
-  /** Whether `path` may be missing from the stored JSON: SQL reads it with `field`, not `json_extract` alone. */
+  /** Whether `path` may be missing from the stored JSON for its default or copy (a key column's field is the column's to say). */
   omits(path: string): boolean {
     return this.omitted.has(path);
   }
 
-  /** The SQL expression of top-level field `path` as the document holds it, read from a row's JSON (`json_extract`, a value left out put back). */
-  field(path: string): string {
-    const read = (p: string) => `json_extract(CAST(doc AS TEXT), '$.${p}')`;
+  /**
+   * The SQL expression of top-level field `path` as the document holds it,
+   * read from a row's JSON (`json_extract`, a value left out put back);
+   * `read` gives a field's own expression (its key column where it has one).
+   */
+  field(path: string, read: (p: string) => string = jsonField): string {
     if (!this.omitted.has(path)) return read(path);
     const missing = `json_type(CAST(doc AS TEXT), '$.${path}') IS NULL`;
     const source = this.copies.get(path);
     const instead = source === undefined ? sqlLiteral(this.defaults.get(path)!) : read(source);
     return `(CASE WHEN ${missing} THEN ${instead} ELSE ${read(path)} END)`;
   }
+}
+
+const noFields: ReadonlySet<string> = new Set();
+const noValues: ReadonlyArray<readonly [string, unknown]> = [];
+
+const jsonField = (path: string) => `json_extract(CAST(doc AS TEXT), '$.${path}')`;
+
+/**
+ * Whether a key column holds `value` so that it reads back the same
+ * (`keyOf`, `columnValue`): null, a boolean, a finite number, a string SQL
+ * stores as it is (no lone surrogate). An object or an array stays in the JSON.
+ */
+function columnTells(value: unknown): boolean {
+  return (
+    value === null ||
+    typeof value === 'boolean' ||
+    (typeof value === 'number' && Number.isFinite(value)) ||
+    (typeof value === 'string' && value.isWellFormed())
+  );
+}
+
+/** A key column's value as the document held it (`keyOf` undone); undefined where the JSON holds the field, or nothing does. */
+export function columnValue(value: unknown): unknown {
+  if (value === null || value === undefined) return undefined;
+  if (value === -Infinity) return null;
+  if (typeof value === 'string') return untext(value);
+  if (typeof value === 'number') return value;
+  const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : (value as Uint8Array);
+  return bytes.length === 1 && bytes[0]! <= 1 ? bytes[0] === 1 : undefined;
 }
 
 /** A default as `json_extract` would give it: text, a number, 1 or 0 for a boolean, NULL; the empty list as its JSON. */

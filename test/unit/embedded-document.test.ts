@@ -98,3 +98,53 @@ test('a stored document leaves out what its form says the row tells again, and r
   assert.deepEqual(await notes.findOne(scope, { id: 'b' }), { ...docs[1], who: '+2', tries: 0, tags: [] });
   assert.deepEqual((await notes.findOne(scope, { id: 'a' }))?.who, '+5');
 });
+
+test('with keyColumns a stored document leaves out the scalars its key columns hold, and every read (by id, by a query, a scan, after a restart) puts them back', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'relaybox-document-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  let store = new EmbeddedStore(dir);
+  type Item = { id: string; tenantId: string; k: unknown; n?: number; flag?: boolean; note: string };
+  const indexes = [{ keys: { tenantId: 1, k: 1 } }, { keys: { tenantId: 1, n: 1, flag: 1 } }];
+  const open = (more: typeof indexes = []) =>
+    store.collection<Item>('items', [...indexes, ...more], { keyColumns: true, copies: { note: 'k' } });
+  let items = open();
+  const scope = { tenantId: 'org_k' };
+  const docs: Item[] = [
+    { id: 'a', tenantId: 'org_k', k: 'x\u0000y', n: 1.5, flag: true, note: 'x\u0000y' },
+    { id: 'b', tenantId: 'org_k', k: null, n: 2, flag: false, note: 'b' },
+    { id: 'c', tenantId: 'org_k', k: { deep: 1 }, note: 'c' },
+    { id: 'd', tenantId: 'org_k', k: ['p', 'q'], n: -0.25, note: 'd' },
+  ];
+  await items.insertMany(scope, docs);
+  const stored = () =>
+    (store.statement('SELECT doc FROM items ORDER BY id').all() as Array<{ doc: ArrayBuffer }>).map((r) =>
+      Buffer.from(r.doc).toString(),
+    );
+  assert.deepEqual(stored(), ['{}', '{"note":"b"}', '{"k":{"deep":1},"note":"c"}', '{"k":["p","q"],"note":"d"}']);
+  const sorted = (list: Item[]) => [...list].sort((x, y) => (x.id < y.id ? -1 : 1));
+  assert.deepEqual(sorted(await items.find(scope, {})), docs, 'a query');
+  assert.deepEqual(await items.findOne(scope, { k: 'x\u0000y' }), docs[0], 'by its key column');
+  const scanned: Item[] = [];
+  for await (const page of items.scan(scope, {}, { sort: { n: 1, id: 1 } })) scanned.push(...page);
+  assert.deepEqual(
+    scanned.map((d) => d.id),
+    ['c', 'd', 'a', 'b'],
+  );
+  await items.updateOne(scope, { id: 'b' }, { $set: { n: 3, flag: true } });
+  assert.deepEqual(await items.findOne(scope, { id: 'b' }), { ...docs[1], n: 3, flag: true }, 'by id, from memory');
+  assert.deepEqual(await items.findOne(scope, { id: 'a' }), docs[0]);
+  assert.deepEqual(await items.findOne(scope, { id: 'a' }), docs[0], 'by id again, from memory');
+  await store.close();
+  // A column added later: the rows before hold the field in their JSON.
+  store = new EmbeddedStore(dir);
+  t.after(() => store.close());
+  items = open([{ keys: { tenantId: 1, note: 1 } }]);
+  assert.deepEqual(sorted(await items.find(scope, {})), [docs[0], { ...docs[1], n: 3, flag: true }, docs[2], docs[3]]);
+  assert.deepEqual(
+    (await items.find(scope, { note: 'c' })).map((d) => d.id),
+    ['c'],
+  );
+  await items.insertOne(scope, { id: 'e', tenantId: '', k: 'e', note: 'e2' });
+  assert.deepEqual(stored()[4], '{}', 'a new row leaves out its new column too');
+  assert.deepEqual(await items.findOne(scope, { id: 'e' }), { id: 'e', tenantId: 'org_k', k: 'e', note: 'e2' });
+});
