@@ -15,7 +15,7 @@ interface Cached {
   rid: number;
   stored: Uint8Array | string;
   /** What the row's key columns tell beside the JSON (`EmbeddedSchema.toldBy`). */
-  told: ReadonlyArray<readonly [string, unknown]>;
+  told: string;
   /** The row's tenant column, as bound. */
   tenant: string;
 }
@@ -106,13 +106,7 @@ export class EmbeddedCache<T extends Doc> {
   }
 
   /** Keeps a document as stored, the most recently used, within the limits on documents and bytes. */
-  remember(
-    id: string,
-    rid: number,
-    stored: Uint8Array | string,
-    tenant: string,
-    told: ReadonlyArray<readonly [string, unknown]>,
-  ): void {
+  remember(id: string, rid: number, stored: Uint8Array | string, tenant: string, told: string): void {
     this.current();
     this.forget(id);
     if (stored.length > cachedDocMax) return;

@@ -95,7 +95,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
   private loaded = false;
   private storedForm = StoredForm.whole;
   /** The top-level key fields whose column tells their value (the form's `keyColumns`), with their place in `fields`. */
-  private told: Array<{ field: string; column: string; at: number }> = [];
+  private told: Array<{ field: string; column: string; at: number; member: string }> = [];
   private toldFields: ReadonlySet<string> = new Set();
   /** What a read selects of a row: `rid`, `id`, `tenant`, `doc` and the columns of the told fields (`toldColumns`). */
   rowColumns = 'rid, id, tenant, doc';
@@ -144,32 +144,37 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
 
   /** The document of a row read with `rowColumns`. */
   decodeRow<D = T>(row: Row): D {
-    const told =
-      this.told.length === 0 ? undefined : this.told.map((t) => [t.field, columnValue(row[t.column])] as const);
-    return this.storedForm.decode<D>(row.doc, row.id, row.tenant, told);
+    return this.storedForm.decode<D>(row.doc, row.id, row.tenant, this.told.length === 0 ? '' : this.toldBy(row));
   }
 
-  /** What a row tells of its document beside its JSON, from its key columns' values (`keys`, as bound) or from a row read with `rowColumns`. */
-  toldBy(source: SqlValue[] | Row): Array<readonly [string, unknown]> {
-    return this.told.map(
-      (t) => [t.field, columnValue(Array.isArray(source) ? source[t.at] : source[t.column])] as const,
-    );
+  /**
+   * What a row tells of its document beside its JSON, as JSON members each
+   * after a comma (`,"status":"queued"`), from its key columns' values
+   * (`keys`, as bound) or from a row read with `rowColumns`.
+   */
+  toldBy(source: SqlValue[] | Row): string {
+    let told = '';
+    const keys = Array.isArray(source) ? source : undefined;
+    for (const t of this.told) {
+      const raw = keys ? keys[t.at] : (source as Row)[t.column];
+      if (raw === null) continue;
+      const value = columnValue(raw);
+      if (value !== undefined) told += `,${t.member}${JSON.stringify(value)}`;
+    }
+    return told;
   }
 
   /** The document of kept bytes and what its row told beside them (`toldBy`). */
-  decodeKept(
-    stored: Uint8Array | string,
-    id: string,
-    tenant: string,
-    told: ReadonlyArray<readonly [string, unknown]>,
-  ): T {
+  decodeKept(stored: Uint8Array | string, id: string, tenant: string, told: string): T {
     return this.storedForm.decode<T>(stored, id, tenant, told);
   }
 
   /** The told fields (see `told`), again after a key column or the form changed. */
   private tell(): void {
     this.told = this.storedForm.keyColumns
-      ? this.fields.flatMap((field, at) => (field.includes('.') ? [] : [{ field, column: `f:${field}`, at }]))
+      ? this.fields.flatMap((field, at) =>
+          field.includes('.') ? [] : [{ field, column: `f:${field}`, at, member: `${JSON.stringify(field)}:` }],
+        )
       : [];
     this.toldFields = new Set(this.told.map((t) => t.field));
     this.toldColumns = this.told.map((t) => quote(t.column));

@@ -57,16 +57,11 @@ export class StoredForm {
 
   /**
    * The document of a row: its JSON, with `id` and `tenantId` (first, as
-   * documents are made) and `told` (the key columns' values, `columnValue`)
-   * from the row's columns, and what was left out put back. A field in both
+   * documents are made) and `told` (the key columns' values as JSON members,
+   * each after a comma: `EmbeddedSchema.toldBy`) from the row's columns, and what was left out put back. A field in both
    * (a row written before it was left out) is the same value.
    */
-  decode<T>(
-    stored: ArrayBuffer | Uint8Array | string,
-    id: string,
-    tenant: string,
-    told: ReadonlyArray<readonly [string, unknown]> = noValues,
-  ): T {
+  decode<T>(stored: ArrayBuffer | Uint8Array | string, id: string, tenant: string, told = ''): T {
     jsonWork.parses++;
     const json =
       typeof stored === 'string'
@@ -74,9 +69,7 @@ export class StoredForm {
         : stored instanceof ArrayBuffer
           ? Buffer.from(stored).toString()
           : Buffer.from(stored.buffer, stored.byteOffset, stored.byteLength).toString();
-    let head = `{"id":${JSON.stringify(untext(id))},"tenantId":${JSON.stringify(untext(tenant))}`;
-    for (const [field, value] of told)
-      if (value !== undefined) head += `,${JSON.stringify(field)}:${JSON.stringify(value)}`;
+    const head = `{"id":${JSON.stringify(untext(id))},"tenantId":${JSON.stringify(untext(tenant))}${told}`;
     const doc = JSON.parse(json.length <= 2 ? `${head}}` : `${head},${json.slice(1)}`) as Record<string, unknown>;
     for (const [field, value] of this.defaults) if (!(field in doc)) doc[field] = Array.isArray(value) ? [] : value;
     for (const [field, source] of this.copies)
@@ -104,7 +97,6 @@ export class StoredForm {
 }
 
 const noFields: ReadonlySet<string> = new Set();
-const noValues: ReadonlyArray<readonly [string, unknown]> = [];
 
 const jsonField = (path: string) => `json_extract(CAST(doc AS TEXT), '$.${path}')`;
 

@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import type { IndexSpec } from '../../src/store/collection.ts';
 import { EmbeddedStore } from '../../src/store/embedded-store.ts';
 
 test("a stored document leaves out the id and tenant its row's columns hold, and reads back whole", async (t) => {
@@ -104,8 +105,8 @@ test('with keyColumns a stored document leaves out the scalars its key columns h
   t.after(() => rm(dir, { recursive: true, force: true }));
   let store = new EmbeddedStore(dir);
   type Item = { id: string; tenantId: string; k: unknown; n?: number; flag?: boolean; note: string };
-  const indexes = [{ keys: { tenantId: 1, k: 1 } }, { keys: { tenantId: 1, n: 1, flag: 1 } }];
-  const open = (more: typeof indexes = []) =>
+  const indexes: IndexSpec[] = [{ keys: { tenantId: 1, k: 1 } }, { keys: { tenantId: 1, n: 1, flag: 1 } }];
+  const open = (more: IndexSpec[] = []) =>
     store.collection<Item>('items', [...indexes, ...more], { keyColumns: true, copies: { note: 'k' } });
   let items = open();
   const scope = { tenantId: 'org_k' };
