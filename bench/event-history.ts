@@ -1,7 +1,10 @@
 /**
  * GET /api/v1/events at scale on the embedded store: BENCH_MESSAGES
- * (50,000) messages of one organization, each accepted, then handed to its
- * relay and sent, delivered and read through the status path's own writes
+ * (50,000) messages of one organization, to 10,000 recipients, each made
+ * as the service makes it (`sentMessage`) and stored in the messages
+ * collection as the service declares it (its indexes and stored form),
+ * accepted, then handed to its relay and sent, delivered and read through
+ * the status path's own writes
  * (`Outbox.changeMany`, 1,000 messages a batch), so four status events and
  * its message.queued each, as the service stores them. Then the history as
  * the route reads it (`EventHistory.list`): its first page, a deep page, a
@@ -21,7 +24,10 @@ import { Outbox } from '../src/events/outbox.ts';
 import { StoreEventStream } from '../src/events/store-event-stream.ts';
 import { eventCollection, type SubjectDoc } from '../src/events/stored-events.ts';
 import { createLogger } from '../src/log.ts';
-import { platformScope } from '../src/store/collection.ts';
+import { messagingCollections } from '../src/messages/message-store.ts';
+import { sentMessage } from '../src/messages/send-service.ts';
+import type { Principal } from '../src/roles.ts';
+import { platformScope, type Collection } from '../src/store/collection.ts';
 import { EmbeddedStore } from '../src/store/embedded-store.ts';
 
 const messages = Number(process.env.BENCH_MESSAGES ?? 50_000);
@@ -29,13 +35,15 @@ const reads = Number(process.env.BENCH_READS ?? 50);
 const batch = 1_000;
 const tenantId = 'org_bench';
 const scope = { tenantId };
+const principal = { tenantId, teamId: 'team_bench' } as Principal;
 
 type Message = SubjectDoc & { teamId: string; status: string; createdAt: string; attempts: number };
 
 const dir = await mkdtemp(join(tmpdir(), 'relaybox-bench-events-'));
 const store = new EmbeddedStore(dir);
 try {
-  const subjects = store.collection<SubjectDoc>('messages');
+  // The messages collection as the service declares it: its indexes and its stored form.
+  const subjects = messagingCollections(store).messages as unknown as Collection<SubjectDoc>;
   const history = { retentionDays: 30, subjects };
   const stream = new StoreEventStream(store, undefined, history);
   const { log } = createEventLog(store, stream, history);
@@ -45,18 +53,18 @@ try {
 
   const started = performance.now();
   for (let from = 0; from < messages; from += batch) {
-    const docs: Message[] = Array.from({ length: Math.min(batch, messages - from) }, (_, k) => ({
-      id: `msg_bench${String(from + k).padStart(8, '0')}`,
-      tenantId,
-      teamId: 'team_bench',
-      to: '+14155550100',
-      from: '+14155550199',
-      body: 'Your code is 123456. Bye!',
-      conversationId: 'conv_bench',
-      status: 'processing',
-      attempts: 1,
-      createdAt: new Date().toISOString(),
-    }));
+    // As the service makes them: accepted (`sentMessage`), then handed to a relay.
+    const now = new Date().toISOString();
+    const docs = Array.from({ length: Math.min(batch, messages - from) }, (_, k) => {
+      const to = `+1415555${String((from + k) % 10_000).padStart(4, '0')}`;
+      return {
+        ...sentMessage(principal, { to, body: 'Your code is 123456. Bye!', priority: 0 }, to, to, now),
+        id: `msg_bench${String(from + k).padStart(8, '0')}`,
+        status: 'processing',
+        attempts: 1,
+        relayId: 'relay_bench',
+      } as unknown as Message;
+    });
     await stream.insertQueued!(docs, (rows) => subjects.insertMany(scope, rows));
     const at = new Date().toISOString();
     const step = (m: Message, name: 'message.sent' | 'message.delivered' | 'message.read', status: string) =>

@@ -7,7 +7,9 @@
  * prints the pages per commit by owner and, from the statement counters on
  * `/metrics`, the sends per commit: what a commit writes to disk besides the
  * rows themselves, and which index spreads its entries over the most pages.
- * It reports, it does not assert.
+ * Then what the file holds a stored message, by table and index (`dbstat`:
+ * pages, the room in them included), the messages' own apart. It reports,
+ * it does not assert.
  *
  *   npm run bench:wal-pages
  *
@@ -62,6 +64,20 @@ function pageOwners(file: string): Map<number, string> {
   }
 }
 
+/** The file's bytes by table or index (their pages, the room left in them included), and how many messages it holds. */
+function storedBytes(file: string): { messages: number; byName: Array<{ name: string; bytes: number }> } {
+  const db = new Database(file, { readonly: true });
+  try {
+    const { n } = db.prepare('SELECT count(*) AS n FROM messages').get() as { n: number };
+    const byName = db
+      .prepare('SELECT name, sum(pgsize) AS bytes FROM dbstat GROUP BY name ORDER BY bytes DESC')
+      .all() as Array<{ name: string; bytes: number }>;
+    return { messages: n, byName };
+  } finally {
+    db.close();
+  }
+}
+
 async function statementCounts(base: string): Promise<Map<string, number>> {
   const text = await (await fetch(`${base}/metrics`)).text();
   const counts = new Map<string, number>();
@@ -95,6 +111,7 @@ async function main(): Promise<void> {
   }
   // Stopped, the file is whole: the owners of its pages are read from it.
   const owners = pageOwners(join(dataDir, storeFile));
+  const stored = storedBytes(join(dataDir, storeFile));
   const commits = walCommits(await readFile(copy));
   await rm(dataDir, { recursive: true, force: true });
   const byOwner = new Map<string, number>();
@@ -119,6 +136,17 @@ async function main(): Promise<void> {
   console.log('|---|---|---|');
   for (const [owner, n] of [...byOwner].sort((a, b) => b[1] - a[1]))
     console.log(`| ${owner} | ${(n / commits.length).toFixed(2)} | ${((100 * n) / frames).toFixed(1)} % |`);
+  const perMessage = (bytes: number) => Math.round(bytes / Math.max(1, stored.messages)).toLocaleString('en');
+  const sum = (rows: Array<{ bytes: number }>) => rows.reduce((total, r) => total + r.bytes, 0);
+  const own = stored.byName.filter((r) => r.name === 'messages' || r.name.startsWith('messages:'));
+  console.log(
+    `\nThe file after the run: ${stored.messages.toLocaleString('en')} messages, ${perMessage(sum(stored.byName))} B a message in all, ` +
+      `${perMessage(sum(own))} B its row and index entries\n`,
+  );
+  console.log('| table or index | bytes a message |');
+  console.log('|---|---|');
+  for (const r of stored.byName.filter((r) => r.bytes / Math.max(1, stored.messages) >= 1))
+    console.log(`| ${r.name} | ${perMessage(r.bytes)} |`);
 }
 
 if (isEntryPoint(import.meta.url)) await main();
