@@ -18,7 +18,7 @@ import type { EmbeddedCache } from './embedded-cache.ts';
 import { fromColumn, type Connection, type EmbeddedSchema, type Row, type Statement } from './embedded-schema.ts';
 import { countedCommand, type StoreOperation } from './operation-count.ts';
 import { getPath, matches } from './query.ts';
-import { after, orderBy, sortExpr, untext, where, type SqlValue } from './sql-filter.ts';
+import { after, keyValue, orderBy, sortExpr, untext, where, type SqlValue } from './sql-filter.ts';
 
 /**
  * The reads of one collection: a filter becomes SQL on its key columns
@@ -169,7 +169,7 @@ export class EmbeddedQuery<T extends Doc> {
         )
         .all(params),
     ) as Array<Record<string, SqlValue | ArrayBuffer>>;
-    return rows.map((row) => ({ values: fields.map((_, i) => fromKey(row[`g${i}`] ?? null)), count: Number(row.n) }));
+    return rows.map((row) => ({ values: fields.map((_, i) => keyValue(row[`g${i}`]) ?? null), count: Number(row.n) }));
   }
 
   /**
@@ -234,15 +234,6 @@ function takeUntil(stmt: Statement, params: SqlValue[], take: (row: Row) => bool
       return;
     }
   }
-}
-
-/** A scalar key column's value as the document holds it (`keyOf` undone): missing and null as null. */
-function fromKey(value: SqlValue | ArrayBuffer): unknown {
-  if (value === null || value === -Infinity) return null;
-  if (typeof value === 'string') return untext(value);
-  if (typeof value === 'number') return value;
-  const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : value;
-  return bytes.length === 1 && bytes[0]! <= 1 ? bytes[0] === 1 : null;
 }
 
 /** A dotted field path as SQLite's JSON path (`latency.sent` → `$."latency"."sent"`). */

@@ -3,8 +3,8 @@ import { AppError } from '../errors.ts';
 import type { Doc, IndexSpec } from './collection.ts';
 import type { CountCacheOptions } from './count-cache.ts';
 import { getPath } from './query.ts';
-import { keyColumn, keyOf, quote, type Columns, type SqlValue } from './sql-filter.ts';
-import { columnValue, StoredForm } from './stored-form.ts';
+import { keyColumn, keyOf, keyValue, quote, type Columns, type SqlValue } from './sql-filter.ts';
+import { jsonField, StoredForm } from './stored-form.ts';
 
 export type Statement = Database.Statement;
 
@@ -123,10 +123,6 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
   }
 
   /** What the rows' JSON leaves out (`StoredFormSpec`): given with the collection. */
-  get form(): StoredForm {
-    return this.storedForm;
-  }
-
   set form(form: StoredForm) {
     this.storedForm = form;
     this.tell();
@@ -158,7 +154,7 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
     for (const t of this.told) {
       const raw = keys ? keys[t.at] : (source as Row)[t.column];
       if (raw === null) continue;
-      const value = columnValue(raw);
+      const value = keyValue(raw);
       if (value !== undefined) told += `,${t.member}${JSON.stringify(value)}`;
     }
     return told;
@@ -297,8 +293,6 @@ export class EmbeddedSchema<T extends Doc> implements Columns {
     return new AppError('conflict', `a ${this.name} record with the same ${fields || 'id'} already exists`);
   }
 }
-
-const jsonField = (path: string) => `json_extract(CAST(doc AS TEXT), '$.${path}')`;
 
 /** `getPath` with the path split once. */
 function valueAt(doc: Record<string, unknown>, path: string[]): unknown {

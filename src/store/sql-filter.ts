@@ -40,6 +40,16 @@ export function keyOf(value: unknown): SqlValue {
   return Array.isArray(value) ? arrayKey : objectKey;
 }
 
+/** A key column's value as the document held it (`keyOf` undone); undefined for a missing field (NULL) and for an object or an array, which the column does not hold. */
+export function keyValue(value: unknown): unknown {
+  if (value === null || value === undefined) return undefined;
+  if (value === -Infinity) return null;
+  if (typeof value === 'string') return untext(value);
+  if (typeof value === 'number') return value;
+  const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : (value as Uint8Array);
+  return bytes.length === 1 && bytes[0]! <= 1 ? bytes[0] === 1 : undefined;
+}
+
 /**
  * A string as it is bound: libsql, as the WebAssembly build before it, ends a
  * bound string at its first NUL, so NUL and \u0001 are escaped (\u0001\u0001

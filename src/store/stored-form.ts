@@ -98,11 +98,12 @@ export class StoredForm {
 
 const noFields: ReadonlySet<string> = new Set();
 
-const jsonField = (path: string) => `json_extract(CAST(doc AS TEXT), '$.${path}')`;
+/** A top-level field read from a row's JSON. */
+export const jsonField = (path: string) => `json_extract(CAST(doc AS TEXT), '$.${path}')`;
 
 /**
  * Whether a key column holds `value` so that it reads back the same
- * (`keyOf`, `columnValue`): null, a boolean, a finite number, a string SQL
+ * (`keyOf`, `keyValue`): null, a boolean, a finite number, a string SQL
  * stores as it is (no lone surrogate). An object or an array stays in the JSON.
  */
 function columnTells(value: unknown): boolean {
@@ -112,16 +113,6 @@ function columnTells(value: unknown): boolean {
     (typeof value === 'number' && Number.isFinite(value)) ||
     (typeof value === 'string' && value.isWellFormed())
   );
-}
-
-/** A key column's value as the document held it (`keyOf` undone); undefined where the JSON holds the field, or nothing does. */
-export function columnValue(value: unknown): unknown {
-  if (value === null || value === undefined) return undefined;
-  if (value === -Infinity) return null;
-  if (typeof value === 'string') return untext(value);
-  if (typeof value === 'number') return value;
-  const bytes = value instanceof ArrayBuffer ? new Uint8Array(value) : (value as Uint8Array);
-  return bytes.length === 1 && bytes[0]! <= 1 ? bytes[0] === 1 : undefined;
 }
 
 /** A default as `json_extract` would give it: text, a number, 1 or 0 for a boolean, NULL; the empty list as its JSON. */
