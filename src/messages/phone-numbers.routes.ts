@@ -4,6 +4,7 @@ import { metadataSchema } from '../http/metadata.ts';
 import { defineRoute, named, type RouteDef } from '../http/route.ts';
 import { phoneNumberField, strictObject } from '../http/validation.ts';
 import { paceSetting, usage, type Pace } from './pacing-schemas.ts';
+import type { Logger } from '../log.ts';
 import type { Principal } from '../roles.ts';
 import { newId, nowIso } from '../ids.ts';
 import type { Collection } from '../store/collection.ts';
@@ -71,6 +72,9 @@ const orgScope = (p: Principal) => ({ tenantId: p.tenantId });
  */
 const latestSlotMs = Date.parse('9999-12-31T23:59:59.999Z');
 
+/** How long a pacing change waits for the dispatch to read it before its answer. */
+const settingAskMs = 2_000;
+
 /** Spec 4.5 and 3.6: registered sender numbers; delete deactivates, keeping the number and its history. Each number's pace and usage, and the organization's pace and undelivered window. */
 export function phoneNumberRoutes(
   db: Pick<MessagingCollections, 'phoneNumbers' | 'orgPacing'> & Pick<RelayCollections, 'relays'>,
@@ -78,15 +82,27 @@ export function phoneNumberRoutes(
   defaultUndeliveredAfterMs: number,
 ): RouteDef[] {
   const numbers: Collection<PhoneNumberDoc> = db.phoneNumbers;
+  /**
+   * The dispatch reads its lines' paces and relay chains again before the answer, so that a usage asked next
+   * (a query, answered ahead of the messages waiting for the actor) shows the change. When the dispatch does not
+   * answer in time, the change is still read in its turn; the answer does not wait longer.
+   */
+  const reread = async (log: Logger, tenantId: string) => {
+    try {
+      await tenants.ask(tenantId, { kind: 'pacing-changed' }, settingAskMs);
+    } catch (err) {
+      log.warn({ err }, 'the dispatch did not confirm a pacing change in time; it reads it in its turn');
+    }
+  };
   /** Stores a setting in the organization's settings document; its tenant actor reads them again (pace and window). */
-  const saveSetting = async (principal: Principal, setting: Pick<OrgPacingDoc, 'pacing' | 'delivery'>) => {
+  const saveSetting = async (log: Logger, principal: Principal, setting: Pick<OrgPacingDoc, 'pacing' | 'delivery'>) => {
     await db.orgPacing.updateOne(
       orgScope(principal),
       { id: principal.tenantId },
       { $set: { ...setting, updatedAt: nowIso() } },
       { upsert: true },
     );
-    await tenants.send(principal.tenantId, { kind: 'pacing-changed' });
+    await reread(log, principal.tenantId);
   };
   return [
     defineRoute({
@@ -176,7 +192,7 @@ export function phoneNumberRoutes(
         if (!doc) throw new AppError('not_found', 'phone number not found');
         // The dispatch reads its lines' paces and relay chains again.
         if (ctx.body.pacing !== undefined || ctx.body.relays !== undefined)
-          await tenants.send(ctx.principal.tenantId, { kind: 'pacing-changed' });
+          await reread(ctx.log, ctx.principal.tenantId);
         return { status: 200, body: show(doc) };
       },
     }),
@@ -237,7 +253,7 @@ export function phoneNumberRoutes(
       operationId: 'setOrganizationPacing',
       schema: { body: paceSetting, response: { 200: paceSetting } },
       async handler(ctx) {
-        await saveSetting(ctx.principal, { pacing: ctx.body });
+        await saveSetting(ctx.log, ctx.principal, { pacing: ctx.body });
         return { status: 200, body: ctx.body };
       },
     }),
@@ -265,7 +281,7 @@ export function phoneNumberRoutes(
       operationId: 'setOrganizationDelivery',
       schema: { body: deliverySetting, response: { 200: deliverySetting } },
       async handler(ctx) {
-        await saveSetting(ctx.principal, { delivery: ctx.body });
+        await saveSetting(ctx.log, ctx.principal, { delivery: ctx.body });
         return { status: 200, body: ctx.body };
       },
     }),
