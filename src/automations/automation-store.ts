@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { Scope, Store } from '../store/collection.ts';
 import type { ActionStatus, ActionType, Condition, Trigger } from './automation-schemas.ts';
+import { digestId } from '../ids.ts';
 
 /** An action as stored: secrets and API keys sealed (secret-box.ts), never in clear. */
 export interface StoredAction {
@@ -89,5 +89,5 @@ export const orgScope = (tenantId: string): Scope => ({ tenantId });
 
 /** One execution per automation and message, whoever reads the event and however often: the id is the guard. */
 export function executionId(automationId: string, messageId: string): string {
-  return `aex_${createHash('sha256').update(`${automationId}\u0000${messageId}`).digest('base64url').slice(0, 22)}`;
+  return `aex_${digestId(`${automationId}\u0000${messageId}`, 22)}`;
 }

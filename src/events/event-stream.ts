@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { idTimeChars, newId, nowIso } from '../ids.ts';
+import { digestId, idTimeChars, newId, nowIso } from '../ids.ts';
 import { copyTrace, type TraceCarrier } from '../tracing/trace-context.ts';
 
 /**
@@ -149,10 +148,7 @@ export function changeEventId(event: EventName, subject: string): string {
   if (known !== undefined) return known;
   // The subject id's leading characters first: the events of messages with ordered ids (newOrderedId) are stored in that order too.
   const lead = /^[a-z]+_([A-Za-z0-9_-]+)/.exec(subject)?.[1]?.slice(0, idTimeChars) ?? '';
-  const id = `evt_${lead}${createHash('sha256')
-    .update(key)
-    .digest('base64url')
-    .slice(0, 22 - lead.length)}`;
+  const id = `evt_${lead}${digestId(key, 22 - lead.length)}`;
   if (recentIds.size >= recentIdsKept) recentIds.clear();
   recentIds.set(key, id);
   return id;

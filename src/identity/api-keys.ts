@@ -1,6 +1,5 @@
-import { createHash } from 'node:crypto';
 import { AppError } from '../errors.ts';
-import { newId, nowIso } from '../ids.ts';
+import { digestId, newId, nowIso } from '../ids.ts';
 import { hasRole, type Principal, type Role } from '../roles.ts';
 import { platformScope } from '../store/collection.ts';
 import { isTestTenant, liveTenantOf, testTenantOf, type KeyMode } from '../test-mode.ts';
@@ -65,7 +64,7 @@ export class ApiKeys {
     const org = await this.db.organizations.findOne(orgScope(orgId), { id: orgId });
     if (!org) throw new AppError('unauthorized', 'missing or invalid credentials');
     const now = nowIso();
-    const teamId = `team_${createHash('sha256').update(tenantId).digest('base64url').slice(0, 22)}`;
+    const teamId = `team_${digestId(tenantId, 22)}`;
     await insertIfAbsent(() =>
       this.db.teams.insertOne(scope, { id: teamId, tenantId, name: 'Default', createdAt: now, updatedAt: now }),
     );

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** What new keys begin with, by mode: a live key reaches the organization's data, a test key its test data. */
 export const apiKeyPrefixes = { live: 'rb_live_', test: 'rb_test_' } as const;
@@ -36,7 +36,7 @@ export function newRefreshToken(): { raw: string; hash: string } {
 }
 
 export function sha256(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return hash('sha256', value, 'hex');
 }
 
 export function sameSecret(a: string, b: string): boolean {

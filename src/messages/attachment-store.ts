@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { InboundFile } from '../relay-protocol/frames.ts';
 import type { Store } from '../store/collection.ts';
+import { digestId } from '../ids.ts';
 
 export const attachmentStatuses = ['pending', 'ready', 'failed'] as const;
 export type AttachmentStatus = (typeof attachmentStatuses)[number];
@@ -43,7 +43,7 @@ export function attachmentCollection(store: Store) {
 
 /** The id of a received attachment: from its organization and chat.db guid, so a replayed row finds the stored one. */
 export function attachmentIdOf(tenantId: string, guid: string): string {
-  return `att_${createHash('sha256').update(`${tenantId}\u0000${guid}`).digest('base64url').slice(0, 24)}`;
+  return `att_${digestId(`${tenantId}\u0000${guid}`, 24)}`;
 }
 
 /** The last segment of a path, as the file's name: what is kept of an attachment's place on the Mac. */

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import { validationError } from '../errors.ts';
 import { defineFormat } from '../http/validation.ts';
 import { toE164 } from '../phone-number.ts';
 import { chatGuid, email, recipientOf, recipientProblem, type Recipient } from './recipient-rules.ts';
+import { digestId } from '../ids.ts';
 
 export { recipientRule, type Recipient } from './recipient-rules.ts';
 
@@ -34,7 +34,7 @@ export function conversationIdOf(tenantId: string, teamId: string, participant: 
   const key = `${tenantId}\u0000${teamId}\u0000${participant}`;
   let id = recentConversationIds.get(key);
   if (id === undefined) {
-    id = `conv_${createHash('sha256').update(key).digest('base64url').slice(0, 24)}`;
+    id = `conv_${digestId(key, 24)}`;
     if (recentConversationIds.size >= 10_000) recentConversationIds.clear();
     recentConversationIds.set(key, id);
   }

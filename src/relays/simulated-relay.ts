@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { relayProtocol, type ConnectedRelay } from '../actors/relay/protocol.ts';
 import { sha256 } from '../identity/secrets.ts';
 import type { Logger } from '../log.ts';
@@ -8,6 +8,7 @@ import type { Transport } from '../runtime/types.ts';
 import { isTestTenant } from '../test-mode.ts';
 import type { RelayLink } from './relay-link.ts';
 import type { RelayCollections } from './relay-store.ts';
+import { digestId } from '../ids.ts';
 
 /**
  * The recipients whose simulated outcome is fixed (docs/test-mode.md); any
@@ -29,7 +30,7 @@ const idleMs = 15 * 60_000;
 
 /** The relay id of a test tenant's built-in relay: derived from the tenant, so every process connects the same relay. */
 export function simulatedRelayId(tenantId: string): string {
-  return `relay_${createHash('sha256').update(`simulated\u0000${tenantId}`).digest('base64url').slice(0, 22)}`;
+  return `relay_${digestId(`simulated\u0000${tenantId}`, 22)}`;
 }
 
 interface Held {

@@ -1,9 +1,9 @@
-import { createHash } from 'node:crypto';
 import { Type, type Static } from '@sinclair/typebox';
 import { Ajv, type ValidateFunction } from 'ajv';
 import type { ActorProtocol } from './actor.ts';
 import type { WorkClass } from './work-lane.ts';
 import { copyTrace, maxTracestateChars, type TraceCarrier } from '../tracing/trace-context.ts';
+import { digestId } from '../ids.ts';
 
 /** What travels on a transport: one message to one actor `(type, key)`. */
 export const envelopeSchema = Type.Object({
@@ -85,7 +85,7 @@ function describe(validate: ValidateFunction): string {
 
 /** A deterministic id from a parent message id and a label: what makes redelivered emissions recognisable. */
 export function derivedId(parentId: string, label: string): string {
-  return createHash('sha256').update(parentId).update('\u0000').update(label).digest('base64url').slice(0, 24);
+  return digestId(`${parentId}\u0000${label}`, 24);
 }
 
 /** A new envelope; it carries the trace in `trace` when there is one. */

@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import type { Store } from '../store/collection.ts';
+import { digestId } from '../ids.ts';
 
 /** How a handle came onto the list. */
 export const suppressionSources = ['keyword', 'api', 'import'] as const;
@@ -47,5 +47,5 @@ export type SuppressionCollections = ReturnType<typeof suppressionCollections>;
 
 /** A handle is on an organization's list at most once: its document's id follows from both, so concurrent adds agree on it. */
 export function suppressionIdOf(tenantId: string, handle: string): string {
-  return `sup_${createHash('sha256').update(`${tenantId}\u0000${handle}`).digest('base64url').slice(0, 24)}`;
+  return `sup_${digestId(`${tenantId}\u0000${handle}`, 24)}`;
 }

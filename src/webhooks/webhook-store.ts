@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import type { Scope, Store } from '../store/collection.ts';
 import type { SecretFormat } from './webhook-signing.ts';
+import { digestId } from '../ids.ts';
 
 export interface WebhookDoc {
   [field: string]: unknown;
@@ -80,5 +80,5 @@ export const orgScope = (tenantId: string): Scope => ({ tenantId });
 
 /** One delivery per webhook and event, whoever creates it and however often: redelivered events make no duplicates. */
 export function deliveryId(webhookId: string, eventId: string): string {
-  return `whd_${createHash('sha256').update(`${webhookId}\u0000${eventId}`).digest('base64url').slice(0, 22)}`;
+  return `whd_${digestId(`${webhookId}\u0000${eventId}`, 22)}`;
 }

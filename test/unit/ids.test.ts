@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { changeEventId } from '../../src/events/event-stream.ts';
-import { idTimeChars, isId, newId, newOrderedId } from '../../src/ids.ts';
+import { digestId, idTimeChars, isId, newId, newOrderedId } from '../../src/ids.ts';
+import { conversationIdOf } from '../../src/messages/recipients.ts';
+import { derivedId } from '../../src/runtime/envelope.ts';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -42,4 +44,12 @@ test("a change's event id is fixed by the change and, for an ordered subject, so
   assert.ok(changeEventId('message.queued', first) < changeEventId('message.queued', second));
   assert.ok(isId('evt', changeEventId('message.queued', first)));
   assert.ok(isId('evt', changeEventId('relay.online', `rly_x\u0000session`)), 'any subject makes a well-formed id');
+});
+
+test('ids that follow from what they name stay what earlier versions stored (conversations, derived envelopes, events)', () => {
+  // Written by the versions before digestId; a stored conversation or a redelivered emission must keep its id.
+  assert.equal(conversationIdOf('org_a', 'team_b', '+14155550100'), 'conv_L49Gl-UDl5Y-hHjiPX075xlc');
+  assert.equal(derivedId('env_1', 'deliver'), 'L33ArThJ-2Y1AJwVaw-XEVQw');
+  assert.equal(changeEventId('message.sent', 'msg_ABCDEFGHxyz'), 'evt_ABCDEFGHHD4Iiq2F_yKnWq');
+  assert.equal(digestId('a', 43).length, 43);
 });

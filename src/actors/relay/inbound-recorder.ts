@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import { AppError } from '../../errors.ts';
 import { changeEventId, domainEvent, messageEventData } from '../../events/event-stream.ts';
 import { withOutbox, type Outbox } from '../../events/outbox.ts';
-import { nowIso } from '../../ids.ts';
+import { digestId, nowIso } from '../../ids.ts';
 import type { RelayLink } from '../../relays/relay-link.ts';
 import type { RelayCollections, RelayDoc } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/actor.ts';
@@ -51,12 +50,12 @@ export interface ChangeReport {
 
 /** The id of a received message: from its organization and Messages GUID, so a replay finds the stored one. */
 export function receivedMessageId(tenantId: string, guid: string): string {
-  return `msg_in_${createHash('sha256').update(`${tenantId}\u0000${guid}`).digest('base64url').slice(0, 24)}`;
+  return `msg_in_${digestId(`${tenantId}\u0000${guid}`, 24)}`;
 }
 
 /** Where a sender's reaction is kept on the message it is on: one per sender, as Messages has it. */
 function reactionField(from: string): string {
-  return `reactions.${createHash('sha256').update(from).digest('base64url').slice(0, 16)}`;
+  return `reactions.${digestId(from, 16)}`;
 }
 
 /**
