@@ -82,6 +82,7 @@ export async function createApp(
       pingTimeoutMs: config.storePingTimeoutMs,
       mongoWrites: config.mongoWrites,
       observeCommands: opts.observeStoreCommands ?? false,
+      mongoPaths: config.mongoPaths,
     },
     log,
   );

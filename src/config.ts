@@ -29,6 +29,12 @@ export interface Config {
    * naming `w`, `retryWrites` or `readPreference` is refused at start.
    */
   mongoWrites: { writeConcern: 'majority' | number; retryWrites: boolean };
+  /**
+   * MONGODB_PATHS: `detected` (the default) takes FerretDB 1.x's workaround
+   * paths when the server says it is FerretDB; `mongodb` takes MongoDB's
+   * paths (bulk writes as one command, id lists by `$in`) on any server.
+   */
+  mongoPaths: 'detected' | 'mongodb';
   dataDir: string;
   /** How often the embedded store syncs its write-ahead log to disk (writes are in the OS before they resolve; 0 = sync every commit). */
   storeSyncIntervalMs: number;
@@ -212,6 +218,13 @@ function logLevel(env: Env): string {
   return level;
 }
 
+function mongoPaths(env: Env): 'detected' | 'mongodb' {
+  const paths = env.MONGODB_PATHS || 'detected';
+  if (paths !== 'detected' && paths !== 'mongodb')
+    throw new Error(`MONGODB_PATHS must be detected or mongodb; got "${paths}"`);
+  return paths;
+}
+
 /**
  * `majority` (the default: a write is acknowledged once most of the replica
  * set holds it, so a failover does not roll it back) or a number of members
@@ -281,6 +294,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisClusterNodes: env.REDIS_CLUSTER_NODES ? parseClusterNodes(env.REDIS_CLUSTER_NODES) : undefined,
     mongoUrl: env.MONGODB_URL || undefined,
     mongoWrites: { writeConcern: writeConcern(env), retryWrites: flag(env, 'MONGODB_RETRY_WRITES', true) },
+    mongoPaths: mongoPaths(env),
     dataDir: env.DATA_DIR || './data',
     storeSyncIntervalMs: timerMs(env, 'STORE_SYNC_INTERVAL_MS', 1_000, 0),
     storeCacheMb: positive(env, 'STORE_CACHE_MB', 32),

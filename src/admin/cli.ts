@@ -90,6 +90,7 @@ function openStore(): Store {
       dataDir: config.dataDir,
       pingTimeoutMs: config.storePingTimeoutMs,
       mongoWrites: config.mongoWrites,
+      mongoPaths: config.mongoPaths,
     },
     createLogger('warn'),
   );

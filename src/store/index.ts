@@ -1,7 +1,7 @@
 import type { Logger } from '../log.ts';
 import type { Store } from './collection.ts';
 import { EmbeddedStore } from './embedded-store.ts';
-import { MongoStore, type MongoWrites } from './mongo-store.ts';
+import { MongoStore, type MongoPaths, type MongoWrites } from './mongo-store.ts';
 
 export type { Store } from './collection.ts';
 
@@ -18,6 +18,8 @@ export function createStore(
     mongoWrites: MongoWrites;
     /** MongoDB only: count every command the driver sends (see `MongoStore.observedCommands`). */
     observeCommands?: boolean;
+    /** MongoDB only: `mongodb` takes MongoDB's paths on any wire server (see `MongoStore`). */
+    mongoPaths?: MongoPaths;
     /** MongoDB only: how long a check of a server by the driver may run before it is taken as wedged. */
     wedgedCheckMs?: number;
   },
@@ -26,6 +28,7 @@ export function createStore(
   if (opts.mongoUrl) {
     const store = new MongoStore(opts.mongoUrl, opts.dbName, opts.pingTimeoutMs, opts.mongoWrites, {
       observeCommands: opts.observeCommands ?? false,
+      paths: opts.mongoPaths ?? 'detected',
       ...(opts.wedgedCheckMs === undefined ? {} : { wedgedCheckMs: opts.wedgedCheckMs }),
       // A server lost is a warning, and so is its return: a filtered log shows both.
       onServerChange: (change) =>

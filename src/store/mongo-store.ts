@@ -15,6 +15,9 @@ export interface MongoWrites {
   retryWrites: boolean;
 }
 
+/** Which paths the store's writes and id-list reads take: the server's (`detected`: FerretDB 1.x's workarounds there) or MongoDB's on any server. */
+export type MongoPaths = 'detected' | 'mongodb';
+
 /** What the driver will do, read back from its database handle: the settings as they took effect. */
 export interface MongoConsistency {
   writeConcern: 'majority' | number | undefined;
@@ -70,6 +73,7 @@ export class MongoStore implements Store {
   private checkWatch: NodeJS.Timeout | undefined;
   /** Commands the driver sent, by `collection.command`, when made with `observeCommands`. */
   private readonly observed: Map<string, number> | undefined;
+  private readonly paths: MongoPaths;
 
   /**
    * Reads go to the primary whatever the connection string says: a send's
@@ -90,6 +94,13 @@ export class MongoStore implements Store {
     writes: MongoWrites,
     opts: {
       observeCommands?: boolean;
+      /**
+       * `mongodb` takes MongoDB's paths (bulk writes as one command, id lists
+       * by `$in`, compare-and-set updates) whatever the server says it is: for
+       * counting MongoDB's round trips on a wire double that accepts them.
+       * Otherwise (`detected`) FerretDB 1.x takes its workaround paths.
+       */
+      paths?: MongoPaths;
       onServerChange?: (change: ServerChange) => void;
       onWedgedCheck?: (wedged: WedgedCheck) => void;
       /** How long a check of a server may run before it is taken as wedged (tests shorten it). */
@@ -106,6 +117,7 @@ export class MongoStore implements Store {
       monitorCommands: opts.observeCommands === true,
     });
     this.db = this.client.db(dbName);
+    this.paths = opts.paths ?? 'detected';
     this.watchChecks(opts.wedgedCheckMs ?? wedgedCheckMs, opts.onWedgedCheck);
     const onServerChange = opts.onServerChange;
     const lost = new Set<string>();
@@ -166,9 +178,11 @@ export class MongoStore implements Store {
     await this.client.connect();
     const info = await this.db.admin().command({ buildInfo: 1 });
     const ferretdb = typeof info.ferretdbVersion === 'string';
-    this.server.scansIdLists = ferretdb;
-    this.server.writesOneStatementEach = ferretdb;
-    this.server.updatesReadThenWrite = ferretdb;
+    const workarounds = ferretdb && this.paths === 'detected';
+    this.server.scansIdLists = workarounds;
+    this.server.writesOneStatementEach = workarounds;
+    this.server.updatesReadThenWrite = workarounds;
+    // Not a path but what the server can answer: FerretDB's `$group` has no `$min` whatever paths are taken.
     this.server.groupsWithoutMin = ferretdb;
     for (const [name, indexes] of this.declared) {
       for (const index of indexes) {

@@ -81,3 +81,33 @@ test("updateManyReturning on MongoDB's path: the write and one read of what it c
   assert.deepEqual(commands, ['update'], 'and then nothing is read');
   assert.equal((await col.findOne({ tenantId: 'org_b' }, { id: 'c4' }))?.status, 'queued');
 });
+
+test("MONGODB_PATHS: the paths a store takes follow the server unless MongoDB's are asked for; $group's missing $min follows the server", async (t) => {
+  if (!url) return void (await serviceUrl(t, 'MONGODB_URL'));
+  const client = new MongoClient(url);
+  const ferret = typeof (await client.db('admin').command({ buildInfo: 1 })).ferretdbVersion === 'string';
+  await client.close();
+  const config = loadConfig({});
+  const paths = async (chosen: 'detected' | 'mongodb') => {
+    const store = new MongoStore(
+      url,
+      `relaybox_paths_${Math.random().toString(36).slice(2, 10)}`,
+      config.storePingTimeoutMs,
+      config.mongoWrites,
+      {
+        paths: chosen,
+      },
+    );
+    await store.init();
+    await store.close();
+    return store.quirks;
+  };
+  const workarounds = { scansIdLists: ferret, writesOneStatementEach: ferret, updatesReadThenWrite: ferret };
+  assert.deepEqual(await paths('detected'), { ...workarounds, groupsWithoutMin: ferret });
+  assert.deepEqual(await paths('mongodb'), {
+    scansIdLists: false,
+    writesOneStatementEach: false,
+    updatesReadThenWrite: false,
+    groupsWithoutMin: ferret,
+  });
+});

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { test, type TestContext } from 'node:test';
 import { breakdown, commandCounts, commandsBetween, totalOf } from '../../bench/redis-stats.ts';
 import type { RedisClient } from '../../src/runtime/redis-client.ts';
@@ -6,7 +7,7 @@ import { MongoStore } from '../../src/store/mongo-store.ts';
 import { fileServiceUrl } from '../support/services.ts';
 import { StandInRelay } from '../support/stand-in-relay.ts';
 import { storeOperations } from '../support/store-operations.ts';
-import { apiKey, signup, startTestApp } from '../support/test-app.ts';
+import { apiKey, signup, startTestApp, withDatabase } from '../support/test-app.ts';
 import { sleep, until } from '../support/until.ts';
 import { deliverOne, sendMany, statusOf, wireBudget, wireRedis } from '../support/wire-budget.ts';
 
@@ -33,6 +34,7 @@ import { deliverOne, sendMany, statusOf, wireBudget, wireRedis } from '../suppor
 const redisUrl = await fileServiceUrl('REDIS_URL');
 const mongoUrl = await fileServiceUrl('MONGODB_URL');
 const clusterNodes = await fileServiceUrl('REDIS_CLUSTER_NODES');
+const pathsUrl = await fileServiceUrl('MONGODB_PATHS_URL');
 
 const messages = 200;
 const inFlight = 64;
@@ -68,7 +70,8 @@ function counter(redis: RedisClient, store: MongoStore) {
 /** What `init` found the MongoDB server to be, and so which paths the store's writes and id-list reads took. */
 function storePaths(store: MongoStore): string {
   const q = store.quirks;
-  if (!Object.values(q).some(Boolean)) return 'MongoDB paths: bulk writes as one command, id lists read with $in';
+  if (!q.scansIdLists && !q.writesOneStatementEach && !q.updatesReadThenWrite)
+    return "MongoDB's paths: bulk writes as one command, id lists read with $in, updates compare-and-set";
   return [
     'FerretDB paths:',
     q.writesOneStatementEach
@@ -81,18 +84,32 @@ function storePaths(store: MongoStore): string {
   ].join(' ');
 }
 
+/**
+ * `mongo` is a server taking MongoDB's paths (MONGODB_PATHS=mongodb) in a
+ * database of its own, instead of MONGODB_URL's with the paths its server
+ * calls for; its MongoDB budget is the row of `where` on MongoDB's paths.
+ */
 async function perMessageRun(
   t: TestContext,
   backend: 'redis+mongo' | 'redis-cluster+mongo',
   redis: RedisClient,
   where: string,
+  mongo?: { pathsUrl: string },
 ): Promise<void> {
   const redisBudget = wireBudget(`Redis commands per delivered message (${where})`);
-  const mongoBudget = wireBudget(`MongoDB commands per delivered message (${where})`);
+  const mongoBudget = wireBudget(
+    `MongoDB commands per delivered message (${where}${mongo ? ", MongoDB's paths" : ''})`,
+  );
+  const onPaths: Record<string, string> = mongo
+    ? {
+        MONGODB_URL: withDatabase(mongo.pathsUrl, `relaybox_p${randomUUID().slice(0, 8)}`),
+        MONGODB_PATHS: 'mongodb',
+      }
+    : {};
   // Timers that would read the store in the middle of the count wait for minutes.
   const app = await startTestApp(
     backend,
-    { CREDENTIAL_CACHE_MS: '600000', TENANT_SWEEP_MS: '600000', WEBHOOK_SWEEP_MS: '600000' },
+    { CREDENTIAL_CACHE_MS: '600000', TENANT_SWEEP_MS: '600000', WEBHOOK_SWEEP_MS: '600000', ...onPaths },
     { observeStoreCommands: true },
   );
   t.after(() => app.stop());
@@ -170,6 +187,11 @@ async function perMessageRun(
 test('a delivered message costs no more Redis and MongoDB commands than the wire budget (one Redis)', async (t) => {
   if (!redisUrl || !mongoUrl) return t.skip('REDIS_URL and MONGODB_URL not set');
   await perMessageRun(t, 'redis+mongo', wireRedis('redis+mongo', redisUrl), 'one Redis');
+});
+
+test("a delivered message costs no more MongoDB commands than the wire budget on MongoDB's paths (one Redis)", async (t) => {
+  if (!redisUrl || !pathsUrl) return t.skip('REDIS_URL and MONGODB_PATHS_URL not set');
+  await perMessageRun(t, 'redis+mongo', wireRedis('redis+mongo', redisUrl), 'one Redis', { pathsUrl });
 });
 
 test('a delivered message costs no more Redis and MongoDB commands than the wire budget (Redis Cluster)', async (t) => {

@@ -1,7 +1,8 @@
 import { connect } from 'node:net';
 import type { TestContext } from 'node:test';
 
-type ServiceName = 'REDIS_URL' | 'MONGODB_URL' | 'REDIS_CLUSTER_NODES';
+/** MONGODB_PATHS_URL: a MongoDB wire server that takes MongoDB's paths (`MONGODB_PATHS=mongodb`), for counting them. */
+type ServiceName = 'REDIS_URL' | 'MONGODB_URL' | 'MONGODB_PATHS_URL' | 'REDIS_CLUSTER_NODES';
 
 const defaultPorts: Record<string, number> = { 'redis:': 6379, 'rediss:': 6379, 'mongodb:': 27017 };
 const probes = new Map<string, Promise<boolean>>();

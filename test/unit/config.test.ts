@@ -103,6 +103,14 @@ test('MongoDB writes: majority and retried by default; a number of members or no
   );
 });
 
+test("MongoDB's paths: detected from the server by default, MongoDB's on any server with MONGODB_PATHS=mongodb, anything else refused", () => {
+  assert.equal(loadConfig({}).mongoPaths, 'detected');
+  assert.equal(loadConfig({ MONGODB_PATHS: 'detected' }).mongoPaths, 'detected');
+  assert.equal(loadConfig({ MONGODB_PATHS: 'mongodb' }).mongoPaths, 'mongodb');
+  for (const value of ['ferretdb', 'MongoDB', 'true'])
+    assert.throws(() => loadConfig({ MONGODB_PATHS: value }), /MONGODB_PATHS must be detected or mongodb/, value);
+});
+
 test('REDIS_CLUSTER_NODES: seed nodes as host:port, never together with REDIS_URL; the replica wait is 1 s by default', () => {
   assert.equal(loadConfig({}).redisClusterNodes, undefined);
   assert.equal(loadConfig({}).runtime.replicaWaitMs, 1_000);
