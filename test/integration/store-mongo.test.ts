@@ -2,7 +2,7 @@ import { loadConfig } from '../../src/config.ts';
 import { test } from 'node:test';
 import { MongoClient } from 'mongodb';
 import assert from 'node:assert/strict';
-import { MongoStore } from '../../src/store/mongo-store.ts';
+import { MongoStore, type MongoPaths } from '../../src/store/mongo-store.ts';
 import { MongoCollection } from '../../src/store/mongo-collection.ts';
 import { serviceUrl } from '../support/services.ts';
 import { storeContract } from './store-contract.ts';
@@ -88,7 +88,7 @@ test("MONGODB_PATHS: the paths a store takes follow the server unless MongoDB's 
   const ferret = typeof (await client.db('admin').command({ buildInfo: 1 })).ferretdbVersion === 'string';
   await client.close();
   const config = loadConfig({});
-  const paths = async (chosen: 'detected' | 'mongodb') => {
+  const paths = async (chosen: MongoPaths) => {
     const store = new MongoStore(
       url,
       `relaybox_paths_${Math.random().toString(36).slice(2, 10)}`,

@@ -85,24 +85,25 @@ function storePaths(store: MongoStore): string {
 }
 
 /**
- * `mongo` is a server taking MongoDB's paths (MONGODB_PATHS=mongodb) in a
- * database of its own, instead of MONGODB_URL's with the paths its server
- * calls for; its MongoDB budget is the row of `where` on MongoDB's paths.
+ * With `pathsUrl` the service stores on that server, in a database of its
+ * own, taking MongoDB's paths (MONGODB_PATHS=mongodb), instead of on
+ * MONGODB_URL's with the paths its server calls for; its MongoDB budget is
+ * then the row of `where` on MongoDB's paths.
  */
 async function perMessageRun(
   t: TestContext,
   backend: 'redis+mongo' | 'redis-cluster+mongo',
   redis: RedisClient,
   where: string,
-  mongo?: { pathsUrl: string },
+  pathsUrl?: string,
 ): Promise<void> {
   const redisBudget = wireBudget(`Redis commands per delivered message (${where})`);
   const mongoBudget = wireBudget(
-    `MongoDB commands per delivered message (${where}${mongo ? ", MongoDB's paths" : ''})`,
+    `MongoDB commands per delivered message (${where}${pathsUrl ? ", MongoDB's paths" : ''})`,
   );
-  const onPaths: Record<string, string> = mongo
+  const onPaths: Record<string, string> = pathsUrl
     ? {
-        MONGODB_URL: withDatabase(mongo.pathsUrl, `relaybox_p${randomUUID().slice(0, 8)}`),
+        MONGODB_URL: withDatabase(pathsUrl, `relaybox_p${randomUUID().slice(0, 8)}`),
         MONGODB_PATHS: 'mongodb',
       }
     : {};
@@ -191,7 +192,7 @@ test('a delivered message costs no more Redis and MongoDB commands than the wire
 
 test("a delivered message costs no more MongoDB commands than the wire budget on MongoDB's paths (one Redis)", async (t) => {
   if (!redisUrl || !pathsUrl) return t.skip('REDIS_URL and MONGODB_PATHS_URL not set');
-  await perMessageRun(t, 'redis+mongo', wireRedis('redis+mongo', redisUrl), 'one Redis', { pathsUrl });
+  await perMessageRun(t, 'redis+mongo', wireRedis('redis+mongo', redisUrl), 'one Redis', pathsUrl);
 });
 
 test('a delivered message costs no more Redis and MongoDB commands than the wire budget (Redis Cluster)', async (t) => {
