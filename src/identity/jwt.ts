@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { link, mkdir, readFile, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { exportJWK, generateKeyPair, importJWK, importPKCS8, importSPKI, jwtVerify, SignJWT, type JWK } from 'jose';
+import { VerifiedTokens } from './verified-tokens.ts';
 
 /** The one algorithm we sign with and the only one we accept (no `none`, no HMAC confusion). */
 export const jwtAlgorithm = 'EdDSA';
@@ -27,6 +28,8 @@ export interface AccessTokens {
   sign(claims: AccessClaims): Promise<{ token: string; expiresIn: number }>;
   /** The claims of a valid token, or undefined for anything else (expired, forged, wrong audience...). */
   verify(token: string): Promise<AccessClaims | undefined>;
+  /** The claims of a token this process verified and that has not expired, at once; undefined: `verify` it. */
+  known(token: string): AccessClaims | undefined;
   /**
    * A secret for another purpose (signed download links), derived from the
    * signing key: every process that shares the key agrees on it, and it
@@ -37,7 +40,9 @@ export interface AccessTokens {
 
 export async function loadAccessTokens(settings: JwtSettings): Promise<AccessTokens> {
   const { privateKey, publicKey, material } = await loadKeys(settings);
+  const verified = new VerifiedTokens<AccessClaims>();
   return {
+    known: (token) => verified.known(token),
     deriveSecret: (purpose) => createHmac('sha256', material).update(`relaybox:${purpose}`).digest(),
     async sign(claims) {
       const token = await new SignJWT({ org: claims.org, role: claims.role })
@@ -60,7 +65,9 @@ export async function loadAccessTokens(settings: JwtSettings): Promise<AccessTok
         });
         if (typeof payload.sub !== 'string' || typeof payload.org !== 'string' || typeof payload.role !== 'string')
           return undefined;
-        return { sub: payload.sub, org: payload.org, role: payload.role };
+        const claims = { sub: payload.sub, org: payload.org, role: payload.role };
+        verified.keep(token, claims, payload.exp!);
+        return claims;
       } catch {
         return undefined;
       }

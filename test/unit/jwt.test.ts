@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { generateKeyPair, SignJWT, UnsecuredJWT } from 'jose';
 import { loadAccessTokens, type JwtSettings } from '../../src/identity/jwt.ts';
+import { VerifiedTokens } from '../../src/identity/verified-tokens.ts';
 
 async function settings(
   t: { after(fn: () => Promise<void>): void },
@@ -77,4 +78,38 @@ test('rejects alg none, another key, wrong audience, wrong issuer, expired and g
 
   assert.equal(await tokens.verify('not.a.jwt'), undefined);
   assert.equal(await tokens.verify(''), undefined);
+});
+
+test('a verified token is known at once until its exp; one that did not verify never is', async (t) => {
+  const s = await settings(t, { accessTokenTtlSeconds: 1 });
+  const tokens = await loadAccessTokens(s);
+  const { token } = await tokens.sign(claims);
+  assert.equal(tokens.known(token), undefined, 'not verified yet');
+  assert.deepEqual(await tokens.verify(token), claims);
+  assert.deepEqual(tokens.known(token), claims);
+
+  const wrongAudience = await loadAccessTokens({ ...s, audience: 'someone-else' });
+  const { token: elsewhere } = await wrongAudience.sign(claims);
+  assert.equal(await tokens.verify(elsewhere), undefined);
+  assert.equal(tokens.known(elsewhere), undefined, 'a failed verification is not kept');
+  assert.equal(tokens.known(`${token}x`), undefined, 'a token one character longer is another token');
+
+  await new Promise((r) => setTimeout(r, 2100));
+  assert.equal(tokens.known(token), undefined, 'expired');
+  assert.equal(await tokens.verify(token), undefined);
+});
+
+test('verified tokens: the oldest is dropped past the bound; an entry answers until its exp, to the millisecond', () => {
+  const verified = new VerifiedTokens<string>(2);
+  const exp = 2_000_000_000;
+  verified.keep('a', 'A', exp);
+  verified.keep('b', 'B', exp);
+  verified.keep('c', 'C', exp);
+  assert.equal(verified.size, 2);
+  const now = exp * 1000 - 1;
+  assert.equal(verified.known('a', now), undefined);
+  assert.equal(verified.known('b', now), 'B');
+  assert.equal(verified.known('c', now), 'C');
+  assert.equal(verified.known('c', exp * 1000), undefined, 'at its exp it verifies no more');
+  assert.equal(verified.size, 1, 'an expired entry is dropped when met');
 });
