@@ -12,7 +12,7 @@
  * job's on a service of its own with no other organization sending (target:
  * at least 90 % of that rate; embedded only). It reports, it does not assert.
  *
- *   npm run bench:fairness
+ *   npm run bench:fairness   (BENCH_TURNS=1 adds the event loop's turn lengths)
  *   REDIS_URL=redis://127.0.0.1:6379 MONGODB_URL=mongodb://127.0.0.1:27017/relaybox npm run bench:fairness
  *
  * Each backend runs twice: with sender pacing out of the way (the job's
@@ -39,6 +39,41 @@ const gapMs = Number(process.env.BENCH_SINGLE_GAP_MS || 20);
 const jobSize = 10_000;
 /** A drain not done within this long is reported as not done. */
 const drainCapMs = 300_000;
+const timingTurns = process.env.BENCH_TURNS === '1';
+
+/**
+ * BENCH_TURNS=1: the length of each turn of the event loop while singles are
+ * timed, by a probe that runs once a turn (`setImmediate` from itself). A
+ * single send waits at each of its turns for the work already under way in
+ * it. The probe keeps the loop from sleeping, so it is left out unless asked.
+ */
+function turnProbe(): { stop(): string } {
+  const at: number[] = [];
+  let on = true;
+  const probe = () => {
+    at.push(performance.now());
+    if (on) setImmediate(probe);
+  };
+  setImmediate(probe);
+  return {
+    stop() {
+      on = false;
+      const gaps = at
+        .slice(1)
+        .map((t, i) => t - at[i]!)
+        .sort((a, b) => a - b);
+      const span = gaps.reduce((a, b) => a + b, 0);
+      // Weighted by time: the length of the turn that a moment (a request arriving) falls in.
+      const turnAt = (x: number) => {
+        let sum = 0;
+        for (const g of gaps) if ((sum += g) >= x * span) return g.toFixed(1);
+        return gaps.at(-1)!.toFixed(1);
+      };
+      const long = gaps.filter((g) => g >= 4).reduce((a, b) => a + b, 0);
+      return `${gaps.length} turns; a moment falls in a turn of p50 ${turnAt(0.5)}, p90 ${turnAt(0.9)}, p99 ${turnAt(0.99)} ms; turns of 4 ms or more ${Math.round((100 * long) / span)} % of the time`;
+    },
+  };
+}
 
 /** Relays of `org` that report every send sent, then delivered, at once; `handedOut` records when each message's first send frame came. */
 function autoRelays(t: TestApp, org: Org, count: number, capacity: number, handedOut: Map<string, number>) {
@@ -182,19 +217,24 @@ async function run(backend: Backend, pace: JobPace) {
     await quietRelay.connect();
     const cpuAlone: number[] = [];
     const cpuLoaded: number[] = [];
+    let probe = timingTurns ? turnProbe() : undefined;
     const alone = await timeSingles(t, quiet, handedOut, undefined, cpuAlone);
+    const turnsAlone = probe?.stop();
     const before = handedOut.size;
     await postJob(t, busy);
     const jobStarted = performance.now();
     // Measured while the job drains: from its first messages handed out (100 of them, or its lines' first bursts when paced) until its last.
     while (handedOut.size < before + (pace === 'unpaced' ? 100 : relayCount * 3)) await sleep(5);
     const jobHanded = () => handedOut.size - before;
+    probe = timingTurns ? turnProbe() : undefined;
     const loaded = await timeSingles(t, quiet, handedOut, () => jobHanded() < jobSize, cpuLoaded);
+    const turnsLoaded = probe?.stop();
     const drainedWhileMeasuring = jobHanded();
     const measuredSeconds = (performance.now() - jobStarted) / 1000;
     // The job's whole drain, to set beside the same job's with no other organization sending.
     const drainSeconds = comparesDrain(backend, pace) ? await drained(jobStarted, jobHanded) : undefined;
-    return { alone, loaded, cpuAlone, cpuLoaded, drainedWhileMeasuring, measuredSeconds, drainSeconds };
+    const turns = turnsAlone && turnsLoaded ? { alone: turnsAlone, loaded: turnsLoaded } : undefined;
+    return { alone, loaded, cpuAlone, cpuLoaded, drainedWhileMeasuring, measuredSeconds, drainSeconds, turns };
   } finally {
     busyRelays.close();
     quietRelay.close();
@@ -241,6 +281,11 @@ for (const backend of all) {
       cpuLines.push(
         `# ${backend}, ${pace}: CPU ms this process spent per single, p50 / p99: ${cpu(r.cpuAlone)} alone, ${cpu(r.cpuLoaded)} while the job drains`,
       );
+      if (r.turns)
+        cpuLines.push(
+          `# ${backend}, ${pace}: event loop turns alone: ${r.turns.alone}`,
+          `# ${backend}, ${pace}: event loop turns while the job drains: ${r.turns.loaded}`,
+        );
     } catch (err) {
       console.log(`| ${backend} | ${pace} | failed: ${err instanceof Error ? err.message : String(err)} | | | | |`);
     }
