@@ -136,6 +136,13 @@ async function timeSingles(
   return waits;
 }
 
+/** The service every run starts: keys of its own, relays that never time out while the bench holds them. */
+const startBenchApp = (backend: Backend) =>
+  startTestApp(backend, {
+    RUNTIME_KEY_PREFIX: `fair${randomUUID().slice(0, 8)}`,
+    RELAY_HEARTBEAT_TIMEOUT_MS: '600000',
+  });
+
 /** The busy organization's 10,000-recipient job; resolves when it is accepted. */
 async function postJob(t: TestApp, busy: Org): Promise<void> {
   const job = await t.request('POST', '/api/v1/messages/bulk', {
@@ -165,10 +172,7 @@ async function drained(started: number, handed: () => number): Promise<number | 
  * against (target: at least 90 % of this rate).
  */
 async function jobAlone(backend: Backend): Promise<number | undefined> {
-  const t = await startTestApp(backend, {
-    RUNTIME_KEY_PREFIX: `fair${randomUUID().slice(0, 8)}`,
-    RELAY_HEARTBEAT_TIMEOUT_MS: '600000',
-  });
+  const t = await startBenchApp(backend);
   const handedOut = new Map<string, number>();
   const busy = await signup(t, 'Bench busy');
   const busyRelays = autoRelays(t, busy, relayCount, relayCapacity, handedOut);
@@ -196,10 +200,7 @@ const quantile = (xs: number[], q: number) =>
 type JobPace = 'unpaced' | 'default pace';
 
 async function run(backend: Backend, pace: JobPace) {
-  const t = await startTestApp(backend, {
-    RUNTIME_KEY_PREFIX: `fair${randomUUID().slice(0, 8)}`,
-    RELAY_HEARTBEAT_TIMEOUT_MS: '600000',
-  });
+  const t = await startBenchApp(backend);
   const handedOut = new Map<string, number>();
   const busy = await signup(t, 'Bench busy');
   const quiet = await signup(t, 'Bench quiet');

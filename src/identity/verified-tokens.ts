@@ -1,4 +1,4 @@
-import { hash, randomBytes } from 'node:crypto';
+import { memoryDigester } from './secrets.ts';
 
 interface Verified<C> {
   claims: C;
@@ -15,13 +15,12 @@ interface Verified<C> {
  * holds until the token expires; what may change (the member's role, the
  * member removed) is looked up on every request, as before.
  *
- * Keyed as `ApiKeyCache` keys API keys: by SHA-256 of the token behind 32
- * random bytes made when the process starts, never by the token itself, so a
- * heap dump holds no working token. Failures are not kept: a forged token
+ * Keyed as `ApiKeyCache` keys API keys (`memoryDigester`): a heap dump
+ * holds no working token. Failures are not kept: a forged token
  * costs its verification every time, and finds nothing here.
  */
 export class VerifiedTokens<C> {
-  private readonly digestPrefix = randomBytes(32).toString('base64');
+  private readonly digest = memoryDigester();
   private readonly entries = new Map<string, Verified<C>>();
 
   constructor(
@@ -49,9 +48,5 @@ export class VerifiedTokens<C> {
 
   get size(): number {
     return this.entries.size;
-  }
-
-  private digest(token: string): string {
-    return hash('sha256', this.digestPrefix + token, 'base64');
   }
 }
