@@ -20,6 +20,7 @@ import { BodyStream } from './body-stream.ts';
 import type { AnsweredHook, Method, Reply, RequestContext, RouteDef } from './route.ts';
 import { endSpan, SpanKind, SpanStatusCode, startSpan, traceOfSpan, tracingOn, type Span } from '../tracing/spans.ts';
 import { newTraceContext, readTraceContext } from '../tracing/trace-context.ts';
+import { nextTurn } from '../runtime/ahead-of-bulk.ts';
 
 export { neededRole };
 export type { ReadinessCheck } from './built-in-routes.ts';
@@ -318,9 +319,12 @@ const safeMethods = new Set<string>(['GET', 'HEAD', 'OPTIONS']);
  * Waiting one turn of the event loop lets it finish parsing what it has read,
  * so a write request that has lost its connection is dropped before it runs
  * (a client's retry then cannot do it twice) instead of running unanswered.
+ * The turn is taken ahead of bulk work queued before it (`nextTurn`), so a
+ * request does not wait behind another organization's job step here.
  */
-function stillConnected(responder: Responder): Promise<boolean> {
-  return new Promise((resolve) => setImmediate(() => resolve(!responder.aborted)));
+async function stillConnected(responder: Responder): Promise<boolean> {
+  await nextTurn();
+  return !responder.aborted;
 }
 
 /** Durations of requests no route's own method serves (no route, or a method the route was not registered for), by method and route. */

@@ -1,3 +1,4 @@
+import { goAhead } from './ahead-of-bulk.ts';
 import { shareWeightOf } from './share-weights.ts';
 
 /**
@@ -51,12 +52,20 @@ export const remoteBulkRunning = 32;
  * arrives in between (a request, a relay's report, interactive actor
  * messages, which never wait here) runs before the next slice. Within a
  * class, tenants take turns (`TenantRing`): one organization's job waits
- * behind another's for one step at a time, not for the whole of it.
+ * behind another's for one step at a time, not for the whole of it. Before a
+ * slice, interactive work waiting for the turn goes first (ahead-of-bulk.ts):
+ * a write request waiting out its read is let go, the writes made since the
+ * last commit are committed, and if there was any of either the slice waits
+ * one more turn, so their continuations (an answer, a hand-out to a relay)
+ * run before the bulk step; at most once in a row, so bulk work still gets
+ * every other turn.
  */
 export class WorkLane {
   private readonly waiting = new Map<WorkClass, TenantRing>();
   private scheduled = false;
   private running = 0;
+  /** The last slice waited a turn for interactive work: the next one does not. */
+  private yielded = false;
 
   constructor(
     private readonly sliceMs = bulkSliceMs,
@@ -101,6 +110,13 @@ export class WorkLane {
 
   private slice(): void {
     this.scheduled = false;
+    if (!this.yielded && goAhead()) {
+      this.yielded = true;
+      this.scheduled = true;
+      setImmediate(() => this.slice());
+      return;
+    }
+    this.yielded = false;
     const until = performance.now() + this.sliceMs;
     do {
       if (this.running >= this.maxRunning) break;

@@ -3,6 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'libsql';
 import { AppError } from '../errors.ts';
+import { commitFirst } from '../runtime/ahead-of-bulk.ts';
 import { DataDirLock } from './data-dir-lock.ts';
 import type { Collection, Doc, IndexSpec, Store, StoredFormSpec } from './collection.ts';
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
@@ -112,6 +113,8 @@ export class EmbeddedStore implements Store, Connection {
   private readonly checkpointer: WalCheckpointer;
   private readonly walIndex: WalIndex;
   private batch: Batch | null = null;
+  /** Takes this store's commit off what goes ahead of bulk work. */
+  private readonly leaveBulkLane: () => void;
   private closed = false;
   private readonly walMaxBytes: number;
   private readonly onWalCheckpoint: (report: WalCheckpointReport) => void;
@@ -172,6 +175,7 @@ export class EmbeddedStore implements Store, Connection {
       syncIntervalMs,
       onError: opts.onWorkerError ?? (() => undefined),
     });
+    this.leaveBulkLane = commitFirst(() => this.commitPending());
   }
 
   /** A directory of the data dir, beside the database file. */
@@ -212,6 +216,7 @@ export class EmbeddedStore implements Store, Connection {
     if (this.closed) return;
     this.flush();
     this.closed = true;
+    this.leaveBulkLane();
     await this.checkpointer.stop();
     this.checkpoint(); // the whole log folded into the file, so the next start has none to read
     this.release();
@@ -290,6 +295,13 @@ export class EmbeddedStore implements Store, Connection {
   /** Settles once everything written so far is committed. */
   committed(): Promise<void> {
     return this.batch?.done ?? Promise.resolve();
+  }
+
+  /** Commits the writes made so far in this turn now (true if there were any): bulk work waits for it (ahead-of-bulk.ts). */
+  private commitPending(): boolean {
+    if (!this.batch) return false;
+    this.flush();
+    return true;
   }
 
   private begin(): Batch {

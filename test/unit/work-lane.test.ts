@@ -9,6 +9,7 @@ import { Mailboxes } from '../../src/runtime/mailboxes.ts';
 import { newEnvelope, readEnvelope, tenantOfEnvelope } from '../../src/runtime/envelope.ts';
 import { maxShareWeight, setShareWeights, shareWeightOf } from '../../src/runtime/share-weights.ts';
 import { WorkLane } from '../../src/runtime/work-lane.ts';
+import { commitFirst, nextTurn } from '../../src/runtime/ahead-of-bulk.ts';
 import { testRuntimeConfig } from '../integration/runtime-contract.ts';
 
 interface Item {
@@ -183,4 +184,55 @@ test('mailboxes: an organization with many keys of bulk work takes one turn in t
   boxes.post('b/job', { name: 'b/job again' });
   await boxes.idle();
   assert.deepEqual(started, ['a/job1', 'b/job', 'a/job2', 'b/job again', 'a/job3', 'a/job4']);
+});
+
+/** A store that groups a turn's writes into one commit, as the embedded store does: `write` resolves at the commit. */
+function groupCommits() {
+  let pending: (() => void)[] = [];
+  const commits: number[] = [];
+  const commit = () => {
+    if (pending.length === 0) return false;
+    commits.push(pending.length);
+    for (const done of pending.splice(0)) done();
+    return true;
+  };
+  const write = () =>
+    new Promise<void>((resolve) => {
+      if (pending.length === 0) setImmediate(commit);
+      pending.push(resolve);
+    });
+  return { write, commits, leave: commitFirst(commit) };
+}
+
+test('writes made before a bulk step is due are committed first, and what waited on them runs before the step', async () => {
+  const store = groupCommits();
+  const order: string[] = [];
+  const lane = new WorkLane();
+  const bulk = lane.run(workClass.bulk, async () => void order.push('bulk step'));
+  // A single send's write, made after the step was queued: its answer waits for the commit.
+  const answered = store.write().then(() => order.push('answer'));
+  await Promise.all([bulk, answered]);
+  store.leave();
+  assert.deepEqual(order, ['answer', 'bulk step']);
+  assert.deepEqual(store.commits, [1], 'one commit, made ahead of the step');
+});
+
+test('a write request waiting out its read goes before a bulk step queued before it', async () => {
+  const order: string[] = [];
+  const lane = new WorkLane();
+  const bulk = lane.run(workClass.bulk, async () => void order.push('bulk step'));
+  const request = nextTurn().then(() => order.push('request'));
+  await Promise.all([bulk, request]);
+  assert.deepEqual(order, ['request', 'bulk step']);
+});
+
+test('bulk work still runs every other turn while interactive work waits at every turn', async () => {
+  let asked = 0;
+  const leave = commitFirst(() => ++asked > 0);
+  const lane = new WorkLane();
+  const started: number[] = [];
+  await Promise.all([1, 2, 3, 4].map((n) => lane.run(workClass.bulk, async () => void started.push(n))));
+  leave();
+  assert.deepEqual(started, [1, 2, 3, 4]);
+  assert.equal(asked, 4, 'one wait for interactive work before each step, never two in a row');
 });

@@ -1,0 +1,46 @@
+/**
+ * What goes ahead of the next bulk step (work-lane.ts) in this process:
+ * work that waits for the next turn of the event loop (a write request
+ * waiting out the read it came in, `nextTurn`), and writes made since the
+ * last commit (each store that groups a turn's writes into one commit adds
+ * itself, `commitFirst`). Both would otherwise wait behind the bulk step
+ * queued before them: on the embedded store every write runs in its caller's
+ * turn, so a bulk step is as long as its writes, and a single send waits at
+ * each of its turns for the step under way.
+ */
+const waiting = new Set<() => void>();
+const committers = new Set<() => boolean>();
+
+/**
+ * Resolves in the next turn of the event loop (after the read under way has
+ * been parsed to its end): at its own `setImmediate`, or at the start of a
+ * bulk slice queued before it, whichever comes first.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => {
+    const go = () => {
+      waiting.delete(go);
+      resolve();
+    };
+    waiting.add(go);
+    setImmediate(go);
+  });
+}
+
+/** `commit` (true when it committed anything) runs before each bulk step; the returned function takes it off. */
+export function commitFirst(commit: () => boolean): () => void {
+  committers.add(commit);
+  return () => committers.delete(commit);
+}
+
+/**
+ * Lets what waits for a turn go, and commits what was written since the
+ * last commit; true when there was any of either (their continuations then
+ * run before the caller's bulk step, if it waits a turn first).
+ */
+export function goAhead(): boolean {
+  let any = waiting.size > 0;
+  for (const go of [...waiting]) go();
+  for (const commit of committers) if (commit()) any = true;
+  return any;
+}
