@@ -178,3 +178,54 @@ export function rawGet(
       .on('error', reject);
   });
 }
+
+/**
+ * One kept-alive connection that writes each request in one synchronous
+ * write, one request at a time: a client whose request is on the wire the
+ * moment it is made, as a remote client's is, where fetch in the same
+ * process would first wait for turns of the event loop it shares with the
+ * server.
+ */
+export async function keptConnection(base: string): Promise<{
+  request(
+    method: string,
+    path: string,
+    headers: [string, string][],
+    body?: string,
+  ): Promise<{ status: number; body: string }>;
+  close(): void;
+}> {
+  const { hostname, port } = new URL(base);
+  const socket = net.connect(Number(port), hostname);
+  socket.setNoDelay(true);
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let buffered = Buffer.alloc(0);
+  let waiting: ((answer: { status: number; body: string }) => void) | undefined;
+  socket.on('data', (chunk) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    const headEnd = buffered.indexOf('\r\n\r\n');
+    if (headEnd < 0 || !waiting) return;
+    const head = buffered.subarray(0, headEnd).toString('latin1');
+    const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+    if (buffered.length < headEnd + 4 + length) return;
+    const body = buffered.subarray(headEnd + 4, headEnd + 4 + length).toString('utf8');
+    buffered = buffered.subarray(headEnd + 4 + length);
+    const answer = waiting;
+    waiting = undefined;
+    answer({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), body });
+  });
+  return {
+    request(method, path, headers, body = '') {
+      if (waiting) throw new Error('one request at a time');
+      const answered = new Promise<{ status: number; body: string }>((resolve) => (waiting = resolve));
+      const all: [string, string][] = [
+        ['Host', hostname],
+        ['Content-Length', String(Buffer.byteLength(body))],
+        ...headers,
+      ];
+      socket.write(httpRequest(method, path, all, body));
+      return answered;
+    },
+    close: () => socket.destroy(),
+  };
+}
