@@ -9,6 +9,7 @@ import type { Scope } from '../store/collection.ts';
 import type { MessageDoc, MessagingCollections } from './message-store.ts';
 import { queueItemOf, tenantProtocol } from '../actors/tenant/protocol.ts';
 import { actorClient } from '../runtime/actor.ts';
+import { nextTurn } from '../runtime/ahead-of-bulk.ts';
 
 interface Submission {
   docs: MessageDoc[];
@@ -73,7 +74,8 @@ export class SendCommitter {
   private schedule(): void {
     if (this.scheduled || this.flushing >= this.maxFlushesInFlight || this.pending.length === 0) return;
     this.scheduled = true;
-    setImmediate(() => {
+    // Ahead of a bulk step queued before it: another organization's job does not hold back a single send here.
+    void nextTurn().then(() => {
       this.scheduled = false;
       void this.flush();
     });

@@ -39,8 +39,14 @@ export function commitFirst(commit: () => boolean): () => void {
  * run before the caller's bulk step, if it waits a turn first).
  */
 export function goAhead(): boolean {
-  let any = waiting.size > 0;
-  for (const go of [...waiting]) go();
+  let any = letWaitersGo();
   for (const commit of committers) if (commit()) any = true;
   return any;
+}
+
+/** Lets what waits for a turn go (true if anything did): its continuations run before those of what the caller does next. */
+export function letWaitersGo(): boolean {
+  if (waiting.size === 0) return false;
+  for (const go of [...waiting]) go();
+  return true;
 }

@@ -8,13 +8,27 @@ import { WorkLane, type WorkClass } from './work-lane.ts';
  * at once, up to `maxBatch`: a burst costs one handling, not one each.
  * With `classOf`, a key whose next item is bulk or maintenance work (class 3
  * or 4, work-lane.ts) waits for a slice of the lane; interactive items are
- * taken at once, so they never wait behind another key's bulk work.
+ * taken at once, so they never wait behind another key's bulk work. While
+ * another organization has interactive work (an item of its within the last
+ * `sharingMs`), a bulk key's items are handed over one at a time: a burst of
+ * a job's relay reports is then several short steps that another
+ * organization's single send goes between, not one long one; a job alone
+ * still gets its items together.
  */
+/**
+ * How long after another organization's interactive item a bulk key's items
+ * are handed over one at a time. Longer than the gaps between one client's
+ * requests, so a steady sender keeps it on.
+ */
+export const sharingMs = 200;
+
 export class Mailboxes<T> {
   /** Each running key's waiting items; a key is here exactly while it runs. */
   private readonly boxes = new Map<string, T[]>();
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
+  /** The organizations of the last two interactive items of different organizations, and when each was taken. */
+  private readonly recent: Array<{ tenant: string; at: number }> = [];
 
   constructor(
     private readonly handle: (items: T[]) => Promise<void>,
@@ -48,9 +62,11 @@ export class Mailboxes<T> {
       // Taken when its turn comes, so what joined the key meanwhile goes in the same batch.
       const handled = () => {
         n = 1;
-        while (n < box.length && n < this.maxBatch && this.together(box[0]!, box[n]!)) n++;
+        const most = cls >= 3 && this.othersActive(this.tenantOf(box[0]!)) ? 1 : this.maxBatch;
+        while (n < box.length && n < most && this.together(box[0]!, box[n]!)) n++;
         return this.handle(box.splice(0, n));
       };
+      if (cls === 1) this.saw(this.tenantOf(head));
       try {
         await (cls >= 3 ? this.lane.run(cls, handled, this.tenantOf(head)) : handled());
       } catch {
@@ -60,6 +76,19 @@ export class Mailboxes<T> {
     }
     this.boxes.delete(key);
     if (this.inFlight === 0) this.wakeIdle();
+  }
+
+  private saw(tenant: string): void {
+    const at = performance.now();
+    const [last] = this.recent;
+    if (last?.tenant === tenant) last.at = at;
+    else this.recent.splice(0, 2, { tenant, at }, ...(last ? [last] : []));
+  }
+
+  /** Whether an organization other than `tenant` had interactive work within the last `sharingMs`. */
+  private othersActive(tenant: string): boolean {
+    const since = performance.now() - sharingMs;
+    return this.recent.some((r) => r.tenant !== tenant && r.at >= since);
   }
 
   /** The first waiting item of each key: the oldest of each key's queue. */

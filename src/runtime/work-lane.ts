@@ -57,15 +57,17 @@ export const remoteBulkRunning = 32;
  * a write request waiting out its read is let go, the writes made since the
  * last commit are committed, and if there was any of either the slice waits
  * one more turn, so their continuations (an answer, a hand-out to a relay)
- * run before the bulk step; at most once in a row, so bulk work still gets
- * every other turn.
+ * run before the bulk step. It waits again while there is more, for about a
+ * slice at most: a single send's few turns (its group commit, its commit,
+ * its claim's commit) all go ahead, and bulk work still gets a slice at
+ * least every other slice's time.
  */
 export class WorkLane {
   private readonly waiting = new Map<WorkClass, TenantRing>();
   private scheduled = false;
   private running = 0;
-  /** The last slice waited a turn for interactive work: the next one does not. */
-  private yielded = false;
+  /** Since when slices have waited for interactive work (`performance.now()`), while they do. */
+  private yieldingSince: number | undefined;
 
   constructor(
     private readonly sliceMs = bulkSliceMs,
@@ -110,13 +112,14 @@ export class WorkLane {
 
   private slice(): void {
     this.scheduled = false;
-    if (!this.yielded && goAhead()) {
-      this.yielded = true;
+    const now = performance.now();
+    if (now - (this.yieldingSince ?? now) < this.sliceMs && goAhead()) {
+      this.yieldingSince ??= now;
       this.scheduled = true;
       setImmediate(() => this.slice());
       return;
     }
-    this.yielded = false;
+    this.yieldingSince = undefined;
     const until = performance.now() + this.sliceMs;
     do {
       if (this.running >= this.maxRunning) break;

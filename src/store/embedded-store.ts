@@ -3,7 +3,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import Database from 'libsql';
 import { AppError } from '../errors.ts';
-import { commitFirst } from '../runtime/ahead-of-bulk.ts';
+import { commitFirst, letWaitersGo } from '../runtime/ahead-of-bulk.ts';
 import { DataDirLock } from './data-dir-lock.ts';
 import type { Collection, Doc, IndexSpec, Store, StoredFormSpec } from './collection.ts';
 import { legacyCollections, replayLegacyCollection, retireLegacyFiles } from './legacy-files.ts';
@@ -113,7 +113,7 @@ export class EmbeddedStore implements Store, Connection {
   private readonly checkpointer: WalCheckpointer;
   private readonly walIndex: WalIndex;
   private batch: Batch | null = null;
-  /** Takes this store's commit off what goes ahead of bulk work. */
+  /** Takes this store's commit off what goes ahead of bulk work (ahead-of-bulk.ts). */
   private readonly leaveBulkLane: () => void;
   private closed = false;
   private readonly walMaxBytes: number;
@@ -175,7 +175,8 @@ export class EmbeddedStore implements Store, Connection {
       syncIntervalMs,
       onError: opts.onWorkerError ?? (() => undefined),
     });
-    this.leaveBulkLane = commitFirst(() => this.commitPending());
+    // Before a bulk step the writes made so far are committed, so what waits on them goes first.
+    this.leaveBulkLane = commitFirst(() => this.flush());
   }
 
   /** A directory of the data dir, beside the database file. */
@@ -297,13 +298,6 @@ export class EmbeddedStore implements Store, Connection {
     return this.batch?.done ?? Promise.resolve();
   }
 
-  /** Commits the writes made so far in this turn now (true if there were any): bulk work waits for it (ahead-of-bulk.ts). */
-  private commitPending(): boolean {
-    if (!this.batch) return false;
-    this.flush();
-    return true;
-  }
-
   private begin(): Batch {
     countedExec(this.db, 'BEGIN');
     let resolve!: () => void;
@@ -314,10 +308,12 @@ export class EmbeddedStore implements Store, Connection {
     return { last: new Map(), done, resolve, reject };
   }
 
-  /** Group commit: one COMMIT for every write of the turn, then all their callers resolve. */
-  private flush(): void {
+  /** Group commit: one COMMIT for every write of the turn, then all their callers resolve; false if there were none. */
+  private flush(): boolean {
     const batch = this.batch;
-    if (!batch) return;
+    if (!batch) return false;
+    // What waits for a turn (a request waiting out its read) goes on before the writers of this commit, a job's among them.
+    letWaitersGo();
     this.batch = null;
     try {
       if (!this.db.inTransaction) throw new Error('the transaction was rolled back by SQLite');
@@ -332,11 +328,12 @@ export class EmbeddedStore implements Store, Connection {
       this.rollbacks++;
       // A full disk or a failing volume: every write of the turn is answered 503, and the store-unavailable alert counts it.
       batch.reject(unavailable('transaction', 'the store could not commit', err));
-      return;
+      return true;
     }
     this.checkpointer.committed();
     batch.resolve();
     this.boundWal();
+    return true;
   }
 
   /**
@@ -447,15 +444,5 @@ export class EmbeddedStore implements Store, Connection {
       }
     }
     retireLegacyFiles(dataDir, names);
-  }
-}
-
-/** Whether a process with this id runs (one we may not signal runs too). */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

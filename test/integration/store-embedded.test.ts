@@ -15,7 +15,8 @@ import {
   type Scope,
   type Update,
 } from '../../src/store/collection.ts';
-import { EmbeddedStore, processAlive, storeFile, type WalCheckpointReport } from '../../src/store/embedded-store.ts';
+import { EmbeddedStore, storeFile, type WalCheckpointReport } from '../../src/store/embedded-store.ts';
+import { processAlive } from '../support/answer-recorder.ts';
 import { applyUpdate, matches } from '../../src/store/query.ts';
 import { storeContract } from './store-contract.ts';
 

@@ -1,7 +1,6 @@
 import { appendFileSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { processAlive } from '../../src/store/embedded-store.ts';
 
 /**
  * Every answer the integration suites get through `request()` is appended
@@ -59,4 +58,14 @@ export function takeRecordedAnswers(): RecordedAnswer[] {
     if (name.startsWith(filePrefix) && pid > 0 && !processAlive(pid)) rmSync(join(tmpdir(), name), { force: true });
   }
   return lines.map((line) => JSON.parse(line) as RecordedAnswer);
+}
+
+/** Whether a process with this id runs (one we may not signal runs too). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
