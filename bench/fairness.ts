@@ -24,7 +24,9 @@
  * BENCH_SINGLES (200) single sends BENCH_SINGLE_GAP_MS (20) apart, to one
  * relay of the second organization; every relay reports sent, then
  * delivered, as soon as it gets a send. Every service role runs in this
- * process (the in-process test app).
+ * process (the in-process test app); the singles go on one kept-alive
+ * connection, each request in one write, so it is on the wire when made, as
+ * a remote client's is.
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
