@@ -14,7 +14,8 @@ const committers = new Set<() => boolean>();
 /**
  * Resolves in the next turn of the event loop (after the read under way has
  * been parsed to its end): at its own `setImmediate`, or at the start of a
- * bulk slice queued before it, whichever comes first.
+ * bulk slice or of a commit queued before it (`letWaitersGo`), whichever
+ * comes first.
  */
 export function nextTurn(): Promise<void> {
   return new Promise((resolve) => {

@@ -1,6 +1,13 @@
 import { WorkLane, type WorkClass } from './work-lane.ts';
 
 /**
+ * How long after another organization's interactive item a bulk key's items
+ * are handed over one at a time. Longer than the gaps between one client's
+ * requests, so a steady sender keeps it on.
+ */
+const sharingMs = 200;
+
+/**
  * Runs work one key at a time, in the order it was posted, while different
  * keys run concurrently: what gives an actor its one-message-at-a-time
  * guarantee inside one process. Items of one key that wait next to each other
@@ -15,13 +22,6 @@ import { WorkLane, type WorkClass } from './work-lane.ts';
  * organization's single send goes between, not one long one; a job alone
  * still gets its items together.
  */
-/**
- * How long after another organization's interactive item a bulk key's items
- * are handed over one at a time. Longer than the gaps between one client's
- * requests, so a steady sender keeps it on.
- */
-export const sharingMs = 200;
-
 export class Mailboxes<T> {
   /** Each running key's waiting items; a key is here exactly while it runs. */
   private readonly boxes = new Map<string, T[]>();
@@ -78,6 +78,7 @@ export class Mailboxes<T> {
     if (this.inFlight === 0) this.wakeIdle();
   }
 
+  /** An interactive item of `tenant` was taken now. */
   private saw(tenant: string): void {
     const at = performance.now();
     const [last] = this.recent;
