@@ -178,3 +178,4 @@ export function actorClient<P extends ActorProtocol>(runtime: ActorSender, proto
   };
 }
 export { inSteps, workClass, type WorkClass } from './work-lane.ts';
+export { afterInteractive } from './ahead-of-bulk.ts';

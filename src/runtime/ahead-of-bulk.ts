@@ -51,3 +51,14 @@ export function letWaitersGo(): boolean {
   for (const go of [...waiting]) go();
   return true;
 }
+
+/**
+ * Resolves once nothing interactive waits for a turn any more (`goAhead`
+ * found none), or after about `withinMs` of letting it go first: for bulk
+ * work that runs as the continuation of its own commit, outside any slice (a
+ * job's hand-out after its status step), so it starts as a slice would.
+ */
+export async function afterInteractive(withinMs = 2): Promise<void> {
+  const since = performance.now();
+  while (performance.now() - since < withinMs && goAhead()) await new Promise((resolve) => setImmediate(resolve));
+}

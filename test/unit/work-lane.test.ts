@@ -9,7 +9,7 @@ import { Mailboxes } from '../../src/runtime/mailboxes.ts';
 import { newEnvelope, readEnvelope, tenantOfEnvelope } from '../../src/runtime/envelope.ts';
 import { maxShareWeight, setShareWeights, shareWeightOf } from '../../src/runtime/share-weights.ts';
 import { WorkLane } from '../../src/runtime/work-lane.ts';
-import { commitFirst, nextTurn } from '../../src/runtime/ahead-of-bulk.ts';
+import { afterInteractive, commitFirst, nextTurn } from '../../src/runtime/ahead-of-bulk.ts';
 import { testRuntimeConfig } from '../integration/runtime-contract.ts';
 
 interface Item {
@@ -283,4 +283,23 @@ test('while another organization sends, a bulk key’s waiting items are handed 
   for (const name of ['r1', 'r2', 'r3']) boxes.post('job', { name, cls: 3, tenant: 'a' });
   await boxes.idle();
   assert.deepEqual(handlings, [['single'], ['r1'], ['r2'], ['r3']]);
+});
+
+test('bulk work continuing after its commit lets a request waiting for its turn go first', async () => {
+  const order: string[] = [];
+  const request = nextTurn().then(() => order.push('request'));
+  await afterInteractive();
+  order.push('hand-out');
+  await request;
+  assert.deepEqual(order, ['request', 'hand-out']);
+});
+
+test('bulk work continuing after its commit waits about 2 ms at most while interactive work keeps coming', async () => {
+  const leave = commitFirst(() => true);
+  const began = performance.now();
+  await afterInteractive(2);
+  leave();
+  const waited = performance.now() - began;
+  assert.ok(waited >= 2, `it waited for interactive work (${waited.toFixed(1)} ms)`);
+  assert.ok(waited < 1_000, `and then went on (${waited.toFixed(1)} ms)`);
 });

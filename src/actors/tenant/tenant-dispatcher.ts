@@ -5,7 +5,7 @@ import type { MessageRollups } from '../../messages/message-rollups.ts';
 import type { MessagingCollections } from '../../messages/message-store.ts';
 import type { RelayCollections } from '../../relays/relay-store.ts';
 import type { ActorContext } from '../../runtime/types.ts';
-import { workClass } from '../../runtime/actor.ts';
+import { afterInteractive, workClass } from '../../runtime/actor.ts';
 import { defaultPaceOf } from '../../test-mode.ts';
 import { relayProtocol } from '../relay/protocol.ts';
 import { LinePacing, lineOf, type Hold, type LineContact } from './line-pacing.ts';
@@ -283,7 +283,11 @@ export class TenantDispatcher {
       return;
     }
     const state = await this.state(ctx);
-    if (await this.writer.settle(ctx, state, reports)) await this.pump(ctx, ctx.key, state);
+    if (!(await this.writer.settle(ctx, state, reports))) return;
+    // A batch's hand-out (a page read, a relay's next sends) runs as its commit's continuation, outside any slice of the
+    // lane: it first lets what another organization has waiting go, as a slice would.
+    if (reports.length > 1) await afterInteractive();
+    await this.pump(ctx, ctx.key, state);
   }
 
   async sendTimeout(ctx: TenantContext, messageId: string, relayId: string, attempt: number): Promise<void> {
