@@ -54,9 +54,10 @@ export function letWaitersGo(): boolean {
 
 /**
  * Resolves once nothing interactive waits for a turn any more (`goAhead`
- * found none), or after about `withinMs` of letting it go first: for bulk
- * work that runs as the continuation of its own commit, outside any slice (a
- * job's hand-out after its status step), so it starts as a slice would.
+ * found none), or after about `withinMs` of letting it go first: what each
+ * slice of the lane waits for before its bulk step, and what bulk work that
+ * runs as its own commit's continuation, outside any slice (a job's hand-out
+ * after its status step), waits for the same way.
  */
 export async function afterInteractive(withinMs = 2): Promise<void> {
   const since = performance.now();

@@ -1,4 +1,4 @@
-import { goAhead } from './ahead-of-bulk.ts';
+import { afterInteractive } from './ahead-of-bulk.ts';
 import { shareWeightOf } from './share-weights.ts';
 
 /**
@@ -66,8 +66,6 @@ export class WorkLane {
   private readonly waiting = new Map<WorkClass, TenantRing>();
   private scheduled = false;
   private running = 0;
-  /** Since when slices have waited for interactive work (`performance.now()`), while they do. */
-  private yieldingSince: number | undefined;
 
   constructor(
     private readonly sliceMs = bulkSliceMs,
@@ -107,19 +105,13 @@ export class WorkLane {
   private schedule(): void {
     if (this.scheduled || this.size === 0 || this.running >= this.maxRunning) return;
     this.scheduled = true;
-    setImmediate(() => this.slice());
+    setImmediate(() => void this.slice());
   }
 
-  private slice(): void {
+  private async slice(): Promise<void> {
+    // Still scheduled meanwhile: one slice at a time.
+    await afterInteractive(this.sliceMs);
     this.scheduled = false;
-    const now = performance.now();
-    if (now - (this.yieldingSince ?? now) < this.sliceMs && goAhead()) {
-      this.yieldingSince ??= now;
-      this.scheduled = true;
-      setImmediate(() => this.slice());
-      return;
-    }
-    this.yieldingSince = undefined;
     const until = performance.now() + this.sliceMs;
     do {
       if (this.running >= this.maxRunning) break;

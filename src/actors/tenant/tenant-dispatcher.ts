@@ -285,7 +285,7 @@ export class TenantDispatcher {
     const state = await this.state(ctx);
     if (!(await this.writer.settle(ctx, state, reports))) return;
     // A batch's hand-out (a page read, a relay's next sends) runs as its commit's continuation, outside any slice of the
-    // lane: it first lets what another organization has waiting go, as a slice would.
+    // lane: it first lets what another organization has waiting go, as a slice would (a lone report goes on at once).
     if (reports.length > 1) await afterInteractive();
     await this.pump(ctx, ctx.key, state);
   }
